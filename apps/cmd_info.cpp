@@ -1,0 +1,34 @@
+// `zerodp info`: the version and what this build has (MPI, BLAS, OpenMP, CUDA).
+#include <cstdio>
+
+#include <cblas.h>
+#include <fmt/format.h>
+#include <omp.h>
+
+#include "apps/commands.h"
+#include "comm/runtime.h"
+#include "zerodp_build_info.h"
+
+namespace zerodp::cli {
+
+namespace {
+void register_info(CLI::App& app, Action& action) {
+  auto* cmd = app.add_subcommand("info", "Print the version and the build's features");
+  cmd->callback([&action] {
+    action = [] {
+      std::string mpi = comm::mpi_library_version();
+      if (auto nl = mpi.find('\n'); nl != std::string::npos) mpi.resize(nl);
+      fmt::print("zerodp {} ({}, {} build, {})\n", ZERODP_VERSION, ZERODP_GIT_REV, ZERODP_BUILD_TYPE,
+                 ZERODP_CXX_COMPILER);
+      fmt::print("  MPI:     {}\n", mpi);
+      fmt::print("  BLAS:    {} ({} threads)\n", openblas_get_config(), openblas_get_num_threads());
+      fmt::print("  OpenMP:  {} threads (omp_get_max_threads)\n", omp_get_max_threads());
+      fmt::print("  CUDA:    {}\n", ZERODP_HAVE_CUDA ? "yes (cuBLAS, cuBLASLt)" : "no");
+      return 0;
+    };
+  });
+}
+const CommandRegistration registration(10, register_info);
+}  // namespace
+
+}  // namespace zerodp::cli

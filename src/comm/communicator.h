@@ -1,0 +1,83 @@
+// The Communicator: one process group's collectives, in the style of PyTorch c10d. Every
+// collective has an asynchronous form that returns a Work handle to wait on; several may be in
+// flight at once and they progress while the caller computes. The blocking forms are the async
+// form followed by wait().
+//
+// Semantics (all ranks of the group must issue the same collectives in the same order):
+//  - all_reduce: in place over `count` elements.
+//  - reduce_scatter: `send` holds size()*count elements, chunk i for rank i; rank r receives the
+//    reduction of everyone's chunk r into `recv` (count elements). In place when
+//    recv == send + rank()*count (NCCL's convention).
+//  - all_gather: every rank contributes `count` elements from `send`; `recv` receives size()*count,
+//    rank i's at offset i*count. In place when send == recv + rank()*count.
+//  - broadcast: in place, from `root`.
+// 16-bit reductions (bf16, fp16) add in fp32 and round once per partial sum. kAvg divides the sum
+// by size(). Every collective records its bytes in the traffic ledger (contract §9).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "comm/traffic.h"
+#include "core/dtype.h"
+
+namespace zerodp::comm {
+
+enum class ReduceOp : uint8_t { kSum, kAvg, kMax };
+const char* reduce_op_name(ReduceOp op);
+
+// A handle to an operation in flight (c10d's Work). wait() blocks until it is done and rethrows
+// any error it met; it may be called more than once.
+class Work {
+ public:
+  virtual ~Work() = default;
+  virtual void wait() = 0;
+  virtual bool is_completed() = 0;
+};
+using WorkPtr = std::shared_ptr<Work>;
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // "mpi", "nccl", ...
+  virtual std::string backend() const = 0;
+
+  // Splits into sub-communicators: ranks with the same color form one, ordered by key (then rank).
+  virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
+
+  virtual WorkPtr barrier_async() = 0;
+  virtual WorkPtr broadcast_async(void* buf, size_t count, DType dtype, int root) = 0;
+  virtual WorkPtr all_reduce_async(void* buf, size_t count, DType dtype, ReduceOp op) = 0;
+  virtual WorkPtr reduce_scatter_async(const void* send, void* recv, size_t count, DType dtype,
+                                       ReduceOp op) = 0;
+  virtual WorkPtr all_gather_async(const void* send, void* recv, size_t count, DType dtype) = 0;
+
+  void barrier() { barrier_async()->wait(); }
+  void broadcast(void* buf, size_t count, DType dtype, int root) {
+    broadcast_async(buf, count, dtype, root)->wait();
+  }
+  void all_reduce(void* buf, size_t count, DType dtype, ReduceOp op = ReduceOp::kSum) {
+    all_reduce_async(buf, count, dtype, op)->wait();
+  }
+  void reduce_scatter(const void* send, void* recv, size_t count, DType dtype,
+                      ReduceOp op = ReduceOp::kSum) {
+    reduce_scatter_async(send, recv, count, dtype, op)->wait();
+  }
+  void all_gather(const void* send, void* recv, size_t count, DType dtype) {
+    all_gather_async(send, recv, count, dtype)->wait();
+  }
+
+  // The ledger this communicator records its traffic in (by default the process's).
+  TrafficLedger& traffic() { return *traffic_; }
+  void set_traffic_ledger(TrafficLedger* ledger) { traffic_ = ledger; }
+
+ protected:
+  TrafficLedger* traffic_ = &TrafficLedger::global();
+};
+
+}  // namespace zerodp::comm

@@ -1,0 +1,37 @@
+// The traffic ledger: bytes each rank sends per kind of collective, counted as the ring algorithm
+// sends them whatever the library does underneath (contract §9): for n the bytes of the full
+// buffer and W the group size, all-reduce 2(W-1)/W·n, reduce-scatter and all-gather (W-1)/W·n,
+// broadcast n.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace zerodp::comm {
+
+enum class CollectiveKind : uint8_t { kAllReduce = 0, kReduceScatter, kAllGather, kBroadcast };
+constexpr size_t kNumCollectiveKinds = 4;
+// "all_reduce", "reduce_scatter", "all_gather", "broadcast": the keys of the metrics.
+const char* collective_name(CollectiveKind k);
+
+// Ring bytes one rank sends for a collective over a full buffer of `full_bytes` in a group of `world`.
+uint64_t ring_bytes_sent(CollectiveKind k, uint64_t full_bytes, int world);
+
+class TrafficLedger {
+ public:
+  static TrafficLedger& global();
+
+  void record(CollectiveKind k, uint64_t full_bytes, int world);
+  uint64_t bytes_sent(CollectiveKind k) const;
+  uint64_t total_bytes_sent() const;
+  uint64_t calls(CollectiveKind k) const;
+  void reset();
+
+ private:
+  std::array<std::atomic<uint64_t>, kNumCollectiveKinds> bytes_{};
+  std::array<std::atomic<uint64_t>, kNumCollectiveKinds> calls_{};
+};
+
+}  // namespace zerodp::comm

@@ -1,0 +1,145 @@
+#include "core/memory.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace zerodp {
+
+const char* mem_category_name(MemCategory c) {
+  switch (c) {
+    case MemCategory::kParam: return "param";
+    case MemCategory::kGrad: return "grad";
+    case MemCategory::kMaster: return "master";
+    case MemCategory::kOptim: return "optim";
+    case MemCategory::kGathered: return "gathered";
+    case MemCategory::kComm: return "comm";
+    case MemCategory::kAct: return "act";
+  }
+  return "?";
+}
+
+MemCategory parse_mem_category(std::string_view name) {
+  for (MemCategory c : kAllMemCategories)
+    if (name == mem_category_name(c)) return c;
+  throw UsageError(fmt::format("unknown memory category '{}'", name));
+}
+
+std::string format_bytes(uint64_t bytes) {
+  static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024.0 && u < 4) {
+    v /= 1024.0;
+    ++u;
+  }
+  return u == 0 ? fmt::format("{} B", bytes) : fmt::format("{:.1f} {}", v, units[u]);
+}
+
+MemoryLedger& MemoryLedger::global() {
+  static MemoryLedger ledger;
+  return ledger;
+}
+
+void MemoryLedger::on_alloc(MemCategory c, uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const size_t i = static_cast<size_t>(c);
+  if (budget_ && s_.live_total + bytes > *budget_) {
+    throw BudgetError(fmt::format(
+        "memory budget exceeded: allocating {} bytes of '{}' with {} bytes live would exceed the "
+        "budget of {} bytes per rank ({} asked, {} live, {} budget)",
+        bytes, mem_category_name(c), s_.live_total, *budget_, format_bytes(bytes),
+        format_bytes(s_.live_total), format_bytes(*budget_)));
+  }
+  s_.live[i] += bytes;
+  s_.live_total += bytes;
+  if (s_.live[i] > s_.peak[i]) s_.peak[i] = s_.live[i];
+  if (s_.live_total > s_.peak_total) s_.peak_total = s_.live_total;
+}
+
+void MemoryLedger::on_free(MemCategory c, uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const size_t i = static_cast<size_t>(c);
+  ZDP_CHECK(s_.live[i] >= bytes, "freeing {} bytes of '{}' with only {} live", bytes,
+            mem_category_name(c), s_.live[i]);
+  s_.live[i] -= bytes;
+  s_.live_total -= bytes;
+}
+
+void MemoryLedger::set_budget(std::optional<uint64_t> bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  budget_ = bytes;
+}
+
+std::optional<uint64_t> MemoryLedger::budget() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return budget_;
+}
+
+MemorySnapshot MemoryLedger::snapshot() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return s_;
+}
+
+uint64_t MemoryLedger::live(MemCategory c) const { return snapshot().live_of(c); }
+uint64_t MemoryLedger::peak(MemCategory c) const { return snapshot().peak_of(c); }
+uint64_t MemoryLedger::live_total() const { return snapshot().live_total; }
+uint64_t MemoryLedger::peak_total() const { return snapshot().peak_total; }
+
+void MemoryLedger::reset_peaks() {
+  std::lock_guard<std::mutex> lock(mu_);
+  s_.peak = s_.live;
+  s_.peak_total = s_.live_total;
+}
+
+Buffer::Buffer(size_t bytes, MemCategory c, MemoryLedger& ledger) : category_(c) {
+  ledger.on_alloc(c, bytes);  // throws before anything is allocated
+  if (bytes > 0) {
+    // aligned_alloc wants a multiple of the alignment; the ledger counts the bytes asked for.
+    const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+    data_ = std::aligned_alloc(kAlignment, rounded);
+    if (data_ == nullptr) {
+      ledger.on_free(c, bytes);
+      throw RuntimeFailure(fmt::format("out of host memory allocating {} bytes of '{}'", bytes,
+                                       mem_category_name(c)));
+    }
+  }
+  size_ = bytes;
+  ledger_ = &ledger;
+}
+
+Buffer::Buffer(Buffer&& o) noexcept
+    : data_(std::exchange(o.data_, nullptr)),
+      size_(std::exchange(o.size_, 0)),
+      category_(o.category_),
+      ledger_(std::exchange(o.ledger_, nullptr)) {}
+
+Buffer& Buffer::operator=(Buffer&& o) noexcept {
+  if (this != &o) {
+    release();
+    data_ = std::exchange(o.data_, nullptr);
+    size_ = std::exchange(o.size_, 0);
+    category_ = o.category_;
+    ledger_ = std::exchange(o.ledger_, nullptr);
+  }
+  return *this;
+}
+
+void Buffer::release() {
+  if (ledger_ != nullptr) ledger_->on_free(category_, size_);
+  std::free(data_);
+  data_ = nullptr;
+  size_ = 0;
+  ledger_ = nullptr;
+}
+
+void Buffer::zero() {
+  if (size_ > 0) std::memset(data_, 0, size_);
+}
+
+}  // namespace zerodp

@@ -1,0 +1,120 @@
+// The memory ledger: every byte zerodp allocates is counted here under one category of contract §9,
+// live and peak, per category and in total, exactly (the bytes asked for, not the allocator's
+// rounding). An optional per-rank budget makes an allocation that would exceed it throw BudgetError.
+//
+// Buffer is the only way the library allocates tensor memory: a move-only owner of 64-byte-aligned
+// bytes that registers with the ledger on allocation and deregisters when freed.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace zerodp {
+
+enum class MemCategory : uint8_t {
+  kParam = 0,  // parameters kept between steps, compute dtype (all in stages 0-2, the shard in 3)
+  kGrad,       // persistent gradient storage (all in stages 0-1, the shard in 2-3)
+  kMaster,     // fp32 master weights when the compute dtype is not fp32
+  kOptim,      // optimizer state (AdamW m and v)
+  kGathered,   // parameters and gradients materialised for a while only (stage 3 around a unit)
+  kComm,       // communication buffers and buckets
+  kAct,        // activations and working memory of forward and backward
+};
+constexpr size_t kNumMemCategories = 7;
+constexpr std::array<MemCategory, kNumMemCategories> kAllMemCategories = {
+    MemCategory::kParam,    MemCategory::kGrad, MemCategory::kMaster, MemCategory::kOptim,
+    MemCategory::kGathered, MemCategory::kComm, MemCategory::kAct};
+
+// "param", "grad", "master", "optim", "gathered", "comm", "act": the keys of the metrics.
+const char* mem_category_name(MemCategory c);
+MemCategory parse_mem_category(std::string_view name);
+
+struct MemorySnapshot {
+  std::array<uint64_t, kNumMemCategories> live{};
+  std::array<uint64_t, kNumMemCategories> peak{};
+  uint64_t live_total = 0;
+  uint64_t peak_total = 0;  // the peak of the sum, not the sum of the peaks
+
+  uint64_t live_of(MemCategory c) const { return live[static_cast<size_t>(c)]; }
+  uint64_t peak_of(MemCategory c) const { return peak[static_cast<size_t>(c)]; }
+};
+
+class MemoryLedger {
+ public:
+  MemoryLedger() = default;
+  MemoryLedger(const MemoryLedger&) = delete;
+  MemoryLedger& operator=(const MemoryLedger&) = delete;
+
+  // The process's ledger (one process is one rank).
+  static MemoryLedger& global();
+
+  // Counts `bytes` as allocated under `c`. Throws BudgetError, counting nothing, when the live
+  // total would exceed the budget.
+  void on_alloc(MemCategory c, uint64_t bytes);
+  void on_free(MemCategory c, uint64_t bytes);
+
+  // nullopt: no budget.
+  void set_budget(std::optional<uint64_t> bytes);
+  std::optional<uint64_t> budget() const;
+
+  MemorySnapshot snapshot() const;
+  uint64_t live(MemCategory c) const;
+  uint64_t peak(MemCategory c) const;
+  uint64_t live_total() const;
+  uint64_t peak_total() const;
+  // Peaks restart from the current live bytes (e.g. to measure one phase).
+  void reset_peaks();
+
+ private:
+  mutable std::mutex mu_;
+  MemorySnapshot s_;
+  std::optional<uint64_t> budget_;
+};
+
+// Formats a byte count as "123.4 MiB" (binary units) for people.
+std::string format_bytes(uint64_t bytes);
+
+class Buffer {
+ public:
+  static constexpr size_t kAlignment = 64;
+
+  Buffer() = default;
+  // Allocates `bytes` (uninitialised) under category `c`. Throws BudgetError when over budget.
+  Buffer(size_t bytes, MemCategory c, MemoryLedger& ledger = MemoryLedger::global());
+  ~Buffer() { release(); }
+  Buffer(Buffer&& o) noexcept;
+  Buffer& operator=(Buffer&& o) noexcept;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  // Returns the memory and its bytes to the ledger now; the buffer becomes empty.
+  void release();
+  void zero();
+
+  void* data() { return data_; }
+  const void* data() const { return data_; }
+  template <typename T>
+  T* as() {
+    return static_cast<T*>(data_);
+  }
+  template <typename T>
+  const T* as() const {
+    return static_cast<const T*>(data_);
+  }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  MemCategory category() const { return category_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t size_ = 0;
+  MemCategory category_ = MemCategory::kAct;
+  MemoryLedger* ledger_ = nullptr;
+};
+
+}  // namespace zerodp

@@ -1,0 +1,62 @@
+// Where every GPT-2 parameter lives: the model's parameters are held in flat buffers, one per
+// unit, so the ZeRO engine can shard a unit as one contiguous range. Unit 0 holds wte, wpe, ln_f
+// (used first and last: embedding and tied LM head); unit 1+i holds block i. Inside a unit the
+// tensors follow contract §1's order back to back, with no padding (padding for sharding is added
+// at the unit's end by the engine).
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/tensor.h"
+#include "model/config.h"
+
+namespace zerodp::model {
+
+struct ParamInfo {
+  std::string name;  // contract §1 name, e.g. "h.3.attn.c_attn.weight"
+  Shape shape;
+  int unit = 0;
+  size_t offset = 0;  // first element inside the unit's flat buffer
+  size_t numel = 0;
+  bool decay = false;  // AdamW weight decay applies (2 or more dimensions, contract §7)
+};
+
+// Index of each tensor of a block inside its unit, in contract §1 order.
+enum BlockParam : int {
+  kLn1W = 0, kLn1B, kAttnW, kAttnB, kAttnProjW, kAttnProjB,
+  kLn2W, kLn2B, kFcW, kFcB, kFcProjW, kFcProjB, kNumBlockParams
+};
+// Index of each tensor of the embedding unit.
+enum EmbedParam : int { kWte = 0, kWpe, kLnfW, kLnfB, kNumEmbedParams };
+
+class ParamLayout {
+ public:
+  explicit ParamLayout(const GPT2Config& config);
+
+  const GPT2Config& config() const { return config_; }
+  int num_units() const { return static_cast<int>(unit_numel_.size()); }
+  static constexpr int kEmbeddingUnit = 0;
+  static int block_unit(int layer) { return 1 + layer; }
+
+  size_t unit_numel(int unit) const { return unit_numel_.at(static_cast<size_t>(unit)); }
+  size_t total_numel() const { return total_numel_; }
+  const std::vector<ParamInfo>& params() const { return params_; }
+  // The tensors of one unit, in order.
+  std::vector<const ParamInfo*> unit_params(int unit) const;
+  // A tensor by its contract name; nullptr if there is none.
+  const ParamInfo* find(std::string_view name) const;
+  // Tensor `index` (BlockParam or EmbedParam) of `unit`.
+  const ParamInfo& param(int unit, int index) const;
+
+ private:
+  GPT2Config config_;
+  std::vector<ParamInfo> params_;
+  std::vector<size_t> unit_first_;  // index in params_ of each unit's first tensor
+  std::vector<size_t> unit_numel_;
+  size_t total_numel_ = 0;
+};
+
+}  // namespace zerodp::model

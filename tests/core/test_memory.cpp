@@ -1,0 +1,139 @@
+// The memory ledger: exact live and peak bytes per category and in total, budgets, Buffer RAII.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+#include "core/error.h"
+#include "core/memory.h"
+#include "core/tensor.h"
+
+using namespace zerodp;
+
+TEST(MemoryLedger, CountsLiveAndPeakExactly) {
+  MemoryLedger L;
+  L.on_alloc(MemCategory::kParam, 1000);
+  L.on_alloc(MemCategory::kAct, 333);
+  L.on_free(MemCategory::kAct, 333);
+  L.on_alloc(MemCategory::kAct, 100);
+  auto s = L.snapshot();
+  EXPECT_EQ(s.live_of(MemCategory::kParam), 1000u);
+  EXPECT_EQ(s.live_of(MemCategory::kAct), 100u);
+  EXPECT_EQ(s.peak_of(MemCategory::kAct), 333u);
+  EXPECT_EQ(s.live_total, 1100u);
+  EXPECT_EQ(s.peak_total, 1333u);  // peak of the sum
+  EXPECT_EQ(s.live_of(MemCategory::kGrad), 0u);
+  L.reset_peaks();
+  EXPECT_EQ(L.peak(MemCategory::kAct), 100u);
+  EXPECT_EQ(L.peak_total(), 1100u);
+}
+
+TEST(MemoryLedger, FreeingMoreThanLiveIsABug) {
+  MemoryLedger L;
+  L.on_alloc(MemCategory::kGrad, 10);
+  EXPECT_THROW(L.on_free(MemCategory::kGrad, 11), RuntimeFailure);
+}
+
+TEST(MemoryLedger, BudgetNamesCategoryBytesLiveAndBudget) {
+  MemoryLedger L;
+  L.set_budget(10000);
+  L.on_alloc(MemCategory::kParam, 6000);
+  try {
+    L.on_alloc(MemCategory::kOptim, 5000);
+    FAIL() << "over budget accepted";
+  } catch (const BudgetError& e) {
+    const std::string m = e.what();
+    EXPECT_EQ(e.code(), ExitCode::kBudget);
+    EXPECT_NE(m.find("'optim'"), std::string::npos) << m;
+    EXPECT_NE(m.find("5000 bytes"), std::string::npos) << m;
+    EXPECT_NE(m.find("6000 bytes live"), std::string::npos) << m;
+    EXPECT_NE(m.find("budget of 10000 bytes"), std::string::npos) << m;
+  }
+  // The refused allocation counted nothing; exactly filling the budget is allowed.
+  EXPECT_EQ(L.live_total(), 6000u);
+  EXPECT_EQ(L.live(MemCategory::kOptim), 0u);
+  L.on_alloc(MemCategory::kOptim, 4000);
+  EXPECT_EQ(L.live_total(), 10000u);
+  L.set_budget(std::nullopt);
+  L.on_alloc(MemCategory::kOptim, 1);
+}
+
+TEST(Buffer, AlignedAccountedAndReleased) {
+  MemoryLedger L;
+  {
+    Buffer a(1001, MemCategory::kComm, L);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(a.data()) % 64, 0u);
+    EXPECT_EQ(L.live(MemCategory::kComm), 1001u);  // the bytes asked for, not the rounding
+    a.zero();
+    EXPECT_EQ(a.as<uint8_t>()[1000], 0);
+    Buffer b(std::move(a));
+    EXPECT_TRUE(a.empty());
+    EXPECT_EQ(L.live(MemCategory::kComm), 1001u);
+    Buffer c;
+    c = std::move(b);
+    EXPECT_EQ(c.size(), 1001u);
+    Buffer zero(0, MemCategory::kAct, L);
+    EXPECT_TRUE(zero.empty());
+  }
+  EXPECT_EQ(L.live_total(), 0u);
+  EXPECT_EQ(L.peak(MemCategory::kComm), 1001u);
+}
+
+TEST(Buffer, OverBudgetAllocatesNothing) {
+  MemoryLedger L;
+  L.set_budget(100);
+  EXPECT_THROW(Buffer(101, MemCategory::kParam, L), BudgetError);
+  EXPECT_EQ(L.live_total(), 0u);
+  Buffer ok(100, MemCategory::kParam, L);
+  EXPECT_EQ(L.live_total(), 100u);
+}
+
+TEST(MemoryLedger, ThreadSafeCounting) {
+  MemoryLedger L;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&L] {
+      for (int i = 0; i < 10000; ++i) {
+        Buffer b(64, MemCategory::kAct, L);
+      }
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(L.live_total(), 0u);
+  EXPECT_GE(L.peak(MemCategory::kAct), 64u);
+  EXPECT_LE(L.peak(MemCategory::kAct), 4u * 64u);
+}
+
+TEST(MemoryCategory, NamesMatchTheContract) {
+  const char* want[] = {"param", "grad", "master", "optim", "gathered", "comm", "act"};
+  for (size_t i = 0; i < kNumMemCategories; ++i) {
+    EXPECT_STREQ(mem_category_name(kAllMemCategories[i]), want[i]);
+    EXPECT_EQ(parse_mem_category(want[i]), kAllMemCategories[i]);
+  }
+  EXPECT_THROW(parse_mem_category("weights"), UsageError);
+}
+
+TEST(Tensor, OwnsViewsReshapesAndSlices) {
+  const uint64_t before = MemoryLedger::global().live(MemCategory::kAct);
+  {
+    Tensor t = Tensor::zeros({3, 4}, DType::kF32, MemCategory::kAct);
+    EXPECT_EQ(MemoryLedger::global().live(MemCategory::kAct), before + 48);
+    EXPECT_EQ(t.numel(), 12);
+    EXPECT_EQ(t.nbytes(), 48u);
+    t.data_as<float>()[5] = 7.0f;
+    Tensor r = t.reshape({2, 6});
+    EXPECT_EQ(r.data_as<float>()[5], 7.0f);
+    Tensor s = t.slice_rows(1, 3);
+    EXPECT_EQ(s.dim(0), 2);
+    EXPECT_EQ(s.data_as<float>()[1], 7.0f);
+    EXPECT_THROW(t.reshape({5}), RuntimeFailure);
+    EXPECT_THROW(t.slice_rows(2, 4), RuntimeFailure);
+    Tensor h = Tensor::empty({5}, DType::kBF16, MemCategory::kAct);
+    EXPECT_EQ(h.nbytes(), 10u);
+    float x[4];
+    Tensor v = Tensor::view(x, {4}, DType::kF32);
+    EXPECT_EQ(v.data(), x);
+    EXPECT_EQ(shape_str(t.shape()), "[3, 4]");
+  }
+  EXPECT_EQ(MemoryLedger::global().live(MemCategory::kAct), before);
+}
