@@ -1,0 +1,106 @@
+// GPT-2 forward and backward over flat parameter units (contract §1), llm.c style: the model owns
+// its activations; parameters and gradients are not its own but are handed to it unit by unit by
+// whoever runs it (the ZeRO engine gathers a unit just before it is needed and may free it after).
+//
+// Unit use, in order:
+//   forward:  kEmbedForward(unit 0: wte, wpe) → kBlockForward(1..L) → kHeadForward(unit 0: ln_f, wte)
+//   backward: kHeadBackward(unit 0) → kBlockBackward(L..1) → kEmbedBackward(unit 0; needs no parameters,
+//             only the gradient buffer: the tied wte and wpe gradients are finished here)
+// Every backward ACCUMULATES into the unit's gradient buffer (the caller zeroes it), so micro-steps
+// of gradient accumulation simply run forward/backward again.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/memory.h"
+#include "model/layout.h"
+
+namespace zerodp::model {
+
+enum class UnitPhase : uint8_t {
+  kEmbedForward,
+  kBlockForward,
+  kHeadForward,
+  kHeadBackward,
+  kBlockBackward,
+  kEmbedBackward
+};
+const char* unit_phase_name(UnitPhase p);
+// Whether the phase reads the unit's parameters (kEmbedBackward does not).
+constexpr bool phase_needs_params(UnitPhase p) { return p != UnitPhase::kEmbedBackward; }
+constexpr bool phase_is_backward(UnitPhase p) {
+  return p == UnitPhase::kHeadBackward || p == UnitPhase::kBlockBackward || p == UnitPhase::kEmbedBackward;
+}
+
+// What the model asks of its runner. begin() is called before a unit is used in a phase, end() after;
+// params() is valid between them when the phase needs parameters, grads() in backward phases.
+template <typename F>
+class UnitAccess {
+ public:
+  virtual ~UnitAccess() = default;
+  virtual void begin(int unit, UnitPhase phase) {}
+  virtual void end(int unit, UnitPhase phase) {}
+  virtual const F* params(int unit) = 0;
+  virtual F* grads(int unit) = 0;
+};
+
+// The simplest runner: all parameters and gradients of all units resident (one rank, stage 0).
+template <typename F>
+class ResidentUnits : public UnitAccess<F> {
+ public:
+  ResidentUnits(std::vector<const F*> params, std::vector<F*> grads)
+      : params_(std::move(params)), grads_(std::move(grads)) {}
+  const F* params(int unit) override { return params_.at(static_cast<size_t>(unit)); }
+  F* grads(int unit) override { return grads_.at(static_cast<size_t>(unit)); }
+
+ private:
+  std::vector<const F*> params_;
+  std::vector<F*> grads_;
+};
+
+// Bytes of activation memory GPT2::GPT2 allocates for a micro-batch of B sequences of T tokens
+// (what the `act` category holds while the model exists).
+size_t activation_bytes(const GPT2Config& config, int B, int T, size_t elem_size = sizeof(float));
+
+template <typename F>
+class GPT2 {
+ public:
+  // Allocates the activations for micro-batches of up to B sequences of T tokens, under `act`.
+  GPT2(const ParamLayout& layout, int B, int T);
+  ~GPT2();
+  GPT2(const GPT2&) = delete;
+  GPT2& operator=(const GPT2&) = delete;
+
+  const ParamLayout& layout() const { return layout_; }
+  int max_batch() const { return B_; }
+  int max_seq() const { return T_; }
+
+  // Runs the forward pass of a micro-batch ([B, T] token ids, targets in [0, V)) and returns the mean
+  // cross-entropy over its B·T tokens. Keeps what backward needs.
+  double forward(const int32_t* inputs, const int32_t* targets, UnitAccess<F>& units);
+  // The per-token losses of the last forward, [B·T].
+  const F* losses() const;
+  // Backward of the last forward: the gradient of Σ_tokens dloss·loss_token, accumulated into
+  // units.grads(u). dloss = loss scale / number of tokens the step's loss averages over.
+  void backward(F dloss, UnitAccess<F>& units);
+
+  // Inference: logits [V] of the next token after the t tokens of `inputs` (one sequence, t <= T).
+  void next_token_logits(const int32_t* inputs, int t, UnitAccess<F>& units, F* logits);
+
+  struct Acts;  // the activation arrays (opaque; public so activation_bytes can lay them out)
+
+ private:
+  void forward_trunk(const int32_t* inputs, int B, int T, UnitAccess<F>& units);
+
+  const ParamLayout& layout_;
+  int B_, T_;
+  std::unique_ptr<Acts> acts_;
+  int last_B_ = 0, last_T_ = 0;
+};
+
+extern template class GPT2<float>;
+extern template class GPT2<double>;
+
+}  // namespace zerodp::model

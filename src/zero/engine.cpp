@@ -1,0 +1,591 @@
+#include "zero/engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <deque>
+#include <limits>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "core/memory.h"
+#include "optim/adamw.h"
+#include "zero/precision.h"
+
+namespace zerodp::zero {
+
+using model::UnitPhase;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+char* at(Buffer& b, size_t elem, DType t) { return b.as<char>() + elem * dtype_size(t); }
+
+// A gradient reduction in flight, with the buffers it uses and what to do when it lands.
+struct PendingReduction {
+  comm::WorkPtr work;
+  Buffer send, recv;  // owned temporaries (may be empty)
+  std::function<void()> on_done;
+};
+
+enum class GatherState : uint8_t { kSharded, kInFlight, kReady };
+
+}  // namespace
+
+struct Engine::Impl final : model::UnitAccess<float> {
+  Engine& e;
+  const model::ParamLayout& layout;
+  const ShardLayout& sh;
+  comm::Communicator& comm;
+  const EngineConfig cfg;
+  const int W, r, stage;
+  const DType pdt;  // parameters (compute dtype)
+  const DType gdt;  // persistent gradients
+  const DType rdt;  // gradient reduction
+  const bool mixed;
+  const bool grad_direct;  // backward accumulates straight into the persistent gradient
+
+  // Persistent model states (contract §9: param, grad, master, optim).
+  Buffer param_store, master, grad_store, opt_m, opt_v;
+  std::vector<size_t> shard_off;  // unit u's first element in the shard-sized buffers
+
+  model::GPT2<float> model;
+  Buffer tokens;  // this micro-step's inputs and targets
+
+  // Per unit, transient.
+  std::vector<Buffer> gathered;    // stage 3: the unit's full parameters, compute dtype
+  std::vector<GatherState> gstate;
+  std::vector<comm::WorkPtr> gwork;
+  size_t live_gathered = 0;        // elements gathered or in flight
+  std::vector<Buffer> work_param;  // 16-bit runs: the unit's parameters widened to fp32
+  std::vector<Buffer> work_grad;   // the unit's fp32 gradient while its backward runs
+  std::vector<const float*> param_ptr;
+  std::vector<float*> grad_ptr;
+
+  // Stage 3 schedule of parameter uses in one micro-step, for prefetching.
+  std::vector<int> schedule;
+  size_t cursor = 0;
+
+  // Reductions in flight.
+  std::deque<PendingReduction> pending;
+  // Stage 0 buckets: contiguous unit ranges [lo, hi] in backward order.
+  std::vector<std::pair<int, int>> buckets;
+  std::vector<int> unit_bucket, bucket_left;
+
+  bool last_micro = false;
+  double wait_ms = 0;
+  int64_t steps_taken = 0;
+  int64_t calls = 0;
+
+  Impl(Engine& engine, const model::ParamLayout& l, const ShardLayout& s, comm::Communicator& c,
+       const EngineConfig& config)
+      : e(engine),
+        layout(l),
+        sh(s),
+        comm(c),
+        cfg(config),
+        W(c.size()),
+        r(c.rank()),
+        stage(config.stage),
+        pdt(config.dtype),
+        gdt(config.fp32_grad_accum || config.dtype == DType::kF32 ? DType::kF32 : config.dtype),
+        rdt(config.reduce_in_fp32 ? DType::kF32 : (config.stage <= 1 ? gdt : config.dtype)),
+        mixed(config.dtype != DType::kF32),
+        grad_direct(config.stage <= 1 && (config.dtype == DType::kF32 || config.fp32_grad_accum)),
+        model(l, config.micro_batch, config.seq) {
+    const int U = l.num_units();
+    size_t acc = 0;
+    for (int u = 0; u < U; ++u) {
+      shard_off.push_back(acc);
+      acc += sh.unit(u).shard;
+    }
+    const size_t full = sh.total_padded(), shard = sh.total_shard();
+    const size_t param_elems = stage == 3 ? shard : full;
+    param_store = Buffer(param_elems * dtype_size(pdt), MemCategory::kParam);
+    param_store.zero();
+    if (mixed) {
+      master = Buffer((stage == 0 ? full : shard) * sizeof(float), MemCategory::kMaster);
+      master.zero();
+    }
+    grad_store = Buffer((stage <= 1 ? full : shard) * dtype_size(gdt), MemCategory::kGrad);
+    grad_store.zero();
+    const size_t state_elems = stage == 0 ? full : shard;
+    if (cfg.optimizer.kind == OptimizerKind::kAdamW) {
+      opt_m = Buffer(state_elems * sizeof(float), MemCategory::kOptim);
+      opt_v = Buffer(state_elems * sizeof(float), MemCategory::kOptim);
+      opt_m.zero();
+      opt_v.zero();
+    } else if (cfg.optimizer.momentum != 0) {
+      opt_m = Buffer(state_elems * sizeof(float), MemCategory::kOptim);
+      opt_m.zero();
+    }
+    tokens = Buffer(2 * sizeof(int32_t) * cfg.micro_batch * cfg.seq, MemCategory::kAct);
+    gathered.resize(U);
+    gstate.assign(U, stage == 3 ? GatherState::kSharded : GatherState::kReady);
+    gwork.resize(U);
+    work_param.resize(U);
+    work_grad.resize(U);
+    param_ptr.assign(U, nullptr);
+    grad_ptr.assign(U, nullptr);
+    // Parameter uses in order: embed, blocks, head (forward); head, blocks reversed (backward).
+    schedule.push_back(0);
+    for (int u = 1; u < U; ++u) schedule.push_back(u);
+    schedule.push_back(0);
+    schedule.push_back(0);
+    for (int u = U - 1; u >= 1; --u) schedule.push_back(u);
+    if (stage == 0) plan_buckets();
+  }
+
+  // ---- helpers --------------------------------------------------------------------------------
+  size_t full_index(int u, size_t i) const { return sh.unit(u).offset + i; }
+  size_t shard_index(int u, size_t i) const { return shard_off[u] + i - static_cast<size_t>(r) * sh.unit(u).shard; }
+  size_t grad_index(int u, size_t i) const { return stage <= 1 ? full_index(u, i) : shard_index(u, i); }
+  size_t state_index(int u, size_t i) const { return stage == 0 ? full_index(u, i) : shard_index(u, i); }
+  // fp32 weights the optimizer updates: the masters (16-bit runs) or the parameters themselves.
+  float* weights_at(int u, size_t i) {
+    if (mixed) return master.as<float>() + (stage == 0 ? full_index(u, i) : shard_index(u, i));
+    return param_store.as<float>() + (stage <= 2 ? full_index(u, i) : shard_index(u, i));
+  }
+  char* param_at(int u, size_t i) { return at(param_store, stage <= 2 ? full_index(u, i) : shard_index(u, i), pdt); }
+  // The range of unit u's elements this rank updates: all of them at stage 0, its shard otherwise.
+  std::pair<size_t, size_t> update_range(int u) const {
+    if (stage == 0) return {0, sh.unit(u).numel};
+    return {sh.unit(u).own_begin, sh.unit(u).own_end};
+  }
+
+  void wait(const comm::WorkPtr& w) {
+    if (!w) return;
+    if (w->is_completed()) {
+      w->wait();
+      return;
+    }
+    const auto t0 = Clock::now();
+    w->wait();
+    wait_ms += std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  }
+
+  void complete_oldest() {
+    PendingReduction p = std::move(pending.front());
+    pending.pop_front();
+    wait(p.work);
+    if (p.on_done) p.on_done();
+  }
+  void complete_all() {
+    while (!pending.empty()) complete_oldest();
+  }
+  void push_pending(PendingReduction p) {
+    pending.push_back(std::move(p));
+    // Without overlap every reduction is waited for at once; with it, a few stay in flight while
+    // the backward goes on (bounded, since each holds a unit-sized buffer).
+    const size_t limit = cfg.overlap_comm ? 3 : 0;
+    while (pending.size() > limit) complete_oldest();
+  }
+
+  // ---- stage 0 buckets ------------------------------------------------------------------------
+  void plan_buckets() {
+    const int U = layout.num_units();
+    unit_bucket.assign(U, -1);
+    int hi = U - 1;
+    size_t size = 0;
+    for (int u = U - 1; u >= 0; --u) {
+      size += sh.unit(u).padded;
+      if (size >= cfg.reduce_bucket_size || u == 0) {
+        buckets.push_back({u, hi});
+        for (int v = u; v <= hi; ++v) unit_bucket[v] = static_cast<int>(buckets.size()) - 1;
+        hi = u - 1;
+        size = 0;
+      }
+    }
+  }
+
+  void launch_bucket(int b) {
+    const auto [lo, hi] = buckets[b];
+    const size_t begin = sh.unit(lo).offset;
+    const size_t count = sh.unit(hi).offset + sh.unit(hi).padded - begin;
+    char* data = at(grad_store, begin, gdt);
+    PendingReduction p;
+    if (rdt == gdt) {
+      p.work = comm.all_reduce_async(data, count, gdt, comm::ReduceOp::kSum);
+    } else {
+      p.send = Buffer(count * dtype_size(rdt), MemCategory::kComm);
+      convert(data, gdt, p.send.data(), rdt, count);
+      p.work = comm.all_reduce_async(p.send.data(), count, rdt, comm::ReduceOp::kSum);
+      void* tmp = p.send.data();
+      DType rt = rdt, gt = gdt;
+      p.on_done = [tmp, data, count, rt, gt] { convert(tmp, rt, data, gt, count); };
+    }
+    push_pending(std::move(p));
+  }
+
+  // Stage 1: the unit's gradient is reduce-scattered in place: the rank's shard of the sum lands in
+  // its own range of the full gradient buffer.
+  void launch_unit_reduce_scatter_inplace(int u) {
+    const UnitShard& s = sh.unit(u);
+    char* data = at(grad_store, s.offset, gdt);
+    char* own = at(grad_store, s.offset + static_cast<size_t>(r) * s.shard, gdt);
+    PendingReduction p;
+    if (rdt == gdt) {
+      p.work = comm.reduce_scatter_async(data, own, s.shard, gdt, comm::ReduceOp::kSum);
+    } else {
+      p.send = Buffer(s.padded * dtype_size(rdt), MemCategory::kComm);
+      p.recv = Buffer(s.shard * dtype_size(rdt), MemCategory::kComm);
+      convert(data, gdt, p.send.data(), rdt, s.padded);
+      p.work = comm.reduce_scatter_async(p.send.data(), p.recv.data(), s.shard, rdt, comm::ReduceOp::kSum);
+      void* recv = p.recv.data();
+      DType rt = rdt, gt = gdt;
+      const size_t n = s.shard;
+      p.on_done = [recv, own, n, rt, gt] { convert(recv, rt, own, gt, n); };
+    }
+    push_pending(std::move(p));
+  }
+
+  // Stages 2-3: the unit's fp32 gradient of this micro-step is reduce-scattered and added into the
+  // rank's persistent gradient shard; the full-size buffer is freed as soon as the reduction lands.
+  void launch_unit_reduce_scatter_to_shard(int u) {
+    const UnitShard& s = sh.unit(u);
+    PendingReduction p;
+    if (rdt == DType::kF32) {
+      p.send = std::move(work_grad[u]);
+    } else {
+      p.send = Buffer(s.padded * dtype_size(rdt), MemCategory::kComm);
+      convert(work_grad[u].data(), DType::kF32, p.send.data(), rdt, s.padded);
+      work_grad[u].release();
+    }
+    grad_ptr[u] = nullptr;
+    p.recv = Buffer(s.shard * dtype_size(rdt), MemCategory::kComm);
+    p.work = comm.reduce_scatter_async(p.send.data(), p.recv.data(), s.shard, rdt, comm::ReduceOp::kSum);
+    void* recv = p.recv.data();
+    char* dst = at(grad_store, shard_off[u], gdt);
+    DType rt = rdt, gt = gdt;
+    const size_t n = s.shard;
+    p.on_done = [recv, dst, n, rt, gt] { add_into(dst, gt, recv, rt, n); };
+    push_pending(std::move(p));
+  }
+
+  // ---- stage 3 gathering ----------------------------------------------------------------------
+  void start_gather(int u) {
+    const UnitShard& s = sh.unit(u);
+    gathered[u] = Buffer(s.padded * dtype_size(pdt), MemCategory::kGathered);
+    gwork[u] = comm.all_gather_async(at(param_store, shard_off[u], pdt), gathered[u].data(), s.shard, pdt);
+    gstate[u] = GatherState::kInFlight;
+    live_gathered += s.padded;
+  }
+  void ensure_gathered(int u) {
+    if (gstate[u] == GatherState::kSharded) start_gather(u);
+    if (gstate[u] == GatherState::kInFlight) {
+      wait(gwork[u]);
+      gwork[u].reset();
+      gstate[u] = GatherState::kReady;
+    }
+  }
+  void release_gathered(int u) {
+    if (gstate[u] == GatherState::kSharded) return;
+    if (gstate[u] == GatherState::kInFlight) wait(gwork[u]);
+    gwork[u].reset();
+    gathered[u].release();
+    gstate[u] = GatherState::kSharded;
+    live_gathered -= sh.unit(u).padded;
+    if (!mixed) param_ptr[u] = nullptr;
+  }
+  // Starts the gathers of the next units in the schedule, within the limits on what may be live
+  // (stage3_max_live_parameters) and what may be fetched ahead (stage3_prefetch_bucket_size).
+  void prefetch() {
+    if (!cfg.overlap_comm) return;
+    size_t ahead = 0;
+    for (size_t k = cursor + 1; k < schedule.size() && k <= cursor + 4; ++k) {
+      const int v = schedule[k];
+      if (gstate[v] != GatherState::kSharded) continue;
+      const size_t n = sh.unit(v).padded;
+      if (live_gathered + n > cfg.stage3_max_live_parameters || ahead + n > cfg.stage3_prefetch_bucket_size) break;
+      start_gather(v);
+      ahead += n;
+    }
+  }
+
+  // ---- UnitAccess -----------------------------------------------------------------------------
+  void begin(int u, UnitPhase phase) override {
+    if (model::phase_needs_params(phase)) {
+      if (stage == 3) {
+        if (phase == UnitPhase::kEmbedForward) cursor = 0;
+        else ++cursor;
+        ensure_gathered(u);
+        prefetch();
+      }
+      const void* src = stage == 3 ? gathered[u].data() : param_at(u, 0);
+      if (!mixed) {
+        param_ptr[u] = static_cast<const float*>(src);
+      } else if (work_param[u].empty()) {
+        const size_t n = sh.unit(u).numel;
+        work_param[u] = Buffer(n * sizeof(float), MemCategory::kGathered);
+        convert(src, pdt, work_param[u].data(), DType::kF32, n);
+        param_ptr[u] = work_param[u].as<float>();
+      }
+    }
+    if (model::phase_is_backward(phase)) {
+      if (grad_direct) {
+        grad_ptr[u] = grad_store.as<float>() + sh.unit(u).offset;
+      } else if (work_grad[u].empty()) {
+        work_grad[u] = Buffer(sh.unit(u).padded * sizeof(float), MemCategory::kGathered);
+        work_grad[u].zero();
+        grad_ptr[u] = work_grad[u].as<float>();
+      }
+    }
+  }
+
+  void drop_param_work(int u) {
+    if (mixed) {
+      work_param[u].release();
+      param_ptr[u] = nullptr;
+    }
+  }
+
+  void end(int u, UnitPhase phase) override {
+    switch (phase) {
+      case UnitPhase::kEmbedForward:
+      case UnitPhase::kBlockForward:
+        drop_param_work(u);
+        if (stage == 3 && cfg.reshard_after_forward) release_gathered(u);
+        break;
+      case UnitPhase::kHeadForward:
+        break;  // the head's backward comes next and uses the same parameters
+      case UnitPhase::kHeadBackward:
+        drop_param_work(0);
+        if (stage == 3) release_gathered(0);
+        break;  // unit 0's gradient stays open until the embedding's backward
+      case UnitPhase::kBlockBackward:
+        drop_param_work(u);
+        if (stage == 3) release_gathered(u);
+        finish_grad(u);
+        break;
+      case UnitPhase::kEmbedBackward:
+        finish_grad(0);
+        break;
+    }
+  }
+
+  const float* params(int u) override { return param_ptr[u]; }
+  float* grads(int u) override { return grad_ptr[u]; }
+
+  void finish_grad(int u) {
+    if (stage <= 1) {
+      if (!grad_direct) {
+        add_into(at(grad_store, sh.unit(u).offset, gdt), gdt, work_grad[u].data(), DType::kF32, sh.unit(u).numel);
+        work_grad[u].release();
+        grad_ptr[u] = nullptr;
+      }
+      if (!last_micro || W == 1) return;
+      if (stage == 0) {
+        const int b = unit_bucket[u];
+        if (--bucket_left[b] == 0) launch_bucket(b);
+      } else {
+        launch_unit_reduce_scatter_inplace(u);
+      }
+      return;
+    }
+    launch_unit_reduce_scatter_to_shard(u);
+  }
+
+  // ---- the optimizer step ---------------------------------------------------------------------
+  void gather_params_after_update() {
+    // Stages 1-2: each rank updated its shard of the full parameters; all-gather them in place,
+    // with at most allgather_bucket_size elements in flight.
+    std::deque<std::pair<comm::WorkPtr, size_t>> inflight;
+    size_t live = 0;
+    for (int u = 0; u < layout.num_units(); ++u) {
+      const UnitShard& s = sh.unit(u);
+      char* unit = at(param_store, s.offset, pdt);
+      char* own = at(param_store, s.offset + static_cast<size_t>(r) * s.shard, pdt);
+      inflight.emplace_back(comm.all_gather_async(own, unit, s.shard, pdt), s.padded);
+      live += s.padded;
+      while (live > cfg.allgather_bucket_size && inflight.size() > 1) {
+        wait(inflight.front().first);
+        live -= inflight.front().second;
+        inflight.pop_front();
+      }
+      if (!cfg.overlap_comm) {
+        wait(inflight.back().first);
+        live -= inflight.back().second;
+        inflight.pop_back();
+      }
+    }
+    for (auto& [w, n] : inflight) wait(w);
+  }
+
+  void optimizer_update(double lr, float grad_scale) {
+    optim::AdamWParams hp;
+    hp.lr = lr;
+    hp.beta1 = cfg.optimizer.beta1;
+    hp.beta2 = cfg.optimizer.beta2;
+    hp.eps = cfg.optimizer.eps;
+    hp.weight_decay = cfg.optimizer.weight_decay;
+    const int64_t t = steps_taken + 1;
+    std::vector<float> g32;
+    for (int u = 0; u < layout.num_units(); ++u) {
+      const auto [b, e] = update_range(u);
+      if (b >= e) continue;
+      // Gradients stored in 16 bits are widened once per unit range.
+      const float* g;
+      if (gdt == DType::kF32) {
+        g = grad_store.as<float>() + grad_index(u, b);
+      } else {
+        g32.resize(e - b);
+        to_f32(at(grad_store, grad_index(u, b), gdt), gdt, g32.data(), e - b);
+        g = g32.data();
+      }
+      for (const Segment& seg : unit_segments(layout, u, b, e)) {
+        const size_t k = seg.begin - b;
+        float* w = weights_at(u, seg.begin);
+        if (cfg.optimizer.kind == OptimizerKind::kAdamW) {
+          optim::adamw_update(w, g + k, opt_m.as<float>() + state_index(u, seg.begin),
+                              opt_v.as<float>() + state_index(u, seg.begin), seg.count, hp, t, seg.decay,
+                              grad_scale);
+        } else {
+          sgd_update(w, g + k, opt_m.empty() ? nullptr : opt_m.as<float>() + state_index(u, seg.begin),
+                     seg.count, lr, seg.decay, grad_scale);
+        }
+      }
+      if (mixed) convert(weights_at(u, b), DType::kF32, param_at(u, b), pdt, e - b);
+    }
+    ++steps_taken;
+    if ((stage == 1 || stage == 2) && W > 1) gather_params_after_update();
+  }
+
+  // SGD with momentum (PyTorch's formula, dampening 0): d = g + wd·p; buf = μ·buf + d; p -= lr·buf.
+  void sgd_update(float* w, const float* g, float* buf, size_t n, double lr, bool decay, float grad_scale) {
+    const float wd = decay ? static_cast<float>(cfg.optimizer.weight_decay) : 0.0f;
+    const float mu = static_cast<float>(cfg.optimizer.momentum);
+    const float lrf = static_cast<float>(lr);
+    for (size_t i = 0; i < n; ++i) {
+      float d = g[i] * grad_scale + wd * w[i];
+      if (buf != nullptr) {
+        buf[i] = steps_taken == 0 ? d : mu * buf[i] + d;
+        d = buf[i];
+      }
+      w[i] -= lrf * d;
+    }
+  }
+
+  StepResult step(int accum, const BatchSource& batches, double lr, double clip) {
+    ZDP_REQUIRE(accum >= 1, "gradient accumulation steps must be at least 1, got {}", accum);
+    StepResult res;
+    wait_ms = 0;
+    grad_store.zero();
+    const double scale = e.scaler_.scale();
+    res.loss_scale = scale;
+    const int B = cfg.micro_batch, T = cfg.seq;
+    const double global_tokens = static_cast<double>(W) * accum * B * T;
+    const float dloss = static_cast<float>(scale / global_tokens);
+    int32_t* inputs = tokens.as<int32_t>();
+    int32_t* targets = inputs + static_cast<size_t>(B) * T;
+    double loss_sum = 0;
+    for (int g = 0; g < accum; ++g) {
+      last_micro = g == accum - 1;
+      if (stage == 0) {
+        bucket_left.assign(buckets.size(), 0);
+        for (const auto& [lo, hi] : buckets) bucket_left[unit_bucket[lo]] = hi - lo + 1;
+      }
+      batches(g, inputs, targets);
+      loss_sum += model.forward(inputs, targets, *this) * B * T;
+      model.backward(dloss, *this);
+    }
+    complete_all();
+
+    if (calls++ == cfg.inject_overflow_step && r == cfg.inject_overflow_rank) {
+      // Testing aid: a gradient that overflowed on this rank only.
+      const auto [b, e2] = update_range(0);
+      if (b < e2) {
+        const float inf = std::numeric_limits<float>::infinity();
+        convert(&inf, DType::kF32, at(grad_store, grad_index(0, b), gdt), gdt, 1);
+      }
+    }
+
+    // The global loss and gradient norm, from each rank's shard: one all-reduce of two numbers.
+    double sumsq = 0;
+    for (int u = 0; u < layout.num_units(); ++u) {
+      const UnitShard& s = sh.unit(u);
+      if (s.own_begin < s.own_end)
+        sumsq += sum_squares(at(grad_store, grad_index(u, s.own_begin), gdt), gdt, s.own_end - s.own_begin);
+    }
+    float pair[2] = {static_cast<float>(loss_sum), static_cast<float>(sumsq)};
+    comm.all_reduce(pair, 2, DType::kF32, comm::ReduceOp::kSum);
+    res.loss = pair[0] / global_tokens;
+    const double scaled_norm = std::sqrt(static_cast<double>(pair[1]));
+    res.grad_norm = scaled_norm / scale;
+    const bool overflow = !std::isfinite(scaled_norm);
+    if (overflow && cfg.loss_scale.enabled) {
+      res.skipped = true;
+      e.scaler_.update(true);
+      res.comm_wait_ms = wait_ms;
+      return res;
+    }
+    e.scaler_.update(false);
+    double coef = 1.0;
+    if (clip > 0) coef = std::min(1.0, clip / (res.grad_norm + 1e-6));
+    optimizer_update(lr, static_cast<float>(coef / scale));
+    res.comm_wait_ms = wait_ms;
+    return res;
+  }
+
+  // ---- loading and consolidation --------------------------------------------------------------
+  void load(const UnitSource& source) {
+    std::vector<float> tmp;
+    for (int u = 0; u < layout.num_units(); ++u) {
+      const UnitShard& s = sh.unit(u);
+      // What this rank keeps: all of the unit (stages 0-2 parameters) or its shard (stage 3).
+      const size_t keep_b = stage == 3 ? s.own_begin : 0, keep_e = stage == 3 ? s.own_end : s.numel;
+      tmp.assign(keep_e - keep_b, 0.0f);
+      if (keep_b < keep_e) source(u, keep_b, keep_e - keep_b, tmp.data());
+      if (keep_b < keep_e) convert(tmp.data(), DType::kF32, param_at(u, keep_b), pdt, keep_e - keep_b);
+      if (mixed) {
+        const auto [b, e2] = update_range(u);
+        for (size_t i = b; i < e2; ++i) weights_at(u, i)[0] = tmp[i - keep_b];
+      }
+    }
+  }
+
+  void consolidate(const std::function<void(int, const float*)>& sink) {
+    // Full fp32 weights are already on every rank for fp32 stages 0-2 and for 16-bit stage 0;
+    // otherwise the fp32 shards are all-gathered unit by unit (not counted as training traffic).
+    comm::TrafficLedger scratch;
+    comm::TrafficLedger* training = &comm.traffic();
+    comm.set_traffic_ledger(&scratch);
+    for (int u = 0; u < layout.num_units(); ++u) {
+      const UnitShard& s = sh.unit(u);
+      if ((!mixed && stage <= 2) || (mixed && stage == 0)) {
+        if (r == 0) sink(u, weights_at(u, 0));
+        continue;
+      }
+      Buffer full(s.padded * sizeof(float), MemCategory::kGathered);
+      Buffer mine(s.shard * sizeof(float), MemCategory::kComm);
+      mine.zero();
+      if (s.own_begin < s.own_end)
+        std::memcpy(mine.data(), weights_at(u, s.own_begin), (s.own_end - s.own_begin) * sizeof(float));
+      comm.all_gather(mine.data(), full.data(), s.shard, DType::kF32);
+      if (r == 0) sink(u, full.as<float>());
+    }
+    comm.set_traffic_ledger(training);
+  }
+};
+
+Engine::Engine(const model::ParamLayout& layout, std::shared_ptr<comm::Communicator> comm, EngineConfig config)
+    : layout_(layout), comm_(std::move(comm)), config_(config), shards_(layout, comm_->size(), comm_->rank()),
+      scaler_(config.loss_scale) {
+  ZDP_REQUIRE(config.stage >= 0 && config.stage <= 3, "ZeRO stage must be 0, 1, 2 or 3, got {}", config.stage);
+  impl_ = std::make_unique<Impl>(*this, layout_, shards_, *comm_, config_);
+}
+
+Engine::~Engine() = default;
+
+void Engine::load(const UnitSource& source) { impl_->load(source); }
+
+StepResult Engine::step(int accum, const BatchSource& batches, double lr, double clip) {
+  return impl_->step(accum, batches, lr, clip);
+}
+
+int64_t Engine::optimizer_steps() const { return impl_->steps_taken; }
+
+void Engine::consolidate(const std::function<void(int unit, const float* data)>& sink) { impl_->consolidate(sink); }
+
+}  // namespace zerodp::zero

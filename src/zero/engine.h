@@ -1,0 +1,104 @@
+// The ZeRO engine: trains one GPT-2 on the W ranks of a communicator, each rank reading its own
+// micro-batches (contract §5), at stage 0 (plain data parallelism), 1 (optimizer state and fp32
+// masters sharded), 2 (+ gradients sharded) or 3 (+ parameters sharded, each unit gathered just
+// before use). One optimizer step = G micro-steps of forward/backward, gradient reduction, the
+// global norm, clipping and the optimizer on the rank's shard, then parameter re-assembly.
+//
+// Every byte it holds is in the memory ledger under contract §9's categories; every collective it
+// issues is in the traffic ledger.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "core/dtype.h"
+#include "model/gpt2.h"
+#include "model/layout.h"
+#include "zero/loss_scaler.h"
+#include "zero/sharding.h"
+
+namespace zerodp::zero {
+
+enum class OptimizerKind : uint8_t { kAdamW, kSGD };
+
+struct OptimizerConfig {
+  OptimizerKind kind = OptimizerKind::kAdamW;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;  // AdamW (contract §7)
+  double momentum = 0.0;                                               // SGD
+};
+
+struct EngineConfig {
+  int stage = 0;                      // 0..3
+  DType dtype = DType::kF32;          // compute dtype of the parameters and gradients
+  bool reduce_in_fp32 = false;        // reduce gradients in fp32 instead of the compute dtype
+  bool fp32_grad_accum = false;       // keep the persistent gradient in fp32 (18 bytes a parameter)
+  int micro_batch = 1, seq = 1;       // B, T
+  size_t reduce_bucket_size = 25'000'000;      // elements per gradient bucket (stages 0-1)
+  size_t allgather_bucket_size = 25'000'000;   // elements of parameters gathered at once (stages 1-2)
+  bool overlap_comm = true;           // launch reductions during backward / prefetch in stage 3
+  size_t stage3_max_live_parameters = 1'000'000'000;  // elements gathered (in use + prefetched) at once
+  size_t stage3_prefetch_bucket_size = 50'000'000;    // elements prefetched ahead of use
+  bool reshard_after_forward = true;  // stage 3: free a unit after its forward (off: FSDP SHARD_GRAD_OP)
+  OptimizerConfig optimizer;
+  LossScaleConfig loss_scale;
+  // Testing aid: make this rank's gradient Inf at this optimizer step (0-based; -1: never).
+  int inject_overflow_step = -1;
+  int inject_overflow_rank = 0;
+};
+
+// Where initial fp32 values come from: fill dst[0..count) with elements [begin, begin+count) of unit u.
+using UnitSource = std::function<void(int unit, size_t begin, size_t count, float* dst)>;
+// Produces micro-step g's batch of this rank: inputs and targets, [B, T] each.
+using BatchSource = std::function<void(int micro_step, int32_t* inputs, int32_t* targets)>;
+
+struct StepResult {
+  double loss = 0;        // mean token cross-entropy over the global batch
+  double grad_norm = 0;   // L2 norm of the (unscaled) gradient before clipping
+  bool skipped = false;   // overflow: the optimizer did not run on any rank
+  double loss_scale = 1;  // the scale used for this step
+  double comm_wait_ms = 0;  // time this rank spent blocked on communication
+};
+
+class Engine {
+ public:
+  Engine(const model::ParamLayout& layout, std::shared_ptr<comm::Communicator> comm, EngineConfig config);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Sets the parameters (and fp32 masters) this rank keeps from `source`; each rank reads only
+  // what it owns (its shard in stage 3).
+  void load(const UnitSource& source);
+
+  // One optimizer step over `accum` micro-steps. lr is the step's learning rate; clip > 0 clips the
+  // global gradient norm (contract §6). A step skipped for overflow does not advance the optimizer's
+  // step count (AdamW's t).
+  StepResult step(int accum, const BatchSource& batches, double lr, double clip);
+  // Optimizer steps taken so far (AdamW's t of the last update).
+  int64_t optimizer_steps() const;
+
+  // Calls `sink(unit, data)` on rank 0 with each unit's full fp32 parameters (the masters when the
+  // compute dtype is 16-bit), unit by unit; collective: every rank must call it.
+  void consolidate(const std::function<void(int unit, const float* data)>& sink);
+
+  const EngineConfig& config() const { return config_; }
+  const ShardLayout& shards() const { return shards_; }
+  const model::ParamLayout& layout() const { return layout_; }
+  comm::Communicator& comm() { return *comm_; }
+  LossScaler& loss_scaler() { return scaler_; }
+
+  struct Impl;
+
+ private:
+  const model::ParamLayout& layout_;
+  std::shared_ptr<comm::Communicator> comm_;
+  EngineConfig config_;
+  ShardLayout shards_;
+  LossScaler scaler_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace zerodp::zero

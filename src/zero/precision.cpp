@@ -1,0 +1,67 @@
+#include "zero/precision.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+namespace zerodp::zero {
+
+namespace {
+inline float load(const void* p, DType t, size_t i) {
+  switch (t) {
+    case DType::kF32: return static_cast<const float*>(p)[i];
+    case DType::kBF16: return bf16_to_fp32(static_cast<const uint16_t*>(p)[i]);
+    case DType::kF16: return fp16_to_fp32(static_cast<const uint16_t*>(p)[i]);
+  }
+  return 0;
+}
+inline void store(void* p, DType t, size_t i, float v) {
+  switch (t) {
+    case DType::kF32: static_cast<float*>(p)[i] = v; break;
+    case DType::kBF16: static_cast<uint16_t*>(p)[i] = fp32_to_bf16(v); break;
+    case DType::kF16: static_cast<uint16_t*>(p)[i] = fp32_to_fp16(v); break;
+  }
+}
+constexpr size_t kParallelMin = size_t{1} << 15;
+}  // namespace
+
+void add_into(void* dst, DType dt, const void* src, DType st, size_t n) {
+  if (dt == DType::kF32 && st == DType::kF32) {
+    float* d = static_cast<float*>(dst);
+    const float* s = static_cast<const float*>(src);
+#pragma omp parallel for simd if (n > kParallelMin)
+    for (size_t i = 0; i < n; ++i) d[i] += s[i];
+    return;
+  }
+#pragma omp parallel for if (n > kParallelMin)
+  for (size_t i = 0; i < n; ++i) store(dst, dt, i, load(dst, dt, i) + load(src, st, i));
+}
+
+double sum_squares(const void* x, DType t, size_t n) {
+  double total = 0;
+  if (t == DType::kF32) {
+    const float* f = static_cast<const float*>(x);
+    // Fixed-size blocks summed in order: the result does not depend on the thread count.
+    constexpr size_t kBlock = 4096;
+    const size_t blocks = (n + kBlock - 1) / kBlock;
+    std::vector<double> partial(blocks, 0.0);
+#pragma omp parallel for if (n > kParallelMin)
+    for (size_t b = 0; b < blocks; ++b) {
+      double s = 0;
+      const size_t end = std::min(n, (b + 1) * kBlock);
+      for (size_t i = b * kBlock; i < end; ++i) s += static_cast<double>(f[i]) * f[i];
+      partial[b] = s;
+    }
+    for (double s : partial) total += s;
+    return total;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const double v = load(x, t, i);
+    total += v * v;
+  }
+  return total;
+}
+
+void to_f32(const void* x, DType t, float* out, size_t n) { convert(x, t, out, DType::kF32, n); }
+
+}  // namespace zerodp::zero

@@ -1,0 +1,208 @@
+// The whole GPT-2 model: its backward against central finite differences of its forward, in
+// double; float against double; and the order in which it uses units (what the ZeRO engine relies on).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/error.h"
+#include "model/gpt2.h"
+#include "model/layout.h"
+
+using namespace zerodp;
+using namespace zerodp::model;
+
+namespace {
+
+GPT2Config tiny() { return GPT2Config{2, 2, 8, 11, 8}; }  // L H C V N
+
+template <typename F>
+struct Weights {
+  std::vector<std::vector<F>> params, grads;
+  explicit Weights(const ParamLayout& l, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<double> nd(0.0, 0.3);
+    for (int u = 0; u < l.num_units(); ++u) {
+      params.emplace_back(l.unit_numel(u));
+      grads.emplace_back(l.unit_numel(u), F(0));
+      for (auto& x : params.back()) x = static_cast<F>(nd(rng));
+    }
+    // LayerNorm weights near 1, so the function is GPT-2-like.
+    for (const auto& p : l.params())
+      if (p.name.find("ln_") != std::string::npos && p.name.find("weight") != std::string::npos)
+        for (size_t i = 0; i < p.numel; ++i) params[p.unit][p.offset + i] += F(1);
+  }
+  ResidentUnits<F> access() {
+    std::vector<const F*> p;
+    std::vector<F*> g;
+    for (size_t u = 0; u < params.size(); ++u) {
+      p.push_back(params[u].data());
+      g.push_back(grads[u].data());
+    }
+    return ResidentUnits<F>(p, g);
+  }
+};
+
+void tokens(int n, int V, uint32_t seed, std::vector<int32_t>& in, std::vector<int32_t>& tg) {
+  std::mt19937 rng(seed);
+  in.resize(n);
+  tg.resize(n);
+  for (int i = 0; i < n; ++i) {
+    in[i] = static_cast<int32_t>(rng() % V);
+    tg[i] = static_cast<int32_t>(rng() % V);
+  }
+}
+
+}  // namespace
+
+TEST(GPT2, BackwardMatchesFiniteDifferencesInDouble) {
+  const ParamLayout layout(tiny());
+  const int B = 2, T = 5;
+  GPT2<double> model(layout, B, T);
+  Weights<double> w(layout, 1);
+  std::vector<int32_t> in, tg;
+  tokens(B * T, tiny().vocab_size, 2, in, tg);
+  auto access = w.access();
+  model.forward(in.data(), tg.data(), access);
+  model.backward(1.0 / (B * T), access);  // gradient of the mean loss
+
+  std::mt19937 rng(3);
+  const double h = 1e-5;
+  int checked = 0;
+  double worst = 0;
+  for (int u = 0; u < layout.num_units(); ++u) {
+    for (int k = 0; k < 60; ++k) {
+      const size_t i = rng() % layout.unit_numel(u);
+      double& x = w.params[u][i];
+      const double keep = x;
+      x = keep + h;
+      const double lp = model.forward(in.data(), tg.data(), access);
+      x = keep - h;
+      const double lm = model.forward(in.data(), tg.data(), access);
+      x = keep;
+      const double numeric = (lp - lm) / (2 * h);
+      const double analytic = w.grads[u][i];
+      const double err = std::fabs(numeric - analytic) / std::max(1e-6, std::fabs(numeric) + std::fabs(analytic));
+      worst = std::max(worst, err);
+      // Central differences in double: truncation ~h² and rounding ~1e-16/h, far below 1e-6.
+      EXPECT_LT(err, 1e-6) << "unit " << u << " element " << i << " numeric " << numeric << " analytic " << analytic;
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 60 * layout.num_units());
+  RecordProperty("worst_relative_error", std::to_string(worst));
+}
+
+TEST(GPT2, FloatAgreesWithDouble) {
+  const ParamLayout layout(tiny());
+  const int B = 2, T = 8;
+  Weights<double> wd(layout, 7);
+  Weights<float> wf(layout, 7);
+  for (size_t u = 0; u < wd.params.size(); ++u)
+    for (size_t i = 0; i < wd.params[u].size(); ++i) wf.params[u][i] = static_cast<float>(wd.params[u][i]);
+  for (size_t u = 0; u < wd.params.size(); ++u)
+    for (size_t i = 0; i < wd.params[u].size(); ++i) wd.params[u][i] = wf.params[u][i];
+  std::vector<int32_t> in, tg;
+  tokens(B * T, tiny().vocab_size, 8, in, tg);
+  GPT2<double> md(layout, B, T);
+  GPT2<float> mf(layout, B, T);
+  auto ad = wd.access();
+  auto af = wf.access();
+  const double ld = md.forward(in.data(), tg.data(), ad);
+  const double lf = mf.forward(in.data(), tg.data(), af);
+  EXPECT_NEAR(lf, ld, 1e-5 * std::fabs(ld));
+  md.backward(1.0 / (B * T), ad);
+  mf.backward(1.0f / (B * T), af);
+  double num = 0, den = 0;
+  for (size_t u = 0; u < wd.grads.size(); ++u)
+    for (size_t i = 0; i < wd.grads[u].size(); ++i) {
+      const double d = wd.grads[u][i] - wf.grads[u][i];
+      num += d * d;
+      den += wd.grads[u][i] * wd.grads[u][i];
+    }
+  EXPECT_LT(std::sqrt(num / den), 1e-5);
+}
+
+TEST(GPT2, AccumulatesGradientsAcrossMicroSteps) {
+  const ParamLayout layout(tiny());
+  const int B = 1, T = 4;
+  GPT2<double> model(layout, B, T);
+  Weights<double> w(layout, 11);
+  std::vector<int32_t> in, tg;
+  tokens(B * T, tiny().vocab_size, 12, in, tg);
+  auto access = w.access();
+  model.forward(in.data(), tg.data(), access);
+  model.backward(1.0, access);
+  const auto once = w.grads;
+  model.forward(in.data(), tg.data(), access);
+  model.backward(1.0, access);
+  for (size_t u = 0; u < once.size(); ++u)
+    for (size_t i = 0; i < once[u].size(); ++i) ASSERT_NEAR(w.grads[u][i], 2 * once[u][i], 1e-12 + 1e-9 * std::fabs(once[u][i]));
+}
+
+namespace {
+// Records the (unit, phase) sequence and checks parameters/gradients are asked for only in between.
+struct Recorder : UnitAccess<float> {
+  std::vector<std::pair<int, UnitPhase>> events;
+  int open = -1;
+  UnitPhase open_phase{};
+  std::vector<std::vector<float>> p, g;
+  void begin(int u, UnitPhase ph) override {
+    EXPECT_EQ(open, -1);
+    open = u;
+    open_phase = ph;
+    events.emplace_back(u, ph);
+  }
+  void end(int u, UnitPhase ph) override {
+    EXPECT_EQ(open, u);
+    open = -1;
+  }
+  const float* params(int u) override {
+    EXPECT_EQ(open, u);
+    EXPECT_TRUE(phase_needs_params(open_phase));
+    return p[u].data();
+  }
+  float* grads(int u) override {
+    EXPECT_EQ(open, u);
+    EXPECT_TRUE(phase_is_backward(open_phase));
+    return g[u].data();
+  }
+};
+}  // namespace
+
+TEST(GPT2, UsesUnitsInTheDocumentedOrder) {
+  const ParamLayout layout(tiny());
+  Recorder rec;
+  for (int u = 0; u < layout.num_units(); ++u) {
+    rec.p.emplace_back(layout.unit_numel(u), 0.01f);
+    rec.g.emplace_back(layout.unit_numel(u), 0.0f);
+  }
+  GPT2<float> model(layout, 1, 3);
+  std::vector<int32_t> in = {1, 2, 3}, tg = {2, 3, 4};
+  model.forward(in.data(), tg.data(), rec);
+  model.backward(1.0f, rec);
+  using P = UnitPhase;
+  std::vector<std::pair<int, UnitPhase>> want = {{0, P::kEmbedForward}, {1, P::kBlockForward},
+                                                 {2, P::kBlockForward}, {0, P::kHeadForward},
+                                                 {0, P::kHeadBackward}, {2, P::kBlockBackward},
+                                                 {1, P::kBlockBackward}, {0, P::kEmbedBackward}};
+  EXPECT_EQ(rec.events, want);
+}
+
+TEST(GPT2, ActivationBytesMatchTheLedger) {
+  const ParamLayout layout(tiny());
+  const uint64_t before = MemoryLedger::global().live(MemCategory::kAct);
+  {
+    GPT2<float> model(layout, 3, 7);
+    EXPECT_EQ(MemoryLedger::global().live(MemCategory::kAct) - before, activation_bytes(tiny(), 3, 7));
+  }
+  EXPECT_EQ(MemoryLedger::global().live(MemCategory::kAct), before);
+}
+
+TEST(GPT2, RejectsSequencesLongerThanTheContext) {
+  const ParamLayout layout(tiny());
+  EXPECT_THROW(GPT2<float>(layout, 1, 9), UsageError);
+}
