@@ -10,7 +10,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/memory.h"
-#include "optim/adamw.h"
+#include "optim/optimizer.h"
 #include "zero/precision.h"
 
 namespace zerodp::zero {
@@ -112,7 +112,7 @@ struct Engine::Impl final : model::UnitAccess<float> {
     grad_store = Buffer((stage <= 1 ? full : shard) * dtype_size(gdt), MemCategory::kGrad);
     grad_store.zero();
     const size_t state_elems = stage == 0 ? full : shard;
-    if (cfg.optimizer.kind == OptimizerKind::kAdamW) {
+    if (cfg.optimizer.kind == optim::OptimizerKind::kAdamW) {
       opt_m = Buffer(state_elems * sizeof(float), MemCategory::kOptim);
       opt_v = Buffer(state_elems * sizeof(float), MemCategory::kOptim);
       opt_m.zero();
@@ -414,13 +414,10 @@ struct Engine::Impl final : model::UnitAccess<float> {
   }
 
   void optimizer_update(double lr, float grad_scale) {
-    optim::AdamWParams hp;
-    hp.lr = lr;
-    hp.beta1 = cfg.optimizer.beta1;
-    hp.beta2 = cfg.optimizer.beta2;
-    hp.eps = cfg.optimizer.eps;
-    hp.weight_decay = cfg.optimizer.weight_decay;
     const int64_t t = steps_taken + 1;
+    const bool adamw = cfg.optimizer.kind == optim::OptimizerKind::kAdamW;
+    const optim::AdamWParams adam = optim::adamw_params(cfg.optimizer, lr);
+    const optim::SGDParams sgd = optim::sgd_params(cfg.optimizer, lr);
     std::vector<float> g32;
     for (int u = 0; u < layout.num_units(); ++u) {
       const auto [b, e] = update_range(u);
@@ -437,34 +434,18 @@ struct Engine::Impl final : model::UnitAccess<float> {
       for (const Segment& seg : unit_segments(layout, u, b, e)) {
         const size_t k = seg.begin - b;
         float* w = weights_at(u, seg.begin);
-        if (cfg.optimizer.kind == OptimizerKind::kAdamW) {
-          optim::adamw_update(w, g + k, opt_m.as<float>() + state_index(u, seg.begin),
-                              opt_v.as<float>() + state_index(u, seg.begin), seg.count, hp, t, seg.decay,
-                              grad_scale);
+        float* m = opt_m.empty() ? nullptr : opt_m.as<float>() + state_index(u, seg.begin);
+        if (adamw) {
+          optim::adamw_update(w, g + k, m, opt_v.as<float>() + state_index(u, seg.begin), seg.count, adam, t,
+                              seg.decay, grad_scale);
         } else {
-          sgd_update(w, g + k, opt_m.empty() ? nullptr : opt_m.as<float>() + state_index(u, seg.begin),
-                     seg.count, lr, seg.decay, grad_scale);
+          optim::sgd_update(w, g + k, m, seg.count, sgd, t, seg.decay, grad_scale);
         }
       }
       if (mixed) convert(weights_at(u, b), DType::kF32, param_at(u, b), pdt, e - b);
     }
     ++steps_taken;
     if ((stage == 1 || stage == 2) && W > 1) gather_params_after_update();
-  }
-
-  // SGD with momentum (PyTorch's formula, dampening 0): d = g + wd·p; buf = μ·buf + d; p -= lr·buf.
-  void sgd_update(float* w, const float* g, float* buf, size_t n, double lr, bool decay, float grad_scale) {
-    const float wd = decay ? static_cast<float>(cfg.optimizer.weight_decay) : 0.0f;
-    const float mu = static_cast<float>(cfg.optimizer.momentum);
-    const float lrf = static_cast<float>(lr);
-    for (size_t i = 0; i < n; ++i) {
-      float d = g[i] * grad_scale + wd * w[i];
-      if (buf != nullptr) {
-        buf[i] = steps_taken == 0 ? d : mu * buf[i] + d;
-        d = buf[i];
-      }
-      w[i] -= lrf * d;
-    }
   }
 
   StepResult step(int accum, const BatchSource& batches, double lr, double clip) {

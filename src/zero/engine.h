@@ -17,18 +17,11 @@
 #include "core/dtype.h"
 #include "model/gpt2.h"
 #include "model/layout.h"
+#include "optim/optimizer.h"
 #include "zero/loss_scaler.h"
 #include "zero/sharding.h"
 
 namespace zerodp::zero {
-
-enum class OptimizerKind : uint8_t { kAdamW, kSGD };
-
-struct OptimizerConfig {
-  OptimizerKind kind = OptimizerKind::kAdamW;
-  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;  // AdamW (contract §7)
-  double momentum = 0.0;                                               // SGD
-};
 
 struct EngineConfig {
   int stage = 0;                      // 0..3
@@ -42,7 +35,7 @@ struct EngineConfig {
   size_t stage3_max_live_parameters = 1'000'000'000;  // elements gathered (in use + prefetched) at once
   size_t stage3_prefetch_bucket_size = 50'000'000;    // elements prefetched ahead of use
   bool reshard_after_forward = true;  // stage 3: free a unit after its forward (off: FSDP SHARD_GRAD_OP)
-  OptimizerConfig optimizer;
+  optim::OptimizerSpec optimizer;  // AdamW (contract §7) or SGD
   LossScaleConfig loss_scale;
   // Testing aid: make this rank's gradient Inf at this optimizer step (0-based; -1: never).
   int inject_overflow_step = -1;

@@ -1,0 +1,64 @@
+#include "kernels/cross_entropy.h"
+
+#include <cmath>
+#include <cstddef>
+
+#include "core/error.h"
+#include "kernels/vec_math.h"
+
+namespace zerodp::kernels {
+
+namespace {
+// Checked before any parallel region (an exception must not leave one) and before anything is
+// written: an out-of-range target would read and write outside its row.
+void check_targets(const char* what, const int32_t* targets, int N, int V) {
+  ZDP_CHECK(N > 0 && V > 0, "{}: bad shape N={} V={}", what, N, V);
+  for (int i = 0; i < N; ++i)
+    ZDP_CHECK(targets[i] >= 0 && targets[i] < V, "{}: target {} of row {} is outside [0, {})", what,
+              targets[i], i, V);
+}
+}  // namespace
+
+template <class T>
+void softmax_crossentropy_forward(T* losses, T* probs, const T* logits, const int32_t* targets, int N,
+                                  int V) {
+  check_targets("softmax_crossentropy_forward", targets, N, V);
+#pragma omp parallel for schedule(static)
+  for (int i = 0; i < N; ++i) {
+    const T* x = logits + static_cast<ptrdiff_t>(i) * V;
+    T* p = probs + static_cast<ptrdiff_t>(i) * V;
+    const T m = detail::row_max(x, V);
+    const T target_logit = x[targets[i]];  // read before p, which may be x, is overwritten
+    const double sum = detail::exp_shifted(p, x, V, m);
+    const T inv = static_cast<T>(1.0 / sum);
+#pragma omp simd
+    for (int j = 0; j < V; ++j) p[j] *= inv;
+    losses[i] = static_cast<T>(std::log(sum) - static_cast<double>(target_logit - m));
+  }
+}
+
+template <class T>
+void softmax_crossentropy_backward(T* dlogits, const T* probs, const int32_t* targets, T dloss, int N,
+                                   int V) {
+  check_targets("softmax_crossentropy_backward", targets, N, V);
+#pragma omp parallel for schedule(static)
+  for (int i = 0; i < N; ++i) {
+    const T* p = probs + static_cast<ptrdiff_t>(i) * V;
+    T* d = dlogits + static_cast<ptrdiff_t>(i) * V;
+    const T p_target = p[targets[i]];  // read before d, which may be p, is overwritten
+#pragma omp simd
+    for (int j = 0; j < V; ++j) d[j] = dloss * p[j];
+    d[targets[i]] = dloss * (p_target - T(1));
+  }
+}
+
+template void softmax_crossentropy_forward<float>(float*, float*, const float*, const int32_t*, int,
+                                                  int);
+template void softmax_crossentropy_forward<double>(double*, double*, const double*, const int32_t*,
+                                                   int, int);
+template void softmax_crossentropy_backward<float>(float*, const float*, const int32_t*, float, int,
+                                                   int);
+template void softmax_crossentropy_backward<double>(double*, const double*, const int32_t*, double,
+                                                    int, int);
+
+}  // namespace zerodp::kernels

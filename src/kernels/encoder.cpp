@@ -1,0 +1,65 @@
+#include "kernels/encoder.h"
+
+#include <algorithm>
+#include <cstddef>
+
+#include "core/error.h"
+
+namespace zerodp::kernels {
+
+namespace {
+// dwte columns are split in blocks of this many, one block per task: each thread then owns its
+// columns of every row of dwte, so repeated tokens never race and sums keep the (b, t) order.
+constexpr int kColumnBlock = 64;
+}  // namespace
+
+template <class T>
+void encoder_forward(T* out, const int32_t* inp, const T* wte, const T* wpe, int B, int T_, int C) {
+  ZDP_CHECK(B > 0 && T_ > 0 && C > 0, "encoder_forward: bad shape B={} T={} C={}", B, T_, C);
+  const ptrdiff_t rows = static_cast<ptrdiff_t>(B) * T_;
+#pragma omp parallel for schedule(static)
+  for (ptrdiff_t bt = 0; bt < rows; ++bt) {
+    T* o = out + bt * C;
+    const T* e = wte + static_cast<ptrdiff_t>(inp[bt]) * C;
+    const T* p = wpe + (bt % T_) * C;
+#pragma omp simd
+    for (int c = 0; c < C; ++c) o[c] = e[c] + p[c];
+  }
+}
+
+template <class T>
+void encoder_backward(T* dwte, T* dwpe, const T* dout, const int32_t* inp, int B, int T_, int C) {
+  ZDP_CHECK(B > 0 && T_ > 0 && C > 0, "encoder_backward: bad shape B={} T={} C={}", B, T_, C);
+  const ptrdiff_t rows = static_cast<ptrdiff_t>(B) * T_;
+  const int col_blocks = (C + kColumnBlock - 1) / kColumnBlock;
+#pragma omp parallel
+  {
+#pragma omp for schedule(static) nowait
+    for (int cb = 0; cb < col_blocks; ++cb) {
+      const int c0 = cb * kColumnBlock, c1 = std::min(C, c0 + kColumnBlock);
+      for (ptrdiff_t bt = 0; bt < rows; ++bt) {
+        T* dw = dwte + static_cast<ptrdiff_t>(inp[bt]) * C;
+        const T* d = dout + bt * C;
+#pragma omp simd
+        for (int c = c0; c < c1; ++c) dw[c] += d[c];
+      }
+    }
+#pragma omp for schedule(static)
+    for (int t = 0; t < T_; ++t) {
+      T* dp = dwpe + static_cast<ptrdiff_t>(t) * C;
+      for (int b = 0; b < B; ++b) {
+        const T* d = dout + (static_cast<ptrdiff_t>(b) * T_ + t) * C;
+#pragma omp simd
+        for (int c = 0; c < C; ++c) dp[c] += d[c];
+      }
+    }
+  }
+}
+
+template void encoder_forward<float>(float*, const int32_t*, const float*, const float*, int, int, int);
+template void encoder_forward<double>(double*, const int32_t*, const double*, const double*, int, int,
+                                      int);
+template void encoder_backward<float>(float*, float*, const float*, const int32_t*, int, int, int);
+template void encoder_backward<double>(double*, double*, const double*, const int32_t*, int, int, int);
+
+}  // namespace zerodp::kernels

@@ -1,0 +1,108 @@
+#include "kernels/layernorm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+
+#include "core/error.h"
+
+namespace zerodp::kernels {
+
+namespace {
+// dweight/dbias are reduced over rows by column blocks of this many, one block per task, each
+// summed in row order: the result is the same whatever the number of threads.
+constexpr int kColumnBlock = 64;
+}  // namespace
+
+template <class T>
+void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* weight, const T* bias, int N,
+                       int C) {
+  ZDP_CHECK(N > 0 && C > 0, "layernorm_forward: bad shape N={} C={}", N, C);
+  const T inv_c = T(1) / T(C);
+  const T eps = static_cast<T>(kLayerNormEps);
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; ++n) {
+    const T* x = inp + static_cast<ptrdiff_t>(n) * C;
+    T* o = out + static_cast<ptrdiff_t>(n) * C;
+    T sum = 0;
+#pragma omp simd reduction(+ : sum)
+    for (int c = 0; c < C; ++c) sum += x[c];
+    const T m = sum * inv_c;
+    // Two passes over the row (it is in cache): the variance of x − μ, free of the cancellation
+    // that E[x²] − μ² suffers when |μ| is large next to the spread.
+    T var = 0;
+#pragma omp simd reduction(+ : var)
+    for (int c = 0; c < C; ++c) {
+      const T d = x[c] - m;
+      var += d * d;
+    }
+    const T s = T(1) / std::sqrt(var * inv_c + eps);
+#pragma omp simd
+    for (int c = 0; c < C; ++c) o[c] = (x[c] - m) * s * weight[c] + bias[c];
+    mean[n] = m;
+    rstd[n] = s;
+  }
+}
+
+template <class T>
+void layernorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight,
+                        const T* mean, const T* rstd, int N, int C) {
+  ZDP_CHECK(N > 0 && C > 0, "layernorm_backward: bad shape N={} C={}", N, C);
+  const T inv_c = T(1) / T(C);
+  const int col_blocks = (C + kColumnBlock - 1) / kColumnBlock;
+#pragma omp parallel
+  {
+    // dinp: row by row, each row needs two reductions of its own.
+#pragma omp for schedule(static) nowait
+    for (int n = 0; n < N; ++n) {
+      const T* x = inp + static_cast<ptrdiff_t>(n) * C;
+      const T* d = dout + static_cast<ptrdiff_t>(n) * C;
+      T* dx = dinp + static_cast<ptrdiff_t>(n) * C;
+      const T m = mean[n], s = rstd[n];
+      T dn_sum = 0, dn_n_sum = 0;
+#pragma omp simd reduction(+ : dn_sum, dn_n_sum)
+      for (int c = 0; c < C; ++c) {
+        const T dn = d[c] * weight[c];
+        dn_sum += dn;
+        dn_n_sum += dn * (x[c] - m) * s;
+      }
+      const T dn_mean = dn_sum * inv_c, dn_n_mean = dn_n_sum * inv_c;
+#pragma omp simd
+      for (int c = 0; c < C; ++c) {
+        const T norm = (x[c] - m) * s;
+        dx[c] += s * (d[c] * weight[c] - dn_mean - norm * dn_n_mean);
+      }
+    }
+    // dweight, dbias: column blocks, rows in order.
+#pragma omp for schedule(static)
+    for (int cb = 0; cb < col_blocks; ++cb) {
+      const int c0 = cb * kColumnBlock, width = std::min(C - c0, kColumnBlock);
+      T dw[kColumnBlock] = {}, db[kColumnBlock] = {};
+      for (int n = 0; n < N; ++n) {
+        const T* x = inp + static_cast<ptrdiff_t>(n) * C + c0;
+        const T* d = dout + static_cast<ptrdiff_t>(n) * C + c0;
+        const T m = mean[n], s = rstd[n];
+#pragma omp simd
+        for (int c = 0; c < width; ++c) {
+          dw[c] += d[c] * ((x[c] - m) * s);
+          db[c] += d[c];
+        }
+      }
+      for (int c = 0; c < width; ++c) {
+        dweight[c0 + c] += dw[c];
+        dbias[c0 + c] += db[c];
+      }
+    }
+  }
+}
+
+template void layernorm_forward<float>(float*, float*, float*, const float*, const float*, const float*,
+                                       int, int);
+template void layernorm_forward<double>(double*, double*, double*, const double*, const double*,
+                                        const double*, int, int);
+template void layernorm_backward<float>(float*, float*, float*, const float*, const float*, const float*,
+                                        const float*, const float*, int, int);
+template void layernorm_backward<double>(double*, double*, double*, const double*, const double*,
+                                         const double*, const double*, const double*, int, int);
+
+}  // namespace zerodp::kernels

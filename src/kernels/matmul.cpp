@@ -1,0 +1,78 @@
+#include "kernels/matmul.h"
+
+#include <algorithm>
+#include <cstddef>
+
+#include "core/error.h"
+#include "kernels/blas.h"
+
+namespace zerodp::kernels {
+
+namespace {
+// dbias is reduced over rows by column blocks of this many, one block per task, rows in order.
+constexpr int kColumnBlock = 64;
+}  // namespace
+
+template <class T>
+void matmul_forward(T* out, const T* inp, const T* weight, const T* bias, int N, int C, int OC) {
+  ZDP_CHECK(N > 0 && C > 0 && OC > 0, "matmul_forward: bad shape N={} C={} OC={}", N, C, OC);
+  T beta = 0;
+  if (bias != nullptr) {
+    // Start every row from the bias and let the GEMM add onto it (beta = 1): one pass over out.
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; ++n) std::copy(bias, bias + OC, out + static_cast<ptrdiff_t>(n) * OC);
+    beta = 1;
+  }
+  // [in, out] weights: out = inp·W with no transposes.
+  detail::gemm(false, false, N, OC, C, T(1), inp, C, weight, OC, beta, out, OC);
+}
+
+template <class T>
+void matmul_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight,
+                     int N, int C, int OC) {
+  ZDP_CHECK(N > 0 && C > 0 && OC > 0, "matmul_backward: bad shape N={} C={} OC={}", N, C, OC);
+  if (dinp != nullptr) detail::gemm(false, true, N, C, OC, T(1), dout, OC, weight, OC, T(1), dinp, C);
+  detail::gemm(true, false, C, OC, N, T(1), inp, C, dout, OC, T(1), dweight, OC);
+  if (dbias == nullptr) return;
+  const int col_blocks = (OC + kColumnBlock - 1) / kColumnBlock;
+#pragma omp parallel for schedule(static)
+  for (int cb = 0; cb < col_blocks; ++cb) {
+    const int c0 = cb * kColumnBlock, width = std::min(OC - c0, kColumnBlock);
+    T acc[kColumnBlock] = {};
+    for (int n = 0; n < N; ++n) {
+      const T* d = dout + static_cast<ptrdiff_t>(n) * OC + c0;
+#pragma omp simd
+      for (int c = 0; c < width; ++c) acc[c] += d[c];
+    }
+    for (int c = 0; c < width; ++c) dbias[c0 + c] += acc[c];
+  }
+}
+
+template <class T>
+void matmul_nt_forward(T* out, const T* inp, const T* wte, int N, int C, int V) {
+  ZDP_CHECK(N > 0 && C > 0 && V > 0, "matmul_nt_forward: bad shape N={} C={} V={}", N, C, V);
+  detail::gemm(false, true, N, V, C, T(1), inp, C, wte, C, T(0), out, V);
+}
+
+template <class T>
+void matmul_nt_backward(T* dinp, T* dwte, const T* dout, const T* inp, const T* wte, int N, int C,
+                        int V) {
+  ZDP_CHECK(N > 0 && C > 0 && V > 0, "matmul_nt_backward: bad shape N={} C={} V={}", N, C, V);
+  if (dinp != nullptr) detail::gemm(false, false, N, C, V, T(1), dout, V, wte, C, T(1), dinp, C);
+  detail::gemm(true, false, V, C, N, T(1), dout, V, inp, C, T(1), dwte, C);
+}
+
+template void matmul_forward<float>(float*, const float*, const float*, const float*, int, int, int);
+template void matmul_forward<double>(double*, const double*, const double*, const double*, int, int, int);
+template void matmul_backward<float>(float*, float*, float*, const float*, const float*, const float*,
+                                     int, int, int);
+template void matmul_backward<double>(double*, double*, double*, const double*, const double*,
+                                      const double*, int, int, int);
+template void matmul_nt_forward<float>(float*, const float*, const float*, int, int, int);
+template void matmul_nt_forward<double>(double*, const double*, const double*, int, int, int);
+template void matmul_nt_backward<float>(float*, float*, const float*, const float*, const float*, int,
+                                        int, int);
+template void matmul_nt_backward<double>(double*, double*, const double*, const double*, const double*,
+                                         int, int, int);
+
+}  // namespace zerodp::kernels

@@ -1,0 +1,173 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "core/error.h"
+#include "kernel_test_util.h"
+#include "kernels/attention.h"
+
+namespace zerodp::kernels {
+namespace {
+
+using testing::as;
+using testing::random_normal;
+
+struct Shape {
+  int B, T, C, NH;
+  size_t qkv() const { return static_cast<size_t>(B) * T * 3 * C; }
+  size_t out() const { return static_cast<size_t>(B) * T * C; }
+  size_t att() const { return static_cast<size_t>(B) * NH * T * T; }
+};
+
+// Small and odd: hs = 8, one partial row block.
+constexpr Shape kSmall{2, 7, 24, 3};
+// Three row blocks, the last of a single row (2·64 + 1): exercises the block-triangular products.
+constexpr Shape kBlocked{1, 2 * kAttentionRowBlock + 1, 6, 2};
+
+// The definition, one score at a time.
+void naive_attention(std::vector<double>& out, std::vector<double>& att, const std::vector<double>& qkv,
+                     Shape s) {
+  const int hs = s.C / s.NH;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hs));
+  for (int b = 0; b < s.B; ++b)
+    for (int h = 0; h < s.NH; ++h)
+      for (int t = 0; t < s.T; ++t) {
+        const double* q = &qkv[(b * s.T + t) * 3 * s.C + h * hs];
+        double* p = &att[((b * s.NH + h) * s.T + t) * s.T];
+        double m = -1e300;
+        for (int j = 0; j < s.T; ++j) {
+          p[j] = 0;
+          if (j > t) continue;
+          const double* k = &qkv[(b * s.T + j) * 3 * s.C + s.C + h * hs];
+          for (int i = 0; i < hs; ++i) p[j] += q[i] * k[i] * scale;
+          m = std::max(m, p[j]);
+        }
+        double sum = 0;
+        for (int j = 0; j <= t; ++j) sum += (p[j] = std::exp(p[j] - m));
+        for (int j = 0; j <= t; ++j) p[j] /= sum;
+        for (int i = 0; i < hs; ++i) {
+          double o = 0;
+          for (int j = 0; j <= t; ++j) o += p[j] * qkv[(b * s.T + j) * 3 * s.C + 2 * s.C + h * hs + i];
+          out[(b * s.T + t) * s.C + h * hs + i] = o;
+        }
+      }
+}
+
+TEST(Attention, ForwardMatchesDefinition) {
+  for (Shape s : {kSmall, kBlocked}) {
+    const auto qkv = random_normal(s.qkv(), 1);
+    std::vector<double> out(s.out()), att(s.att(), -1.0), want_out(s.out()), want_att(s.att());
+    attention_forward(out.data(), att.data(), qkv.data(), s.B, s.T, s.C, s.NH);
+    naive_attention(want_out, want_att, qkv, s);
+    testing::expect_close_scaled(out, want_out, 1e-13, "out, T=" + std::to_string(s.T));
+    testing::expect_close_scaled(att, want_att, 1e-13, "att, T=" + std::to_string(s.T));
+  }
+}
+
+TEST(Attention, ProbabilitiesAreCausalAndSumToOne) {
+  const Shape s = kBlocked;
+  const auto qkv = as<float>(random_normal(s.qkv(), 2, 3.0));
+  std::vector<float> out(s.out()), att(s.att(), -1.0f);
+  attention_forward(out.data(), att.data(), qkv.data(), s.B, s.T, s.C, s.NH);
+  for (int bh = 0; bh < s.B * s.NH; ++bh)
+    for (int t = 0; t < s.T; ++t) {
+      const float* p = &att[(static_cast<size_t>(bh) * s.T + t) * s.T];
+      double sum = 0;
+      for (int j = 0; j <= t; ++j) {
+        ASSERT_GE(p[j], 0.0f);
+        sum += p[j];
+      }
+      ASSERT_NEAR(sum, 1.0, 1e-5) << "row " << t;
+      for (int j = t + 1; j < s.T; ++j) ASSERT_EQ(p[j], 0.0f) << "row " << t << " col " << j;
+    }
+}
+
+TEST(Attention, FutureTokensDoNotChangeEarlierOutputs) {
+  const Shape s = kBlocked;
+  const int t0 = kAttentionRowBlock + 3;  // inside the second row block
+  auto qkv = as<float>(random_normal(s.qkv(), 3));
+  std::vector<float> out(s.out()), att(s.att());
+  attention_forward(out.data(), att.data(), qkv.data(), s.B, s.T, s.C, s.NH);
+  for (int t = t0; t < s.T; ++t)
+    for (int c = 0; c < 3 * s.C; ++c) qkv[t * 3 * s.C + c] += 1.5f;  // q, k and v of later tokens
+  std::vector<float> out2(s.out()), att2(s.att());
+  attention_forward(out2.data(), att2.data(), qkv.data(), s.B, s.T, s.C, s.NH);
+  for (int t = 0; t < t0; ++t)
+    for (int c = 0; c < s.C; ++c) ASSERT_EQ(out2[t * s.C + c], out[t * s.C + c]) << t << "," << c;
+  int changed = 0;
+  for (int c = 0; c < s.C; ++c) changed += out2[t0 * s.C + c] != out[t0 * s.C + c];
+  EXPECT_GT(changed, 0) << "the perturbed token itself must see the change";
+}
+
+void check_gradient(Shape s, size_t max_checks) {
+  auto qkv = random_normal(s.qkv(), 4);
+  const auto dout = random_normal(s.out(), 5);
+  std::vector<double> out(s.out()), att(s.att());
+  auto loss = [&] {
+    attention_forward(out.data(), att.data(), qkv.data(), s.B, s.T, s.C, s.NH);
+    return testing::dot(dout, out);
+  };
+  loss();
+  std::vector<double> dqkv(s.qkv(), 0.0), scratch(attention_scratch_elems(s.B, s.T, s.NH));
+  attention_backward(dqkv.data(), scratch.data(), dout.data(), qkv.data(), att.data(), s.B, s.T, s.C,
+                     s.NH);
+  testing::expect_gradients_match(loss, {{"qkv", &qkv, &dqkv}}, 1e-6, max_checks);
+}
+
+TEST(Attention, GradientMatchesFiniteDifferences) { check_gradient(kSmall, 0); }
+TEST(Attention, GradientMatchesFiniteDifferencesAcrossRowBlocks) { check_gradient(kBlocked, 600); }
+
+TEST(Attention, BackwardAccumulatesAndStaysInsideItsScratch) {
+  const Shape s = kBlocked;
+  const auto qkv = random_normal(s.qkv(), 6), dout = random_normal(s.out(), 7);
+  std::vector<double> out(s.out()), att(s.att());
+  attention_forward(out.data(), att.data(), qkv.data(), s.B, s.T, s.C, s.NH);
+  const size_t scratch_elems = attention_scratch_elems(s.B, s.T, s.NH);
+  EXPECT_EQ(scratch_elems, static_cast<size_t>(s.B) * s.NH * kAttentionRowBlock * s.T);
+  const double sentinel = 12345.0;
+  std::vector<double> scratch(scratch_elems + 64, sentinel);
+  std::vector<double> dqkv(s.qkv(), 0.0);
+  attention_backward(dqkv.data(), scratch.data(), dout.data(), qkv.data(), att.data(), s.B, s.T, s.C,
+                     s.NH);
+  for (size_t i = scratch_elems; i < scratch.size(); ++i) ASSERT_EQ(scratch[i], sentinel);
+
+  auto acc = random_normal(s.qkv(), 8);
+  auto want = acc;
+  for (size_t i = 0; i < want.size(); ++i) want[i] += dqkv[i];
+  attention_backward(acc.data(), scratch.data(), dout.data(), qkv.data(), att.data(), s.B, s.T, s.C,
+                     s.NH);
+  testing::expect_close_scaled(acc, want, 1e-14, "dqkv accumulates");
+}
+
+TEST(Attention, ScratchIsSmallForShortSequences) {
+  EXPECT_EQ(attention_scratch_elems(2, 7, 3), 2u * 3 * 7 * 7);
+  EXPECT_EQ(attention_scratch_elems(8, 1024, 12), 8u * 12 * kAttentionRowBlock * 1024);
+}
+
+TEST(Attention, FloatAgreesWithDouble) {
+  const Shape s{2, kAttentionRowBlock + 6, 24, 3};
+  const auto qkv = random_normal(s.qkv(), 9), dout = random_normal(s.out(), 10);
+  std::vector<double> out(s.out()), att(s.att()), dqkv(s.qkv(), 0.0),
+      scratch(attention_scratch_elems(s.B, s.T, s.NH));
+  attention_forward(out.data(), att.data(), qkv.data(), s.B, s.T, s.C, s.NH);
+  attention_backward(dqkv.data(), scratch.data(), dout.data(), qkv.data(), att.data(), s.B, s.T, s.C,
+                     s.NH);
+  const auto qkv_f = as<float>(qkv), dout_f = as<float>(dout);
+  std::vector<float> out_f(s.out()), att_f(s.att()), dqkv_f(s.qkv(), 0.0f),
+      scratch_f(attention_scratch_elems(s.B, s.T, s.NH));
+  attention_forward(out_f.data(), att_f.data(), qkv_f.data(), s.B, s.T, s.C, s.NH);
+  attention_backward(dqkv_f.data(), scratch_f.data(), dout_f.data(), qkv_f.data(), att_f.data(), s.B,
+                     s.T, s.C, s.NH);
+  testing::expect_close_scaled(out_f, out, 1e-5, "out");
+  testing::expect_close_scaled(att_f, att, 1e-5, "att");
+  testing::expect_close_scaled(dqkv_f, dqkv, 1e-5, "dqkv");
+}
+
+TEST(Attention, RejectsHeadsThatDoNotDivideC) {
+  std::vector<float> buf(1024);
+  EXPECT_THROW(attention_forward(buf.data(), buf.data(), buf.data(), 1, 2, 10, 3), RuntimeFailure);
+}
+
+}  // namespace
+}  // namespace zerodp::kernels
