@@ -1,0 +1,215 @@
+#include "core/fs.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace zerodp {
+
+namespace {
+
+std::string errno_text(int err) { return std::strerror(err); }
+
+// The directory holding `path`, for the fsync that makes a rename durable.
+std::string parent_dir(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+// A name no other writer (thread or process) uses at the same moment.
+std::string temp_name_for(const std::string& path) {
+  static std::atomic<uint64_t> counter{0};
+  return fmt::format("{}.tmp.{}.{}", path, static_cast<long>(::getpid()), counter.fetch_add(1));
+}
+
+}  // namespace
+
+// ---- AtomicFile -------------------------------------------------------------------------------
+
+AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
+  ZDP_REQUIRE(!path_.empty(), "cannot write a file with an empty path");
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    temp_path_ = temp_name_for(path_);
+    // 0666 under the umask: the published file gets the permissions a plain create would give.
+    fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd_ >= 0) return;
+    if (errno != EEXIST) break;
+  }
+  const int err = errno;
+  throw UsageError(
+      fmt::format("cannot create '{}' (temporary '{}'): {}", path_, temp_path_, errno_text(err)));
+}
+
+AtomicFile::~AtomicFile() {
+  if (!committed_) abandon();
+}
+
+void AtomicFile::abandon() noexcept {
+  if (fd_ >= 0) {
+    ::close(fd_);
+    fd_ = -1;
+    ::unlink(temp_path_.c_str());
+  }
+}
+
+void AtomicFile::write(const void* data, size_t n) {
+  ZDP_CHECK(fd_ >= 0 && !committed_, "write to '{}' after commit or failure", path_);
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    // Linux writes at most ~2 GiB per call; ask for less and loop over partial writes.
+    const size_t chunk = n < (size_t{1} << 30) ? n : (size_t{1} << 30);
+    const ssize_t w = ::write(fd_, p, chunk);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      abandon();
+      throw RuntimeFailure(
+          fmt::format("writing '{}' (temporary '{}'): {}", path_, temp_path_, errno_text(err)));
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+    bytes_written_ += static_cast<uint64_t>(w);
+  }
+}
+
+void AtomicFile::commit() {
+  ZDP_CHECK(fd_ >= 0 && !committed_, "commit of '{}' twice or after a failure", path_);
+  auto fail = [this](const char* what) {
+    const int err = errno;
+    abandon();
+    return RuntimeFailure(
+        fmt::format("{} '{}' (temporary '{}'): {}", what, path_, temp_path_, errno_text(err)));
+  };
+  if (::fsync(fd_) != 0) throw fail("syncing");
+  const int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) {
+    const int err = errno;
+    ::unlink(temp_path_.c_str());
+    throw RuntimeFailure(
+        fmt::format("closing '{}' (temporary '{}'): {}", path_, temp_path_, errno_text(err)));
+  }
+  if (::rename(temp_path_.c_str(), path_.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(temp_path_.c_str());
+    throw RuntimeFailure(fmt::format("renaming '{}' to '{}': {}", temp_path_, path_, errno_text(err)));
+  }
+  committed_ = true;
+  // The rename is in the directory: sync it too, or a crash could forget the new name.
+  const std::string dir = parent_dir(path_);
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) {
+    const int err = errno;
+    throw RuntimeFailure(fmt::format("opening directory '{}' to sync '{}': {}", dir, path_, errno_text(err)));
+  }
+  const int rc = ::fsync(dfd);
+  const int err = errno;
+  ::close(dfd);
+  // Some file systems cannot sync a directory (EINVAL); the rename itself has happened.
+  if (rc != 0 && err != EINVAL)
+    throw RuntimeFailure(fmt::format("syncing directory '{}' of '{}': {}", dir, path_, errno_text(err)));
+}
+
+void write_file_atomic(const std::string& path, const void* data, size_t n) {
+  AtomicFile f(path);
+  f.write(data, n);
+  f.commit();
+}
+
+std::string read_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    throw UsageError(fmt::format("cannot open '{}': {}", path, errno_text(err)));
+  }
+  std::string out;
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t r = ::read(fd, buf, sizeof buf);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      ::close(fd);
+      throw UsageError(fmt::format("cannot read '{}': {}", path, errno_text(err)));
+    }
+    if (r == 0) break;
+    out.append(buf, static_cast<size_t>(r));
+  }
+  ::close(fd);
+  return out;
+}
+
+bool file_exists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+// ---- MappedFile -------------------------------------------------------------------------------
+
+MappedFile::MappedFile(std::string path) : path_(std::move(path)) {
+  const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    throw UsageError(fmt::format("cannot open '{}': {}", path_, errno_text(err)));
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    throw UsageError(fmt::format("cannot examine '{}': {}", path_, errno_text(err)));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw UsageError(fmt::format("'{}' is not a regular file", path_));
+  }
+  size_ = static_cast<size_t>(st.st_size);
+  if (size_ > 0) {
+    void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED) {
+      const int err = errno;
+      ::close(fd);
+      size_ = 0;
+      throw UsageError(fmt::format("cannot map '{}' ({} bytes): {}", path_, st.st_size, errno_text(err)));
+    }
+    data_ = static_cast<const uint8_t*>(p);
+  }
+  ::close(fd);  // the mapping keeps the file alive
+}
+
+MappedFile::~MappedFile() { unmap(); }
+
+MappedFile::MappedFile(MappedFile&& o) noexcept
+    : path_(std::move(o.path_)), data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {
+  o.path_.clear();
+}
+
+MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
+  if (this != &o) {
+    unmap();
+    path_ = std::move(o.path_);
+    o.path_.clear();
+    data_ = std::exchange(o.data_, nullptr);
+    size_ = std::exchange(o.size_, 0);
+  }
+  return *this;
+}
+
+void MappedFile::unmap() noexcept {
+  if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
+  data_ = nullptr;
+  size_ = 0;
+}
+
+}  // namespace zerodp
