@@ -1,0 +1,26 @@
+// `zerodp train` (contract §8): flags and --config resolved by apps/train_options, then the
+// training loop of train/trainer.
+#include "apps/commands.h"
+#include "apps/train_options.h"
+#include "train/trainer.h"
+
+namespace zerodp::cli {
+namespace {
+
+TrainOptions g_options;
+
+void register_train(CLI::App& app, Action& action) {
+  auto* cmd = app.add_subcommand("train",
+                                 "Train GPT-2 with ZeRO data parallelism (run under `mpirun -n W` for W ranks)");
+  add_train_options(cmd, g_options);
+  cmd->callback([&action, cmd] {
+    action = [cmd] {
+      train::run_training(resolve(g_options, cmd));
+      return 0;
+    };
+  });
+}
+const CommandRegistration registration(40, register_train);
+
+}  // namespace
+}  // namespace zerodp::cli

@@ -1,0 +1,63 @@
+// The metrics file of contract §9 (JSON Lines, written by rank 0): one "step" object per optimizer
+// step, then one "memory" and one "traffic" object per rank. The file is written as
+// <path>.partial while the run goes on and renamed over <path> at the end, so a run that fails
+// leaves an earlier metrics file intact.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "comm/communicator.h"
+#include "core/memory.h"
+
+namespace zerodp::train {
+
+struct StepRecord {
+  int64_t step = 0;
+  double loss = 0, grad_norm = 0, lr = 0;
+  int64_t tokens = 0;  // W·G·B·T
+  double ms = 0;
+  // Extensions (contract §9 allows more keys):
+  bool skipped = false;
+  double loss_scale = 1;
+  double comm_wait_ms = 0;
+};
+
+// One rank's end-of-run ledgers, as gathered to rank 0.
+struct RankLedgers {
+  int rank = 0;
+  MemorySnapshot memory;
+  std::array<uint64_t, comm::kNumCollectiveKinds> bytes_sent{};
+};
+
+nlohmann::json step_json(const StepRecord& r);
+nlohmann::json memory_json(const RankLedgers& l);
+nlohmann::json traffic_json(const RankLedgers& l);
+
+// Collects every rank's memory and traffic ledgers on every rank (collective). The gathering's own
+// traffic is not recorded in the training ledger.
+std::vector<RankLedgers> gather_ledgers(comm::Communicator& comm);
+
+class MetricsWriter {
+ public:
+  // An empty path or a rank other than 0 makes a writer that writes nothing.
+  MetricsWriter(std::string path, bool active);
+  ~MetricsWriter();
+  MetricsWriter(const MetricsWriter&) = delete;
+  MetricsWriter& operator=(const MetricsWriter&) = delete;
+
+  void write(const nlohmann::json& record);
+  // Flushes, fsyncs and renames <path>.partial to <path>.
+  void commit();
+
+ private:
+  std::string path_, partial_;
+  std::FILE* file_ = nullptr;
+};
+
+}  // namespace zerodp::train

@@ -1,0 +1,132 @@
+#include "train/trainer.h"
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "ckpt/gpt2_weights.h"
+#include "comm/runtime.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/memory.h"
+#include "data/loader.h"
+#include "data/tokens.h"
+#include "train/metrics.h"
+#include "train/report.h"
+
+namespace zerodp::train {
+
+zero::EngineConfig engine_config(const TrainConfig& cfg) {
+  zero::EngineConfig e;
+  e.stage = cfg.zero_stage;
+  e.dtype = cfg.dtype;
+  e.reduce_in_fp32 = cfg.dtype != DType::kF32 && cfg.grad_reduce_dtype() == DType::kF32;
+  e.fp32_grad_accum = cfg.dtype != DType::kF32 && cfg.fp32_grad_accum;
+  e.micro_batch = static_cast<int>(cfg.micro_batch);
+  e.seq = static_cast<int>(cfg.seq);
+  e.reduce_bucket_size = static_cast<size_t>(cfg.reduce_bucket_size);
+  e.allgather_bucket_size = static_cast<size_t>(cfg.allgather_bucket_size);
+  e.overlap_comm = cfg.overlap_comm;
+  e.stage3_max_live_parameters = static_cast<size_t>(cfg.stage3_max_live_parameters);
+  e.stage3_prefetch_bucket_size = static_cast<size_t>(cfg.stage3_prefetch_bucket_size);
+  e.reshard_after_forward = cfg.reshard_after_forward;
+  e.optimizer = cfg.optimizer_spec();
+  e.loss_scale.enabled = cfg.dtype == DType::kF16;
+  e.loss_scale.static_scale = cfg.loss_scale;
+  e.loss_scale.initial_scale_power = cfg.initial_scale_power;
+  e.loss_scale.window = static_cast<int>(cfg.loss_scale_window);
+  e.loss_scale.hysteresis = cfg.hysteresis;
+  e.loss_scale.min_scale = cfg.min_loss_scale;
+  return e;
+}
+
+TrainResult run_training(TrainConfig cfg) {
+  using Clock = std::chrono::steady_clock;
+  std::shared_ptr<comm::Communicator> world = comm::world();
+  const int W = world->size(), rank = world->rank();
+  cfg.finalize(W);
+
+  // Inputs are checked before anything is allocated: a bad file fails fast with exit code 2.
+  const ckpt::GPT2Weights weights = ckpt::GPT2Weights::open(cfg.init_path);
+  const model::GPT2Config& mc = weights.config();
+  ZDP_REQUIRE(cfg.seq <= mc.n_ctx, "--seq {} exceeds the model's context n_ctx = {} ({})", cfg.seq, mc.n_ctx,
+              cfg.init_path);
+  const data::TokenFile tokens = data::TokenFile::open(cfg.data_path, mc.vocab_size);
+  const data::BatchLoader loader(tokens, W, rank, static_cast<int>(cfg.micro_batch), static_cast<int>(cfg.seq),
+                                 static_cast<int>(cfg.accum));
+  const optim::LrSchedule schedule = cfg.make_lr_schedule();
+  const model::ParamLayout layout(mc);
+
+  MemoryLedger::global().set_budget(cfg.memory_budget);
+  MetricsWriter metrics(cfg.metrics_path, rank == 0);
+  zero::Engine engine(layout, world, engine_config(cfg));
+  engine.load([&](int unit, size_t begin, size_t count, float* dst) {
+    weights.read_unit_range(layout, unit, begin, count, dst);
+  });
+
+  const int64_t tokens_per_step = cfg.tokens_per_step(W);
+  log::info("training GPT-2 {} ({} parameters) on {} rank{}: ZeRO stage {}, {}, B={} T={} G={} ({} tokens/step), {} steps",
+            mc.summary(), layout.total_numel(), W, W == 1 ? "" : "s", cfg.zero_stage, dtype_name(cfg.dtype),
+            cfg.micro_batch, cfg.seq, cfg.accum, tokens_per_step, cfg.steps);
+
+  TrainResult result;
+  double total_ms = 0;
+  for (int64_t s = 0; s < cfg.steps; ++s) {
+    const double lr = schedule.lr_at(s);
+    const auto t0 = Clock::now();
+    const zero::StepResult r = engine.step(
+        static_cast<int>(cfg.accum),
+        [&](int g, int32_t* inputs, int32_t* targets) { loader.load(static_cast<uint64_t>(s), g, inputs, targets); },
+        lr, cfg.clip);
+    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    total_ms += ms;
+    result.losses.push_back(r.loss);
+    StepRecord rec;
+    rec.step = s;
+    rec.loss = r.loss;
+    rec.grad_norm = r.grad_norm;
+    rec.lr = lr;
+    rec.tokens = tokens_per_step;
+    rec.ms = ms;
+    rec.skipped = r.skipped;
+    rec.loss_scale = r.loss_scale;
+    rec.comm_wait_ms = r.comm_wait_ms;
+    metrics.write(step_json(rec));
+    if (cfg.log_every > 0 && (s % cfg.log_every == 0 || s + 1 == cfg.steps)) {
+      log::info("step {:>{}}/{} | loss {:.4f} | grad norm {:.4f} | lr {:.3e} | {:.0f} tok/s | {:.1f} ms{}", s + 1,
+                fmt::formatted_size("{}", cfg.steps), cfg.steps, r.loss, r.grad_norm, lr,
+                tokens_per_step / (ms / 1000.0), ms,
+                r.skipped ? fmt::format(" | overflow: step skipped, loss scale now {}", engine.loss_scaler().scale())
+                          : "");
+    }
+  }
+  result.tokens_per_second = total_ms > 0 ? tokens_per_step * cfg.steps / (total_ms / 1000.0) : 0;
+
+  // Ledgers first, so that writing --out does not show in them.
+  const std::vector<RankLedgers> ledgers = gather_ledgers(*world);
+  for (const RankLedgers& l : ledgers) metrics.write(memory_json(l));
+  for (const RankLedgers& l : ledgers) metrics.write(traffic_json(l));
+  if (rank == 0) print_memory_report(ledgers, engine);
+
+  if (!cfg.out_path.empty()) {
+    std::vector<Buffer> units(static_cast<size_t>(layout.num_units()));
+    engine.consolidate([&](int unit, const float* data) {
+      units[static_cast<size_t>(unit)] = Buffer(layout.unit_numel(unit) * sizeof(float), MemCategory::kGathered);
+      std::memcpy(units[static_cast<size_t>(unit)].data(), data, layout.unit_numel(unit) * sizeof(float));
+    });
+    if (rank == 0) {
+      ckpt::save_gpt2(cfg.out_path, mc, layout,
+                      [&](int unit) { return units[static_cast<size_t>(unit)].as<float>(); });
+      log::info("wrote {}", cfg.out_path);
+    }
+  }
+  world->barrier();
+  metrics.commit();
+  log::info("done: {} steps, final loss {:.4f}, {:.0f} tokens/s", cfg.steps,
+            result.losses.empty() ? 0.0 : result.losses.back(), result.tokens_per_second);
+  return result;
+}
+
+}  // namespace zerodp::train

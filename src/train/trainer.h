@@ -1,0 +1,24 @@
+// `zerodp train`: reads the initial weights and the token file, builds the ZeRO engine on the world
+// communicator, runs the steps with a progress line each, writes the metrics of contract §9 and the
+// consolidated weights (--out).
+#pragma once
+
+#include <vector>
+
+#include "train/config.h"
+#include "zero/engine.h"
+
+namespace zerodp::train {
+
+// The engine settings a training configuration asks for.
+zero::EngineConfig engine_config(const TrainConfig& cfg);
+
+struct TrainResult {
+  std::vector<double> losses;  // per step
+  double tokens_per_second = 0;
+};
+
+// Runs the whole training on comm::world(). Throws zerodp::Error on bad input (exit 2), over budget (3).
+TrainResult run_training(TrainConfig cfg);
+
+}  // namespace zerodp::train
