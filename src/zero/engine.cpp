@@ -112,14 +112,15 @@ struct Engine::Impl final : model::UnitAccess<float> {
     grad_store = Buffer((stage <= 1 ? full : shard) * dtype_size(gdt), MemCategory::kGrad);
     grad_store.zero();
     const size_t state_elems = stage == 0 ? full : shard;
-    if (cfg.optimizer.kind == optim::OptimizerKind::kAdamW) {
+    // Optimizer state: AdamW's m and v, or SGD's momentum buffer (none without momentum).
+    const size_t nstates = optim::state_floats_per_param(cfg.optimizer);
+    if (nstates >= 1) {
       opt_m = Buffer(state_elems * sizeof(float), MemCategory::kOptim);
+      opt_m.zero();
+    }
+    if (nstates >= 2) {
       opt_v = Buffer(state_elems * sizeof(float), MemCategory::kOptim);
-      opt_m.zero();
       opt_v.zero();
-    } else if (cfg.optimizer.momentum != 0) {
-      opt_m = Buffer(state_elems * sizeof(float), MemCategory::kOptim);
-      opt_m.zero();
     }
     tokens = Buffer(2 * sizeof(int32_t) * cfg.micro_batch * cfg.seq, MemCategory::kAct);
     gathered.resize(U);
@@ -510,19 +511,25 @@ struct Engine::Impl final : model::UnitAccess<float> {
   }
 
   // ---- loading and consolidation --------------------------------------------------------------
-  void load(const UnitSource& source) {
+  float* state_buffer(int k) { return k == 0 ? opt_m.as<float>() : opt_v.as<float>(); }
+
+  void load_state(const Engine::StateSource& source, bool with_states) {
     std::vector<float> tmp;
     for (int u = 0; u < layout.num_units(); ++u) {
       const UnitShard& s = sh.unit(u);
-      // What this rank keeps: all of the unit (stages 0-2 parameters) or its shard (stage 3).
+      // The weights this rank keeps: all of the unit (stages 0-2 parameters) or its shard (stage 3).
       const size_t keep_b = stage == 3 ? s.own_begin : 0, keep_e = stage == 3 ? s.own_end : s.numel;
       tmp.assign(keep_e - keep_b, 0.0f);
-      if (keep_b < keep_e) source(u, keep_b, keep_e - keep_b, tmp.data());
-      if (keep_b < keep_e) convert(tmp.data(), DType::kF32, param_at(u, keep_b), pdt, keep_e - keep_b);
-      if (mixed) {
-        const auto [b, e2] = update_range(u);
-        for (size_t i = b; i < e2; ++i) weights_at(u, i)[0] = tmp[i - keep_b];
+      if (keep_b < keep_e) {
+        source(-1, u, keep_b, keep_e - keep_b, tmp.data());
+        convert(tmp.data(), DType::kF32, param_at(u, keep_b), pdt, keep_e - keep_b);
       }
+      const auto [b, e2] = update_range(u);
+      if (mixed)
+        for (size_t i = b; i < e2; ++i) weights_at(u, i)[0] = tmp[i - keep_b];
+      if (!with_states || b >= e2) continue;
+      for (int k = 0; k < e.num_optimizer_states(); ++k)
+        source(k, u, b, e2 - b, state_buffer(k) + state_index(u, b));
     }
   }
 
@@ -559,7 +566,32 @@ Engine::Engine(const model::ParamLayout& layout, std::shared_ptr<comm::Communica
 
 Engine::~Engine() = default;
 
-void Engine::load(const UnitSource& source) { impl_->load(source); }
+void Engine::load(const UnitSource& source) {
+  impl_->load_state([&source](int state, int unit, size_t begin, size_t count, float* dst) {
+    if (state < 0) source(unit, begin, count, dst);
+  }, false);
+}
+
+void Engine::load_state(const StateSource& source) { impl_->load_state(source, true); }
+
+int Engine::num_optimizer_states() const {
+  return static_cast<int>(optim::state_floats_per_param(config_.optimizer));
+}
+
+void Engine::visit_owned(const std::function<void(const OwnedRange&)>& visit) const {
+  Impl& m = *impl_;
+  for (int u = 0; u < layout_.num_units(); ++u) {
+    const UnitShard& s = shards_.unit(u);
+    OwnedRange r{u, s.own_begin, s.own_end, nullptr, {}};
+    if (s.own_begin < s.own_end) {
+      r.weights = m.weights_at(u, s.own_begin);
+      for (int k = 0; k < num_optimizer_states(); ++k) r.states.push_back(m.state_buffer(k) + m.state_index(u, s.own_begin));
+    }
+    visit(r);
+  }
+}
+
+void Engine::set_optimizer_steps(int64_t steps) { impl_->steps_taken = steps; }
 
 StepResult Engine::step(int accum, const BatchSource& batches, double lr, double clip) {
   return impl_->step(accum, batches, lr, clip);

@@ -77,6 +77,25 @@ class Engine {
   // compute dtype is 16-bit), unit by unit; collective: every rank must call it.
   void consolidate(const std::function<void(int unit, const float* data)>& sink);
 
+  // ---- state for checkpoints ----------------------------------------------------------------
+  // The optimizer's per-element fp32 states: AdamW m and v; SGD its momentum buffer (if any).
+  int num_optimizer_states() const;
+  // The rank's owned range of each unit ([own_begin, own_end) of the W-way split, whatever the
+  // stage, so that the ranks' ranges tile every unit exactly once): its fp32 weights (masters for
+  // 16-bit runs) and optimizer states, in unit order.
+  struct OwnedRange {
+    int unit;
+    size_t begin, end;  // elements of the unit
+    const float* weights;
+    std::vector<const float*> states;  // num_optimizer_states() pointers
+  };
+  void visit_owned(const std::function<void(const OwnedRange&)>& visit) const;
+  // Fills everything this rank keeps from a source of fp32 values: state -1 the weights, 0.. the
+  // optimizer states. Reads only what the rank holds (its shard, or whole units where it keeps them).
+  using StateSource = std::function<void(int state, int unit, size_t begin, size_t count, float* dst)>;
+  void load_state(const StateSource& source);
+  void set_optimizer_steps(int64_t steps);
+
   const EngineConfig& config() const { return config_; }
   const ShardLayout& shards() const { return shards_; }
   const model::ParamLayout& layout() const { return layout_; }
