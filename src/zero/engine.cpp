@@ -419,18 +419,18 @@ struct Engine::Impl final : model::UnitAccess<float> {
     const bool adamw = cfg.optimizer.kind == optim::OptimizerKind::kAdamW;
     const optim::AdamWParams adam = optim::adamw_params(cfg.optimizer, lr);
     const optim::SGDParams sgd = optim::sgd_params(cfg.optimizer, lr);
-    std::vector<float> g32;
     for (int u = 0; u < layout.num_units(); ++u) {
       const auto [b, e] = update_range(u);
       if (b >= e) continue;
-      // Gradients stored in 16 bits are widened once per unit range.
+      // Gradients stored in 16 bits are widened once per unit range (working memory: act).
       const float* g;
+      Buffer g32;
       if (gdt == DType::kF32) {
         g = grad_store.as<float>() + grad_index(u, b);
       } else {
-        g32.resize(e - b);
-        to_f32(at(grad_store, grad_index(u, b), gdt), gdt, g32.data(), e - b);
-        g = g32.data();
+        g32 = Buffer((e - b) * sizeof(float), MemCategory::kAct);
+        to_f32(at(grad_store, grad_index(u, b), gdt), gdt, g32.as<float>(), e - b);
+        g = g32.as<float>();
       }
       for (const Segment& seg : unit_segments(layout, u, b, e)) {
         const size_t k = seg.begin - b;
@@ -514,19 +514,19 @@ struct Engine::Impl final : model::UnitAccess<float> {
   float* state_buffer(int k) { return k == 0 ? opt_m.as<float>() : opt_v.as<float>(); }
 
   void load_state(const Engine::StateSource& source, bool with_states) {
-    std::vector<float> tmp;
     for (int u = 0; u < layout.num_units(); ++u) {
       const UnitShard& s = sh.unit(u);
-      // The weights this rank keeps: all of the unit (stages 0-2 parameters) or its shard (stage 3).
+      // The weights this rank keeps: all of the unit (stages 0-2 parameters) or its shard (stage 3),
+      // read as fp32 into working memory, then stored in the compute dtype (and as masters).
       const size_t keep_b = stage == 3 ? s.own_begin : 0, keep_e = stage == 3 ? s.own_end : s.numel;
-      tmp.assign(keep_e - keep_b, 0.0f);
+      Buffer tmp((keep_e - keep_b) * sizeof(float), MemCategory::kAct);
+      const float* vals = tmp.as<float>();
       if (keep_b < keep_e) {
-        source(-1, u, keep_b, keep_e - keep_b, tmp.data());
-        convert(tmp.data(), DType::kF32, param_at(u, keep_b), pdt, keep_e - keep_b);
+        source(-1, u, keep_b, keep_e - keep_b, tmp.as<float>());
+        convert(vals, DType::kF32, param_at(u, keep_b), pdt, keep_e - keep_b);
       }
       const auto [b, e2] = update_range(u);
-      if (mixed)
-        for (size_t i = b; i < e2; ++i) weights_at(u, i)[0] = tmp[i - keep_b];
+      if (mixed && b < e2) std::memcpy(weights_at(u, b), vals + (b - keep_b), (e2 - b) * sizeof(float));
       if (!with_states || b >= e2) continue;
       for (int k = 0; k < e.num_optimizer_states(); ++k)
         source(k, u, b, e2 - b, state_buffer(k) + state_index(u, b));
