@@ -69,12 +69,13 @@ struct GPT2<F>::Acts {
   int32_t *inputs, *targets;
 
   // Lays the arrays out over `c` (counting only when c.base is null).
-  void carve(Carver<F>& c, const GPT2Config& g, int B, int T) {
+  void carve(Carver<F>& c, const GPT2Config& g, int B, int T, bool checkpointing) {
     const size_t BT = static_cast<size_t>(B) * T, C = g.n_embd, V = g.vocab_size;
     const size_t NH = g.n_head;
     res.assign(static_cast<size_t>(g.n_layer) + 1, nullptr);
     for (auto& r : res) r = c.take(BT * C);
-    layers.assign(static_cast<size_t>(g.n_layer), {});
+    // With checkpointing all blocks share one set of activations, recomputed in backward.
+    layers.assign(checkpointing ? 1 : static_cast<size_t>(g.n_layer), {});
     for (auto& a : layers) {
       a.ln1 = c.take(BT * C);
       a.ln1_mean = c.take(BT);
@@ -104,24 +105,25 @@ struct GPT2<F>::Acts {
   }
 };
 
-size_t activation_bytes(const GPT2Config& config, int B, int T, size_t elem_size) {
+size_t activation_bytes(const GPT2Config& config, int B, int T, bool checkpointing, size_t elem_size) {
   Carver<float> counter;
   GPT2<float>::Acts acts;
-  acts.carve(counter, config, B, T);
+  acts.carve(counter, config, B, T, checkpointing);
   return counter.used * elem_size + 2 * static_cast<size_t>(B) * T * sizeof(int32_t);
 }
 
 template <typename F>
-GPT2<F>::GPT2(const ParamLayout& layout, int B, int T) : layout_(layout), B_(B), T_(T) {
+GPT2<F>::GPT2(const ParamLayout& layout, int B, int T, bool checkpointing)
+    : layout_(layout), B_(B), T_(T), checkpointing_(checkpointing) {
   const GPT2Config& g = layout.config();
   ZDP_REQUIRE(B > 0 && T > 0, "micro-batch ({}) and sequence length ({}) must be positive", B, T);
   ZDP_REQUIRE(T <= g.n_ctx, "sequence length {} exceeds the model's context n_ctx = {}", T, g.n_ctx);
   acts_ = std::make_unique<Acts>();
   Carver<F> counter;
-  acts_->carve(counter, g, B, T);
+  acts_->carve(counter, g, B, T, checkpointing);
   acts_->storage = Buffer(counter.used * sizeof(F), MemCategory::kAct);
   Carver<F> carver{acts_->storage.template as<F>(), 0};
-  acts_->carve(carver, g, B, T);
+  acts_->carve(carver, g, B, T, checkpointing);
   const size_t BT = static_cast<size_t>(B) * T;
   acts_->tokens = Buffer(2 * BT * sizeof(int32_t), MemCategory::kAct);
   acts_->inputs = acts_->tokens.template as<int32_t>();
@@ -139,7 +141,7 @@ const F* GPT2<F>::losses() const {
 template <typename F>
 void GPT2<F>::forward_trunk(const int32_t* inputs, int B, int T, UnitAccess<F>& units) {
   const GPT2Config& g = layout_.config();
-  const int C = g.n_embd, NH = g.n_head, BT = B * T;
+  const int C = g.n_embd;
   Acts& a = *acts_;
 
   units.begin(ParamLayout::kEmbeddingUnit, UnitPhase::kEmbedForward);
@@ -153,22 +155,31 @@ void GPT2<F>::forward_trunk(const int32_t* inputs, int B, int T, UnitAccess<F>& 
   for (int l = 0; l < g.n_layer; ++l) {
     const int u = ParamLayout::block_unit(l);
     units.begin(u, UnitPhase::kBlockForward);
-    const F* p = units.params(u);
-    auto w = [&](int k) { return p + layout_.param(u, k).offset; };
-    LayerActs<F>& x = a.layers[static_cast<size_t>(l)];
-    const size_t n = static_cast<size_t>(BT) * C;
-    layernorm_forward(x.ln1, x.ln1_mean, x.ln1_rstd, a.res[l], w(kLn1W), w(kLn1B), BT, C);
-    matmul_forward(x.qkv, x.ln1, w(kAttnW), w(kAttnB), BT, C, 3 * C);
-    attention_forward(x.atty, x.att, x.qkv, B, T, C, NH);
-    matmul_forward(x.res2, x.atty, w(kAttnProjW), w(kAttnProjB), BT, C, C);
-    residual_forward(x.res2, x.res2, a.res[l], n);  // res2 = res + attn
-    layernorm_forward(x.ln2, x.ln2_mean, x.ln2_rstd, x.res2, w(kLn2W), w(kLn2B), BT, C);
-    matmul_forward(x.fch, x.ln2, w(kFcW), w(kFcB), BT, C, 4 * C);
-    gelu_forward(x.fch_gelu, x.fch, static_cast<size_t>(BT) * 4 * C);
-    matmul_forward(a.res[l + 1], x.fch_gelu, w(kFcProjW), w(kFcProjB), BT, 4 * C, C);
-    residual_forward(a.res[l + 1], a.res[l + 1], x.res2, n);  // res' = res2 + mlp
+    block_forward(l, units.params(u), B, T, true);
     units.end(u, UnitPhase::kBlockForward);
   }
+}
+
+template <typename F>
+void GPT2<F>::block_forward(int l, const F* p, int B, int T, bool write_output) {
+  const GPT2Config& g = layout_.config();
+  const int C = g.n_embd, NH = g.n_head, BT = B * T;
+  const int u = ParamLayout::block_unit(l);
+  Acts& a = *acts_;
+  auto w = [&](int k) { return p + layout_.param(u, k).offset; };
+  LayerActs<F>& x = a.layers[checkpointing_ ? 0 : static_cast<size_t>(l)];
+  const size_t n = static_cast<size_t>(BT) * C;
+  layernorm_forward(x.ln1, x.ln1_mean, x.ln1_rstd, a.res[l], w(kLn1W), w(kLn1B), BT, C);
+  matmul_forward(x.qkv, x.ln1, w(kAttnW), w(kAttnB), BT, C, 3 * C);
+  attention_forward(x.atty, x.att, x.qkv, B, T, C, NH);
+  matmul_forward(x.res2, x.atty, w(kAttnProjW), w(kAttnProjB), BT, C, C);
+  residual_forward(x.res2, x.res2, a.res[l], n);  // res2 = res + attn
+  layernorm_forward(x.ln2, x.ln2_mean, x.ln2_rstd, x.res2, w(kLn2W), w(kLn2B), BT, C);
+  matmul_forward(x.fch, x.ln2, w(kFcW), w(kFcB), BT, C, 4 * C);
+  gelu_forward(x.fch_gelu, x.fch, static_cast<size_t>(BT) * 4 * C);
+  if (!write_output) return;  // recomputing for backward: the block's output is not needed
+  matmul_forward(a.res[l + 1], x.fch_gelu, w(kFcProjW), w(kFcProjB), BT, 4 * C, C);
+  residual_forward(a.res[l + 1], a.res[l + 1], x.res2, n);  // res' = res2 + mlp
 }
 
 template <typename F>
@@ -234,7 +245,8 @@ void GPT2<F>::backward(F dloss, UnitAccess<F>& units) {
     F* d = units.grads(u);
     auto w = [&](int k) { return p + layout_.param(u, k).offset; };
     auto dw = [&](int k) { return d + layout_.param(u, k).offset; };
-    LayerActs<F>& x = a.layers[static_cast<size_t>(l)];
+    if (checkpointing_) block_forward(l, p, B, T, false);  // recompute what the backward reads
+    LayerActs<F>& x = a.layers[checkpointing_ ? 0 : static_cast<size_t>(l)];
     const size_t n4 = 4 * n;
     // MLP: res' = res2 + c_proj(gelu(c_fc(ln_2(res2)))); dres flows through the residual unchanged.
     zero(a.dfch_gelu, n4);

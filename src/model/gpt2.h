@@ -61,14 +61,18 @@ class ResidentUnits : public UnitAccess<F> {
 };
 
 // Bytes of activation memory GPT2::GPT2 allocates for a micro-batch of B sequences of T tokens
-// (what the `act` category holds while the model exists).
-size_t activation_bytes(const GPT2Config& config, int B, int T, size_t elem_size = sizeof(float));
+// (what the `act` category holds while the model exists). With activation checkpointing only the
+// residual stream entering each block is kept; one block's activations are recomputed in backward.
+size_t activation_bytes(const GPT2Config& config, int B, int T, bool checkpointing = false,
+                        size_t elem_size = sizeof(float));
 
 template <typename F>
 class GPT2 {
  public:
   // Allocates the activations for micro-batches of up to B sequences of T tokens, under `act`.
-  GPT2(const ParamLayout& layout, int B, int T);
+  // `checkpointing`: keep only each block's input and recompute the block's activations during its
+  // backward (one more block forward per block, far less memory); the gradients are bitwise the same.
+  GPT2(const ParamLayout& layout, int B, int T, bool checkpointing = false);
   ~GPT2();
   GPT2(const GPT2&) = delete;
   GPT2& operator=(const GPT2&) = delete;
@@ -93,9 +97,12 @@ class GPT2 {
 
  private:
   void forward_trunk(const int32_t* inputs, int B, int T, UnitAccess<F>& units);
+  // Block l's forward from res[l]; writes res[l+1] unless recomputing for backward.
+  void block_forward(int l, const F* p, int B, int T, bool write_output);
 
   const ParamLayout& layout_;
   int B_, T_;
+  bool checkpointing_;
   std::unique_ptr<Acts> acts_;
   int last_B_ = 0, last_T_ = 0;
 };

@@ -94,7 +94,7 @@ struct Engine::Impl final : model::UnitAccess<float> {
         rdt(config.reduce_in_fp32 ? DType::kF32 : (config.stage <= 1 ? gdt : config.dtype)),
         mixed(config.dtype != DType::kF32),
         grad_direct(config.stage <= 1 && (config.dtype == DType::kF32 || config.fp32_grad_accum)),
-        model(l, config.micro_batch, config.seq) {
+        model(l, config.micro_batch, config.seq, config.activation_checkpointing) {
     const int U = l.num_units();
     size_t acc = 0;
     for (int u = 0; u < U; ++u) {

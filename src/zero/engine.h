@@ -35,6 +35,7 @@ struct EngineConfig {
   size_t stage3_max_live_parameters = 1'000'000'000;  // elements gathered (in use + prefetched) at once
   size_t stage3_prefetch_bucket_size = 50'000'000;    // elements prefetched ahead of use
   bool reshard_after_forward = true;  // stage 3: free a unit after its forward (off: FSDP SHARD_GRAD_OP)
+  bool activation_checkpointing = false;  // keep block inputs only; recompute blocks in backward
   optim::OptimizerSpec optimizer;  // AdamW (contract §7) or SGD
   LossScaleConfig loss_scale;
   // Testing aid: make this rank's gradient Inf at this optimizer step (0-based; -1: never).

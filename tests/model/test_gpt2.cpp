@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 #include <utility>
@@ -205,4 +206,30 @@ TEST(GPT2, ActivationBytesMatchTheLedger) {
 TEST(GPT2, RejectsSequencesLongerThanTheContext) {
   const ParamLayout layout(tiny());
   EXPECT_THROW(GPT2<float>(layout, 1, 9), UsageError);
+}
+
+TEST(GPT2, ActivationCheckpointingGivesBitwiseTheSameGradients) {
+  const ParamLayout layout(tiny());
+  const int B = 2, T = 8;
+  std::vector<int32_t> in, tg;
+  tokens(B * T, tiny().vocab_size, 21, in, tg);
+  Weights<float> plain(layout, 5), ckpt(layout, 5);
+  GPT2<float> m1(layout, B, T, false), m2(layout, B, T, true);
+  auto a1 = plain.access();
+  auto a2 = ckpt.access();
+  const double l1 = m1.forward(in.data(), tg.data(), a1);
+  const double l2 = m2.forward(in.data(), tg.data(), a2);
+  EXPECT_EQ(l1, l2);
+  m1.backward(1.0f / (B * T), a1);
+  m2.backward(1.0f / (B * T), a2);
+  for (size_t u = 0; u < plain.grads.size(); ++u)
+    ASSERT_EQ(0, std::memcmp(plain.grads[u].data(), ckpt.grads[u].data(), plain.grads[u].size() * sizeof(float)))
+        << "unit " << u;
+  // It keeps one block's activations instead of L.
+  EXPECT_LT(activation_bytes(tiny(), B, T, true), activation_bytes(tiny(), B, T, false));
+  const uint64_t before = MemoryLedger::global().live(MemCategory::kAct);
+  {
+    GPT2<float> m3(layout, 3, 7, true);
+    EXPECT_EQ(MemoryLedger::global().live(MemCategory::kAct) - before, activation_bytes(tiny(), 3, 7, true));
+  }
 }

@@ -155,6 +155,15 @@ TEST(Engine, Stage3LargerMicroBatchAndClipping) {
   }
 }
 
+TEST(Engine, ActivationCheckpointingChangesNothingButMemory) {
+  for (int stage : {0, 3}) {
+    EngineConfig a = config(stage, 2), b = config(stage, 2);
+    b.activation_checkpointing = true;
+    const RunResult ra = run(false, a, 1, 3), rb = run(false, b, 1, 3);
+    for (int s = 0; s < 3; ++s) EXPECT_EQ(ra.losses[s], rb.losses[s]) << "stage " << stage;
+  }
+}
+
 TEST(Engine, WithoutOverlapTheResultsAreTheSame) {
   const int B = 2, steps = 3;
   for (int stage : {0, 3}) {
