@@ -419,31 +419,31 @@ struct Engine::Impl final : model::UnitAccess<float> {
     const bool adamw = cfg.optimizer.kind == optim::OptimizerKind::kAdamW;
     const optim::AdamWParams adam = optim::adamw_params(cfg.optimizer, lr);
     const optim::SGDParams sgd = optim::sgd_params(cfg.optimizer, lr);
+    // Gradients stored in 16 bits are widened chunk by chunk (working memory: act).
+    size_t largest = 0;
+    for (int u = 0; u < layout.num_units(); ++u) largest = std::max(largest, update_range(u).second - update_range(u).first);
+    Buffer g32(gdt == DType::kF32 ? 0 : std::min(kChunk, largest) * sizeof(float), MemCategory::kAct);
     for (int u = 0; u < layout.num_units(); ++u) {
       const auto [b, e] = update_range(u);
-      if (b >= e) continue;
-      // Gradients stored in 16 bits are widened once per unit range (working memory: act).
-      const float* g;
-      Buffer g32;
-      if (gdt == DType::kF32) {
-        g = grad_store.as<float>() + grad_index(u, b);
-      } else {
-        g32 = Buffer((e - b) * sizeof(float), MemCategory::kAct);
-        to_f32(at(grad_store, grad_index(u, b), gdt), gdt, g32.as<float>(), e - b);
-        g = g32.as<float>();
-      }
       for (const Segment& seg : unit_segments(layout, u, b, e)) {
-        const size_t k = seg.begin - b;
-        float* w = weights_at(u, seg.begin);
-        float* m = opt_m.empty() ? nullptr : opt_m.as<float>() + state_index(u, seg.begin);
-        if (adamw) {
-          optim::adamw_update(w, g + k, m, opt_v.as<float>() + state_index(u, seg.begin), seg.count, adam, t,
-                              seg.decay, grad_scale);
-        } else {
-          optim::sgd_update(w, g + k, m, seg.count, sgd, t, seg.decay, grad_scale);
+        for (size_t c = seg.begin; c < seg.begin + seg.count; c += kChunk) {
+          const size_t n = std::min(kChunk, seg.begin + seg.count - c);
+          const float* g;
+          if (gdt == DType::kF32) {
+            g = grad_store.as<float>() + grad_index(u, c);
+          } else {
+            to_f32(at(grad_store, grad_index(u, c), gdt), gdt, g32.as<float>(), n);
+            g = g32.as<float>();
+          }
+          float* w = weights_at(u, c);
+          float* m = opt_m.empty() ? nullptr : opt_m.as<float>() + state_index(u, c);
+          if (adamw)
+            optim::adamw_update(w, g, m, opt_v.as<float>() + state_index(u, c), n, adam, t, seg.decay, grad_scale);
+          else
+            optim::sgd_update(w, g, m, n, sgd, t, seg.decay, grad_scale);
         }
       }
-      if (mixed) convert(weights_at(u, b), DType::kF32, param_at(u, b), pdt, e - b);
+      if (mixed && b < e) convert(weights_at(u, b), DType::kF32, param_at(u, b), pdt, e - b);
     }
     ++steps_taken;
     if ((stage == 1 || stage == 2) && W > 1) gather_params_after_update();
@@ -513,20 +513,29 @@ struct Engine::Impl final : model::UnitAccess<float> {
   // ---- loading and consolidation --------------------------------------------------------------
   float* state_buffer(int k) { return k == 0 ? opt_m.as<float>() : opt_v.as<float>(); }
 
+  // Working memory for loading and for widening 16-bit gradients is bounded by this many elements,
+  // so that it stays small beside the activations whatever the unit sizes.
+  static constexpr size_t kChunk = size_t{1} << 18;
+
   void load_state(const Engine::StateSource& source, bool with_states) {
+    size_t largest = 0;
+    for (int u = 0; u < layout.num_units(); ++u)
+      largest = std::max(largest, stage == 3 ? sh.unit(u).own_end - sh.unit(u).own_begin : sh.unit(u).numel);
+    Buffer tmp(std::min(kChunk, largest) * sizeof(float), MemCategory::kAct);
+    float* vals = tmp.as<float>();
     for (int u = 0; u < layout.num_units(); ++u) {
       const UnitShard& s = sh.unit(u);
       // The weights this rank keeps: all of the unit (stages 0-2 parameters) or its shard (stage 3),
-      // read as fp32 into working memory, then stored in the compute dtype (and as masters).
+      // read as fp32 chunk by chunk, stored in the compute dtype and, where it updates them, as masters.
       const size_t keep_b = stage == 3 ? s.own_begin : 0, keep_e = stage == 3 ? s.own_end : s.numel;
-      Buffer tmp((keep_e - keep_b) * sizeof(float), MemCategory::kAct);
-      const float* vals = tmp.as<float>();
-      if (keep_b < keep_e) {
-        source(-1, u, keep_b, keep_e - keep_b, tmp.as<float>());
-        convert(vals, DType::kF32, param_at(u, keep_b), pdt, keep_e - keep_b);
-      }
       const auto [b, e2] = update_range(u);
-      if (mixed && b < e2) std::memcpy(weights_at(u, b), vals + (b - keep_b), (e2 - b) * sizeof(float));
+      for (size_t c = keep_b; c < keep_e; c += kChunk) {
+        const size_t n = std::min(kChunk, keep_e - c);
+        source(-1, u, c, n, vals);
+        convert(vals, DType::kF32, param_at(u, c), pdt, n);
+        const size_t mb = std::max(b, c), me = std::min(e2, c + n);
+        if (mixed && mb < me) std::memcpy(weights_at(u, mb), vals + (mb - c), (me - mb) * sizeof(float));
+      }
       if (!with_states || b >= e2) continue;
       for (int k = 0; k < e.num_optimizer_states(); ++k)
         source(k, u, b, e2 - b, state_buffer(k) + state_index(u, b));
