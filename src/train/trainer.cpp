@@ -39,6 +39,8 @@ zero::EngineConfig engine_config(const TrainConfig& cfg) {
   e.loss_scale.window = static_cast<int>(cfg.loss_scale_window);
   e.loss_scale.hysteresis = cfg.hysteresis;
   e.loss_scale.min_scale = cfg.min_loss_scale;
+  e.inject_overflow_step = static_cast<int>(cfg.inject_overflow_step);
+  e.inject_overflow_rank = static_cast<int>(cfg.inject_overflow_rank);
   return e;
 }
 

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <deque>
+#include <exception>
 #include <limits>
 
 #include "core/error.h"
@@ -137,6 +138,23 @@ struct Engine::Impl final : model::UnitAccess<float> {
     schedule.push_back(0);
     for (int u = U - 1; u >= 1; --u) schedule.push_back(u);
     if (stage == 0) plan_buckets();
+  }
+
+  // An exception leaving the engine (this rank failed: over budget, a bad batch...) may leave
+  // collectives in flight that still read or write its buffers; the job is about to be aborted, so
+  // the buffers are leaked rather than freed under the communication library's feet.
+  ~Impl() {
+    bool inflight = !pending.empty() || std::uncaught_exceptions() > 0;
+    for (const auto& w : gwork) inflight = inflight || (w && !w->is_completed());
+    if (!inflight) return;
+    auto* keep = new std::vector<Buffer>();  // never freed, on purpose
+    for (auto& p : pending) {
+      keep->push_back(std::move(p.send));
+      keep->push_back(std::move(p.recv));
+    }
+    for (Buffer* b : {&param_store, &master, &grad_store, &opt_m, &opt_v}) keep->push_back(std::move(*b));
+    for (auto& b : gathered) keep->push_back(std::move(b));
+    for (auto& b : work_grad) keep->push_back(std::move(b));
   }
 
   // ---- helpers --------------------------------------------------------------------------------

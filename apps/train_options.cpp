@@ -1,0 +1,46 @@
+#include "apps/train_options.h"
+
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/log.h"
+
+namespace zerodp::cli {
+
+void add_train_options(CLI::App* cmd, TrainOptions& opts) {
+  const train::TrainConfig defaults;
+  for (const train::TrainFlag& f : train::train_flags()) {
+    const std::string name(f.name);
+    std::string& slot = opts.values[name];
+    const std::string shown = train::flag_value(defaults, name);
+    if (f.is_switch) {
+      // "--x" (or "--x=true") stores "true", "--no-x" (or "--x=false") stores "false"; both names
+      // are the one option "--x". CLI11 hands the function +1 per "--x" and -1 per "--no-x".
+      const std::string names = fmt::format("{},!--no-{}", name, name.substr(2));
+      cmd->add_flag_function(
+             names, [&slot](int64_t sum) { slot = sum > 0 ? "true" : "false"; },
+             fmt::format("{} [default: {}]", f.help, shown))
+          ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+    } else {
+      CLI::Option* opt = cmd->add_option(name, slot, std::string(f.help));
+      opt->type_name(std::string(f.value_name));
+      if (!shown.empty()) opt->default_str(shown);
+    }
+  }
+}
+
+train::TrainConfig resolve(const TrainOptions& opts, const CLI::App* cmd) {
+  std::vector<std::pair<std::string, std::string>> given;
+  for (const train::TrainFlag& f : train::train_flags()) {
+    const std::string name(f.name);
+    if (cmd->count(name) > 0) given.emplace_back(name, opts.values.at(name));
+  }
+  train::ResolvedConfig resolved = train::resolve_config(given);
+  if (log::rank() == 0)
+    for (const std::string& w : resolved.warnings) log::warn("{}", w);
+  return std::move(resolved.config);
+}
+
+}  // namespace zerodp::cli

@@ -1,0 +1,139 @@
+#include "optim/lr_schedule.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <numbers>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace zerodp::optim {
+
+namespace {
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+
+void require_rate(double x, const char* what) {
+  ZDP_REQUIRE(std::isfinite(x) && x >= 0, "learning-rate schedule: {} must be a finite number >= 0, got {}",
+              what, x);
+}
+
+}  // namespace
+
+const char* lr_schedule_name(LrScheduleKind k) {
+  switch (k) {
+    case LrScheduleKind::kConstant: return "constant";
+    case LrScheduleKind::kWarmupLR: return "WarmupLR";
+    case LrScheduleKind::kWarmupDecayLR: return "WarmupDecayLR";
+    case LrScheduleKind::kWarmupCosineLR: return "WarmupCosineLR";
+  }
+  return "?";
+}
+
+LrScheduleKind parse_lr_schedule(std::string_view name) {
+  const std::string n = lower(name);
+  if (n == "constant" || n == "none") return LrScheduleKind::kConstant;
+  if (n == "warmuplr" || n == "warmup") return LrScheduleKind::kWarmupLR;
+  if (n == "warmupdecaylr" || n == "warmup-decay" || n == "linear") return LrScheduleKind::kWarmupDecayLR;
+  if (n == "warmupcosinelr" || n == "cosine") return LrScheduleKind::kWarmupCosineLR;
+  throw UsageError(fmt::format(
+      "unknown learning-rate schedule '{}' (expected constant, warmup (WarmupLR), warmup-decay "
+      "(WarmupDecayLR) or cosine (WarmupCosineLR))",
+      name));
+}
+
+const char* warmup_type_name(WarmupType w) { return w == WarmupType::kLog ? "log" : "linear"; }
+
+WarmupType parse_warmup_type(std::string_view name) {
+  const std::string n = lower(name);
+  if (n == "linear") return WarmupType::kLinear;
+  if (n == "log") return WarmupType::kLog;
+  throw UsageError(fmt::format("unknown warmup type '{}' (expected linear or log)", name));
+}
+
+LrSchedule::LrSchedule(const LrScheduleParams& params, double base_lr, int64_t run_steps)
+    : params_(params), base_lr_(base_lr) {
+  require_rate(base_lr, "lr");
+  require_rate(params.warmup_min_lr, "warmup_min_lr");
+  if (params.warmup_max_lr) require_rate(*params.warmup_max_lr, "warmup_max_lr");
+  require_rate(params.warmup_min_ratio, "warmup_min_ratio");
+  require_rate(params.cos_min_ratio, "cos_min_ratio");
+  ZDP_REQUIRE(params.warmup_num_steps >= 0,
+              "learning-rate schedule: warmup_num_steps must be >= 0, got {}", params.warmup_num_steps);
+  ZDP_REQUIRE(params.total_num_steps >= 0,
+              "learning-rate schedule: total_num_steps must be >= 0, got {}", params.total_num_steps);
+  warmup_ = params.warmup_num_steps == 0 ? 0 : std::max<int64_t>(2, params.warmup_num_steps);
+  total_ = params.total_num_steps > 0 ? params.total_num_steps : run_steps;
+  const bool decays = params.kind == LrScheduleKind::kWarmupDecayLR ||
+                      params.kind == LrScheduleKind::kWarmupCosineLR;
+  ZDP_REQUIRE(!decays || total_ > 0,
+              "learning-rate schedule {}: total_num_steps must be > 0 (or the run's steps), got {}",
+              lr_schedule_name(params.kind), total_);
+}
+
+double LrSchedule::warmup_fraction(int64_t step) const {
+  if (params_.warmup_type == WarmupType::kLog)
+    return std::log(static_cast<double>(step + 1)) / std::log(static_cast<double>(warmup_));
+  return static_cast<double>(step) / static_cast<double>(warmup_);
+}
+
+double LrSchedule::lr_at(int64_t step) const {
+  ZDP_CHECK(step >= 0, "lr_at: step must be >= 0, got {}", step);
+  const bool warming = step < warmup_;
+  const double peak = params_.warmup_max_lr.value_or(base_lr_);
+  const double low = params_.warmup_min_lr;
+  switch (params_.kind) {
+    case LrScheduleKind::kConstant:
+      return base_lr_;
+    case LrScheduleKind::kWarmupLR:
+      return warming ? low + (peak - low) * warmup_fraction(step) : peak;
+    case LrScheduleKind::kWarmupDecayLR: {
+      if (warming) return low + (peak - low) * warmup_fraction(step);
+      const double left = static_cast<double>(total_ - step) /
+                          static_cast<double>(std::max<int64_t>(1, total_ - warmup_));
+      return low + (peak - low) * std::max(0.0, left);
+    }
+    case LrScheduleKind::kWarmupCosineLR: {
+      if (warming) {
+        const double r0 = params_.warmup_min_ratio;
+        return base_lr_ * (r0 + (1.0 - r0) * warmup_fraction(step));
+      }
+      const double done = static_cast<double>(step - warmup_ + 1) /
+                          static_cast<double>(std::max<int64_t>(1, total_ - warmup_));
+      const double q = std::min(1.0, done);
+      const double c = params_.cos_min_ratio;
+      const double ratio = c + (1.0 - c) * (1.0 + std::cos(std::numbers::pi * q)) / 2.0;
+      return base_lr_ * std::max(0.0, ratio);
+    }
+  }
+  return base_lr_;
+}
+
+std::string LrSchedule::describe() const {
+  const std::string warm =
+      warmup_ > 0 ? fmt::format("warmup={} {}", warmup_, warmup_type_name(params_.warmup_type))
+                  : std::string("no warmup");
+  switch (params_.kind) {
+    case LrScheduleKind::kConstant:
+      return fmt::format("constant(lr={})", base_lr_);
+    case LrScheduleKind::kWarmupLR:
+      return fmt::format("WarmupLR(min_lr={}, max_lr={}, {})", params_.warmup_min_lr,
+                         params_.warmup_max_lr.value_or(base_lr_), warm);
+    case LrScheduleKind::kWarmupDecayLR:
+      return fmt::format("WarmupDecayLR(min_lr={}, max_lr={}, {}, total={})", params_.warmup_min_lr,
+                         params_.warmup_max_lr.value_or(base_lr_), warm, total_);
+    case LrScheduleKind::kWarmupCosineLR:
+      return fmt::format("WarmupCosineLR(lr={}, {}, total={}, warmup_min_ratio={}, cos_min_ratio={})",
+                         base_lr_, warm, total_, params_.warmup_min_ratio, params_.cos_min_ratio);
+  }
+  return "?";
+}
+
+}  // namespace zerodp::optim

@@ -1,0 +1,69 @@
+#include "optim/optimizer.h"
+
+#include <algorithm>
+#include <cctype>
+#include <string>
+
+#include "core/error.h"
+
+namespace zerodp::optim {
+
+namespace {
+std::string lower(std::string_view s) {
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+}  // namespace
+
+const char* optimizer_name(OptimizerKind k) {
+  switch (k) {
+    case OptimizerKind::kAdamW: return "AdamW";
+    case OptimizerKind::kSGD: return "SGD";
+  }
+  return "?";
+}
+
+OptimizerKind parse_optimizer(std::string_view name) {
+  const std::string n = lower(name);
+  if (n == "adamw") return OptimizerKind::kAdamW;
+  if (n == "sgd") return OptimizerKind::kSGD;
+  throw UsageError(fmt::format("unknown optimizer '{}' (expected AdamW or SGD)", name));
+}
+
+size_t state_floats_per_param(const OptimizerSpec& spec) {
+  switch (spec.kind) {
+    case OptimizerKind::kAdamW: return 2;
+    case OptimizerKind::kSGD: return spec.momentum != 0.0 ? 1 : 0;
+  }
+  return 0;
+}
+
+AdamWParams adamw_params(const OptimizerSpec& spec, double lr) {
+  return AdamWParams{lr, spec.beta1, spec.beta2, spec.eps, spec.weight_decay};
+}
+
+SGDParams sgd_params(const OptimizerSpec& spec, double lr) {
+  return SGDParams{lr, spec.momentum, spec.dampening, spec.weight_decay, spec.nesterov};
+}
+
+void optimizer_step(const OptimizerSpec& spec, double lr, int64_t t, float* p, const float* g,
+                    float* state, size_t n, std::span<const ParamSegment> segments,
+                    float grad_scale) {
+  for (const ParamSegment& s : segments)
+    ZDP_CHECK(s.offset <= n && s.count <= n - s.offset,
+              "segment [{}, {}) lies outside the shard of {} elements", s.offset,
+              s.offset + s.count, n);
+  switch (spec.kind) {
+    case OptimizerKind::kAdamW:
+      adamw_update_segments(p, g, state, state + n, segments, adamw_params(spec, lr), t, grad_scale);
+      return;
+    case OptimizerKind::kSGD:
+      sgd_update_segments(p, g, state_floats_per_param(spec) > 0 ? state : nullptr, segments,
+                          sgd_params(spec, lr), t, grad_scale);
+      return;
+  }
+}
+
+}  // namespace zerodp::optim

@@ -1,0 +1,913 @@
+#include "train/config.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "core/fs.h"
+
+namespace zerodp::train {
+
+using json = nlohmann::json;
+using optim::LrScheduleKind;
+using optim::LrScheduleParams;
+using optim::OptimizerKind;
+using optim::WarmupType;
+
+namespace {
+
+// ---- text --------------------------------------------------------------------------------------
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+std::optional<double> to_double(std::string_view s) {
+  s = trim(s);
+  if (!s.empty() && s.front() == '+') s.remove_prefix(1);
+  double x = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), x);
+  if (s.empty() || ec != std::errc() || end != s.data() + s.size() || !std::isfinite(x)) return std::nullopt;
+  return x;
+}
+
+// An integer, also written with an exponent when its value is whole ("5e8").
+std::optional<int64_t> to_int(std::string_view s) {
+  s = trim(s);
+  std::string_view digits = s;
+  if (!digits.empty() && digits.front() == '+') digits.remove_prefix(1);
+  int64_t x = 0;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), x);
+  if (!digits.empty() && ec == std::errc() && end == digits.data() + digits.size()) return x;
+  const std::optional<double> d = to_double(s);
+  if (d && std::floor(*d) == *d && std::abs(*d) < 9.2e18) return static_cast<int64_t>(*d);
+  return std::nullopt;
+}
+
+std::optional<bool> to_bool(std::string_view s) {
+  const std::string v = lower(trim(s));
+  if (v == "true" || v == "1" || v == "yes" || v == "on") return true;
+  if (v == "false" || v == "0" || v == "no" || v == "off") return false;
+  return std::nullopt;
+}
+
+// ---- flag values -------------------------------------------------------------------------------
+
+int64_t flag_int(std::string_view flag, std::string_view v) {
+  const std::optional<int64_t> x = to_int(v);
+  ZDP_REQUIRE(x.has_value(), "{}: expected an integer, got '{}'", flag, v);
+  return *x;
+}
+
+int flag_small_int(std::string_view flag, std::string_view v) {
+  const int64_t x = flag_int(flag, v);
+  ZDP_REQUIRE(x >= std::numeric_limits<int>::min() && x <= std::numeric_limits<int>::max(),
+              "{}: {} is out of range", flag, x);
+  return static_cast<int>(x);
+}
+
+uint64_t flag_uint(std::string_view flag, std::string_view v) {
+  const std::string_view t = trim(v);
+  uint64_t x = 0;
+  const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), x);
+  ZDP_REQUIRE(!t.empty() && ec == std::errc() && end == t.data() + t.size(),
+              "{}: expected a non-negative integer, got '{}'", flag, v);
+  return x;
+}
+
+double flag_number(std::string_view flag, std::string_view v) {
+  const std::optional<double> x = to_double(v);
+  ZDP_REQUIRE(x.has_value(), "{}: expected a number, got '{}'", flag, v);
+  return *x;
+}
+
+bool flag_bool(std::string_view flag, std::string_view v) {
+  const std::optional<bool> x = to_bool(v);
+  ZDP_REQUIRE(x.has_value(), "{}: expected true or false, got '{}'", flag, v);
+  return *x;
+}
+
+// Re-raises a parser's UsageError with the flag or key in front.
+template <typename Fn>
+auto with_context(std::string_view where, Fn&& fn) {
+  try {
+    return fn();
+  } catch (const UsageError& e) {
+    throw UsageError(fmt::format("{}: {}", where, e.what()));
+  }
+}
+
+std::string show(double x) { return fmt::format("{}", x); }
+std::string show(bool x) { return x ? "true" : "false"; }
+
+// --min-lr: the floor of the schedule in force. WarmupLR/WarmupDecayLR start and end at
+// warmup_min_lr; WarmupCosineLR ends at cos_min_ratio·lr.
+void set_min_lr(TrainConfig& c, double min_lr) {
+  switch (c.lr_schedule.kind) {
+    case LrScheduleKind::kConstant:
+      throw UsageError(
+          "--min-lr needs a schedule: --lr-schedule warmup, warmup-decay or cosine (or a scheduler "
+          "in --config)");
+    case LrScheduleKind::kWarmupLR:
+    case LrScheduleKind::kWarmupDecayLR:
+      c.lr_schedule.warmup_min_lr = min_lr;
+      return;
+    case LrScheduleKind::kWarmupCosineLR:
+      ZDP_REQUIRE(c.lr > 0, "--min-lr with the cosine schedule needs --lr > 0, got {}", c.lr);
+      c.lr_schedule.cos_min_ratio = min_lr / c.lr;
+      return;
+  }
+}
+
+struct FlagEntry {
+  TrainFlag flag;
+  void (*set)(TrainConfig&, std::string_view flag, std::string_view value);
+  std::string (*get)(const TrainConfig&);
+};
+
+#define ZDP_SET [](TrainConfig & c, std::string_view f, std::string_view v)
+#define ZDP_GET [](const TrainConfig& c) -> std::string
+
+// The flags, in the order they are applied. --lr comes before --min-lr (the cosine floor is a
+// ratio of it), --lr-schedule before the schedule's parameters.
+const std::vector<FlagEntry>& flag_table() {
+  static const std::vector<FlagEntry> table = {
+      {{"--config", "PATH", "DeepSpeed-style JSON configuration; flags given here win over it", false},
+       ZDP_SET { c.config_path = std::string(v); }, ZDP_GET { return c.config_path; }},
+      {{"--init", "PATH", "Initial weights (safetensors, e.g. from `zerodp init`); required", false},
+       ZDP_SET { c.init_path = std::string(v); }, ZDP_GET { return c.init_path; }},
+      {{"--data", "PATH", "Token file (uint16, raw or llm.c layout); required", false},
+       ZDP_SET { c.data_path = std::string(v); }, ZDP_GET { return c.data_path; }},
+      {{"--steps", "K", "Optimizer steps to run", false},
+       ZDP_SET { c.steps = flag_int(f, v); }, ZDP_GET { return std::to_string(c.steps); }},
+      {{"--micro-batch", "B", "Sequences per rank per micro-step (train_micro_batch_size_per_gpu)", false},
+       ZDP_SET {
+         c.micro_batch = flag_int(f, v);
+         c.micro_batch_set = true;
+       },
+       ZDP_GET { return std::to_string(c.micro_batch); }},
+      {{"--seq", "T", "Tokens per sequence (at most the model's context)", false},
+       ZDP_SET { c.seq = flag_int(f, v); }, ZDP_GET { return std::to_string(c.seq); }},
+      {{"--accum", "G", "Micro-steps accumulated per optimizer step (gradient_accumulation_steps)", false},
+       ZDP_SET {
+         c.accum = flag_int(f, v);
+         c.accum_set = true;
+       },
+       ZDP_GET { return std::to_string(c.accum); }},
+      {{"--train-batch-size", "N",
+        "Global batch in sequences; must equal B x G x ranks (derives G or B when only one is given)", false},
+       ZDP_SET { c.train_batch_size = flag_int(f, v); },
+       ZDP_GET { return c.train_batch_size ? std::to_string(*c.train_batch_size) : ""; }},
+      {{"--optimizer", "NAME", "AdamW or SGD", false},
+       ZDP_SET { c.optimizer = with_context(f, [&] { return optim::parse_optimizer(v); }); },
+       ZDP_GET { return optim::optimizer_name(c.optimizer); }},
+      {{"--lr", "X", "Learning rate (the peak when a schedule is used)", false},
+       ZDP_SET {
+         c.lr = flag_number(f, v);
+         c.lr_schedule.warmup_max_lr.reset();  // the schedule's peak follows the flag
+       },
+       ZDP_GET { return show(c.lr); }},
+      {{"--beta1", "X", "AdamW beta1", false}, ZDP_SET { c.beta1 = flag_number(f, v); },
+       ZDP_GET { return show(c.beta1); }},
+      {{"--beta2", "X", "AdamW beta2", false}, ZDP_SET { c.beta2 = flag_number(f, v); },
+       ZDP_GET { return show(c.beta2); }},
+      {{"--eps", "X", "AdamW epsilon", false}, ZDP_SET { c.eps = flag_number(f, v); },
+       ZDP_GET { return show(c.eps); }},
+      {{"--weight-decay", "X",
+        "Weight decay, on tensors of 2 or more dimensions only (decoupled for AdamW, L2 for SGD)", false},
+       ZDP_SET { c.weight_decay = flag_number(f, v); }, ZDP_GET { return show(c.weight_decay); }},
+      {{"--momentum", "X", "SGD momentum", false}, ZDP_SET { c.momentum = flag_number(f, v); },
+       ZDP_GET { return show(c.momentum); }},
+      {{"--dampening", "X", "SGD dampening", false}, ZDP_SET { c.dampening = flag_number(f, v); },
+       ZDP_GET { return show(c.dampening); }},
+      {{"--nesterov", "", "SGD: Nesterov momentum", true}, ZDP_SET { c.nesterov = flag_bool(f, v); },
+       ZDP_GET { return show(c.nesterov); }},
+      {{"--clip", "X", "Clip the global gradient norm to X (0: no clipping)", false},
+       ZDP_SET { c.clip = flag_number(f, v); }, ZDP_GET { return show(c.clip); }},
+      {{"--lr-schedule", "NAME",
+        "constant, warmup (WarmupLR), warmup-decay (WarmupDecayLR) or cosine (WarmupCosineLR)", false},
+       ZDP_SET {
+         const LrScheduleKind kind = with_context(f, [&] { return optim::parse_lr_schedule(v); });
+         if (kind == LrScheduleKind::kConstant)
+           c.lr_schedule = LrScheduleParams{};  // drops a --config scheduler's warmup too
+         else
+           c.lr_schedule.kind = kind;
+       },
+       ZDP_GET { return optim::lr_schedule_name(c.lr_schedule.kind); }},
+      {{"--warmup-steps", "N",
+        "Warmup steps of the schedule (0: none; otherwise at least 2, as DeepSpeed)", false},
+       ZDP_SET {
+         c.lr_schedule.warmup_num_steps = flag_int(f, v);
+         ZDP_REQUIRE(c.lr_schedule.kind != LrScheduleKind::kConstant || c.lr_schedule.warmup_num_steps == 0,
+                     "--warmup-steps needs a schedule: --lr-schedule warmup, warmup-decay or cosine (or a "
+                     "scheduler in --config)");
+       },
+       ZDP_GET { return std::to_string(c.lr_schedule.warmup_num_steps); }},
+      {{"--warmup-type", "TYPE", "Warmup curve: linear or log", false},
+       ZDP_SET { c.lr_schedule.warmup_type = with_context(f, [&] { return optim::parse_warmup_type(v); }); },
+       ZDP_GET { return optim::warmup_type_name(c.lr_schedule.warmup_type); }},
+      {{"--min-lr", "X",
+        "Floor of the schedule: where warmup starts and decay ends (cosine: where decay ends)", false},
+       ZDP_SET { set_min_lr(c, flag_number(f, v)); }, ZDP_GET { return ""; }},
+      {{"--total-steps", "N", "Steps over which the schedule decays (0: --steps)", false},
+       ZDP_SET { c.lr_schedule.total_num_steps = flag_int(f, v); },
+       ZDP_GET { return std::to_string(c.lr_schedule.total_num_steps); }},
+      {{"--zero-stage", "S",
+        "ZeRO stage: 0 (replicated), 1 (optimizer state), 2 (+gradients), 3 (+parameters)", false},
+       ZDP_SET { c.zero_stage = flag_small_int(f, v); }, ZDP_GET { return std::to_string(c.zero_stage); }},
+      {{"--dtype", "TYPE", "Compute dtype: fp32, bf16 or fp16 (fp32 master weights when 16-bit)", false},
+       ZDP_SET { c.dtype = with_context(f, [&] { return parse_dtype(v); }); },
+       ZDP_GET { return dtype_name(c.dtype); }},
+      {{"--reduce-dtype", "TYPE",
+        "Dtype gradients are reduced in: the compute dtype (default) or fp32", false},
+       ZDP_SET { c.reduce_dtype = with_context(f, [&] { return parse_dtype(v); }); },
+       ZDP_GET { return c.reduce_dtype ? dtype_name(*c.reduce_dtype) : ""; }},
+      {{"--fp32-grad-accum", "", "Accumulate micro-step gradients in fp32 under bf16/fp16", true},
+       ZDP_SET { c.fp32_grad_accum = flag_bool(f, v); }, ZDP_GET { return show(c.fp32_grad_accum); }},
+      {{"--loss-scale", "X", "fp16: static loss scale (0: dynamic)", false},
+       ZDP_SET { c.loss_scale = flag_number(f, v); }, ZDP_GET { return show(c.loss_scale); }},
+      {{"--initial-scale-power", "N", "fp16: dynamic loss scaling starts at 2^N", false},
+       ZDP_SET { c.initial_scale_power = flag_small_int(f, v); },
+       ZDP_GET { return std::to_string(c.initial_scale_power); }},
+      {{"--loss-scale-window", "N", "fp16: steps without overflow before the scale doubles", false},
+       ZDP_SET { c.loss_scale_window = flag_int(f, v); },
+       ZDP_GET { return std::to_string(c.loss_scale_window); }},
+      {{"--hysteresis", "N", "fp16: overflows tolerated before the scale halves", false},
+       ZDP_SET { c.hysteresis = flag_small_int(f, v); }, ZDP_GET { return std::to_string(c.hysteresis); }},
+      {{"--min-loss-scale", "X", "fp16: the dynamic scale never goes below this", false},
+       ZDP_SET { c.min_loss_scale = flag_number(f, v); }, ZDP_GET { return show(c.min_loss_scale); }},
+      {{"--reduce-bucket-size", "N", "Elements per gradient reduction bucket", false},
+       ZDP_SET { c.reduce_bucket_size = flag_int(f, v); },
+       ZDP_GET { return std::to_string(c.reduce_bucket_size); }},
+      {{"--allgather-bucket-size", "N", "Elements per parameter all-gather bucket", false},
+       ZDP_SET { c.allgather_bucket_size = flag_int(f, v); },
+       ZDP_GET { return std::to_string(c.allgather_bucket_size); }},
+      {{"--overlap-comm", "", "Overlap gradient reduction with the backward pass", true},
+       ZDP_SET { c.overlap_comm = flag_bool(f, v); }, ZDP_GET { return show(c.overlap_comm); }},
+      {{"--contiguous-gradients", "", "Copy gradients into one contiguous buffer as they are produced", true},
+       ZDP_SET { c.contiguous_gradients = flag_bool(f, v); },
+       ZDP_GET { return show(c.contiguous_gradients); }},
+      {{"--prefetch-bucket-size", "N",
+        "Stage 3: elements of parameters fetched ahead (stage3_prefetch_bucket_size)", false},
+       ZDP_SET { c.stage3_prefetch_bucket_size = flag_int(f, v); },
+       ZDP_GET { return std::to_string(c.stage3_prefetch_bucket_size); }},
+      {{"--max-live-parameters", "N",
+        "Stage 3: most gathered parameter elements alive at once (stage3_max_live_parameters)", false},
+       ZDP_SET { c.stage3_max_live_parameters = flag_int(f, v); },
+       ZDP_GET { return std::to_string(c.stage3_max_live_parameters); }},
+      {{"--param-persistence-threshold", "N",
+        "Stage 3: tensors this small stay whole on every rank (stage3_param_persistence_threshold)", false},
+       ZDP_SET { c.stage3_param_persistence_threshold = flag_int(f, v); },
+       ZDP_GET { return std::to_string(c.stage3_param_persistence_threshold); }},
+      {{"--reshard-after-forward", "",
+        "Stage 3: free gathered parameters after each unit's forward (gather again for backward)", true},
+       ZDP_SET { c.reshard_after_forward = flag_bool(f, v); },
+       ZDP_GET { return show(c.reshard_after_forward); }},
+      {{"--memory-budget", "BYTES",
+        "Cap on what each rank holds, e.g. 8GB (10^9), 512MiB (2^20), 4G (2^30); over it: exit 3", false},
+       ZDP_SET { c.memory_budget = parse_bytes(v, f); },
+       ZDP_GET { return c.memory_budget ? std::to_string(*c.memory_budget) : ""; }},
+      {{"--metrics", "PATH", "Write per-step metrics (JSON Lines) here, from rank 0", false},
+       ZDP_SET { c.metrics_path = std::string(v); }, ZDP_GET { return c.metrics_path; }},
+      {{"--out", "PATH", "Write the trained weights (F32 safetensors, atomically) here", false},
+       ZDP_SET { c.out_path = std::string(v); }, ZDP_GET { return c.out_path; }},
+      {{"--seed", "S", "Random seed", false}, ZDP_SET { c.seed = flag_uint(f, v); },
+       ZDP_GET { return std::to_string(c.seed); }},
+      {{"--log-every", "N", "Print progress every N steps (0: never)", false},
+       ZDP_SET { c.log_every = flag_int(f, v); }, ZDP_GET { return std::to_string(c.log_every); }},
+      {{"--inject-overflow-step", "S",
+        "Testing aid: make a gradient Inf at optimizer step S (-1: never)", false},
+       ZDP_SET { c.inject_overflow_step = flag_small_int(f, v); },
+       ZDP_GET { return std::to_string(c.inject_overflow_step); }},
+      {{"--inject-overflow-rank", "R",
+        "Testing aid: the rank whose gradient --inject-overflow-step makes Inf", false},
+       ZDP_SET { c.inject_overflow_rank = flag_small_int(f, v); },
+       ZDP_GET { return std::to_string(c.inject_overflow_rank); }},
+  };
+  return table;
+}
+
+#undef ZDP_SET
+#undef ZDP_GET
+
+const FlagEntry& flag_entry(std::string_view flag) {
+  for (const FlagEntry& e : flag_table())
+    if (e.flag.name == flag) return e;
+  throw UsageError(fmt::format("unknown flag '{}' for `zerodp train`", flag));
+}
+
+// ---- JSON --------------------------------------------------------------------------------------
+
+bool is_auto(const json& v) { return v.is_string() && v.get_ref<const std::string&>() == "auto"; }
+
+// Reads typed values out of the DeepSpeed JSON; every failure names the file and the key path.
+class DsReader {
+ public:
+  DsReader(std::string_view source, std::vector<std::string>* warnings)
+      : source_(source), warnings_(warnings) {}
+
+  [[noreturn]] void fail(const std::string& path, std::string_view expected, const json& got) const {
+    throw UsageError(fmt::format("{}: {} must be {}, got {}", source_, path, expected, got.dump()));
+  }
+  [[noreturn]] void fail(const std::string& message) const {
+    throw UsageError(fmt::format("{}: {}", source_, message));
+  }
+  void unknown(const std::string& path) const {
+    warnings_->push_back(fmt::format("{}: ignoring unknown key '{}'", source_, path));
+  }
+
+  double number(const json& v, const std::string& path) const {
+    if (!v.is_number()) fail(path, "a number", v);
+    return v.get<double>();
+  }
+  double non_negative(const json& v, const std::string& path) const {
+    const double x = number(v, path);
+    if (!(x >= 0)) fail(path, "a number >= 0", v);
+    return x;
+  }
+  int64_t integer(const json& v, const std::string& path, int64_t min = 0) const {
+    const std::string what = fmt::format("an integer >= {}", min);
+    if (v.is_number_integer()) {
+      if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t{INT64_MAX}) fail(path, what, v);
+      const int64_t x = v.get<int64_t>();
+      if (x < min) fail(path, what, v);
+      return x;
+    }
+    if (v.is_number_float()) {  // 5e8 and the like
+      const double d = v.get<double>();
+      if (std::floor(d) == d && d >= static_cast<double>(min) && d < 9.2e18) return static_cast<int64_t>(d);
+    }
+    fail(path, what, v);
+  }
+  bool boolean(const json& v, const std::string& path) const {
+    if (!v.is_boolean()) fail(path, "true or false", v);
+    return v.get<bool>();
+  }
+  const std::string& string(const json& v, const std::string& path) const {
+    if (!v.is_string()) fail(path, "a string", v);
+    return v.get_ref<const std::string&>();
+  }
+  const json& object(const json& v, const std::string& path) const {
+    if (!v.is_object()) fail(path, "an object", v);
+    return v;
+  }
+  DType dtype(const json& v, const std::string& path) const {
+    const std::string& s = string(v, path);
+    try {
+      return parse_dtype(s);
+    } catch (const UsageError&) {
+      fail(path, "\"fp32\", \"bf16\" or \"fp16\"", v);
+    }
+  }
+
+ private:
+  std::string source_;
+  std::vector<std::string>* warnings_;
+};
+
+void read_optimizer(const DsReader& r, const json& sec, TrainConfig& cfg) {
+  r.object(sec, "optimizer");
+  const auto type_it = sec.find("type");
+  if (type_it == sec.end()) r.fail("optimizer.type is required (AdamW, Adam or SGD)");
+  const TrainConfig before = cfg;
+  if (!is_auto(*type_it)) {
+    const std::string type = lower(r.string(*type_it, "optimizer.type"));
+    if (type == "adamw") {
+      cfg.optimizer = OptimizerKind::kAdamW;
+    } else if (type == "adam") {  // DeepSpeed's Adam is AdamW unless adam_w_mode is false
+      cfg.optimizer = OptimizerKind::kAdamW;
+    } else if (type == "sgd") {
+      cfg.optimizer = OptimizerKind::kSGD;
+    } else {
+      r.fail("optimizer.type", "AdamW, Adam or SGD", *type_it);
+    }
+    // Parameters the section leaves out take the defaults of DeepSpeed's optimizers (FusedAdam's
+    // for Adam/AdamW, torch.optim.SGD's for SGD): weight decay 0 in both.
+    cfg.lr = 1e-3;
+    cfg.beta1 = 0.9;
+    cfg.beta2 = 0.999;
+    cfg.eps = 1e-8;
+    cfg.weight_decay = 0.0;
+    cfg.momentum = 0.0;
+    cfg.dampening = 0.0;
+    cfg.nesterov = false;
+  }
+  const bool sgd = cfg.optimizer == OptimizerKind::kSGD;
+  for (const auto& [key, v] : sec.items()) {
+    if (key == "type") continue;
+    if (key != "params") {
+      r.unknown("optimizer." + key);
+      continue;
+    }
+    for (const auto& [name, pv] : r.object(v, "optimizer.params").items()) {
+      const std::string path = "optimizer.params." + name;
+      const bool a = is_auto(pv);
+      if (name == "lr") {
+        cfg.lr = a ? before.lr : r.non_negative(pv, path);
+      } else if (name == "weight_decay") {
+        cfg.weight_decay = a ? before.weight_decay : r.non_negative(pv, path);
+      } else if (!sgd && name == "betas") {
+        if (a) {
+          cfg.beta1 = before.beta1;
+          cfg.beta2 = before.beta2;
+          continue;
+        }
+        if (!pv.is_array() || pv.size() != 2 || !pv[0].is_number() || !pv[1].is_number())
+          r.fail(path, "an array of 2 numbers", pv);
+        cfg.beta1 = pv[0].get<double>();
+        cfg.beta2 = pv[1].get<double>();
+      } else if (!sgd && name == "eps") {
+        cfg.eps = a ? before.eps : r.non_negative(pv, path);
+      } else if (!sgd && name == "adam_w_mode") {
+        if (!a && !r.boolean(pv, path))
+          r.fail(path + " false (Adam with L2 weight decay) is not supported: zerodp's AdamW decays "
+                        "decoupled; use \"type\": \"AdamW\"");
+      } else if (!sgd && name == "bias_correction") {
+        if (!a && !r.boolean(pv, path)) r.fail(path + " false is not supported (AdamW always corrects)");
+      } else if (!sgd && name == "amsgrad") {
+        if (!a && r.boolean(pv, path)) r.fail(path + " true is not supported");
+      } else if (!sgd && name == "torch_adam") {
+        if (!a) r.boolean(pv, path);  // an implementation choice of DeepSpeed's; same math
+      } else if (sgd && name == "momentum") {
+        cfg.momentum = a ? before.momentum : r.non_negative(pv, path);
+      } else if (sgd && name == "dampening") {
+        cfg.dampening = a ? before.dampening : r.number(pv, path);
+      } else if (sgd && name == "nesterov") {
+        cfg.nesterov = a ? before.nesterov : r.boolean(pv, path);
+      } else {
+        r.unknown(path);
+      }
+    }
+  }
+}
+
+void read_scheduler(const DsReader& r, const json& sec, TrainConfig& cfg) {
+  r.object(sec, "scheduler");
+  const auto type_it = sec.find("type");
+  if (type_it == sec.end()) r.fail("scheduler.type is required (WarmupLR, WarmupDecayLR or WarmupCosineLR)");
+  const LrScheduleParams before = cfg.lr_schedule;
+  if (!is_auto(*type_it)) {
+    const std::string& type = r.string(*type_it, "scheduler.type");
+    const std::string t = lower(type);
+    LrScheduleParams p;  // DeepSpeed's defaults for its schedulers
+    p.warmup_num_steps = 1000;
+    p.warmup_type = WarmupType::kLog;
+    p.cos_min_ratio = 1e-4;
+    if (t == "warmuplr")
+      p.kind = LrScheduleKind::kWarmupLR;
+    else if (t == "warmupdecaylr")
+      p.kind = LrScheduleKind::kWarmupDecayLR;
+    else if (t == "warmupcosinelr")
+      p.kind = LrScheduleKind::kWarmupCosineLR;
+    else
+      r.fail("scheduler.type", "WarmupLR, WarmupDecayLR or WarmupCosineLR", *type_it);
+    cfg.lr_schedule = p;
+  }
+  const LrScheduleKind kind = cfg.lr_schedule.kind;
+  const bool cosine = kind == LrScheduleKind::kWarmupCosineLR;
+  const bool decays = kind == LrScheduleKind::kWarmupDecayLR || cosine;
+  LrScheduleParams& p = cfg.lr_schedule;
+  for (const auto& [key, v] : sec.items()) {
+    if (key == "type") continue;
+    if (key != "params") {
+      r.unknown("scheduler." + key);
+      continue;
+    }
+    for (const auto& [name, pv] : r.object(v, "scheduler.params").items()) {
+      const std::string path = "scheduler.params." + name;
+      const bool a = is_auto(pv);
+      if (name == "warmup_num_steps") {
+        p.warmup_num_steps = a ? before.warmup_num_steps : r.integer(pv, path, 0);
+      } else if (name == "warmup_type") {
+        if (a) {
+          p.warmup_type = before.warmup_type;
+          continue;
+        }
+        const std::string w = lower(r.string(pv, path));
+        if (w == "log")
+          p.warmup_type = WarmupType::kLog;
+        else if (w == "linear")
+          p.warmup_type = WarmupType::kLinear;
+        else
+          r.fail(path, "\"log\" or \"linear\"", pv);
+      } else if (decays && name == "total_num_steps") {
+        p.total_num_steps = a ? before.total_num_steps : r.integer(pv, path, 1);
+      } else if (!cosine && name == "warmup_min_lr") {
+        p.warmup_min_lr = a ? before.warmup_min_lr : r.non_negative(pv, path);
+      } else if (!cosine && name == "warmup_max_lr") {
+        if (a)
+          p.warmup_max_lr = before.warmup_max_lr;
+        else
+          p.warmup_max_lr = r.non_negative(pv, path);
+      } else if (cosine && name == "warmup_min_ratio") {
+        p.warmup_min_ratio = a ? before.warmup_min_ratio : r.non_negative(pv, path);
+      } else if (cosine && name == "cos_min_ratio") {
+        p.cos_min_ratio = a ? before.cos_min_ratio : r.non_negative(pv, path);
+      } else {
+        r.unknown(path);
+      }
+    }
+  }
+}
+
+void read_zero(const DsReader& r, const json& sec, TrainConfig& cfg) {
+  r.object(sec, "zero_optimization");
+  for (const auto& [key, v] : sec.items()) {
+    const std::string path = "zero_optimization." + key;
+    const bool a = is_auto(v);
+    if (key == "stage") {
+      if (a) continue;
+      const int64_t s = r.integer(v, path, 0);
+      if (s > 3) r.fail(path, "0, 1, 2 or 3", v);
+      cfg.zero_stage = static_cast<int>(s);
+    } else if (key == "reduce_bucket_size") {
+      if (!a) cfg.reduce_bucket_size = r.integer(v, path, 1);
+    } else if (key == "allgather_bucket_size") {
+      if (!a) cfg.allgather_bucket_size = r.integer(v, path, 1);
+    } else if (key == "overlap_comm") {
+      if (!a) cfg.overlap_comm = r.boolean(v, path);
+    } else if (key == "contiguous_gradients") {
+      if (!a) cfg.contiguous_gradients = r.boolean(v, path);
+    } else if (key == "stage3_prefetch_bucket_size") {
+      if (!a) cfg.stage3_prefetch_bucket_size = r.integer(v, path, 1);
+    } else if (key == "stage3_max_live_parameters") {
+      if (!a) cfg.stage3_max_live_parameters = r.integer(v, path, 1);
+    } else if (key == "stage3_param_persistence_threshold") {
+      if (!a) cfg.stage3_param_persistence_threshold = r.integer(v, path, 0);
+    } else if (key == "reshard_after_forward") {  // zerodp's own key (FSDP's notion)
+      if (!a) cfg.reshard_after_forward = r.boolean(v, path);
+    } else {
+      r.unknown(path);
+    }
+  }
+}
+
+// Returns the section's "enabled" (nullopt when absent or "auto").
+std::optional<bool> read_precision(const DsReader& r, const json& sec, const std::string& name,
+                                   TrainConfig& cfg) {
+  r.object(sec, name);
+  std::optional<bool> enabled;
+  const bool fp16 = name == "fp16";
+  for (const auto& [key, v] : sec.items()) {
+    const std::string path = name + "." + key;
+    const bool a = is_auto(v);
+    if (key == "enabled") {
+      if (!a) enabled = r.boolean(v, path);
+    } else if (fp16 && key == "loss_scale") {
+      if (!a) cfg.loss_scale = r.non_negative(v, path);
+    } else if (fp16 && key == "initial_scale_power") {
+      if (!a) {
+        const int64_t p = r.integer(v, path, 0);
+        if (p > 63) r.fail(path, "an integer in 0..63", v);
+        cfg.initial_scale_power = static_cast<int>(p);
+      }
+    } else if (fp16 && key == "loss_scale_window") {
+      if (!a) cfg.loss_scale_window = r.integer(v, path, 1);
+    } else if (fp16 && key == "hysteresis") {
+      if (!a) {
+        const int64_t h = r.integer(v, path, 1);
+        if (h > 1'000'000) r.fail(path, "an integer in 1..1000000", v);
+        cfg.hysteresis = static_cast<int>(h);
+      }
+    } else if (fp16 && key == "min_loss_scale") {
+      if (!a) {
+        const double m = r.number(v, path);
+        if (!(m > 0)) r.fail(path, "a number > 0", v);
+        cfg.min_loss_scale = m;
+      }
+    } else {
+      r.unknown(path);
+    }
+  }
+  return enabled;
+}
+
+}  // namespace
+
+// ---- DeepSpeed JSON --------------------------------------------------------------------------------
+
+std::vector<std::string> apply_ds_config(TrainConfig& cfg, std::string_view json_text,
+                                         std::string_view source) {
+  std::vector<std::string> warnings;
+  const DsReader r(source, &warnings);
+  json root;
+  try {
+    root = json::parse(json_text.begin(), json_text.end());
+  } catch (const json::parse_error& e) {
+    r.fail(fmt::format("not valid JSON: {}", e.what()));
+  }
+  if (!root.is_object()) r.fail(fmt::format("the top level must be an object, got {}", root.type_name()));
+
+  std::optional<bool> bf16, fp16;
+  for (const auto& [key, v] : root.items()) {
+    const bool a = is_auto(v);
+    if (key == "train_micro_batch_size_per_gpu") {
+      if (a) continue;
+      cfg.micro_batch = r.integer(v, key, 1);
+      cfg.micro_batch_set = true;
+    } else if (key == "gradient_accumulation_steps") {
+      if (a) continue;
+      cfg.accum = r.integer(v, key, 1);
+      cfg.accum_set = true;
+    } else if (key == "train_batch_size") {
+      if (!a) cfg.train_batch_size = r.integer(v, key, 1);
+    } else if (key == "gradient_clipping") {
+      if (!a) cfg.clip = r.non_negative(v, key);
+    } else if (key == "steps_per_print") {
+      if (!a) cfg.log_every = r.integer(v, key, 0);
+    } else if (key == "optimizer") {
+      read_optimizer(r, v, cfg);
+    } else if (key == "scheduler") {
+      read_scheduler(r, v, cfg);
+    } else if (key == "zero_optimization") {
+      read_zero(r, v, cfg);
+    } else if (key == "bf16" || key == "bfloat16") {
+      bf16 = read_precision(r, v, key, cfg);
+    } else if (key == "fp16") {
+      fp16 = read_precision(r, v, key, cfg);
+    } else if (key == "communication_data_type") {
+      if (!a) cfg.reduce_dtype = r.dtype(v, key);
+    } else if (key == "data_types") {
+      for (const auto& [name, dv] : r.object(v, key).items()) {
+        if (name == "grad_accum_dtype") {
+          if (!is_auto(dv)) cfg.fp32_grad_accum = r.dtype(dv, "data_types.grad_accum_dtype") == DType::kF32;
+        } else {
+          r.unknown("data_types." + name);
+        }
+      }
+    } else {
+      r.unknown(key);
+    }
+  }
+  if (bf16.value_or(false) && fp16.value_or(false))
+    r.fail("bf16.enabled and fp16.enabled are both true; enable at most one");
+  if (bf16.value_or(false)) {
+    cfg.dtype = DType::kBF16;
+  } else if (fp16.value_or(false)) {
+    cfg.dtype = DType::kF16;
+  } else if (bf16.has_value() || fp16.has_value()) {
+    cfg.dtype = DType::kF32;  // the file speaks about precision and enables neither
+  }
+  return warnings;
+}
+
+std::vector<std::string> load_ds_config(TrainConfig& cfg, const std::string& path) {
+  const std::string text = read_file(path);
+  std::vector<std::string> warnings = apply_ds_config(cfg, text, path);
+  cfg.config_path = path;
+  return warnings;
+}
+
+// ---- flags ---------------------------------------------------------------------------------------
+
+std::span<const TrainFlag> train_flags() {
+  static const std::vector<TrainFlag> flags = [] {
+    std::vector<TrainFlag> out;
+    for (const FlagEntry& e : flag_table()) out.push_back(e.flag);
+    return out;
+  }();
+  return flags;
+}
+
+std::string flag_value(const TrainConfig& cfg, std::string_view flag) { return flag_entry(flag).get(cfg); }
+
+void apply_flag(TrainConfig& cfg, std::string_view flag, std::string_view value) {
+  flag_entry(flag).set(cfg, flag, value);
+}
+
+ResolvedConfig resolve_config(std::span<const std::pair<std::string, std::string>> given) {
+  for (const auto& [flag, value] : given) flag_entry(flag);  // unknown names fail first
+  ResolvedConfig out;
+  for (const auto& [flag, value] : given)
+    if (flag == "--config") out.warnings = load_ds_config(out.config, value);
+  for (const FlagEntry& e : flag_table()) {
+    if (e.flag.name == "--config") continue;
+    for (const auto& [flag, value] : given)
+      if (flag == e.flag.name) e.set(out.config, flag, value);
+  }
+  return out;
+}
+
+uint64_t parse_bytes(std::string_view text, std::string_view what) {
+  const std::string_view t = trim(text);
+  size_t split = t.size();
+  while (split > 0 && std::isalpha(static_cast<unsigned char>(t[split - 1]))) --split;
+  const std::optional<double> number = to_double(t.substr(0, split));
+  const std::string unit = lower(t.substr(split));
+  struct Unit {
+    const char* name;
+    long double bytes;
+  };
+  static const Unit units[] = {
+      {"", 1},          {"b", 1},
+      {"kb", 1e3L},     {"mb", 1e6L},      {"gb", 1e9L},      {"tb", 1e12L},
+      {"kib", 0x1p10L}, {"mib", 0x1p20L},  {"gib", 0x1p30L},  {"tib", 0x1p40L},
+      {"k", 0x1p10L},   {"m", 0x1p20L},    {"g", 0x1p30L},    {"t", 0x1p40L},
+  };
+  const Unit* u = nullptr;
+  for (const Unit& candidate : units)
+    if (unit == candidate.name) u = &candidate;
+  ZDP_REQUIRE(number.has_value() && u != nullptr,
+              "{}: expected a byte count like 8GB, 512MiB, 4G or 1000000, got '{}'", what, text);
+  const long double bytes = std::floor(static_cast<long double>(*number) * u->bytes);
+  ZDP_REQUIRE(bytes >= 1 && bytes < 0x1p64L, "{}: {} is not a byte count between 1 and 2^64", what, text);
+  return static_cast<uint64_t>(bytes);
+}
+
+// ---- TrainConfig -----------------------------------------------------------------------------------
+
+void TrainConfig::finalize(int world_size) {
+  ZDP_REQUIRE(world_size >= 1, "the world size must be >= 1, got {}", world_size);
+  if (train_batch_size && *train_batch_size > 0) {
+    const int64_t tbs = *train_batch_size, w = world_size;
+    auto derive = [&](int64_t known, const std::string& known_desc, const char* derived_name) {
+      ZDP_REQUIRE(known > 0 && tbs % (known * w) == 0,
+                  "train_batch_size {} is not divisible by {} x world size {}: cannot derive {}", tbs,
+                  known_desc, w, derived_name);
+      return tbs / (known * w);
+    };
+    if (micro_batch_set && !accum_set) {
+      accum = derive(micro_batch, fmt::format("micro_batch {}", micro_batch),
+                     "--accum (gradient_accumulation_steps)");
+    } else if (!micro_batch_set && accum_set) {
+      micro_batch = derive(accum, fmt::format("accum {}", accum),
+                           "--micro-batch (train_micro_batch_size_per_gpu)");
+    } else if (!micro_batch_set && !accum_set) {
+      accum = 1;
+      micro_batch = derive(1, "accum 1", "--micro-batch (train_micro_batch_size_per_gpu)");
+    }
+  }
+  validate(world_size);
+}
+
+void TrainConfig::validate(int world_size) const {
+  ZDP_REQUIRE(world_size >= 1, "the world size must be >= 1, got {}", world_size);
+  ZDP_REQUIRE(!init_path.empty(), "--init is required: the initial weights (see `zerodp init`)");
+  ZDP_REQUIRE(!data_path.empty(), "--data is required: the token file (see `zerodp tokenize`)");
+  ZDP_REQUIRE(steps > 0, "--steps must be > 0, got {}", steps);
+  ZDP_REQUIRE(micro_batch > 0, "--micro-batch (train_micro_batch_size_per_gpu) must be > 0, got {}",
+              micro_batch);
+  ZDP_REQUIRE(seq > 0, "--seq must be > 0, got {}", seq);
+  ZDP_REQUIRE(accum > 0, "--accum (gradient_accumulation_steps) must be > 0, got {}", accum);
+  if (train_batch_size) {
+    const int64_t product = micro_batch * accum * world_size;
+    ZDP_REQUIRE(*train_batch_size == product,
+                "train_batch_size {} != micro_batch {} x accum {} x world size {} = {}",
+                *train_batch_size, micro_batch, accum, world_size, product);
+  }
+  auto finite_at_least_0 = [](double x) { return std::isfinite(x) && x >= 0; };
+  ZDP_REQUIRE(finite_at_least_0(lr), "--lr (optimizer.params.lr) must be a finite number >= 0, got {}", lr);
+  ZDP_REQUIRE(beta1 >= 0 && beta1 < 1, "--beta1 (optimizer.params.betas[0]) must be in [0, 1), got {}", beta1);
+  ZDP_REQUIRE(beta2 >= 0 && beta2 < 1, "--beta2 (optimizer.params.betas[1]) must be in [0, 1), got {}", beta2);
+  ZDP_REQUIRE(finite_at_least_0(eps), "--eps (optimizer.params.eps) must be a finite number >= 0, got {}", eps);
+  ZDP_REQUIRE(finite_at_least_0(weight_decay),
+              "--weight-decay (optimizer.params.weight_decay) must be a finite number >= 0, got {}",
+              weight_decay);
+  ZDP_REQUIRE(finite_at_least_0(momentum), "--momentum (optimizer.params.momentum) must be >= 0, got {}",
+              momentum);
+  ZDP_REQUIRE(std::isfinite(dampening), "--dampening (optimizer.params.dampening) must be finite, got {}",
+              dampening);
+  if (optimizer == OptimizerKind::kSGD && nesterov)
+    ZDP_REQUIRE(momentum > 0 && dampening == 0,
+                "--nesterov needs --momentum > 0 and --dampening 0, got momentum {} and dampening {}",
+                momentum, dampening);
+  ZDP_REQUIRE(finite_at_least_0(clip), "--clip (gradient_clipping) must be a finite number >= 0, got {}", clip);
+  ZDP_REQUIRE(zero_stage >= 0 && zero_stage <= 3,
+              "--zero-stage (zero_optimization.stage) must be 0, 1, 2 or 3, got {}", zero_stage);
+  ZDP_REQUIRE(grad_reduce_dtype() == dtype || grad_reduce_dtype() == DType::kF32,
+              "--reduce-dtype (communication_data_type) must be the compute dtype ({}) or fp32, got {}",
+              dtype_name(dtype), dtype_name(grad_reduce_dtype()));
+  ZDP_REQUIRE(finite_at_least_0(loss_scale), "--loss-scale (fp16.loss_scale) must be >= 0, got {}", loss_scale);
+  ZDP_REQUIRE(initial_scale_power >= 0 && initial_scale_power <= 63,
+              "--initial-scale-power (fp16.initial_scale_power) must be in 0..63, got {}",
+              initial_scale_power);
+  ZDP_REQUIRE(loss_scale_window >= 1, "--loss-scale-window (fp16.loss_scale_window) must be >= 1, got {}",
+              loss_scale_window);
+  ZDP_REQUIRE(hysteresis >= 1, "--hysteresis (fp16.hysteresis) must be >= 1, got {}", hysteresis);
+  ZDP_REQUIRE(std::isfinite(min_loss_scale) && min_loss_scale > 0,
+              "--min-loss-scale (fp16.min_loss_scale) must be > 0, got {}", min_loss_scale);
+  ZDP_REQUIRE(reduce_bucket_size > 0,
+              "--reduce-bucket-size (zero_optimization.reduce_bucket_size) must be > 0, got {}",
+              reduce_bucket_size);
+  ZDP_REQUIRE(allgather_bucket_size > 0,
+              "--allgather-bucket-size (zero_optimization.allgather_bucket_size) must be > 0, got {}",
+              allgather_bucket_size);
+  ZDP_REQUIRE(stage3_prefetch_bucket_size > 0,
+              "--prefetch-bucket-size (zero_optimization.stage3_prefetch_bucket_size) must be > 0, got {}",
+              stage3_prefetch_bucket_size);
+  ZDP_REQUIRE(stage3_max_live_parameters > 0,
+              "--max-live-parameters (zero_optimization.stage3_max_live_parameters) must be > 0, got {}",
+              stage3_max_live_parameters);
+  ZDP_REQUIRE(stage3_param_persistence_threshold >= 0,
+              "--param-persistence-threshold (zero_optimization.stage3_param_persistence_threshold) "
+              "must be >= 0, got {}",
+              stage3_param_persistence_threshold);
+  ZDP_REQUIRE(!memory_budget || *memory_budget > 0, "--memory-budget must be > 0");
+  ZDP_REQUIRE(log_every >= 0, "--log-every (steps_per_print) must be >= 0, got {}", log_every);
+  ZDP_REQUIRE(inject_overflow_step >= -1, "--inject-overflow-step must be >= -1, got {}", inject_overflow_step);
+  ZDP_REQUIRE(inject_overflow_rank >= 0 && inject_overflow_rank < world_size,
+              "--inject-overflow-rank must be a rank in 0..{}, got {}", world_size - 1, inject_overflow_rank);
+  make_lr_schedule();  // its own checks
+}
+
+optim::OptimizerSpec TrainConfig::optimizer_spec() const {
+  optim::OptimizerSpec s;
+  s.kind = optimizer;
+  s.beta1 = beta1;
+  s.beta2 = beta2;
+  s.eps = eps;
+  s.weight_decay = weight_decay;
+  s.momentum = momentum;
+  s.dampening = dampening;
+  s.nesterov = nesterov;
+  return s;
+}
+
+optim::LrSchedule TrainConfig::make_lr_schedule() const { return optim::LrSchedule(lr_schedule, lr, steps); }
+
+json TrainConfig::to_json() const {
+  auto opt_int = [](const std::optional<int64_t>& x) { return x ? json(*x) : json(nullptr); };
+  json optimizer_json;
+  if (optimizer == OptimizerKind::kAdamW) {
+    optimizer_json = {{"type", optim::optimizer_name(optimizer)},
+                      {"lr", lr},
+                      {"betas", {beta1, beta2}},
+                      {"eps", eps},
+                      {"weight_decay", weight_decay}};
+  } else {
+    optimizer_json = {{"type", optim::optimizer_name(optimizer)},
+                      {"lr", lr},
+                      {"momentum", momentum},
+                      {"dampening", dampening},
+                      {"nesterov", nesterov},
+                      {"weight_decay", weight_decay}};
+  }
+  const LrScheduleParams& p = lr_schedule;
+  json schedule = {{"type", optim::lr_schedule_name(p.kind)}};
+  if (p.kind != LrScheduleKind::kConstant) {
+    schedule["warmup_num_steps"] = p.warmup_num_steps;
+    schedule["warmup_type"] = optim::warmup_type_name(p.warmup_type);
+    schedule["total_num_steps"] = p.total_num_steps > 0 ? p.total_num_steps : steps;
+    if (p.kind == LrScheduleKind::kWarmupCosineLR) {
+      schedule["warmup_min_ratio"] = p.warmup_min_ratio;
+      schedule["cos_min_ratio"] = p.cos_min_ratio;
+    } else {
+      schedule["warmup_min_lr"] = p.warmup_min_lr;
+      schedule["warmup_max_lr"] = p.warmup_max_lr.value_or(lr);
+    }
+  }
+  return json{
+      {"init", init_path},
+      {"data", data_path},
+      {"metrics", metrics_path},
+      {"out", out_path},
+      {"config", config_path},
+      {"steps", steps},
+      {"micro_batch", micro_batch},
+      {"seq", seq},
+      {"accum", accum},
+      {"train_batch_size", opt_int(train_batch_size)},
+      {"optimizer", optimizer_json},
+      {"clip", clip},
+      {"lr_schedule", schedule},
+      {"dtype", dtype_name(dtype)},
+      {"reduce_dtype", dtype_name(grad_reduce_dtype())},
+      {"fp32_grad_accum", fp32_grad_accum},
+      {"fp16",
+       {{"loss_scale", loss_scale},
+        {"initial_scale_power", initial_scale_power},
+        {"loss_scale_window", loss_scale_window},
+        {"hysteresis", hysteresis},
+        {"min_loss_scale", min_loss_scale}}},
+      {"zero",
+       {{"stage", zero_stage},
+        {"reduce_bucket_size", reduce_bucket_size},
+        {"allgather_bucket_size", allgather_bucket_size},
+        {"overlap_comm", overlap_comm},
+        {"contiguous_gradients", contiguous_gradients},
+        {"stage3_prefetch_bucket_size", stage3_prefetch_bucket_size},
+        {"stage3_max_live_parameters", stage3_max_live_parameters},
+        {"stage3_param_persistence_threshold", stage3_param_persistence_threshold},
+        {"reshard_after_forward", reshard_after_forward}}},
+      {"memory_budget", memory_budget ? json(*memory_budget) : json(nullptr)},
+      {"seed", seed},
+      {"log_every", log_every},
+      {"inject_overflow", {{"step", inject_overflow_step}, {"rank", inject_overflow_rank}}},
+  };
+}
+
+}  // namespace zerodp::train

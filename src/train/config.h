@@ -1,0 +1,172 @@
+// The training configuration: everything `zerodp train` needs (contract §8), where it comes from,
+// and how it is checked.
+//
+// Sources, later ones winning: the defaults below; a DeepSpeed-style JSON file (--config); the
+// flags actually given on the command line. resolve_config() does exactly that, from the list of
+// (flag, text) pairs the command line held, so it is testable without a command-line parser;
+// apps/train_options.cpp wires it to CLI11. Checks that need the world size come last, in
+// finalize()/validate(), once MPI is up.
+//
+// Units: batch sizes in sequences, bucket sizes and thresholds in elements (as DeepSpeed counts
+// them), the memory budget in bytes.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/dtype.h"
+#include "optim/lr_schedule.h"
+#include "optim/optimizer.h"
+
+namespace zerodp::train {
+
+struct TrainConfig {
+  // ---- files
+  std::string init_path;     // --init: the initial weights (safetensors)
+  std::string data_path;     // --data: the token file
+  std::string metrics_path;  // --metrics: JSON Lines written by rank 0; empty: none
+  std::string out_path;      // --out: the trained weights, F32 safetensors; empty: not written
+  std::string config_path;   // --config: the DeepSpeed-style JSON that was read; empty: none
+
+  // ---- batch (contract §5): W ranks × micro_batch sequences × accum micro-steps per step
+  int64_t steps = 10;
+  int64_t micro_batch = 4;  // B, sequences per rank per micro-step
+  int64_t seq = 64;         // T, tokens per sequence
+  int64_t accum = 1;        // G, micro-steps per optimizer step
+  std::optional<int64_t> train_batch_size;  // when given, must equal B·G·W (DeepSpeed's meaning)
+
+  // ---- optimizer (contract §6, §7)
+  optim::OptimizerKind optimizer = optim::OptimizerKind::kAdamW;
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.01;  // on tensors with >= 2 dimensions only
+  double momentum = 0.0;       // SGD
+  double dampening = 0.0;      // SGD
+  bool nesterov = false;       // SGD
+  double clip = 0.0;           // global gradient-norm clip; 0: off
+  optim::LrScheduleParams lr_schedule;  // constant unless asked
+
+  // ---- precision
+  DType dtype = DType::kF32;         // compute dtype of parameters, activations, gradients
+  std::optional<DType> reduce_dtype;  // dtype gradients are reduced in: the compute dtype or fp32
+  bool fp32_grad_accum = true;       // accumulate micro-step gradients in fp32 under bf16/fp16
+  // fp16 loss scaling (DeepSpeed's fp16 section)
+  double loss_scale = 0.0;          // 0: dynamic; otherwise this static scale
+  int initial_scale_power = 16;     // dynamic scaling starts at 2^power
+  int64_t loss_scale_window = 1000;  // steps without overflow before the scale doubles
+  int hysteresis = 2;               // overflows tolerated before the scale halves
+  double min_loss_scale = 1.0;
+
+  // ---- ZeRO (DeepSpeed's zero_optimization section; sizes in elements). The bucket defaults are
+  // the engine's (25M elements), not DeepSpeed's 5e8, which would be whole-model buckets here.
+  int zero_stage = 0;
+  int64_t reduce_bucket_size = 25'000'000;
+  int64_t allgather_bucket_size = 25'000'000;
+  bool overlap_comm = true;
+  bool contiguous_gradients = true;
+  int64_t stage3_prefetch_bucket_size = 50'000'000;
+  int64_t stage3_max_live_parameters = 1'000'000'000;
+  int64_t stage3_param_persistence_threshold = 100'000;
+  bool reshard_after_forward = true;  // stage 3: free gathered parameters after a unit's forward
+
+  // ---- run
+  std::optional<uint64_t> memory_budget;  // bytes per rank, all categories of §9 together
+  uint64_t seed = 1337;
+  int64_t log_every = 1;  // print a progress line every this many steps; 0: never
+  // Testing aid for fp16 overflow handling: rank inject_overflow_rank's gradient becomes Inf at
+  // optimizer step inject_overflow_step (0-based; -1: never).
+  int inject_overflow_step = -1;
+  int inject_overflow_rank = 0;
+
+  // Whether micro_batch / accum were set by a flag or the JSON rather than defaulted: finalize()
+  // derives the one that was not from train_batch_size, as DeepSpeed does.
+  bool micro_batch_set = false;
+  bool accum_set = false;
+
+  // Derives what train_batch_size implies (accum from B and W, or B from G and W, or B = tbs / W),
+  // fills nothing else, then validate()s. UsageError when train_batch_size does not divide.
+  void finalize(int world_size);
+  // UsageError (exit 2), naming the flag and the JSON key, for anything out of range: missing
+  // --init/--data, non-positive sizes, stage outside 0..3, train_batch_size != B·G·W, betas
+  // outside [0, 1), a reduce dtype other than the compute dtype or fp32, a bad schedule, ...
+  void validate(int world_size) const;
+
+  // Every setting, for manifests and the metrics file.
+  nlohmann::json to_json() const;
+
+  optim::OptimizerSpec optimizer_spec() const;
+  // The lr schedule over this run (its length defaults to `steps`). UsageError when invalid.
+  optim::LrSchedule make_lr_schedule() const;
+  DType grad_reduce_dtype() const { return reduce_dtype.value_or(dtype); }
+  // Tokens of one optimizer step over all ranks: W·G·B·T.
+  int64_t tokens_per_step(int world_size) const { return world_size * accum * micro_batch * seq; }
+};
+
+// ---- DeepSpeed-style JSON ----------------------------------------------------------------------
+//
+// Keys read: train_micro_batch_size_per_gpu, gradient_accumulation_steps, gradient_clipping,
+// train_batch_size, steps_per_print, optimizer.{type, params.{lr, betas, eps, weight_decay,
+// adam_w_mode, bias_correction, amsgrad, torch_adam, momentum, dampening, nesterov}},
+// scheduler.{type, params.{warmup_min_lr, warmup_max_lr, warmup_num_steps, warmup_type,
+// total_num_steps, warmup_min_ratio, cos_min_ratio}}, zero_optimization.{stage,
+// reduce_bucket_size, allgather_bucket_size, overlap_comm, contiguous_gradients,
+// stage3_prefetch_bucket_size, stage3_max_live_parameters, stage3_param_persistence_threshold,
+// reshard_after_forward (zerodp's)}, bf16.enabled (or bfloat16.enabled), fp16.{enabled,
+// loss_scale, initial_scale_power, loss_scale_window, hysteresis, min_loss_scale},
+// communication_data_type, data_types.grad_accum_dtype.
+// Optimizer types: AdamW, Adam (AdamW unless params.adam_w_mode is false, which is refused), SGD,
+// case-insensitive. An optimizer or scheduler section means what it means to DeepSpeed: the params
+// it leaves out take DeepSpeed's defaults (optimizer: lr 1e-3, betas [0.9, 0.999], eps 1e-8,
+// weight_decay 0, momentum 0; scheduler: warmup_num_steps 1000, warmup_type log, warmup_min_lr 0,
+// warmup_min_ratio 0, cos_min_ratio 1e-4), except that an absent warmup_max_lr means the
+// optimizer's lr and an absent total_num_steps the run's steps. A value "auto" (anywhere) leaves
+// zerodp's setting: the flag's value when one is given, else zerodp's default.
+
+// Applies the JSON text onto `cfg`. `source` names it in messages ("ds_config.json: ...").
+// Wrong types or values: UsageError naming the key path. Keys zerodp does not know are returned as
+// warnings, one line each, for the caller to log.
+std::vector<std::string> apply_ds_config(TrainConfig& cfg, std::string_view json_text,
+                                         std::string_view source);
+// Reads the file (UsageError when it cannot) and applies it; sets cfg.config_path.
+std::vector<std::string> load_ds_config(TrainConfig& cfg, const std::string& path);
+
+// ---- command-line flags ------------------------------------------------------------------------
+
+struct TrainFlag {
+  std::string_view name;        // "--lr"
+  std::string_view value_name;  // "X", "N", "PATH"...; empty for switches
+  std::string_view help;
+  bool is_switch;               // given alone means true; the parser adds --no-<name> for false
+};
+
+// Every flag of `zerodp train`, in the order resolve_config() applies them.
+std::span<const TrainFlag> train_flags();
+// The setting a flag controls, spelled as the flag would take it ("" when unset): for help texts.
+std::string flag_value(const TrainConfig& cfg, std::string_view flag);
+// Sets what `flag` controls from its text. UsageError naming the flag when the text does not parse.
+// Switches take "true"/"false" (also 1/0, yes/no, on/off).
+void apply_flag(TrainConfig& cfg, std::string_view flag, std::string_view value);
+
+struct ResolvedConfig {
+  TrainConfig config;
+  std::vector<std::string> warnings;  // from the JSON, to be logged once
+};
+// The configuration the command line asks for: the defaults, then --config's JSON when given, then
+// every given flag in train_flags() order (so --lr is known when --min-lr is applied). `given`: the
+// flags that were on the command line with their text.
+ResolvedConfig resolve_config(std::span<const std::pair<std::string, std::string>> given);
+
+// "8GB" (8·10^9), "512MiB" (512·2^20), "4G" (4·2^30: a lone K/M/G/T is binary), "1e9", "1000":
+// a byte count > 0. Case-insensitive unit, optional space before it. UsageError naming `what`.
+uint64_t parse_bytes(std::string_view text, std::string_view what = "--memory-budget");
+
+}  // namespace zerodp::train

@@ -1,0 +1,620 @@
+// The training configuration: DeepSpeed JSON parsing and its errors, flag parsing, precedence
+// (flags over JSON over defaults), world-size checks, to_json, and the CLI11 wiring of
+// apps/train_options.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "apps/train_options.h"
+#include "core/error.h"
+#include "train/config.h"
+
+namespace zerodp::train {
+namespace {
+
+using optim::LrScheduleKind;
+using optim::OptimizerKind;
+using optim::WarmupType;
+
+// The UsageError message `fn` throws ("" when it throws nothing; other exceptions propagate).
+template <typename Fn>
+std::string usage_error(Fn&& fn) {
+  try {
+    fn();
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+bool has_warning_about(const std::vector<std::string>& warnings, const std::string& key) {
+  return std::any_of(warnings.begin(), warnings.end(),
+                     [&](const std::string& w) { return contains(w, "'" + key + "'"); });
+}
+
+// A JSON file in the temporary directory, removed when the test ends.
+class TempFile {
+ public:
+  explicit TempFile(const std::string& text) {
+    static int counter = 0;
+    path_ = (std::filesystem::temp_directory_path() /
+             ("zerodp_test_config_" + std::to_string(::getpid()) + "_" + std::to_string(counter++) + ".json"))
+                .string();
+    std::ofstream(path_) << text;
+  }
+  ~TempFile() { std::filesystem::remove(path_); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+TrainConfig runnable() {
+  TrainConfig c;
+  c.init_path = "model.safetensors";
+  c.data_path = "tokens.bin";
+  return c;
+}
+
+// ---- DeepSpeed JSON ----------------------------------------------------------------------------
+
+TEST(DsConfig, ReadsEveryDocumentedKey) {
+  TrainConfig c;
+  const auto warnings = apply_ds_config(c, R"({
+    "train_batch_size": 64,
+    "train_micro_batch_size_per_gpu": 8,
+    "gradient_accumulation_steps": 2,
+    "gradient_clipping": 1.0,
+    "steps_per_print": 5,
+    "optimizer": {"type": "AdamW", "params": {"lr": 6e-4, "betas": [0.9, 0.95], "eps": 1e-6,
+                                               "weight_decay": 0.1}},
+    "scheduler": {"type": "WarmupCosineLR", "params": {"warmup_num_steps": 100, "total_num_steps": 1000,
+                  "warmup_type": "linear", "warmup_min_ratio": 0.05, "cos_min_ratio": 0.1}},
+    "zero_optimization": {"stage": 3, "reduce_bucket_size": 5e7, "allgather_bucket_size": 20000000,
+                          "overlap_comm": true, "contiguous_gradients": false,
+                          "stage3_prefetch_bucket_size": 1000000, "stage3_max_live_parameters": 3e6,
+                          "stage3_param_persistence_threshold": 0, "reshard_after_forward": false},
+    "bf16": {"enabled": true},
+    "fp16": {"enabled": false, "loss_scale": 128, "initial_scale_power": 12, "loss_scale_window": 500,
+             "hysteresis": 3, "min_loss_scale": 0.5},
+    "communication_data_type": "fp32",
+    "data_types": {"grad_accum_dtype": "bf16"}
+  })", "ds.json");
+  EXPECT_TRUE(warnings.empty()) << warnings.front();
+  EXPECT_EQ(c.train_batch_size, 64);
+  EXPECT_EQ(c.micro_batch, 8);
+  EXPECT_TRUE(c.micro_batch_set);
+  EXPECT_EQ(c.accum, 2);
+  EXPECT_TRUE(c.accum_set);
+  EXPECT_EQ(c.clip, 1.0);
+  EXPECT_EQ(c.log_every, 5);
+  EXPECT_EQ(c.optimizer, OptimizerKind::kAdamW);
+  EXPECT_EQ(c.lr, 6e-4);
+  EXPECT_EQ(c.beta1, 0.9);
+  EXPECT_EQ(c.beta2, 0.95);
+  EXPECT_EQ(c.eps, 1e-6);
+  EXPECT_EQ(c.weight_decay, 0.1);
+  EXPECT_EQ(c.lr_schedule.kind, LrScheduleKind::kWarmupCosineLR);
+  EXPECT_EQ(c.lr_schedule.warmup_num_steps, 100);
+  EXPECT_EQ(c.lr_schedule.total_num_steps, 1000);
+  EXPECT_EQ(c.lr_schedule.warmup_type, WarmupType::kLinear);
+  EXPECT_EQ(c.lr_schedule.warmup_min_ratio, 0.05);
+  EXPECT_EQ(c.lr_schedule.cos_min_ratio, 0.1);
+  EXPECT_EQ(c.zero_stage, 3);
+  EXPECT_EQ(c.reduce_bucket_size, 50'000'000);
+  EXPECT_EQ(c.allgather_bucket_size, 20'000'000);
+  EXPECT_TRUE(c.overlap_comm);
+  EXPECT_FALSE(c.contiguous_gradients);
+  EXPECT_EQ(c.stage3_prefetch_bucket_size, 1'000'000);
+  EXPECT_EQ(c.stage3_max_live_parameters, 3'000'000);
+  EXPECT_EQ(c.stage3_param_persistence_threshold, 0);
+  EXPECT_FALSE(c.reshard_after_forward);
+  EXPECT_EQ(c.dtype, DType::kBF16);
+  EXPECT_EQ(c.loss_scale, 128);
+  EXPECT_EQ(c.initial_scale_power, 12);
+  EXPECT_EQ(c.loss_scale_window, 500);
+  EXPECT_EQ(c.hysteresis, 3);
+  EXPECT_EQ(c.min_loss_scale, 0.5);
+  EXPECT_EQ(c.grad_reduce_dtype(), DType::kF32);
+  EXPECT_FALSE(c.fp32_grad_accum);
+}
+
+TEST(DsConfig, AutoKeepsZerodpsSetting) {
+  TrainConfig c;
+  c.lr = 0.02;
+  c.micro_batch = 3;
+  c.zero_stage = 2;
+  const auto warnings = apply_ds_config(c, R"({
+    "train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
+    "train_batch_size": "auto", "gradient_clipping": "auto",
+    "optimizer": {"type": "AdamW", "params": {"lr": "auto", "betas": "auto", "eps": "auto",
+                                               "weight_decay": "auto"}},
+    "zero_optimization": {"stage": "auto", "reduce_bucket_size": "auto"},
+    "bf16": {"enabled": "auto"}
+  })", "ds.json");
+  EXPECT_TRUE(warnings.empty());
+  EXPECT_EQ(c.lr, 0.02);
+  EXPECT_EQ(c.weight_decay, TrainConfig{}.weight_decay);
+  EXPECT_EQ(c.micro_batch, 3);
+  EXPECT_FALSE(c.micro_batch_set);
+  EXPECT_FALSE(c.train_batch_size.has_value());
+  EXPECT_EQ(c.zero_stage, 2);
+  EXPECT_EQ(c.dtype, DType::kF32);
+  EXPECT_EQ(c.reduce_bucket_size, TrainConfig{}.reduce_bucket_size);
+}
+
+TEST(DsConfig, OptimizerSectionTakesDeepSpeedDefaults) {
+  TrainConfig c;
+  c.weight_decay = 0.3;
+  apply_ds_config(c, R"({"optimizer": {"type": "adam", "params": {"lr": 1e-4}}})", "ds.json");
+  EXPECT_EQ(c.optimizer, OptimizerKind::kAdamW);  // DeepSpeed's Adam decays decoupled by default
+  EXPECT_EQ(c.lr, 1e-4);
+  EXPECT_EQ(c.weight_decay, 0.0);  // FusedAdam's default, not what was there before
+  EXPECT_EQ(c.beta2, 0.999);
+}
+
+TEST(DsConfig, SGD) {
+  TrainConfig c;
+  const auto warnings = apply_ds_config(
+      c, R"({"optimizer": {"type": "SGD", "params": {"lr": 0.1, "momentum": 0.9, "dampening": 0.1,
+             "nesterov": false, "weight_decay": 1e-4, "betas": [0.9, 0.99]}}})",
+      "ds.json");
+  EXPECT_EQ(c.optimizer, OptimizerKind::kSGD);
+  EXPECT_EQ(c.lr, 0.1);
+  EXPECT_EQ(c.momentum, 0.9);
+  EXPECT_EQ(c.dampening, 0.1);
+  EXPECT_EQ(c.weight_decay, 1e-4);
+  ASSERT_EQ(warnings.size(), 1u);  // betas mean nothing to SGD
+  EXPECT_TRUE(has_warning_about(warnings, "optimizer.params.betas")) << warnings[0];
+  EXPECT_EQ(c.optimizer_spec().momentum, 0.9);
+  EXPECT_EQ(state_floats_per_param(c.optimizer_spec()), 1u);
+}
+
+TEST(DsConfig, SchedulerSectionsAndTheirDefaults) {
+  TrainConfig c;
+  apply_ds_config(c, R"({"scheduler": {"type": "WarmupLR", "params": {"warmup_max_lr": 3e-4}}})", "a.json");
+  EXPECT_EQ(c.lr_schedule.kind, LrScheduleKind::kWarmupLR);
+  EXPECT_EQ(c.lr_schedule.warmup_num_steps, 1000);  // DeepSpeed's default
+  EXPECT_EQ(c.lr_schedule.warmup_type, WarmupType::kLog);
+  EXPECT_EQ(c.lr_schedule.warmup_max_lr, 3e-4);
+
+  TrainConfig d;
+  apply_ds_config(d, R"({"scheduler": {"type": "WarmupDecayLR", "params": {"warmup_num_steps": 10,
+                  "total_num_steps": 110, "warmup_min_lr": 0.0, "warmup_type": "linear"}}})", "b.json");
+  d.lr = 1.0;
+  EXPECT_DOUBLE_EQ(d.make_lr_schedule().lr_at(60), 0.5);
+
+  TrainConfig e;
+  EXPECT_TRUE(contains(usage_error([&] {
+                         apply_ds_config(e, R"({"scheduler": {"type": "OneCycle", "params": {}}})", "c.json");
+                       }),
+                       "c.json: scheduler.type must be WarmupLR, WarmupDecayLR or WarmupCosineLR, got \"OneCycle\""));
+  EXPECT_TRUE(contains(usage_error([&] {
+                         apply_ds_config(e, R"({"scheduler": {"type": "WarmupLR", "params": {"warmup_type": "exp"}}})",
+                                         "c.json");
+                       }),
+                       "scheduler.params.warmup_type"));
+}
+
+TEST(DsConfig, WrongTypesNameTheKeyPath) {
+  struct Bad {
+    const char* json;
+    const char* message;
+  };
+  const Bad cases[] = {
+      {R"({"optimizer": {"type": "AdamW", "params": {"betas": 0.9}}})",
+       "ds_config.json: optimizer.params.betas must be an array of 2 numbers, got 0.9"},
+      {R"({"optimizer": {"type": "AdamW", "params": {"betas": [0.9, "x"]}}})",
+       "ds_config.json: optimizer.params.betas must be an array of 2 numbers, got [0.9,\"x\"]"},
+      {R"({"optimizer": {"type": "Lamb"}})",
+       "ds_config.json: optimizer.type must be AdamW, Adam or SGD, got \"Lamb\""},
+      {R"({"optimizer": {"params": {"lr": 1}}})", "ds_config.json: optimizer.type is required"},
+      {R"({"optimizer": {"type": "Adam", "params": {"adam_w_mode": false}}})",
+       "ds_config.json: optimizer.params.adam_w_mode false"},
+      {R"({"optimizer": {"type": "AdamW", "params": {"lr": -1}}})",
+       "ds_config.json: optimizer.params.lr must be a number >= 0, got -1"},
+      {R"({"train_micro_batch_size_per_gpu": "8"})",
+       "ds_config.json: train_micro_batch_size_per_gpu must be an integer >= 1, got \"8\""},
+      {R"({"gradient_accumulation_steps": 0})",
+       "ds_config.json: gradient_accumulation_steps must be an integer >= 1, got 0"},
+      {R"({"zero_optimization": {"stage": 4}})",
+       "ds_config.json: zero_optimization.stage must be 0, 1, 2 or 3, got 4"},
+      {R"({"zero_optimization": {"reduce_bucket_size": 1.5}})",
+       "ds_config.json: zero_optimization.reduce_bucket_size must be an integer >= 1, got 1.5"},
+      {R"({"zero_optimization": {"overlap_comm": "yes"}})",
+       "ds_config.json: zero_optimization.overlap_comm must be true or false, got \"yes\""},
+      {R"({"zero_optimization": true})", "ds_config.json: zero_optimization must be an object, got true"},
+      {R"({"bf16": {"enabled": true}, "fp16": {"enabled": true}})",
+       "ds_config.json: bf16.enabled and fp16.enabled are both true"},
+      {R"({"communication_data_type": "fp8"})",
+       "ds_config.json: communication_data_type must be \"fp32\", \"bf16\" or \"fp16\", got \"fp8\""},
+      {R"({"fp16": {"min_loss_scale": 0}})", "ds_config.json: fp16.min_loss_scale must be a number > 0, got 0"},
+      {R"([1, 2])", "ds_config.json: the top level must be an object"},
+      {R"({"train_batch_size": 8,)", "ds_config.json: not valid JSON"},
+  };
+  for (const Bad& b : cases) {
+    TrainConfig c;
+    const std::string msg = usage_error([&] { apply_ds_config(c, b.json, "ds_config.json"); });
+    EXPECT_TRUE(contains(msg, b.message)) << "for " << b.json << "\n  got: " << msg;
+  }
+}
+
+TEST(DsConfig, PrecisionSections) {
+  TrainConfig c;
+  apply_ds_config(c, R"({"fp16": {"enabled": true, "loss_scale": 0}})", "x.json");
+  EXPECT_EQ(c.dtype, DType::kF16);
+  EXPECT_EQ(c.loss_scale, 0.0);
+  TrainConfig d;
+  d.dtype = DType::kBF16;
+  apply_ds_config(d, R"({"bf16": {"enabled": false}})", "x.json");
+  EXPECT_EQ(d.dtype, DType::kF32);  // the file speaks about precision and enables nothing
+  TrainConfig e;
+  e.dtype = DType::kBF16;
+  apply_ds_config(e, R"({"gradient_clipping": 0.5})", "x.json");
+  EXPECT_EQ(e.dtype, DType::kBF16);  // silent about precision: unchanged
+  TrainConfig f;
+  apply_ds_config(f, R"({"bfloat16": {"enabled": true}})", "x.json");
+  EXPECT_EQ(f.dtype, DType::kBF16);
+}
+
+TEST(DsConfig, UnknownKeysAreWarningsNotErrors) {
+  TrainConfig c;
+  const auto warnings = apply_ds_config(c, R"({
+    "wall_clock_breakdown": false,
+    "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}},
+    "optimizer": {"type": "AdamW", "params": {"lr": 1e-3, "momentum": 0.9}},
+    "scheduler": {"type": "WarmupLR", "params": {"last_batch_iteration": -1}},
+    "fp16": {"auto_cast": false}
+  })", "ds.json");
+  EXPECT_EQ(warnings.size(), 5u);
+  for (const char* key : {"wall_clock_breakdown", "zero_optimization.offload_optimizer",
+                          "optimizer.params.momentum", "scheduler.params.last_batch_iteration",
+                          "fp16.auto_cast"})
+    EXPECT_TRUE(has_warning_about(warnings, key)) << key;
+  EXPECT_EQ(c.zero_stage, 2);  // the known keys still count
+  for (const std::string& w : warnings) EXPECT_EQ(w.rfind("ds.json: ", 0), 0u) << w;
+}
+
+TEST(DsConfig, LoadNamesAMissingFile) {
+  TrainConfig c;
+  const std::string msg = usage_error([&] { load_ds_config(c, "/nonexistent/ds.json"); });
+  EXPECT_TRUE(contains(msg, "/nonexistent/ds.json")) << msg;
+}
+
+// ---- flags ---------------------------------------------------------------------------------------
+
+TEST(Flags, ParseErrorsNameTheFlag) {
+  TrainConfig c;
+  EXPECT_EQ(usage_error([&] { apply_flag(c, "--steps", "abc"); }), "--steps: expected an integer, got 'abc'");
+  EXPECT_EQ(usage_error([&] { apply_flag(c, "--lr", "fast"); }), "--lr: expected a number, got 'fast'");
+  EXPECT_TRUE(contains(usage_error([&] { apply_flag(c, "--dtype", "fp8"); }), "--dtype: "));
+  EXPECT_TRUE(contains(usage_error([&] { apply_flag(c, "--optimizer", "lamb"); }), "--optimizer: "));
+  EXPECT_TRUE(contains(usage_error([&] { apply_flag(c, "--overlap-comm", "maybe"); }), "--overlap-comm: "));
+  EXPECT_TRUE(contains(usage_error([&] { apply_flag(c, "--memory-budget", "lots"); }), "--memory-budget: "));
+  EXPECT_TRUE(contains(usage_error([&] { apply_flag(c, "--no-such-flag", "1"); }), "unknown flag"));
+}
+
+TEST(Flags, ValuesLand) {
+  TrainConfig c;
+  apply_flag(c, "--reduce-bucket-size", "5e8");
+  EXPECT_EQ(c.reduce_bucket_size, 500'000'000);
+  apply_flag(c, "--overlap-comm", "true");
+  EXPECT_TRUE(c.overlap_comm);
+  apply_flag(c, "--contiguous-gradients", "0");
+  EXPECT_FALSE(c.contiguous_gradients);
+  apply_flag(c, "--seed", "18446744073709551615");
+  EXPECT_EQ(c.seed, UINT64_MAX);
+  apply_flag(c, "--dtype", "bf16");
+  apply_flag(c, "--reduce-dtype", "fp32");
+  EXPECT_EQ(c.dtype, DType::kBF16);
+  EXPECT_EQ(c.grad_reduce_dtype(), DType::kF32);
+  EXPECT_EQ(flag_value(c, "--dtype"), "bf16");
+  EXPECT_EQ(flag_value(c, "--lr"), "0.001");
+  EXPECT_EQ(flag_value(c, "--nesterov"), "false");
+  EXPECT_EQ(flag_value(c, "--overlap-comm"), "true");
+  EXPECT_EQ(flag_value(c, "--memory-budget"), "");
+  apply_flag(c, "--memory-budget", "1KiB");
+  EXPECT_EQ(flag_value(c, "--memory-budget"), "1024");
+}
+
+TEST(Flags, MemoryBudgetUnits) {
+  EXPECT_EQ(parse_bytes("8GB"), 8'000'000'000u);
+  EXPECT_EQ(parse_bytes("512MiB"), 512ull << 20);
+  EXPECT_EQ(parse_bytes("4G"), 4ull << 30);
+  EXPECT_EQ(parse_bytes("4g"), 4ull << 30);
+  EXPECT_EQ(parse_bytes(" 2 KiB "), 2048u);
+  EXPECT_EQ(parse_bytes("1.5KiB"), 1536u);
+  EXPECT_EQ(parse_bytes("1e9"), 1'000'000'000u);
+  EXPECT_EQ(parse_bytes("123456789"), 123'456'789u);
+  EXPECT_EQ(parse_bytes("100B"), 100u);
+  for (const char* bad : {"", "abc", "-1", "0", "8XB", "1e30TB", "GB", "0.1"})
+    EXPECT_TRUE(contains(usage_error([&] { parse_bytes(bad); }), "--memory-budget")) << bad;
+}
+
+TEST(Flags, EveryFlagHasHelpAndAParsableDefault) {
+  const TrainConfig defaults;
+  for (const TrainFlag& f : train_flags()) {
+    EXPECT_EQ(f.name.substr(0, 2), "--");
+    EXPECT_FALSE(f.help.empty()) << f.name;
+    EXPECT_EQ(f.is_switch, f.value_name.empty()) << f.name;
+    const std::string shown = flag_value(defaults, f.name);
+    if (shown.empty()) continue;
+    TrainConfig c;
+    apply_flag(c, f.name, shown);  // what help shows as the default parses back to the default
+    EXPECT_EQ(c.to_json(), defaults.to_json()) << f.name << " " << shown;
+  }
+}
+
+// ---- precedence ----------------------------------------------------------------------------------
+
+TEST(Resolve, FlagsWinOverTheJsonWhichWinsOverDefaults) {
+  const TempFile file(R"({"optimizer": {"type": "AdamW", "params": {"lr": 0.005, "weight_decay": 0.2}},
+                         "zero_optimization": {"stage": 3, "overlap_comm": true},
+                         "train_micro_batch_size_per_gpu": 16, "mystery": 1})");
+  const std::vector<std::pair<std::string, std::string>> given = {
+      {"--zero-stage", "1"}, {"--config", file.path()}, {"--micro-batch", "2"}, {"--init", "m"}};
+  const ResolvedConfig r = resolve_config(given);
+  EXPECT_EQ(r.config.zero_stage, 1);          // flag over JSON
+  EXPECT_EQ(r.config.micro_batch, 2);         // flag over JSON
+  EXPECT_EQ(r.config.lr, 0.005);              // JSON over default
+  EXPECT_EQ(r.config.weight_decay, 0.2);      // JSON over default
+  EXPECT_TRUE(r.config.overlap_comm);         // JSON over default
+  EXPECT_EQ(r.config.seq, TrainConfig{}.seq);  // default
+  EXPECT_EQ(r.config.init_path, "m");
+  EXPECT_EQ(r.config.config_path, file.path());
+  ASSERT_EQ(r.warnings.size(), 1u);
+  EXPECT_TRUE(has_warning_about(r.warnings, "mystery"));
+}
+
+TEST(Resolve, LrFlagSetsTheSchedulePeakAndMinLrFollowsTheSchedule) {
+  const TempFile warmup(R"({"scheduler": {"type": "WarmupLR",
+                           "params": {"warmup_max_lr": 3e-4, "warmup_num_steps": 10}}})");
+  ResolvedConfig r = resolve_config(std::vector<std::pair<std::string, std::string>>{
+      {"--config", warmup.path()}, {"--min-lr", "1e-5"}, {"--lr", "1e-3"}});
+  EXPECT_FALSE(r.config.lr_schedule.warmup_max_lr.has_value());  // the peak is --lr now
+  EXPECT_EQ(r.config.lr_schedule.warmup_min_lr, 1e-5);
+  EXPECT_DOUBLE_EQ(r.config.make_lr_schedule().lr_at(100), 1e-3);
+
+  // Cosine: --min-lr becomes cos_min_ratio against the final --lr, whatever the order given.
+  r = resolve_config(std::vector<std::pair<std::string, std::string>>{
+      {"--min-lr", "1e-4"}, {"--lr-schedule", "cosine"}, {"--lr", "2e-3"}, {"--warmup-steps", "5"}});
+  EXPECT_EQ(r.config.lr_schedule.kind, LrScheduleKind::kWarmupCosineLR);
+  EXPECT_DOUBLE_EQ(r.config.lr_schedule.cos_min_ratio, 0.05);
+  EXPECT_EQ(r.config.lr_schedule.warmup_num_steps, 5);
+  EXPECT_EQ(r.config.lr_schedule.warmup_type, WarmupType::kLinear);  // the command line's default
+
+  EXPECT_TRUE(contains(usage_error([] {
+                         resolve_config(std::vector<std::pair<std::string, std::string>>{{"--min-lr", "1e-4"}});
+                       }),
+                       "--min-lr needs a schedule"));
+  EXPECT_TRUE(contains(usage_error([] {
+                         resolve_config(std::vector<std::pair<std::string, std::string>>{{"--warmup-steps", "10"}});
+                       }),
+                       "--warmup-steps needs a schedule"));
+  // --lr-schedule constant overrides a --config scheduler, warmup included.
+  r = resolve_config(std::vector<std::pair<std::string, std::string>>{{"--config", warmup.path()},
+                                                                      {"--lr-schedule", "constant"}});
+  EXPECT_EQ(r.config.lr_schedule.kind, LrScheduleKind::kConstant);
+  TrainConfig c = r.config;
+  c.init_path = c.data_path = "x";
+  EXPECT_NO_THROW(c.validate(1));
+  EXPECT_DOUBLE_EQ(c.make_lr_schedule().lr_at(0), c.lr);
+}
+
+// ---- world-size checks ---------------------------------------------------------------------------
+
+TEST(Validate, DefaultsWithFilesAreRunnable) {
+  for (int w : {1, 2, 3, 8}) EXPECT_NO_THROW(runnable().validate(w)) << w;
+}
+
+TEST(Validate, ErrorsSayWhat) {
+  struct Bad {
+    void (*edit)(TrainConfig&);
+    const char* message;
+  };
+  const Bad cases[] = {
+      {[](TrainConfig& c) { c.init_path.clear(); }, "--init is required"},
+      {[](TrainConfig& c) { c.data_path.clear(); }, "--data is required"},
+      {[](TrainConfig& c) { c.steps = 0; }, "--steps must be > 0, got 0"},
+      {[](TrainConfig& c) { c.micro_batch = -1; }, "--micro-batch (train_micro_batch_size_per_gpu) must be > 0"},
+      {[](TrainConfig& c) { c.seq = 0; }, "--seq must be > 0"},
+      {[](TrainConfig& c) { c.accum = 0; }, "--accum (gradient_accumulation_steps) must be > 0"},
+      {[](TrainConfig& c) { c.zero_stage = 4; }, "--zero-stage (zero_optimization.stage) must be 0, 1, 2 or 3, got 4"},
+      {[](TrainConfig& c) { c.beta1 = 1.0; }, "--beta1 (optimizer.params.betas[0]) must be in [0, 1)"},
+      {[](TrainConfig& c) { c.beta2 = -0.1; }, "--beta2"},
+      {[](TrainConfig& c) { c.lr = std::nan(""); }, "--lr (optimizer.params.lr) must be a finite number"},
+      {[](TrainConfig& c) { c.clip = -1; }, "--clip (gradient_clipping)"},
+      {[](TrainConfig& c) { c.weight_decay = -0.1; }, "--weight-decay"},
+      {[](TrainConfig& c) {
+         c.dtype = DType::kF16;
+         c.reduce_dtype = DType::kBF16;
+       },
+       "--reduce-dtype (communication_data_type) must be the compute dtype (fp16) or fp32, got bf16"},
+      {[](TrainConfig& c) {
+         c.optimizer = OptimizerKind::kSGD;
+         c.momentum = 0.9;
+         c.dampening = 0.1;
+         c.nesterov = true;
+       },
+       "--nesterov needs --momentum > 0 and --dampening 0"},
+      {[](TrainConfig& c) { c.reduce_bucket_size = 0; }, "--reduce-bucket-size"},
+      {[](TrainConfig& c) { c.hysteresis = 0; }, "--hysteresis (fp16.hysteresis)"},
+      {[](TrainConfig& c) {
+         c.lr_schedule.kind = LrScheduleKind::kWarmupCosineLR;
+         c.lr_schedule.cos_min_ratio = -1;
+       },
+       "cos_min_ratio"},
+      {[](TrainConfig& c) { c.inject_overflow_rank = 2; }, "--inject-overflow-rank must be a rank in 0..1, got 2"},
+      {[](TrainConfig& c) { c.train_batch_size = 64; },
+       "train_batch_size 64 != micro_batch 4 x accum 1 x world size 2 = 8"},
+  };
+  for (const Bad& b : cases) {
+    TrainConfig c = runnable();
+    b.edit(c);
+    const std::string msg = usage_error([&] { c.validate(2); });
+    EXPECT_TRUE(contains(msg, b.message)) << "expected: " << b.message << "\n  got: " << msg;
+  }
+}
+
+TEST(Validate, TrainBatchSizeMatchingTheProductPasses) {
+  TrainConfig c = runnable();
+  c.micro_batch = 4;
+  c.accum = 2;
+  c.train_batch_size = 32;
+  EXPECT_NO_THROW(c.validate(4));
+  EXPECT_FALSE(usage_error([&] { c.validate(2); }).empty());
+}
+
+TEST(Finalize, DerivesWhatTrainBatchSizeImplies) {
+  TrainConfig c = runnable();
+  c.train_batch_size = 32;
+  c.micro_batch = 4;
+  c.micro_batch_set = true;
+  c.finalize(2);
+  EXPECT_EQ(c.accum, 4);
+
+  TrainConfig d = runnable();
+  d.train_batch_size = 24;
+  d.accum = 3;
+  d.accum_set = true;
+  d.finalize(4);
+  EXPECT_EQ(d.micro_batch, 2);
+
+  TrainConfig e = runnable();
+  e.train_batch_size = 12;
+  e.finalize(3);
+  EXPECT_EQ(e.micro_batch, 4);
+  EXPECT_EQ(e.accum, 1);
+
+  TrainConfig f = runnable();
+  f.train_batch_size = 30;
+  f.micro_batch = 4;
+  f.micro_batch_set = true;
+  EXPECT_TRUE(contains(usage_error([&] { f.finalize(2); }),
+                       "train_batch_size 30 is not divisible by micro_batch 4 x world size 2"));
+
+  TrainConfig g = runnable();  // both given: checked, not derived
+  g.train_batch_size = 16;
+  g.micro_batch_set = g.accum_set = true;
+  EXPECT_FALSE(usage_error([&] { g.finalize(2); }).empty());
+}
+
+TEST(Config, ToJsonAndHelpers) {
+  TrainConfig c = runnable();
+  c.zero_stage = 2;
+  c.memory_budget = 1024;
+  c.lr_schedule.kind = LrScheduleKind::kWarmupCosineLR;
+  c.lr_schedule.cos_min_ratio = 0.1;
+  const nlohmann::json j = c.to_json();
+  EXPECT_EQ(j["zero"]["stage"], 2);
+  EXPECT_EQ(j["optimizer"]["type"], "AdamW");
+  EXPECT_EQ(j["optimizer"]["betas"], nlohmann::json({0.9, 0.999}));
+  EXPECT_EQ(j["memory_budget"], 1024);
+  EXPECT_EQ(j["lr_schedule"]["type"], "WarmupCosineLR");
+  EXPECT_EQ(j["lr_schedule"]["total_num_steps"], c.steps);
+  EXPECT_EQ(j["dtype"], "fp32");
+  EXPECT_EQ(j["init"], "model.safetensors");
+  EXPECT_TRUE(TrainConfig{}.to_json()["memory_budget"].is_null());
+  EXPECT_TRUE(TrainConfig{}.to_json()["train_batch_size"].is_null());
+  EXPECT_EQ(c.tokens_per_step(4), 4 * c.accum * c.micro_batch * c.seq);
+  EXPECT_EQ(c.optimizer_spec().weight_decay, c.weight_decay);
+}
+
+// ---- the CLI11 wiring (apps/train_options) -------------------------------------------------------
+
+struct Cli {
+  CLI::App app{"test"};
+  CLI::App* train = nullptr;
+  cli::TrainOptions opts;
+  Cli() {
+    train = app.add_subcommand("train", "train");
+    cli::add_train_options(train, opts);
+  }
+  TrainConfig parse(const std::string& line) {
+    app.parse(line, false);
+    return cli::resolve(opts, train);
+  }
+};
+
+TEST(TrainOptions, EveryContractFlagExists) {
+  Cli cli;
+  for (const char* name : {"--init", "--data", "--steps", "--micro-batch", "--seq", "--accum", "--lr",
+                           "--beta1", "--beta2", "--eps", "--weight-decay", "--clip", "--zero-stage",
+                           "--dtype", "--metrics", "--out", "--config", "--memory-budget", "--seed",
+                           "--lr-schedule", "--warmup-steps", "--min-lr", "--reduce-bucket-size"})
+    EXPECT_NO_THROW(cli.train->get_option(name)) << name;
+  const std::string help = cli.train->help();
+  EXPECT_TRUE(contains(help, "--weight-decay")) << help;
+  EXPECT_TRUE(contains(help, "25000000")) << "defaults are shown";
+}
+
+TEST(TrainOptions, TheContractsCommandLine) {
+  Cli cli;
+  const TrainConfig c = cli.parse(
+      "train --init m.safetensors --data tok.bin --steps 5 --micro-batch 2 --seq 32 --accum 3 --lr 0.01 "
+      "--beta1 0.8 --beta2 0.95 --eps 1e-6 --weight-decay 0.05 --clip 1.0 --zero-stage 2 --dtype bf16 "
+      "--metrics m.jsonl --out final.safetensors --memory-budget 512MiB");
+  EXPECT_EQ(c.init_path, "m.safetensors");
+  EXPECT_EQ(c.data_path, "tok.bin");
+  EXPECT_EQ(c.steps, 5);
+  EXPECT_EQ(c.micro_batch, 2);
+  EXPECT_EQ(c.seq, 32);
+  EXPECT_EQ(c.accum, 3);
+  EXPECT_EQ(c.lr, 0.01);
+  EXPECT_EQ(c.beta1, 0.8);
+  EXPECT_EQ(c.beta2, 0.95);
+  EXPECT_EQ(c.eps, 1e-6);
+  EXPECT_EQ(c.weight_decay, 0.05);
+  EXPECT_EQ(c.clip, 1.0);
+  EXPECT_EQ(c.zero_stage, 2);
+  EXPECT_EQ(c.dtype, DType::kBF16);
+  EXPECT_EQ(c.metrics_path, "m.jsonl");
+  EXPECT_EQ(c.out_path, "final.safetensors");
+  EXPECT_EQ(c.memory_budget, 512ull << 20);
+  EXPECT_NO_THROW(TrainConfig(c).finalize(4));
+}
+
+TEST(TrainOptions, SwitchesAndTheirNegations) {
+  Cli a;
+  TrainConfig c = a.parse("train --overlap-comm --no-contiguous-gradients --no-reshard-after-forward");
+  EXPECT_TRUE(c.overlap_comm);
+  EXPECT_FALSE(c.contiguous_gradients);
+  EXPECT_FALSE(c.reshard_after_forward);
+  Cli b;
+  c = b.parse("train --fp32-grad-accum=false");
+  EXPECT_FALSE(c.fp32_grad_accum);
+  EXPECT_EQ(c.overlap_comm, TrainConfig{}.overlap_comm);  // not given: the default
+}
+
+TEST(TrainOptions, CommandLineOverConfigFile) {
+  const TempFile file(R"({"zero_optimization": {"stage": 3}, "optimizer": {"type": "AdamW",
+                         "params": {"lr": 0.005}}, "gradient_accumulation_steps": 4})");
+  Cli cli;
+  const TrainConfig c = cli.parse("train --config " + file.path() + " --zero-stage 1 --accum 2");
+  EXPECT_EQ(c.zero_stage, 1);
+  EXPECT_EQ(c.accum, 2);
+  EXPECT_EQ(c.lr, 0.005);
+  EXPECT_EQ(c.config_path, file.path());
+}
+
+TEST(TrainOptions, BadValuesAreUsageErrors) {
+  Cli cli;
+  EXPECT_EQ(usage_error([&] { cli.parse("train --steps many"); }), "--steps: expected an integer, got 'many'");
+}
+
+}  // namespace
+}  // namespace zerodp::train
