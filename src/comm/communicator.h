@@ -7,7 +7,8 @@
 //  - all_reduce: in place over `count` elements.
 //  - reduce_scatter: `send` holds size()*count elements, chunk i for rank i; rank r receives the
 //    reduction of everyone's chunk r into `recv` (count elements). In place when
-//    recv == send + rank()*count (NCCL's convention).
+//    recv == send + rank()*count (NCCL's convention); the rest of `send` is then unspecified
+//    afterwards (the MPI backend uses it). Out of place, `send` is left as it was.
 //  - all_gather: every rank contributes `count` elements from `send`; `recv` receives size()*count,
 //    rank i's at offset i*count. In place when send == recv + rank()*count.
 //  - broadcast: in place, from `root`.

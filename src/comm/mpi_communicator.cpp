@@ -1,0 +1,676 @@
+#include "comm/mpi_communicator.h"
+
+#include <sched.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <climits>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "comm/reduce_kernels.h"
+#include "comm/runtime.h"
+#include "core/error.h"
+
+namespace zerodp::comm {
+
+// ---- options ----------------------------------------------------------------------------------
+
+const char* progress_mode_name(ProgressMode m) {
+  return m == ProgressMode::kPoll ? "poll" : "block";
+}
+
+ProgressMode parse_progress_mode(std::string_view name) {
+  if (name == "poll") return ProgressMode::kPoll;
+  if (name == "block" || name == "blocking") return ProgressMode::kBlocking;
+  throw UsageError(fmt::format("unknown progress mode '{}' (expected poll or block)", name));
+}
+
+namespace {
+
+long env_long(const char* var, long fallback, long lo, long hi) {
+  const char* v = std::getenv(var);
+  if (v == nullptr || *v == '\0') return fallback;
+  char* end = nullptr;
+  const long x = std::strtol(v, &end, 10);
+  ZDP_REQUIRE(*end == '\0' && x >= lo && x <= hi, "environment variable {}='{}': expected an integer in [{}, {}]",
+              var, v, lo, hi);
+  return x;
+}
+
+}  // namespace
+
+MpiOptions MpiOptions::from_env() {
+  MpiOptions o;
+  if (const char* p = std::getenv("ZERODP_COMM_PROGRESS"); p != nullptr && *p != '\0') {
+    try {
+      o.progress = parse_progress_mode(p);
+    } catch (const UsageError& e) {
+      throw UsageError(fmt::format("environment variable ZERODP_COMM_PROGRESS: {}", e.what()));
+    }
+  }
+  o.max_in_flight = static_cast<int>(env_long("ZERODP_COMM_MAX_IN_FLIGHT", o.max_in_flight, 1, 1024));
+  o.max_poll_sleep_us = static_cast<int>(env_long("ZERODP_COMM_POLL_SLEEP_US", o.max_poll_sleep_us, 0, 100000));
+  o.error_grace_s = static_cast<double>(env_long("ZERODP_COMM_ERROR_GRACE_S", 10, 1, 3600));
+  o.worker_nice = static_cast<int>(env_long("ZERODP_COMM_NICE", o.worker_nice, -20, 19));
+  return o;
+}
+
+// ---- MPI errors, types and the 16-bit reductions ----------------------------------------------
+
+void check_mpi(int rc, std::string_view what) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING] = {};
+  int len = 0;
+  if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) len = 0;
+  int error_class = rc;
+  MPI_Error_class(rc, &error_class);
+  throw RuntimeFailure(fmt::format("{}: MPI error (code {}, class {}): {}", what, rc, error_class,
+                                   len > 0 ? std::string_view(text, static_cast<size_t>(len))
+                                           : std::string_view("unknown error")));
+}
+
+namespace {
+
+// MPI has no bf16 or fp16: both travel as MPI_UINT16_T, reduced by user-defined operators that
+// widen to fp32, combine and round once (reduce_kernels.h). All of them commute.
+void bf16_sum_fn(void* in, void* inout, int* len, MPI_Datatype*) {
+  sum_into(in, inout, static_cast<size_t>(*len), DType::kBF16);
+}
+void bf16_max_fn(void* in, void* inout, int* len, MPI_Datatype*) {
+  max_into(in, inout, static_cast<size_t>(*len), DType::kBF16);
+}
+void fp16_sum_fn(void* in, void* inout, int* len, MPI_Datatype*) {
+  sum_into(in, inout, static_cast<size_t>(*len), DType::kF16);
+}
+void fp16_max_fn(void* in, void* inout, int* len, MPI_Datatype*) {
+  max_into(in, inout, static_cast<size_t>(*len), DType::kF16);
+}
+
+struct UserOps {
+  MPI_Op bf16_sum, bf16_max, fp16_sum, fp16_max;
+};
+
+// Created once, after MPI_Init (the first communicator's constructor); MPI_Finalize frees them.
+const UserOps& user_ops() {
+  static const UserOps ops = [] {
+    UserOps o{};
+    check_mpi(MPI_Op_create(&bf16_sum_fn, 1, &o.bf16_sum), "MPI_Op_create(bf16 sum)");
+    check_mpi(MPI_Op_create(&bf16_max_fn, 1, &o.bf16_max), "MPI_Op_create(bf16 max)");
+    check_mpi(MPI_Op_create(&fp16_sum_fn, 1, &o.fp16_sum), "MPI_Op_create(fp16 sum)");
+    check_mpi(MPI_Op_create(&fp16_max_fn, 1, &o.fp16_max), "MPI_Op_create(fp16 max)");
+    return o;
+  }();
+  return ops;
+}
+
+MPI_Datatype mpi_type(DType t) { return t == DType::kF32 ? MPI_FLOAT : MPI_UINT16_T; }
+
+// kAvg reduces with the sum; the division by the group size is a pass over the result.
+MPI_Op mpi_op(ReduceOp op, DType t) {
+  const bool max = op == ReduceOp::kMax;
+  switch (t) {
+    case DType::kF32: return max ? MPI_MAX : MPI_SUM;
+    case DType::kBF16: return max ? user_ops().bf16_max : user_ops().bf16_sum;
+    case DType::kF16: return max ? user_ops().fp16_max : user_ops().fp16_sum;
+  }
+  return MPI_OP_NULL;
+}
+
+enum class OpKind : uint8_t { kBarrier, kBroadcast, kAllReduce, kReduceScatter, kAllGather, kTask };
+
+const char* op_kind_name(OpKind k) {
+  switch (k) {
+    case OpKind::kBarrier: return "barrier";
+    case OpKind::kBroadcast: return "broadcast";
+    case OpKind::kAllReduce: return "all_reduce";
+    case OpKind::kReduceScatter: return "reduce_scatter";
+    case OpKind::kAllGather: return "all_gather";
+    case OpKind::kTask: return "task";
+  }
+  return "?";
+}
+
+// c10d's Work for the MPI backend: completed by the worker, waited on by anyone.
+class MpiWork final : public Work {
+ public:
+  explicit MpiWork(std::shared_ptr<std::atomic<bool>> failure_observed)
+      : failure_observed_(std::move(failure_observed)) {}
+
+  void wait() override {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return done_; });
+    if (error_) {
+      failure_observed_->store(true);
+      std::rethrow_exception(error_);
+    }
+  }
+
+  bool is_completed() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return done_;
+  }
+
+  void complete(std::exception_ptr error) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+      error_ = std::move(error);
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::exception_ptr error_;
+  std::shared_ptr<std::atomic<bool>> failure_observed_;
+};
+
+// One collective (or task) from issue to completion. Buffers belong to the caller, who keeps them
+// alive until the work completes.
+struct PendingOp {
+  OpKind kind = OpKind::kBarrier;
+  const void* send = nullptr;
+  void* recv = nullptr;
+  size_t count = 0;
+  DType dtype = DType::kF32;
+  ReduceOp op = ReduceOp::kSum;
+  int root = 0;
+  bool in_place = false;
+  bool inject_error = false;
+  std::function<void()> task;
+  std::shared_ptr<MpiWork> work;
+  MPI_Request request = MPI_REQUEST_NULL;
+};
+
+thread_local bool t_on_worker = false;
+
+}  // namespace
+
+// ---- the worker -------------------------------------------------------------------------------
+
+class MpiCommunicator::Impl {
+ public:
+  Impl(MPI_Comm comm, int rank, int size, const MpiOptions& options)
+      : comm_(comm), rank_(rank), size_(size), options_(options),
+        failure_observed_(std::make_shared<std::atomic<bool>>(false)) {
+    thread_ = std::thread([this] { run(); });
+  }
+
+  ~Impl() { shutdown(false); }
+
+  WorkPtr enqueue(std::unique_ptr<PendingOp> op) {
+    op->work = std::make_shared<MpiWork>(failure_observed_);
+    WorkPtr work = op->work;
+    if (op->kind != OpKind::kBarrier && op->kind != OpKind::kTask)
+      op->inject_error = inject_next_.exchange(false);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stop_)
+        throw RuntimeFailure(fmt::format("{}: issued on a communicator that was shut down", describe(*op)));
+      queue_.push_back(std::move(op));
+    }
+    cv_.notify_one();
+    return work;
+  }
+
+  void inject_error() { inject_next_.store(true); }
+
+  // Returns false if it had already been shut down.
+  bool shutdown(bool free_comm) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stop_) return false;
+      stop_ = true;
+    }
+    cv_.notify_one();
+    if (thread_.joinable()) {
+      if (std::this_thread::get_id() == thread_.get_id())
+        thread_.detach();  // the worker itself is ending the job
+      else
+        thread_.join();
+    }
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (free_comm && !failed_ && !finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+    return true;
+  }
+
+ private:
+  std::string describe(const PendingOp& op) const {
+    std::string args;
+    switch (op.kind) {
+      case OpKind::kBarrier:
+      case OpKind::kTask: break;
+      case OpKind::kBroadcast:
+        args = fmt::format("count={}, dtype={}, root={}", op.count, dtype_name(op.dtype), op.root);
+        break;
+      case OpKind::kAllGather:
+        args = fmt::format("count={}, dtype={}{}", op.count, dtype_name(op.dtype), op.in_place ? ", in place" : "");
+        break;
+      case OpKind::kAllReduce:
+      case OpKind::kReduceScatter:
+        args = fmt::format("count={}, dtype={}, op={}{}", op.count, dtype_name(op.dtype),
+                           reduce_op_name(op.op), op.in_place ? ", in place" : "");
+        break;
+    }
+    return fmt::format("{}({}) in a group of {} ranks (rank {})", op_kind_name(op.kind), args, size_, rank_);
+  }
+
+  // Starts (nonblocking) or runs (blocking) the collective; returns MPI's code.
+  int start(PendingOp& op, bool nonblocking) {
+    if (op.kind == OpKind::kBarrier)
+      return nonblocking ? MPI_Ibarrier(comm_, &op.request) : MPI_Barrier(comm_);
+    if (op.count == 0) return MPI_SUCCESS;  // nothing moves; the request stays null (complete)
+    const MPI_Datatype type = op.inject_error ? MPI_DATATYPE_NULL : mpi_type(op.dtype);
+    const int n = static_cast<int>(op.count);
+    MPI_Request* req = &op.request;
+    switch (op.kind) {
+      case OpKind::kBroadcast:
+        return nonblocking ? MPI_Ibcast(op.recv, n, type, op.root, comm_, req)
+                           : MPI_Bcast(op.recv, n, type, op.root, comm_);
+      case OpKind::kAllReduce: {
+        const MPI_Op mop = mpi_op(op.op, op.dtype);
+        return nonblocking ? MPI_Iallreduce(MPI_IN_PLACE, op.recv, n, type, mop, comm_, req)
+                           : MPI_Allreduce(MPI_IN_PLACE, op.recv, n, type, mop, comm_);
+      }
+      case OpKind::kReduceScatter: {
+        const MPI_Op mop = mpi_op(op.op, op.dtype);
+        // In place, MPI reads the whole buffer and leaves the result at its start (chunk 0);
+        // finish() moves it to the rank's chunk.
+        const void* in = op.in_place ? MPI_IN_PLACE : op.send;
+        void* out = op.in_place ? in_place_base(op) : op.recv;
+        return nonblocking ? MPI_Ireduce_scatter_block(in, out, n, type, mop, comm_, req)
+                           : MPI_Reduce_scatter_block(in, out, n, type, mop, comm_);
+      }
+      case OpKind::kAllGather: {
+        const void* in = op.in_place ? MPI_IN_PLACE : op.send;
+        return nonblocking ? MPI_Iallgather(in, n, type, op.recv, n, type, comm_, req)
+                           : MPI_Allgather(in, n, type, op.recv, n, type, comm_);
+      }
+      case OpKind::kBarrier:
+      case OpKind::kTask: break;
+    }
+    return MPI_SUCCESS;
+  }
+
+  // The start of an in-place reduce-scatter's buffer: recv = send + rank·count, and writable.
+  char* in_place_base(const PendingOp& op) const {
+    return static_cast<char*>(op.recv) - static_cast<size_t>(rank_) * op.count * dtype_size(op.dtype);
+  }
+
+  // What remains once MPI is done: kAvg's division, the in-place reduce-scatter's copy.
+  void finish(PendingOp& op) {
+    if (op.count == 0) return;
+    if (op.kind == OpKind::kAllReduce || op.kind == OpKind::kReduceScatter) {
+      void* result = op.in_place && op.kind == OpKind::kReduceScatter ? in_place_base(op) : op.recv;
+      if (op.op == ReduceOp::kAvg) divide_in_place(result, op.count, op.dtype, size_);
+      if (result != op.recv) std::memcpy(op.recv, result, op.count * dtype_size(op.dtype));
+    }
+  }
+
+  void succeed(PendingOp& op) {
+    try {
+      finish(op);
+    } catch (...) {
+      fail(op, std::current_exception());
+      return;
+    }
+    op.work->complete(nullptr);
+  }
+
+  // The first failure makes the communicator unusable; it is what every later collective reports.
+  void fail(PendingOp& op, std::exception_ptr error) {
+    if (!failed_) {
+      failed_ = true;
+      try {
+        std::rethrow_exception(error);
+      } catch (const std::exception& e) {
+        first_error_ = e.what();
+        first_exit_code_ = exit_code_of(e);
+      } catch (...) {
+        first_error_ = "unknown exception";
+      }
+      failure_deadline_ = std::chrono::steady_clock::now() +
+                          std::chrono::milliseconds(static_cast<long>(options_.error_grace_s * 1000));
+    }
+    op.work->complete(std::move(error));
+  }
+
+  void fail_mpi(PendingOp& op, int rc) {
+    try {
+      check_mpi(rc, describe(op));
+    } catch (...) {
+      fail(op, std::current_exception());
+    }
+  }
+
+  void fail_after_earlier_error(PendingOp& op) {
+    fail(op, std::make_exception_ptr(RuntimeFailure(fmt::format(
+                 "{}: not run, the communicator failed earlier: {}", describe(op), first_error_))));
+  }
+
+  // Runs a task or a blocking collective to completion on this thread.
+  void run_to_completion(PendingOp& op) {
+    if (op.kind == OpKind::kTask) {
+      try {
+        op.task();
+      } catch (...) {
+        fail(op, std::current_exception());
+        return;
+      }
+      op.work->complete(nullptr);
+      return;
+    }
+    const int rc = start(op, /*nonblocking=*/false);
+    if (rc != MPI_SUCCESS)
+      fail_mpi(op, rc);
+    else
+      succeed(op);
+  }
+
+  // Between two rounds of tests that completed nothing: first yield (a collective in flight often
+  // needs only the peer's next step), then sleep, doubling up to max_poll_sleep_us, so that a long
+  // transfer does not take a core from the caller's compute.
+  void back_off(int idle_rounds) {
+    constexpr int kYieldRounds = 32;
+    if (idle_rounds < kYieldRounds || options_.max_poll_sleep_us == 0) {
+      sched_yield();
+      return;
+    }
+    const int shift = std::min(idle_rounds - kYieldRounds, 16);
+    const long us = std::min<long>(options_.max_poll_sleep_us, 1L << shift);
+    std::this_thread::sleep_for(std::chrono::microseconds(us));
+  }
+
+  [[noreturn]] void end_job_on_unobserved_failure() {
+    std::fprintf(stderr, "[rank %d] error: %s (no wait() observed this error within %.0f s; ending the job)\n",
+                 launcher_rank(), first_error_.c_str(), options_.error_grace_s);
+    std::fflush(stderr);
+    abort_job(first_exit_code_);
+  }
+
+  void run() {
+    t_on_worker = true;
+    prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);  // let short sleeps be short (1 µs slack, not 50)
+    // A higher priority lets the worker take a core back as soon as a message arrives instead of
+    // after the computing threads' time slice. Lowering nice needs CAP_SYS_NICE: without it this
+    // quietly keeps the default.
+    if (options_.worker_nice != 0)
+      (void)setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), options_.worker_nice);
+    const bool blocking = options_.progress == ProgressMode::kBlocking;
+    const size_t max_in_flight = static_cast<size_t>(std::max(1, options_.max_in_flight));
+    std::deque<std::unique_ptr<PendingOp>> pending;
+    std::vector<std::unique_ptr<PendingOp>> in_flight;
+    int idle_rounds = 0;
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        if (pending.empty() && in_flight.empty()) {
+          while (queue_.empty() && !stop_) {
+            if (failed_ && !failure_observed_->load()) {
+              if (cv_.wait_until(lock, failure_deadline_) == std::cv_status::timeout && queue_.empty() &&
+                  !failure_observed_->load()) {
+                lock.unlock();
+                end_job_on_unobserved_failure();
+              }
+            } else {
+              cv_.wait(lock);
+            }
+          }
+          if (queue_.empty()) return;  // stopped, and everything issued is done
+        }
+        while (!queue_.empty()) {
+          pending.push_back(std::move(queue_.front()));
+          queue_.pop_front();
+        }
+      }
+
+      bool progressed = false;
+      // Start what is pending, in issue order. Tasks and blocking collectives wait until nothing
+      // is in flight, so the order of collectives on this communicator is the issue order.
+      while (!pending.empty() && in_flight.size() < max_in_flight) {
+        PendingOp& op = *pending.front();
+        if (failed_) {
+          fail_after_earlier_error(op);
+        } else if (blocking || op.kind == OpKind::kTask) {
+          if (!in_flight.empty()) break;
+          run_to_completion(op);
+        } else if (const int rc = start(op, /*nonblocking=*/true); rc != MPI_SUCCESS) {
+          fail_mpi(op, rc);
+        } else {
+          in_flight.push_back(std::move(pending.front()));
+        }
+        pending.pop_front();
+        progressed = true;
+      }
+
+      // Test what is in flight; each MPI_Test also drives the library's progress engine.
+      for (auto it = in_flight.begin(); it != in_flight.end();) {
+        int done = 0;
+        const int rc = MPI_Test(&(*it)->request, &done, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS) {
+          fail_mpi(**it, rc);
+        } else if (done) {
+          succeed(**it);
+        } else {
+          ++it;
+          continue;
+        }
+        it = in_flight.erase(it);
+        progressed = true;
+      }
+      if (failed_ && !in_flight.empty()) {
+        // The peers may never complete these; fail them and leak their state on purpose, since
+        // MPI may still write into it (the job is about to end).
+        for (auto& op : in_flight) {
+          fail_after_earlier_error(*op);
+          (void)op.release();
+        }
+        in_flight.clear();
+      }
+
+      if (in_flight.empty() || progressed) {
+        idle_rounds = 0;
+      } else {
+        back_off(idle_rounds++);
+      }
+    }
+  }
+
+ public:
+  MPI_Comm comm_;
+
+ private:
+  const int rank_;
+  const int size_;
+  const MpiOptions options_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::unique_ptr<PendingOp>> queue_;  // issued, not yet taken by the worker
+  bool stop_ = false;
+  std::thread thread_;
+  std::atomic<bool> inject_next_{false};
+
+  // Worker-side failure state (failed_ is also read by shutdown() after the join).
+  bool failed_ = false;
+  std::string first_error_;
+  int first_exit_code_ = static_cast<int>(ExitCode::kFailure);
+  std::chrono::steady_clock::time_point failure_deadline_;
+  std::shared_ptr<std::atomic<bool>> failure_observed_;
+};
+
+// ---- the registry of live communicators (for finalize) --------------------------------------
+
+namespace {
+
+// Never destroyed: communicators held in other static objects (the world) may unregister during
+// static destruction, after a function-local static would be gone.
+std::mutex& registry_mutex() {
+  static auto* mu = new std::mutex;
+  return *mu;
+}
+std::vector<MpiCommunicator*>& registry() {
+  static auto* live = new std::vector<MpiCommunicator*>;
+  return *live;
+}
+
+}  // namespace
+
+void shutdown_all_mpi_communicators() {
+  std::lock_guard<std::mutex> lock(registry_mutex());
+  for (MpiCommunicator* c : registry()) c->shutdown(/*free_comm=*/false);
+}
+
+bool on_comm_worker_thread() { return t_on_worker; }
+
+// ---- MpiCommunicator --------------------------------------------------------------------------
+
+MpiCommunicator::MpiCommunicator(MPI_Comm comm, const MpiOptions& options) : options_(options) {
+  ZDP_CHECK(comm != MPI_COMM_NULL, "MpiCommunicator needs a communicator, got MPI_COMM_NULL");
+  check_mpi(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+  check_mpi(MPI_Comm_rank(comm, &rank_), "MPI_Comm_rank");
+  check_mpi(MPI_Comm_size(comm, &size_), "MPI_Comm_size");
+  (void)user_ops();
+  impl_ = std::make_unique<Impl>(comm, rank_, size_, options_);
+  std::lock_guard<std::mutex> lock(registry_mutex());
+  registry().push_back(this);
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  shutdown(/*free_comm=*/true);
+  std::lock_guard<std::mutex> lock(registry_mutex());
+  auto& live = registry();
+  live.erase(std::remove(live.begin(), live.end(), this), live.end());
+}
+
+void MpiCommunicator::shutdown(bool free_comm) { impl_->shutdown(free_comm); }
+
+MPI_Comm MpiCommunicator::handle() const { return impl_->comm_; }
+
+void MpiCommunicator::inject_mpi_error_for_testing() { impl_->inject_error(); }
+
+std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key) {
+  return split_mpi(color, key, options_);
+}
+
+std::unique_ptr<MpiCommunicator> MpiCommunicator::split_mpi(int color, int key, const MpiOptions& options) {
+  MPI_Comm out = MPI_COMM_NULL;
+  auto op = std::make_unique<PendingOp>();
+  op->kind = OpKind::kTask;
+  const MPI_Comm parent = impl_->comm_;
+  const int r = rank_, w = size_;
+  op->task = [parent, color, key, r, w, &out] {
+    check_mpi(MPI_Comm_split(parent, color < 0 ? MPI_UNDEFINED : color, key, &out),
+              fmt::format("split(color={}, key={}) of a group of {} ranks (rank {})", color, key, w, r));
+  };
+  impl_->enqueue(std::move(op))->wait();
+  if (out == MPI_COMM_NULL) return nullptr;
+  auto sub = std::make_unique<MpiCommunicator>(out, options);
+  sub->set_traffic_ledger(traffic_);
+  return sub;
+}
+
+namespace {
+
+void check_count(const char* what, size_t count) {
+  ZDP_CHECK(count <= static_cast<size_t>(INT_MAX),
+            "{} of {} elements: the MPI backend takes at most {} elements per collective", what, count, INT_MAX);
+}
+
+bool overlaps(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
+  const auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
+  return a_bytes > 0 && b_bytes > 0 && pa < pb + b_bytes && pb < pa + a_bytes;
+}
+
+std::unique_ptr<PendingOp> make_op(OpKind kind, size_t count, DType dtype) {
+  auto op = std::make_unique<PendingOp>();
+  op->kind = kind;
+  op->count = count;
+  op->dtype = dtype;
+  return op;
+}
+
+}  // namespace
+
+WorkPtr MpiCommunicator::barrier_async() { return impl_->enqueue(make_op(OpKind::kBarrier, 0, DType::kF32)); }
+
+WorkPtr MpiCommunicator::broadcast_async(void* buf, size_t count, DType dtype, int root) {
+  check_count("broadcast", count);
+  ZDP_CHECK(root >= 0 && root < size_, "broadcast from root {} in a group of {} ranks", root, size_);
+  ZDP_CHECK(buf != nullptr || count == 0, "broadcast of {} elements from a null buffer", count);
+  auto op = make_op(OpKind::kBroadcast, count, dtype);
+  op->recv = buf;
+  op->root = root;
+  WorkPtr work = impl_->enqueue(std::move(op));
+  traffic_->record(CollectiveKind::kBroadcast, count * dtype_size(dtype), size_);
+  return work;
+}
+
+WorkPtr MpiCommunicator::all_reduce_async(void* buf, size_t count, DType dtype, ReduceOp rop) {
+  check_count("all_reduce", count);
+  ZDP_CHECK(buf != nullptr || count == 0, "all_reduce of {} elements on a null buffer", count);
+  auto op = make_op(OpKind::kAllReduce, count, dtype);
+  op->recv = buf;
+  op->op = rop;
+  op->in_place = true;
+  WorkPtr work = impl_->enqueue(std::move(op));
+  traffic_->record(CollectiveKind::kAllReduce, count * dtype_size(dtype), size_);
+  return work;
+}
+
+WorkPtr MpiCommunicator::reduce_scatter_async(const void* send, void* recv, size_t count, DType dtype,
+                                              ReduceOp rop) {
+  check_count("reduce_scatter", count);
+  const size_t chunk = count * dtype_size(dtype);
+  auto op = make_op(OpKind::kReduceScatter, count, dtype);
+  op->send = send;
+  op->recv = recv;
+  op->op = rop;
+  if (count > 0) {
+    ZDP_CHECK(send != nullptr && recv != nullptr, "reduce_scatter of {} elements with a null buffer", count);
+    op->in_place = static_cast<const char*>(send) + static_cast<size_t>(rank_) * chunk == recv;
+    ZDP_CHECK(op->in_place || !overlaps(send, chunk * size_, recv, chunk),
+              "reduce_scatter: recv overlaps send without being send + rank·count (the in-place form)");
+  }
+  WorkPtr work = impl_->enqueue(std::move(op));
+  traffic_->record(CollectiveKind::kReduceScatter, chunk * size_, size_);
+  return work;
+}
+
+WorkPtr MpiCommunicator::all_gather_async(const void* send, void* recv, size_t count, DType dtype) {
+  check_count("all_gather", count);
+  const size_t chunk = count * dtype_size(dtype);
+  auto op = make_op(OpKind::kAllGather, count, dtype);
+  op->send = send;
+  op->recv = recv;
+  if (count > 0) {
+    ZDP_CHECK(send != nullptr && recv != nullptr, "all_gather of {} elements with a null buffer", count);
+    op->in_place = static_cast<char*>(recv) + static_cast<size_t>(rank_) * chunk == send;
+    ZDP_CHECK(op->in_place || !overlaps(send, chunk, recv, chunk * size_),
+              "all_gather: send overlaps recv without being recv + rank·count (the in-place form)");
+  }
+  WorkPtr work = impl_->enqueue(std::move(op));
+  traffic_->record(CollectiveKind::kAllGather, chunk * size_, size_);
+  return work;
+}
+
+}  // namespace zerodp::comm

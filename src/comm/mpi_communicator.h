@@ -1,0 +1,115 @@
+// The MPI backend of Communicator. Each communicator owns an MPI communicator and one worker thread
+// that runs its collectives in issue order, so the caller never enters MPI and computes while they
+// progress (OpenMPI does not progress non-blocking collectives on its own). Issue order is the same
+// on every rank, so running them in that order cannot deadlock.
+//
+// Two ways to drive them (MpiOptions::progress, or ZERODP_COMM_PROGRESS=block|poll):
+//  - kBlocking (default): the worker runs one blocking MPI collective at a time, the way PyTorch's
+//    ProcessGroupMPI does: the library's tuned algorithms, the lowest latency measured here.
+//    OpenMPI busy-polls inside them; world() asks it to yield the core while it does
+//    (mpi_yield_when_idle), since the worker shares the cores with the computing threads.
+//  - kPoll: the worker starts up to max_in_flight collectives as MPI_I* calls and tests them,
+//    yielding and then sleeping (backing off to max_poll_sleep_us) while none completes: several
+//    collectives really progress at once, and a waiting worker sleeps instead of spinning.
+// docs/benchmarks.md has the measurements behind the default (`zerodp bench comm`).
+//
+// Reductions: fp32 uses MPI_SUM and MPI_MAX; bf16 and fp16 travel as MPI_UINT16_T with
+// user-defined operators that add (or compare) in fp32 and round once per partial sum. kAvg is a
+// sum followed by a pass dividing the result by the group size in fp32 (rounded once more for
+// 16-bit): MPI does not say which call of the operator is the last hop, so the division cannot be
+// folded into it.
+//
+// Errors: MPI returns its errors (MPI_ERRORS_RETURN); the worker turns them into RuntimeFailure
+// naming the collective, count, dtype and group, and wait() rethrows it. After an error the
+// communicator is unusable (the ranks no longer agree on the order of collectives): every later
+// collective fails at once with the first error. An error that no wait() observes within
+// error_grace_s ends the whole job (abort_job) so that no rank hangs on it.
+//
+// Memory: no collective allocates through the ledger. An in-place reduce-scatter runs MPI's in-place
+// form (the result lands at the start of the buffer) and then moves the result to the rank's chunk,
+// so the rest of the buffer is overwritten (communicator.h: unspecified afterwards). MPI's own
+// temporary buffers are not counted.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "comm/mpi_c.h"
+
+#include "comm/communicator.h"
+
+namespace zerodp::comm {
+
+enum class ProgressMode : uint8_t { kPoll, kBlocking };
+const char* progress_mode_name(ProgressMode m);
+// "poll" or "block"; UsageError otherwise.
+ProgressMode parse_progress_mode(std::string_view name);
+
+struct MpiOptions {
+  ProgressMode progress = ProgressMode::kBlocking;
+  int max_in_flight = 16;       // kPoll: collectives started and not yet completed, at most
+  int max_poll_sleep_us = 50;   // kPoll: the longest sleep between two rounds of tests
+  double error_grace_s = 10.0;  // an error nobody waits on ends the job after this long
+  int worker_nice = 0;          // the worker thread's nice value (0: inherited; < 0 needs CAP_SYS_NICE)
+
+  // Defaults overridden by ZERODP_COMM_PROGRESS, ZERODP_COMM_MAX_IN_FLIGHT,
+  // ZERODP_COMM_POLL_SLEEP_US, ZERODP_COMM_ERROR_GRACE_S and ZERODP_COMM_NICE.
+  static MpiOptions from_env();
+};
+
+class MpiCommunicator final : public Communicator {
+ public:
+  // Takes ownership of `comm` (freed on destruction) and sets its error handler to return errors.
+  MpiCommunicator(MPI_Comm comm, const MpiOptions& options);
+  ~MpiCommunicator() override;
+  MpiCommunicator(const MpiCommunicator&) = delete;
+  MpiCommunicator& operator=(const MpiCommunicator&) = delete;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string backend() const override { return "mpi"; }
+
+  // MPI_Comm_split, run by the worker in issue order. A negative color joins no group: nullptr.
+  std::unique_ptr<Communicator> split(int color, int key) override;
+  std::unique_ptr<MpiCommunicator> split_mpi(int color, int key, const MpiOptions& options);
+
+  WorkPtr barrier_async() override;
+  WorkPtr broadcast_async(void* buf, size_t count, DType dtype, int root) override;
+  WorkPtr all_reduce_async(void* buf, size_t count, DType dtype, ReduceOp op) override;
+  WorkPtr reduce_scatter_async(const void* send, void* recv, size_t count, DType dtype,
+                               ReduceOp op) override;
+  WorkPtr all_gather_async(const void* send, void* recv, size_t count, DType dtype) override;
+
+  const MpiOptions& options() const { return options_; }
+  // The MPI communicator (MPI_COMM_NULL once shut down with free_comm).
+  MPI_Comm handle() const;
+
+  // For tests: the next collective issued hands MPI an invalid datatype, so that MPI itself
+  // reports an error through the worker (all ranks must do the same, since no data moves).
+  void inject_mpi_error_for_testing();
+
+  // Completes what is queued, stops the worker and, if free_comm, frees the MPI communicator.
+  // Idempotent; the destructor calls it. Collectives issued afterwards throw.
+  void shutdown(bool free_comm);
+
+  class Impl;
+
+ private:
+  MpiOptions options_;
+  int rank_ = 0;
+  int size_ = 1;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Stops the worker of every live MpiCommunicator (without freeing the MPI communicators): the step
+// before MPI_Finalize.
+void shutdown_all_mpi_communicators();
+
+// True on the worker thread of some MpiCommunicator.
+bool on_comm_worker_thread();
+
+// Turns an MPI return code into a RuntimeFailure "<what>: <MPI error string>"; no-op on MPI_SUCCESS.
+void check_mpi(int rc, std::string_view what);
+
+}  // namespace zerodp::comm

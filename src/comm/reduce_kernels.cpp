@@ -1,0 +1,118 @@
+#include "comm/reduce_kernels.h"
+
+#include <cstdint>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace zerodp::comm {
+
+namespace {
+
+#if defined(__x86_64__)
+// fp16 through the F16C conversion instructions, 8 elements at a time: they round to nearest even,
+// handle subnormals, Inf and NaN as IEEE says, so the results are those of fp16_to_fp32 and
+// fp32_to_fp16 (the scalar conversions are much slower: branches on every element). Chosen at run
+// time, so the build does not depend on -march.
+bool have_f16c() {
+  static const bool yes = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  return yes;
+}
+
+constexpr int kRoundNearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+
+// op: 0 sum, 1 max. Returns how many leading elements it did (a multiple of 8).
+__attribute__((target("avx,f16c"))) size_t fp16_combine_f16c(const uint16_t* in, uint16_t* inout, size_t n, int op) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 a = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(inout + i)));
+    const __m256 b = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i)));
+    // maxps(b, a) = b > a ? b : a, which is max_of(a, b) below, NaNs and signed zeros included.
+    const __m256 r = op == 0 ? _mm256_add_ps(a, b) : _mm256_max_ps(b, a);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(inout + i), _mm256_cvtps_ph(r, kRoundNearest));
+  }
+  return i;
+}
+
+__attribute__((target("avx,f16c"))) size_t fp16_divide_f16c(uint16_t* buf, size_t n, float divisor) {
+  const __m256 w = _mm256_set1_ps(divisor);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 a = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(buf + i)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(buf + i), _mm256_cvtps_ph(_mm256_div_ps(a, w), kRoundNearest));
+  }
+  return i;
+}
+#endif
+
+// One loop for both 16-bit formats: widen, apply f in fp32, narrow once.
+// `first` elements are done already (by a vector path).
+template <typename F>
+void combine16(const uint16_t* in, uint16_t* inout, size_t n, DType dtype, F f, size_t first = 0) {
+  if (dtype == DType::kBF16) {
+    for (size_t i = first; i < n; ++i) inout[i] = fp32_to_bf16(f(bf16_to_fp32(inout[i]), bf16_to_fp32(in[i])));
+  } else {
+    for (size_t i = first; i < n; ++i) inout[i] = fp32_to_fp16(f(fp16_to_fp32(inout[i]), fp16_to_fp32(in[i])));
+  }
+}
+
+// The leading elements a vector path can do for this dtype and operation (0 if none applies).
+size_t vector_prefix(const void* in, void* inout, size_t n, DType dtype, int op) {
+#if defined(__x86_64__)
+  if (dtype == DType::kF16 && have_f16c())
+    return fp16_combine_f16c(static_cast<const uint16_t*>(in), static_cast<uint16_t*>(inout), n, op);
+#endif
+  return 0;
+}
+
+// max(a, b) as MPI_MAX computes it: b replaces a only when it is larger.
+inline float max_of(float a, float b) { return b > a ? b : a; }
+
+}  // namespace
+
+void sum_into(const void* in, void* inout, size_t n, DType dtype) {
+  if (dtype == DType::kF32) {
+    const float* s = static_cast<const float*>(in);
+    float* d = static_cast<float*>(inout);
+    for (size_t i = 0; i < n; ++i) d[i] += s[i];
+    return;
+  }
+  const size_t done = vector_prefix(in, inout, n, dtype, 0);
+  combine16(static_cast<const uint16_t*>(in), static_cast<uint16_t*>(inout), n, dtype,
+            [](float a, float b) { return a + b; }, done);
+}
+
+void max_into(const void* in, void* inout, size_t n, DType dtype) {
+  if (dtype == DType::kF32) {
+    const float* s = static_cast<const float*>(in);
+    float* d = static_cast<float*>(inout);
+    for (size_t i = 0; i < n; ++i) d[i] = max_of(d[i], s[i]);
+    return;
+  }
+  const size_t done = vector_prefix(in, inout, n, dtype, 1);
+  combine16(static_cast<const uint16_t*>(in), static_cast<uint16_t*>(inout), n, dtype, max_of, done);
+}
+
+// A true division (not a multiplication by 1/divisor, which would round twice): for a power-of-two
+// divisor the result is exact unless it becomes subnormal.
+void divide_in_place(void* buf, size_t n, DType dtype, int divisor) {
+  const float w = static_cast<float>(divisor);
+  if (dtype == DType::kF32) {
+    float* d = static_cast<float*>(buf);
+    for (size_t i = 0; i < n; ++i) d[i] /= w;
+    return;
+  }
+  uint16_t* d = static_cast<uint16_t*>(buf);
+  if (dtype == DType::kBF16) {
+    for (size_t i = 0; i < n; ++i) d[i] = fp32_to_bf16(bf16_to_fp32(d[i]) / w);
+  } else {
+    size_t i = 0;
+#if defined(__x86_64__)
+    if (have_f16c()) i = fp16_divide_f16c(d, n, w);
+#endif
+    for (; i < n; ++i) d[i] = fp32_to_fp16(fp16_to_fp32(d[i]) / w);
+  }
+}
+
+}  // namespace zerodp::comm

@@ -1,0 +1,21 @@
+// The element-wise arithmetic of the reductions, independent of MPI: the MPI backend's user-defined
+// operators for bf16 and fp16 call these, and kAvg's final division is one of them.
+//
+// 16-bit values are widened to fp32 (exact), combined in fp32, and rounded once back to 16 bits
+// (nearest, ties to even), so a reduction over W ranks rounds once per partial sum.
+#pragma once
+
+#include <cstddef>
+
+#include "core/dtype.h"
+
+namespace zerodp::comm {
+
+// inout[i] = inout[i] + in[i]
+void sum_into(const void* in, void* inout, size_t n, DType dtype);
+// inout[i] = max(inout[i], in[i]); a NaN operand is not propagated (as MPI_MAX on floats).
+void max_into(const void* in, void* inout, size_t n, DType dtype);
+// buf[i] = buf[i] / divisor, the division done in fp32 and rounded once to the dtype.
+void divide_in_place(void* buf, size_t n, DType dtype, int divisor);
+
+}  // namespace zerodp::comm

@@ -1,0 +1,116 @@
+// The element-wise arithmetic of the reductions (what the MPI operators for bf16 and fp16 run).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "comm/reduce_kernels.h"
+#include "core/dtype.h"
+
+namespace zerodp::comm {
+namespace {
+
+uint16_t to16(float f, DType t) { return t == DType::kBF16 ? fp32_to_bf16(f) : fp32_to_fp16(f); }
+float from16(uint16_t h, DType t) { return t == DType::kBF16 ? bf16_to_fp32(h) : fp16_to_fp32(h); }
+
+class Reduce16 : public ::testing::TestWithParam<DType> {};
+
+// Every result is the fp32 operation on the widened operands, rounded once: compared with the
+// conversions of core/dtype.h, element by element, on random operands of mixed magnitudes.
+TEST_P(Reduce16, SumAndMaxRoundTheFp32ResultOnce) {
+  const DType t = GetParam();
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::uniform_int_distribution<int> scale(-12, 12);
+  const size_t n = 5000;
+  std::vector<uint16_t> a(n), b(n);
+  for (size_t i = 0; i < n; ++i) {
+    a[i] = to16(std::ldexp(normal(rng), scale(rng)), t);
+    b[i] = to16(std::ldexp(normal(rng), scale(rng)), t);
+  }
+  std::vector<uint16_t> sum = b, max = b;
+  sum_into(a.data(), sum.data(), n, t);
+  max_into(a.data(), max.data(), n, t);
+  size_t inexact_sums = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const float x = from16(a[i], t), y = from16(b[i], t);
+    ASSERT_EQ(sum[i], to16(x + y, t)) << i << ": " << x << " + " << y;
+    ASSERT_EQ(from16(max[i], t), std::max(x, y)) << i;
+    if (from16(sum[i], t) != x + y) ++inexact_sums;
+  }
+  EXPECT_GT(inexact_sums, n / 4);  // the data did exercise the rounding
+}
+
+// Inf, NaN, overflow, signed zeros and subnormals, every pair (121 of them, so the vector path of
+// 8 elements sees them as well as the scalar tail): the same bits as the scalar fp32 computation.
+TEST_P(Reduce16, SpecialValuesMatchTheScalarComputation) {
+  const DType t = GetParam();
+  const float big = t == DType::kF16 ? 65504.f : 3.0e38f;
+  const float tiny = t == DType::kF16 ? std::ldexp(1.f, -24) : std::ldexp(1.f, -133);
+  const std::vector<float> specials = {0.f, -0.f, 1.f, -1.f, big, -big, INFINITY, -INFINITY, NAN, tiny, -3 * tiny};
+  std::vector<uint16_t> a, b;
+  for (float x : specials)
+    for (float y : specials) {
+      a.push_back(to16(x, t));
+      b.push_back(to16(y, t));
+    }
+  std::vector<uint16_t> sum = b, max = b;
+  sum_into(a.data(), sum.data(), a.size(), t);
+  max_into(a.data(), max.data(), a.size(), t);
+  auto same = [t](uint16_t got, float want) {
+    return std::isnan(want) ? std::isnan(from16(got, t)) : got == to16(want, t);
+  };
+  for (size_t i = 0; i < a.size(); ++i) {
+    const float x = from16(a[i], t), y = from16(b[i], t);
+    EXPECT_TRUE(same(sum[i], y + x)) << y << " + " << x << " gave " << from16(sum[i], t);
+    EXPECT_TRUE(same(max[i], x > y ? x : y)) << "max(" << y << ", " << x << ") gave " << from16(max[i], t);
+  }
+}
+
+// A sum whose 16-bit rounding is a tie: 1 + 2^-8 in bf16 (8 significant bits) lies halfway
+// between 1 and 1 + 2^-7 and must round to the even one, 1. In fp16 the same holds at 1 + 2^-11.
+TEST_P(Reduce16, TiesRoundToEven) {
+  const DType t = GetParam();
+  const float half_ulp = t == DType::kBF16 ? std::ldexp(1.f, -8) : std::ldexp(1.f, -11);
+  uint16_t one = to16(1.f, t), tiny = to16(half_ulp, t);
+  sum_into(&tiny, &one, 1, t);
+  EXPECT_EQ(from16(one, t), 1.f);
+  uint16_t odd = to16(1.f + 2 * half_ulp, t);  // 1 + ulp: odd last bit
+  tiny = to16(half_ulp, t);
+  sum_into(&tiny, &odd, 1, t);
+  EXPECT_EQ(from16(odd, t), 1.f + 4 * half_ulp);  // rounds up to the even neighbour
+}
+
+TEST_P(Reduce16, DivisionIsDoneInFp32AndRoundedOnce) {
+  const DType t = GetParam();
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-100.f, 100.f);
+  for (int w : {1, 2, 3, 4, 7}) {
+    std::vector<uint16_t> v(1000);
+    for (auto& x : v) x = to16(u(rng), t);
+    std::vector<uint16_t> d = v;
+    divide_in_place(d.data(), d.size(), t, w);
+    for (size_t i = 0; i < v.size(); ++i)
+      ASSERT_EQ(d[i], to16(from16(v[i], t) / static_cast<float>(w), t)) << "w=" << w << " i=" << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, Reduce16, ::testing::Values(DType::kBF16, DType::kF16),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+TEST(ReduceF32, SumMaxAndDivide) {
+  std::vector<float> a = {1.f, -2.f, 3.5f, 0.f}, b = {0.5f, -4.f, 1.f, -0.f};
+  std::vector<float> s = b, m = b;
+  sum_into(a.data(), s.data(), 4, DType::kF32);
+  max_into(a.data(), m.data(), 4, DType::kF32);
+  EXPECT_EQ(s, (std::vector<float>{1.5f, -6.f, 4.5f, 0.f}));
+  EXPECT_EQ(m, (std::vector<float>{1.f, -2.f, 3.5f, 0.f}));
+  divide_in_place(s.data(), 4, DType::kF32, 3);
+  EXPECT_EQ(s[0], 1.5f / 3.f);
+  EXPECT_EQ(s[1], -2.f);
+}
+
+}  // namespace
+}  // namespace zerodp::comm
