@@ -75,8 +75,12 @@ struct TrainConfig {
   bool contiguous_gradients = true;
   int64_t stage3_prefetch_bucket_size = 50'000'000;
   int64_t stage3_max_live_parameters = 1'000'000'000;
-  int64_t stage3_param_persistence_threshold = 100'000;
+  // Stage 3: units of fewer elements stay whole on every rank. zerodp shards whole units (a block or
+  // the embeddings), not single tensors as DeepSpeed does, so its default is 0: every unit sharded.
+  int64_t stage3_param_persistence_threshold = 0;
   bool reshard_after_forward = true;  // stage 3: free gathered parameters after a unit's forward
+  // Activation checkpointing: keep each block's input only, recompute the block in backward.
+  bool activation_checkpointing = false;
 
   // ---- run
   std::optional<uint64_t> memory_budget;  // bytes per rank, all categories of §9 together

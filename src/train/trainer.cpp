@@ -32,6 +32,8 @@ zero::EngineConfig engine_config(const TrainConfig& cfg) {
   e.stage3_max_live_parameters = static_cast<size_t>(cfg.stage3_max_live_parameters);
   e.stage3_prefetch_bucket_size = static_cast<size_t>(cfg.stage3_prefetch_bucket_size);
   e.reshard_after_forward = cfg.reshard_after_forward;
+  e.activation_checkpointing = cfg.activation_checkpointing;
+  e.stage3_param_persistence_threshold = static_cast<size_t>(cfg.stage3_param_persistence_threshold);
   e.optimizer = cfg.optimizer_spec();
   e.loss_scale.enabled = cfg.dtype == DType::kF16;
   e.loss_scale.static_scale = cfg.loss_scale;

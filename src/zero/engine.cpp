@@ -51,6 +51,8 @@ struct Engine::Impl final : model::UnitAccess<float> {
   // Persistent model states (contract §9: param, grad, master, optim).
   Buffer param_store, master, grad_store, opt_m, opt_v;
   std::vector<size_t> shard_off;  // unit u's first element in the shard-sized buffers
+  std::vector<size_t> param_off;  // unit u's first element in param_store
+  std::vector<bool> param_whole;  // param_store holds all of unit u (stages 0-2; persistent stage-3 units)
 
   model::GPT2<float> model;
   Buffer tokens;  // this micro-step's inputs and targets
@@ -103,7 +105,13 @@ struct Engine::Impl final : model::UnitAccess<float> {
       acc += sh.unit(u).shard;
     }
     const size_t full = sh.total_padded(), shard = sh.total_shard();
-    const size_t param_elems = stage == 3 ? shard : full;
+    size_t param_elems = 0;
+    for (int u = 0; u < U; ++u) {
+      const bool whole = stage <= 2 || sh.unit(u).numel < cfg.stage3_param_persistence_threshold;
+      param_whole.push_back(whole);
+      param_off.push_back(param_elems);
+      param_elems += whole ? sh.unit(u).padded : sh.unit(u).shard;
+    }
     param_store = Buffer(param_elems * dtype_size(pdt), MemCategory::kParam);
     param_store.zero();
     if (mixed) {
@@ -125,7 +133,8 @@ struct Engine::Impl final : model::UnitAccess<float> {
     }
     tokens = Buffer(2 * sizeof(int32_t) * cfg.micro_batch * cfg.seq, MemCategory::kAct);
     gathered.resize(U);
-    gstate.assign(U, stage == 3 ? GatherState::kSharded : GatherState::kReady);
+    gstate.resize(U);
+    for (int u = 0; u < U; ++u) gstate[u] = param_whole[u] ? GatherState::kReady : GatherState::kSharded;
     gwork.resize(U);
     work_param.resize(U);
     work_grad.resize(U);
@@ -163,11 +172,14 @@ struct Engine::Impl final : model::UnitAccess<float> {
   size_t grad_index(int u, size_t i) const { return stage <= 1 ? full_index(u, i) : shard_index(u, i); }
   size_t state_index(int u, size_t i) const { return stage == 0 ? full_index(u, i) : shard_index(u, i); }
   // fp32 weights the optimizer updates: the masters (16-bit runs) or the parameters themselves.
+  size_t param_index(int u, size_t i) const {
+    return param_off[u] + (param_whole[u] ? i : i - static_cast<size_t>(r) * sh.unit(u).shard);
+  }
   float* weights_at(int u, size_t i) {
     if (mixed) return master.as<float>() + (stage == 0 ? full_index(u, i) : shard_index(u, i));
-    return param_store.as<float>() + (stage <= 2 ? full_index(u, i) : shard_index(u, i));
+    return param_store.as<float>() + param_index(u, i);
   }
-  char* param_at(int u, size_t i) { return at(param_store, stage <= 2 ? full_index(u, i) : shard_index(u, i), pdt); }
+  char* param_at(int u, size_t i) { return at(param_store, param_index(u, i), pdt); }
   // The range of unit u's elements this rank updates: all of them at stage 0, its shard otherwise.
   std::pair<size_t, size_t> update_range(int u) const {
     if (stage == 0) return {0, sh.unit(u).numel};
@@ -287,7 +299,7 @@ struct Engine::Impl final : model::UnitAccess<float> {
   void start_gather(int u) {
     const UnitShard& s = sh.unit(u);
     gathered[u] = Buffer(s.padded * dtype_size(pdt), MemCategory::kGathered);
-    gwork[u] = comm.all_gather_async(at(param_store, shard_off[u], pdt), gathered[u].data(), s.shard, pdt);
+    gwork[u] = comm.all_gather_async(at(param_store, param_off[u], pdt), gathered[u].data(), s.shard, pdt);
     gstate[u] = GatherState::kInFlight;
     live_gathered += s.padded;
   }
@@ -300,7 +312,7 @@ struct Engine::Impl final : model::UnitAccess<float> {
     }
   }
   void release_gathered(int u) {
-    if (gstate[u] == GatherState::kSharded) return;
+    if (gstate[u] == GatherState::kSharded || param_whole[u]) return;
     if (gstate[u] == GatherState::kInFlight) wait(gwork[u]);
     gwork[u].reset();
     gathered[u].release();
@@ -332,7 +344,7 @@ struct Engine::Impl final : model::UnitAccess<float> {
         ensure_gathered(u);
         prefetch();
       }
-      const void* src = stage == 3 ? gathered[u].data() : param_at(u, 0);
+      const void* src = param_whole[u] ? param_at(u, 0) : gathered[u].data();
       if (!mixed) {
         param_ptr[u] = static_cast<const float*>(src);
       } else if (work_param[u].empty()) {
@@ -413,9 +425,10 @@ struct Engine::Impl final : model::UnitAccess<float> {
     std::deque<std::pair<comm::WorkPtr, size_t>> inflight;
     size_t live = 0;
     for (int u = 0; u < layout.num_units(); ++u) {
+      if (!param_whole[u]) continue;  // stage 3 gathers sharded units when it uses them
       const UnitShard& s = sh.unit(u);
-      char* unit = at(param_store, s.offset, pdt);
-      char* own = at(param_store, s.offset + static_cast<size_t>(r) * s.shard, pdt);
+      char* unit = at(param_store, param_off[u], pdt);
+      char* own = at(param_store, param_off[u] + static_cast<size_t>(r) * s.shard, pdt);
       inflight.emplace_back(comm.all_gather_async(own, unit, s.shard, pdt), s.padded);
       live += s.padded;
       while (live > cfg.allgather_bucket_size && inflight.size() > 1) {
@@ -464,7 +477,7 @@ struct Engine::Impl final : model::UnitAccess<float> {
       if (mixed && b < e) convert(weights_at(u, b), DType::kF32, param_at(u, b), pdt, e - b);
     }
     ++steps_taken;
-    if ((stage == 1 || stage == 2) && W > 1) gather_params_after_update();
+    if (stage >= 1 && W > 1) gather_params_after_update();
   }
 
   StepResult step(int accum, const BatchSource& batches, double lr, double clip) {
@@ -538,14 +551,14 @@ struct Engine::Impl final : model::UnitAccess<float> {
   void load_state(const Engine::StateSource& source, bool with_states) {
     size_t largest = 0;
     for (int u = 0; u < layout.num_units(); ++u)
-      largest = std::max(largest, stage == 3 ? sh.unit(u).own_end - sh.unit(u).own_begin : sh.unit(u).numel);
+      largest = std::max(largest, param_whole[u] ? sh.unit(u).numel : sh.unit(u).own_end - sh.unit(u).own_begin);
     Buffer tmp(std::min(kChunk, largest) * sizeof(float), MemCategory::kAct);
     float* vals = tmp.as<float>();
     for (int u = 0; u < layout.num_units(); ++u) {
       const UnitShard& s = sh.unit(u);
       // The weights this rank keeps: all of the unit (stages 0-2 parameters) or its shard (stage 3),
       // read as fp32 chunk by chunk, stored in the compute dtype and, where it updates them, as masters.
-      const size_t keep_b = stage == 3 ? s.own_begin : 0, keep_e = stage == 3 ? s.own_end : s.numel;
+      const size_t keep_b = param_whole[u] ? 0 : s.own_begin, keep_e = param_whole[u] ? s.numel : s.own_end;
       const auto [b, e2] = update_range(u);
       for (size_t c = keep_b; c < keep_e; c += kChunk) {
         const size_t n = std::min(kChunk, keep_e - c);
@@ -568,7 +581,7 @@ struct Engine::Impl final : model::UnitAccess<float> {
     comm.set_traffic_ledger(&scratch);
     for (int u = 0; u < layout.num_units(); ++u) {
       const UnitShard& s = sh.unit(u);
-      if ((!mixed && stage <= 2) || (mixed && stage == 0)) {
+      if ((!mixed && param_whole[u]) || (mixed && stage == 0)) {
         if (r == 0) sink(u, weights_at(u, 0));
         continue;
       }

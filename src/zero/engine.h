@@ -35,6 +35,9 @@ struct EngineConfig {
   size_t stage3_max_live_parameters = 1'000'000'000;  // elements gathered (in use + prefetched) at once
   size_t stage3_prefetch_bucket_size = 50'000'000;    // elements prefetched ahead of use
   bool reshard_after_forward = true;  // stage 3: free a unit after its forward (off: FSDP SHARD_GRAD_OP)
+  // Stage 3: a unit of fewer elements than this stays whole on every rank (never gathered; its
+  // gradient and optimizer state are still sharded, and it is re-assembled after each update).
+  size_t stage3_param_persistence_threshold = 0;
   bool activation_checkpointing = false;  // keep block inputs only; recompute blocks in backward
   optim::OptimizerSpec optimizer;  // AdamW (contract §7) or SGD
   LossScaleConfig loss_scale;

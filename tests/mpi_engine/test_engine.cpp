@@ -133,6 +133,32 @@ TEST(Engine, EveryStageMatchesSingleRankTraining) {
   }
 }
 
+TEST(Engine, Stage3PersistentUnitsMatchAndStayWhole) {
+  const int W = world()->size();
+  const int B = 2, steps = 4;
+  const model::ParamLayout layout(small_model());
+  const RunResult ref = run(true, config(0, W * B), 1, steps);
+  // Blocks (about 50k elements) stay whole; the embedding unit (about 20k)... both, then one.
+  for (size_t threshold : {size_t{1} << 30, layout.unit_numel(1)}) {
+    EngineConfig c = config(3, B);
+    c.stage3_param_persistence_threshold = threshold;
+    const uint64_t before = MemoryLedger::global().live(MemCategory::kParam);
+    RunResult got;
+    uint64_t param_bytes = 0;
+    {
+      Group group(false);
+      Engine engine(layout, group.comm, c);
+      param_bytes = MemoryLedger::global().live(MemCategory::kParam) - before;
+      uint64_t want = 0;
+      for (int u = 0; u < layout.num_units(); ++u)
+        want += 4 * (layout.unit_numel(u) < threshold ? engine.shards().unit(u).padded : engine.shards().unit(u).shard);
+      EXPECT_EQ(param_bytes, want) << "threshold " << threshold;
+    }
+    got = run(false, c, 1, steps);
+    expect_same_training(got, ref, 1e-4, "stage 3 persistence " + std::to_string(threshold));
+  }
+}
+
 TEST(Engine, AccumulationMatchesSingleRankTraining) {
   const int W = world()->size();
   const int B = 2, G = 2, steps = 6;
