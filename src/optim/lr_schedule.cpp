@@ -8,17 +8,12 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/strings.h"
 
 namespace zerodp::optim {
 
 namespace {
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
 
 void require_rate(double x, const char* what) {
   ZDP_REQUIRE(std::isfinite(x) && x >= 0, "learning-rate schedule: {} must be a finite number >= 0, got {}",
@@ -38,7 +33,7 @@ const char* lr_schedule_name(LrScheduleKind k) {
 }
 
 LrScheduleKind parse_lr_schedule(std::string_view name) {
-  const std::string n = lower(name);
+  const std::string n = to_lower(name);
   if (n == "constant" || n == "none") return LrScheduleKind::kConstant;
   if (n == "warmuplr" || n == "warmup") return LrScheduleKind::kWarmupLR;
   if (n == "warmupdecaylr" || n == "warmup-decay" || n == "linear") return LrScheduleKind::kWarmupDecayLR;
@@ -52,7 +47,7 @@ LrScheduleKind parse_lr_schedule(std::string_view name) {
 const char* warmup_type_name(WarmupType w) { return w == WarmupType::kLog ? "log" : "linear"; }
 
 WarmupType parse_warmup_type(std::string_view name) {
-  const std::string n = lower(name);
+  const std::string n = to_lower(name);
   if (n == "linear") return WarmupType::kLinear;
   if (n == "log") return WarmupType::kLog;
   throw UsageError(fmt::format("unknown warmup type '{}' (expected linear or log)", name));

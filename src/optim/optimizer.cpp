@@ -5,17 +5,10 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/strings.h"
 
 namespace zerodp::optim {
 
-namespace {
-std::string lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
-}  // namespace
 
 const char* optimizer_name(OptimizerKind k) {
   switch (k) {
@@ -26,7 +19,7 @@ const char* optimizer_name(OptimizerKind k) {
 }
 
 OptimizerKind parse_optimizer(std::string_view name) {
-  const std::string n = lower(name);
+  const std::string n = to_lower(name);
   if (n == "adamw") return OptimizerKind::kAdamW;
   if (n == "sgd") return OptimizerKind::kSGD;
   throw UsageError(fmt::format("unknown optimizer '{}' (expected AdamW or SGD)", name));

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/strings.h"
 #include "core/fs.h"
 
 namespace zerodp::train {
@@ -23,12 +24,6 @@ namespace {
 
 // ---- text --------------------------------------------------------------------------------------
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
@@ -59,7 +54,7 @@ std::optional<int64_t> to_int(std::string_view s) {
 }
 
 std::optional<bool> to_bool(std::string_view s) {
-  const std::string v = lower(trim(s));
+  const std::string v = to_lower(trim(s));
   if (v == "true" || v == "1" || v == "yes" || v == "on") return true;
   if (v == "false" || v == "0" || v == "no" || v == "off") return false;
   return std::nullopt;
@@ -389,7 +384,7 @@ void read_optimizer(const DsReader& r, const json& sec, TrainConfig& cfg) {
   if (type_it == sec.end()) r.fail("optimizer.type is required (AdamW, Adam or SGD)");
   const TrainConfig before = cfg;
   if (!is_auto(*type_it)) {
-    const std::string type = lower(r.string(*type_it, "optimizer.type"));
+    const std::string type = to_lower(r.string(*type_it, "optimizer.type"));
     if (type == "adamw") {
       cfg.optimizer = OptimizerKind::kAdamW;
     } else if (type == "adam") {  // DeepSpeed's Adam is AdamW unless adam_w_mode is false
@@ -466,7 +461,7 @@ void read_scheduler(const DsReader& r, const json& sec, TrainConfig& cfg) {
   const LrScheduleParams before = cfg.lr_schedule;
   if (!is_auto(*type_it)) {
     const std::string& type = r.string(*type_it, "scheduler.type");
-    const std::string t = lower(type);
+    const std::string t = to_lower(type);
     LrScheduleParams p;  // DeepSpeed's defaults for its schedulers
     p.warmup_num_steps = 1000;
     p.warmup_type = WarmupType::kLog;
@@ -501,7 +496,7 @@ void read_scheduler(const DsReader& r, const json& sec, TrainConfig& cfg) {
           p.warmup_type = before.warmup_type;
           continue;
         }
-        const std::string w = lower(r.string(pv, path));
+        const std::string w = to_lower(r.string(pv, path));
         if (w == "log")
           p.warmup_type = WarmupType::kLog;
         else if (w == "linear")
@@ -711,7 +706,7 @@ uint64_t parse_bytes(std::string_view text, std::string_view what) {
   size_t split = t.size();
   while (split > 0 && std::isalpha(static_cast<unsigned char>(t[split - 1]))) --split;
   const std::optional<double> number = to_double(t.substr(0, split));
-  const std::string unit = lower(t.substr(split));
+  const std::string unit = to_lower(t.substr(split));
   struct Unit {
     const char* name;
     long double bytes;
