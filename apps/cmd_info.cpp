@@ -23,7 +23,13 @@ void register_info(CLI::App& app, Action& action) {
       fmt::print("  MPI:     {}\n", mpi);
       fmt::print("  BLAS:    {} ({} threads)\n", openblas_get_config(), openblas_get_num_threads());
       fmt::print("  OpenMP:  {} threads (omp_get_max_threads)\n", omp_get_max_threads());
-      fmt::print("  CUDA:    {}\n", ZERODP_HAVE_CUDA ? "yes (cuBLAS, cuBLASLt)" : "no");
+      // The CUDA toolchain is detected and wired into the build (ZERODP_CUDA); the GPU backend
+      // (kernels, NCCL communicator) is not part of this version yet.
+      if (ZERODP_HAVE_CUDA)
+        fmt::print("  CUDA:    toolkit {} enabled in the build; GPU backend: not yet (CPU training only)\n",
+                   ZERODP_CUDA_VERSION);
+      else
+        fmt::print("  CUDA:    no (toolkit not found or ZERODP_CUDA=OFF); CPU training only\n");
       return 0;
     };
   });
