@@ -284,6 +284,18 @@ const std::vector<FlagEntry>& flag_table() {
        ZDP_SET { c.metrics_path = std::string(v); }, ZDP_GET { return c.metrics_path; }},
       {{"--out", "PATH", "Write the trained weights (F32 safetensors, atomically) here", false},
        ZDP_SET { c.out_path = std::string(v); }, ZDP_GET { return c.out_path; }},
+      {{"--save-dir", "DIR", "Write sharded checkpoints to DIR/step-<n>/ (atomically; DIR/latest names the newest)",
+        false},
+       ZDP_SET { c.save_dir = std::string(v); }, ZDP_GET { return c.save_dir; }},
+      {{"--save-every", "N", "With --save-dir: a checkpoint every N steps, and at the end (0: at the end only)",
+        false},
+       ZDP_SET { c.save_every = flag_int(f, v); }, ZDP_GET { return std::to_string(c.save_every); }},
+      {{"--keep", "K", "With --save-dir: keep only the newest K checkpoints (0: all)", false},
+       ZDP_SET { c.keep = flag_int(f, v); }, ZDP_GET { return std::to_string(c.keep); }},
+      {{"--resume", "PATH",
+        "Continue from a checkpoint (DIR/step-<n>, or a --save-dir meaning its latest); --init is then optional",
+        false},
+       ZDP_SET { c.resume_path = std::string(v); }, ZDP_GET { return c.resume_path; }},
       {{"--seed", "S", "Random seed", false}, ZDP_SET { c.seed = flag_uint(f, v); },
        ZDP_GET { return std::to_string(c.seed); }},
       {{"--log-every", "N", "Print progress every N steps (0: never)", false},
@@ -755,7 +767,12 @@ void TrainConfig::finalize(int world_size) {
 
 void TrainConfig::validate(int world_size) const {
   ZDP_REQUIRE(world_size >= 1, "the world size must be >= 1, got {}", world_size);
-  ZDP_REQUIRE(!init_path.empty(), "--init is required: the initial weights (see `zerodp init`)");
+  ZDP_REQUIRE(!init_path.empty() || !resume_path.empty(),
+              "--init is required: the initial weights (see `zerodp init`), unless --resume continues a checkpoint");
+  ZDP_REQUIRE(save_every >= 0, "--save-every must be >= 0, got {}", save_every);
+  ZDP_REQUIRE(keep >= 0, "--keep must be >= 0, got {}", keep);
+  ZDP_REQUIRE(!save_dir.empty() || (save_every == 0 && keep == 0),
+              "--save-every and --keep need --save-dir (where the checkpoints go)");
   ZDP_REQUIRE(!data_path.empty(), "--data is required: the token file (see `zerodp tokenize`)");
   ZDP_REQUIRE(steps > 0, "--steps must be > 0, got {}", steps);
   ZDP_REQUIRE(micro_batch > 0, "--micro-batch (train_micro_batch_size_per_gpu) must be > 0, got {}",
@@ -875,6 +892,10 @@ json TrainConfig::to_json() const {
       {"metrics", metrics_path},
       {"out", out_path},
       {"config", config_path},
+      {"save_dir", save_dir},
+      {"save_every", save_every},
+      {"keep", keep},
+      {"resume", resume_path},
       {"steps", steps},
       {"micro_batch", micro_batch},
       {"seq", seq},

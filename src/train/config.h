@@ -34,6 +34,11 @@ struct TrainConfig {
   std::string metrics_path;  // --metrics: JSON Lines written by rank 0; empty: none
   std::string out_path;      // --out: the trained weights, F32 safetensors; empty: not written
   std::string config_path;   // --config: the DeepSpeed-style JSON that was read; empty: none
+  // ---- checkpoints (docs/checkpoints.md)
+  std::string save_dir;      // --save-dir: checkpoints go to <save_dir>/step-<n>/; empty: none
+  int64_t save_every = 0;    // --save-every: a checkpoint every N steps (and at the end); 0: at the end only
+  int64_t keep = 0;          // --keep: the newest K checkpoints are kept; 0: all
+  std::string resume_path;   // --resume: a checkpoint (or a save directory: its latest) to continue
 
   // ---- batch (contract §5): W ranks × micro_batch sequences × accum micro-steps per step
   int64_t steps = 10;
@@ -100,8 +105,9 @@ struct TrainConfig {
   // fills nothing else, then validate()s. UsageError when train_batch_size does not divide.
   void finalize(int world_size);
   // UsageError (exit 2), naming the flag and the JSON key, for anything out of range: missing
-  // --init/--data, non-positive sizes, stage outside 0..3, train_batch_size != B·G·W, betas
-  // outside [0, 1), a reduce dtype other than the compute dtype or fp32, a bad schedule, ...
+  // --init (unless --resume) or --data, --save-every/--keep without --save-dir, non-positive sizes,
+  // stage outside 0..3, train_batch_size != B·G·W, betas outside [0, 1), a reduce dtype other than
+  // the compute dtype or fp32, a bad schedule, ...
   void validate(int world_size) const;
 
   // Every setting, for manifests and the metrics file.

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -13,6 +14,7 @@
 #include "core/memory.h"
 #include "data/loader.h"
 #include "data/tokens.h"
+#include "train/checkpointing.h"
 #include "train/metrics.h"
 #include "train/report.h"
 
@@ -52,11 +54,19 @@ TrainResult run_training(TrainConfig cfg) {
   const int W = world->size(), rank = world->rank();
   cfg.finalize(W);
 
-  // Inputs are checked before anything is allocated: a bad file fails fast with exit code 2.
-  const ckpt::GPT2Weights weights = ckpt::GPT2Weights::open(cfg.init_path);
-  const model::GPT2Config& mc = weights.config();
+  // Inputs are checked before anything is allocated: a bad file fails fast with exit code 2. With
+  // --resume the model is the checkpoint's (validated in full first); --init, if given, must match.
+  std::optional<ckpt::Checkpoint> resume;
+  if (!cfg.resume_path.empty()) resume.emplace(open_checkpoint(*world, cfg.resume_path));
+  std::optional<ckpt::GPT2Weights> weights;
+  if (!cfg.init_path.empty()) weights.emplace(ckpt::GPT2Weights::open(cfg.init_path));
+  const model::GPT2Config mc = resume ? resume->manifest().model : weights->config();
+  if (resume)
+    for (const std::string& w : check_resume(*resume, cfg, W, weights ? &weights->config() : nullptr))
+      if (rank == 0) log::warn("--resume: {}", w);
   ZDP_REQUIRE(cfg.seq <= mc.n_ctx, "--seq {} exceeds the model's context n_ctx = {} ({})", cfg.seq, mc.n_ctx,
-              cfg.init_path);
+              resume ? resume->dir() : cfg.init_path);
+  if (!cfg.save_dir.empty() && rank == 0) ckpt::make_save_dir(cfg.save_dir);
   const data::TokenFile tokens = data::TokenFile::open(cfg.data_path, mc.vocab_size);
   const data::BatchLoader loader(tokens, W, rank, static_cast<int>(cfg.micro_batch), static_cast<int>(cfg.seq),
                                  static_cast<int>(cfg.accum));
@@ -66,9 +76,21 @@ TrainResult run_training(TrainConfig cfg) {
   MemoryLedger::global().set_budget(cfg.memory_budget);
   MetricsWriter metrics(cfg.metrics_path, rank == 0);
   zero::Engine engine(layout, world, engine_config(cfg));
-  engine.load([&](int unit, size_t begin, size_t count, float* dst) {
-    weights.read_unit_range(layout, unit, begin, count, dst);
-  });
+  int64_t start_step = 0;
+  if (resume) {
+    start_step = restore_checkpoint(engine, *resume);
+    log::info("resuming from {} at step {} (saved by {} rank{} at ZeRO stage {})", resume->dir(), start_step,
+              resume->manifest().world_size, resume->manifest().world_size == 1 ? "" : "s",
+              resume->manifest().zero_stage);
+    resume.reset();  // unmaps its files
+  } else {
+    engine.load([&](int unit, size_t begin, size_t count, float* dst) {
+      weights->read_unit_range(layout, unit, begin, count, dst);
+    });
+  }
+  const bool saving = !cfg.save_dir.empty();
+  const SaveContext save_ctx = save_context(cfg, W);
+  int64_t last_saved = -1;
 
   const int64_t tokens_per_step = cfg.tokens_per_step(W);
   log::info("training GPT-2 {} ({} parameters) on {} rank{}: ZeRO stage {}, {}, B={} T={} G={} ({} tokens/step), {} steps",
@@ -77,7 +99,7 @@ TrainResult run_training(TrainConfig cfg) {
 
   TrainResult result;
   double total_ms = 0;
-  for (int64_t s = 0; s < cfg.steps; ++s) {
+  for (int64_t s = start_step; s < cfg.steps; ++s) {
     const double lr = schedule.lr_at(s);
     const auto t0 = Clock::now();
     const zero::StepResult r = engine.step(
@@ -105,8 +127,13 @@ TrainResult run_training(TrainConfig cfg) {
                 r.skipped ? fmt::format(" | overflow: step skipped, loss scale now {}", engine.loss_scaler().scale())
                           : "");
     }
+    if (saving && cfg.save_every > 0 && (s + 1) % cfg.save_every == 0) {
+      save_checkpoint(engine, s + 1, save_ctx);
+      last_saved = s + 1;
+    }
   }
-  result.tokens_per_second = total_ms > 0 ? tokens_per_step * cfg.steps / (total_ms / 1000.0) : 0;
+  if (saving && last_saved != cfg.steps) save_checkpoint(engine, cfg.steps, save_ctx);
+  result.tokens_per_second = total_ms > 0 ? tokens_per_step * (cfg.steps - start_step) / (total_ms / 1000.0) : 0;
 
   // Ledgers first, so that writing --out does not show in them.
   const std::vector<RankLedgers> ledgers = gather_ledgers(*world);

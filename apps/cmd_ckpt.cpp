@@ -1,0 +1,74 @@
+// `zerodp ckpt`: sharded checkpoints without MPI (docs/checkpoints.md).
+//   zerodp ckpt consolidate CKPT --out F.safetensors   the full fp32 model, tensor by tensor
+//   zerodp ckpt inspect CKPT                           the manifest in human terms, every checksum verified
+// CKPT is a checkpoint directory (SAVE_DIR/step-<n>) or a save directory (meaning its latest).
+#include <string>
+
+#include <fmt/format.h>
+
+#include "apps/commands.h"
+#include "ckpt/checkpoint.h"
+#include "ckpt/checkpoint_tools.h"
+#include "core/error.h"
+
+namespace zerodp::cli {
+
+namespace {
+
+struct CkptOptions {
+  std::string path;
+  std::string out;
+};
+
+int run_consolidate(const CkptOptions& o) {
+  const ckpt::Checkpoint ck = ckpt::Checkpoint::open(o.path);  // every file verified first
+  ckpt::consolidate_checkpoint(ck, o.out);
+  fmt::print("wrote {}: GPT-2 {} ({} parameters, fp32) from {} (step {})\n", o.out, ck.manifest().model.summary(),
+             ck.layout().total_numel(), ck.dir(), ck.manifest().step);
+  return 0;
+}
+
+int run_inspect(const CkptOptions& o) {
+  // Everything but the checksums first, so that the description is printed even when a file is
+  // corrupt; then each file's checksum, one line each.
+  const ckpt::Checkpoint ck = ckpt::Checkpoint::open(o.path, [](int) { return false; });
+  fmt::print("{}", ckpt::describe_checkpoint(ck));
+  fmt::print("  checksums\n");
+  int bad = 0;
+  std::string first_error;
+  for (int r = 0; r < ck.manifest().world_size; ++r) {
+    const std::string error = ck.verify_file(r);
+    fmt::print("    {}  {}\n", ck.manifest().ranks[static_cast<size_t>(r)].file, error.empty() ? "ok" : "CORRUPT");
+    if (!error.empty() && bad++ == 0) first_error = error;
+  }
+  std::fflush(stdout);
+  if (bad > 0)
+    throw UsageError(fmt::format("{} of {} files of checkpoint '{}' failed verification; first: {}", bad,
+                                 ck.manifest().world_size, ck.dir(), first_error));
+  fmt::print("all {} files verified (manifest and CRC-32C of every file)\n", ck.manifest().world_size);
+  return 0;
+}
+
+void register_ckpt(CLI::App& app, Action& action) {
+  static CkptOptions consolidate_opts, inspect_opts;
+  auto* cmd = app.add_subcommand("ckpt", "Consolidate or inspect a sharded checkpoint (no MPI needed)");
+  cmd->require_subcommand(1);
+
+  auto* consolidate = cmd->add_subcommand(
+      "consolidate", "Write a checkpoint's full fp32 model as one safetensors file (contract §2 names)");
+  consolidate->add_option("CKPT", consolidate_opts.path, "Checkpoint directory, or a save directory (its latest)")
+      ->required();
+  consolidate->add_option("--out", consolidate_opts.out, "Output safetensors file (written atomically)")->required();
+  consolidate->callback([&action] { action = [] { return run_consolidate(consolidate_opts); }; });
+
+  auto* inspect = cmd->add_subcommand("inspect", "Describe a checkpoint and verify the checksum of every file");
+  inspect->add_option("CKPT", inspect_opts.path, "Checkpoint directory, or a save directory (its latest)")
+      ->required();
+  inspect->callback([&action] { action = [] { return run_inspect(inspect_opts); }; });
+}
+
+const CommandRegistration registration(60, register_ckpt);
+
+}  // namespace
+
+}  // namespace zerodp::cli

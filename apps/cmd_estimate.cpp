@@ -1,0 +1,215 @@
+// `zerodp estimate`: memory per rank by category, traffic per step and the largest micro-batch that
+// fits a GPU, for each ZeRO stage, before renting the cluster (plan/estimator.h; docs/planner.md).
+#include <cmath>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "apps/commands.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "plan/activations.h"
+#include "plan/estimator.h"
+#include "plan/presets.h"
+#include "train/config.h"
+
+namespace zerodp::cli {
+namespace {
+
+struct EstimateOptions {
+  std::string params, preset;
+  int layers = 0, embd = 0, heads = 0, vocab = 0, ctx = 0, seq = 0;
+  int gpus = 1;
+  std::string stage = "all";
+  std::string dtype = "bf16";
+  bool fp32_grad_accum = false;
+  std::string reduce_dtype;
+  int64_t micro_batch = 1, accum = 1;
+  bool activation_checkpointing = false;
+  std::string offload_optimizer = "none", offload_param = "none";
+  std::string gpu_memory = "80GB";
+  std::string bandwidth;
+  std::string units = "gb";
+  bool json = false;
+};
+EstimateOptions g_opt;
+
+// "7.5B", "1.56e9", "350M", "124000000": a parameter count (K/M/B/T are powers of 10 here).
+uint64_t parse_count(const std::string& text) {
+  std::string num = text;
+  double scale = 1;
+  if (!num.empty()) {
+    switch (num.back()) {
+      case 'K': case 'k': scale = 1e3; break;
+      case 'M': case 'm': scale = 1e6; break;
+      case 'B': case 'b': case 'G': case 'g': scale = 1e9; break;
+      case 'T': case 't': scale = 1e12; break;
+      default: break;
+    }
+    if (scale != 1) num.pop_back();
+  }
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(num, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  ZDP_REQUIRE(used == num.size() && used > 0 && v * scale >= 1 && v * scale < 1e18,
+              "--params: expected a parameter count like 7.5B, 1.56e9 or 124000000, got '{}'", text);
+  return static_cast<uint64_t>(std::llround(v * scale));
+}
+
+plan::PlanInput plan_input(const EstimateOptions& o) {
+  plan::PlanInput in;
+  const bool dims = o.layers || o.embd || o.heads || o.vocab || o.ctx;
+  ZDP_REQUIRE(o.params.empty() || (o.preset.empty() && !dims),
+              "--params gives a bare parameter count: do not combine it with --preset or GPT-2 dimensions");
+  if (!o.params.empty()) {
+    in.params = parse_count(o.params);
+  } else if (!o.preset.empty() || dims) {
+    model::GPT2Config g = o.preset.empty() ? model::GPT2Config{0, 0, 0, 50257, 0} : plan::gpt2_preset(o.preset);
+    if (o.layers) g.n_layer = o.layers;
+    if (o.heads) g.n_head = o.heads;
+    if (o.embd) g.n_embd = o.embd;
+    if (o.vocab) g.vocab_size = o.vocab;
+    if (o.ctx) g.n_ctx = o.ctx;
+    if (g.n_ctx == 0) g.n_ctx = o.seq > 0 ? o.seq : 1024;
+    ZDP_REQUIRE(g.n_layer > 0 && g.n_head > 0 && g.n_embd > 0,
+                "GPT-2 dimensions need --layers, --embd and --heads (or a --preset)");
+    g.validate();
+    in.gpt2 = g;
+  }
+  in.world = o.gpus;
+  in.dtype = parse_dtype(o.dtype);
+  in.fp32_grad_accum = o.fp32_grad_accum && in.dtype != DType::kF32;
+  if (!o.reduce_dtype.empty()) {
+    const DType r = parse_dtype(o.reduce_dtype);
+    ZDP_REQUIRE(r == DType::kF32 || r == in.dtype, "--reduce-dtype: fp32 or the compute dtype, got {}", o.reduce_dtype);
+    in.reduce_fp32 = r == DType::kF32 && in.dtype != DType::kF32;
+  }
+  in.micro_batch = o.micro_batch;
+  in.seq = o.seq;
+  in.accum = o.accum;
+  in.activation_checkpointing = o.activation_checkpointing;
+  in.offload_optimizer = plan::parse_offload(o.offload_optimizer, "--offload-optimizer");
+  in.offload_param = plan::parse_offload(o.offload_param, "--offload-param");
+  return in;
+}
+
+std::vector<int> stages_of(const std::string& s) {
+  if (s == "all") return {0, 1, 2, 3};
+  ZDP_REQUIRE(s.size() == 1 && s[0] >= '0' && s[0] <= '3', "--stage: 0, 1, 2, 3 or all, got '{}'", s);
+  return {s[0] - '0'};
+}
+
+std::string size_text(uint64_t bytes, bool gib) {
+  const double v = static_cast<double>(bytes) / (gib ? 1073741824.0 : 1e9);
+  return fmt::format("{:.2f}", v);
+}
+
+int run_estimate(const EstimateOptions& o) {
+  plan::PlanInput in = plan_input(o);
+  const std::vector<int> stages = stages_of(o.stage);
+  if (stages.size() == 1) {
+    in.stage = stages[0];
+    in.validate();  // an explicitly asked stage must support the offload asked for
+  }
+  ZDP_REQUIRE(o.units == "gb" || o.units == "gib", "--units: gb or gib, got '{}'", o.units);
+  const uint64_t gpu = train::parse_bytes(o.gpu_memory, "--gpu-memory");
+  const std::optional<uint64_t> bandwidth =
+      o.bandwidth.empty() ? std::nullopt : std::optional<uint64_t>(train::parse_bytes(o.bandwidth, "--bandwidth"));
+  const std::vector<plan::StageEstimate> est = plan::estimate_stages(in, stages, gpu);
+
+  if (o.json) {
+    std::printf("%s\n", plan::to_json(est).dump().c_str());
+    return 0;
+  }
+  const bool gib = o.units == "gib";
+  const char* unit = gib ? "GiB" : "GB";
+  const plan::ParamCounts counts = plan::param_counts(in);
+  if (in.gpt2) {
+    fmt::print("GPT-2 {}: {} parameters; Ψ = {} with the padding of {} rank{}\n", in.gpt2->summary(), counts.numel,
+               counts.padded, in.world, in.world == 1 ? "" : "s");
+  } else {
+    fmt::print("{} parameters (a bare count: no padding, no activations)\n", counts.numel);
+  }
+  fmt::print("{} rank{}, {}{}{}, micro-batch {} x {} tokens, {} micro-step{} a step{}\n", in.world,
+             in.world == 1 ? "" : "s", dtype_name(in.dtype), in.dtype != DType::kF32 ? " with fp32 masters" : "",
+             in.fp32_grad_accum ? ", fp32 gradient accumulation" : "", in.micro_batch, in.seq_len(), in.accum,
+             in.accum == 1 ? "" : "s", in.activation_checkpointing ? ", activation checkpointing" : "");
+  fmt::print("\nBytes per rank ({} = {}), AdamW:\n", unit, gib ? "2^30" : "10^9");
+  fmt::print("{:>5} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} | {:>14}{} | {:>8}\n", "stage", "param", "grad",
+             "master", "optim", "act", "working", "total", "traffic/step", bandwidth ? "      time" : "",
+             fmt::format("max B ({} {})", size_text(gpu, gib), unit));
+  bool offloaded = false;
+  for (const plan::StageEstimate& e : est) {
+    const plan::MemoryEstimate& m = e.memory;
+    const std::string time =
+        bandwidth ? fmt::format(" {:>8.3f} s", static_cast<double>(e.traffic_bytes) / static_cast<double>(*bandwidth))
+                  : "";
+    fmt::print("{:>5} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} | {:>11} {}{} | {:>8}\n", e.stage,
+               size_text(m.param, gib), size_text(m.grad, gib), size_text(m.master, gib), size_text(m.optim, gib),
+               size_text(m.act, gib), size_text(m.transient, gib), size_text(m.total, gib),
+               size_text(e.traffic_bytes, gib), unit, time,
+               e.max_micro_batch ? std::to_string(*e.max_micro_batch) : "-");
+    offloaded = offloaded || m.host || m.nvme;
+  }
+  if (offloaded) {
+    fmt::print("\nOffloaded per rank (as DeepSpeed's ZeRO-Offload/Infinity would; zerodp does not offload yet):\n");
+    for (const plan::StageEstimate& e : est)
+      fmt::print("  stage {}: host {} {}, nvme {} {}\n", e.stage, size_text(e.memory.host, gib), unit,
+                 size_text(e.memory.nvme, gib), unit);
+  }
+  fmt::print("\nact: activations (fp32), token buffers, load chunk; working: peak of gathered + comm;\n"
+             "total: the peak of all categories together. traffic: bytes each rank sends (ring accounting).\n");
+  if (in.gpt2) {
+    const int64_t T = in.seq_len();
+    const plan::ActivationBytes a = plan::gpt2_activation_bytes(*in.gpt2, in.micro_batch, T, false);
+    fmt::print("Activations of one block: {} {} in zerodp (fp32); {} {} by Korthikanti et al. 2022 (16-bit)\n",
+               size_text(a.per_block, gib), unit,
+               size_text(static_cast<uint64_t>(plan::korthikanti_layer_bytes(T, in.micro_batch, in.gpt2->n_embd,
+                                                                             in.gpt2->n_head)),
+                         gib),
+               unit);
+  }
+  return 0;
+}
+
+void register_estimate(CLI::App& app, Action& action) {
+  auto* cmd = app.add_subcommand("estimate",
+                                 "Estimate memory per rank, traffic per step and the largest micro-batch, per ZeRO stage");
+  EstimateOptions& o = g_opt;
+  cmd->add_option("--params", o.params, "Model size as a bare parameter count (7.5B, 1.56e9): model states only");
+  cmd->add_option("--preset", o.preset, "gpt2, gpt2-medium, gpt2-large or gpt2-xl");
+  cmd->add_option("--layers", o.layers, "GPT-2 layers L");
+  cmd->add_option("--embd", o.embd, "GPT-2 width C");
+  cmd->add_option("--heads", o.heads, "GPT-2 attention heads H");
+  cmd->add_option("--vocab", o.vocab, "GPT-2 vocabulary V (default 50257)");
+  cmd->add_option("--ctx", o.ctx, "GPT-2 context N, the rows of wpe (default: the preset's, or --seq, or 1024)");
+  cmd->add_option("--seq", o.seq, "Tokens per sequence T (default: the context N)");
+  cmd->add_option("--gpus", o.gpus, "World size W (ranks, one GPU each)")->capture_default_str();
+  cmd->add_option("--stage", o.stage, "ZeRO stage 0, 1, 2, 3 or all")->capture_default_str();
+  cmd->add_option("--dtype", o.dtype, "Compute dtype fp32, bf16 or fp16 (16-bit: fp32 masters)")->capture_default_str();
+  cmd->add_flag("--fp32-grad-accum", o.fp32_grad_accum, "Persistent gradients in fp32 under bf16/fp16");
+  cmd->add_option("--reduce-dtype", o.reduce_dtype, "Dtype gradients are reduced in (default: as zerodp train)");
+  cmd->add_option("--micro-batch", o.micro_batch, "Sequences per rank per micro-step B")->capture_default_str();
+  cmd->add_option("--accum", o.accum, "Micro-steps per optimizer step G")->capture_default_str();
+  cmd->add_flag("--activation-checkpointing", o.activation_checkpointing, "Keep only block inputs, recompute in backward");
+  cmd->add_option("--offload-optimizer", o.offload_optimizer, "cpu or nvme: model DeepSpeed's optimizer offload")
+      ->capture_default_str();
+  cmd->add_option("--offload-param", o.offload_param, "cpu or nvme: model DeepSpeed's parameter offload (stage 3)")
+      ->capture_default_str();
+  cmd->add_option("--gpu-memory", o.gpu_memory, "Memory of one GPU, e.g. 80GB, 40GiB")->capture_default_str();
+  cmd->add_option("--bandwidth", o.bandwidth, "Bytes per second each rank sends, e.g. 25GB: prints seconds");
+  cmd->add_option("--units", o.units, "Text sizes in gb (10^9) or gib (2^30)")->capture_default_str();
+  cmd->add_flag("--json", o.json, "Print JSON: {\"stages\":[{\"stage\",\"bytes_per_rank\",...}]}");
+  cmd->callback([&action] { action = [] { return run_estimate(g_opt); }; });
+}
+const CommandRegistration registration(70, register_estimate);
+
+}  // namespace
+}  // namespace zerodp::cli

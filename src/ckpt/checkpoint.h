@@ -1,0 +1,117 @@
+// Sharded checkpoints on disk (docs/checkpoints.md): writing one rank's file, committing a
+// checkpoint atomically, and reading any element range of any unit back, whatever world size and
+// stage wrote it.
+//
+//   SAVE_DIR/
+//     latest                     "step-6\n": the newest complete checkpoint, replaced atomically
+//     step-4/  step-6/           complete checkpoints (only the newest K when asked)
+//       manifest.json            manifest.h: what, how it was cut, where training stands, checksums
+//       manifest.crc32c          "<8 hex digits>  manifest.json\n": the manifest's own CRC-32C
+//       rank-00000.safetensors   rank r's owned range of every unit: F32 arrays unit.<u>.weights,
+//       rank-00001.safetensors   unit.<u>.<state> (AdamW exp_avg, exp_avg_sq; SGD momentum_buffer)
+//     .partial-step-8/           a save in progress (never read; removed by the next commit)
+//
+// A save: rank 0 prepares the partial directory; every rank writes its file there (streamed, with
+// its CRC-32C computed on the way, fsynced); rank 0 writes the manifest with every file's size and
+// checksum, fsyncs, renames the directory to step-<n>, fsyncs SAVE_DIR, replaces `latest`, and
+// removes the checkpoints beyond the newest K. A crash at any point leaves the previous checkpoint
+// and `latest` as they were; no step-<n> directory is ever incomplete.
+//
+// Reading validates everything before handing anything out: the manifest's checksum and schema,
+// every file's presence, size, checksum, safetensors structure and arrays. Every problem is a
+// UsageError (exit 2) naming the file and what is wrong.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ckpt/manifest.h"
+#include "core/fs.h"
+#include "model/layout.h"
+
+namespace zerodp::ckpt {
+
+constexpr const char* kManifestFile = "manifest.json";
+constexpr const char* kManifestChecksumFile = "manifest.crc32c";
+constexpr const char* kLatestFile = "latest";
+
+// ---- writing ----------------------------------------------------------------------------------
+
+// SAVE_DIR/.partial-step-<n>: where the files of step n's save are written.
+std::string partial_dir(const std::string& save_dir, int64_t step);
+
+// Creates SAVE_DIR (and parents) if needed: UsageError naming it when that fails or it is not a
+// directory. A run calls it at its start, so that a bad --save-dir stops it before any training.
+void make_save_dir(const std::string& save_dir);
+
+// Rank 0, before any rank writes: creates SAVE_DIR (and parents) if needed and an empty partial
+// directory for `step` (removing one a crashed save left). UsageError when SAVE_DIR cannot be made.
+void prepare_save(const std::string& save_dir, int64_t step);
+
+// One unit range of the rank's: its fp32 weights and optimizer states (end - begin floats each).
+struct RankPiece {
+  UnitRange range;
+  const float* weights = nullptr;
+  std::vector<const float*> states;  // one per state name
+};
+
+struct RankFileOptions {
+  // Testing aid: SIGKILL this process after writing about half of the file (a rank killed in the
+  // middle of a save).
+  bool kill_midway = false;
+};
+
+// Writes dir/rank_file_name(rank) (atomically: fsynced, renamed, directory fsynced) and returns
+// what the manifest lists for it. `pieces` in unit order; `states` names the optimizer states.
+RankFile write_rank_file(const std::string& dir, int rank, int world_size, int64_t step,
+                         const std::vector<std::string>& states, const std::vector<RankPiece>& pieces,
+                         const RankFileOptions& options = {});
+
+// Rank 0, once every rank's file is in the partial directory and `m` lists them: writes the
+// manifest and its checksum, renames the partial directory to SAVE_DIR/step-<m.step> (replacing a
+// checkpoint of that step if there is one), points `latest` at it, and keeps only the newest `keep`
+// checkpoints up to this step (keep <= 0: all). Checkpoints numbered above this one, left by an
+// earlier run, are neither counted nor removed. Returns the checkpoint's directory.
+std::string commit_checkpoint(const std::string& save_dir, const Manifest& m, int keep);
+
+// ---- reading ----------------------------------------------------------------------------------
+
+// The checkpoint directory a path means: itself when it holds manifest.json, else the checkpoint
+// its `latest` names. UsageError when it is neither.
+std::string resolve_checkpoint(const std::string& path);
+
+class Checkpoint {
+ public:
+  // Which rank files' checksums open() computes (the others get every other check); null: all.
+  using VerifyFilter = std::function<bool(int rank)>;
+
+  // Resolves, opens and validates the checkpoint (see above). Throws UsageError naming the file.
+  static Checkpoint open(const std::string& path, const VerifyFilter& verify = nullptr);
+
+  Checkpoint(Checkpoint&&) noexcept;
+  Checkpoint& operator=(Checkpoint&&) noexcept;
+  ~Checkpoint();
+
+  const std::string& dir() const;
+  const Manifest& manifest() const;
+  const model::ParamLayout& layout() const;
+  std::string file_path(int rank) const;  // dir/rank-<r>.safetensors
+
+  // dst[k] = element begin + k of unit `unit`'s weights (state -1) or optimizer state `state`
+  // (0.., manifest().states order), for k < count: assembled from the rank files that hold it.
+  void read(int state, int unit, size_t begin, size_t count, float* dst) const;
+  // The CRC-32C of rank r's file as it is now; empty when it matches the manifest, else a message
+  // naming the file (for `zerodp ckpt inspect`).
+  std::string verify_file(int rank) const;
+
+ private:
+  struct Impl;
+  explicit Checkpoint(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace zerodp::ckpt

@@ -1,0 +1,21 @@
+// What `zerodp ckpt` does with a checkpoint that needs no MPI: turn it into a plain model file, and
+// describe it for people.
+#pragma once
+
+#include <string>
+
+#include "ckpt/checkpoint.h"
+
+namespace zerodp::ckpt {
+
+// Writes the checkpoint's fp32 weights as a contract §2 model file (every tensor F32 under its
+// name, the config as __metadata__, atomically), tensor by tensor through one buffer the size of
+// the largest tensor: memory stays near that tensor, not the model. For the same weights these are
+// the same bytes as `zerodp train --out` writes.
+void consolidate_checkpoint(const Checkpoint& ckpt, const std::string& out_path);
+
+// The manifest in human terms: what was trained, how it was cut, where training stands, the units
+// and their padding, and each rank's file with the ranges it holds.
+std::string describe_checkpoint(const Checkpoint& ckpt);
+
+}  // namespace zerodp::ckpt

@@ -1,0 +1,47 @@
+// GPT-2's activation memory in closed form, derived from what zerodp's model keeps (docs/planner.md
+// derives every term): all activations are fp32, whatever the compute dtype, because the model runs
+// in fp32 on fp32 working copies of the parameters.
+//
+// s = T tokens, b = B sequences, h = C, a = NH heads, V vocabulary, L layers; in 4-byte elements:
+//   per block (kept for backward):  b·s·(16h + 4) + a·b·s²
+//       ln1, ln2 outputs (2h) and statistics (4), qkv (3h), attention output (h), softmax
+//       probabilities (a·s²), residual after attention (h), MLP hidden before and after GELU (8h),
+//       and the block's output on the residual stream (h)
+//   once:  embeddings on the residual stream (h), ln_f output (h) and statistics (2), logits (V),
+//          per-token losses (1):  b·s·(2h + V + 3)
+//   backward working memory, reused by every block: 14·b·s·h + attention scratch a·b·min(s, 64)·s
+//   token ids: 2·b·s int32 (inputs, targets)
+// With activation checkpointing the blocks keep only their input (b·s·h each) and one block's set
+// b·s·(15h + 4) + a·b·s² is shared, recomputed during each block's backward.
+//
+// This is independent of model::activation_bytes on purpose: tests check the two against each other
+// and against the `act` peak measured in real runs.
+#pragma once
+
+#include <cstdint>
+
+#include "model/config.h"
+
+namespace zerodp::plan {
+
+// Rows of the attention backward's scratch: kernels/attention.h's kAttentionRowBlock (plan may not
+// include kernels; a test checks the two agree).
+inline constexpr int64_t kAttentionScratchRows = 64;
+
+struct ActivationBytes {
+  uint64_t per_block = 0;  // what one block keeps for its backward (each block without checkpointing)
+  uint64_t blocks = 0;     // all blocks: L·per_block, or L block inputs + one shared set with checkpointing
+  uint64_t head = 0;       // embeddings, ln_f, logits, losses
+  uint64_t backward = 0;   // backward working buffers and attention scratch
+  uint64_t tokens = 0;     // the model's copy of the micro-batch's token ids
+  uint64_t total() const { return blocks + head + backward + tokens; }
+};
+
+// The activations the model allocates for micro-batches of B sequences of T tokens.
+ActivationBytes gpt2_activation_bytes(const model::GPT2Config& config, int64_t B, int64_t T, bool checkpointing);
+
+// Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models", eq. (1):
+// bytes one transformer layer keeps with 16-bit activations and dropout, s·b·h·(34 + 5·a·s/h).
+double korthikanti_layer_bytes(int64_t s, int64_t b, int64_t h, int64_t a);
+
+}  // namespace zerodp::plan

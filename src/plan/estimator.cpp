@@ -1,0 +1,272 @@
+#include "plan/estimator.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "model/layout.h"
+#include "plan/activations.h"
+
+namespace zerodp::plan {
+
+namespace {
+
+// zero/sharding.h's rule, restated (plan may not include zero): S = ⌈n/W⌉ rounded up to 16.
+constexpr uint64_t kShardAlign = 16;
+uint64_t shard_of(uint64_t n, uint64_t W) {
+  const uint64_t s = (n + W - 1) / W;
+  return (s + kShardAlign - 1) / kShardAlign * kShardAlign;
+}
+
+// ⌊mult·(W−1)·n / W⌋ without overflow: the ring bytes of contract §9.
+uint64_t ring(uint64_t n, uint64_t mult, uint64_t W) {
+  return static_cast<uint64_t>(static_cast<unsigned __int128>(n) * mult * (W - 1) / W);
+}
+
+// The units of a GPT-2: unit 0 (wte, wpe, ln_f) and one per block, all blocks the same size.
+struct Units {
+  uint64_t n0 = 0, nb = 0;  // real elements
+  uint64_t p0 = 0, pb = 0;  // padded, P = W·S
+  uint64_t s0 = 0, sb = 0;  // shards
+  uint64_t L = 0;
+};
+Units units_of(const model::GPT2Config& g, uint64_t W) {
+  const model::ParamLayout layout(g);
+  Units u;
+  u.L = static_cast<uint64_t>(g.n_layer);
+  u.n0 = layout.unit_numel(model::ParamLayout::kEmbeddingUnit);
+  u.nb = layout.unit_numel(model::ParamLayout::block_unit(0));
+  u.s0 = shard_of(u.n0, W);
+  u.sb = shard_of(u.nb, W);
+  u.p0 = u.s0 * W;
+  u.pb = u.sb * W;
+  return u;
+}
+
+uint64_t grad_bytes(const PlanInput& in) {
+  return in.dtype == DType::kF32 || in.fp32_grad_accum ? 4 : dtype_size(in.dtype);
+}
+// The dtype gradients travel in: the gradient store's at stages 0-1, the compute dtype's at 2-3
+// (the engine reduces each micro-step's fp32 unit gradient after narrowing it), or fp32 when asked.
+uint64_t reduce_bytes(const PlanInput& in) {
+  if (in.reduce_fp32) return 4;
+  return in.stage <= 1 ? grad_bytes(in) : dtype_size(in.dtype);
+}
+
+// Stage 3 prefetches up to four units ahead of the one in use, within the limits on what may be live
+// and fetched ahead; `remaining` blocks are left in the schedule.
+uint64_t prefetched_blocks(const PlanInput& in, const Units& u, uint64_t live, uint64_t remaining) {
+  uint64_t k = 0, ahead = 0;
+  while (k < 4 && k < remaining && live + u.pb <= in.max_live_parameters && ahead + u.pb <= in.prefetch_bucket_size) {
+    live += u.pb;
+    ahead += u.pb;
+    ++k;
+  }
+  return k;
+}
+
+// Peak of `gathered` + `comm` during a step, following the engine's backward (docs/planner.md):
+// the head's backward, then each block's, with up to three reductions left in flight.
+uint64_t transient_bytes(const PlanInput& in, const Units& u) {
+  const uint64_t p = dtype_size(in.dtype), r = reduce_bytes(in);
+  const bool mixed = in.dtype != DType::kF32;
+  // A unit's fp32 gradient is a working buffer unless stages 0-1 accumulate straight into fp32 storage.
+  const bool work_grad = in.stage >= 2 || !(in.dtype == DType::kF32 || in.fp32_grad_accum);
+  const uint64_t s3 = in.stage == 3 ? 1 : 0;
+  const uint64_t wg0 = work_grad ? 4 * u.p0 : 0;  // unit 0's gradient stays open through the backward
+  // The head: unit 0's fp32 working copy and gradient, its gathered copy and the blocks prefetched.
+  uint64_t peak = (mixed ? 4 * u.n0 : 0) + wg0 + s3 * p * (u.p0 + prefetched_blocks(in, u, u.p0, u.L) * u.pb);
+  // One reduction in flight at stages 2-3: the unit to send and the shard to receive.
+  const uint64_t reduction = (u.pb + u.sb) * r;
+  for (uint64_t j = 0; j < u.L; ++j) {  // the j-th block of the backward
+    const uint64_t ahead = s3 ? prefetched_blocks(in, u, u.pb, u.L - 1 - j) : 0;
+    const uint64_t in_flight = in.stage >= 2 ? std::min<uint64_t>(j, 3) * reduction : 0;
+    // While the block's backward runs: its working copy and gradient beside the reductions in flight.
+    const uint64_t during = (mixed ? 4 * u.nb : 0) + wg0 + (work_grad ? 4 * u.pb : 0) + in_flight +
+                            s3 * p * u.pb * (1 + ahead);
+    peak = std::max(peak, during);
+    if (in.stage >= 2) {
+      // When it ends: its parameters freed, its gradient launched as one more reduction (converted
+      // first when reduced in 16 bits).
+      const uint64_t launch = std::max(r == 4 ? 0 : (4 + r) * u.pb, reduction);
+      peak = std::max(peak, wg0 + in_flight + launch + s3 * p * u.pb * ahead);
+    }
+  }
+  // Stages 0-1 reducing in another dtype than the stored gradient convert into buffers, up to four in flight.
+  if (in.stage <= 1 && r != grad_bytes(in) && in.world > 1)
+    peak = std::max(peak, wg0 + std::min<uint64_t>(4, u.L) * (u.pb + u.sb) * r);
+  return peak;
+}
+
+}  // namespace
+
+Offload parse_offload(std::string_view text, std::string_view flag) {
+  if (text == "none") return Offload::kNone;
+  if (text == "cpu") return Offload::kCpu;
+  if (text == "nvme") return Offload::kNvme;
+  throw UsageError(fmt::format("{}: expected cpu, nvme or none, got '{}'", flag, text));
+}
+
+const char* offload_name(Offload o) {
+  switch (o) {
+    case Offload::kNone: return "none";
+    case Offload::kCpu: return "cpu";
+    case Offload::kNvme: return "nvme";
+  }
+  return "?";
+}
+
+void PlanInput::validate() const {
+  ZDP_REQUIRE(gpt2 || params > 0, "give the model as --params N, a --preset, or --layers/--embd/--heads/--vocab");
+  if (gpt2) gpt2->validate();
+  ZDP_REQUIRE(world >= 1, "--gpus must be at least 1, got {}", world);
+  ZDP_REQUIRE(stage >= 0 && stage <= 3, "--stage must be 0, 1, 2 or 3, got {}", stage);
+  ZDP_REQUIRE(micro_batch >= 1, "--micro-batch must be at least 1, got {}", micro_batch);
+  ZDP_REQUIRE(accum >= 1, "--accum must be at least 1, got {}", accum);
+  ZDP_REQUIRE(optimizer_states >= 0, "optimizer states per parameter must not be negative");
+  if (gpt2) {
+    ZDP_REQUIRE(seq_len() >= 1 && seq_len() <= gpt2->n_ctx, "--seq {} must be in [1, n_ctx = {}]", seq_len(),
+                gpt2->n_ctx);
+  }
+  // DeepSpeed offloads the optimizer from ZeRO stage 1 on (ZeRO-Offload), parameters only at stage 3
+  // (ZeRO-Infinity).
+  ZDP_REQUIRE(offload_optimizer == Offload::kNone || stage >= 1,
+              "--offload-optimizer needs ZeRO stage 1, 2 or 3 (stage {} asked)", stage);
+  ZDP_REQUIRE(offload_param == Offload::kNone || stage == 3, "--offload-param needs ZeRO stage 3 (stage {} asked)",
+              stage);
+}
+
+ParamCounts param_counts(const PlanInput& in) {
+  const uint64_t W = static_cast<uint64_t>(in.world);
+  ParamCounts c;
+  if (!in.gpt2) {
+    c.numel = c.padded = in.params;
+    c.shard = (in.params + W - 1) / W;
+    return c;
+  }
+  const Units u = units_of(*in.gpt2, W);
+  c.numel = u.n0 + u.L * u.nb;
+  c.padded = u.p0 + u.L * u.pb;
+  c.shard = u.s0 + u.L * u.sb;
+  return c;
+}
+
+MemoryEstimate estimate_memory(const PlanInput& in) {
+  in.validate();
+  const ParamCounts c = param_counts(in);
+  const uint64_t p = dtype_size(in.dtype), g = grad_bytes(in);
+  const bool mixed = in.dtype != DType::kF32;
+  MemoryEstimate m;
+  // docs/design.md's table.
+  m.param = (in.stage == 3 ? c.shard : c.padded) * p;
+  m.grad = (in.stage <= 1 ? c.padded : c.shard) * g;
+  m.master = mixed ? (in.stage == 0 ? c.padded : c.shard) * 4 : 0;
+  m.optim = (in.stage == 0 ? c.padded : c.shard) * 4 * static_cast<uint64_t>(in.optimizer_states);
+
+  // Offload, as DeepSpeed: the optimizer offload takes the fp32 masters, the optimizer states and
+  // the gradient partitions to the host (stage 1-2 keep only the 16-bit parameters on the GPU);
+  // the parameter offload takes stage 3's parameter shards.
+  auto move = [&](uint64_t& bytes, Offload where) {
+    if (where == Offload::kNone) return;
+    (where == Offload::kCpu ? m.host : m.nvme) += bytes;
+    bytes = 0;
+  };
+  move(m.master, in.offload_optimizer);
+  move(m.optim, in.offload_optimizer);
+  move(m.grad, in.offload_optimizer);
+  move(m.param, in.offload_param);
+
+  uint64_t act_live = 0, chunk = 0;
+  if (in.gpt2) {
+    const Units u = units_of(*in.gpt2, static_cast<uint64_t>(in.world));
+    const int64_t T = in.seq_len();
+    act_live = gpt2_activation_bytes(*in.gpt2, in.micro_batch, T, in.activation_checkpointing).total() +
+               2 * 4 * static_cast<uint64_t>(in.micro_batch) * static_cast<uint64_t>(T);  // the engine's tokens
+    // Loading (and widening 16-bit gradients) goes through a chunk of at most 2^18 fp32 values,
+    // no larger than the largest range the rank keeps.
+    const uint64_t kept = in.stage == 3 ? std::max(std::min(u.s0, u.n0), std::min(u.sb, u.nb)) : std::max(u.n0, u.nb);
+    chunk = 4 * std::min<uint64_t>(uint64_t{1} << 18, kept);
+    m.transient = transient_bytes(in, u);
+  }
+  m.act = act_live + chunk;
+  m.total = m.param + m.grad + m.master + m.optim + act_live + std::max(chunk, m.transient);
+  return m;
+}
+
+uint64_t traffic_bytes_per_step(const PlanInput& in) {
+  in.validate();
+  const uint64_t W = static_cast<uint64_t>(in.world), G = static_cast<uint64_t>(in.accum);
+  const uint64_t psi = param_counts(in).padded;
+  const uint64_t np = psi * dtype_size(in.dtype), ng = psi * reduce_bytes(in);
+  uint64_t bytes = 0;
+  switch (in.stage) {
+    case 0: bytes = ring(ng, 2, W); break;                    // all-reduce
+    case 1: bytes = ring(ng, 1, W) + ring(np, 1, W); break;   // reduce-scatter + all-gather
+    case 2: bytes = ring(G * ng, 1, W) + ring(np, 1, W); break;
+    case 3: bytes = ring(G * (2 * np + ng), 1, W); break;     // two gathers and a reduce-scatter per micro-step
+  }
+  return bytes + ring(8, 2, W);  // the loss sum and squared norm, two fp32
+}
+
+std::optional<int64_t> max_micro_batch(const PlanInput& in, uint64_t gpu_bytes) {
+  if (!in.gpt2) return std::nullopt;
+  PlanInput q = in;
+  auto fits = [&](int64_t B) {
+    q.micro_batch = B;
+    return estimate_memory(q).total <= gpu_bytes;
+  };
+  if (!fits(1)) return 0;
+  int64_t lo = 1, hi = 2;  // fits(lo), hi unknown
+  constexpr int64_t kLimit = int64_t{1} << 30;
+  while (hi < kLimit && fits(hi)) {
+    lo = hi;
+    hi *= 2;
+  }
+  if (hi >= kLimit) return lo;
+  while (hi - lo > 1) {  // fits(lo), !fits(hi)
+    const int64_t mid = lo + (hi - lo) / 2;
+    (fits(mid) ? lo : hi) = mid;
+  }
+  return lo;
+}
+
+std::vector<StageEstimate> estimate_stages(const PlanInput& in, const std::vector<int>& stages, uint64_t gpu_bytes) {
+  std::vector<StageEstimate> out;
+  for (int s : stages) {
+    PlanInput q = in;
+    q.stage = s;
+    // Offload exists only where DeepSpeed has it; the other stages are shown without it.
+    if (s < 1) q.offload_optimizer = Offload::kNone;
+    if (s < 3) q.offload_param = Offload::kNone;
+    StageEstimate e;
+    e.stage = s;
+    e.memory = estimate_memory(q);
+    e.traffic_bytes = traffic_bytes_per_step(q);
+    e.max_micro_batch = max_micro_batch(q, gpu_bytes);
+    out.push_back(e);
+  }
+  return out;
+}
+
+nlohmann::ordered_json to_json(const std::vector<StageEstimate>& stages) {
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  for (const StageEstimate& e : stages) {
+    nlohmann::ordered_json bytes;
+    bytes["param"] = e.memory.param;
+    bytes["grad"] = e.memory.grad;
+    bytes["master"] = e.memory.master;
+    bytes["optim"] = e.memory.optim;
+    bytes["act"] = e.memory.act;
+    bytes["total"] = e.memory.total;
+    nlohmann::ordered_json s;
+    s["stage"] = e.stage;
+    s["bytes_per_rank"] = bytes;
+    s["traffic_bytes_per_step"] = e.traffic_bytes;
+    s["max_micro_batch"] = e.max_micro_batch ? nlohmann::ordered_json(*e.max_micro_batch) : nlohmann::ordered_json(nullptr);
+    list.push_back(s);
+  }
+  nlohmann::ordered_json root;
+  root["stages"] = list;
+  return root;
+}
+
+}  // namespace zerodp::plan

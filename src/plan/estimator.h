@@ -1,0 +1,102 @@
+// The planner: bytes per rank by memory category (contract §9), bytes each rank sends per step, and
+// the largest micro-batch that fits a GPU, for a GPT-2 (or a bare parameter count) trained by
+// zerodp's engine at a ZeRO stage. docs/planner.md derives every formula.
+//
+// Model states follow docs/design.md's table, with Ψ counting the padding zero/sharding.h adds
+// (each unit padded to W·S, S = ⌈n/W⌉ rounded up to 16 elements), so that for GPT-2 dimensions they
+// equal the engine's ledger byte for byte. For a bare count (--params N) there is no padding: Ψ = N,
+// and no activations.
+//
+// Offload is modelled as DeepSpeed does it (ZeRO-Offload, ZeRO-Infinity): what leaves the GPU is
+// counted in `host` or `nvme` instead. zerodp's engine does not offload (yet).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/dtype.h"
+#include "model/config.h"
+
+namespace zerodp::plan {
+
+enum class Offload : uint8_t { kNone, kCpu, kNvme };
+// "none", "cpu", "nvme"; UsageError naming `flag` otherwise.
+Offload parse_offload(std::string_view text, std::string_view flag);
+const char* offload_name(Offload o);
+
+struct PlanInput {
+  // GPT-2 dimensions (padding and activations modelled) or, when unset, a bare parameter count.
+  std::optional<model::GPT2Config> gpt2;
+  uint64_t params = 0;
+
+  int world = 1;  // W ranks
+  int stage = 0;  // ZeRO stage 0-3
+  DType dtype = DType::kF32;
+  bool fp32_grad_accum = false;  // persistent gradients in fp32 under bf16/fp16 (Megatron's 18 bytes)
+  bool reduce_fp32 = false;      // gradients reduced in fp32 rather than the gradient/compute dtype
+  int optimizer_states = 2;      // fp32 states a parameter: AdamW's m and v
+
+  int64_t micro_batch = 1;  // B
+  int64_t seq = 0;          // T; 0 means the model's n_ctx
+  int64_t accum = 1;        // G micro-steps per optimizer step
+  bool activation_checkpointing = false;
+
+  // The engine's stage-3 prefetch limits (elements), as zerodp train's defaults.
+  uint64_t prefetch_bucket_size = 50'000'000;
+  uint64_t max_live_parameters = 1'000'000'000;
+
+  Offload offload_optimizer = Offload::kNone;  // master weights, optimizer states (and gradient shards)
+  Offload offload_param = Offload::kNone;      // stage 3's parameter shards (ZeRO-Infinity)
+
+  // UsageError naming the flag for anything out of range (W < 1, stage outside 0..3, T > n_ctx, an
+  // offload DeepSpeed does not have at this stage, ...).
+  void validate() const;
+  int64_t seq_len() const { return seq > 0 ? seq : (gpt2 ? gpt2->n_ctx : 0); }
+};
+
+// Element counts of the model as the engine holds it.
+struct ParamCounts {
+  uint64_t numel = 0;   // real parameters
+  uint64_t padded = 0;  // Ψ: padded over all units (= numel for a bare count)
+  uint64_t shard = 0;   // Σ S: one rank's shards (Ψ/W)
+};
+ParamCounts param_counts(const PlanInput& in);
+
+struct MemoryEstimate {
+  // On the GPU, per rank, at steady state (contract §9 categories).
+  uint64_t param = 0, grad = 0, master = 0, optim = 0;
+  uint64_t act = 0;        // peak of `act`: activations, the engine's token buffer, its load chunk
+  uint64_t transient = 0;  // peak of `gathered` + `comm` during a step (approximate, see planner.md)
+  uint64_t total = 0;      // peak of everything together
+  // What offload moves off the GPU.
+  uint64_t host = 0, nvme = 0;
+};
+MemoryEstimate estimate_memory(const PlanInput& in);
+
+// Bytes one rank sends per optimizer step in ring accounting (contract §9), including the 8-byte
+// scalar all-reduce of every step.
+uint64_t traffic_bytes_per_step(const PlanInput& in);
+
+// The largest micro-batch whose total fits `gpu_bytes`; 0 when not even B = 1 fits; nullopt for a
+// bare parameter count (no activations modelled).
+std::optional<int64_t> max_micro_batch(const PlanInput& in, uint64_t gpu_bytes);
+
+struct StageEstimate {
+  int stage = 0;
+  MemoryEstimate memory;
+  uint64_t traffic_bytes = 0;
+  std::optional<int64_t> max_micro_batch;
+};
+// `in` at each of `stages`; an offload asked for is applied only at the stages DeepSpeed has it
+// (optimizer: 1-3, parameters: 3).
+std::vector<StageEstimate> estimate_stages(const PlanInput& in, const std::vector<int>& stages, uint64_t gpu_bytes);
+
+// {"stages":[{"stage":s,"bytes_per_rank":{"param":…,"grad":…,"master":…,"optim":…,"act":…,
+//  "total":…},"traffic_bytes_per_step":…,"max_micro_batch":…}]}, keys in that order.
+nlohmann::ordered_json to_json(const std::vector<StageEstimate>& stages);
+
+}  // namespace zerodp::plan

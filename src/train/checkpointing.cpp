@@ -1,0 +1,239 @@
+#include "train/checkpointing.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "optim/optimizer.h"
+#include "zero/sharding.h"
+#include "zerodp_build_info.h"
+
+namespace zerodp::train {
+
+namespace {
+
+// Collectives issued while alive go to a scratch ledger: checkpoint I/O is not training traffic
+// (contract §9 counts the training's collectives).
+class UntrackedTraffic {
+ public:
+  explicit UntrackedTraffic(comm::Communicator& comm) : comm_(comm), training_(&comm.traffic()) {
+    comm_.set_traffic_ledger(&scratch_);
+  }
+  ~UntrackedTraffic() { comm_.set_traffic_ledger(training_); }
+  UntrackedTraffic(const UntrackedTraffic&) = delete;
+  UntrackedTraffic& operator=(const UntrackedTraffic&) = delete;
+
+ private:
+  comm::Communicator& comm_;
+  comm::TrafficLedger scratch_;
+  comm::TrafficLedger* training_;
+};
+
+std::vector<std::string> state_names(const optim::OptimizerSpec& spec) {
+  return ckpt::optimizer_state_names(optim::optimizer_name(spec.kind),
+                                     spec.kind == optim::OptimizerKind::kSGD && spec.momentum > 0);
+}
+
+// ZERODP_TEST_CRASH_IN_SAVE=<rank>[:<step>]: whether this rank dies in this save. Without a step,
+// the first save of the process.
+bool crash_requested(int rank, int64_t step) {
+  static bool first_save = true;
+  const bool first = std::exchange(first_save, false);
+  const char* env = std::getenv("ZERODP_TEST_CRASH_IN_SAVE");
+  if (env == nullptr || *env == '\0') return false;
+  int r = -1;
+  long long s = -1;
+  const int n = std::sscanf(env, "%d:%lld", &r, &s);
+  if (n < 1 || r != rank) return false;
+  return n == 2 ? s == step : first;
+}
+
+// Moves `text` from rank `root` to every rank (a byte string travels as fp32 words: collectives
+// move bytes without arithmetic).
+std::string broadcast_text(comm::Communicator& comm, std::string text, int root) {
+  uint64_t size = text.size();
+  comm.broadcast(&size, 2, DType::kF32, root);
+  std::vector<float> words((size + 3) / 4);
+  if (comm.rank() == root) std::memcpy(words.data(), text.data(), size);
+  comm.broadcast(words.data(), words.size(), DType::kF32, root);
+  return std::string(reinterpret_cast<const char*>(words.data()), size);
+}
+
+std::string global_batch_text(int64_t W, int64_t G, int64_t B) {
+  return fmt::format("W·G·B = {}·{}·{} = {} sequences", W, G, B, W * G * B);
+}
+
+}  // namespace
+
+SaveContext save_context(const TrainConfig& cfg, int world_size) {
+  SaveContext ctx;
+  ctx.save_dir = cfg.save_dir;
+  ctx.keep = static_cast<int>(cfg.keep);
+  ctx.data.path = cfg.data_path;
+  ctx.data.micro_batch = cfg.micro_batch;
+  ctx.data.seq = cfg.seq;
+  ctx.data.accum = cfg.accum;
+  ctx.data.tokens_per_step = cfg.tokens_per_step(world_size);
+  ctx.training = cfg.to_json();
+  return ctx;
+}
+
+std::string save_checkpoint(zero::Engine& engine, int64_t step, const SaveContext& ctx) {
+  const auto t0 = std::chrono::steady_clock::now();
+  comm::Communicator& comm = engine.comm();
+  const UntrackedTraffic untracked(comm);
+  const int W = comm.size(), rank = comm.rank();
+  const std::vector<std::string> states = state_names(engine.config().optimizer);
+  ZDP_CHECK(static_cast<int>(states.size()) == engine.num_optimizer_states(), "{} optimizer states, {} names",
+            engine.num_optimizer_states(), states.size());
+
+  if (rank == 0) ckpt::prepare_save(ctx.save_dir, step);
+  comm.barrier();
+
+  // This rank's file: its owned range of every unit, straight from the engine's buffers.
+  std::vector<ckpt::RankPiece> pieces;
+  engine.visit_owned([&](const zero::Engine::OwnedRange& r) {
+    if (r.begin < r.end) pieces.push_back({{r.unit, r.begin, r.end}, r.weights, r.states});
+  });
+  ckpt::RankFileOptions options;
+  options.kill_midway = crash_requested(rank, step);
+  const ckpt::RankFile mine =
+      ckpt::write_rank_file(ckpt::partial_dir(ctx.save_dir, step), rank, W, step, states, pieces, options);
+
+  // Every file's size and checksum to rank 0 (64-bit words travel as pairs of fp32 words).
+  const uint64_t words[2] = {mine.bytes, mine.crc32c};
+  std::vector<uint64_t> all(2 * static_cast<size_t>(W));
+  comm.all_gather(words, all.data(), 4, DType::kF32);
+
+  uint64_t total_bytes = 0;
+  if (rank == 0) {
+    const model::ParamLayout& layout = engine.layout();
+    ckpt::Manifest m;
+    m.created_by = ZERODP_VERSION_STRING;
+    m.step = step;
+    m.optimizer_steps = engine.optimizer_steps();
+    m.model = layout.config();
+    m.world_size = W;
+    m.zero_stage = engine.config().stage;
+    m.dtype = engine.config().dtype;
+    m.optimizer = optim::optimizer_name(engine.config().optimizer.kind);
+    m.states = states;
+    const zero::LossScaler::State ls = engine.loss_scaler().state();
+    m.loss_scale = {ls.scale, ls.good_steps, ls.hysteresis_left, ls.overflows};
+    m.data = ctx.data;
+    m.data.next_token = step * ctx.data.tokens_per_step;
+    m.training = ctx.training;
+    for (int u = 0; u < layout.num_units(); ++u) {
+      const zero::UnitShard& s = engine.shards().unit(u);
+      m.units.push_back({s.numel, s.padded, s.shard});
+    }
+    for (int r = 0; r < W; ++r) {
+      ckpt::RankFile f;
+      f.rank = r;
+      f.file = ckpt::rank_file_name(r);
+      f.bytes = all[2 * static_cast<size_t>(r)];
+      f.crc32c = static_cast<uint32_t>(all[2 * static_cast<size_t>(r) + 1]);
+      const zero::ShardLayout theirs(layout, W, r);  // what visit_owned() gave rank r
+      for (int u = 0; u < layout.num_units(); ++u) {
+        const zero::UnitShard& s = theirs.unit(u);
+        if (s.own_begin < s.own_end) f.ranges.push_back({u, s.own_begin, s.own_end});
+      }
+      total_bytes += f.bytes;
+      m.ranks.push_back(std::move(f));
+    }
+    ZDP_CHECK(m.ranks[0].ranges == mine.ranges, "rank 0's ranges differ from its shard layout");
+    ckpt::commit_checkpoint(ctx.save_dir, m, ctx.keep);
+  }
+  comm.barrier();
+  const std::string dir =
+      ctx.save_dir + (ctx.save_dir.ends_with('/') ? "" : "/") + ckpt::checkpoint_dir_name(step);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  log::info("saved checkpoint {} ({} in {} file{}, {:.0f} ms)", dir, format_bytes(total_bytes), W, W == 1 ? "" : "s", ms);
+  return dir;
+}
+
+ckpt::Checkpoint open_checkpoint(comm::Communicator& comm, const std::string& path) {
+  const UntrackedTraffic untracked(comm);
+  const int W = comm.size(), rank = comm.rank();
+  std::optional<ckpt::Checkpoint> ckpt;
+  std::string error;
+  try {
+    ckpt.emplace(ckpt::Checkpoint::open(path, [W, rank](int file_rank) { return file_rank % W == rank; }));
+  } catch (const UsageError& e) {
+    error = e.what();
+  }
+  // The lowest rank that found a problem tells every rank, so that all fail with its message.
+  float reporter = error.empty() ? 0.0f : static_cast<float>(W - rank);
+  comm.all_reduce(&reporter, 1, DType::kF32, comm::ReduceOp::kMax);
+  if (reporter == 0.0f) return std::move(*ckpt);
+  const int root = W - static_cast<int>(reporter);
+  throw UsageError(broadcast_text(comm, error, root));
+}
+
+std::vector<std::string> check_resume(const ckpt::Checkpoint& ckpt, const TrainConfig& cfg, int W,
+                                      const model::GPT2Config* init_model) {
+  const ckpt::Manifest& m = ckpt.manifest();
+  const std::string where = ckpt.dir() + "/" + ckpt::kManifestFile;
+  ZDP_REQUIRE(init_model == nullptr || *init_model == m.model,
+              "'{}': the checkpoint holds GPT-2 {}, but --init '{}' is GPT-2 {}", where, m.model.summary(),
+              cfg.init_path, init_model ? init_model->summary() : "");
+  const std::string optimizer = optim::optimizer_name(cfg.optimizer);
+  ZDP_REQUIRE(m.optimizer == optimizer, "'{}': the checkpoint was trained with {}, this run asks for --optimizer {}",
+              where, m.optimizer, optimizer);
+  const std::vector<std::string> states = state_names(cfg.optimizer_spec());
+  ZDP_REQUIRE(m.states.size() == states.size(),
+              "'{}': the checkpoint's {} keeps {} state{} per element, this run's {} (--momentum {})", where,
+              m.optimizer, m.states.size(), m.states.size() == 1 ? "" : "s", states.size(), cfg.momentum);
+  ZDP_REQUIRE(m.data.seq == cfg.seq,
+              "'{}': the checkpoint was trained with --seq {}, this run asks for --seq {}: the data order of "
+              "contract §5 continues only with the same sequence length",
+              where, m.data.seq, cfg.seq);
+  ZDP_REQUIRE(m.data.tokens_per_step == cfg.tokens_per_step(W),
+              "'{}': the checkpoint's global batch is {}, this run's is {}: the data order of contract §5 "
+              "continues only with the same global batch (choose --micro-batch and --accum so that W·G·B "
+              "matches)",
+              where, global_batch_text(m.world_size, m.data.accum, m.data.micro_batch),
+              global_batch_text(W, cfg.accum, cfg.micro_batch));
+  ZDP_REQUIRE(cfg.steps >= m.step, "'{}': the checkpoint is at step {}, past --steps {}", where, m.step, cfg.steps);
+
+  std::vector<std::string> warnings;
+  if (m.dtype != cfg.dtype)
+    warnings.push_back(fmt::format("resuming a {} checkpoint in {}: its fp32 weights are converted{}", dtype_name(m.dtype),
+                                   dtype_name(cfg.dtype),
+                                   cfg.dtype == DType::kF16 ? ", and fp16 loss scaling starts afresh" : ""));
+  if (m.data.path != cfg.data_path)
+    warnings.push_back(fmt::format("the checkpoint was trained on '{}', this run reads '{}'", m.data.path, cfg.data_path));
+  const nlohmann::json now = cfg.to_json();
+  for (const char* key : {"optimizer", "clip", "lr_schedule", "fp16"}) {
+    if (!m.training.contains(key) || !now.contains(key) || m.training[key] == now[key]) continue;
+    warnings.push_back(fmt::format("the setting '{}' was {} in the checkpoint, now {}", key, m.training[key].dump(),
+                                   now[key].dump()));
+  }
+  return warnings;
+}
+
+int64_t restore_checkpoint(zero::Engine& engine, const ckpt::Checkpoint& ckpt) {
+  const ckpt::Manifest& m = ckpt.manifest();
+  ZDP_CHECK(engine.layout().config() == m.model, "engine for {} restoring {}", engine.layout().config().summary(),
+            m.model.summary());
+  ZDP_CHECK(engine.num_optimizer_states() == static_cast<int>(m.states.size()), "{} optimizer states, checkpoint {}",
+            engine.num_optimizer_states(), m.states.size());
+  engine.load_state([&ckpt](int state, int unit, size_t begin, size_t count, float* dst) {
+    ckpt.read(state, unit, begin, count, dst);
+  });
+  engine.set_optimizer_steps(m.optimizer_steps);
+  if (engine.config().dtype == DType::kF16 && m.dtype == DType::kF16) {
+    const ckpt::LossScaleState& s = m.loss_scale;
+    engine.loss_scaler().set_state(
+        {s.scale, static_cast<int>(s.good_steps), static_cast<int>(s.hysteresis_left), s.overflows});
+  }
+  return m.step;
+}
+
+}  // namespace zerodp::train

@@ -1,0 +1,59 @@
+// Checkpoints of a training run (docs/checkpoints.md): the glue between the ZeRO engine, the
+// communicator and the on-disk format of ckpt/checkpoint.h.
+//
+// Saving is collective: rank 0 prepares the partial directory, every rank writes its owned range of
+// every unit (fp32 weights and optimizer states), the files' sizes and checksums are gathered to
+// rank 0, which writes the manifest and commits; a barrier ends it. Resuming opens the checkpoint on
+// every rank (the checksums split between the ranks, any problem the same exit-2 error everywhere),
+// checks that it can continue this run, and loads each rank's part: whatever world size and stage
+// wrote it, a rank just reads the ranges it keeps.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "ckpt/checkpoint.h"
+#include "comm/communicator.h"
+#include "model/config.h"
+#include "train/config.h"
+#include "zero/engine.h"
+
+namespace zerodp::train {
+
+// What a checkpoint records about the run besides the engine's state.
+struct SaveContext {
+  std::string save_dir;
+  int keep = 0;                // newest checkpoints kept; <= 0: all
+  ckpt::DataPosition data;     // next_token is set by each save from its step
+  nlohmann::json training = nlohmann::json::object();  // TrainConfig::to_json()
+};
+// The context for `cfg` on W ranks.
+SaveContext save_context(const TrainConfig& cfg, int world_size);
+
+// Collective: writes SAVE_DIR/step-<step> of the engine's state, where `step` optimizer steps have
+// been run. Returns the checkpoint's directory (on every rank). The save's own collectives are not
+// counted as training traffic. Testing aid: ZERODP_TEST_CRASH_IN_SAVE=<rank>[:<step>] kills that
+// rank half-way through writing its file (at the first save, or at step <step>'s).
+std::string save_checkpoint(zero::Engine& engine, int64_t step, const SaveContext& ctx);
+
+// Collective: resolves and validates `path` (a checkpoint or a save directory) on every rank, each
+// rank computing the checksums of its share of the files. A problem found anywhere is thrown on
+// every rank as the same UsageError (exit 2) naming the file.
+ckpt::Checkpoint open_checkpoint(comm::Communicator& comm, const std::string& path);
+
+// Whether the checkpoint can continue this run: the same model (and --init's, when given), the same
+// optimizer and states, the same sequence length and global batch W·G·B (contract §5's data order),
+// --steps not below its step. UsageError naming the manifest otherwise. Changed settings that do
+// not prevent resuming (learning rate, schedule, clipping, dtype, token file...) are returned as
+// warnings, one line each.
+std::vector<std::string> check_resume(const ckpt::Checkpoint& ckpt, const TrainConfig& cfg, int world_size,
+                                      const model::GPT2Config* init_model);
+
+// Loads what this rank keeps (weights, masters, optimizer states), the optimizer's step count and,
+// for fp16 runs that saved one, the loss scaler. Returns the step to continue from.
+int64_t restore_checkpoint(zero::Engine& engine, const ckpt::Checkpoint& ckpt);
+
+}  // namespace zerodp::train

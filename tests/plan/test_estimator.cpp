@@ -1,0 +1,215 @@
+// The estimator against published figures (ZeRO paper, the 7B/4-GPU table, Megatron's 18 bytes a
+// parameter), against the padding rule of zero/sharding.h worked by hand, and its JSON's exact shape.
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "model/layout.h"
+#include "plan/estimator.h"
+#include "plan/presets.h"
+
+namespace zerodp::plan {
+namespace {
+
+uint64_t model_states(const MemoryEstimate& m) { return m.param + m.grad + m.master + m.optim; }
+
+PlanInput bare(double params, int W, int stage, DType dtype) {
+  PlanInput in;
+  in.params = static_cast<uint64_t>(params);
+  in.world = W;
+  in.stage = stage;
+  in.dtype = dtype;
+  return in;
+}
+
+void expect_within_1pct(double got, double want, const char* what) {
+  EXPECT_LE(std::abs(got - want), 0.01 * want) << what << ": got " << got << ", published " << want;
+}
+
+// Rajbhandari et al. 2020 (ZeRO), Figure 1: Ψ = 7.5B, N_d = 64, K = 12 (mixed-precision Adam:
+// fp16 parameters and gradients, fp32 masters and m, v): 120, 31.4, 16.6, 1.9 GB per GPU.
+TEST(Estimator, ZeroPaperSevenPointFiveBillionOnSixtyFourGpus) {
+  const double published[] = {120, 31.4, 16.6, 1.9};
+  for (int s = 0; s <= 3; ++s) {
+    const double gb = model_states(estimate_memory(bare(7.5e9, 64, s, DType::kF16))) / 1e9;
+    if (s < 3) {
+      expect_within_1pct(gb, published[s], "ZeRO paper");
+    } else {
+      // The paper prints 16Ψ/N_d = 1.875 rounded to one decimal: check the rounding and the formula.
+      EXPECT_NEAR(gb, 1.9, 0.05);
+      expect_within_1pct(gb, 16 * 7.5 / 64, "ZeRO paper, P_os+g+p");
+    }
+  }
+  // The paper's K = 12 is master (4) + AdamW m, v (8), in zerodp's categories.
+  const MemoryEstimate m = estimate_memory(bare(7.5e9, 64, 0, DType::kBF16));
+  EXPECT_EQ(m.master + m.optim, 12 * 7'500'000'000ULL);
+  EXPECT_EQ(m.act, 0u);  // a bare count models no activations
+}
+
+TEST(Estimator, SevenBillionOnFourGpusInBf16) {
+  const double published[] = {112, 49, 38.5, 28};
+  for (int s = 0; s <= 3; ++s) {
+    const double gb = model_states(estimate_memory(bare(7e9, 4, s, DType::kBF16))) / 1e9;
+    expect_within_1pct(gb, published[s], "7B on 4 GPUs");
+  }
+}
+
+TEST(Estimator, SixteenBytesAParameterEighteenWithFp32Accumulation) {
+  PlanInput in = bare(1.56e9, 1, 0, DType::kBF16);
+  EXPECT_EQ(model_states(estimate_memory(in)), 16 * 1'560'000'000ULL);
+  in.fp32_grad_accum = true;
+  const MemoryEstimate m = estimate_memory(in);
+  expect_within_1pct(model_states(m) / 1e9, 28.08, "GPT-2 XL, 18 bytes a parameter");
+  EXPECT_EQ(m.grad, 4 * 1'560'000'000ULL);
+  // The real GPT-2 XL, padded for one rank: 1,557,611,200 parameters.
+  PlanInput xl;
+  xl.gpt2 = gpt2_preset("gpt2-xl");
+  xl.dtype = DType::kBF16;
+  xl.fp32_grad_accum = true;
+  EXPECT_EQ(param_counts(xl).numel, 1'557'611'200u);
+  expect_within_1pct(model_states(estimate_memory(xl)) / 1e9, 28.08, "gpt2-xl preset, 18 bytes a parameter");
+  // fp32 training: 4 + 4 + 0 + 8.
+  EXPECT_EQ(model_states(estimate_memory(bare(1e6, 1, 0, DType::kF32))), 16'000'000u);
+}
+
+TEST(Estimator, ZeroOneMovesWhatPlainDataParallelismMoves) {
+  const uint64_t dp = traffic_bytes_per_step(bare(1e9, 8, 0, DType::kBF16));
+  const uint64_t z1 = traffic_bytes_per_step(bare(1e9, 8, 1, DType::kBF16));
+  EXPECT_EQ(dp, z1);
+  // 2·(7/8)·2 GB of bf16 gradients, plus the two fp32 scalars all-reduced: 2·(7/8)·8 = 14 bytes.
+  EXPECT_EQ(dp, 3'500'000'000ULL + 14);
+  // Stage 2 at G = 1 too; stage 3 moves 1.5 times; stage 2 at G = 4 moves 2.5 times.
+  PlanInput in = bare(1e9, 8, 2, DType::kBF16);
+  EXPECT_EQ(traffic_bytes_per_step(in), dp);
+  in.stage = 3;
+  EXPECT_EQ(traffic_bytes_per_step(in) - 14, 5'250'000'000ULL);
+  in.stage = 2;
+  in.accum = 4;
+  EXPECT_EQ(traffic_bytes_per_step(in) - 14, 8'750'000'000ULL);
+  // One rank sends nothing.
+  EXPECT_EQ(traffic_bytes_per_step(bare(1e9, 1, 0, DType::kBF16)), 0u);
+}
+
+TEST(Estimator, FpThirtyTwoGradientsTravelInFp32AtStagesZeroAndOne) {
+  PlanInput in = bare(1e9, 8, 0, DType::kBF16);
+  in.fp32_grad_accum = true;
+  EXPECT_EQ(traffic_bytes_per_step(in) - 14, 7'000'000'000ULL);  // 2·7/8·4 GB
+  in.stage = 1;
+  EXPECT_EQ(traffic_bytes_per_step(in) - 14, 5'250'000'000ULL);  // 7/8·(4 + 2) GB
+  in.stage = 2;  // stages 2-3 reduce each micro-step's gradient in the compute dtype
+  EXPECT_EQ(traffic_bytes_per_step(in) - 14, 3'500'000'000ULL);
+}
+
+// A GPT-2 small enough to pad by hand: L2 H2 C8 V10 N6, W = 3.
+//   unit 0: wte 80 + wpe 48 + ln_f 16 = 144 -> ⌈144/3⌉ = 48 -> S0 = 48, P0 = 144
+//   block:  12·64 + 13·8 = 872          -> ⌈872/3⌉ = 291 -> S = 304, P = 912
+//   Ψ = 144 + 2·912 = 1968, Σ S = 48 + 2·304 = 656
+TEST(Estimator, PadsUnitsAsTheEngineShardsThem) {
+  PlanInput in;
+  in.gpt2 = model::GPT2Config{2, 2, 8, 10, 6};
+  in.world = 3;
+  const ParamCounts c = param_counts(in);
+  EXPECT_EQ(c.numel, model::ParamLayout(*in.gpt2).total_numel());
+  EXPECT_EQ(c.numel, 144u + 2 * 872u);
+  EXPECT_EQ(c.padded, 1968u);
+  EXPECT_EQ(c.shard, 656u);
+  in.dtype = DType::kBF16;
+  for (int s = 0; s <= 3; ++s) {
+    in.stage = s;
+    const MemoryEstimate m = estimate_memory(in);
+    EXPECT_EQ(m.param, (s == 3 ? 656u : 1968u) * 2) << s;
+    EXPECT_EQ(m.grad, (s <= 1 ? 1968u : 656u) * 2) << s;
+    EXPECT_EQ(m.master, (s == 0 ? 1968u : 656u) * 4) << s;
+    EXPECT_EQ(m.optim, (s == 0 ? 1968u : 656u) * 8) << s;
+  }
+  in.dtype = DType::kF32;
+  EXPECT_EQ(estimate_memory(in).master, 0u);
+}
+
+TEST(Estimator, OffloadMovesWhatDeepSpeedMoves) {
+  PlanInput in = bare(1e9, 8, 2, DType::kBF16);
+  in.offload_optimizer = Offload::kCpu;
+  MemoryEstimate m = estimate_memory(in);
+  EXPECT_EQ(model_states(m), 2'000'000'000u);  // ZeRO-Offload keeps the 16-bit parameters only
+  EXPECT_EQ(m.host, 14 * 1'000'000'000ULL / 8);
+  in.stage = 3;
+  in.offload_param = Offload::kNvme;
+  m = estimate_memory(in);
+  EXPECT_EQ(model_states(m), 0u);
+  EXPECT_EQ(m.nvme, 2'000'000'000u / 8);
+  in.stage = 0;
+  EXPECT_THROW(estimate_memory(in), UsageError);
+  in.stage = 2;
+  EXPECT_THROW(estimate_memory(in), UsageError);  // parameters offload at stage 3 only
+  EXPECT_THROW(parse_offload("disk", "--offload-param"), UsageError);
+}
+
+TEST(Estimator, LargestMicroBatchIsTheLastThatFits) {
+  PlanInput in;
+  in.gpt2 = gpt2_preset("gpt2");
+  in.world = 8;
+  in.dtype = DType::kBF16;
+  const uint64_t gpu = 16'000'000'000ULL;
+  for (int s = 0; s <= 3; ++s) {
+    in.stage = s;
+    const std::optional<int64_t> b = max_micro_batch(in, gpu);
+    ASSERT_TRUE(b.has_value());
+    ASSERT_GE(*b, 1);
+    in.micro_batch = *b;
+    EXPECT_LE(estimate_memory(in).total, gpu);
+    in.micro_batch = *b + 1;
+    EXPECT_GT(estimate_memory(in).total, gpu);
+    in.micro_batch = 1;
+  }
+  // Checkpointing fits more; sharding more fits more.
+  in.stage = 0;
+  const int64_t plain = *max_micro_batch(in, gpu);
+  in.activation_checkpointing = true;
+  EXPECT_GT(*max_micro_batch(in, gpu), plain);
+  in.activation_checkpointing = false;
+  in.stage = 3;
+  EXPECT_GT(*max_micro_batch(in, gpu), plain);
+  EXPECT_EQ(max_micro_batch(in, 1000), 0);
+  EXPECT_FALSE(max_micro_batch(bare(1e9, 8, 0, DType::kBF16), gpu).has_value());
+}
+
+TEST(Estimator, JsonHasExactlyTheDocumentedShape) {
+  StageEstimate e;
+  e.stage = 2;
+  e.memory.param = 1;
+  e.memory.grad = 2;
+  e.memory.master = 3;
+  e.memory.optim = 4;
+  e.memory.act = 5;
+  e.memory.transient = 99;  // not part of the JSON
+  e.memory.total = 6;
+  e.traffic_bytes = 7;
+  e.max_micro_batch = 8;
+  StageEstimate bare_count = e;
+  bare_count.stage = 3;
+  bare_count.max_micro_batch.reset();
+  EXPECT_EQ(to_json({e, bare_count}).dump(),
+            R"({"stages":[{"stage":2,"bytes_per_rank":{"param":1,"grad":2,"master":3,"optim":4,"act":5,"total":6},)"
+            R"("traffic_bytes_per_step":7,"max_micro_batch":8},{"stage":3,"bytes_per_rank":{"param":1,"grad":2,)"
+            R"("master":3,"optim":4,"act":5,"total":6},"traffic_bytes_per_step":7,"max_micro_batch":null}]})");
+}
+
+TEST(Estimator, RefusesWhatIsOutOfRange) {
+  EXPECT_THROW(estimate_memory(PlanInput{}), UsageError);  // no model
+  EXPECT_THROW(estimate_memory(bare(1e9, 0, 0, DType::kF32)), UsageError);
+  EXPECT_THROW(estimate_memory(bare(1e9, 8, 4, DType::kF32)), UsageError);
+  PlanInput in;
+  in.gpt2 = gpt2_preset("gpt2");
+  in.seq = 2048;
+  EXPECT_THROW(estimate_memory(in), UsageError);
+  EXPECT_THROW(gpt2_preset("gpt3"), UsageError);
+}
+
+TEST(Presets, HaveThePublishedParameterCounts) {
+  const std::pair<const char*, uint64_t> counts[] = {
+      {"gpt2", 124'439'808}, {"gpt2-medium", 354'823'168}, {"gpt2-large", 774'030'080}, {"gpt2-xl", 1'557'611'200}};
+  for (const auto& [name, n] : counts) EXPECT_EQ(model::ParamLayout(gpt2_preset(name)).total_numel(), n) << name;
+  EXPECT_EQ(gpt2_preset_names().size(), 4u);
+}
+
+}  // namespace
+}  // namespace zerodp::plan
