@@ -212,6 +212,11 @@ std::string resolve_checkpoint(const std::string& path_in) {
   ZDP_REQUIRE(!path_in.empty(), "the checkpoint path is empty");
   const std::string path = strip_trailing_slashes(path_in);
   if (file_exists(join(path, kManifestFile))) return path;
+  // The `latest` pointer file itself stands for the checkpoint it names.
+  std::error_code pec;
+  if (fs::path(path).filename() == kLatestFile && fs::is_regular_file(path, pec))
+    return resolve_checkpoint(fs::path(path).parent_path().empty() ? std::string(".")
+                                                                   : fs::path(path).parent_path().string());
   const std::string latest = join(path, kLatestFile);
   if (file_exists(latest)) {
     std::string name = read_file(latest);
