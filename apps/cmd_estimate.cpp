@@ -148,9 +148,9 @@ int run_estimate(const EstimateOptions& o) {
   bool offloaded = false;
   for (const plan::StageEstimate& e : est) {
     const plan::MemoryEstimate& m = e.memory;
+    const double bytes_per_s = static_cast<double>(bandwidth.value_or(0));
     const std::string time =
-        bandwidth ? fmt::format(" {:>8.3f} s", static_cast<double>(e.traffic_bytes) / static_cast<double>(*bandwidth))
-                  : "";
+        bytes_per_s > 0 ? fmt::format(" {:>8.3f} s", static_cast<double>(e.traffic_bytes) / bytes_per_s) : "";
     fmt::print("{:>5} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} | {:>11} {}{} | {:>8}\n", e.stage,
                size_text(m.param, gib), size_text(m.grad, gib), size_text(m.master, gib), size_text(m.optim, gib),
                size_text(m.act, gib), size_text(m.transient, gib), size_text(m.total, gib),

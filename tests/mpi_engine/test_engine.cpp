@@ -246,16 +246,30 @@ TEST(Engine, ModelStatesMatchTheFormulasExactly) {
                                                      : stage == 3 ? 16 * shard
                                                                   : 0)
                                                   : 0;
-      if (headline_16) EXPECT_EQ(states, headline_16) << what;
-      if (!mixed && stage == 1) EXPECT_EQ(states, 8 * psi + 8 * shard) << what;
-      if (!mixed && stage == 2) EXPECT_EQ(states, 4 * psi + 12 * shard) << what;
-      if (mixed && !cs.fp32_accum && stage == 1) EXPECT_EQ(states, 4 * psi + 12 * shard) << what;
-      if (mixed && !cs.fp32_accum && stage == 2) EXPECT_EQ(states, 2 * psi + 14 * shard) << what;
-      if (mixed && cs.fp32_accum && stage == 0) EXPECT_EQ(states, 18 * psi) << what;
+      if (headline_16) {
+        EXPECT_EQ(states, headline_16) << what;
+      }
+      if (!mixed && stage == 1) {
+        EXPECT_EQ(states, 8 * psi + 8 * shard) << what;
+      }
+      if (!mixed && stage == 2) {
+        EXPECT_EQ(states, 4 * psi + 12 * shard) << what;
+      }
+      if (mixed && !cs.fp32_accum && stage == 1) {
+        EXPECT_EQ(states, 4 * psi + 12 * shard) << what;
+      }
+      if (mixed && !cs.fp32_accum && stage == 2) {
+        EXPECT_EQ(states, 2 * psi + 14 * shard) << what;
+      }
+      if (mixed && cs.fp32_accum && stage == 0) {
+        EXPECT_EQ(states, 18 * psi) << what;
+      }
       // Nothing transient is left between steps.
       EXPECT_EQ(live(MemCategory::kGathered), 0u) << what;
       EXPECT_EQ(live(MemCategory::kComm), 0u) << what;
-      if (stage == 3 && W > 1) EXPECT_GT(after.peak_of(MemCategory::kGathered), 0u) << what;
+      if (stage == 3 && W > 1) {
+        EXPECT_GT(after.peak_of(MemCategory::kGathered), 0u) << what;
+      }
     }
   }
 }
@@ -313,8 +327,10 @@ TEST(Engine, InjectedOverflowIsSkippedOnEveryRank) {
   const RunResult skipped3 = run(false, c, 1, 3);
   const RunResult clean2 = run(false, config(2, 2, 16, DType::kF16), 1, 2);
   EXPECT_TRUE(skipped3.skipped[2]);
-  if (world()->rank() == 0)
-    for (size_t u = 0; u < clean2.params.size(); ++u)
+  if (world()->rank() == 0) {
+    for (size_t u = 0; u < clean2.params.size(); ++u) {
       ASSERT_EQ(0, std::memcmp(skipped3.params[u].data(), clean2.params[u].data(), clean2.params[u].size() * 4))
           << "unit " << u;
+    }
+  }
 }
