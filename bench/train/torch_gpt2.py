@@ -1,0 +1,251 @@
+#!/usr/bin/python3
+"""The PyTorch side of the training benchmarks (bench/train/run.sh): the same GPT-2 (contract §1: fp32,
+pre-LayerNorm blocks, causal attention, tanh GELU, tied LM head), the same initial weights (read from the
+safetensors file `zerodp init` wrote), the same token file and batches (contract §5), AdamW with weight
+decay on tensors of two or more dimensions only (§7) and gradient clipping (§6), timed step by step.
+
+    torch_gpt2.py single --init F --data tokens.bin --micro-batch B --seq T --steps K [--threads N]
+    torch_gpt2.py ddp    --world 2 ...   (DistributedDataParallel over gloo, one process a rank)
+    torch_gpt2.py zero1  --world 2 ...   (DDP + ZeroRedundancyOptimizer wrapping torch.optim.AdamW)
+
+Each rank runs on --threads threads (torch.set_num_threads; the caller also sets OMP_NUM_THREADS, which
+the OpenBLAS under torch reads when it loads). Prints one JSON object: the wall-clock ms of every step on
+rank 0 (zero_grad, forward, backward, clipping and the optimizer step; for DDP up to the end of the
+optimizer step, so every gradient all-reduce is inside), rank 0's loss of every step, and versions.
+Only numpy and torch (Debian's python3-torch 1.13: no scaled_dot_product_attention, so attention is
+written out as nanoGPT's non-flash path does).
+"""
+import argparse
+import json
+import math
+import os
+import socket
+import struct
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+# ---- inputs ----------------------------------------------------------------------------------------
+
+def read_safetensors_f32(path):
+    """{name: float32 numpy array} and the metadata of an F32 safetensors file."""
+    with open(path, "rb") as f:
+        blob = f.read()
+    (header_len,) = struct.unpack("<Q", blob[:8])
+    header = json.loads(blob[8:8 + header_len])
+    metadata = header.pop("__metadata__", None) or {}
+    base = 8 + header_len
+    tensors = {}
+    for name, entry in header.items():
+        if entry["dtype"] != "F32":
+            sys.exit(f"{path}: tensor {name}: dtype {entry['dtype']}, this benchmark reads F32 only")
+        begin, end = entry["data_offsets"]
+        arr = np.frombuffer(blob, dtype="<f4", count=(end - begin) // 4, offset=base + begin)
+        tensors[name.removeprefix("transformer.")] = arr.reshape(entry["shape"])
+    return tensors, metadata
+
+
+def read_tokens(path):
+    """The uint16 tokens of a token file (llm.c layout with its 1024-byte header, or raw), as int64."""
+    raw = np.fromfile(path, dtype="<u2")
+    header = np.frombuffer(raw[:512].tobytes(), dtype="<i4") if raw.size >= 512 else None
+    if header is not None and header[0] == 20240520:
+        raw = raw[512:512 + int(header[2])]
+    return torch.from_numpy(raw.astype(np.int64))
+
+
+def batch(tokens, step, world, rank, B, T):
+    """Contract §5 with G = 1: rank r of W reads B·T+1 tokens from ((s·W + r)·B·T) mod n."""
+    n = tokens.numel()
+    start = ((step * world + rank) * B * T) % n
+    idx = (torch.arange(B * T + 1) + start) % n
+    chunk = tokens[idx]
+    return chunk[:-1].view(B, T), chunk[1:].view(B, T)
+
+
+# ---- the model -------------------------------------------------------------------------------------
+
+class Block(nn.Module):
+    def __init__(self, C, H):
+        super().__init__()
+        self.H = H
+        self.ln_1 = nn.LayerNorm(C, eps=1e-5)
+        self.c_attn = nn.Linear(C, 3 * C)
+        self.attn_proj = nn.Linear(C, C)
+        self.ln_2 = nn.LayerNorm(C, eps=1e-5)
+        self.c_fc = nn.Linear(C, 4 * C)
+        self.mlp_proj = nn.Linear(4 * C, C)
+
+    def forward(self, x, causal_mask):
+        B, T, C = x.shape
+        hs = C // self.H
+        q, k, v = self.c_attn(self.ln_1(x)).split(C, dim=2)
+        # [B, H, T, hs] each; scores scaled by 1/sqrt(hs), masked above the diagonal.
+        q, k, v = (t.view(B, T, self.H, hs).transpose(1, 2) for t in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
+        att = att.masked_fill(causal_mask[:T, :T], float("-inf")).softmax(dim=-1)
+        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+        x = x + self.attn_proj(y)
+        return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
+
+
+class GPT2(nn.Module):
+    def __init__(self, L, H, C, V, N):
+        super().__init__()
+        self.wte = nn.Embedding(V, C)
+        self.wpe = nn.Embedding(N, C)
+        self.h = nn.ModuleList(Block(C, H) for _ in range(L))
+        self.ln_f = nn.LayerNorm(C, eps=1e-5)
+        # A plain attribute, not a buffer: DDP would broadcast a buffer, and gloo cannot send bool.
+        self.causal_mask = torch.ones(N, N, dtype=torch.bool).triu(1)
+
+    def forward(self, idx):
+        T = idx.shape[1]
+        x = self.wte(idx) + self.wpe(torch.arange(T))
+        for block in self.h:
+            x = block(x, self.causal_mask)
+        return F.linear(self.ln_f(x), self.wte.weight)  # tied head, no bias
+
+    def load_contract_weights(self, w):
+        """Contract §1 names; linear weights there are [in, out], nn.Linear's are [out, in]."""
+        def put(param, array, transpose=False):
+            t = torch.from_numpy(np.array(array.T if transpose else array, dtype=np.float32, order="C"))
+            assert param.shape == t.shape, (param.shape, t.shape)
+            param.data.copy_(t)
+        with torch.no_grad():
+            put(self.wte.weight, w["wte.weight"])
+            put(self.wpe.weight, w["wpe.weight"])
+            put(self.ln_f.weight, w["ln_f.weight"])
+            put(self.ln_f.bias, w["ln_f.bias"])
+            for i, b in enumerate(self.h):
+                p = f"h.{i}."
+                put(b.ln_1.weight, w[p + "ln_1.weight"]); put(b.ln_1.bias, w[p + "ln_1.bias"])
+                put(b.ln_2.weight, w[p + "ln_2.weight"]); put(b.ln_2.bias, w[p + "ln_2.bias"])
+                put(b.c_attn.weight, w[p + "attn.c_attn.weight"], True); put(b.c_attn.bias, w[p + "attn.c_attn.bias"])
+                put(b.attn_proj.weight, w[p + "attn.c_proj.weight"], True)
+                put(b.attn_proj.bias, w[p + "attn.c_proj.bias"])
+                put(b.c_fc.weight, w[p + "mlp.c_fc.weight"], True); put(b.c_fc.bias, w[p + "mlp.c_fc.bias"])
+                put(b.mlp_proj.weight, w[p + "mlp.c_proj.weight"], True)
+                put(b.mlp_proj.bias, w[p + "mlp.c_proj.bias"])
+
+
+def build_model(path):
+    weights, meta = read_safetensors_f32(path)
+    L, H = int(meta["n_layer"]), int(meta["n_head"])
+    V, C = weights["wte.weight"].shape
+    N = weights["wpe.weight"].shape[0]
+    model = GPT2(L, H, C, V, N)
+    model.load_contract_weights(weights)
+    return model, dict(L=L, H=H, C=C, V=V, N=N, params=sum(p.numel() for p in model.parameters()))
+
+
+def param_groups(model, weight_decay):
+    """Decay on tensors of two or more dimensions only (contract §7)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    return [{"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
+            {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+
+
+# ---- training --------------------------------------------------------------------------------------
+
+def train(rank, world, args, mode, out_queue):
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    if args.pin:
+        os.sched_setaffinity(0, {rank % os.cpu_count()})
+    if world > 1:
+        torch.distributed.init_process_group("gloo", rank=rank, world_size=world)
+    model, cfg = build_model(args.init)
+    tokens = read_tokens(args.data)
+    hyper = dict(lr=args.lr, betas=(args.beta1, args.beta2), eps=args.eps)
+    if mode == "single":
+        net = model
+        opt = torch.optim.AdamW(param_groups(model, args.weight_decay), **hyper)
+    else:
+        net = nn.parallel.DistributedDataParallel(model)
+        if mode == "ddp":
+            opt = torch.optim.AdamW(param_groups(model, args.weight_decay), **hyper)
+        else:
+            from torch.distributed.optim import ZeroRedundancyOptimizer
+            opt = ZeroRedundancyOptimizer(param_groups(model, args.weight_decay),
+                                          optimizer_class=torch.optim.AdamW, **hyper)
+    B, T = args.micro_batch, args.seq
+    ms, losses = [], []
+    for step in range(args.steps):
+        x, y = batch(tokens, step, world, rank, B, T)
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        logits = net(x)
+        loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), y.reshape(-1))
+        loss.backward()
+        if args.clip > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
+        opt.step()
+        ms.append((time.perf_counter() - t0) * 1e3)
+        losses.append(loss.item())
+    if world > 1:
+        torch.distributed.barrier()
+        torch.distributed.destroy_process_group()
+    if rank == 0:
+        result = {"impl": "pytorch", "mode": mode, "world": world, "threads": args.threads,
+                  "micro_batch": B, "seq": T, "model": cfg, "ms": ms, "loss": losses,
+                  "torch": torch.__version__, "pinned": bool(args.pin),
+                  "optimizer": "ZeroRedundancyOptimizer(AdamW)" if mode == "zero1" else "AdamW"}
+        if out_queue is None:
+            print(json.dumps(result), flush=True)
+        else:
+            out_queue.put(result)
+
+
+def spawned(rank, world, args, mode, out_queue):
+    train(rank, world, args, mode, out_queue)
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("mode", choices=["single", "ddp", "zero1"])
+    ap.add_argument("--init", required=True)
+    ap.add_argument("--data", required=True)
+    ap.add_argument("--micro-batch", type=int, required=True)
+    ap.add_argument("--seq", type=int, required=True)
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--world", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=1, help="threads per rank")
+    ap.add_argument("--pin", action="store_true", help="pin rank r to core r (as mpirun --bind-to core)")
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--beta1", type=float, default=0.9)
+    ap.add_argument("--beta2", type=float, default=0.999)
+    ap.add_argument("--eps", type=float, default=1e-8)
+    ap.add_argument("--weight-decay", type=float, default=0.1)
+    ap.add_argument("--clip", type=float, default=1.0)
+    args = ap.parse_args()
+    if args.mode == "single":
+        if args.world != 1:
+            sys.exit("single: --world must be 1")
+        train(0, 1, args, "single", None)
+        return
+    if args.world < 2:
+        sys.exit(f"{args.mode}: --world must be at least 2")
+    # Loopback only: the ranks meet on 127.0.0.1.
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(free_port())
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    ctx = torch.multiprocessing.get_context("spawn")
+    queue = ctx.SimpleQueue()
+    torch.multiprocessing.spawn(spawned, args=(args.world, args, args.mode, queue), nprocs=args.world, join=True)
+    print(json.dumps(queue.get()), flush=True)
+
+
+if __name__ == "__main__":
+    main()
