@@ -205,15 +205,17 @@ def w2_table(rows):
 # ---- docs -------------------------------------------------------------------------------------------
 
 def commands_block(res, prefixes):
+    """The commands of the runs whose names start with one of `prefixes`, once each (rounds repeat them)."""
     seen, out = set(), []
     path = os.path.join(res, "commands.txt")
     if not os.path.exists(path):
         return ""
     for line in open(path):
         name, _, cmd = line.rstrip("\n").partition("\t")
-        if any(name.startswith(p) for p in prefixes) and name not in seen:
-            seen.add(name)
-            out.append(cmd)
+        key = re.sub(r"-(r\d+|start|end)$", "", name)
+        if any(name.startswith(p) for p in prefixes) and key not in seen:
+            seen.add(key)
+            out.append(re.sub(r"-r\d+\.jsonl", "-rN.jsonl", cmd))
     return "```\n" + "\n".join(out) + "\n```"
 
 
@@ -229,7 +231,15 @@ def machine_text(env):
             f"Versions: {env.get('zerodp', '?')}, {env.get('compiler', '?')}; {env.get('blas', '?')}; "
             f"{env.get('mpi', '?')}; PyTorch {env.get('torch', '?')} (Debian python3-torch) on Python "
             f"{env.get('python', '?')}.\n"
-            f"Settings: {env.get('threads', '?')}.")
+            f"Settings: threads={env.get('threads', '?')}.")
+
+
+INPUTS = ("Inputs (bench/train/run.sh makes them under $OUT/data, the `data/` of the commands below):\n\n"
+          "```\n"
+          "zerodp tokenize --text data/tinyshakespeare.txt --out data/shakespeare.bin\n"
+          "zerodp init --out data/l4c256.safetensors --layers 4 --heads 4 --embd 256 --vocab 256 --ctx 128 --seed 1337\n"
+          "zerodp init --out data/gpt2-124m.safetensors --layers 12 --heads 12 --embd 768 --vocab 50257 --ctx 1024 "
+          "--seed 1337\n```")
 
 
 def one_rank_section(env, res, rows, peak, pk, threads, warmup, warmup_124m):
@@ -250,11 +260,14 @@ def one_rank_section(env, res, rows, peak, pk, threads, warmup, warmup_124m):
         "each block, attention QKᵀ and P·V counted causally (query t meets t+1 keys), and the tied LM head "
         "(bench/train/flops.py; elementwise work not counted). "
         f"sgemm peak: `zerodp bench-train sgemm` (cblas_sgemm 2048³, the OpenBLAS the kernels use, "
-        f"{threads} threads), best of the runs at the start and the end: **{peak:.1f} GFLOP/s** ({peak_runs}). "
+        f"{threads} threads), the best of the measurements at the start of every round and at the end: "
+        f"**{peak:.1f} GFLOP/s** ({peak_runs}). "
         "'loss at step 0' is a check that both sides train the same model on the same batch.",
         one_rank_table(rows),
         notes("notes_one_rank.md"),
-        "Commands:\n\n" + commands_block(res, ["peak-", "one-"]),
+        INPUTS,
+        "Commands (each round runs them in this order; `bash bench/train/run.sh` runs everything):\n\n"
+        + commands_block(res, ["peak-", "one-"]),
     ])
 
 
@@ -266,7 +279,9 @@ def w2_section(env, res, rows, pk, warmup):
         "bench/train/notes_w2.md for the commentary.",
         machine_text(env),
         "Two processes on the same machine, one thread each (OMP_NUM_THREADS=1, torch.set_num_threads(1)), "
-        f"ranks bound to one core each ({env.get('threads', '').split('bind=')[-1].split()[0] if 'bind=' in env.get('threads', '') else '?'}); "
+        + ("each bound to its own core (mpirun --bind-to core; the PyTorch ranks pinned likewise with "
+           "sched_setaffinity); " if " bind=core" in " " + env.get("threads", "") else
+           "not bound to cores (mpirun --bind-to none); ") +
         "GPT-2 L4 C256 H4 V256, B8 T128 per rank (2048 tokens a step), fp32, AdamW, clip 1.0. zerodp: "
         "`mpirun -n 2 zerodp train --zero-stage S` over its MPI backend; PyTorch: torch.multiprocessing.spawn "
         "of 2 processes meeting on 127.0.0.1, DistributedDataParallel over gloo (default 25 MB buckets) with "
@@ -277,7 +292,7 @@ def w2_section(env, res, rows, pk, warmup):
         f"against twice the one-thread sgemm peak ({p1:.1f} GFLOP/s).",
         w2_table(rows),
         notes("notes_w2.md"),
-        "Commands:\n\n" + commands_block(res, ["peak-1t", "w2-"]),
+        "Commands (inputs as in the one-rank section):\n\n" + commands_block(res, ["peak-1t", "w2-"]),
     ])
 
 
