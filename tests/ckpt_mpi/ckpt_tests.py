@@ -5,6 +5,9 @@ usage: ckpt_tests.py ZERODP CASE
   bitwise   same W and stage: 6 steps straight == 3 + resume 3, bit for bit (losses, grad norms,
             --out bytes), in fp32 (W=2, stage 3) and fp16 with dynamic loss scaling (W=2, stage 2);
             --keep; consolidate == --out; inspect
+  bitwise_bf16  the same in bf16 at W=2 for each stage 0, 1, 2, 3
+  keep      --keep through a resume into a directory holding higher-numbered checkpoints of a longer
+            run: those are neither counted nor touched; which remain, latest, equal results
   reshard   a chain of resumes across (W, stage) = (4,3) -> (2,1) -> (3,2) -> (1,0) -> (2,3), with
             B and G changed to keep the global batch, each step's loss within 1e-5 relative of the
             uninterrupted run
@@ -13,59 +16,18 @@ usage: ckpt_tests.py ZERODP CASE
   bad       truncated / bit-flipped / missing shard, manifest not fitting the model or the flags:
             exit code 2, the file named, nothing trained
 Exits non-zero with a message on the first failed check."""
+import functools
 import json
 import os
 import shutil
-import struct
-import subprocess
 import sys
-import tempfile
 
-ZERODP = os.path.abspath(sys.argv[1])
-CASE = sys.argv[2]
-SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-           OMPI_MCA_rmaps_base_oversubscribe="1", OMP_NUM_THREADS="1")
-ENV.pop("ZERODP_TEST_CRASH_IN_SAVE", None)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+import zdp_test as zt  # noqa: E402
+from zdp_test import check, read_bytes, safetensors_f32, steps_of  # noqa: E402
 
-
-def run(args, ranks=None, timeout=150, env=None):
-    cmd = (["mpirun", "-n", str(ranks), "--oversubscribe", "--timeout", str(timeout - 20)] if ranks else [])
-    p = subprocess.run(cmd + [ZERODP] + args, env=dict(ENV, **(env or {})), capture_output=True,
-                       encoding="utf-8", errors="replace", timeout=timeout)
-    return p.returncode, p.stdout, p.stderr
-
-
-def check(cond, what, detail=""):
-    if not cond:
-        print(f"FAILED: {what}\n{detail}")
-        sys.exit(1)
-    print(f"ok: {what}")
-
-
-def steps_of(path):
-    """{step: record} of a metrics file (or of the .partial a killed run left)."""
-    with open(path) as f:
-        return {r["step"]: r for r in map(json.loads, f) if r["event"] == "step"}
-
-
-def read_bytes(path):
-    with open(path, "rb") as f:
-        return f.read()
-
-
-def safetensors_f32(path):
-    """{name: list of floats} of an F32 safetensors file."""
-    data = read_bytes(path)
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n])
-    out = {}
-    for name, t in header.items():
-        if name == "__metadata__":
-            continue
-        b, e = t["data_offsets"]
-        out[name] = struct.unpack(f"<{(e - b) // 4}f", data[8 + n + b:8 + n + e])
-    return out
+ZERODP, CASE = zt.driver_args(__doc__)
+run = functools.partial(zt.run, ZERODP, timeout=150)  # run(args, ranks=None, timeout=150, env=None)
 
 
 def crc32c(data):
@@ -93,30 +55,20 @@ def read_checkpoint_as_documented(ckpt):
     for f in m["files"]:
         data = read_bytes(os.path.join(ckpt, f["file"]))
         check(len(data) == f["bytes"] and f"{crc32c(data):08x}" == f["crc32c"], f"{f['file']}: size and CRC-32C")
-        (n,) = struct.unpack("<Q", data[:8])
-        files[f["rank"]] = (json.loads(data[8:8 + n]), data[8 + n:])
+        header, _, body = zt.parse_safetensors(data)
+        files[f["rank"]] = {name: zt.f32_values(body, entry) for name, entry in header.items()}
     out = {}
     for t in m["tensors"]:
         values = []
         for p in t["pieces"]:
-            header, body = files[p["rank"]]
-            b, e = header[p["file_tensor"]]["data_offsets"]
-            arr = struct.unpack(f"<{(e - b) // 4}f", body[b:e])
+            arr = files[p["rank"]][p["file_tensor"]]
             values.extend(arr[p["file_offset"]:p["file_offset"] + p["end"] - p["begin"]])
         out[t["name"]] = tuple(values)
     return out
 
 
-tmp = tempfile.mkdtemp(prefix="zerodp-ckpt-")
-text = os.path.join(tmp, "text.txt")
-with open(os.path.join(SRC, "data", "tinyshakespeare.txt"), "rb") as f, open(text, "wb") as g:
-    g.write(f.read(40000))
-tokens, init = os.path.join(tmp, "tok.bin"), os.path.join(tmp, "init.safetensors")
-rc, out, err = run(["tokenize", "--text", text, "--out", tokens])
-check(rc == 0, "tokenize", err)
-rc, out, err = run(["init", "--out", init, "--layers", "2", "--heads", "2", "--embd", "32", "--vocab", "256",
-                    "--ctx", "16", "--seed", "5"])
-check(rc == 0, "init", err)
+tmp = zt.workdir("ckpt")
+tokens, init = zt.make_inputs(ZERODP, tmp, layers=2, heads=2, embd=32, vocab=256, ctx=16, seed=5, text_bytes=40000)
 # Global batch: 12 sequences of 16 tokens (W·G·B = 12 for W = 1..4).
 common = ["--data", tokens, "--lr", "3e-3", "--weight-decay", "0.1", "--clip", "1.0", "--log-every", "0"]
 
@@ -179,6 +131,86 @@ if CASE == "bitwise":
                    "compute dtype fp16", "exp_avg, exp_avg_sq", "rank-00001.safetensors  ok",
                    "all 2 files verified", "B=6 x G=1 x W=2"):
         check(needle in out, f"inspect prints '{needle}'", out)
+
+elif CASE == "bitwise_bf16":
+    # bf16 keeps fp32 masters beside the bf16 parameters: the checkpoint holds the masters, from which
+    # the resumed run rounds its parameters again, and that must give back the very same run.
+    for stage in range(4):
+        d = f"bf16-s{stage}"
+        extra = ["--dtype", "bf16"]
+        rc, out, err = train(f"{d}-straight", 2, stage, 6, 6, extra=extra + [
+            "--save-dir", path(d, "run1"), "--save-every", "3", "--out", path(d, "straight.safetensors")])
+        check(rc == 0, f"{d}: 6 steps straight, saving every 3", err)
+        manifest = json.loads(read_bytes(path(d, "run1", "step-3", "manifest.json")))
+        check((manifest["dtype"], manifest["zero_stage"], manifest["world_size"]) == ("bf16", stage, 2),
+              f"{d}: the checkpoint records bf16, stage {stage}, 2 ranks",
+              str((manifest["dtype"], manifest["zero_stage"], manifest["world_size"])))
+        rc, out, err = train(f"{d}-resumed", 2, stage, 6, 6, init_flag=False, extra=extra + [
+            "--resume", path(d, "run1", "step-3"), "--out", path(d, "resumed.safetensors")])
+        check(rc == 0, f"{d}: resumed at step 3", err)
+        straight, resumed = steps_of(path(f"{d}-straight.jsonl")), steps_of(path(f"{d}-resumed.jsonl"))
+        check(sorted(straight) == list(range(6)) and sorted(resumed) == [3, 4, 5],
+              f"{d}: the runs ran steps 0..5 and 3, 4, 5", f"{sorted(straight)} {sorted(resumed)}")
+        for s in (3, 4, 5):
+            for key in ("loss", "grad_norm", "lr", "tokens", "loss_scale", "skipped"):
+                check(resumed[s][key] == straight[s][key],
+                      f"{d}: step {s} {key} identical ({resumed[s][key]!r} == {straight[s][key]!r})")
+        check(read_bytes(path(d, "straight.safetensors")) == read_bytes(path(d, "resumed.safetensors")),
+              f"{d}: the --out files are identical byte for byte")
+
+elif CASE == "keep":
+    # docs/checkpoints.md, Saving step 5: with --keep K, checkpoints numbered above the one being saved
+    # (an earlier, longer run's, when this one resumed from an older step) are neither counted nor removed.
+    W, stage, save = 2, 1, path("save")
+    rc, out, err = train("long", W, stage, 8, 6, extra=["--save-dir", save, "--save-every", "2"])
+    check(rc == 0, "the first run: 8 steps, saving every 2", err)
+    check(sorted(os.listdir(save)) == ["latest", "step-2", "step-4", "step-6", "step-8"]
+          and read_bytes(os.path.join(save, "latest")) == b"step-8\n",
+          "it leaves step-2, -4, -6, -8 and latest naming step-8", str(sorted(os.listdir(save))))
+
+    def snapshot(ckpt):
+        """{file name: (bytes, inode, mtime in ns)} of a checkpoint directory."""
+        out = {}
+        for name in sorted(os.listdir(ckpt)):
+            st = os.stat(os.path.join(ckpt, name))
+            out[name] = (read_bytes(os.path.join(ckpt, name)), st.st_ino, st.st_mtime_ns)
+        return out
+
+    step8, step8_dir_ino = snapshot(path("save", "step-8")), os.stat(path("save", "step-8")).st_ino
+    step6_ranks = {n: v[0] for n, v in snapshot(path("save", "step-6")).items() if n.startswith("rank-")}
+    step6_dir_ino = os.stat(path("save", "step-6")).st_ino
+    # The second run resumes from step-4 (an explicit path, not latest) into the same directory, runs to
+    # step 7 (fewer steps than the first), keeps 2: it saves step-6 (over the first run's) and step-7.
+    rc, out, err = train("short", W, stage, 7, 6, init_flag=False, extra=[
+        "--resume", path("save", "step-4"), "--save-dir", save, "--save-every", "2", "--keep", "2"])
+    check(rc == 0, "the second run: resumed from step-4, 7 steps, --keep 2, the same directory", err)
+    names = sorted(os.listdir(save))
+    # Counting only step <= 7: after step-6's save {4, 6} stay (2 goes), after step-7's {6, 7} (4 goes).
+    check(names == ["latest", "step-6", "step-7", "step-8"],
+          "step-6 and step-7 (the 2 newest up to 7) and the first run's step-8 remain; step-2 and step-4 are "
+          "removed; no hidden leftovers", str(names))
+    check(read_bytes(os.path.join(save, "latest")) == b"step-7\n", "latest names step-7, the last one saved",
+          read_bytes(os.path.join(save, "latest")).decode(errors="replace"))
+    check(os.stat(path("save", "step-8")).st_ino == step8_dir_ino and snapshot(path("save", "step-8")) == step8,
+          "step-8 is untouched: the same directory, every file's bytes, inode and mtime")
+    rc, out, err = run(["ckpt", "inspect", path("save", "step-8")])
+    check(rc == 0 and "all 2 files verified" in out, "step-8 still verifies", out + err)
+    long, short = steps_of(path("long.jsonl")), steps_of(path("short.jsonl"))
+    check(sorted(short) == [4, 5, 6], "the second run ran steps 4, 5, 6", str(sorted(short)))
+    for s in (4, 5, 6):
+        for key in ("loss", "grad_norm", "lr"):
+            check(short[s][key] == long[s][key], f"step {s} {key} identical to the first run's "
+                                                 f"({short[s][key]!r} == {long[s][key]!r})")
+    new6 = {n: v[0] for n, v in snapshot(path("save", "step-6")).items() if n.startswith("rank-")}
+    check(os.stat(path("save", "step-6")).st_ino != step6_dir_ino, "step-6 was saved again, replacing the first run's")
+    check(new6 == step6_ranks, "the second run's step-6 rank files equal the first run's byte for byte",
+          f"{sorted(new6)} vs {sorted(step6_ranks)}")
+    # Resuming from the directory takes latest: step 7 of the first run, exactly.
+    rc, out, err = train("from-latest", W, stage, 8, 6, init_flag=False, extra=["--resume", save])
+    check(rc == 0, "resuming from the save directory", err)
+    last = steps_of(path("from-latest.jsonl"))
+    check(sorted(last) == [7] and last[7]["loss"] == long[7]["loss"] and last[7]["grad_norm"] == long[7]["grad_norm"],
+          "it runs step 7 with the first run's loss and grad_norm, bit for bit", str(last))
 
 elif CASE == "reshard":
     # (W, stage, B, G) of each run; run k > 0 resumes from run k-1's checkpoint at step 2k.

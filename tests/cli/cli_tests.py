@@ -4,48 +4,21 @@ stage 3 trains), DeepSpeed JSON configuration, atomic outputs, the memory report
 
 usage: cli_tests.py ZERODP CASE     (CASE: budget | ds_config | atomic_out | report | sample)
 Exits non-zero with a message on the first failed check."""
+import functools
 import json
 import os
-import subprocess
 import sys
-import tempfile
 
-ZERODP = os.path.abspath(sys.argv[1])
-CASE = sys.argv[2]
-SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-           OMPI_MCA_rmaps_base_oversubscribe="1", OMP_NUM_THREADS="1")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+import zdp_test as zt  # noqa: E402
+from zdp_test import check, records  # noqa: E402
 
+ZERODP, CASE = zt.driver_args(__doc__)
+run = functools.partial(zt.run, ZERODP)  # run(args, ranks=None, timeout=120)
 
-def run(args, ranks=None, timeout=120):
-    cmd = ([ "mpirun", "-n", str(ranks), "--oversubscribe", "--timeout", str(timeout - 10)] if ranks else []) + [ZERODP] + args
-    p = subprocess.run(cmd, env=ENV, capture_output=True, encoding="latin-1", timeout=timeout)
-    return p.returncode, p.stdout, p.stderr
-
-
-def check(cond, what, detail=""):
-    if not cond:
-        print(f"FAILED: {what}\n{detail}")
-        sys.exit(1)
-    print(f"ok: {what}")
-
-
-def records(path, event):
-    with open(path) as f:
-        return [r for r in map(json.loads, f) if r["event"] == event]
-
-
-tmp = tempfile.mkdtemp(prefix="zerodp-cli-")
-text = os.path.join(tmp, "text.txt")
-with open(os.path.join(SRC, "data", "tinyshakespeare.txt"), "rb") as f, open(text, "wb") as g:
-    g.write(f.read(60000))
-tokens, init = os.path.join(tmp, "tok.bin"), os.path.join(tmp, "init.safetensors")
-rc, out, err = run(["tokenize", "--text", text, "--out", tokens])
-check(rc == 0, "tokenize", err)
-layers = "8" if CASE == "budget" else "2"
-rc, out, err = run(["init", "--out", init, "--layers", layers, "--heads", "4", "--embd", "64", "--vocab", "256",
-                    "--ctx", "32", "--seed", "5"])
-check(rc == 0, "init", err)
+tmp = zt.workdir("cli")
+tokens, init = zt.make_inputs(ZERODP, tmp, layers=8 if CASE == "budget" else 2, heads=4, embd=64, vocab=256, ctx=32,
+                              seed=5, text_bytes=60000)
 base = ["train", "--init", init, "--data", tokens, "--steps", "2", "--micro-batch", "2", "--seq", "32", "--lr", "1e-3"]
 
 if CASE == "budget":

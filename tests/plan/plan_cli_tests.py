@@ -11,38 +11,22 @@
 
 usage: plan_cli_tests.py ZERODP CASE     (CASE: states | act | sweep)
 Exits non-zero with a message on the first failed check."""
+import csv
+import functools
 import json
 import os
-import subprocess
 import sys
-import tempfile
 
-ZERODP = os.path.abspath(sys.argv[1])
-CASE = sys.argv[2]
-SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-           OMPI_MCA_rmaps_base_oversubscribe="1", OMP_NUM_THREADS="1")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+import zdp_test as zt  # noqa: E402
+from zdp_test import check  # noqa: E402
+
+ZERODP, CASE = zt.driver_args(__doc__)
+run = functools.partial(zt.run, ZERODP)  # run(args, ranks=None, timeout=120)
+
 # Dimensions whose units do not divide evenly: unit 0 = 256·48 + 32·48 + 96 = 13920, a block 28272.
 MODEL = {"layers": 2, "heads": 4, "embd": 48, "vocab": 256, "ctx": 32}
 W = 2
-
-
-def run(args, ranks=None, timeout=120):
-    cmd = (["mpirun", "-n", str(ranks), "--oversubscribe", "--timeout", str(timeout - 10)] if ranks else []) + [ZERODP] + args
-    p = subprocess.run(cmd, env=ENV, capture_output=True, encoding="latin-1", timeout=timeout)
-    return p.returncode, p.stdout, p.stderr
-
-
-def check(cond, what, detail=""):
-    if not cond:
-        print(f"FAILED: {what}\n{detail}")
-        sys.exit(1)
-    print(f"ok: {what}")
-
-
-def memory_records(path):
-    with open(path) as f:
-        return [r for r in map(json.loads, f) if r["event"] == "memory"]
 
 
 def estimate(stage, dtype, fp32_accum, B, T, ckpt):
@@ -71,20 +55,14 @@ def train(stage, dtype, fp32_accum, B, T, ckpt, metrics):
         args.append("--activation-checkpointing")
     rc, out, err = run(args, W)
     check(rc == 0, f"train stage {stage} {dtype} B={B} T={T} checkpointing={ckpt}", err)
-    recs = memory_records(metrics)
+    recs = zt.records(metrics, "memory")
     check(len(recs) == W, f"one memory record per rank ({len(recs)})")
     return recs
 
 
-tmp = tempfile.mkdtemp(prefix="zerodp-plan-")
-text = os.path.join(tmp, "text.txt")
-with open(os.path.join(SRC, "data", "tinyshakespeare.txt"), "rb") as f, open(text, "wb") as g:
-    g.write(f.read(20000))
-tokens, init = os.path.join(tmp, "tok.bin"), os.path.join(tmp, "init.safetensors")
-rc, out, err = run(["tokenize", "--text", text, "--out", tokens])
-check(rc == 0, "tokenize", err)
-rc, out, err = run(["init", "--out", init, "--seed", "3"] + [a for k, v in MODEL.items() for a in (f"--{k}", str(v))])
-check(rc == 0, "init", err)
+tmp = zt.workdir("plan")
+tokens, init = zt.make_inputs(ZERODP, tmp, **MODEL, seed=3, text_bytes=20000)
+text = os.path.join(tmp, "text.txt")  # the corpus excerpt make_inputs tokenized
 
 if CASE == "states":
     cases = [(s, "fp32", False) for s in range(4)] + [(s, "bf16", s % 2 == 0) for s in range(4)]
@@ -111,9 +89,8 @@ elif CASE == "sweep":
     rc, so, se = run(["sweep", "--layers", "2", "--embd", "96", "--heads", "4", "--seq", "16", "--gpus", "2",
                       "--worlds", "1,2", "--memory-budget", "12MB", "--max-micro-batch", "40", "--steps", "1",
                       "--text", text, "--out-dir", out, "--work-dir", os.path.join(tmp, "work"),
-                      "--plot-script", os.path.join(SRC, "docs", "sweep", "plot_sweep.py")], timeout=280)
+                      "--plot-script", os.path.join(zt.SRC, "docs", "sweep", "plot_sweep.py")], timeout=280)
     check(rc == 0, "zerodp sweep runs", so + se)
-    import csv
     with open(os.path.join(out, "sweep.csv")) as f:
         rows = list(csv.DictReader(f))
     tried = {(int(r["world"]), int(r["stage"])) for r in rows}

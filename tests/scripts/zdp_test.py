@@ -1,57 +1,108 @@
-"""Shared helpers of the Python test drivers (tests/cli, tests/ckpt_mpi, tests/plan, tests/hostile, ...):
-the environment ranks run in, launching `zerodp` alone or through mpirun with a timeout, checks that
-stop the driver with a message, and readers of the outputs (metrics JSON Lines, safetensors).
+"""Shared helpers of the Python test drivers (tests/cli, tests/ckpt_mpi, tests/plan, tests/reference,
+tests/hostile, bench/train, ...): the environment ranks run in, launching `zerodp` alone or through
+mpirun with a timeout, checks that stop the driver with a message (or collect every failure), and
+readers of the outputs (metrics JSON Lines, safetensors).
 
 Import it from a driver with
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
     import zdp_test as zt
+
+Standard library only: the drivers run under whichever python3 CMake found (the reference drivers
+under /usr/bin/python3 with numpy and torch).
 """
 import json
 import os
+import struct
 import subprocess
 import sys
 import tempfile
+import time
 
 # The repository root (tests/scripts/ is two levels down).
 SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# The text every driver tokenizes a piece of.
+CORPUS = os.path.join(SRC, "data", "tinyshakespeare.txt")
 
-# Ranks run as root on 2 cores: allow both, one OpenMP thread a rank.
-ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-           OMPI_MCA_rmaps_base_oversubscribe="1", OMP_NUM_THREADS="1")
+# What ranks need on this machine: run as root on 2 cores, more ranks than cores, one OpenMP thread a rank.
+MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+           "OMPI_MCA_rmaps_base_oversubscribe": "1", "OMP_NUM_THREADS": "1"}
+# The environment of every command: this process's, MPI_ENV, and no test hook leaking in from outside
+# (a driver that wants one passes it in `env`).
+ENV = dict(os.environ, **MPI_ENV)
+ENV.pop("ZERODP_TEST_CRASH_IN_SAVE", None)
 
 
 class Result:
-    """What a command did: its exit code, standard output and standard error (text)."""
+    """What a command did: its exit code (None when it ran past its timeout), standard output and
+    standard error (text), and the seconds it took."""
 
-    def __init__(self, code, out, err):
-        self.code, self.out, self.err = code, out, err
+    def __init__(self, code, out, err, secs=0.0):
+        self.code, self.out, self.err, self.secs = code, out, err, secs
+
+    @property
+    def text(self):
+        """Standard output then standard error."""
+        return self.out + self.err
 
     def __iter__(self):  # rc, out, err = run(...)
         return iter((self.code, self.out, self.err))
 
 
-def command(zerodp, args, ranks=None, timeout=120):
-    """The command line: zerodp alone, or under mpirun with ranks and a timeout below the driver's."""
+def command(zerodp, args, ranks=None, timeout=120, mpirun="mpirun", mpi_timeout=None):
+    """The command line: zerodp alone, or under `mpirun -n ranks` whose own --timeout (`mpi_timeout`,
+    by default 15 s below `timeout`) ends a hung job before the driver's timeout does."""
     launch = []
     if ranks:
-        launch = ["mpirun", "-n", str(ranks), "--oversubscribe", "--timeout", str(max(5, timeout - 15))]
+        limit = mpi_timeout if mpi_timeout is not None else max(5, timeout - 15)
+        launch = [mpirun, "-n", str(ranks), "--oversubscribe", "--timeout", str(limit)]
     return launch + [zerodp] + list(args)
 
 
-def run(zerodp, args, ranks=None, timeout=120, env=None):
-    """Runs zerodp (through mpirun when ranks is given); a run past `timeout` seconds fails the check."""
-    cmd = command(zerodp, args, ranks, timeout)
+def mpmd_command(zerodp, groups, timeout=120, mpirun="mpirun", mpi_timeout=None):
+    """One mpirun job whose groups of ranks run different command lines: groups = [(ranks, args), ...]
+    gives `mpirun --oversubscribe --timeout T -n a zerodp args_a : -n b zerodp args_b ...`."""
+    limit = mpi_timeout if mpi_timeout is not None else max(5, timeout - 15)
+    cmd = [mpirun, "--oversubscribe", "--timeout", str(limit)]
+    for i, (ranks, args) in enumerate(groups):
+        cmd += ([":"] if i else []) + ["-n", str(ranks), zerodp] + list(args)
+    return cmd
+
+
+def _text(x):
+    return x.decode("utf-8", errors="replace") if isinstance(x, bytes) else (x or "")
+
+
+def launch(cmd, timeout, env=None, echo=False):
+    """Runs any command line in ENV (plus `env`) for at most `timeout` seconds. Never raises on a
+    timeout: the Result's code is then None, with what the command had written. `echo` prints it first."""
+    if echo:
+        print("$ " + " ".join(cmd), flush=True)
+    start = time.monotonic()
     try:
         p = subprocess.run(cmd, env=dict(ENV, **(env or {})), capture_output=True, encoding="utf-8",
                            errors="replace", timeout=timeout)
-    except subprocess.TimeoutExpired:
-        fail(f"timed out after {timeout} s: {' '.join(cmd)}")
-    return Result(p.returncode, p.stdout, p.stderr)
+        code, out, err = p.returncode, p.stdout, p.stderr
+    except subprocess.TimeoutExpired as e:
+        code, out, err = None, _text(e.stdout), _text(e.stderr)
+    return Result(code, out, err, time.monotonic() - start)
+
+
+def run(zerodp, args, ranks=None, timeout=120, env=None, mpirun="mpirun", mpi_timeout=None):
+    """Runs zerodp (through mpirun when ranks is given); a run past `timeout` seconds fails the check."""
+    cmd = command(zerodp, args, ranks, timeout, mpirun, mpi_timeout)
+    r = launch(cmd, timeout, env)
+    if r.code is None:
+        fail(f"timed out after {timeout} s: {' '.join(cmd)}", r.text[-3000:])
+    return r
+
+
+class Failed(SystemExit):
+    """Raised by fail(): ends a driver with exit code 1, or is caught by one that goes on to its next case."""
 
 
 def fail(what, detail=""):
-    print(f"FAILED: {what}\n{detail}")
-    sys.exit(1)
+    print(f"FAILED: {what}\n{detail}", flush=True)
+    raise Failed(1)
 
 
 def check(cond, what, detail=""):
@@ -61,27 +112,94 @@ def check(cond, what, detail=""):
     print(f"ok: {what}")
 
 
+class Checks:
+    """Checks that go on after a failure, so that one run reports all of them: check() records and
+    prints each failed one and returns `ok`; `failures` lists them."""
+
+    def __init__(self, prefix="  FAIL "):
+        self.failures = []
+        self.prefix = prefix
+
+    def check(self, ok, what):
+        if not ok:
+            self.failures.append(what)
+            print(f"{self.prefix}{what}", flush=True)
+        return ok
+
+    def note(self, text):
+        print(f"  {text}")
+
+
+def driver_args(usage):
+    """(absolute path of ZERODP, CASE) from `driver.py ZERODP CASE`; exit 2 with `usage` otherwise."""
+    if len(sys.argv) != 3:
+        sys.exit(usage)
+    return os.path.abspath(sys.argv[1]), sys.argv[2]
+
+
+# ---- outputs ---------------------------------------------------------------------------------------
+
+def read_bytes(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def read_metrics(path):
+    """Every record of a metrics file (JSON Lines), in order."""
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
 def records(path, event):
     """The records of one event ("step", "memory", "traffic") of a metrics file."""
-    with open(path) as f:
-        return [r for r in map(json.loads, f) if r.get("event") == event]
+    return [r for r in read_metrics(path) if r.get("event") == event]
 
 
 def steps_of(path):
-    """{step: record} of a metrics file."""
+    """{step: record} of a metrics file (or of the .partial a killed run left)."""
     return {r["step"]: r for r in records(path, "step")}
 
+
+def parse_safetensors(blob):
+    """(header without __metadata__, metadata, data section) of a safetensors file's bytes."""
+    (n,) = struct.unpack("<Q", blob[:8])
+    header = json.loads(blob[8:8 + n])
+    metadata = header.pop("__metadata__", None) or {}
+    return header, metadata, blob[8 + n:]
+
+
+def f32_values(data, entry):
+    """The floats of one F32 tensor: `entry` its header entry, `data` the file's data section."""
+    b, e = entry["data_offsets"]
+    return struct.unpack(f"<{(e - b) // 4}f", data[b:e])
+
+
+def safetensors_f32(path):
+    """{name: tuple of floats} of an F32 safetensors file."""
+    header, _, data = parse_safetensors(read_bytes(path))
+    return {name: f32_values(data, entry) for name, entry in header.items()}
+
+
+# ---- inputs ----------------------------------------------------------------------------------------
 
 def workdir(prefix):
     return tempfile.mkdtemp(prefix=f"zerodp-{prefix}-")
 
 
-def make_inputs(zerodp, work, layers=2, heads=4, embd=64, vocab=256, ctx=32, seed=5, text_bytes=60000):
-    """A token file of the first `text_bytes` of the corpus and a `zerodp init` model in `work`:
-    returns (tokens, init)."""
+def corpus_excerpt(work, text_bytes=60000):
+    """work/text.txt: the first `text_bytes` of the corpus; returns its path."""
     text = os.path.join(work, "text.txt")
-    with open(os.path.join(SRC, "data", "tinyshakespeare.txt"), "rb") as f, open(text, "wb") as g:
+    if not os.path.exists(CORPUS):
+        fail(f"{CORPUS} is missing: the tests train on it (it is part of the repository)")
+    with open(CORPUS, "rb") as f, open(text, "wb") as g:
         g.write(f.read(text_bytes))
+    return text
+
+
+def make_inputs(zerodp, work, layers=2, heads=4, embd=64, vocab=256, ctx=32, seed=5, text_bytes=60000):
+    """A token file of the first `text_bytes` of the corpus (work/text.txt) and a `zerodp init` model
+    in `work`: returns (tokens, init)."""
+    text = corpus_excerpt(work, text_bytes)
     tokens, init = os.path.join(work, "tok.bin"), os.path.join(work, "init.safetensors")
     r = run(zerodp, ["tokenize", "--text", text, "--out", tokens])
     check(r.code == 0, "tokenize", r.err)
