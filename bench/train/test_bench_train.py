@@ -16,23 +16,20 @@
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "scripts"))
 
 import flops  # noqa: E402
 import report  # noqa: E402
+import zdp_test as zt  # noqa: E402
 
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
+checks = zt.Checks(prefix="FAIL: ")  # every check runs; the failed ones are listed at the end
+check = checks.check
+failures = checks.failures
 
 
 # ---- flops ------------------------------------------------------------------------------------------
@@ -156,18 +153,15 @@ def test_report():
 # ---- sgemm ------------------------------------------------------------------------------------------
 
 def test_sgemm(zerodp):
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    out = subprocess.run([zerodp, "bench-train", "sgemm", "--size", "96", "--reps", "3", "--warmup", "0"],
-                         capture_output=True, text=True, env=env, timeout=120)
-    check(out.returncode == 0, f"bench-train sgemm exit code {out.returncode}: {out.stderr}")
-    if out.returncode == 0:
-        j = json.loads(out.stdout.strip().splitlines()[-1])
+    out = zt.run(zerodp, ["bench-train", "sgemm", "--size", "96", "--reps", "3", "--warmup", "0"], timeout=120)
+    check(out.code == 0, f"bench-train sgemm exit code {out.code}: {out.err}")
+    if out.code == 0:
+        j = json.loads(out.out.strip().splitlines()[-1])
         check(j["size"] == 96 and j["reps"] == 3 and len(j["all_gflops"]) == 3, f"sgemm JSON fields: {j}")
         check(j["best_gflops"] >= j["median_gflops"] > 0, f"sgemm rates: {j}")
         check(j["omp_threads"] == 1 and j["blas_threads"] == 1, f"sgemm runs on OMP_NUM_THREADS threads: {j}")
-    bad = subprocess.run([zerodp, "bench-train", "sgemm", "--size", "3"], capture_output=True, text=True,
-                         env=env, timeout=60)
-    check(bad.returncode == 2 and "--size" in bad.stderr, f"bad size: exit {bad.returncode}, {bad.stderr!r}")
+    bad = zt.run(zerodp, ["bench-train", "sgemm", "--size", "3"], timeout=60)
+    check(bad.code == 2 and "--size" in bad.err, f"bad size: exit {bad.code}, {bad.err!r}")
 
 
 def main():

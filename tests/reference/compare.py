@@ -21,14 +21,14 @@ import os
 import re
 import shutil
 import struct
-import subprocess
 import sys
 import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SOURCE_DIR = os.path.dirname(os.path.dirname(HERE))
-TEXT = os.path.join(SOURCE_DIR, "data", "tinyshakespeare.txt")
+sys.path.insert(0, os.path.join(HERE, "..", "scripts"))
+import zdp_test as zt  # noqa: E402
+from zdp_test import Checks, read_metrics  # noqa: E402
 
 try:
     import numpy as np
@@ -46,8 +46,6 @@ HYPER = {"lr": 1e-3, "beta1": 0.9, "beta2": 0.95, "eps": 1e-8, "weight_decay": 0
 LOSS_RTOL, NORM_RTOL, PARAM_ATOL = 1e-4, 1e-3, 1e-4
 CATEGORIES = ["param", "grad", "master", "optim", "gathered", "comm", "act", "total"]
 COLLECTIVES = ["all_reduce", "reduce_scatter", "all_gather", "broadcast"]
-MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-           "OMPI_MCA_rmaps_base_oversubscribe": "1", "OMP_NUM_THREADS": "1"}
 FAIL_WITHIN_S = 30
 
 # name -> world, micro-batch, accum, stage, seed, extra zerodp flags, input variant
@@ -72,58 +70,23 @@ BAD_CASES = ["bad_truncated_safetensors", "bad_tensor_shape", "bad_token", "bad_
              "over_budget", "one_rank_fails"]
 
 
-class Checks:
-    """Collects failed checks (so one run reports all of them) and prints the passed ones briefly."""
-
-    def __init__(self):
-        self.failures = []
-
-    def check(self, ok, what):
-        if not ok:
-            self.failures.append(what)
-            print(f"  FAIL {what}")
-        return ok
-
-    def note(self, text):
-        print(f"  {text}")
-
-
-def run(cmd, timeout, env=None, cwd=None):
-    """Runs a command; returns (exit code, stdout + stderr, seconds). Exit None on timeout."""
-    full_env = dict(os.environ, **(env or {}))
-    print("$ " + " ".join(cmd), flush=True)
-    start = time.monotonic()
-    try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full_env, cwd=cwd)
-        code, out = p.returncode, p.stdout + p.stderr
-    except subprocess.TimeoutExpired as e:
-        def text(x):
-            return x.decode(errors="replace") if isinstance(x, bytes) else (x or "")
-        code, out = None, text(e.stdout) + text(e.stderr)
-    return code, out, time.monotonic() - start
+def run(cmd, timeout):
+    """Runs a command (printed first) in zdp_test's environment for ranks; returns (exit code, stdout +
+    stderr, seconds). Exit None on timeout."""
+    r = zt.launch(cmd, timeout, echo=True)
+    return r.code, r.text, r.secs
 
 
 def mpirun(args, world, zerodp_args, timeout_s):
-    return [args.mpirun, "-n", str(world), "--oversubscribe", "--timeout", str(timeout_s), args.zerodp] + zerodp_args
+    return zt.command(args.zerodp, zerodp_args, world, mpirun=args.mpirun, mpi_timeout=timeout_s)
 
 
 # ---- inputs ----------------------------------------------------------------------------------------
 
 def prepare(args, work, seed):
     """Tokenizes the first 100 KB of the text and initialises the model; returns (tokens, init) paths."""
-    text = os.path.join(work, "text.txt")
-    with open(TEXT, "rb") as src, open(text, "wb") as dst:
-        dst.write(src.read(100_000))
-    tokens = os.path.join(work, "tokens.bin")
-    init = os.path.join(work, "init.safetensors")
-    for cmd in ([args.zerodp, "tokenize", "--text", text, "--out", tokens],
-                [args.zerodp, "init", "--out", init, "--layers", str(MODEL["layers"]), "--heads",
-                 str(MODEL["heads"]), "--embd", str(MODEL["embd"]), "--vocab", str(MODEL["vocab"]),
-                 "--ctx", str(MODEL["ctx"]), "--seed", str(seed)]):
-        code, out, _ = run(cmd, 60, MPI_ENV)
-        if code != 0:
-            raise RuntimeError(f"preparing the inputs failed (exit {code}):\n{out}")
-    return tokens, init
+    return zt.make_inputs(args.zerodp, work, layers=MODEL["layers"], heads=MODEL["heads"], embd=MODEL["embd"],
+                          vocab=MODEL["vocab"], ctx=MODEL["ctx"], seed=seed, text_bytes=100_000)
 
 
 def make_variant(variant, work, tokens, init):
@@ -164,11 +127,6 @@ def train_args(init, tokens, steps, b, g, extra=()):
 
 def rel_err(a, b):
     return abs(a - b) / max(abs(b), 1e-30)
-
-
-def read_metrics(path):
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
 
 
 def check_steps(c, records, ref_records, world, b, g):
@@ -282,11 +240,7 @@ def check_weights(c, out_path, ref_final):
     """§8/§2: --out holds every §1 tensor, F32, under its exact name; values near the reference's."""
     if not c.check(os.path.exists(out_path), f"--out {out_path} was not written"):
         return None
-    with open(out_path, "rb") as f:
-        blob = f.read()
-    (n,) = struct.unpack("<Q", blob[:8])
-    header = json.loads(blob[8:8 + n])
-    header.pop("__metadata__", None)
+    header, _, _ = zt.parse_safetensors(zt.read_bytes(out_path))
     dtypes = {e["dtype"] for e in header.values()}
     c.check(dtypes == {"F32"}, f"--out tensors are {sorted(dtypes)}, not all F32")
     c.check(sorted(header) == sorted(ref_final), f"--out names differ from §1: extra "
@@ -315,7 +269,7 @@ def run_train_case(args, name, work):
     metrics, out = os.path.join(work, "metrics.jsonl"), os.path.join(work, "final.safetensors")
     zargs = train_args(init, tokens, STEPS, b, g, ["--zero-stage", str(stage), "--dtype", "fp32", "--metrics",
                                                    metrics, "--out", out] + spec.get("flags", []))
-    code, text, secs = run(mpirun(args, world, zargs, 240), 300, MPI_ENV)
+    code, text, secs = run(mpirun(args, world, zargs, 240), 300)
     c.note(f"zerodp train ran {secs:.1f} s, exit {code}")
     if not c.check(code == 0, f"zerodp train exited {code}:\n{text[-4000:]}"):
         return c
@@ -348,11 +302,11 @@ def expect_failure(c, args, zargs, world, code_wanted, texts, out_path, mpmd=Non
     """Runs zerodp on `world` ranks and checks the exit code, that each of `texts` appears in its output
     (a list of alternatives counts when one of them appears), the time taken, and that no weights were
     written. Returns the output."""
-    if mpmd:  # one command line per group of ranks: mpirun -n a prog args : -n b prog args2
-        cmd = [args.mpirun, "--oversubscribe", "--timeout", "90"] + mpmd
+    if mpmd:  # one command line per group of ranks: [(ranks, zerodp args), ...]
+        cmd = zt.mpmd_command(args.zerodp, mpmd, mpirun=args.mpirun, mpi_timeout=90)
     else:
         cmd = mpirun(args, world, zargs, 90)
-    code, text, secs = run(cmd, 120, MPI_ENV)
+    code, text, secs = run(cmd, 120)
     c.note(f"exit {code} after {secs:.1f} s")
     for line in text.splitlines():
         if "error" in line.lower():
@@ -431,14 +385,13 @@ def run_bad_case(args, name, work):
         # allocation that would reach that peak, in the middle of a step, while rank 0 goes on into a
         # collective that rank 1 never joins. Every rank must still end, promptly.
         ok = train_args(init, tokens, 2, 2, 1, ["--zero-stage", "3", "--dtype", "fp32"])
-        code, text, _ = run(mpirun(args, 2, ok + ["--metrics", metrics], 120), 150, MPI_ENV)
+        code, text, _ = run(mpirun(args, 2, ok + ["--metrics", metrics], 120), 150)
         if not c.check(code == 0 and os.path.exists(metrics), f"the clean run failed (exit {code}):\n{text[-3000:]}"):
             return c
         peaks = {r["rank"]: r["peak_bytes"]["total"] for r in read_metrics(metrics) if r.get("event") == "memory"}
         budget = peaks[1] - 1
         c.note(f"rank 1 peaks at {peaks[1]} bytes in a clean run: its budget is {budget}")
-        mpmd = (["-n", "1", args.zerodp] + ok + ["--out", out, ":", "-n", "1", args.zerodp] + ok
-                + ["--out", out, "--memory-budget", str(budget)])
+        mpmd = [(1, ok + ["--out", out]), (1, ok + ["--out", out, "--memory-budget", str(budget)])]
         text = expect_failure(c, args, None, 2, 3, ["[rank 1]", str(budget)], out, mpmd=mpmd)
         c.check(any(names_budget_failure(line, budget) for line in text.splitlines()),
                 "no line names the category, the bytes asked for, the bytes live and the budget")
@@ -474,6 +427,9 @@ def main():
         work = tempfile.mkdtemp(prefix=f"zerodp_ref_{name}_")
         try:
             c = run_train_case(args, name, work) if name in TRAIN_CASES else run_bad_case(args, name, work)
+        except zt.Failed:  # a helper's check (preparing the inputs) failed, saying why above
+            c = Checks()
+            c.check(False, "preparing the inputs failed (see FAILED above)")
         except Exception as e:  # a crash of the checker is a failure too, reported as such
             c = Checks()
             c.check(False, f"{type(e).__name__}: {e}")

@@ -21,7 +21,9 @@ except ImportError as e:
              "need Debian's python3-torch and python3-numpy under /usr/bin/python3: run scripts/setup.sh.")
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
 import ref_train as rt  # noqa: E402
+from zdp_test import read_metrics  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -70,11 +72,6 @@ def write_llmc(path, tokens, version=1, count=None):
     with open(path, "wb") as f:
         f.write(struct.pack("<256i", *header))
         f.write(np.asarray(tokens, dtype="<u2").tobytes())
-
-
-def read_jsonl(path):
-    with open(path) as f:
-        return [json.loads(line) for line in f]
 
 
 class TmpDirCase(unittest.TestCase):
@@ -365,7 +362,7 @@ class CommandLineTest(TmpDirCase):
                 "--double", "--metrics", self.path("m.jsonl"), "--out", self.path("out.safetensors")]
         out = subprocess.run([sys.executable, rt.__file__] + args, capture_output=True, text=True, timeout=120)
         self.assertEqual(out.returncode, 0, out.stderr)
-        records = read_jsonl(self.path("m.jsonl"))
+        records = read_metrics(self.path("m.jsonl"))
         self.assertEqual([r["step"] for r in records], list(range(8)))
         self.assertEqual(set(records[0]), {"step", "loss", "grad_norm", "lr"})
         self.assertTrue(all(r["lr"] == 1e-2 for r in records))
@@ -384,7 +381,7 @@ class CommandLineTest(TmpDirCase):
         args2[args2.index("--metrics") + 1] = self.path("m2.jsonl")
         args2 += ["--chunks", "4"]
         self.assertEqual(rt.main(args2), 0)
-        for a, b in zip(records, read_jsonl(self.path("m2.jsonl"))):
+        for a, b in zip(records, read_metrics(self.path("m2.jsonl"))):
             self.assertAlmostEqual(a["loss"], b["loss"], delta=1e-12)
             self.assertAlmostEqual(a["grad_norm"], b["grad_norm"], delta=1e-10)
 
