@@ -2,8 +2,9 @@
 // tests/scripts/optim_reference.py with /usr/bin/python3 (or $ZERODP_PYTHON): several steps on
 // random data, tensors with and without weight decay, a changing lr and clipping-style gradient
 // scales. zerodp's side updates the tensors as one flat buffer cut into shards, as ZeRO does.
-// All cases go to Python in one call (importing torch costs seconds). Skipped, saying why, when
-// torch cannot be imported; a failing script is a failure.
+// All cases go to Python in one call (importing torch costs seconds). The reference is required:
+// when torch cannot be imported (scripts/setup.sh installs python3-torch) or the script fails, the
+// test FAILS, saying why; it never skips.
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
@@ -182,7 +183,7 @@ Result run_zerodp(const Case& c) {
 }
 
 struct TorchRun {
-  std::string skip_reason;  // non-empty: torch unavailable
+  std::string unavailable;  // non-empty: the torch reference could not run at all
   std::string failure;      // non-empty: the script failed
   std::map<std::string, Result> results;
 };
@@ -193,7 +194,7 @@ const TorchRun& torch_run() {
     TorchRun r;
     const fs::path script = source_dir() / "tests/scripts/optim_reference.py";
     if (!fs::exists(script)) {
-      r.skip_reason = script.string() + " not found (set ZERODP_SOURCE_DIR to the source tree)";
+      r.unavailable = script.string() + " not found (set ZERODP_SOURCE_DIR to the source tree)";
       return r;
     }
     const fs::path root = fs::temp_directory_path() / fmt::format("zerodp_optim_torch_{}", ::getpid());
@@ -230,8 +231,8 @@ const TorchRun& torch_run() {
       status = ::pclose(pipe);
     }
     const int code = status != -1 && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    if (code == 77 || code == 127) {
-      r.skip_reason = fmt::format("{} (exit {}): {}", python(), code, output);
+    if (code == 77 || code == 127) {  // 77: torch or numpy cannot be imported; 127: no such python
+      r.unavailable = fmt::format("{} (exit {}): {}", python(), code, output);
     } else if (code != 0) {
       r.failure = fmt::format("`{}` exited {}:\n{}", cmd, code, output);
     } else {
@@ -293,7 +294,11 @@ void compare_with_torch(const TorchRun& run, const std::string& name) {
 // importing torch again.
 TEST(OptimVsTorch, AdamWAndSGDMatchTorchOptim) {
   const TorchRun& run = torch_run();
-  if (!run.skip_reason.empty()) GTEST_SKIP() << "torch reference unavailable: " << run.skip_reason;
+  ASSERT_TRUE(run.unavailable.empty())
+      << "the torch reference is unavailable, so zerodp's optimizers cannot be checked against it: "
+      << run.unavailable
+      << "\nInstall Debian's python3-torch and python3-numpy for /usr/bin/python3 (scripts/setup.sh), or set "
+         "ZERODP_PYTHON to a python3 that has them.";
   ASSERT_TRUE(run.failure.empty()) << run.failure;
   // adamw_cosine_clip: decay on 2-D tensors, a warmup-cosine lr, clipping scales on some steps;
   // adamw_no_decay: torch's defaults with weight decay 0; sgd_momentum_wd: momentum, dampening and
