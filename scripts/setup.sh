@@ -11,6 +11,9 @@ PACKAGES=(
   nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-numpy python3-torch python3-matplotlib
+  # The fuzz build (scripts/fuzz.sh): Clang 14 with libFuzzer and the sanitizer runtimes, its OpenMP,
+  # and llvm-symbolizer for the reports' stacks.
+  clang-14 libclang-rt-14-dev libomp-14-dev llvm-14
 )
 
 missing=()

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Builds zerodp with AddressSanitizer and UndefinedBehaviorSanitizer (-DZERODP_SANITIZE=address,undefined:
+# the library, the CLI and every test, in build-asan/) and runs the tests there with the options and
+# suppressions of tests/sanitizers/ (OpenMPI's own leaks; nothing of zerodp's is suppressed). Any report
+# fails the test that produced it: UB aborts, ASan exits 86, LeakSanitizer 23.
+# Usage: scripts/test_sanitized.sh [CTEST ARGS...]   (default: the whole suite; e.g. -L mpi, -R cli_)
+# Environment: SANITIZE_BUILD_DIR (default build-asan), SANITIZE (default address,undefined).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh --no-build
+build=${SANITIZE_BUILD_DIR:-build-asan}
+# -O1: the sanitizers' reports stay close to the source and the build is faster than -O2, the runs not
+# much slower (the tests run tiny models); -g1: lines in the stacks; no NDEBUG: asserts stay on. No
+# micro-benchmarks (nothing of theirs runs as a test).
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
+      -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1" -DZERODP_SANITIZE="${SANITIZE:-address,undefined}" \
+      -DZERODP_BUILD_BENCH=OFF -DZERODP_CUDA=OFF >/dev/null
+cmake --build "$build" -j "$(nproc)"
+source tests/sanitizers/env.sh
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+ctest --test-dir "$build" --output-on-failure --timeout 900 -j "$(nproc)" "$@"
