@@ -1,5 +1,9 @@
 // `zerodp init`: writes a freshly initialised GPT-2 (contract §3, §8) as safetensors, one unit at a
 // time so memory stays near the largest unit.
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -27,6 +31,37 @@ struct InitOptions {
   uint64_t seed = 1337;
 };
 
+uint64_t physical_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
+}
+
+// Free bytes of the file system that will hold `path` (0 when it cannot be told).
+uint64_t free_bytes_beside(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  struct statvfs st;
+  if (::statvfs(dir.c_str(), &st) != 0) return 0;
+  return static_cast<uint64_t>(st.f_bavail) * static_cast<uint64_t>(st.f_frsize);
+}
+
+// A valid config (within docs/limits.md) may still be too large for this machine: init holds one
+// unit at a time in memory and writes every parameter in fp32. Refuse before allocating or writing.
+void check_fits(const model::GPT2Config& c, const std::string& out) {
+  const uint64_t C = static_cast<uint64_t>(c.n_embd);
+  const uint64_t embedding = (static_cast<uint64_t>(c.vocab_size) + static_cast<uint64_t>(c.n_ctx) + 2) * C;
+  const uint64_t block = 12 * C * C + 13 * C;
+  const uint64_t unit_bytes = std::max(embedding, block) * sizeof(float);
+  const uint64_t memory = physical_memory_bytes();
+  ZDP_REQUIRE(memory == 0 || unit_bytes <= memory,
+              "GPT-2 {}: its largest unit alone is {} of fp32, more than this machine's {} of memory",
+              c.summary(), format_bytes(unit_bytes), format_bytes(memory));
+  const uint64_t file_bytes = static_cast<uint64_t>(c.param_count()) * sizeof(float);
+  const uint64_t disk = free_bytes_beside(out);
+  ZDP_REQUIRE(disk == 0 || file_bytes <= disk, "'{}': GPT-2 {} is {} of fp32, more than the {} free there", out,
+              c.summary(), format_bytes(file_bytes), format_bytes(disk));
+}
+
 int run_init(const InitOptions& o) {
   ZDP_REQUIRE(o.layers > 0, "--layers must be positive, got {}", o.layers);
   ZDP_REQUIRE(o.heads > 0, "--heads must be positive, got {}", o.heads);
@@ -40,7 +75,8 @@ int run_init(const InitOptions& o) {
   config.n_embd = o.embd;
   config.vocab_size = o.vocab;
   config.n_ctx = o.ctx;
-  config.validate();
+  config.validate();  // within docs/limits.md
+  check_fits(config, o.out);
   const model::ParamLayout layout(config);
 
   Buffer unit_buffer;  // one unit at a time, replaced on each call

@@ -1,7 +1,13 @@
 // `zerodp sample --model F --prompt TEXT --tokens N [--temperature X] [--top-k K] [--seed S]`
+#include <unistd.h>
+
 #include <fmt/format.h>
 
 #include "apps/commands.h"
+#include "ckpt/gpt2_weights.h"
+#include "core/error.h"
+#include "core/memory.h"
+#include "model/gpt2.h"
 #include "train/sample.h"
 
 namespace zerodp::cli {
@@ -9,6 +15,27 @@ namespace {
 
 std::string g_model, g_prompt = "\n";
 train::SampleOptions g_opts;
+
+uint64_t physical_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
+}
+
+// The sampler holds every weight in fp32 and the activations of one full context. A model file can be
+// valid (every tensor present, within docs/limits.md) and still need more than this machine has: say
+// so (exit 2) before allocating any of it, rather than failing halfway through an allocation.
+void check_fits_in_memory(const std::string& path) {
+  const ckpt::GPT2Weights weights = ckpt::GPT2Weights::open(path);  // validated in full; maps, reads nothing
+  const model::GPT2Config& mc = weights.config();
+  const uint64_t params = static_cast<uint64_t>(mc.param_count()) * sizeof(float);
+  const uint64_t acts = model::activation_bytes(mc, 1, mc.n_ctx);  // within the limits: no overflow
+  const uint64_t have = physical_memory_bytes();
+  ZDP_REQUIRE(have == 0 || params + acts <= have,
+              "'{}': sampling GPT-2 {} needs {} ({} of fp32 weights and {} of activations for a context of {} "
+              "tokens), more than this machine's {} of memory",
+              path, mc.summary(), format_bytes(params + acts), format_bytes(params), format_bytes(acts), mc.n_ctx,
+              format_bytes(have));
+}
 
 void register_sample(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("sample", "Generate text from a trained model (byte-level tokens)");
@@ -20,6 +47,7 @@ void register_sample(CLI::App& app, Action& action) {
   cmd->add_option("--seed", g_opts.seed, "Random seed")->capture_default_str();
   cmd->callback([&action] {
     action = [] {
+      check_fits_in_memory(g_model);
       const auto tokens = train::generate(g_model, g_prompt, g_opts);
       fmt::print("{}{}\n", g_prompt, train::detokenize(tokens));
       return 0;

@@ -19,6 +19,7 @@
 #include "ckpt/crc32c.h"
 #include "ckpt/safetensors.h"
 #include "core/error.h"
+#include "core/json.h"
 
 namespace zerodp::ckpt {
 
@@ -31,6 +32,15 @@ namespace {
 constexpr const char* kPartialPrefix = ".partial-";
 constexpr const char* kDeletingPrefix = ".deleting-";
 constexpr const char* kRankFileFormat = "zerodp-checkpoint-rank";
+
+// Sizes of the small files of a checkpoint (docs/limits.md). `latest` and manifest.crc32c are one
+// line each. The manifest grows with world size times units (one range and one tensor piece per
+// rank and unit, about 250 bytes): 256 MiB holds a million of those, e.g. GPT-2 XL's 49 units on
+// 20,000 ranks, and its JSON nests 6 levels (units[].tensors[].shape), 32 leaving room for the
+// free-form `training` section.
+constexpr size_t kMaxPointerFileBytes = 4096;
+constexpr size_t kMaxManifestBytes = size_t{256} << 20;
+constexpr size_t kMaxManifestDepth = 32;
 
 std::string join(const std::string& dir, const std::string& name) {
   if (dir.empty()) return name;
@@ -219,10 +229,10 @@ std::string resolve_checkpoint(const std::string& path_in) {
                                                                    : fs::path(path).parent_path().string());
   const std::string latest = join(path, kLatestFile);
   if (file_exists(latest)) {
-    std::string name = read_file(latest);
+    std::string name = read_small_file(latest, kMaxPointerFileBytes);
     while (!name.empty() && (name.back() == '\n' || name.back() == '\r' || name.back() == ' ')) name.pop_back();
     ZDP_REQUIRE(parse_step_name(name) >= 0, "'{}': must name a checkpoint directory such as 'step-6', got '{}'",
-                latest, name.substr(0, 60));
+                latest, describe_text(name));
     const std::string dir = join(path, name);
     ZDP_REQUIRE(file_exists(join(dir, kManifestFile)), "'{}' names '{}', but '{}' is missing", latest, name,
                 join(dir, kManifestFile));
@@ -293,25 +303,22 @@ struct Checkpoint::Impl {
   void load_manifest() {
     const std::string mpath = join(dir, kManifestFile);
     const std::string cpath = join(dir, kManifestChecksumFile);
-    const std::string text = read_file(mpath);
+    const std::string text = read_small_file(mpath, kMaxManifestBytes);
     ZDP_REQUIRE(file_exists(cpath), "'{}' is missing (every checkpoint holds its manifest's CRC-32C)", cpath);
-    const std::string sum = read_file(cpath);
+    const std::string sum = read_small_file(cpath, kMaxPointerFileBytes);
     const std::string expected_tail = fmt::format("  {}", kManifestFile);
     std::string line = sum;
     if (!line.empty() && line.back() == '\n') line.pop_back();
     ZDP_REQUIRE(line.size() == 8 + expected_tail.size() && line.compare(8, std::string::npos, expected_tail) == 0,
-                "'{}': malformed: expected '<8 hex digits>{}', got '{}'", cpath, expected_tail, line.substr(0, 60));
+                "'{}': malformed: expected '<8 hex digits>{}', got '{}'", cpath, expected_tail, describe_text(line));
     const uint32_t want = parse_crc_hex(line.substr(0, 8), cpath);
     const uint32_t got = crc32c(text.data(), text.size());
     ZDP_REQUIRE(got == want, "'{}': checksum mismatch: its CRC-32C is {}, {} says {}: the manifest is corrupt", mpath,
                 crc_hex(got), kManifestChecksumFile, crc_hex(want));
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(text);
-    } catch (const nlohmann::json::exception& e) {
-      throw UsageError(fmt::format("'{}': not valid JSON: {}", mpath, e.what()));
-    }
-    manifest = manifest_from_json(j, mpath);
+    JsonLimits limits;
+    limits.max_depth = kMaxManifestDepth;
+    limits.max_bytes = kMaxManifestBytes;
+    manifest = manifest_from_json(parse_json(text, fmt::format("'{}'", mpath), limits), mpath);
     layout = std::make_unique<model::ParamLayout>(manifest.model);
   }
 
@@ -344,7 +351,7 @@ struct Checkpoint::Impl {
         {"step", std::to_string(manifest.step)}};
     for (const auto& [key, want] : expect)
       ZDP_REQUIRE(meta(key) == want, "'{}': __metadata__ '{}' is '{}', expected '{}' (a file of another checkpoint?)",
-                  path, key, meta(key), want);
+                  path, key, describe_text(meta(key)), want);
     const size_t per_range = 1 + manifest.states.size();
     ZDP_REQUIRE(st.tensors().size() == rf.ranges.size() * per_range,
                 "'{}': holds {} arrays, the manifest's ranges need {}", path, st.tensors().size(),

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "ckpt/safetensors.h"
+#include "core/json.h"
 #include "core/memory.h"
 
 namespace zerodp::ckpt {
@@ -37,6 +38,9 @@ std::string unit_label(int unit) {
   return fmt::format("h.{}", unit - 1);
 }
 
+// A setting of the manifest's free-form `training` section, on one line of bounded length.
+std::string setting_text(const nlohmann::json& v) { return describe_text(v.dump(), 160); }
+
 std::string ranges_text(const RankFile& f) {
   if (f.ranges.empty()) return "nothing";
   std::string out;
@@ -57,7 +61,8 @@ std::string describe_checkpoint(const Checkpoint& ckpt) {
     out += fmt::format("  {:<12} {}\n", key, value);
   };
   out += fmt::format("checkpoint {}\n", ckpt.dir());
-  line("format", fmt::format("{} version {}, written by {}", kCheckpointFormat, m.format_version, m.created_by));
+  line("format", fmt::format("{} version {}, written by {}", kCheckpointFormat, m.format_version,
+                             describe_text(m.created_by, 120)));
   line("step", fmt::format("{} optimizer steps run ({} updates applied); training continues at step {}", m.step,
                            m.optimizer_steps, m.step));
   line("model", fmt::format("GPT-2 {}: {} parameters in {} units", m.model.summary(), layout.total_numel(),
@@ -68,15 +73,15 @@ std::string describe_checkpoint(const Checkpoint& ckpt) {
   std::string states = m.states.empty() ? "none" : "";
   for (const std::string& s : m.states) states += (states.empty() ? "" : ", ") + s;
   std::string optimizer = fmt::format("{}, per-element states: {}", m.optimizer, states);
-  if (m.training.contains("optimizer")) optimizer += fmt::format("; settings {}", m.training["optimizer"].dump());
+  if (m.training.contains("optimizer")) optimizer += fmt::format("; settings {}", setting_text(m.training["optimizer"]));
   line("optimizer", optimizer);
-  if (m.training.contains("lr_schedule")) line("lr schedule", m.training["lr_schedule"].dump());
-  if (m.training.contains("clip")) line("clip", m.training["clip"].dump());
+  if (m.training.contains("lr_schedule")) line("lr schedule", setting_text(m.training["lr_schedule"]));
+  if (m.training.contains("clip")) line("clip", setting_text(m.training["clip"]));
   line("loss scale", fmt::format("{} (good steps {}, hysteresis left {}, overflows {})", m.loss_scale.scale,
                                  m.loss_scale.good_steps, m.loss_scale.hysteresis_left, m.loss_scale.overflows));
   line("data", fmt::format("{}: T={}, B={} x G={} x W={} sequences = {} tokens a step; the next step reads from "
                            "token {} (modulo the file's length)",
-                           m.data.path, m.data.seq, m.data.micro_batch, m.data.accum, m.world_size,
+                           describe_text(m.data.path, 200), m.data.seq, m.data.micro_batch, m.data.accum, m.world_size,
                            m.data.tokens_per_step, m.data.next_token));
   out += "  units\n";
   for (int u = 0; u < layout.num_units(); ++u) {

@@ -3,13 +3,16 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <cstdint>
 #include <string_view>
+#include <unordered_set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "core/fs.h"
+#include "core/json.h"
 
 namespace zerodp::ckpt {
 
@@ -23,6 +26,9 @@ constexpr std::string_view kPrefix = "transformer.";
 constexpr std::array<std::string_view, 5> kConfigKeys = {"n_layer", "n_head", "n_embd", "vocab_size",
                                                          "n_ctx"};
 
+// A config.json beside a model is a few kilobytes (Hugging Face's GPT-2 configs: under 1 KB).
+constexpr size_t kMaxConfigJsonBytes = size_t{1} << 20;
+
 int* config_field(GPT2Config& c, std::string_view key) {
   if (key == "n_layer") return &c.n_layer;
   if (key == "n_head") return &c.n_head;
@@ -31,18 +37,28 @@ int* config_field(GPT2Config& c, std::string_view key) {
   return &c.n_ctx;
 }
 
-bool parse_int(std::string_view s, int* out) {
+bool parse_int64(std::string_view s, int64_t* out) {
   const char* end = s.data() + s.size();
   auto [p, ec] = std::from_chars(s.data(), end, *out);
   return ec == std::errc() && p == end && !s.empty();
 }
 
-// "h.12.attn.bias" -> block 12, rest "attn.bias". False when the name is not a block tensor's.
-bool split_block_name(std::string_view name, int* block, std::string_view* rest) {
+// Sets hyper-parameter `key` to `v`: a value over its limit (model/config.h) is refused here, where
+// it is still an int64, with the limit; one that is not positive is left to GPT2Config::validate().
+void set_hyper_parameter(GPT2Config& c, std::string_view key, int64_t v, std::string_view where) {
+  const int64_t limit = model::hyper_parameter_limit(key);
+  ZDP_REQUIRE(v <= limit, "{}: {} is {}, over the limit of {} (docs/limits.md)", where, key, v, limit);
+  ZDP_REQUIRE(v > 0, "{}: {} must be positive, got {}", where, key, v);
+  *config_field(c, key) = static_cast<int>(v);
+}
+
+// "h.12.attn.bias" -> block 12, rest "attn.bias". False when the name is not a block tensor's
+// (including a block number too long for int64: no model has that many blocks anyway).
+bool split_block_name(std::string_view name, int64_t* block, std::string_view* rest) {
   if (name.substr(0, 2) != "h.") return false;
   const size_t dot = name.find('.', 2);
   if (dot == std::string_view::npos || dot == 2) return false;
-  if (!parse_int(name.substr(2, dot - 2), block) || *block < 0) return false;
+  if (!parse_int64(name.substr(2, dot - 2), block) || *block < 0) return false;
   *rest = name.substr(dot + 1);
   return true;
 }
@@ -50,7 +66,7 @@ bool split_block_name(std::string_view name, int* block, std::string_view* rest)
 // Buffers of Hugging Face checkpoints that are not parameters (the causal mask) or are tied.
 bool is_ignored(std::string_view name) {
   if (name == "lm_head.weight") return true;
-  int block;
+  int64_t block;
   std::string_view rest;
   return split_block_name(name, &block, &rest) && (rest == "attn.bias" || rest == "attn.masked_bias");
 }
@@ -72,12 +88,15 @@ bool config_from_metadata(const SafetensorsReader& r, GPT2Config* c) {
   const bool any = std::any_of(kConfigKeys.begin(), kConfigKeys.end(),
                                [&](std::string_view k) { return meta.count(std::string(k)) > 0; });
   if (!any) return false;
+  const std::string where = fmt::format("'{}': __metadata__", r.path());
   for (std::string_view key : kConfigKeys) {
     const auto it = meta.find(std::string(key));
     ZDP_REQUIRE(it != meta.end(), "'{}': __metadata__ has some model hyper-parameters but not '{}'", r.path(),
                 key);
-    ZDP_REQUIRE(parse_int(it->second, config_field(*c, key)),
-                "'{}': __metadata__ value of '{}' is '{}', not an integer", r.path(), key, it->second);
+    int64_t v = 0;
+    ZDP_REQUIRE(parse_int64(it->second, &v), "'{}': __metadata__ value of '{}' is '{}', not an integer", r.path(),
+                key, describe_text(it->second));
+    set_hyper_parameter(*c, key, v, where);
   }
   return true;
 }
@@ -85,29 +104,31 @@ bool config_from_metadata(const SafetensorsReader& r, GPT2Config* c) {
 // The hyper-parameters in a config.json, if the file exists and has any of the keys.
 bool config_from_json(const std::string& json_path, GPT2Config* c) {
   if (!file_exists(json_path)) return false;
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(read_file(json_path));
-  } catch (const nlohmann::json::exception& e) {
-    throw UsageError(fmt::format("'{}': not valid JSON ({})", json_path, e.what()));
-  }
+  JsonLimits limits;
+  limits.max_bytes = kMaxConfigJsonBytes;
+  nlohmann::json j = parse_json(read_small_file(json_path, kMaxConfigJsonBytes), fmt::format("'{}'", json_path), limits);
   if (!j.is_object()) throw UsageError(fmt::format("'{}': not a JSON object", json_path));
   if (!j.contains("n_ctx") && j.contains("n_positions")) j["n_ctx"] = j["n_positions"];  // newer HF configs
   const bool any = std::any_of(kConfigKeys.begin(), kConfigKeys.end(),
                                [&](std::string_view k) { return j.contains(std::string(k)); });
   if (!any) return false;
+  const std::string where = fmt::format("'{}'", json_path);
   for (std::string_view key : kConfigKeys) {
     const auto it = j.find(std::string(key));
     ZDP_REQUIRE(it != j.end(), "'{}': has some model hyper-parameters but not '{}'", json_path, key);
+    int64_t v = 0;
     bool ok = false;
-    if (it->is_number_integer()) {
-      const int64_t v = it->get<int64_t>();
-      ok = v >= INT32_MIN && v <= INT32_MAX;
-      if (ok) *config_field(*c, key) = static_cast<int>(v);
+    if (it->is_number_unsigned()) {
+      ok = it->get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX);
+      v = ok ? it->get<int64_t>() : 0;
+    } else if (it->is_number_integer()) {
+      v = it->get<int64_t>();
+      ok = true;
     } else if (it->is_string()) {
-      ok = parse_int(it->get_ref<const std::string&>(), config_field(*c, key));
+      ok = parse_int64(it->get_ref<const std::string&>(), &v);
     }
-    ZDP_REQUIRE(ok, "'{}': value of '{}' is {}, not an integer", json_path, key, it->dump());
+    ZDP_REQUIRE(ok, "'{}': value of '{}' is {}, not an integer", json_path, key, describe_json(*it));
+    set_hyper_parameter(*c, key, v, where);
   }
   return true;
 }
@@ -135,25 +156,66 @@ void config_from_shapes(const SafetensorsReader& r, GPT2Config* c) {
               "'{}': no hyper-parameters (__metadata__ or config.json) and no tensor 'wpe.weight' "
               "to infer them from",
               r.path());
-  ZDP_REQUIRE(wte->shape.size() == 2, "'{}': tensor '{}' has shape {}, expected [V, C]", r.path(), wte->name,
-              shape_str(wte->shape));
-  ZDP_REQUIRE(wpe->shape.size() == 2, "'{}': tensor '{}' has shape {}, expected [N, C]", r.path(), wpe->name,
-              shape_str(wpe->shape));
-  int layers = 0;
+  ZDP_REQUIRE(wte->shape.size() == 2, "'{}': tensor '{}' has shape {}, expected [V, C]", r.path(),
+              describe_text(wte->name), shape_str(wte->shape));
+  ZDP_REQUIRE(wpe->shape.size() == 2, "'{}': tensor '{}' has shape {}, expected [N, C]", r.path(),
+              describe_text(wpe->name), shape_str(wpe->shape));
+  int64_t layers = 0;
   for (const TensorEntry& t : r.tensors()) {
     const std::string name = canonical_name(t.name);
-    int block;
+    int64_t block;
     std::string_view rest;
-    if (!is_ignored(name) && split_block_name(name, &block, &rest)) layers = std::max(layers, block + 1);
+    if (is_ignored(name) || !split_block_name(name, &block, &rest)) continue;
+    // A block number is a count of layers: refused here, by the tensor's name, when over the limit.
+    ZDP_REQUIRE(block < model::GPT2Limits::kMaxLayers,
+                "'{}': tensor '{}' is in block {}, beyond the limit of {} layers (docs/limits.md)", r.path(),
+                describe_text(t.name), block, model::GPT2Limits::kMaxLayers);
+    layers = std::max(layers, block + 1);
   }
-  auto to_int = [&](int64_t v, const char* what) {
-    ZDP_REQUIRE(v > 0 && v <= INT32_MAX, "'{}': {} of {} is out of range", r.path(), what, v);
-    return static_cast<int>(v);
-  };
-  c->n_layer = layers;
-  c->vocab_size = to_int(wte->shape[0], "vocab size");
-  c->n_embd = to_int(wte->shape[1], "embedding width");
-  c->n_ctx = to_int(wpe->shape[0], "context length");
+  const std::string where = fmt::format("'{}': tensor shapes", r.path());
+  ZDP_REQUIRE(layers > 0, "{}: no block tensors 'h.0.*' to count the layers from", where);
+  set_hyper_parameter(*c, "n_layer", layers, where);
+  set_hyper_parameter(*c, "vocab_size", wte->shape[0], where);
+  set_hyper_parameter(*c, "n_embd", wte->shape[1], where);
+  set_hyper_parameter(*c, "n_ctx", wpe->shape[0], where);
+}
+
+// Before anything is sized by the config: the file must be able to hold the model it claims.
+// Every block tensor's index must be below n_layer, the file may not list more tensors than a model
+// of that config can have (its 4 + 12·L parameters, 2·L mask buffers, lm_head), and not fewer than
+// its parameters; the first missing one is named. Costs time and memory linear in the file's header,
+// never in the claimed L, so a header claiming 2^16 layers with a handful of tensors is refused
+// at once.
+void check_tensor_counts(const SafetensorsReader& r, const GPT2Config& c, const std::string& config_source) {
+  const std::string& path = r.path();
+  for (const TensorEntry& t : r.tensors()) {
+    int64_t block;
+    std::string_view rest;
+    if (split_block_name(canonical_name(t.name), &block, &rest) && block >= c.n_layer)
+      throw UsageError(fmt::format("'{}': unknown tensor '{}' (shape {}): block {} is beyond n_layer {} of a "
+                                   "GPT-2 of {} (from {})",
+                                   path, describe_text(t.name), shape_str(t.shape), block, c.n_layer, c.summary(),
+                                   config_source));
+  }
+  const int64_t max_in_file = c.num_tensors() + 2 * int64_t{c.n_layer} + 1;
+  ZDP_REQUIRE(static_cast<int64_t>(r.tensors().size()) <= max_in_file,
+              "'{}': holds {} tensors, more than a GPT-2 of {} (from {}) can have ({}: 4 + 12·L parameters, "
+              "2·L attention mask buffers, lm_head)",
+              path, r.tensors().size(), c.summary(), config_source, max_in_file);
+  std::unordered_set<std::string> present;
+  for (const TensorEntry& t : r.tensors()) {
+    const std::string name = canonical_name(t.name);
+    if (!is_ignored(name)) present.insert(name);
+  }
+  if (static_cast<int64_t>(present.size()) >= c.num_tensors()) return;
+  // Some parameter is missing; among the first present.size() + 1 expected names, one must be.
+  for (int unit = 0; unit <= c.n_layer; ++unit) {
+    for (int index = 0; index < ParamLayout::unit_tensor_count(unit); ++index) {
+      const ParamInfo p = ParamLayout::tensor_info(c, unit, index);
+      ZDP_REQUIRE(present.count(p.name) > 0, "'{}': missing tensor '{}' (expected shape {}) for a GPT-2 of {} (from {})",
+                  path, p.name, shape_str(p.shape), c.summary(), config_source);
+    }
+  }
 }
 
 }  // namespace
@@ -185,20 +247,22 @@ GPT2Weights GPT2Weights::open(const std::string& path, std::optional<int> heads)
   } catch (const UsageError& e) {
     throw UsageError(fmt::format("'{}': hyper-parameters from {}: {}", path, w.config_source_, e.what()));
   }
+  check_tensor_counts(r, c, w.config_source_);
 
-  // Every tensor of the file must be a known one with the right shape, and every expected one present.
+  // Every tensor of the file must be a known one with the right shape, and every expected one
+  // present. The layout is as large as the file's tensor list (checked just above).
   const ParamLayout layout(c);
   for (size_t i = 0; i < r.tensors().size(); ++i) {
     const TensorEntry& t = r.tensors()[i];
     const std::string name = canonical_name(t.name);
     if (is_ignored(name)) continue;
     const ParamInfo* p = layout.find(name);
-    ZDP_REQUIRE(p != nullptr, "'{}': unknown tensor '{}' (shape {}) for a GPT-2 of {}", path, t.name,
+    ZDP_REQUIRE(p != nullptr, "'{}': unknown tensor '{}' (shape {}) for a GPT-2 of {}", path, describe_text(t.name),
                 shape_str(t.shape), c.summary());
     ZDP_REQUIRE(t.shape == p->shape, "'{}': tensor '{}' has shape {}, expected {} for a GPT-2 of {}", path,
-                t.name, shape_str(t.shape), shape_str(p->shape), c.summary());
+                describe_text(t.name), shape_str(t.shape), shape_str(p->shape), c.summary());
     ZDP_REQUIRE(w.by_name_.emplace(name, i).second, "'{}': tensor '{}' appears twice (with and without '{}')",
-                path, name, kPrefix);
+                path, describe_text(name), kPrefix);
   }
   for (const ParamInfo& p : layout.params())
     ZDP_REQUIRE(w.by_name_.count(p.name) > 0,

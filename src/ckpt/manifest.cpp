@@ -6,7 +6,9 @@
 
 #include <fmt/format.h>
 
+#include "core/checked.h"
 #include "core/error.h"
+#include "core/json.h"
 
 namespace zerodp::ckpt {
 
@@ -15,12 +17,14 @@ namespace {
 using nlohmann::json;
 using nlohmann::ordered_json;
 
-// A short rendering of a JSON value for messages.
-std::string show(const json& v) {
-  std::string s = v.dump(-1, ' ', true, json::error_handler_t::replace);
-  if (s.size() > 60) s = s.substr(0, 57) + "...";
-  return s;
-}
+// Limits on what a manifest may hold (docs/limits.md), beyond those of the model (model/config.h):
+// strings are names and paths (PATH_MAX is 4096); `training` is informative and its settings are
+// echoed in messages, so each stays short; the data position's factors are those of a run, whose
+// product W·G·B·T (tokens a step) and step·W·G·B·T (tokens read) must fit an int64.
+constexpr size_t kMaxManifestString = 4096;
+constexpr size_t kMaxTrainingValueBytes = 1024;
+constexpr int64_t kMaxWorldSize = int64_t{1} << 20;
+constexpr int64_t kMaxBatchFactor = int64_t{1} << 24;  // micro_batch, accum
 
 // Typed access to the manifest's keys; every failure names the manifest and the key's path.
 class Schema {
@@ -49,9 +53,9 @@ class Schema {
                   int64_t hi = std::numeric_limits<int64_t>::max()) const {
     const json& v = field(obj, path, key);
     const std::string full = join(path, key);
-    if (!v.is_number_integer()) fail(full, fmt::format("must be an integer, got {}", show(v)));
+    if (!v.is_number_integer()) fail(full, fmt::format("must be an integer, got {}", describe_json(v)));
     if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi))
-      fail(full, fmt::format("must be at most {}, got {}", hi, show(v)));
+      fail(full, fmt::format("must be at most {}, got {}", hi, describe_json(v)));
     const int64_t x = v.get<int64_t>();
     if (x < lo || x > hi) fail(full, fmt::format("must be in [{}, {}], got {}", lo, hi, x));
     return x;
@@ -62,22 +66,24 @@ class Schema {
   double number(const json& obj, const std::string& path, const std::string& key) const {
     const json& v = field(obj, path, key);
     if (!v.is_number() || !std::isfinite(v.get<double>()))
-      fail(join(path, key), fmt::format("must be a finite number, got {}", show(v)));
+      fail(join(path, key), fmt::format("must be a finite number, got {}", describe_json(v)));
     return v.get<double>();
   }
   std::string string(const json& obj, const std::string& path, const std::string& key) const {
     const json& v = field(obj, path, key);
-    if (!v.is_string()) fail(join(path, key), fmt::format("must be a string, got {}", show(v)));
+    if (!v.is_string()) fail(join(path, key), fmt::format("must be a string, got {}", describe_json(v)));
+    if (v.get_ref<const std::string&>().size() > kMaxManifestString)
+      fail(join(path, key), fmt::format("must be at most {} bytes, got {}", kMaxManifestString, describe_json(v)));
     return v.get<std::string>();
   }
   const json& array(const json& obj, const std::string& path, const std::string& key) const {
     const json& v = field(obj, path, key);
-    if (!v.is_array()) fail(join(path, key), fmt::format("must be an array, got {}", show(v)));
+    if (!v.is_array()) fail(join(path, key), fmt::format("must be an array, got {}", describe_json(v)));
     return v;
   }
   const json& object(const json& obj, const std::string& path, const std::string& key) const {
     const json& v = field(obj, path, key);
-    if (!v.is_object()) fail(join(path, key), fmt::format("must be an object, got {}", show(v)));
+    if (!v.is_object()) fail(join(path, key), fmt::format("must be an object, got {}", describe_json(v)));
     return v;
   }
 
@@ -93,16 +99,30 @@ struct TensorPiece {
   size_t begin, end;     // elements of the tensor
   size_t file_offset;    // element of the rank file's unit.<u>.* arrays where the piece starts
 };
-std::vector<TensorPiece> tensor_pieces(const model::ParamInfo& p, const std::vector<RankFile>& ranks) {
+// Every unit's ranges, sorted by where they begin (ranges of one unit never overlap, so they are then
+// sorted by where they end too): each tensor finds its pieces by binary search, so that listing them
+// all costs time in the number of pieces, not tensors times ranges.
+struct RangeOf {
+  size_t begin, end;
+  int rank;
+};
+std::vector<std::vector<RangeOf>> ranges_by_unit(const std::vector<RankFile>& ranks, int num_units) {
+  std::vector<std::vector<RangeOf>> out(static_cast<size_t>(num_units));
+  for (const RankFile& f : ranks)
+    for (const UnitRange& r : f.ranges) out.at(static_cast<size_t>(r.unit)).push_back({r.begin, r.end, f.rank});
+  for (auto& v : out)
+    std::sort(v.begin(), v.end(), [](const RangeOf& a, const RangeOf& b) { return a.begin < b.begin; });
+  return out;
+}
+std::vector<TensorPiece> tensor_pieces(const model::ParamInfo& p, const std::vector<RangeOf>& unit_ranges) {
   std::vector<TensorPiece> out;
   const size_t t_begin = p.offset, t_end = p.offset + p.numel;
-  for (const RankFile& f : ranks)
-    for (const UnitRange& r : f.ranges) {
-      if (r.unit != p.unit) continue;
-      const size_t b = std::max(r.begin, t_begin), e = std::min(r.end, t_end);
-      if (b < e) out.push_back({f.rank, b - t_begin, e - t_begin, b - r.begin});
-    }
-  std::sort(out.begin(), out.end(), [](const TensorPiece& a, const TensorPiece& b) { return a.begin < b.begin; });
+  auto it = std::partition_point(unit_ranges.begin(), unit_ranges.end(),
+                                 [&](const RangeOf& r) { return r.end <= t_begin; });
+  for (; it != unit_ranges.end() && it->begin < t_end; ++it) {
+    const size_t b = std::max(it->begin, t_begin), e = std::min(it->end, t_end);
+    if (b < e) out.push_back({it->rank, b - t_begin, e - t_begin, b - it->begin});
+  }
   return out;
 }
 
@@ -131,7 +151,7 @@ bool is_crc_hex(const std::string& text) {
 }
 
 uint32_t parse_crc_hex(const std::string& text, const std::string& label) {
-  ZDP_REQUIRE(is_crc_hex(text), "'{}': a CRC-32C must be 8 hexadecimal digits, got '{}'", label, text);
+  ZDP_REQUIRE(is_crc_hex(text), "'{}': a CRC-32C must be 8 hexadecimal digits, got '{}'", label, describe_text(text));
   return static_cast<uint32_t>(std::stoul(text, nullptr, 16));
 }
 
@@ -155,9 +175,10 @@ ordered_json manifest_to_json(const Manifest& m) {
                      {"ranges", ranges}});
   }
   ordered_json tensors = ordered_json::array();
+  const std::vector<std::vector<RangeOf>> by_unit = ranges_by_unit(m.ranks, layout.num_units());
   for (const model::ParamInfo& p : layout.params()) {
     ordered_json pieces = ordered_json::array();
-    for (const TensorPiece& t : tensor_pieces(p, m.ranks))
+    for (const TensorPiece& t : tensor_pieces(p, by_unit[static_cast<size_t>(p.unit)]))
       pieces.push_back({{"rank", t.rank},
                         {"begin", t.begin},
                         {"end", t.end},
@@ -204,7 +225,8 @@ Manifest manifest_from_json(const json& j, const std::string& label) {
   if (!j.is_object()) s.fail("the top level must be a JSON object");
   Manifest m;
   const std::string format = s.string(j, "", "format");
-  if (format != kCheckpointFormat) s.fail("format", fmt::format("must be \"{}\", got \"{}\"", kCheckpointFormat, format));
+  if (format != kCheckpointFormat)
+    s.fail("format", fmt::format("must be \"{}\", got \"{}\"", kCheckpointFormat, describe_text(format)));
   m.format_version = static_cast<int>(s.integer(j, "", "format_version", 0, std::numeric_limits<int>::max()));
   if (m.format_version != kCheckpointFormatVersion)
     s.fail("format_version", fmt::format("version {} is not supported (this zerodp reads version {})",
@@ -214,65 +236,84 @@ Manifest manifest_from_json(const json& j, const std::string& label) {
   m.optimizer_steps = s.integer(j, "", "optimizer_steps", 0, m.step);
 
   const json& mj = s.object(j, "", "model");
-  constexpr int64_t kIntMax = std::numeric_limits<int>::max();
-  m.model.n_layer = static_cast<int>(s.integer(mj, "model", "n_layer", 1, kIntMax));
-  m.model.n_head = static_cast<int>(s.integer(mj, "model", "n_head", 1, kIntMax));
-  m.model.n_embd = static_cast<int>(s.integer(mj, "model", "n_embd", 1, kIntMax));
-  m.model.vocab_size = static_cast<int>(s.integer(mj, "model", "vocab_size", 1, kIntMax));
-  m.model.n_ctx = static_cast<int>(s.integer(mj, "model", "n_ctx", 1, kIntMax));
+  auto hyper = [&](const char* key) {
+    return static_cast<int>(s.integer(mj, "model", key, 1, model::hyper_parameter_limit(key)));
+  };
+  m.model.n_layer = hyper("n_layer");
+  m.model.n_head = hyper("n_head");
+  m.model.n_embd = hyper("n_embd");
+  m.model.vocab_size = hyper("vocab_size");
+  m.model.n_ctx = hyper("n_ctx");
   if (m.model.n_embd % m.model.n_head != 0)
     s.fail("model", fmt::format("n_embd {} is not divisible by n_head {}", m.model.n_embd, m.model.n_head));
+  try {
+    m.model.validate();  // the totals (parameters, activations) within their limits too
+  } catch (const UsageError& e) {
+    s.fail("model", e.what());
+  }
 
-  m.world_size = static_cast<int>(s.integer(j, "", "world_size", 1, 1 << 20));
+  m.world_size = static_cast<int>(s.integer(j, "", "world_size", 1, kMaxWorldSize));
   m.zero_stage = static_cast<int>(s.integer(j, "", "zero_stage", 0, 3));
   const std::string dtype = s.string(j, "", "dtype");
   try {
     m.dtype = parse_dtype(dtype);
   } catch (const UsageError&) {
-    s.fail("dtype", fmt::format("must be fp32, bf16 or fp16, got \"{}\"", dtype));
+    s.fail("dtype", fmt::format("must be fp32, bf16 or fp16, got \"{}\"", describe_text(dtype)));
   }
   if (s.string(j, "", "file_dtype") != "F32") s.fail("file_dtype", "must be \"F32\"");
 
   const json& oj = s.object(j, "", "optimizer");
   m.optimizer = s.string(oj, "optimizer", "type");
   if (m.optimizer != "AdamW" && m.optimizer != "SGD")
-    s.fail("optimizer.type", fmt::format("must be \"AdamW\" or \"SGD\", got \"{}\"", m.optimizer));
+    s.fail("optimizer.type", fmt::format("must be \"AdamW\" or \"SGD\", got \"{}\"", describe_text(m.optimizer)));
   const json& states = s.array(oj, "optimizer", "states");
-  for (const json& st : states) {
-    if (!st.is_string()) s.fail("optimizer.states", fmt::format("must hold strings, got {}", show(st)));
-    m.states.push_back(st.get<std::string>());
-  }
-  if (m.states != optimizer_state_names(m.optimizer, false) && m.states != optimizer_state_names(m.optimizer, true))
-    s.fail("optimizer.states", fmt::format("{} does not keep the states {}", m.optimizer, show(states)));
+  const auto keeps = [&](bool momentum) { return json(optimizer_state_names(m.optimizer, momentum)) == states; };
+  if (!keeps(false) && !keeps(true))
+    s.fail("optimizer.states", fmt::format("{} does not keep the states {} (it keeps {})", m.optimizer,
+                                           describe_json(states), json(optimizer_state_names(m.optimizer, true)).dump()));
+  for (const json& st : states) m.states.push_back(st.get<std::string>());
 
   const json& lj = s.object(j, "", "loss_scale");
   m.loss_scale.scale = s.number(lj, "loss_scale", "scale");
   if (!(m.loss_scale.scale > 0)) s.fail("loss_scale.scale", fmt::format("must be positive, got {}", m.loss_scale.scale));
-  m.loss_scale.good_steps = s.integer(lj, "loss_scale", "good_steps", 0);
-  m.loss_scale.hysteresis_left = s.integer(lj, "loss_scale", "hysteresis_left", 0);
+  // The loss scaler counts these in int.
+  m.loss_scale.good_steps = s.integer(lj, "loss_scale", "good_steps", 0, std::numeric_limits<int>::max());
+  m.loss_scale.hysteresis_left = s.integer(lj, "loss_scale", "hysteresis_left", 0, std::numeric_limits<int>::max());
   m.loss_scale.overflows = s.integer(lj, "loss_scale", "overflows", 0);
 
   const json& dj = s.object(j, "", "data");
   m.data.path = s.string(dj, "data", "path");
-  m.data.micro_batch = s.integer(dj, "data", "micro_batch", 1);
-  m.data.seq = s.integer(dj, "data", "seq", 1);
-  m.data.accum = s.integer(dj, "data", "accum", 1);
+  m.data.micro_batch = s.integer(dj, "data", "micro_batch", 1, kMaxBatchFactor);
+  m.data.seq = s.integer(dj, "data", "seq", 1, m.model.n_ctx);  // a run trains on T <= N
+  m.data.accum = s.integer(dj, "data", "accum", 1, kMaxBatchFactor);
   m.data.tokens_per_step = s.integer(dj, "data", "tokens_per_step", 1);
   m.data.next_token = s.integer(dj, "data", "next_token", 0);
-  if (m.data.tokens_per_step != m.world_size * m.data.accum * m.data.micro_batch * m.data.seq)
+  const std::optional<int64_t> tokens_per_step =
+      checked_product<int64_t>({m.world_size, m.data.accum, m.data.micro_batch, m.data.seq});
+  if (!tokens_per_step || m.data.tokens_per_step != *tokens_per_step)
     s.fail("data.tokens_per_step", fmt::format("{} is not world_size·accum·micro_batch·seq = {}·{}·{}·{}",
                                                m.data.tokens_per_step, m.world_size, m.data.accum,
                                                m.data.micro_batch, m.data.seq));
-  if (m.data.next_token != m.step * m.data.tokens_per_step)
-    s.fail("data.next_token", fmt::format("{} is not step·tokens_per_step = {}", m.data.next_token,
-                                          m.step * m.data.tokens_per_step));
+  const std::optional<int64_t> next_token = checked_mul<int64_t>(m.step, m.data.tokens_per_step);
+  if (!next_token || m.data.next_token != *next_token)
+    s.fail("data.next_token",
+           fmt::format("{} is not step·tokens_per_step = {}·{}{}", m.data.next_token, m.step, m.data.tokens_per_step,
+                       next_token ? fmt::format(" = {}", *next_token) : std::string(" (over 2^63)")));
   m.training = s.object(j, "", "training");
+  for (const auto& [key, value] : m.training.items()) {
+    // Settings are echoed in messages (a resumed run says which changed): each must stay short.
+    if (key.size() > 64 || value.dump().size() > kMaxTrainingValueBytes)
+      s.fail("training", fmt::format("setting '{}' is {}, over the {} bytes allowed", describe_text(key),
+                                     describe_json(value), kMaxTrainingValueBytes));
+  }
 
-  // Units: exactly the model's, each padded to world_size equal shards.
-  const model::ParamLayout layout(m.model);
+  // Units: exactly the model's, each padded to world_size equal shards. Their count is checked
+  // before the layout is built, so that the layout is never larger than the manifest's own list.
   const json& uj = s.array(j, "", "units");
-  if (uj.size() != static_cast<size_t>(layout.num_units()))
-    s.fail("units", fmt::format("holds {} units, the model {} has {}", uj.size(), m.model.summary(), layout.num_units()));
+  if (uj.size() != static_cast<size_t>(m.model.n_layer) + 1)
+    s.fail("units", fmt::format("holds {} units, the model {} has {}", uj.size(), m.model.summary(),
+                                m.model.n_layer + 1));
+  const model::ParamLayout layout(m.model);
   for (int u = 0; u < layout.num_units(); ++u) {
     const std::string path = fmt::format("units[{}]", u);
     const json& e = uj[static_cast<size_t>(u)];
@@ -281,7 +322,8 @@ Manifest manifest_from_json(const json& j, const std::string& label) {
     if (us.numel != layout.unit_numel(u))
       s.fail(path + ".numel", fmt::format("is {}, unit {} of {} has {} elements", us.numel, u, m.model.summary(),
                                           layout.unit_numel(u)));
-    if (us.padded < us.numel || us.padded != us.shard * static_cast<size_t>(m.world_size))
+    const std::optional<size_t> padded = checked_mul<size_t>(us.shard, static_cast<size_t>(m.world_size));
+    if (us.padded < us.numel || !padded || us.padded != *padded)
       s.fail(path, fmt::format("padded {} must be world_size·shard = {}·{} and at least numel {}", us.padded,
                                m.world_size, us.shard, us.numel));
     const json& tj = s.array(e, path, "tensors");
@@ -304,10 +346,12 @@ Manifest manifest_from_json(const json& j, const std::string& label) {
     f.rank = static_cast<int>(s.integer(e, path, "rank", 0, m.world_size - 1));
     if (f.rank != r) s.fail(path + ".rank", fmt::format("must be {} (files are listed in rank order)", r));
     f.file = s.string(e, path, "file");
-    if (f.file != rank_file_name(r)) s.fail(path + ".file", fmt::format("must be \"{}\", got \"{}\"", rank_file_name(r), f.file));
+    if (f.file != rank_file_name(r))
+      s.fail(path + ".file", fmt::format("must be \"{}\", got \"{}\"", rank_file_name(r), describe_text(f.file)));
     f.bytes = static_cast<uint64_t>(s.integer(e, path, "bytes", 8));
     const std::string crc = s.string(e, path, "crc32c");
-    if (!is_crc_hex(crc)) s.fail(path + ".crc32c", fmt::format("must be 8 hexadecimal digits, got \"{}\"", crc));
+    if (!is_crc_hex(crc))
+      s.fail(path + ".crc32c", fmt::format("must be 8 hexadecimal digits, got \"{}\"", describe_text(crc)));
     f.crc32c = parse_crc_hex(crc, label);
     const json& rj = s.array(e, path, "ranges");
     int last_unit = -1;

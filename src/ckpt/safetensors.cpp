@@ -4,12 +4,14 @@
 #include <cstring>
 #include <limits>
 #include <set>
+#include <string_view>
 #include <utility>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json.h"
 
 namespace zerodp::ckpt {
 
@@ -17,15 +19,25 @@ namespace {
 
 using nlohmann::json;
 
-// Refuses headers larger than this: no real model needs 100 MB of JSON, and it bounds the parse.
-constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
+// Limits on what a header may declare (docs/limits.md). Headers larger than kMaxHeaderBytes are
+// refused as the safetensors library itself does (100 MB): the largest legitimate header, a model at
+// the layer limit (model/config.h), lists under a million tensors of about 100 bytes each. The
+// header is a JSON object of objects holding arrays (depth 3), so nesting deeper than that is
+// refused while parsing, before any value is built. kMaxTensors is the most any file zerodp reads
+// can hold: a GPT-2 of 2^16 layers with its mask buffers (5 + 14·2^16), a checkpoint rank file
+// (3 arrays per unit of that model). kMaxRank: GPT-2's tensors have at most 2 dimensions.
+constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+constexpr size_t kMaxHeaderDepth = 3;
+constexpr size_t kMaxTensors = size_t{1} << 20;
+constexpr size_t kMaxRank = 8;
 
 [[noreturn]] void malformed(const std::string& file, const std::string& what) {
   throw UsageError(fmt::format("'{}': malformed safetensors file: {}", file, what));
 }
 [[noreturn]] void malformed_tensor(const std::string& file, const std::string& tensor,
                                    const std::string& what) {
-  throw UsageError(fmt::format("'{}': malformed safetensors file: tensor '{}': {}", file, tensor, what));
+  throw UsageError(
+      fmt::format("'{}': malformed safetensors file: tensor '{}': {}", file, describe_text(tensor), what));
 }
 
 uint64_t load_le64(const uint8_t* p) {
@@ -45,36 +57,36 @@ bool parse_st_dtype(const std::string& s, DType* out) {
   return false;
 }
 
-// A short, printable rendering of a JSON value for error messages.
-std::string show(const json& v) {
-  std::string s = v.dump(-1, ' ', true, json::error_handler_t::replace);
-  if (s.size() > 60) s = s.substr(0, 57) + "...";
-  return s;
+// A shape for messages: "[2, 3]" when it is a short array of numbers, else its description.
+std::string show_shape(const json& v) {
+  if (!v.is_array() || v.size() > kMaxRank) return describe_json(v);
+  std::string out = "[";
+  for (const json& d : v) {
+    if (!d.is_number()) return describe_json(v);
+    out += (out.size() > 1 ? ", " : "") + describe_json(d);
+  }
+  return out + "]";
 }
 
-// Parses the header text, refusing duplicate keys in any object (nlohmann would keep one silently).
+// Parses the header text within the limits above, refusing duplicate keys in any object (nlohmann
+// would keep one of them silently).
 json parse_header_json(const std::string& file, const char* begin, const char* end) {
-  std::vector<std::set<std::string>> keys_of_open_objects;
-  auto on_event = [&](int, json::parse_event_t event, json& parsed) {
-    switch (event) {
-      case json::parse_event_t::object_start: keys_of_open_objects.emplace_back(); break;
-      case json::parse_event_t::object_end: keys_of_open_objects.pop_back(); break;
-      case json::parse_event_t::key: {
-        const std::string& k = parsed.get_ref<const std::string&>();
-        if (!keys_of_open_objects.back().insert(k).second) {
-          if (keys_of_open_objects.size() == 1) malformed_tensor(file, k, "appears twice in the header");
-          malformed(file, fmt::format("key '{}' appears twice in one object of the header", k));
-        }
-        break;
-      }
-      default: break;
-    }
-    return true;
-  };
+  JsonLimits limits;
+  limits.max_depth = kMaxHeaderDepth;
+  limits.max_bytes = kMaxHeaderBytes;
+  limits.refuse_duplicate_keys = true;
+  const std::string source = fmt::format("'{}': malformed safetensors file: header", file);
   try {
-    return json::parse(begin, end, on_event, /*allow_exceptions=*/true, /*ignore_comments=*/false);
-  } catch (const json::exception& e) {
-    malformed(file, fmt::format("header is not valid JSON ({})", e.what()));
+    return parse_json(std::string_view(begin, static_cast<size_t>(end - begin)), source, limits);
+  } catch (const UsageError& e) {
+    // parse_json says "key NAME appears twice"; keep this reader's quoting of names ('NAME').
+    std::string what = e.what();
+    const std::string dup_prefix = source + ": key ", dup_suffix = " appears twice in one object";
+    if (what.starts_with(dup_prefix) && what.ends_with(dup_suffix))
+      what = fmt::format("{}: key '{}'{}", source,
+                         what.substr(dup_prefix.size(), what.size() - dup_prefix.size() - dup_suffix.size()),
+                         dup_suffix);
+    throw UsageError(what);
   }
 }
 
@@ -109,6 +121,10 @@ SafetensorsReader SafetensorsReader::parse(const uint8_t* bytes, size_t size, st
   if (text[0] != '{') malformed(file, "header does not start with '{'");
   const json header = parse_header_json(file, text, text + header_len);
   if (!header.is_object()) malformed(file, "header is not a JSON object");
+  if (header.size() > kMaxTensors + 1)  // + __metadata__
+    malformed(file, fmt::format("the header lists {} entries, over the {} tensors allowed (docs/limits.md)",
+                                header.size(), kMaxTensors));
+  r.tensors_.reserve(header.size());
 
   const uint8_t* data = bytes + 8 + header_len;
   const uint64_t data_size = size - 8 - header_len;
@@ -116,54 +132,57 @@ SafetensorsReader SafetensorsReader::parse(const uint8_t* bytes, size_t size, st
   for (const auto& [name, entry] : header.items()) {
     if (name == "__metadata__") {
       if (entry.is_null()) continue;
-      if (!entry.is_object()) malformed(file, fmt::format("__metadata__ is not an object: {}", show(entry)));
+      if (!entry.is_object()) malformed(file, fmt::format("__metadata__ is not an object: {}", describe_json(entry)));
       for (const auto& [k, v] : entry.items()) {
         if (!v.is_string())
-          malformed(file, fmt::format("__metadata__ value of '{}' is not a string: {}", k, show(v)));
+          malformed(file, fmt::format("__metadata__ value of '{}' is not a string: {}", describe_text(k),
+                                      describe_json(v)));
         r.metadata_[k] = v.get<std::string>();
       }
       continue;
     }
     if (!entry.is_object())
-      malformed_tensor(file, name, fmt::format("entry is not an object: {}", show(entry)));
+      malformed_tensor(file, name, fmt::format("entry is not an object: {}", describe_json(entry)));
     TensorEntry t;
     t.name = name;
 
     const auto dtype_it = entry.find("dtype");
     if (dtype_it == entry.end()) malformed_tensor(file, name, "no \"dtype\"");
     if (!dtype_it->is_string())
-      malformed_tensor(file, name, fmt::format("dtype is not a string: {}", show(*dtype_it)));
+      malformed_tensor(file, name, fmt::format("dtype is not a string: {}", describe_json(*dtype_it)));
     if (!parse_st_dtype(dtype_it->get<std::string>(), &t.dtype))
       malformed_tensor(
           file, name,
-          fmt::format("dtype {} is not supported (zerodp reads F32, BF16 and F16)", show(*dtype_it)));
+          fmt::format("dtype {} is not supported (zerodp reads F32, BF16 and F16)", describe_json(*dtype_it)));
 
     const auto shape_it = entry.find("shape");
     if (shape_it == entry.end()) malformed_tensor(file, name, "no \"shape\"");
     if (!shape_it->is_array())
-      malformed_tensor(file, name, fmt::format("shape is not an array: {}", show(*shape_it)));
+      malformed_tensor(file, name, fmt::format("shape is not an array: {}", describe_json(*shape_it)));
+    if (shape_it->size() > kMaxRank)
+      malformed_tensor(file, name, fmt::format("shape has {} dimensions, over the {} allowed", shape_it->size(), kMaxRank));
     uint64_t numel = 1;
     for (const json& d : *shape_it) {
       if (!d.is_number_unsigned())
         malformed_tensor(
             file, name,
-            fmt::format("shape {} holds {}, not a non-negative integer", show(*shape_it), show(d)));
+            fmt::format("shape {} holds {}, not a non-negative integer", show_shape(*shape_it), describe_json(d)));
       const uint64_t dim = d.get<uint64_t>();
       if (dim > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
           mul_overflows(numel, dim, &numel))
-        malformed_tensor(file, name, fmt::format("shape {} is too large", show(*shape_it)));
+        malformed_tensor(file, name, fmt::format("shape {} is too large", show_shape(*shape_it)));
       t.shape.push_back(static_cast<int64_t>(dim));
     }
     uint64_t nbytes = 0;
     if (mul_overflows(numel, dtype_size(t.dtype), &nbytes))
-      malformed_tensor(file, name, fmt::format("shape {} is too large", show(*shape_it)));
+      malformed_tensor(file, name, fmt::format("shape {} is too large", show_shape(*shape_it)));
 
     const auto off_it = entry.find("data_offsets");
     if (off_it == entry.end()) malformed_tensor(file, name, "no \"data_offsets\"");
     if (!off_it->is_array() || off_it->size() != 2 || !(*off_it)[0].is_number_unsigned() ||
         !(*off_it)[1].is_number_unsigned())
       malformed_tensor(file, name,
-                       fmt::format("data_offsets {} is not a pair of non-negative integers", show(*off_it)));
+                       fmt::format("data_offsets {} is not a pair of non-negative integers", show_shape(*off_it)));
     const uint64_t begin = (*off_it)[0].get<uint64_t>(), end = (*off_it)[1].get<uint64_t>();
     if (begin > end)
       malformed_tensor(file, name, fmt::format("data_offsets [{}, {}] run backwards", begin, end));
@@ -195,10 +214,10 @@ SafetensorsReader SafetensorsReader::parse(const uint8_t* bytes, size_t size, st
       malformed_tensor(
           file, t.name,
           fmt::format("data_offsets [{}, {}] overlap tensor '{}' ([{}, {}])", t.offset, t.offset + t.nbytes,
-                      prev->name, prev->offset, prev->offset + prev->nbytes));
+                      describe_text(prev->name), prev->offset, prev->offset + prev->nbytes));
     if (t.offset > covered)
       malformed(file, fmt::format("bytes [{}, {}) of the data section belong to no tensor (before '{}')",
-                                  covered, t.offset, t.name));
+                                  covered, t.offset, describe_text(t.name)));
     covered = t.offset + t.nbytes;
     prev = &t;
   }
@@ -217,7 +236,7 @@ const TensorEntry* SafetensorsReader::find(std::string_view name) const {
 
 const TensorEntry& SafetensorsReader::at(std::string_view name) const {
   const TensorEntry* t = find(name);
-  if (t == nullptr) throw UsageError(fmt::format("'{}': no tensor '{}'", label_, name));
+  if (t == nullptr) throw UsageError(fmt::format("'{}': no tensor '{}'", label_, describe_text(name)));
   return *t;
 }
 

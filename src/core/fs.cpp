@@ -151,6 +151,50 @@ std::string read_file(const std::string& path) {
   return out;
 }
 
+std::string read_small_file(const std::string& path, size_t max_bytes) {
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    const int err = errno;
+    throw UsageError(fmt::format("cannot open '{}': {}", path, errno_text(err)));
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    throw UsageError(fmt::format("cannot examine '{}': {}", path, errno_text(err)));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw UsageError(fmt::format("'{}' is not a regular file", path));
+  }
+  if (static_cast<uint64_t>(st.st_size) > max_bytes) {
+    ::close(fd);
+    throw UsageError(fmt::format("'{}' is {} bytes, over the {} allowed for this file (docs/limits.md)", path,
+                                 static_cast<uint64_t>(st.st_size), max_bytes));
+  }
+  std::string out;
+  out.reserve(static_cast<size_t>(st.st_size));
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t r = ::read(fd, buf, sizeof buf);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      ::close(fd);
+      throw UsageError(fmt::format("cannot read '{}': {}", path, errno_text(err)));
+    }
+    if (r == 0) break;
+    if (out.size() + static_cast<size_t>(r) > max_bytes) {  // it grew since fstat
+      ::close(fd);
+      throw UsageError(fmt::format("'{}' is over the {} bytes allowed for this file (docs/limits.md)", path, max_bytes));
+    }
+    out.append(buf, static_cast<size_t>(r));
+  }
+  ::close(fd);
+  return out;
+}
+
 bool file_exists(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
@@ -159,7 +203,9 @@ bool file_exists(const std::string& path) {
 // ---- MappedFile -------------------------------------------------------------------------------
 
 MappedFile::MappedFile(std::string path) : path_(std::move(path)) {
-  const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever, before the
+  // regular-file check below could refuse it. It changes nothing for a regular file.
+  const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     const int err = errno;
     throw UsageError(fmt::format("cannot open '{}': {}", path_, errno_text(err)));

@@ -53,6 +53,11 @@ inline void write_file_atomic(const std::string& path, std::string_view bytes) {
 
 // Reads a whole (small) file, e.g. a JSON configuration. UsageError naming the path on failure.
 std::string read_file(const std::string& path);
+// Reads a whole regular file of at most `max_bytes` bytes (a manifest, a config.json beside a
+// model, a pointer file): UsageError naming the path when it is larger, not a regular file (a
+// FIFO or a device is refused without waiting on it) or unreadable. Memory stays near max_bytes
+// whatever is at the path.
+std::string read_small_file(const std::string& path, size_t max_bytes);
 bool file_exists(const std::string& path);
 
 // A whole file mapped read-only. An empty file maps to data() == nullptr, size() == 0.

@@ -1,4 +1,4 @@
-// GPT-2's hyper-parameters (contract §1).
+// GPT-2's hyper-parameters (contract §1), and the limits every one of them is held to.
 #pragma once
 
 #include <cstdint>
@@ -6,7 +6,36 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/checked.h"
+
 namespace zerodp::model {
+
+// Limits on hyper-parameters (docs/limits.md). Model dimensions come from files (safetensors
+// __metadata__, config.json, tensor shapes, checkpoint manifests) and from flags; every size the
+// code derives from them is a product of a few of them, so each is capped where its products,
+// computed in int64, keep a wide margin below 2^63:
+//   - parameters: (V + N + 2)·C + L·(12C² + 13C) <= 2^16·(12·2^40 + 13·2^20) + 2·2^44 < 2^60;
+//   - per-token sizes (B·T times a few C, V): C·V <= 2^44, so B·T up to 2^14 stays below 2^60;
+//   - and two totals, checked with overflow-safe arithmetic: at most 2^40 parameters (fp32 weights,
+//     gradients and AdamW states of 2^40 parameters are 16 TiB: far beyond any machine zerodp runs
+//     on, so nothing legitimate is refused), and at most 2^50 activation elements for one sequence
+//     of the full context (the attention probabilities L·H·N² dominate; the sampler builds exactly
+//     that, and B such sequences in bytes stay below 2^63 for B up to 2^11).
+// GPT-2 XL (L48 H25 C1600 V50257 N1024: 1.6e9 parameters, 2.5e9 activation elements) is far inside
+// all of them, and so are GPT-3 175B's shapes (L96 H96 C12288 N2048: 1.7e11 parameters).
+struct GPT2Limits {
+  static constexpr int64_t kMaxLayers = int64_t{1} << 16;   // L
+  static constexpr int64_t kMaxHeads = int64_t{1} << 16;    // H
+  static constexpr int64_t kMaxEmbd = int64_t{1} << 20;     // C
+  static constexpr int64_t kMaxVocab = int64_t{1} << 24;    // V (token files hold uint16, models may have more)
+  static constexpr int64_t kMaxCtx = int64_t{1} << 24;      // N
+  static constexpr int64_t kMaxParams = int64_t{1} << 40;
+  static constexpr int64_t kMaxSequenceActivations = int64_t{1} << 50;
+};
+
+// Tensors of contract §1: four outside the blocks (wte, wpe, ln_f.weight, ln_f.bias), twelve per block.
+constexpr int kEmbeddingTensors = 4;
+constexpr int kTensorsPerBlock = 12;
 
 struct GPT2Config {
   int n_layer = 0;     // L
@@ -15,14 +44,31 @@ struct GPT2Config {
   int vocab_size = 0;  // V
   int n_ctx = 0;       // N, the longest sequence (rows of wpe)
 
-  // UsageError naming the field when a size is not positive or C is not divisible by H.
+  // UsageError naming the field when a size is not positive, over its GPT2Limits bound, C is not
+  // divisible by H, or the parameter or activation total is over its bound.
   void validate() const;
   int head_size() const { return n_embd / n_head; }
+
+  // Parameters of the model (contract §1), with overflow checked: valid for any field values,
+  // validated or not (a non-positive field gives a meaningless but non-overflowing result).
+  CheckedSize checked_param_count() const;
+  // Activation elements of one sequence of n_ctx tokens (B = 1, T = N) as plan/ and model/ count
+  // them: every block's saved set and attention probabilities, the head, the backward's scratch.
+  CheckedSize checked_sequence_activations() const;
+  // checked_param_count() of a validated config.
+  int64_t param_count() const { return checked_param_count().value(); }
+  // Tensors of contract §1: 4 + 12·L.
+  int64_t num_tensors() const { return kEmbeddingTensors + int64_t{kTensorsPerBlock} * n_layer; }
+
   // The safetensors __metadata__ (string values, contract §2): n_layer, n_head, n_embd, vocab_size, n_ctx.
   nlohmann::json to_metadata() const;
   // "L2 H4 C64 V256 N128"
   std::string summary() const;
   bool operator==(const GPT2Config&) const = default;
 };
+
+// The bound of a hyper-parameter by its name ("n_layer", "n_head", "n_embd", "vocab_size", "n_ctx"),
+// or 0 for another name.
+int64_t hyper_parameter_limit(std::string_view key);
 
 }  // namespace zerodp::model

@@ -3,6 +3,10 @@
 // (used first and last: embedding and tied LM head); unit 1+i holds block i. Inside a unit the
 // tensors follow contract §1's order back to back, with no padding (padding for sharding is added
 // at the unit's end by the engine).
+//
+// A layout holds one entry per tensor, 4 + 12·L of them (about 150 bytes each): code that takes L
+// from a file checks first that the file can describe that many tensors (ckpt/gpt2_weights.cpp,
+// ckpt/manifest.cpp), so that a header claiming two billion layers never sizes anything.
 #pragma once
 
 #include <cstddef>
@@ -40,16 +44,24 @@ class ParamLayout {
   int num_units() const { return static_cast<int>(unit_numel_.size()); }
   static constexpr int kEmbeddingUnit = 0;
   static int block_unit(int layer) { return 1 + layer; }
+  // Tensors in a unit: kNumEmbedParams in unit 0, kNumBlockParams in each block's.
+  static int unit_tensor_count(int unit) {
+    return unit == kEmbeddingUnit ? static_cast<int>(kNumEmbedParams) : static_cast<int>(kNumBlockParams);
+  }
 
   size_t unit_numel(int unit) const { return unit_numel_.at(static_cast<size_t>(unit)); }
   size_t total_numel() const { return total_numel_; }
   const std::vector<ParamInfo>& params() const { return params_; }
   // The tensors of one unit, in order.
   std::vector<const ParamInfo*> unit_params(int unit) const;
-  // A tensor by its contract name; nullptr if there is none.
+  // A tensor by its contract name; nullptr if there is none. Constant time (the name is parsed, not
+  // searched for), so checking every tensor of a file costs time linear in the file.
   const ParamInfo* find(std::string_view name) const;
   // Tensor `index` (BlockParam or EmbedParam) of `unit`.
   const ParamInfo& param(int unit, int index) const;
+  // The same tensor's name, shape, unit, numel and decay (offset 0) for `config`, without building a
+  // layout: what a reader checks a file against before it sizes anything by the file's config.
+  static ParamInfo tensor_info(const GPT2Config& config, int unit, int index);
 
  private:
   GPT2Config config_;
