@@ -127,7 +127,8 @@ bool config_from_json(const std::string& json_path, GPT2Config* c) {
     } else if (it->is_string()) {
       ok = parse_int64(it->get_ref<const std::string&>(), &v);
     }
-    ZDP_REQUIRE(ok, "'{}': value of '{}' is {}, not an integer", json_path, key, describe_json(*it));
+    ZDP_REQUIRE(ok, "'{}': value of '{}' is {}, not an integer in [1, {}]", json_path, key, describe_json(*it),
+                model::hyper_parameter_limit(key));
     set_hyper_parameter(*c, key, v, where);
   }
   return true;

@@ -57,15 +57,16 @@ bool parse_st_dtype(const std::string& s, DType* out) {
   return false;
 }
 
-// A shape for messages: "[2, 3]" when it is a short array of numbers, else its description.
+// A shape (or offsets) for messages: "[2, 3]" when it is a short array of scalars, else its
+// description ("an array of 5000 elements").
 std::string show_shape(const json& v) {
   if (!v.is_array() || v.size() > kMaxRank) return describe_json(v);
   std::string out = "[";
   for (const json& d : v) {
-    if (!d.is_number()) return describe_json(v);
+    if (d.is_structured()) return describe_json(v);
     out += (out.size() > 1 ? ", " : "") + describe_json(d);
   }
-  return out + "]";
+  return out.size() < 120 ? out + "]" : describe_json(v);
 }
 
 // Parses the header text within the limits above, refusing duplicate keys in any object (nlohmann

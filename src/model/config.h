@@ -14,19 +14,22 @@ namespace zerodp::model {
 // __metadata__, config.json, tensor shapes, checkpoint manifests) and from flags; every size the
 // code derives from them is a product of a few of them, so each is capped where its products,
 // computed in int64, keep a wide margin below 2^63:
-//   - parameters: (V + N + 2)·C + L·(12C² + 13C) <= 2^16·(12·2^40 + 13·2^20) + 2·2^44 < 2^60;
-//   - per-token sizes (B·T times a few C, V): C·V <= 2^44, so B·T up to 2^14 stays below 2^60;
-//   - and two totals, checked with overflow-safe arithmetic: at most 2^40 parameters (fp32 weights,
-//     gradients and AdamW states of 2^40 parameters are 16 TiB: far beyond any machine zerodp runs
-//     on, so nothing legitimate is refused), and at most 2^50 activation elements for one sequence
-//     of the full context (the attention probabilities L·H·N² dominate; the sampler builds exactly
-//     that, and B such sequences in bytes stay below 2^63 for B up to 2^11).
-// GPT-2 XL (L48 H25 C1600 V50257 N1024: 1.6e9 parameters, 2.5e9 activation elements) is far inside
-// all of them, and so are GPT-3 175B's shapes (L96 H96 C12288 N2048: 1.7e11 parameters).
+//   - parameters: (V + N + 2)·C + L·(12C² + 13C) <= 2^49 + 2^16·13·2^36 < 2^56;
+//   - per-token sizes are sums of a few C and V (under 2^26 elements), so B·T·(per token) stays
+//     below 2^56 for any B·T up to 2^30;
+//   - two totals, computed with overflow-checked arithmetic: at most 2^40 parameters (their fp32
+//     weights, gradients and AdamW states are 16 TiB, beyond any machine zerodp runs on, so nothing
+//     trainable is refused), and at most 2^50 activation elements for one sequence of the full
+//     context (L·H·N² attention probabilities dominate; the sampler allocates exactly that, and B
+//     such sequences in bytes stay below 2^63 for B up to 2^11).
+// C's limit is where 12C², one block, reaches the parameter limit; each other limit is reachable
+// with small values of the rest. GPT-2 XL (L48 H25 C1600 V50257 N1024: 1.6e9 parameters, 2.6e9
+// activation elements) is far inside all of them, and so are GPT-3 175B's shapes (L96 H96 C12288
+// N2048: 1.7e11 parameters).
 struct GPT2Limits {
   static constexpr int64_t kMaxLayers = int64_t{1} << 16;   // L
   static constexpr int64_t kMaxHeads = int64_t{1} << 16;    // H
-  static constexpr int64_t kMaxEmbd = int64_t{1} << 20;     // C
+  static constexpr int64_t kMaxEmbd = int64_t{1} << 18;     // C
   static constexpr int64_t kMaxVocab = int64_t{1} << 24;    // V (token files hold uint16, models may have more)
   static constexpr int64_t kMaxCtx = int64_t{1} << 24;      // N
   static constexpr int64_t kMaxParams = int64_t{1} << 40;
