@@ -33,14 +33,9 @@ constexpr const char* kPartialPrefix = ".partial-";
 constexpr const char* kDeletingPrefix = ".deleting-";
 constexpr const char* kRankFileFormat = "zerodp-checkpoint-rank";
 
-// Sizes of the small files of a checkpoint (docs/limits.md). `latest` and manifest.crc32c are one
-// line each. The manifest grows with world size times units (one range and one tensor piece per
-// rank and unit, about 250 bytes): 256 MiB holds a million of those, e.g. GPT-2 XL's 49 units on
-// 20,000 ranks, and its JSON nests 6 levels (units[].tensors[].shape), 32 leaving room for the
-// free-form `training` section.
+// `latest` and manifest.crc32c are one line each (docs/limits.md; the manifest's own limits are in
+// manifest.h).
 constexpr size_t kMaxPointerFileBytes = 4096;
-constexpr size_t kMaxManifestBytes = size_t{256} << 20;
-constexpr size_t kMaxManifestDepth = 32;
 
 std::string join(const std::string& dir, const std::string& name) {
   if (dir.empty()) return name;
@@ -315,10 +310,7 @@ struct Checkpoint::Impl {
     const uint32_t got = crc32c(text.data(), text.size());
     ZDP_REQUIRE(got == want, "'{}': checksum mismatch: its CRC-32C is {}, {} says {}: the manifest is corrupt", mpath,
                 crc_hex(got), kManifestChecksumFile, crc_hex(want));
-    JsonLimits limits;
-    limits.max_depth = kMaxManifestDepth;
-    limits.max_bytes = kMaxManifestBytes;
-    manifest = manifest_from_json(parse_json(text, fmt::format("'{}'", mpath), limits), mpath);
+    manifest = parse_manifest(text, mpath);
     layout = std::make_unique<model::ParamLayout>(manifest.model);
   }
 

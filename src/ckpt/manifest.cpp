@@ -394,4 +394,11 @@ Manifest manifest_from_json(const json& j, const std::string& label) {
   return m;
 }
 
+Manifest parse_manifest(std::string_view text, const std::string& label) {
+  JsonLimits limits;
+  limits.max_depth = kMaxManifestDepth;
+  limits.max_bytes = kMaxManifestBytes;
+  return manifest_from_json(parse_json(text, fmt::format("'{}'", label), limits), label);
+}
+
 }  // namespace zerodp::ckpt

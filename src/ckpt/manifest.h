@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -100,6 +101,18 @@ std::string checkpoint_dir_name(int64_t step);          // "step-6"
 nlohmann::ordered_json manifest_to_json(const Manifest& m);
 // Parses and validates a manifest; `label` (the manifest's path) starts every error message.
 Manifest manifest_from_json(const nlohmann::json& j, const std::string& label);
+
+// Limits on a manifest's text (docs/limits.md). The manifest grows with world size times units (a
+// range and a tensor piece per rank and unit, about 250 bytes): 256 MiB holds a million of those,
+// e.g. GPT-2 XL's 49 units on 20,000 ranks. Its JSON nests 6 levels (units[].tensors[].shape); 32
+// leave room for the free-form `training` section and keep every recursive use of the value
+// (copies, comparisons, dumps) far from the stack's end.
+constexpr size_t kMaxManifestBytes = size_t{256} << 20;
+constexpr size_t kMaxManifestDepth = 32;
+// The text of manifest.json to a validated Manifest: parse_json within the limits above (a
+// UsageError naming `label` for text too long, nested too deep or not JSON), then manifest_from_json.
+// What Checkpoint::open does with the file's text; anything else reading manifests should use it too.
+Manifest parse_manifest(std::string_view text, const std::string& label);
 
 // "1a2b3c4d" and back (UsageError naming `label` when the text is not 8 hex digits).
 std::string crc_hex(uint32_t crc);
