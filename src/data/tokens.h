@@ -3,6 +3,10 @@
 // [2] = number of tokens) followed by the uint16 tokens. The layout is told apart by the magic
 // number in the first 4 bytes (a raw stream that happens to start with tokens 0xD888, 0x0134 would
 // be taken for a header; it is then refused unless the rest of the header also holds).
+//
+// Bounds (docs/limits.md): only regular files are opened (a FIFO is refused without waiting for a
+// writer); the file is mapped, never copied; a header's count must match the file's size before
+// any token is looked at, so a header that lies costs nothing whatever it claims.
 #pragma once
 
 #include <cstddef>
