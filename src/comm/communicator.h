@@ -12,8 +12,11 @@
 //  - all_gather: every rank contributes `count` elements from `send`; `recv` receives size()*count,
 //    rank i's at offset i*count. In place when send == recv + rank()*count.
 //  - broadcast: in place, from `root`.
-// 16-bit reductions (bf16, fp16) add in fp32 and round once per partial sum. kAvg divides the sum
-// by size(). Every collective records its bytes in the traffic ledger (contract §9).
+// Sums are deterministic and the same for every collective: element i of the result is
+// x_0[i] + x_1[i] + ... + x_{W-1}[i], the ranks' values widened to fp32 and added in rank order,
+// rounded once to the dtype. So an all-reduce of a bucket and reduce-scatters of its parts give the
+// same bits, which is what makes ZeRO stages agree bitwise. kAvg divides that fp32 sum by size()
+// before the rounding. Every collective records its bytes in the traffic ledger (contract §9).
 #pragma once
 
 #include <cstddef>

@@ -26,6 +26,7 @@
 #include "comm/reduce_kernels.h"
 #include "comm/runtime.h"
 #include "core/error.h"
+#include "core/memory.h"
 
 namespace zerodp::comm {
 
@@ -274,6 +275,111 @@ class MpiCommunicator::Impl {
     return fmt::format("{}({}) in a group of {} ranks (rank {})", op_kind_name(op.kind), args, size_, rank_);
   }
 
+  // ---- ordered reductions ---------------------------------------------------------------------
+  //
+  // Sums (and averages) do not go through MPI_Allreduce / MPI_Reduce_scatter_block: which
+  // algorithm those pick, and so the order in which they add, depends on the message size, the
+  // group size and the collective, and a float sum depends on its order. Stage 0 all-reduces a
+  // bucket of units where stage 2 reduce-scatters one unit at a time; both must give the same bits.
+  // Here every element's result is x_0 + x_1 + ... + x_{W-1}: the ranks' values widened to fp32 and
+  // added in rank order, then rounded once to the dtype (16-bit sums thus round once, not once per
+  // hop). The element's owner receives everyone's value of it and adds them itself:
+  //   reduce-scatter: chunk j (count elements at j·count) belongs to rank j;
+  //   all-reduce:     chunk j is [count·j/W, count·(j+1)/W), then an all-gather of the chunks.
+  // Every rank sends (W−1)/W of the buffer, as a ring reduce-scatter does, in pieces of at most
+  // piece_elements() per peer, so the staging memory stays bounded (category comm).
+  static constexpr int kOrderedTag = 0x5a4f;
+
+  bool is_ordered_reduction(const PendingOp& op) const {
+    return (op.kind == OpKind::kAllReduce || op.kind == OpKind::kReduceScatter) && op.op != ReduceOp::kMax &&
+           op.count > 0;
+  }
+
+  // Completes the requests: MPI_Waitall, or MPI_Testall with the poll mode's back-off.
+  int complete_requests(std::vector<MPI_Request>& reqs, bool blocking) {
+    if (reqs.empty()) return MPI_SUCCESS;
+    const int n = static_cast<int>(reqs.size());
+    if (blocking) return MPI_Waitall(n, reqs.data(), MPI_STATUSES_IGNORE);
+    for (int idle = 0;; ++idle) {
+      int done = 0;
+      const int rc = MPI_Testall(n, reqs.data(), &done, MPI_STATUSES_IGNORE);
+      if (rc != MPI_SUCCESS || done) return rc;
+      back_off(idle);
+    }
+  }
+
+  int run_ordered_reduction(PendingOp& op, bool blocking) {
+    const int W = size_, r = rank_;
+    const size_t es = dtype_size(op.dtype);
+    const MPI_Datatype type = mpi_type(op.dtype);
+    if (op.inject_error) return MPI_Bcast(op.recv, 1, MPI_DATATYPE_NULL, 0, comm_);  // fails locally
+
+    const bool scatter = op.kind == OpKind::kReduceScatter;
+    std::vector<size_t> begin(static_cast<size_t>(W) + 1);
+    for (int j = 0; j <= W; ++j)
+      begin[j] = scatter ? static_cast<size_t>(j) * op.count : op.count * static_cast<size_t>(j) / static_cast<size_t>(W);
+    const auto len = [&](int j) { return begin[j + 1] - begin[j]; };
+    // The W chunks to reduce, and where this rank's reduced chunk goes.
+    const char* in = static_cast<const char*>(scatter ? (op.in_place ? in_place_base(op) : op.send) : op.recv);
+    char* out = static_cast<char*>(op.recv) + (scatter ? 0 : begin[r] * es);
+
+    size_t longest = 0;
+    for (int j = 0; j < W; ++j) longest = std::max(longest, len(j));
+    const size_t piece = std::min(longest, ordered_reduction_piece_elements(W));
+    Buffer staging(ordered_reduction_staging_bytes(longest, op.dtype, W), MemCategory::kComm);
+    float* acc = staging.as<float>();
+    char* slots = staging.as<char>() + piece * sizeof(float);  // peer j's values in slot j (j < r) or j − 1
+
+    std::vector<MPI_Request> reqs;
+    reqs.reserve(2 * static_cast<size_t>(W));
+    for (size_t k = 0; k < longest; k += piece) {
+      const auto part = [&](int j) { return k < len(j) ? std::min(piece, len(j) - k) : size_t{0}; };
+      const size_t mine = part(r);
+      reqs.clear();
+      for (int j = 0; j < W; ++j) {
+        if (j == r) continue;
+        const size_t slot = static_cast<size_t>(j < r ? j : j - 1);
+        int rc = MPI_SUCCESS;
+        if (mine > 0) {
+          reqs.emplace_back();
+          rc = MPI_Irecv(slots + slot * piece * es, static_cast<int>(mine), type, j, kOrderedTag, comm_, &reqs.back());
+        }
+        if (rc == MPI_SUCCESS && part(j) > 0) {
+          reqs.emplace_back();
+          rc = MPI_Isend(in + (begin[j] + k) * es, static_cast<int>(part(j)), type, j, kOrderedTag, comm_,
+                         &reqs.back());
+        }
+        if (rc != MPI_SUCCESS) return rc;
+      }
+      if (const int rc = complete_requests(reqs, blocking); rc != MPI_SUCCESS) return rc;
+      if (mine == 0) continue;
+      for (int j = 0; j < W; ++j) {
+        const char* x = j == r ? in + (begin[r] + k) * es : slots + static_cast<size_t>(j < r ? j : j - 1) * piece * es;
+        if (j == 0)
+          convert(x, op.dtype, acc, DType::kF32, mine);  // exact
+        else
+          accumulate_f32(x, op.dtype, acc, mine);
+      }
+      if (op.op == ReduceOp::kAvg)
+        for (size_t i = 0; i < mine; ++i) acc[i] /= static_cast<float>(W);
+      convert(acc, DType::kF32, out + k * es, op.dtype, mine);
+    }
+    staging.release();
+    if (scatter || W == 1) return MPI_SUCCESS;
+
+    std::vector<int> counts(static_cast<size_t>(W)), displs(static_cast<size_t>(W));
+    for (int j = 0; j < W; ++j) {
+      counts[j] = static_cast<int>(len(j));
+      displs[j] = static_cast<int>(begin[j]);
+    }
+    if (blocking)
+      return MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, op.recv, counts.data(), displs.data(), type, comm_);
+    std::vector<MPI_Request> gather(1);
+    const int rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, op.recv, counts.data(), displs.data(), type,
+                                   comm_, gather.data());
+    return rc != MPI_SUCCESS ? rc : complete_requests(gather, blocking);
+  }
+
   // Starts (nonblocking) or runs (blocking) the collective; returns MPI's code.
   int start(PendingOp& op, bool nonblocking) {
     if (op.kind == OpKind::kBarrier)
@@ -367,8 +473,22 @@ class MpiCommunicator::Impl {
                  "{}: not run, the communicator failed earlier: {}", describe(op), first_error_))));
   }
 
-  // Runs a task or a blocking collective to completion on this thread.
-  void run_to_completion(PendingOp& op) {
+  // Runs a task, an ordered reduction or a blocking collective to completion on this thread.
+  void run_to_completion(PendingOp& op, bool blocking) {
+    if (is_ordered_reduction(op)) {
+      try {
+        const int rc = run_ordered_reduction(op, blocking);
+        if (rc != MPI_SUCCESS) {
+          fail_mpi(op, rc);
+          return;
+        }
+      } catch (...) {
+        fail(op, std::current_exception());
+        return;
+      }
+      op.work->complete(nullptr);
+      return;
+    }
     if (op.kind == OpKind::kTask) {
       try {
         op.task();
@@ -450,9 +570,9 @@ class MpiCommunicator::Impl {
         PendingOp& op = *pending.front();
         if (failed_) {
           fail_after_earlier_error(op);
-        } else if (blocking || op.kind == OpKind::kTask) {
+        } else if (blocking || op.kind == OpKind::kTask || is_ordered_reduction(op)) {
           if (!in_flight.empty()) break;
-          run_to_completion(op);
+          run_to_completion(op, blocking);
         } else if (const int rc = start(op, /*nonblocking=*/true); rc != MPI_SUCCESS) {
           fail_mpi(op, rc);
         } else {
@@ -517,6 +637,19 @@ class MpiCommunicator::Impl {
   std::chrono::steady_clock::time_point failure_deadline_;
   std::shared_ptr<std::atomic<bool>> failure_observed_;
 };
+
+// ---- sizes of the ordered reductions ----------------------------------------------------------
+
+size_t ordered_reduction_piece_elements(int group_size) {
+  // About 1 MiB of fp32 staging whatever the group size, and never pieces so small that the
+  // per-message cost dominates.
+  return std::max<size_t>(size_t{1} << 12, (size_t{1} << 18) / static_cast<size_t>(std::max(1, group_size)));
+}
+
+size_t ordered_reduction_staging_bytes(size_t chunk_elements, DType dtype, int group_size) {
+  const size_t piece = std::min(chunk_elements, ordered_reduction_piece_elements(group_size));
+  return piece * sizeof(float) + static_cast<size_t>(group_size - 1) * piece * dtype_size(dtype);
+}
 
 // ---- the registry of live communicators (for finalize) --------------------------------------
 

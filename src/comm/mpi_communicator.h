@@ -13,11 +13,17 @@
 //    collectives really progress at once, and a waiting worker sleeps instead of spinning.
 // docs/benchmarks.md has the measurements behind the default (`zerodp bench comm`).
 //
-// Reductions: fp32 uses MPI_SUM and MPI_MAX; bf16 and fp16 travel as MPI_UINT16_T with
-// user-defined operators that add (or compare) in fp32 and round once per partial sum. kAvg is a
-// sum followed by a pass dividing the result by the group size in fp32 (rounded once more for
-// 16-bit): MPI does not say which call of the operator is the last hop, so the division cannot be
-// folded into it.
+// Reductions are deterministic: sums and averages (all-reduce, reduce-scatter) are not MPI's
+// reductions but the backend's own ordered ones: every element's result is the ranks' values,
+// widened to fp32, added in rank order (x_0 + x_1 + ... + x_{W-1}) and rounded once to the dtype
+// (divided by W first for kAvg). So the bits of a result depend only on the values and W, never
+// on the collective, the message size or how a caller buckets its buffers: ZeRO stage 0's bucketed
+// all-reduce and stage 2's per-unit reduce-scatter agree to the last bit. The owner of each chunk
+// receives everyone's values of it by point-to-point messages in pieces (each rank sends (W−1)/W
+// of the buffer, as a ring reduce-scatter does) and adds them; an all-reduce then all-gathers the
+// chunks. Such a reduction runs alone on the worker (nothing else in flight), in both progress
+// modes. kMax uses MPI_MAX (fp32) or a user-defined operator (16 bits travel as MPI_UINT16_T):
+// a maximum does not depend on the order.
 //
 // Errors: MPI returns its errors (MPI_ERRORS_RETURN); the worker turns them into RuntimeFailure
 // naming the collective, count, dtype and group, and wait() rethrows it. After an error the
@@ -25,10 +31,9 @@
 // collective fails at once with the first error. An error that no wait() observes within
 // error_grace_s ends the whole job (abort_job) so that no rank hangs on it.
 //
-// Memory: no collective allocates through the ledger. An in-place reduce-scatter runs MPI's in-place
-// form (the result lands at the start of the buffer) and then moves the result to the rank's chunk,
-// so the rest of the buffer is overwritten (communicator.h: unspecified afterwards). MPI's own
-// temporary buffers are not counted.
+// Memory: an ordered reduction stages one piece of every peer's values and an fp32 accumulator in a
+// buffer of the ledger's category comm (ordered_reduction_staging_bytes, about 1 MiB at most),
+// freed when it completes. MPI's own temporary buffers are not counted.
 #pragma once
 
 #include <memory>
@@ -101,6 +106,12 @@ class MpiCommunicator final : public Communicator {
   int size_ = 1;
   std::unique_ptr<Impl> impl_;
 };
+
+// The ordered reductions' pieces: elements of one chunk sent to one peer per message.
+size_t ordered_reduction_piece_elements(int group_size);
+// The staging an ordered reduction allocates (category comm) when the longest chunk it reduces has
+// `chunk_elements` elements: one piece of fp32 accumulator and one piece from each of the W − 1 peers.
+size_t ordered_reduction_staging_bytes(size_t chunk_elements, DType dtype, int group_size);
 
 // Stops the worker of every live MpiCommunicator (without freeing the MPI communicators): the step
 // before MPI_Finalize.

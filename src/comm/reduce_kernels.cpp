@@ -44,6 +44,15 @@ __attribute__((target("avx,f16c"))) size_t fp16_divide_f16c(uint16_t* buf, size_
   }
   return i;
 }
+
+__attribute__((target("avx,f16c"))) size_t fp16_accumulate_f16c(const uint16_t* in, float* acc, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 b = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i)));
+    _mm256_storeu_ps(acc + i, _mm256_add_ps(_mm256_loadu_ps(acc + i), b));
+  }
+  return i;
+}
 #endif
 
 // One loop for both 16-bit formats: widen, apply f in fp32, narrow once.
@@ -112,6 +121,30 @@ void divide_in_place(void* buf, size_t n, DType dtype, int divisor) {
     if (have_f16c()) i = fp16_divide_f16c(d, n, w);
 #endif
     for (; i < n; ++i) d[i] = fp32_to_fp16(fp16_to_fp32(d[i]) / w);
+  }
+}
+
+void accumulate_f32(const void* in, DType dtype, float* acc, size_t n) {
+  switch (dtype) {
+    case DType::kF32: {
+      const float* s = static_cast<const float*>(in);
+      for (size_t i = 0; i < n; ++i) acc[i] += s[i];
+      return;
+    }
+    case DType::kBF16: {
+      const uint16_t* s = static_cast<const uint16_t*>(in);
+      for (size_t i = 0; i < n; ++i) acc[i] += bf16_to_fp32(s[i]);
+      return;
+    }
+    case DType::kF16: {
+      const uint16_t* s = static_cast<const uint16_t*>(in);
+      size_t i = 0;
+#if defined(__x86_64__)
+      if (have_f16c()) i = fp16_accumulate_f16c(s, acc, n);
+#endif
+      for (; i < n; ++i) acc[i] += fp16_to_fp32(s[i]);
+      return;
+    }
   }
 }
 

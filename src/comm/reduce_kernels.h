@@ -18,4 +18,8 @@ void max_into(const void* in, void* inout, size_t n, DType dtype);
 // buf[i] = buf[i] / divisor, the division done in fp32 and rounded once to the dtype.
 void divide_in_place(void* buf, size_t n, DType dtype, int divisor);
 
+// acc[i] += float(in[i]): a value of the dtype widened exactly and added in fp32. The ordered
+// reductions of the MPI backend build every sum from these, one rank's values after the other.
+void accumulate_f32(const void* in, DType dtype, float* acc, size_t n);
+
 }  // namespace zerodp::comm

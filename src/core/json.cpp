@@ -65,7 +65,29 @@ std::string describe_text(std::string_view s, size_t max_chars) {
   return fmt::format("{}... ({} bytes)", out, s.size());
 }
 
+namespace {
+
+// A container whose elements are all scalars (so printing it cannot recurse), printed when short.
+std::string flat_and_short(const json& v, size_t max_chars) {
+  std::string out = v.is_array() ? "[" : "{";
+  bool first = true;
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    if (it->is_structured() || it->is_binary() || out.size() > max_chars) return "";
+    if (!first) out += ", ";
+    first = false;
+    if (v.is_object()) out += json(it.key()).dump(-1, ' ', true, json::error_handler_t::replace) + ": ";
+    out += it->dump(-1, ' ', true, json::error_handler_t::replace);
+  }
+  out += v.is_array() ? "]" : "}";
+  return out.size() <= max_chars ? out : "";
+}
+
+}  // namespace
+
 std::string describe_json(const json& v) {
+  if (v.is_structured() && !v.empty() && v.size() <= 8) {
+    if (std::string flat = flat_and_short(v, 60); !flat.empty()) return flat;
+  }
   switch (v.type()) {
     case json::value_t::object:
       return v.empty() ? "an empty object" : fmt::format("an object with {} key{}", v.size(), v.size() == 1 ? "" : "s");

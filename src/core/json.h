@@ -29,7 +29,8 @@ nlohmann::json parse_json(std::string_view text, std::string_view source, const 
 
 // A description of a JSON value for error messages, at most about 80 characters and never
 // recursive: numbers, booleans and null as written, strings quoted and cut ("\"abc...\" (4000
-// bytes)"), containers by size ("an array of 3 elements", "an object with 5 keys").
+// bytes)"), short containers of scalars as written ("[0.9, \"x\"]"), other containers by size
+// ("an array of 3 elements", "an object with 5 keys").
 std::string describe_json(const nlohmann::json& v);
 
 // At most `max_chars` characters of `s` (cut on a UTF-8 boundary), control characters escaped,

@@ -1,36 +1,119 @@
 #include "data/loader.h"
 
 #include "core/error.h"
+#include "core/rng.h"
 
 namespace zerodp::data {
 
+namespace {
+
+using u128 = unsigned __int128;
+
+// splitmix64's finaliser: a bijective 64-bit mix, used as the Feistel round function.
+uint64_t mix64(uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  x ^= x >> 31;
+  return x;
+}
+
+}  // namespace
+
+// ---- WindowPermutation ---------------------------------------------------------------------------
+
+WindowPermutation::WindowPermutation(uint64_t n, uint64_t seed, uint64_t epoch) : n_(n) {
+  ZDP_CHECK(n >= 1, "a permutation of {} elements", n);
+  half_bits_ = 1;
+  while (half_bits_ < 32 && (uint64_t{1} << (2 * half_bits_)) < n) ++half_bits_;
+  // Round keys from Philox on (seed; stream "shuffle", epoch): independent across epochs.
+  const uint64_t stream = fnv1a64("zerodp data shuffle");
+  const PhiloxCounter a = philox4x32({static_cast<uint32_t>(epoch), static_cast<uint32_t>(epoch >> 32),
+                                      static_cast<uint32_t>(stream), static_cast<uint32_t>(stream >> 32)},
+                                     {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)});
+  for (int k = 0; k < 4; ++k) keys_[k] = mix64((uint64_t{a[k]} << 32) ^ (0x9e3779b97f4a7c15ull * (k + 1)));
+}
+
+uint64_t WindowPermutation::feistel(uint64_t x) const {
+  const uint64_t mask = (uint64_t{1} << half_bits_) - 1;
+  uint64_t left = x >> half_bits_, right = x & mask;
+  for (uint64_t key : keys_) {
+    const uint64_t next = left ^ (mix64(right ^ key) & mask);
+    left = right;
+    right = next;
+  }
+  return (left << half_bits_) | right;
+}
+
+uint64_t WindowPermutation::operator()(uint64_t i) const {
+  ZDP_CHECK(i < n_, "position {} of a permutation of {}", i, n_);
+  // The Feistel network permutes [0, 4^half_bits); walking the cycle from i until it lands inside
+  // [0, n) again restricts it to a permutation of [0, n) (n > 4^half_bits / 4, so few steps).
+  uint64_t x = feistel(i);
+  while (x >= n_) x = feistel(x);
+  return x;
+}
+
+// ---- BatchLoader ---------------------------------------------------------------------------------
+
 BatchLoader::BatchLoader(const TokenFile& tokens, int world_size, int rank, int micro_batch, int seq_len,
-                         int accum)
-    : tokens_(&tokens), W_(world_size), r_(rank), B_(micro_batch), T_(seq_len), G_(accum) {
+                         int accum, ShuffleSpec shuffle)
+    : tokens_(&tokens), W_(world_size), r_(rank), B_(micro_batch), T_(seq_len), G_(accum), shuffle_(shuffle) {
   ZDP_REQUIRE(world_size > 0, "world size must be positive, got {}", world_size);
   ZDP_REQUIRE(rank >= 0 && rank < world_size, "rank {} is outside [0, {})", rank, world_size);
   ZDP_REQUIRE(micro_batch > 0, "--micro-batch must be positive, got {}", micro_batch);
   ZDP_REQUIRE(seq_len > 0, "--seq must be positive, got {}", seq_len);
   ZDP_REQUIRE(accum > 0, "--accum must be positive, got {}", accum);
   ZDP_CHECK(tokens.size() > 0, "token file '{}' is empty", tokens.path());
+  if (shuffle_.enabled) {
+    windows_ = (tokens.size() - 1) / static_cast<uint64_t>(T_);
+    ZDP_REQUIRE(windows_ >= 1,
+                "'{}': {} tokens hold no window of --seq {} + 1 tokens to shuffle (--shuffle on needs at least {})",
+                tokens.path(), tokens.size(), T_, static_cast<uint64_t>(T_) + 1);
+  }
+}
+
+uint64_t BatchLoader::first_sequence(uint64_t step, int micro_step) const {
+  ZDP_CHECK(micro_step >= 0 && micro_step < G_, "micro-step {} of {}", micro_step, G_);
+  const u128 q = ((static_cast<u128>(step) * static_cast<u128>(G_) + static_cast<u128>(micro_step)) *
+                      static_cast<u128>(W_) +
+                  static_cast<u128>(r_)) *
+                 static_cast<u128>(B_);
+  ZDP_CHECK(q >> 64 == 0, "step {} is too far into the data", step);
+  return static_cast<uint64_t>(q);
 }
 
 size_t BatchLoader::offset(uint64_t step, int micro_step) const {
-  ZDP_CHECK(micro_step >= 0 && micro_step < G_, "micro-step {} of {}", micro_step, G_);
-  // In 128 bits: ((s·G + g)·W + r)·B·T overflows 64 bits only for absurd steps, but costs nothing to get
-  // right.
-  using u128 = unsigned __int128;
-  const u128 seq_index = (static_cast<u128>(step) * static_cast<u128>(G_) + static_cast<u128>(micro_step)) *
-                             static_cast<u128>(W_) +
-                         static_cast<u128>(r_);
-  const u128 off = seq_index * static_cast<u128>(B_) * static_cast<u128>(T_);
+  // In 128 bits: q·T overflows 64 bits only for absurd steps, but costs nothing to get right.
+  const u128 off = static_cast<u128>(first_sequence(step, micro_step)) * static_cast<u128>(T_);
   return static_cast<size_t>(off % static_cast<u128>(tokens_->size()));
+}
+
+size_t BatchLoader::sequence_start(uint64_t q) const {
+  if (!shuffle_.enabled)
+    return static_cast<size_t>(static_cast<u128>(q) * static_cast<u128>(T_) % static_cast<u128>(tokens_->size()));
+  const WindowPermutation perm(windows_, shuffle_.seed, q / windows_);
+  return static_cast<size_t>(perm(q % windows_) * static_cast<uint64_t>(T_));
 }
 
 void BatchLoader::load(uint64_t step, int micro_step, int32_t* inputs, int32_t* targets) const {
   const size_t n = tokens_per_micro_batch();
   const size_t num_tokens = tokens_->size();
   const uint16_t* tok = tokens_->tokens();
+  if (shuffle_.enabled) {
+    // Window by window; a window never runs past the end (K·T + 1 ≤ N).
+    const uint64_t q0 = first_sequence(step, micro_step);
+    const size_t T = static_cast<size_t>(T_);
+    for (size_t b = 0; b < static_cast<size_t>(B_); ++b) {
+      const uint16_t* w = tok + sequence_start(q0 + b);
+      for (size_t t = 0; t < T; ++t) {
+        inputs[b * T + t] = w[t];
+        targets[b * T + t] = w[t + 1];
+      }
+    }
+    return;
+  }
   size_t pos = offset(step, micro_step);
   // Token k of the window (k = 0..n) is an input for k < n and a target for k > 0.
   int32_t prev = tok[pos];

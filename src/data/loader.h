@@ -1,9 +1,19 @@
 // Which tokens each rank reads (contract §5). World size W, rank r, micro-batch B sequences of T
-// tokens, G accumulation micro-steps per optimizer step. At step s, micro-step g, rank r reads the
-// B·T+1 tokens starting at
-//     off = ((s·G + g)·W + r)·B·T          (positions modulo the number of tokens)
-// inputs are the first B·T of them, targets the last B·T, both [B, T] int32. The global batch of a
-// step is thus the same W·G·B·T sequences however it is split over ranks and micro-steps.
+// tokens, G accumulation micro-steps per optimizer step. Sequence b of rank r's micro-batch at step
+// s, micro-step g has the global index
+//     q = ((s·G + g)·W + r)·B + b
+// so a step's W·G·B sequences are the same however they are split over ranks and micro-steps.
+//
+// In order (--shuffle off, the contract's default): the micro-batch reads the B·T+1 tokens starting
+// at off = ((s·G + g)·W + r)·B·T (positions modulo the number of tokens); inputs are the first B·T
+// of them, targets the last B·T, both [B, T]: sequence q starts at token q·T.
+//
+// Shuffled (--shuffle on --seed S): the file is cut into K = ⌊(N − 1)/T⌋ windows of T+1 tokens
+// (window w is tokens [w·T, w·T + T], inputs its first T, targets its last T), and every epoch
+// reads each window once, in an order drawn from the seed: sequence q reads window π_e(q mod K) of
+// epoch e = ⌊q / K⌋, where π_e is a pseudo-random permutation of [0, K) keyed by (S, e). Being a
+// function of q alone, the order is the same at every world size, stage and split, and a resumed
+// run continues it exactly; nothing but the seed needs to be stored.
 #pragma once
 
 #include <cstddef>
@@ -13,19 +23,45 @@
 
 namespace zerodp::data {
 
+// A keyed pseudo-random permutation of [0, n): a 4-round Feistel network on the smallest power of
+// four ≥ n, with cycle-walking back into [0, n) (fewer than four rounds of it on average), so that
+// any position maps in O(1) time and no permutation table is ever built.
+class WindowPermutation {
+ public:
+  WindowPermutation(uint64_t n, uint64_t seed, uint64_t epoch);
+  uint64_t operator()(uint64_t i) const;
+  uint64_t size() const { return n_; }
+
+ private:
+  uint64_t feistel(uint64_t x) const;
+  uint64_t n_;
+  int half_bits_;  // each Feistel half holds this many bits
+  uint64_t keys_[4];
+};
+
+struct ShuffleSpec {
+  bool enabled = false;
+  uint64_t seed = 0;
+};
+
 class BatchLoader {
  public:
-  // UsageError naming the parameter when a size is not positive or the rank is outside [0, W).
-  // `tokens` must outlive the loader.
-  BatchLoader(const TokenFile& tokens, int world_size, int rank, int micro_batch, int seq_len, int accum = 1);
+  // UsageError naming the parameter when a size is not positive, the rank is outside [0, W), or
+  // (shuffled) the file holds no window of T+1 tokens. `tokens` must outlive the loader.
+  BatchLoader(const TokenFile& tokens, int world_size, int rank, int micro_batch, int seq_len, int accum = 1,
+              ShuffleSpec shuffle = {});
 
-  // The first token position of (step, micro_step) for this rank, already reduced modulo the
-  // number of tokens.
+  // The first token position of (step, micro_step) for this rank in order (--shuffle off), already
+  // reduced modulo the number of tokens.
   size_t offset(uint64_t step, int micro_step) const;
+  // The first token of the sequence with global index q (either order).
+  size_t sequence_start(uint64_t q) const;
   // Fills inputs[B·T] and targets[B·T] (row-major [B, T]).
   void load(uint64_t step, int micro_step, int32_t* inputs, int32_t* targets) const;
 
   size_t tokens_per_micro_batch() const { return static_cast<size_t>(B_) * static_cast<size_t>(T_); }
+  // Windows of an epoch when shuffled (0 in order).
+  uint64_t windows() const { return windows_; }
   int world_size() const { return W_; }
   int rank() const { return r_; }
   int micro_batch() const { return B_; }
@@ -33,8 +69,12 @@ class BatchLoader {
   int accum() const { return G_; }
 
  private:
+  uint64_t first_sequence(uint64_t step, int micro_step) const;
+
   const TokenFile* tokens_;
   int W_, r_, B_, T_, G_;
+  ShuffleSpec shuffle_;
+  uint64_t windows_ = 0;
 };
 
 }  // namespace zerodp::data

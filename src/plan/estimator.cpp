@@ -45,11 +45,16 @@ Units units_of(const model::GPT2Config& g, uint64_t W) {
 uint64_t grad_bytes(const PlanInput& in) {
   return in.dtype == DType::kF32 || in.fp32_grad_accum ? 4 : dtype_size(in.dtype);
 }
-// The dtype gradients travel in: the gradient store's at stages 0-1, the compute dtype's at 2-3
-// (the engine reduces each micro-step's fp32 unit gradient after narrowing it), or fp32 when asked.
-uint64_t reduce_bytes(const PlanInput& in) {
-  if (in.reduce_fp32) return 4;
-  return in.stage <= 1 ? grad_bytes(in) : dtype_size(in.dtype);
+// The dtype gradients travel in, the same at every stage: the compute dtype's, or fp32 when asked.
+uint64_t reduce_bytes(const PlanInput& in) { return in.reduce_fp32 ? 4 : dtype_size(in.dtype); }
+
+// The staging of one reduction in flight: the communicator sums every element in rank order on its
+// owner, receiving pieces of the chunk it owns from each other rank (comm/mpi_communicator.h,
+// ordered_reduction_staging_bytes, whose formula this is): an fp32 piece and W − 1 pieces of the
+// reduction dtype, pieces of at most max(2^12, 2^18 / W) elements of the chunk.
+uint64_t reduction_staging_bytes(uint64_t chunk, uint64_t r, uint64_t W) {
+  const uint64_t piece = std::min(chunk, std::max<uint64_t>(uint64_t{1} << 12, (uint64_t{1} << 18) / W));
+  return piece * 4 + (W - 1) * piece * r;
 }
 
 // Stage 3 prefetches up to four units ahead of the one in use, within the limits on what may be live
@@ -75,20 +80,25 @@ uint64_t transient_bytes(const PlanInput& in, const Units& u) {
   const uint64_t wg0 = work_grad ? 4 * u.p0 : 0;  // unit 0's gradient stays open through the backward
   // The head: unit 0's fp32 working copy and gradient, its gathered copy and the blocks prefetched.
   uint64_t peak = (mixed ? 4 * u.n0 : 0) + wg0 + s3 * p * (u.p0 + prefetched_blocks(in, u, u.p0, u.L) * u.pb);
+  // With one rank nothing is reduced: stages 2-3 add each unit's gradient into the store at once.
+  const uint64_t W = static_cast<uint64_t>(in.world);
+  const bool reduces = W > 1;
   // One reduction in flight at stages 2-3: the unit to send and the shard to receive.
-  const uint64_t reduction = (u.pb + u.sb) * r;
+  const uint64_t reduction = reduces ? (u.pb + u.sb) * r : 0;
+  // The communicator's staging while a gradient reduction runs (one at a time).
+  const uint64_t stg = reduces ? reduction_staging_bytes(std::max(u.sb, u.s0), r, W) : 0;
   for (uint64_t j = 0; j < u.L; ++j) {  // the j-th block of the backward
     const uint64_t ahead = s3 ? prefetched_blocks(in, u, u.pb, u.L - 1 - j) : 0;
     const uint64_t in_flight = in.stage >= 2 ? std::min<uint64_t>(j, 3) * reduction : 0;
     // While the block's backward runs: its working copy and gradient beside the reductions in flight.
     const uint64_t during = (mixed ? 4 * u.nb : 0) + wg0 + (work_grad ? 4 * u.pb : 0) + in_flight +
-                            s3 * p * u.pb * (1 + ahead);
+                            (j > 0 ? stg : 0) + s3 * p * u.pb * (1 + ahead);
     peak = std::max(peak, during);
     if (in.stage >= 2) {
       // When it ends: its parameters freed, its gradient launched as one more reduction (converted
       // first when reduced in 16 bits).
-      const uint64_t launch = std::max(r == 4 ? 0 : (4 + r) * u.pb, reduction);
-      peak = std::max(peak, wg0 + in_flight + launch + s3 * p * u.pb * ahead);
+      const uint64_t launch = reduces ? std::max(r == 4 ? 0 : (4 + r) * u.pb, reduction) : 0;
+      peak = std::max(peak, wg0 + in_flight + launch + stg + s3 * p * u.pb * ahead);
     }
   }
   // Stages 0-1 reducing in another dtype than the stored gradient convert into buffers, up to four in flight.

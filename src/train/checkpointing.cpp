@@ -1,6 +1,7 @@
 #include "train/checkpointing.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -10,7 +11,9 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "core/json.h"
 #include "optim/optimizer.h"
+#include "train/trainer.h"
 #include "zero/sharding.h"
 #include "zerodp_build_info.h"
 
@@ -63,6 +66,16 @@ std::string broadcast_text(comm::Communicator& comm, std::string text, int root)
   if (comm.rank() == root) std::memcpy(words.data(), text.data(), size);
   comm.broadcast(words.data(), words.size(), DType::kF32, root);
   return std::string(reinterpret_cast<const char*>(words.data()), size);
+}
+
+// A JSON value for a message: as written when short, else described (values from a manifest).
+std::string short_json(const nlohmann::json& v) {
+  if (v.is_object() || v.is_array() || v.is_string()) {
+    const std::string text = v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    if (text.size() <= 160) return text;
+    return describe_json(v);
+  }
+  return v.dump();
 }
 
 std::string global_batch_text(int64_t W, int64_t G, int64_t B) {
@@ -210,12 +223,37 @@ std::vector<std::string> check_resume(const ckpt::Checkpoint& ckpt, const TrainC
   if (m.data.path != cfg.data_path)
     warnings.push_back(fmt::format("the checkpoint was trained on '{}', this run reads '{}'", m.data.path, cfg.data_path));
   const nlohmann::json now = cfg.to_json();
-  for (const char* key : {"optimizer", "clip", "lr_schedule", "fp16"}) {
-    if (!m.training.contains(key) || !now.contains(key) || m.training[key] == now[key]) continue;
-    warnings.push_back(fmt::format("the setting '{}' was {} in the checkpoint, now {}", key, m.training[key].dump(),
-                                   now[key].dump()));
+  for (const char* key : {"optimizer", "clip", "lr_schedule", "fp16", "skip_nonfinite", "reduce_dtype"}) {
+    if (!m.training.is_object() || !m.training.contains(key) || !now.contains(key) || m.training[key] == now[key])
+      continue;
+    warnings.push_back(fmt::format("the setting '{}' was {} in the checkpoint, now {}", key,
+                                   short_json(m.training[key]), short_json(now[key])));
   }
   return warnings;
+}
+
+void inherit_data_order(const ckpt::Checkpoint& ckpt, TrainConfig& cfg) {
+  const std::string where = ckpt.dir() + "/" + ckpt::kManifestFile;
+  const nlohmann::json& t = ckpt.manifest().training;
+  bool shuffle = false;
+  uint64_t seed = cfg.seed;
+  if (t.is_object()) {
+    if (const auto it = t.find("shuffle"); it != t.end() && it->is_boolean()) shuffle = it->get<bool>();
+    if (const auto it = t.find("seed"); it != t.end() && it->is_number_unsigned()) seed = it->get<uint64_t>();
+  }
+  if (cfg.shuffle_set)
+    ZDP_REQUIRE(cfg.shuffle == shuffle,
+                "'{}': the checkpoint was trained with --shuffle {}, this run asks for --shuffle {}: the data order "
+                "would not continue (leave --shuffle out to continue it)",
+                where, shuffle ? "on" : "off", cfg.shuffle ? "on" : "off");
+  cfg.shuffle = shuffle;
+  if (!shuffle) return;  // in order, the seed plays no part
+  if (cfg.seed_set)
+    ZDP_REQUIRE(cfg.seed == seed,
+                "'{}': the checkpoint's data order was drawn from --seed {}, this run asks for --seed {}: the order "
+                "would not continue (leave --seed out to continue it)",
+                where, seed, cfg.seed);
+  cfg.seed = seed;
 }
 
 int64_t restore_checkpoint(zero::Engine& engine, const ckpt::Checkpoint& ckpt) {
@@ -224,8 +262,18 @@ int64_t restore_checkpoint(zero::Engine& engine, const ckpt::Checkpoint& ckpt) {
             m.model.summary());
   ZDP_CHECK(engine.num_optimizer_states() == static_cast<int>(m.states.size()), "{} optimizer states, checkpoint {}",
             engine.num_optimizer_states(), m.states.size());
-  engine.load_state([&ckpt](int state, int unit, size_t begin, size_t count, float* dst) {
+  const model::ParamLayout& layout = engine.layout();
+  engine.load_state([&](int state, int unit, size_t begin, size_t count, float* dst) {
     ckpt.read(state, unit, begin, count, dst);
+    // Checksums prove the bytes are the ones written, not that a tool (or a person) wrote sane ones.
+    // AdamW's v (state 1) is a mean of squares: negative would make its square root NaN.
+    const bool second_moment = state == 1 && m.optimizer == "AdamW";
+    for (size_t i = 0; i < count; ++i) {
+      if (std::isfinite(dst[i]) && !(second_moment && dst[i] < 0)) continue;
+      throw UsageError(fmt::format("'{}': {} of {} is {}: a checkpoint must hold finite weights and states",
+                                   ckpt.dir(), state < 0 ? "weight" : fmt::format("optimizer state '{}'", m.states[state]),
+                                   element_label(layout, unit, begin + i), dst[i]));
+    }
   });
   engine.set_optimizer_steps(m.optimizer_steps);
   if (engine.config().dtype == DType::kF16 && m.dtype == DType::kF16) {

@@ -52,8 +52,15 @@ ckpt::Checkpoint open_checkpoint(comm::Communicator& comm, const std::string& pa
 std::vector<std::string> check_resume(const ckpt::Checkpoint& ckpt, const TrainConfig& cfg, int world_size,
                                       const model::GPT2Config* init_model);
 
+// The data order continues from the checkpoint: --shuffle and --seed default to the ones it was
+// trained with (a checkpoint from before --shuffle existed was in order). Given flags that would
+// change the order are a UsageError naming the manifest.
+void inherit_data_order(const ckpt::Checkpoint& ckpt, TrainConfig& cfg);
+
 // Loads what this rank keeps (weights, masters, optimizer states), the optimizer's step count and,
-// for fp16 runs that saved one, the loss scaler. Returns the step to continue from.
+// for fp16 runs that saved one, the loss scaler. Returns the step to continue from. A weight or
+// state that is not finite (or a negative second moment) is a UsageError naming the file's tensor:
+// nothing non-finite is trained on.
 int64_t restore_checkpoint(zero::Engine& engine, const ckpt::Checkpoint& ckpt);
 
 }  // namespace zerodp::train

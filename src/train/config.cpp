@@ -4,13 +4,15 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <filesystem>
 #include <limits>
 
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "core/strings.h"
 #include "core/fs.h"
+#include "core/json.h"
+#include "core/strings.h"
 
 namespace zerodp::train {
 
@@ -21,6 +23,8 @@ using optim::OptimizerKind;
 using optim::WarmupType;
 
 namespace {
+
+constexpr size_t kMaxDsConfigBytes = size_t{1} << 20;
 
 // ---- text --------------------------------------------------------------------------------------
 
@@ -228,7 +232,9 @@ const std::vector<FlagEntry>& flag_table() {
        ZDP_SET { c.dtype = with_context(f, [&] { return parse_dtype(v); }); },
        ZDP_GET { return dtype_name(c.dtype); }},
       {{"--reduce-dtype", "TYPE",
-        "Dtype gradients are reduced in: the compute dtype (default) or fp32", false},
+        "Dtype gradients are reduced in, the same at every stage: the compute dtype (default) or fp32; sums "
+        "add in fp32 in rank order and round once, so stages agree bitwise",
+        false},
        ZDP_SET { c.reduce_dtype = with_context(f, [&] { return parse_dtype(v); }); },
        ZDP_GET { return c.reduce_dtype ? dtype_name(*c.reduce_dtype) : ""; }},
       {{"--fp32-grad-accum", "", "Accumulate micro-step gradients in fp32 under bf16/fp16", true},
@@ -243,8 +249,21 @@ const std::vector<FlagEntry>& flag_table() {
        ZDP_GET { return std::to_string(c.loss_scale_window); }},
       {{"--hysteresis", "N", "fp16: overflows tolerated before the scale halves", false},
        ZDP_SET { c.hysteresis = flag_small_int(f, v); }, ZDP_GET { return std::to_string(c.hysteresis); }},
+      {{"--consecutive-hysteresis", "", "fp16: restore the hysteresis after every step without overflow", true},
+       ZDP_SET { c.consecutive_hysteresis = flag_bool(f, v); },
+       ZDP_GET { return show(c.consecutive_hysteresis); }},
       {{"--min-loss-scale", "X", "fp16: the dynamic scale never goes below this", false},
        ZDP_SET { c.min_loss_scale = flag_number(f, v); }, ZDP_GET { return show(c.min_loss_scale); }},
+      {{"--max-overflows-at-min-scale", "N",
+        "fp16: overflowing steps in a row at the minimum loss scale before the run stops with exit 1 (0: never)",
+        false},
+       ZDP_SET { c.max_overflows_at_min_scale = flag_int(f, v); },
+       ZDP_GET { return std::to_string(c.max_overflows_at_min_scale); }},
+      {{"--skip-nonfinite", "",
+        "bf16/fp32: skip a step whose loss or gradient is NaN/Inf (weights and optimizer state untouched) "
+        "instead of stopping with exit 1",
+        true},
+       ZDP_SET { c.skip_nonfinite = flag_bool(f, v); }, ZDP_GET { return show(c.skip_nonfinite); }},
       {{"--reduce-bucket-size", "N", "Elements per gradient reduction bucket", false},
        ZDP_SET { c.reduce_bucket_size = flag_int(f, v); },
        ZDP_GET { return std::to_string(c.reduce_bucket_size); }},
@@ -296,8 +315,21 @@ const std::vector<FlagEntry>& flag_table() {
         "Continue from a checkpoint (DIR/step-<n>, or a --save-dir meaning its latest); --init is then optional",
         false},
        ZDP_SET { c.resume_path = std::string(v); }, ZDP_GET { return c.resume_path; }},
-      {{"--seed", "S", "Random seed", false}, ZDP_SET { c.seed = flag_uint(f, v); },
+      {{"--seed", "S", "Seed of the data order with --shuffle on", false},
+       ZDP_SET {
+         c.seed = flag_uint(f, v);
+         c.seed_set = true;
+       },
        ZDP_GET { return std::to_string(c.seed); }},
+      {{"--shuffle", "on|off",
+        "off: the contract's order (sequence q at token q*T); on: each epoch a permutation of the sequence "
+        "windows drawn from --seed, the same at every world size and stage",
+        false},
+       ZDP_SET {
+         c.shuffle = flag_bool(f, v);
+         c.shuffle_set = true;
+       },
+       ZDP_GET { return c.shuffle ? "on" : "off"; }},
       {{"--log-every", "N", "Print progress every N steps (0: never)", false},
        ZDP_SET { c.log_every = flag_int(f, v); }, ZDP_GET { return std::to_string(c.log_every); }},
       {{"--inject-overflow-step", "S",
@@ -308,6 +340,11 @@ const std::vector<FlagEntry>& flag_table() {
         "Testing aid: the rank whose gradient --inject-overflow-step makes Inf", false},
        ZDP_SET { c.inject_overflow_rank = flag_small_int(f, v); },
        ZDP_GET { return std::to_string(c.inject_overflow_rank); }},
+      {{"--inject-overflow-unit", "U",
+        "Testing aid: the unit (0: embeddings, 1+i: block i) whose gradient --inject-overflow-step makes Inf",
+        false},
+       ZDP_SET { c.inject_overflow_unit = flag_small_int(f, v); },
+       ZDP_GET { return std::to_string(c.inject_overflow_unit); }},
   };
   return table;
 }
@@ -332,14 +369,27 @@ class DsReader {
       : source_(source), warnings_(warnings) {}
 
   [[noreturn]] void fail(const std::string& path, std::string_view expected, const json& got) const {
-    throw UsageError(fmt::format("{}: {} must be {}, got {}", source_, path, expected, got.dump()));
+    throw UsageError(fmt::format("{}: {} must be {}, got {}", source_, path, expected, describe_json(got)));
   }
   [[noreturn]] void fail(const std::string& message) const {
     throw UsageError(fmt::format("{}: {}", source_, message));
   }
-  void unknown(const std::string& path) const {
-    warnings_->push_back(fmt::format("{}: ignoring unknown key '{}'", source_, path));
+  // A key zerodp does not read. One that would change what the run does, when `v` asks for it, is
+  // refused (so that nobody trains believing they have it); a tuning key of DeepSpeed's own is
+  // ignored with a warning saying why; anything else is ignored with a warning. Keys come from the
+  // file and may be anything: they are echoed through describe_text.
+  void unknown(const std::string& path, const json& v) const {
+    if (check_unsupported(path, v)) return;
+    if (const char* hint = tuning_hint(path)) {
+      warnings_->push_back(fmt::format("{}: ignoring '{}': {}", source_, path, hint));
+      return;
+    }
+    warnings_->push_back(fmt::format("{}: ignoring unknown key '{}'", source_, describe_text(path, 80)));
   }
+  // Refuses `path` when its value asks for something zerodp does not do; true when the key is one
+  // of those (asked for or not).
+  bool check_unsupported(const std::string& path, const json& v) const;
+  static const char* tuning_hint(const std::string& path);
 
   double number(const json& v, const std::string& path) const {
     if (!v.is_number()) fail(path, "a number", v);
@@ -390,6 +440,151 @@ class DsReader {
   std::vector<std::string>* warnings_;
 };
 
+// ---- DeepSpeed keys zerodp does not implement ----------------------------------------------------
+//
+// Two kinds. Keys that change what a run computes or where its state lives are refused when their
+// value asks for the feature (an offload to "none", a disabled section, a factor of 1 ask for
+// nothing and pass). Keys that only tune how DeepSpeed itself runs (buffer sizes, logging,
+// profilers) are ignored with a warning saying so. Anything else unknown is also ignored with a
+// warning (a newer DeepSpeed key, or a typo).
+
+// Whether a value asks for a feature: true, a number other than 0, an object that is "enabled"
+// (or, for offload sections, has a device other than "none"), a non-empty string other than "none".
+bool asks_for(const json& v) {
+  if (v.is_boolean()) return v.get<bool>();
+  if (v.is_number()) return v.get<double>() != 0.0;
+  if (v.is_string()) {
+    const std::string t = to_lower(v.get_ref<const std::string&>());
+    return !t.empty() && t != "none" && t != "auto" && t != "false";
+  }
+  if (v.is_object()) {
+    if (const auto it = v.find("device"); it != v.end()) return asks_for(*it);
+    if (const auto it = v.find("enabled"); it != v.end()) return asks_for(*it);
+    return !v.empty();
+  }
+  return false;
+}
+
+struct UnsupportedKey {
+  const char* path;
+  bool (*asks)(const json&);
+  const char* what;
+};
+
+const UnsupportedKey kUnsupportedKeys[] = {
+    {"zero_optimization.offload_optimizer", asks_for,
+     "optimizer offload (ZeRO-Offload) is not implemented yet; remove the section or set \"device\": \"none\""},
+    {"zero_optimization.offload_param", asks_for,
+     "parameter offload (ZeRO-Infinity) is not implemented yet; remove the section or set \"device\": \"none\""},
+    {"zero_optimization.cpu_offload", asks_for, "optimizer offload is not implemented yet"},
+    {"zero_optimization.cpu_offload_params", asks_for, "parameter offload is not implemented yet"},
+    {"zero_optimization.cpu_offload_use_pin_memory", asks_for, "offload is not implemented yet"},
+    {"zero_optimization.zero_hpz_partition_size", [](const json& v) { return v.is_number() && v.get<double>() > 1; },
+     "hybrid sharding (hpZ) is not implemented yet"},
+    {"zero_optimization.mics_shard_size", [](const json& v) { return v.is_number() && v.get<double>() > 0; },
+     "MiCS sharding groups are not implemented yet"},
+    {"zero_optimization.mics_hierarchical_params_gather", asks_for, "MiCS is not implemented yet"},
+    {"zero_optimization.zero_quantized_weights", asks_for, "quantized weight communication (ZeRO++) changes the numbers; not implemented"},
+    {"zero_optimization.zero_quantized_nontrainable_weights", asks_for, "quantized weights (ZeRO++) are not implemented"},
+    {"zero_optimization.zero_quantized_gradients", asks_for, "quantized gradient communication (ZeRO++) changes the numbers; not implemented"},
+    {"zero_optimization.zeropp_loco_param", asks_for, "ZeRO++ LoCo is not implemented"},
+    {"zero_optimization.load_from_fp32_weights", [](const json& v) { return v.is_boolean() && !v.get<bool>(); },
+     "false (resume masters from 16-bit weights) is not supported: zerodp checkpoints always resume from fp32"},
+    {"fp16.auto_cast", asks_for, "auto_cast (casting module inputs) is not implemented: zerodp's compute dtype is --dtype"},
+    {"fp16.fp16_master_weights_and_grads", asks_for, "fp16 master weights are not supported: masters are fp32"},
+    {"bf16.immediate_grad_update", asks_for, "immediate_grad_update is not implemented"},
+    {"amp", asks_for, "NVIDIA apex AMP is not supported: use --dtype bf16 or fp16"},
+    {"prescale_gradients", asks_for, "gradient prescaling changes the numbers; not implemented"},
+    {"gradient_predivide_factor", [](const json& v) { return v.is_number() && v.get<double>() != 1.0; },
+     "gradient pre-division changes the numbers; not implemented"},
+    {"sparse_gradients", asks_for, "sparse gradients are not implemented"},
+    {"elasticity", asks_for, "elastic training (batch sizes chosen by DeepSpeed) is not implemented"},
+    {"autotuning", asks_for, "autotuning is not implemented"},
+    {"compression_training", asks_for, "compression training changes the model; not implemented"},
+    {"quantize_training", asks_for, "quantization-aware training is not implemented"},
+    {"data_efficiency", asks_for, "data efficiency (curriculum, data routing) changes the data; not implemented"},
+    {"curriculum_learning", asks_for, "curriculum learning changes the data; not implemented"},
+    {"progressive_layer_drop", asks_for, "progressive layer drop changes the model; not implemented"},
+    {"pipeline", asks_for, "pipeline parallelism is not implemented"},
+    {"tensor_parallel", [](const json& v) {
+       const auto it = v.is_object() ? v.find("autotp_size") : v.end();
+       return it != v.end() && it->is_number() && it->get<double>() > 1;
+     },
+     "tensor parallelism is not implemented"},
+    {"activation_checkpointing.partition_activations", asks_for,
+     "partitioned activations are not implemented (--activation-checkpointing keeps block inputs whole)"},
+    {"activation_checkpointing.cpu_checkpointing", asks_for, "activation offload is not implemented"},
+};
+
+// Keys that only tune DeepSpeed's own implementation (buffers, logging, profilers): nothing for
+// zerodp to do, and nothing the run's results depend on.
+struct TuningKey {
+  const char* path;
+  const char* hint;
+};
+const TuningKey kTuningKeys[] = {
+    {"zero_optimization.sub_group_size", "a DeepSpeed buffer size; zerodp updates unit shards directly"},
+    {"zero_optimization.round_robin_gradients", "a DeepSpeed scheduling choice; results do not depend on it"},
+    {"zero_optimization.reduce_scatter", "zerodp chooses its collectives; results do not depend on it"},
+    {"zero_optimization.elastic_checkpoint", "zerodp checkpoints always reshard to any world size"},
+    {"zero_optimization.stage3_max_reuse_distance", "a DeepSpeed cache setting"},
+    {"zero_optimization.stage3_gather_16bit_weights_on_model_save", "--out always writes consolidated fp32 weights"},
+    {"zero_optimization.stage3_gather_fp16_weights_on_model_save", "--out always writes consolidated fp32 weights"},
+    {"zero_optimization.ignore_unused_parameters", "GPT-2 uses every parameter"},
+    {"zero_optimization.legacy_stage1", "a DeepSpeed implementation choice"},
+    {"zero_optimization.memory_efficient_linear", "a DeepSpeed implementation choice"},
+    {"zero_optimization.use_multi_rank_bucket_allreduce", "a DeepSpeed implementation choice"},
+    {"zero_optimization.log_trace_cache_warnings", "a DeepSpeed logging setting"},
+    {"zero_optimization.use_all_reduce_for_fetch_params", "a DeepSpeed implementation choice"},
+    {"activation_checkpointing.contiguous_memory_optimization", "a DeepSpeed memory layout setting"},
+    {"activation_checkpointing.number_checkpoints", "zerodp checkpoints every block with --activation-checkpointing"},
+    {"activation_checkpointing.synchronize_checkpoint_boundary", "a DeepSpeed synchronisation setting"},
+    {"activation_checkpointing.profile", "a DeepSpeed profiling setting"},
+    {"wall_clock_breakdown", "zerodp's metrics always carry ms and comm_wait_ms"},
+    {"memory_breakdown", "zerodp's metrics always carry the memory ledger"},
+    {"flops_profiler", "a DeepSpeed profiler"},
+    {"tensorboard", "a DeepSpeed monitor; use --metrics"},
+    {"wandb", "a DeepSpeed monitor; use --metrics"},
+    {"csv_monitor", "a DeepSpeed monitor; use --metrics"},
+    {"comet", "a DeepSpeed monitor; use --metrics"},
+    {"comms_logger", "a DeepSpeed logging setting; the traffic ledger is in the metrics"},
+    {"dump_state", "a DeepSpeed debugging setting"},
+    {"timers", "a DeepSpeed timing setting"},
+    {"aio", "DeepSpeed's NVMe I/O settings (zerodp has no NVMe offload yet)"},
+    {"checkpoint", "DeepSpeed's checkpoint I/O settings; see docs/checkpoints.md"},
+    {"zero_allow_untested_optimizer", "zerodp's optimizers are its own"},
+    {"zero_force_ds_cpu_optimizer", "zerodp's optimizers are its own"},
+    {"disable_allgather", "a DeepSpeed implementation choice"},
+    {"seq_parallel_communication_data_type", "zerodp has no sequence parallelism"},
+    {"eigenvalue", "a DeepSpeed measurement"},
+    {"nebula", "a DeepSpeed checkpoint service"},
+    {"optimizer.params.foreach", "an implementation choice of torch's optimizers"},
+    {"optimizer.params.fused", "an implementation choice of torch's optimizers"},
+    {"optimizer.params.capturable", "an implementation choice of torch's optimizers"},
+};
+
+const UnsupportedKey* find_unsupported(const std::string& path) {
+  for (const UnsupportedKey& k : kUnsupportedKeys)
+    if (path == k.path) return &k;
+  return nullptr;
+}
+
+const char* DsReader::tuning_hint(const std::string& path) {
+  for (const TuningKey& k : kTuningKeys) {
+    const std::string_view p = k.path;
+    if (path == p || (path.size() > p.size() && path.compare(0, p.size(), p) == 0 && path[p.size()] == '.'))
+      return k.hint;
+  }
+  return nullptr;
+}
+
+bool DsReader::check_unsupported(const std::string& path, const json& v) const {
+  const UnsupportedKey* k = find_unsupported(path);
+  if (k == nullptr) return false;
+  if (k->asks(v)) fail(fmt::format("{} is {}: {}", path, describe_json(v), k->what));
+  return true;
+}
+
 void read_optimizer(const DsReader& r, const json& sec, TrainConfig& cfg) {
   r.object(sec, "optimizer");
   const auto type_it = sec.find("type");
@@ -421,7 +616,7 @@ void read_optimizer(const DsReader& r, const json& sec, TrainConfig& cfg) {
   for (const auto& [key, v] : sec.items()) {
     if (key == "type") continue;
     if (key != "params") {
-      r.unknown("optimizer." + key);
+      r.unknown("optimizer." + key, v);
       continue;
     }
     for (const auto& [name, pv] : r.object(v, "optimizer.params").items()) {
@@ -460,7 +655,7 @@ void read_optimizer(const DsReader& r, const json& sec, TrainConfig& cfg) {
       } else if (sgd && name == "nesterov") {
         cfg.nesterov = a ? before.nesterov : r.boolean(pv, path);
       } else {
-        r.unknown(path);
+        r.unknown(path, pv);
       }
     }
   }
@@ -495,7 +690,7 @@ void read_scheduler(const DsReader& r, const json& sec, TrainConfig& cfg) {
   for (const auto& [key, v] : sec.items()) {
     if (key == "type") continue;
     if (key != "params") {
-      r.unknown("scheduler." + key);
+      r.unknown("scheduler." + key, v);
       continue;
     }
     for (const auto& [name, pv] : r.object(v, "scheduler.params").items()) {
@@ -529,7 +724,7 @@ void read_scheduler(const DsReader& r, const json& sec, TrainConfig& cfg) {
       } else if (cosine && name == "cos_min_ratio") {
         p.cos_min_ratio = a ? before.cos_min_ratio : r.non_negative(pv, path);
       } else {
-        r.unknown(path);
+        r.unknown(path, pv);
       }
     }
   }
@@ -562,7 +757,7 @@ void read_zero(const DsReader& r, const json& sec, TrainConfig& cfg) {
     } else if (key == "reshard_after_forward") {  // zerodp's own key (FSDP's notion)
       if (!a) cfg.reshard_after_forward = r.boolean(v, path);
     } else {
-      r.unknown(path);
+      r.unknown(path, v);
     }
   }
 }
@@ -594,6 +789,8 @@ std::optional<bool> read_precision(const DsReader& r, const json& sec, const std
         if (h > 1'000'000) r.fail(path, "an integer in 1..1000000", v);
         cfg.hysteresis = static_cast<int>(h);
       }
+    } else if (fp16 && key == "consecutive_hysteresis") {
+      if (!a) cfg.consecutive_hysteresis = r.boolean(v, path);
     } else if (fp16 && key == "min_loss_scale") {
       if (!a) {
         const double m = r.number(v, path);
@@ -601,7 +798,7 @@ std::optional<bool> read_precision(const DsReader& r, const json& sec, const std
         cfg.min_loss_scale = m;
       }
     } else {
-      r.unknown(path);
+      r.unknown(path, v);
     }
   }
   return enabled;
@@ -615,13 +812,12 @@ std::vector<std::string> apply_ds_config(TrainConfig& cfg, std::string_view json
                                          std::string_view source) {
   std::vector<std::string> warnings;
   const DsReader r(source, &warnings);
-  json root;
-  try {
-    root = json::parse(json_text.begin(), json_text.end());
-  } catch (const json::parse_error& e) {
-    r.fail(fmt::format("not valid JSON: {}", e.what()));
-  }
-  if (!root.is_object()) r.fail(fmt::format("the top level must be an object, got {}", root.type_name()));
+  // DeepSpeed configs nest a few levels; anything deeper or larger than this is not one.
+  JsonLimits limits;
+  limits.max_depth = 16;
+  limits.max_bytes = kMaxDsConfigBytes;
+  const json root = parse_json(json_text, source, limits);
+  if (!root.is_object()) r.fail(fmt::format("the top level must be an object, got {}", describe_json(root)));
 
   std::optional<bool> bf16, fp16;
   for (const auto& [key, v] : root.items()) {
@@ -652,16 +848,19 @@ std::vector<std::string> apply_ds_config(TrainConfig& cfg, std::string_view json
       fp16 = read_precision(r, v, key, cfg);
     } else if (key == "communication_data_type") {
       if (!a) cfg.reduce_dtype = r.dtype(v, key);
+    } else if (key == "activation_checkpointing") {
+      // DeepSpeed's section configures its checkpointing API; zerodp's own is --activation-checkpointing.
+      for (const auto& [name, sv] : r.object(v, key).items()) r.unknown(key + "." + name, sv);
     } else if (key == "data_types") {
       for (const auto& [name, dv] : r.object(v, key).items()) {
         if (name == "grad_accum_dtype") {
           if (!is_auto(dv)) cfg.fp32_grad_accum = r.dtype(dv, "data_types.grad_accum_dtype") == DType::kF32;
         } else {
-          r.unknown("data_types." + name);
+          r.unknown("data_types." + name, dv);
         }
       }
     } else {
-      r.unknown(key);
+      r.unknown(key, v);
     }
   }
   if (bf16.value_or(false) && fp16.value_or(false))
@@ -677,6 +876,11 @@ std::vector<std::string> apply_ds_config(TrainConfig& cfg, std::string_view json
 }
 
 std::vector<std::string> load_ds_config(TrainConfig& cfg, const std::string& path) {
+  // The size first, so that a huge file is refused before it is read into memory.
+  std::error_code ec;
+  const uintmax_t bytes = std::filesystem::file_size(path, ec);
+  ZDP_REQUIRE(ec || bytes <= kMaxDsConfigBytes, "'{}': {} bytes, over the {} a DeepSpeed config may have", path,
+              bytes, kMaxDsConfigBytes);
   const std::string text = read_file(path);
   std::vector<std::string> warnings = apply_ds_config(cfg, text, path);
   cfg.config_path = path;
@@ -770,17 +974,23 @@ void TrainConfig::validate(int world_size) const {
   ZDP_REQUIRE(!init_path.empty() || !resume_path.empty(),
               "--init is required: the initial weights (see `zerodp init`), unless --resume continues a checkpoint");
   ZDP_REQUIRE(save_every >= 0, "--save-every must be >= 0, got {}", save_every);
-  ZDP_REQUIRE(keep >= 0, "--keep must be >= 0, got {}", keep);
+  ZDP_REQUIRE(keep >= 0 && keep <= 1'000'000, "--keep must be in [0, 1000000], got {}", keep);
   ZDP_REQUIRE(!save_dir.empty() || (save_every == 0 && keep == 0),
               "--save-every and --keep need --save-dir (where the checkpoints go)");
   ZDP_REQUIRE(!data_path.empty(), "--data is required: the token file (see `zerodp tokenize`)");
-  ZDP_REQUIRE(steps > 0, "--steps must be > 0, got {}", steps);
-  ZDP_REQUIRE(micro_batch > 0, "--micro-batch (train_micro_batch_size_per_gpu) must be > 0, got {}",
+  ZDP_REQUIRE(steps > 0 && steps <= kMaxSteps, "--steps must be in [1, 2^40], got {}", steps);
+  ZDP_REQUIRE(micro_batch > 0 && micro_batch <= kMaxMicroBatch,
+              "--micro-batch (train_micro_batch_size_per_gpu) must be in [1, {}], got {}", kMaxMicroBatch,
               micro_batch);
-  ZDP_REQUIRE(seq > 0, "--seq must be > 0, got {}", seq);
-  ZDP_REQUIRE(accum > 0, "--accum (gradient_accumulation_steps) must be > 0, got {}", accum);
+  ZDP_REQUIRE(seq > 0 && seq <= kMaxSeq, "--seq must be in [1, {}], got {}", kMaxSeq, seq);
+  ZDP_REQUIRE(micro_batch * seq <= kMaxTokensPerMicroBatch,
+              "--micro-batch {} x --seq {} = {} tokens per micro-batch, over the {} allowed", micro_batch, seq,
+              micro_batch * seq, kMaxTokensPerMicroBatch);
+  ZDP_REQUIRE(accum > 0 && accum <= kMaxAccum, "--accum (gradient_accumulation_steps) must be in [1, {}], got {}",
+              kMaxAccum, accum);
+  ZDP_REQUIRE(world_size <= (1 << 20), "at most 2^20 ranks, got {}", world_size);
   if (train_batch_size) {
-    const int64_t product = micro_batch * accum * world_size;
+    const int64_t product = micro_batch * accum * world_size;  // < 2^60 by the bounds above
     ZDP_REQUIRE(*train_batch_size == product,
                 "train_batch_size {} != micro_batch {} x accum {} x world size {} = {}",
                 *train_batch_size, micro_batch, accum, world_size, product);
@@ -811,8 +1021,10 @@ void TrainConfig::validate(int world_size) const {
   ZDP_REQUIRE(initial_scale_power >= 0 && initial_scale_power <= 63,
               "--initial-scale-power (fp16.initial_scale_power) must be in 0..63, got {}",
               initial_scale_power);
-  ZDP_REQUIRE(loss_scale_window >= 1, "--loss-scale-window (fp16.loss_scale_window) must be >= 1, got {}",
-              loss_scale_window);
+  ZDP_REQUIRE(loss_scale_window >= 1 && loss_scale_window <= std::numeric_limits<int>::max(),
+              "--loss-scale-window (fp16.loss_scale_window) must be in [1, 2^31 - 1], got {}", loss_scale_window);
+  ZDP_REQUIRE(max_overflows_at_min_scale >= 0 && max_overflows_at_min_scale <= std::numeric_limits<int>::max(),
+              "--max-overflows-at-min-scale must be in [0, 2^31 - 1], got {}", max_overflows_at_min_scale);
   ZDP_REQUIRE(hysteresis >= 1, "--hysteresis (fp16.hysteresis) must be >= 1, got {}", hysteresis);
   ZDP_REQUIRE(std::isfinite(min_loss_scale) && min_loss_scale > 0,
               "--min-loss-scale (fp16.min_loss_scale) must be > 0, got {}", min_loss_scale);
@@ -837,6 +1049,7 @@ void TrainConfig::validate(int world_size) const {
   ZDP_REQUIRE(inject_overflow_step >= -1, "--inject-overflow-step must be >= -1, got {}", inject_overflow_step);
   ZDP_REQUIRE(inject_overflow_rank >= 0 && inject_overflow_rank < world_size,
               "--inject-overflow-rank must be a rank in 0..{}, got {}", world_size - 1, inject_overflow_rank);
+  ZDP_REQUIRE(inject_overflow_unit >= 0, "--inject-overflow-unit must be >= 0, got {}", inject_overflow_unit);
   make_lr_schedule();  // its own checks
 }
 
@@ -913,7 +1126,10 @@ json TrainConfig::to_json() const {
         {"initial_scale_power", initial_scale_power},
         {"loss_scale_window", loss_scale_window},
         {"hysteresis", hysteresis},
-        {"min_loss_scale", min_loss_scale}}},
+        {"consecutive_hysteresis", consecutive_hysteresis},
+        {"min_loss_scale", min_loss_scale},
+        {"max_overflows_at_min_scale", max_overflows_at_min_scale}}},
+      {"skip_nonfinite", skip_nonfinite},
       {"zero",
        {{"stage", zero_stage},
         {"reduce_bucket_size", reduce_bucket_size},
@@ -926,8 +1142,9 @@ json TrainConfig::to_json() const {
         {"reshard_after_forward", reshard_after_forward}}},
       {"memory_budget", memory_budget ? json(*memory_budget) : json(nullptr)},
       {"seed", seed},
+      {"shuffle", shuffle},
       {"log_every", log_every},
-      {"inject_overflow", {{"step", inject_overflow_step}, {"rank", inject_overflow_rank}}},
+      {"inject_overflow", {{"step", inject_overflow_step}, {"rank", inject_overflow_rank}, {"unit", inject_overflow_unit}}},
   };
 }
 

@@ -69,7 +69,15 @@ struct TrainConfig {
   int initial_scale_power = 16;     // dynamic scaling starts at 2^power
   int64_t loss_scale_window = 1000;  // steps without overflow before the scale doubles
   int hysteresis = 2;               // overflows tolerated before the scale halves
+  bool consecutive_hysteresis = false;  // restore the hysteresis after every good step (DeepSpeed's)
   double min_loss_scale = 1.0;
+  // Overflowing steps in a row at the minimum loss scale before the run stops (exit 1).
+  int64_t max_overflows_at_min_scale = 10;
+
+  // ---- non-finite numbers (contract §10): a NaN or Inf loss or gradient never reaches the weights.
+  // fp16 skips such a step and lowers the loss scale; bf16 and fp32 stop with exit 1, unless this
+  // asks to skip the step (parameters and optimizer state untouched, the skip in the metrics).
+  bool skip_nonfinite = false;
 
   // ---- ZeRO (DeepSpeed's zero_optimization section; sizes in elements). The bucket defaults are
   // the engine's (25M elements), not DeepSpeed's 5e8, which would be whole-model buckets here.
@@ -89,12 +97,18 @@ struct TrainConfig {
 
   // ---- run
   std::optional<uint64_t> memory_budget;  // bytes per rank, all categories of §9 together
+  // Data order (data/loader.h): in order (contract §5, the default) or, with shuffle, each epoch a
+  // permutation of the sequence windows drawn from `seed`. On --resume both default to the
+  // checkpoint's (so the order goes on); given flags must agree with it.
   uint64_t seed = 1337;
+  bool shuffle = false;
+  bool seed_set = false, shuffle_set = false;
   int64_t log_every = 1;  // print a progress line every this many steps; 0: never
   // Testing aid for fp16 overflow handling: rank inject_overflow_rank's gradient becomes Inf at
   // optimizer step inject_overflow_step (0-based; -1: never).
   int inject_overflow_step = -1;
   int inject_overflow_rank = 0;
+  int inject_overflow_unit = 0;  // the unit whose gradient becomes Inf (0: embeddings, 1+i: block i)
 
   // Whether micro_batch / accum were set by a flag or the JSON rather than defaulted: finalize()
   // derives the one that was not from train_batch_size, as DeepSpeed does.
@@ -104,6 +118,14 @@ struct TrainConfig {
   // Derives what train_batch_size implies (accum from B and W, or B from G and W, or B = tbs / W),
   // fills nothing else, then validate()s. UsageError when train_batch_size does not divide.
   void finalize(int world_size);
+  // Upper bounds on the sizes of a run (documented in docs/limits.md): every product of them the
+  // engine and the loader form fits in 64 bits, and a value narrowed to int is exact.
+  static constexpr int64_t kMaxMicroBatch = int64_t{1} << 20;
+  static constexpr int64_t kMaxAccum = int64_t{1} << 20;
+  static constexpr int64_t kMaxSeq = int64_t{1} << 24;
+  static constexpr int64_t kMaxTokensPerMicroBatch = (int64_t{1} << 31) - 1;  // B·T: int32 positions
+  static constexpr int64_t kMaxSteps = int64_t{1} << 40;
+
   // UsageError (exit 2), naming the flag and the JSON key, for anything out of range: missing
   // --init (unless --resume) or --data, --save-every/--keep without --save-dir, non-positive sizes,
   // stage outside 0..3, train_batch_size != B·G·W, betas outside [0, 1), a reduce dtype other than
@@ -131,8 +153,12 @@ struct TrainConfig {
 // reduce_bucket_size, allgather_bucket_size, overlap_comm, contiguous_gradients,
 // stage3_prefetch_bucket_size, stage3_max_live_parameters, stage3_param_persistence_threshold,
 // reshard_after_forward (zerodp's)}, bf16.enabled (or bfloat16.enabled), fp16.{enabled,
-// loss_scale, initial_scale_power, loss_scale_window, hysteresis, min_loss_scale},
-// communication_data_type, data_types.grad_accum_dtype.
+// loss_scale, initial_scale_power, loss_scale_window, hysteresis, consecutive_hysteresis,
+// min_loss_scale}, communication_data_type, data_types.grad_accum_dtype.
+// Keys that would change what a run does and that zerodp does not implement (offload_optimizer,
+// offload_param, hybrid sharding, quantized communication, fp16 auto_cast, gradient pre-division,
+// elasticity, ... when they ask for it) are refused (UsageError naming the key); keys that only tune
+// DeepSpeed's own implementation, and unknown keys, are returned as warnings.
 // Optimizer types: AdamW, Adam (AdamW unless params.adam_w_mode is false, which is refused), SGD,
 // case-insensitive. An optimizer or scheduler section means what it means to DeepSpeed: the params
 // it leaves out take DeepSpeed's defaults (optimizer: lr 1e-3, betas [0.9, 0.999], eps 1e-8,

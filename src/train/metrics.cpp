@@ -14,6 +14,7 @@ nlohmann::json step_json(const StepRecord& r) {
   nlohmann::json j = {{"event", "step"}, {"step", r.step},   {"loss", r.loss}, {"grad_norm", r.grad_norm},
                       {"lr", r.lr},      {"tokens", r.tokens}, {"ms", r.ms}};
   j["skipped"] = r.skipped;
+  j["skipped_steps"] = r.skipped_steps;
   j["loss_scale"] = r.loss_scale;
   j["comm_wait_ms"] = r.comm_wait_ms;
   return j;

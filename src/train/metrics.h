@@ -23,7 +23,8 @@ struct StepRecord {
   int64_t tokens = 0;  // W·G·B·T
   double ms = 0;
   // Extensions (contract §9 allows more keys):
-  bool skipped = false;
+  bool skipped = false;       // the step changed nothing (contract §10: "skipped": true)
+  int64_t skipped_steps = 0;  // skipped steps of the run so far, this one included
   double loss_scale = 1;
   double comm_wait_ms = 0;
 };

@@ -1,6 +1,7 @@
 #include "train/trainer.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -24,7 +25,7 @@ zero::EngineConfig engine_config(const TrainConfig& cfg) {
   zero::EngineConfig e;
   e.stage = cfg.zero_stage;
   e.dtype = cfg.dtype;
-  e.reduce_in_fp32 = cfg.dtype != DType::kF32 && cfg.grad_reduce_dtype() == DType::kF32;
+  e.reduce_dtype = cfg.grad_reduce_dtype();
   e.fp32_grad_accum = cfg.dtype != DType::kF32 && cfg.fp32_grad_accum;
   e.micro_batch = static_cast<int>(cfg.micro_batch);
   e.seq = static_cast<int>(cfg.seq);
@@ -42,11 +43,53 @@ zero::EngineConfig engine_config(const TrainConfig& cfg) {
   e.loss_scale.initial_scale_power = cfg.initial_scale_power;
   e.loss_scale.window = static_cast<int>(cfg.loss_scale_window);
   e.loss_scale.hysteresis = cfg.hysteresis;
+  e.loss_scale.consecutive_hysteresis = cfg.consecutive_hysteresis;
   e.loss_scale.min_scale = cfg.min_loss_scale;
+  e.loss_scale.max_overflows_at_min_scale = static_cast<int>(cfg.max_overflows_at_min_scale);
   e.inject_overflow_step = static_cast<int>(cfg.inject_overflow_step);
   e.inject_overflow_rank = static_cast<int>(cfg.inject_overflow_rank);
+  e.inject_overflow_unit = static_cast<int>(cfg.inject_overflow_unit);
   return e;
 }
+
+std::string unit_label(const model::ParamLayout& layout, int unit) {
+  if (unit == model::ParamLayout::kEmbeddingUnit) return "unit 0 (wte, wpe, ln_f)";
+  return fmt::format("unit {} (block {})", unit, unit - 1);
+}
+
+std::string element_label(const model::ParamLayout& layout, int unit, size_t element) {
+  for (const model::ParamInfo* p : layout.unit_params(unit))
+    if (element >= p->offset && element < p->offset + p->numel) return fmt::format("'{}'[{}]", p->name, element - p->offset);
+  return fmt::format("{} element {}", unit_label(layout, unit), element);
+}
+
+namespace {
+
+// The first element of [dst, dst + count) that is NaN or Inf, or count.
+size_t first_nonfinite(const float* dst, size_t count) {
+  for (size_t i = 0; i < count; ++i)
+    if (!std::isfinite(dst[i])) return i;
+  return count;
+}
+
+// What a step that was not finite says, naming the units whose gradient held NaN or Inf.
+std::string nonfinite_what(const model::ParamLayout& layout, const zero::StepResult& r) {
+  if (r.nonfinite_units.empty()) return fmt::format("the loss is {}", r.loss);
+  std::string units;
+  for (size_t i = 0; i < r.nonfinite_units.size() && i < 4; ++i)
+    units += (i ? ", " : "") + unit_label(layout, r.nonfinite_units[i]);
+  if (r.nonfinite_units.size() > 4) units += fmt::format(" and {} more", r.nonfinite_units.size() - 4);
+  return fmt::format("the gradient holds NaN or Inf (first in {}{})", units,
+                     r.nonfinite_units.size() > 1 ? fmt::format("; {} units in all", r.nonfinite_units.size()) : "");
+}
+
+// Refuses to write weights that are not finite (collective): nothing non-finite reaches a file.
+void require_finite_weights(zero::Engine& engine, int64_t step, const std::string& what) {
+  if (!engine.weights_finite())
+    throw RuntimeFailure(fmt::format("after step {}: the weights hold NaN or Inf; not writing {}", step, what));
+}
+
+}  // namespace
 
 TrainResult run_training(TrainConfig cfg) {
   using Clock = std::chrono::steady_clock;
@@ -61,15 +104,17 @@ TrainResult run_training(TrainConfig cfg) {
   std::optional<ckpt::GPT2Weights> weights;
   if (!cfg.init_path.empty()) weights.emplace(ckpt::GPT2Weights::open(cfg.init_path));
   const model::GPT2Config mc = resume ? resume->manifest().model : weights->config();
-  if (resume)
+  if (resume) {
+    inherit_data_order(*resume, cfg);
     for (const std::string& w : check_resume(*resume, cfg, W, weights ? &weights->config() : nullptr))
       if (rank == 0) log::warn("--resume: {}", w);
+  }
   ZDP_REQUIRE(cfg.seq <= mc.n_ctx, "--seq {} exceeds the model's context n_ctx = {} ({})", cfg.seq, mc.n_ctx,
               resume ? resume->dir() : cfg.init_path);
   if (!cfg.save_dir.empty() && rank == 0) ckpt::make_save_dir(cfg.save_dir);
   const data::TokenFile tokens = data::TokenFile::open(cfg.data_path, mc.vocab_size);
   const data::BatchLoader loader(tokens, W, rank, static_cast<int>(cfg.micro_batch), static_cast<int>(cfg.seq),
-                                 static_cast<int>(cfg.accum));
+                                 static_cast<int>(cfg.accum), {cfg.shuffle, cfg.seed});
   const optim::LrSchedule schedule = cfg.make_lr_schedule();
   const model::ParamLayout layout(mc);
 
@@ -86,6 +131,10 @@ TrainResult run_training(TrainConfig cfg) {
   } else {
     engine.load([&](int unit, size_t begin, size_t count, float* dst) {
       weights->read_unit_range(layout, unit, begin, count, dst);
+      // A NaN or Inf in the file would reach every later weight: refused like any malformed input.
+      if (const size_t i = first_nonfinite(dst, count); i < count)
+        throw UsageError(fmt::format("'{}': tensor {} is {}: initial weights must be finite", cfg.init_path,
+                                     element_label(layout, unit, begin + i), dst[i]));
     });
   }
   const bool saving = !cfg.save_dir.empty();
@@ -99,8 +148,11 @@ TrainResult run_training(TrainConfig cfg) {
 
   TrainResult result;
   double total_ms = 0;
+  int64_t skipped_steps = 0;
+  const bool loss_scaling = cfg.dtype == DType::kF16;
   for (int64_t s = start_step; s < cfg.steps; ++s) {
-    const double lr = schedule.lr_at(s);
+    // The schedule counts applied optimizer steps: a skipped step does not advance it (DeepSpeed's).
+    const double lr = schedule.lr_at(engine.optimizer_steps());
     const auto t0 = Clock::now();
     const zero::StepResult r = engine.step(
         static_cast<int>(cfg.accum),
@@ -117,22 +169,47 @@ TrainResult run_training(TrainConfig cfg) {
     rec.tokens = tokens_per_step;
     rec.ms = ms;
     rec.skipped = r.skipped;
+    skipped_steps += r.skipped ? 1 : 0;
+    rec.skipped_steps = skipped_steps;
     rec.loss_scale = r.loss_scale;
     rec.comm_wait_ms = r.comm_wait_ms;
     metrics.write(step_json(rec));
+    // The non-finite policy (contract §10): nothing reached the weights; decide whether to go on.
+    if (r.nonfinite) {
+      if (loss_scaling) {
+        if (engine.loss_scaler().stuck())
+          throw RuntimeFailure(fmt::format(
+              "step {}: the fp16 gradients overflowed in {} steps in a row with the loss scale already at its "
+              "minimum ({}): stopping (--min-loss-scale, --max-overflows-at-min-scale; bf16 has fp32's range)",
+              s, engine.loss_scaler().overflows_at_min_scale(), cfg.min_loss_scale));
+      } else if (!cfg.skip_nonfinite) {
+        throw RuntimeFailure(fmt::format(
+            "step {}: {}; stopping before it reaches the weights (nothing was updated; --skip-nonfinite skips such "
+            "steps instead)",
+            s, nonfinite_what(layout, r)));
+      } else if (rank == 0) {
+        log::warn("step {}: {}; step skipped (--skip-nonfinite), {} skipped so far", s, nonfinite_what(layout, r),
+                  skipped_steps);
+      }
+    }
     if (cfg.log_every > 0 && (s % cfg.log_every == 0 || s + 1 == cfg.steps)) {
       log::info("step {:>{}}/{} | loss {:.4f} | grad norm {:.4f} | lr {:.3e} | {:.0f} tok/s | {:.1f} ms{}", s + 1,
                 fmt::formatted_size("{}", cfg.steps), cfg.steps, r.loss, r.grad_norm, lr,
                 tokens_per_step / (ms / 1000.0), ms,
-                r.skipped ? fmt::format(" | overflow: step skipped, loss scale now {}", engine.loss_scaler().scale())
-                          : "");
+                r.skipped && loss_scaling
+                    ? fmt::format(" | overflow: step skipped, loss scale now {}", engine.loss_scaler().scale())
+                    : (r.skipped ? " | not finite: step skipped" : ""));
     }
     if (saving && cfg.save_every > 0 && (s + 1) % cfg.save_every == 0) {
+      require_finite_weights(engine, s, "a checkpoint");
       save_checkpoint(engine, s + 1, save_ctx);
       last_saved = s + 1;
     }
   }
-  if (saving && last_saved != cfg.steps) save_checkpoint(engine, cfg.steps, save_ctx);
+  if (saving && last_saved != cfg.steps) {
+    require_finite_weights(engine, cfg.steps - 1, "a checkpoint");
+    save_checkpoint(engine, cfg.steps, save_ctx);
+  }
   result.tokens_per_second = total_ms > 0 ? tokens_per_step * (cfg.steps - start_step) / (total_ms / 1000.0) : 0;
 
   // Ledgers first, so that writing --out does not show in them.
@@ -142,6 +219,7 @@ TrainResult run_training(TrainConfig cfg) {
   if (rank == 0) print_memory_report(ledgers, engine);
 
   if (!cfg.out_path.empty()) {
+    require_finite_weights(engine, cfg.steps - 1, cfg.out_path);
     std::vector<Buffer> units(static_cast<size_t>(layout.num_units()));
     engine.consolidate([&](int unit, const float* data) {
       units[static_cast<size_t>(unit)] = Buffer(layout.unit_numel(unit) * sizeof(float), MemCategory::kGathered);
@@ -155,7 +233,8 @@ TrainResult run_training(TrainConfig cfg) {
   }
   world->barrier();
   metrics.commit();
-  log::info("done: {} steps, final loss {:.4f}, {:.0f} tokens/s", cfg.steps,
+  log::info("done: {} steps{}, final loss {:.4f}, {:.0f} tokens/s", cfg.steps,
+            skipped_steps > 0 ? fmt::format(" ({} skipped)", skipped_steps) : "",
             result.losses.empty() ? 0.0 : result.losses.back(), result.tokens_per_second);
   return result;
 }

@@ -3,6 +3,7 @@
 // consolidated weights (--out).
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "train/config.h"
@@ -12,6 +13,11 @@ namespace zerodp::train {
 
 // The engine settings a training configuration asks for.
 zero::EngineConfig engine_config(const TrainConfig& cfg);
+
+// "unit 0 (wte, wpe, ln_f)", "unit 3 (block 2)": a unit for messages.
+std::string unit_label(const model::ParamLayout& layout, int unit);
+// "'h.2.attn.c_attn.weight'[17]": element `element` of a unit, by its tensor.
+std::string element_label(const model::ParamLayout& layout, int unit, size_t element);
 
 struct TrainResult {
   std::vector<double> losses;  // per step

@@ -94,7 +94,7 @@ struct Engine::Impl final : model::UnitAccess<float> {
         stage(config.stage),
         pdt(config.dtype),
         gdt(config.fp32_grad_accum || config.dtype == DType::kF32 ? DType::kF32 : config.dtype),
-        rdt(config.reduce_in_fp32 ? DType::kF32 : (config.stage <= 1 ? gdt : config.dtype)),
+        rdt(config.reduce_dtype.value_or(config.dtype)),
         mixed(config.dtype != DType::kF32),
         grad_direct(config.stage <= 1 && (config.dtype == DType::kF32 || config.fp32_grad_accum)),
         model(l, config.micro_batch, config.seq, config.activation_checkpointing) {
@@ -276,6 +276,14 @@ struct Engine::Impl final : model::UnitAccess<float> {
   // rank's persistent gradient shard; the full-size buffer is freed as soon as the reduction lands.
   void launch_unit_reduce_scatter_to_shard(int u) {
     const UnitShard& s = sh.unit(u);
+    if (W == 1) {
+      // Nothing to reduce: add the micro-step's gradient into the store as stages 0-1 do, without a
+      // detour through the reduction dtype, so that one rank trains alike at every stage.
+      add_into(at(grad_store, shard_off[u], gdt), gdt, work_grad[u].data(), DType::kF32, s.shard);
+      work_grad[u].release();
+      grad_ptr[u] = nullptr;
+      return;
+    }
     PendingReduction p;
     if (rdt == DType::kF32) {
       p.send = std::move(work_grad[u]);
@@ -505,31 +513,45 @@ struct Engine::Impl final : model::UnitAccess<float> {
     }
     complete_all();
 
-    if (calls++ == cfg.inject_overflow_step && r == cfg.inject_overflow_rank) {
-      // Testing aid: a gradient that overflowed on this rank only.
-      const auto [b, e2] = update_range(0);
-      if (b < e2) {
+    const int inject_unit = cfg.inject_overflow_unit;
+    if (calls++ == cfg.inject_overflow_step && r == cfg.inject_overflow_rank && inject_unit >= 0 &&
+        inject_unit < layout.num_units()) {
+      // Testing aid: a gradient that overflowed on this rank only, inside the range whose norm it
+      // computes (at stage 0 every rank holds the whole gradient but measures its own part).
+      const UnitShard& s = sh.unit(inject_unit);
+      if (s.own_begin < s.own_end) {
         const float inf = std::numeric_limits<float>::infinity();
-        convert(&inf, DType::kF32, at(grad_store, grad_index(0, b), gdt), gdt, 1);
+        convert(&inf, DType::kF32, at(grad_store, grad_index(inject_unit, s.own_begin), gdt), gdt, 1);
       }
     }
 
     // The global loss and gradient norm, from each rank's shard: one all-reduce of two numbers.
+    const int U = layout.num_units();
+    std::vector<float> unit_nonfinite(static_cast<size_t>(U), 0.0f);
     double sumsq = 0;
-    for (int u = 0; u < layout.num_units(); ++u) {
+    for (int u = 0; u < U; ++u) {
       const UnitShard& s = sh.unit(u);
-      if (s.own_begin < s.own_end)
-        sumsq += sum_squares(at(grad_store, grad_index(u, s.own_begin), gdt), gdt, s.own_end - s.own_begin);
+      if (s.own_begin >= s.own_end) continue;
+      const double q = sum_squares(at(grad_store, grad_index(u, s.own_begin), gdt), gdt, s.own_end - s.own_begin);
+      if (!std::isfinite(q)) unit_nonfinite[u] = 1.0f;
+      sumsq += q;
     }
     float pair[2] = {static_cast<float>(loss_sum), static_cast<float>(sumsq)};
     comm.all_reduce(pair, 2, DType::kF32, comm::ReduceOp::kSum);
     res.loss = pair[0] / global_tokens;
     const double scaled_norm = std::sqrt(static_cast<double>(pair[1]));
     res.grad_norm = scaled_norm / scale;
-    const bool overflow = !std::isfinite(scaled_norm);
-    if (overflow && cfg.loss_scale.enabled) {
-      res.skipped = true;
-      e.scaler_.update(true);
+    // Every rank holds the same two sums, so every rank takes the same branch.
+    if (!std::isfinite(pair[0]) || !std::isfinite(scaled_norm)) {
+      res.nonfinite = res.skipped = true;
+      if (cfg.loss_scale.enabled) {
+        e.scaler_.update(true);
+      } else {
+        // Which units: one more (small) all-reduce, on this path only.
+        comm.all_reduce(unit_nonfinite.data(), unit_nonfinite.size(), DType::kF32, comm::ReduceOp::kMax);
+        for (int u = 0; u < U; ++u)
+          if (unit_nonfinite[u] != 0.0f) res.nonfinite_units.push_back(u);
+      }
       res.comm_wait_ms = wait_ms;
       return res;
     }
@@ -539,6 +561,25 @@ struct Engine::Impl final : model::UnitAccess<float> {
     optimizer_update(lr, static_cast<float>(coef / scale));
     res.comm_wait_ms = wait_ms;
     return res;
+  }
+
+  bool weights_finite() {
+    float bad = 0.0f;
+    for (int u = 0; u < layout.num_units() && bad == 0.0f; ++u) {
+      const auto [b, e2] = update_range(u);
+      const float* w = b < e2 ? weights_at(u, b) : nullptr;
+      for (size_t i = 0; i < e2 - b; ++i)
+        if (!std::isfinite(w[i])) {
+          bad = 1.0f;
+          break;
+        }
+    }
+    comm::TrafficLedger scratch;  // a check, not training traffic
+    comm::TrafficLedger* training = &comm.traffic();
+    comm.set_traffic_ledger(&scratch);
+    comm.all_reduce(&bad, 1, DType::kF32, comm::ReduceOp::kMax);
+    comm.set_traffic_ledger(training);
+    return bad == 0.0f;
   }
 
   // ---- loading and consolidation --------------------------------------------------------------
@@ -638,6 +679,8 @@ StepResult Engine::step(int accum, const BatchSource& batches, double lr, double
 }
 
 int64_t Engine::optimizer_steps() const { return impl_->steps_taken; }
+
+bool Engine::weights_finite() { return impl_->weights_finite(); }
 
 void Engine::consolidate(const std::function<void(int unit, const float* data)>& sink) { impl_->consolidate(sink); }
 

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -26,7 +27,10 @@ namespace zerodp::zero {
 struct EngineConfig {
   int stage = 0;                      // 0..3
   DType dtype = DType::kF32;          // compute dtype of the parameters and gradients
-  bool reduce_in_fp32 = false;        // reduce gradients in fp32 instead of the compute dtype
+  // The dtype gradients travel and are summed in, the same at every stage (unset: the compute
+  // dtype). Sums are rank-ordered fp32 additions rounded once to it (comm/communicator.h), so runs
+  // at the same world size agree bitwise across stages.
+  std::optional<DType> reduce_dtype;
   bool fp32_grad_accum = false;       // keep the persistent gradient in fp32 (18 bytes a parameter)
   int micro_batch = 1, seq = 1;       // B, T
   size_t reduce_bucket_size = 25'000'000;      // elements per gradient bucket (stages 0-1)
@@ -41,9 +45,11 @@ struct EngineConfig {
   bool activation_checkpointing = false;  // keep block inputs only; recompute blocks in backward
   optim::OptimizerSpec optimizer;  // AdamW (contract §7) or SGD
   LossScaleConfig loss_scale;
-  // Testing aid: make this rank's gradient Inf at this optimizer step (0-based; -1: never).
+  // Testing aid: at this call of step() (0-based; -1: never) the first gradient element of unit
+  // inject_overflow_unit that rank inject_overflow_rank owns becomes Inf.
   int inject_overflow_step = -1;
   int inject_overflow_rank = 0;
+  int inject_overflow_unit = 0;
 };
 
 // Where initial fp32 values come from: fill dst[0..count) with elements [begin, begin+count) of unit u.
@@ -54,7 +60,13 @@ using BatchSource = std::function<void(int micro_step, int32_t* inputs, int32_t*
 struct StepResult {
   double loss = 0;        // mean token cross-entropy over the global batch
   double grad_norm = 0;   // L2 norm of the (unscaled) gradient before clipping
-  bool skipped = false;   // overflow: the optimizer did not run on any rank
+  // The loss or the gradient held a NaN or an Inf (on any rank). Such a step never updates
+  // anything: the optimizer did not run, on any rank.
+  bool nonfinite = false;
+  bool skipped = false;   // the optimizer did not run (nonfinite, on every rank alike)
+  // Units whose gradient held a non-finite value, ascending (filled when nonfinite and the run has
+  // no loss scaling, for the message; empty when only the loss was non-finite).
+  std::vector<int> nonfinite_units;
   double loss_scale = 1;  // the scale used for this step
   double comm_wait_ms = 0;  // time this rank spent blocked on communication
 };
@@ -71,9 +83,14 @@ class Engine {
   void load(const UnitSource& source);
 
   // One optimizer step over `accum` micro-steps. lr is the step's learning rate; clip > 0 clips the
-  // global gradient norm (contract §6). A step skipped for overflow does not advance the optimizer's
-  // step count (AdamW's t).
+  // global gradient norm (contract §6). When the global loss or gradient is not finite the step
+  // changes nothing (parameters, masters, optimizer state, AdamW's t) on any rank and returns
+  // nonfinite; with loss scaling (fp16) the scaler records the overflow. What to do next (stop or
+  // go on) is the caller's policy.
   StepResult step(int accum, const BatchSource& batches, double lr, double clip);
+  // Whether every weight this rank updates (fp32 parameters or masters) is finite, on all ranks
+  // (collective): checked before anything is written to a file.
+  bool weights_finite();
   // Optimizer steps taken so far (AdamW's t of the last update).
   int64_t optimizer_steps() const;
 

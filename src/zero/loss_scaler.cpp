@@ -13,21 +13,35 @@ LossScaler::LossScaler(const LossScaleConfig& c) : config_(c) {
 }
 
 void LossScaler::update(bool overflow) {
-  if (overflow) ++overflows_;
-  if (!config_.enabled || config_.static_scale > 0) return;
-  if (overflow) {
-    good_steps_ = 0;
-    if (--hysteresis_left_ <= 0) {
-      scale_ = std::max(config_.min_scale, scale_ / 2);
+  if (!overflow) {
+    overflows_at_min_ = 0;
+    if (!dynamic()) return;
+    ++good_steps_;
+    if (config_.consecutive_hysteresis) hysteresis_left_ = config_.hysteresis;
+    if (good_steps_ % config_.window == 0) {
+      scale_ *= 2;
       hysteresis_left_ = config_.hysteresis;
     }
     return;
   }
-  if (++good_steps_ >= config_.window) {
-    scale_ *= 2;
-    good_steps_ = 0;
-    hysteresis_left_ = config_.hysteresis;
+  ++overflows_;
+  if (!config_.enabled) return;
+  if (!dynamic()) {
+    ++overflows_at_min_;  // a static scale is its own minimum
+    return;
   }
+  good_steps_ = 0;
+  if (config_.hysteresis <= 1 || hysteresis_left_ <= 1) {
+    if (scale_ <= config_.min_scale) ++overflows_at_min_;
+    scale_ = std::max(config_.min_scale, scale_ / 2);
+  } else {
+    --hysteresis_left_;
+  }
+}
+
+bool LossScaler::stuck() const {
+  return config_.enabled && config_.max_overflows_at_min_scale > 0 &&
+         overflows_at_min_ >= config_.max_overflows_at_min_scale;
 }
 
 void LossScaler::set_state(const State& s) {
@@ -35,6 +49,7 @@ void LossScaler::set_state(const State& s) {
   good_steps_ = s.good_steps;
   hysteresis_left_ = s.hysteresis_left;
   overflows_ = s.overflows;
+  overflows_at_min_ = 0;
 }
 
 }  // namespace zerodp::zero

@@ -1,8 +1,16 @@
-// Dynamic loss scaling for fp16 (DeepSpeed's scheme): the loss is multiplied by `scale` before
-// backward so small gradients survive fp16; a step whose gradients overflowed (Inf/NaN on any rank)
-// is skipped on every rank. After `hysteresis` overflows in a row the scale halves (never below
-// min_scale); after `window` good steps in a row it doubles. A static scale (loss_scale > 0) never
-// changes. bf16 and fp32 runs use a scale of 1 and never skip.
+// Dynamic loss scaling for fp16, with DeepSpeed's semantics (its DynamicLossScaler.update_scale):
+// the loss is multiplied by `scale` before backward so that small gradients survive fp16; a step
+// whose loss or gradients are not finite on any rank is skipped on every rank, and then
+//  - if hysteresis is 1 or has run down to 1, the scale halves (never below min_scale); the
+//    hysteresis stays run down, so further overflows halve again at once;
+//  - otherwise the hysteresis counts down by one and the scale stays.
+// A good step whose distance from the last overflow (or from the start) is a multiple of `window`
+// doubles the scale and restores the hysteresis; with consecutive_hysteresis, every good step
+// restores it. A static scale (static_scale > 0) never changes. bf16 and fp32 runs use a scale of 1.
+//
+// DeepSpeed raises at the first overflow at the minimum scale. zerodp lets the scale sit there for
+// `max_overflows_at_min_scale` overflowing steps in a row and then reports stuck(): a run whose
+// gradients overflow even at the smallest scale is broken, and skipping forever would hide it.
 #pragma once
 
 #include <cstdint>
@@ -13,9 +21,11 @@ struct LossScaleConfig {
   bool enabled = false;           // dynamic or static scaling in use (fp16)
   double static_scale = 0;        // > 0: a fixed scale
   int initial_scale_power = 16;   // dynamic: starts at 2^power
-  int window = 1000;              // good steps before the scale doubles
-  int hysteresis = 2;             // overflows tolerated before the scale halves
+  int window = 1000;              // good steps between doublings
+  int hysteresis = 2;             // DeepSpeed's delayed_shift: overflows before the scale halves
+  bool consecutive_hysteresis = false;  // restore the hysteresis after every good step
   double min_scale = 1;
+  int max_overflows_at_min_scale = 10;  // overflowing steps in a row at min_scale before stuck()
 };
 
 class LossScaler {
@@ -25,8 +35,13 @@ class LossScaler {
   // Records the outcome of a step (overflow or not) and adjusts the scale.
   void update(bool overflow);
   int64_t overflows() const { return overflows_; }
+  // The scale was already at its minimum for the last max_overflows_at_min_scale overflowing steps
+  // in a row (dynamic scaling), or a static scale overflowed that many times in a row.
+  bool stuck() const;
+  int overflows_at_min_scale() const { return overflows_at_min_; }
 
-  // For checkpoints.
+  // For checkpoints. good_steps counts the steps since the last overflow (or the start), which is
+  // what DeepSpeed's cur_iter − last_overflow_iter − 1 measures.
   struct State {
     double scale;
     int good_steps;
@@ -37,11 +52,14 @@ class LossScaler {
   void set_state(const State& s);
 
  private:
+  bool dynamic() const { return config_.enabled && config_.static_scale <= 0; }
+
   LossScaleConfig config_;
   double scale_ = 1;
   int good_steps_ = 0;
   int hysteresis_left_ = 0;
   int64_t overflows_ = 0;
+  int overflows_at_min_ = 0;  // since the run started or resumed
 };
 
 }  // namespace zerodp::zero

@@ -55,8 +55,13 @@ TEST(Json, DescribeIsShortAndFlat) {
   EXPECT_EQ(describe_json(json(true)), "true");
   EXPECT_EQ(describe_json(json(nullptr)), "null");
   EXPECT_EQ(describe_json(json("abc")), "\"abc\"");
-  EXPECT_EQ(describe_json(json::array({1, 2, 3})), "an array of 3 elements");
-  EXPECT_EQ(describe_json(json::object({{"a", 1}})), "an object with 1 key");
+  EXPECT_EQ(describe_json(json::array({1, 2, 3})), "[1, 2, 3]");
+  EXPECT_EQ(describe_json(json::array({0.5, "x"})), "[0.5, \"x\"]");
+  EXPECT_EQ(describe_json(json::object({{"a", 1}})), "{\"a\": 1}");
+  EXPECT_EQ(describe_json(json::array({1, json::array({2})})), "an array of 2 elements");  // not flat
+  EXPECT_EQ(describe_json(json(std::vector<int>(9, 1))), "an array of 9 elements");      // not short
+  EXPECT_EQ(describe_json(json::array({std::string(100, 'y')})), "an array of 1 element");
+  EXPECT_EQ(describe_json(json::object({{"a", json::object()}})), "an object with 1 key");
   const std::string s = describe_json(json(std::string(5000, 'x')));
   EXPECT_LT(s.size(), 80u);
   EXPECT_NE(s.find("(5000 bytes)"), std::string::npos);

@@ -42,14 +42,14 @@ struct Geometry {
 // The global batch of `step` as one [W·G·B, T] array of inputs and one of targets, concatenated in
 // (micro-step, rank) order.
 void global_batch(const TokenFile& f, Geometry g, int T, uint64_t step, std::vector<int32_t>* in,
-                  std::vector<int32_t>* tgt) {
+                  std::vector<int32_t>* tgt, ShuffleSpec shuffle = {}) {
   in->clear();
   tgt->clear();
   const size_t n = static_cast<size_t>(g.B) * static_cast<size_t>(T);
   std::vector<int32_t> x(n), y(n);
   for (int micro = 0; micro < g.G; ++micro) {
     for (int r = 0; r < g.W; ++r) {
-      const BatchLoader loader(f, g.W, r, g.B, T, g.G);
+      const BatchLoader loader(f, g.W, r, g.B, T, g.G, shuffle);
       loader.load(step, micro, x.data(), y.data());
       in->insert(in->end(), x.begin(), x.end());
       tgt->insert(tgt->end(), y.begin(), y.end());
@@ -126,6 +126,89 @@ TEST_F(LoaderTest, BadGeometryIsRefused) {
   EXPECT_THROW(BatchLoader(f, 1, 0, 1, 1, 0), UsageError);
   const BatchLoader ok(f, 2, 1, 1, 1, 2);
   EXPECT_ANY_THROW(ok.offset(0, 2));  // micro-step outside [0, G)
+}
+
+TEST(WindowPermutation, IsABijectionForEverySize) {
+  for (uint64_t n : {1ull, 2ull, 3ull, 4ull, 5ull, 17ull, 100ull, 1000ull, 4096ull, 4097ull, 65537ull}) {
+    const WindowPermutation p(n, 1234, 0);
+    std::vector<bool> seen(n, false);
+    for (uint64_t i = 0; i < n; ++i) {
+      const uint64_t x = p(i);
+      ASSERT_LT(x, n) << "n " << n;
+      ASSERT_FALSE(seen[x]) << "n " << n << ": " << x << " twice";
+      seen[x] = true;
+    }
+  }
+}
+
+TEST(WindowPermutation, DependsOnSeedAndEpochAndShuffles) {
+  const uint64_t n = 1000;
+  auto order = [&](uint64_t seed, uint64_t epoch) {
+    const WindowPermutation p(n, seed, epoch);
+    std::vector<uint64_t> v(n);
+    for (uint64_t i = 0; i < n; ++i) v[i] = p(i);
+    return v;
+  };
+  const auto a = order(1, 0);
+  EXPECT_EQ(a, order(1, 0));  // a pure function of (seed, epoch)
+  EXPECT_NE(a, order(2, 0));
+  EXPECT_NE(a, order(1, 1));
+  // Not the identity nor a near-identity: few fixed points, and neighbours scattered.
+  int fixed = 0, adjacent = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    fixed += a[i] == i;
+    if (i > 0) adjacent += (a[i] == a[i - 1] + 1);
+  }
+  EXPECT_LT(fixed, 10);
+  EXPECT_LT(adjacent, 10);
+  // Huge domains work without tables.
+  const WindowPermutation big(uint64_t{1} << 40, 7, 3);
+  EXPECT_LT(big(12345), uint64_t{1} << 40);
+}
+
+TEST_F(LoaderTest, ShuffledEpochsReadEveryWindowOnceInTheSameOrderHoweverSplit) {
+  const TokenFile& f = make(16 * 50 + 7);  // K = 50 windows of 17 tokens, 6 tokens left over
+  const int T = 16;
+  const ShuffleSpec shuffle{true, 99};
+  const BatchLoader probe(f, 1, 0, 8, T, 1, shuffle);
+  ASSERT_EQ(probe.windows(), 50u);
+  const Geometry splits[] = {{1, 8, 1}, {4, 2, 1}, {2, 2, 2}, {8, 1, 1}};
+  std::vector<int> uses(50, 0);
+  for (uint64_t step = 0; step < 25; ++step) {  // 200 sequences: exactly 4 epochs of 50 windows
+    std::vector<int32_t> ref_in, ref_tgt;
+    global_batch(f, splits[0], T, step, &ref_in, &ref_tgt, shuffle);
+    for (const Geometry& g : splits) {
+      std::vector<int32_t> in, tgt;
+      global_batch(f, g, T, step, &in, &tgt, shuffle);
+      ASSERT_EQ(in, ref_in) << "W " << g.W << " B " << g.B << " G " << g.G << " step " << step;
+      ASSERT_EQ(tgt, ref_tgt);
+    }
+    for (uint64_t b = 0; b < 8; ++b) {
+      const size_t start = probe.sequence_start(step * 8 + b);
+      ASSERT_EQ(start % T, 0u);
+      ASSERT_LE(start + T + 1, f.size()) << "a window runs past the end";
+      ++uses[start / T];
+      // The window's tokens, inputs then targets shifted by one.
+      for (int t = 0; t < T; ++t) {
+        ASSERT_EQ(ref_in[b * T + t], tokens_[start + t]);
+        ASSERT_EQ(ref_tgt[b * T + t], tokens_[start + t + 1]);
+      }
+    }
+    if ((step + 1) % 25 == 0 || (step * 8 + 8) % 50 == 0) {
+      const int epochs = static_cast<int>((step * 8 + 8) / 50);
+      for (int w = 0; w < 50; ++w) ASSERT_EQ(uses[w], epochs) << "window " << w << " after step " << step;
+    }
+  }
+  // Epochs are different orders; the in-order reader is unchanged by all this.
+  EXPECT_NE(probe.sequence_start(0), probe.sequence_start(50)) << "epochs 0 and 1 start alike (possible, unlikely)";
+  EXPECT_EQ(BatchLoader(f, 1, 0, 8, T, 1).sequence_start(3), 3u * T);
+}
+
+TEST_F(LoaderTest, ShufflingNeedsOneWholeWindow) {
+  const TokenFile& f = make(16);
+  EXPECT_THROW(BatchLoader(f, 1, 0, 1, 16, 1, {true, 1}), UsageError);  // 16 tokens: no window of 17
+  EXPECT_NO_THROW(BatchLoader(f, 1, 0, 1, 15, 1, {true, 1}));
+  EXPECT_NO_THROW(BatchLoader(f, 1, 0, 1, 16, 1));  // in order, positions wrap
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -62,6 +63,7 @@ UnitSource init_source(const model::ParamLayout& layout) {
 struct RunResult {
   std::vector<double> losses, norms;
   std::vector<bool> skipped;
+  std::vector<std::vector<int>> nonfinite_units;
   std::vector<std::vector<float>> params;  // consolidated, every unit (rank 0 only)
   uint64_t traffic = 0;
 };
@@ -82,6 +84,7 @@ RunResult run(bool alone, EngineConfig cfg, int G, int steps, double lr = 1e-3, 
       out.losses.push_back(res.loss);
       out.norms.push_back(res.grad_norm);
       out.skipped.push_back(res.skipped);
+      out.nonfinite_units.push_back(res.nonfinite_units);
     }
     out.traffic = group.ledger->total_bytes_sent();
     out.params.resize(layout.num_units());
@@ -197,6 +200,95 @@ TEST(Engine, WithoutOverlapTheResultsAreTheSame) {
     b.overlap_comm = false;
     const RunResult ra = run(false, a, 1, steps), rb = run(false, b, 1, steps);
     for (int s = 0; s < steps; ++s) EXPECT_EQ(ra.losses[s], rb.losses[s]) << "stage " << stage;
+  }
+}
+
+// ---- determinism: the same bits at every stage ------------------------------------------------
+//
+// Gradients are reduced in one dtype at every stage, and the communicator sums every element in
+// rank order whatever the collective (stage 0 all-reduces buckets of several units, stages 1-3
+// reduce-scatter unit by unit), so at one world size the stages train identically, bit for bit.
+
+void expect_bitwise_equal(const RunResult& got, const RunResult& ref, const std::string& what) {
+  ASSERT_EQ(got.losses.size(), ref.losses.size());
+  for (size_t s = 0; s < ref.losses.size(); ++s) {
+    EXPECT_EQ(got.losses[s], ref.losses[s]) << what << " step " << s;
+    EXPECT_EQ(got.norms[s], ref.norms[s]) << what << " step " << s;
+  }
+  if (world()->rank() != 0) return;
+  for (size_t u = 0; u < ref.params.size(); ++u)
+    ASSERT_EQ(0, std::memcmp(got.params[u].data(), ref.params[u].data(), ref.params[u].size() * 4))
+        << what << ": unit " << u << " differs";
+}
+
+struct PrecisionCase {
+  DType dtype;
+  bool fp32_accum;
+  std::optional<DType> reduce;
+  std::string name() const {
+    return std::string(dtype_name(dtype)) + (fp32_accum ? " fp32-accum" : "") +
+           (reduce ? std::string(" reduce ") + dtype_name(*reduce) : "");
+  }
+};
+const PrecisionCase kPrecisions[] = {{DType::kF32, false, std::nullopt},
+                                     {DType::kBF16, false, std::nullopt},
+                                     {DType::kBF16, true, std::nullopt},
+                                     {DType::kBF16, true, DType::kF32},
+                                     {DType::kF16, true, std::nullopt}};
+
+EngineConfig precision_config(int stage, const PrecisionCase& p) {
+  EngineConfig c = config(stage, 2, 16, p.dtype);
+  c.fp32_grad_accum = p.fp32_accum;
+  c.reduce_dtype = p.reduce;
+  return c;
+}
+
+TEST(Engine, StagesAgreeBitwiseAtTheSameWorldSize) {
+  const int steps = 4;
+  for (const PrecisionCase& p : kPrecisions) {
+    const RunResult ref = run(false, precision_config(0, p), 1, steps, 3e-3, 1.0);
+    for (int stage = 1; stage <= 3; ++stage)
+      expect_bitwise_equal(run(false, precision_config(stage, p), 1, steps, 3e-3, 1.0), ref,
+                           p.name() + " stage " + std::to_string(stage) + " against stage 0");
+  }
+}
+
+// With G micro-steps, stages 0-1 add the micro-steps' gradients and reduce once while stages 2-3
+// reduce every micro-step and add the reduced shards: two orders of the same sums. Within each
+// pair the bits agree.
+TEST(Engine, WithAccumulationStagesAgreeBitwisePairwise) {
+  for (const PrecisionCase& p : {kPrecisions[0], kPrecisions[2]}) {
+    const RunResult s0 = run(false, precision_config(0, p), 2, 3, 3e-3);
+    expect_bitwise_equal(run(false, precision_config(1, p), 2, 3, 3e-3), s0, p.name() + " G=2 stage 1 vs 0");
+    const RunResult s2 = run(false, precision_config(2, p), 2, 3, 3e-3);
+    expect_bitwise_equal(run(false, precision_config(3, p), 2, 3, 3e-3), s2, p.name() + " G=2 stage 3 vs 2");
+  }
+}
+
+// ---- non-finite gradients ----------------------------------------------------------------------
+
+// A NaN or Inf anywhere in the gradient (here an Inf on one rank, in block 1's unit) makes the step
+// change nothing on any rank, at every stage and precision; the step names the unit.
+TEST(Engine, NonFiniteGradientsChangeNothingAndNameTheirUnit) {
+  const int W = world()->size();
+  for (DType dt : {DType::kF32, DType::kBF16}) {
+    for (int stage = 0; stage <= 3; ++stage) {
+      const std::string what = std::string(dtype_name(dt)) + " stage " + std::to_string(stage);
+      EngineConfig c = config(stage, 2, 16, dt);
+      c.inject_overflow_step = 1;
+      c.inject_overflow_rank = W - 1;
+      c.inject_overflow_unit = 2;
+      const RunResult got = run(false, c, 1, 2);
+      EXPECT_FALSE(got.skipped[0]) << what;
+      EXPECT_TRUE(got.skipped[1]) << what;
+      EXPECT_TRUE(std::isinf(got.norms[1])) << what;
+      EXPECT_EQ(got.nonfinite_units[1], std::vector<int>{2}) << what;
+      const RunResult clean1 = run(false, config(stage, 2, 16, dt), 1, 1);
+      if (world()->rank() == 0)
+        for (size_t u = 0; u < clean1.params.size(); ++u)
+          ASSERT_EQ(0, std::memcmp(got.params[u].data(), clean1.params[u].data(), clean1.params[u].size() * 4))
+              << what << ": unit " << u << " changed in the skipped step";
+    }
   }
 }
 

@@ -89,14 +89,20 @@ TEST(Estimator, ZeroOneMovesWhatPlainDataParallelismMoves) {
   EXPECT_EQ(traffic_bytes_per_step(bare(1e9, 1, 0, DType::kBF16)), 0u);
 }
 
-TEST(Estimator, FpThirtyTwoGradientsTravelInFp32AtStagesZeroAndOne) {
+// Gradients travel in one dtype at every stage (the engine's reduce dtype), whatever dtype they are
+// accumulated in: the compute dtype by default, fp32 when asked.
+TEST(Estimator, GradientsTravelInTheReduceDtypeAtEveryStage) {
   PlanInput in = bare(1e9, 8, 0, DType::kBF16);
   in.fp32_grad_accum = true;
-  EXPECT_EQ(traffic_bytes_per_step(in) - 14, 7'000'000'000ULL);  // 2·7/8·4 GB
-  in.stage = 1;
-  EXPECT_EQ(traffic_bytes_per_step(in) - 14, 5'250'000'000ULL);  // 7/8·(4 + 2) GB
-  in.stage = 2;  // stages 2-3 reduce each micro-step's gradient in the compute dtype
-  EXPECT_EQ(traffic_bytes_per_step(in) - 14, 3'500'000'000ULL);
+  const uint64_t bf16[] = {3'500'000'000ULL, 3'500'000'000ULL, 3'500'000'000ULL};  // 2·7/8·2, 7/8·(2+2)
+  const uint64_t fp32[] = {7'000'000'000ULL, 5'250'000'000ULL, 5'250'000'000ULL};  // 2·7/8·4, 7/8·(4+2)
+  for (int stage = 0; stage <= 2; ++stage) {
+    in.stage = stage;
+    in.reduce_fp32 = false;
+    EXPECT_EQ(traffic_bytes_per_step(in) - 14, bf16[stage]) << "stage " << stage;
+    in.reduce_fp32 = true;
+    EXPECT_EQ(traffic_bytes_per_step(in) - 14, fp32[stage]) << "stage " << stage << " reduce fp32";
+  }
 }
 
 // A GPT-2 small enough to pad by hand: L2 H2 C8 V10 N6, W = 3.

@@ -54,7 +54,7 @@ TEST(CheckpointFlags, ErrorsSayWhat) {
       {{{"--save-every", "10"}}, "--save-dir"},
       {{{"--keep", "2"}}, "--save-dir"},
       {{{"--save-dir", "d"}, {"--save-every", "-1"}}, "--save-every must be >= 0"},
-      {{{"--save-dir", "d"}, {"--keep", "-2"}}, "--keep must be >= 0"},
+      {{{"--save-dir", "d"}, {"--keep", "-2"}}, "--keep must be in [0, 1000000]"},
   };
   for (const auto& [flags, needle] : cases) {
     auto given = flags;

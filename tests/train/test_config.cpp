@@ -219,7 +219,7 @@ TEST(DsConfig, WrongTypesNameTheKeyPath) {
       {R"({"optimizer": {"type": "AdamW", "params": {"betas": 0.9}}})",
        "ds_config.json: optimizer.params.betas must be an array of 2 numbers, got 0.9"},
       {R"({"optimizer": {"type": "AdamW", "params": {"betas": [0.9, "x"]}}})",
-       "ds_config.json: optimizer.params.betas must be an array of 2 numbers, got [0.9,\"x\"]"},
+       "ds_config.json: optimizer.params.betas must be an array of 2 numbers, got [0.9, \"x\"]"},
       {R"({"optimizer": {"type": "Lamb"}})",
        "ds_config.json: optimizer.type must be AdamW, Adam or SGD, got \"Lamb\""},
       {R"({"optimizer": {"params": {"lr": 1}}})", "ds_config.json: optimizer.type is required"},
@@ -275,18 +275,76 @@ TEST(DsConfig, UnknownKeysAreWarningsNotErrors) {
   TrainConfig c;
   const auto warnings = apply_ds_config(c, R"({
     "wall_clock_breakdown": false,
-    "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}},
+    "zero_optimization": {"stage": 2, "sub_group_size": 1e9, "offload_optimizer": {"device": "none"}},
     "optimizer": {"type": "AdamW", "params": {"lr": 1e-3, "momentum": 0.9}},
     "scheduler": {"type": "WarmupLR", "params": {"last_batch_iteration": -1}},
-    "fp16": {"auto_cast": false}
+    "fp16": {"auto_cast": false},
+    "some_future_key": 1
   })", "ds.json");
+  // Tuning keys and unknown keys warn; unimplemented features that are not asked for pass silently.
   EXPECT_EQ(warnings.size(), 5u);
-  for (const char* key : {"wall_clock_breakdown", "zero_optimization.offload_optimizer",
-                          "optimizer.params.momentum", "scheduler.params.last_batch_iteration",
-                          "fp16.auto_cast"})
+  for (const char* key : {"wall_clock_breakdown", "zero_optimization.sub_group_size", "optimizer.params.momentum",
+                          "scheduler.params.last_batch_iteration", "some_future_key"})
     EXPECT_TRUE(has_warning_about(warnings, key)) << key;
+  EXPECT_FALSE(has_warning_about(warnings, "offload_optimizer"));
+  EXPECT_FALSE(has_warning_about(warnings, "auto_cast"));
   EXPECT_EQ(c.zero_stage, 2);  // the known keys still count
   for (const std::string& w : warnings) EXPECT_EQ(w.rfind("ds.json: ", 0), 0u) << w;
+}
+
+// Keys that change what a run does and that zerodp does not implement are refused, naming the key,
+// when their value asks for the feature: a user must never believe they have it.
+TEST(DsConfig, UnimplementedFeaturesThatAreAskedForAreRefused) {
+  struct Case {
+    const char* json;
+    const char* key;
+  };
+  const Case cases[] = {
+      {R"({"zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu", "pin_memory": true}}})",
+       "zero_optimization.offload_optimizer"},
+      {R"({"zero_optimization": {"stage": 3, "offload_param": {"device": "nvme", "nvme_path": "/x"}}})",
+       "zero_optimization.offload_param"},
+      {R"({"zero_optimization": {"cpu_offload": true}})", "zero_optimization.cpu_offload"},
+      {R"({"zero_optimization": {"zero_hpz_partition_size": 8}})", "zero_optimization.zero_hpz_partition_size"},
+      {R"({"zero_optimization": {"mics_shard_size": 4}})", "zero_optimization.mics_shard_size"},
+      {R"({"zero_optimization": {"zero_quantized_gradients": true}})", "zero_optimization.zero_quantized_gradients"},
+      {R"({"fp16": {"enabled": true, "auto_cast": true}})", "fp16.auto_cast"},
+      {R"({"gradient_predivide_factor": 2.0})", "gradient_predivide_factor"},
+      {R"({"prescale_gradients": true})", "prescale_gradients"},
+      {R"({"elasticity": {"enabled": true, "max_train_batch_size": 64}})", "elasticity"},
+      {R"({"curriculum_learning": {"enabled": true}})", "curriculum_learning"},
+      {R"({"activation_checkpointing": {"partition_activations": true}})",
+       "activation_checkpointing.partition_activations"},
+  };
+  for (const Case& k : cases) {
+    TrainConfig c;
+    const std::string msg = usage_error([&] { apply_ds_config(c, k.json, "ds.json"); });
+    EXPECT_TRUE(contains(msg, std::string("ds.json: ") + k.key)) << k.json << "\n  got: " << msg;
+    EXPECT_TRUE(contains(msg, "not")) << msg;  // "not implemented", "not supported"
+  }
+  // The same keys asking for nothing are accepted.
+  for (const char* ok : {R"({"zero_optimization": {"offload_optimizer": {"device": "none"}}})",
+                         R"({"zero_optimization": {"zero_hpz_partition_size": 1, "mics_shard_size": -1}})",
+                         R"({"gradient_predivide_factor": 1.0, "prescale_gradients": false})",
+                         R"({"elasticity": {"enabled": false}, "fp16": {"auto_cast": false}})"}) {
+    TrainConfig c;
+    EXPECT_NO_THROW(apply_ds_config(c, ok, "ds.json")) << ok;
+  }
+}
+
+TEST(DsConfig, DeepOrHugeDocumentsAreRefusedShortly) {
+  TrainConfig c;
+  const std::string deep = "{\"a\": " + std::string(100000, '[') + std::string(100000, ']') + "}";
+  const std::string msg = usage_error([&] { apply_ds_config(c, deep, "ds.json"); });
+  EXPECT_TRUE(contains(msg, "ds.json: JSON nested deeper than")) << msg.substr(0, 200);
+  EXPECT_LT(msg.size(), 120u);
+  const std::string big = "{\"x\": \"" + std::string(2 << 20, 'x') + "\"}";
+  EXPECT_TRUE(contains(usage_error([&] { apply_ds_config(c, big, "ds.json"); }), "over the"));
+  // A long value is described, not echoed.
+  const std::string long_value = "{\"zero_optimization\": {\"stage\": \"" + std::string(5000, 's') + "\"}}";
+  const std::string m2 = usage_error([&] { apply_ds_config(c, long_value, "ds.json"); });
+  EXPECT_LT(m2.size(), 200u) << m2.size();
+  EXPECT_TRUE(contains(m2, "(5000 bytes)")) << m2;
 }
 
 TEST(DsConfig, LoadNamesAMissingFile) {
@@ -329,6 +387,32 @@ TEST(Flags, ValuesLand) {
   EXPECT_EQ(flag_value(c, "--memory-budget"), "");
   apply_flag(c, "--memory-budget", "1KiB");
   EXPECT_EQ(flag_value(c, "--memory-budget"), "1024");
+}
+
+TEST(Flags, NonFiniteShuffleAndLossScalerFlags) {
+  TrainConfig c;
+  EXPECT_FALSE(c.skip_nonfinite);
+  EXPECT_FALSE(c.shuffle);
+  EXPECT_EQ(flag_value(c, "--shuffle"), "off");
+  apply_flag(c, "--skip-nonfinite", "true");
+  apply_flag(c, "--shuffle", "on");
+  apply_flag(c, "--consecutive-hysteresis", "true");
+  apply_flag(c, "--max-overflows-at-min-scale", "3");
+  EXPECT_TRUE(c.skip_nonfinite);
+  EXPECT_TRUE(c.shuffle && c.shuffle_set);
+  EXPECT_FALSE(c.seed_set);
+  EXPECT_TRUE(c.consecutive_hysteresis);
+  EXPECT_EQ(c.max_overflows_at_min_scale, 3);
+  apply_flag(c, "--seed", "7");
+  EXPECT_TRUE(c.seed_set);
+  EXPECT_TRUE(contains(usage_error([&] { apply_flag(c, "--shuffle", "maybe"); }), "--shuffle"));
+  const nlohmann::json j = c.to_json();
+  EXPECT_EQ(j["shuffle"], true);
+  EXPECT_EQ(j["skip_nonfinite"], true);
+  EXPECT_EQ(j["fp16"]["consecutive_hysteresis"], true);
+  TrainConfig d;
+  apply_ds_config(d, R"({"fp16": {"enabled": true, "consecutive_hysteresis": true}})", "ds.json");
+  EXPECT_TRUE(d.consecutive_hysteresis);
 }
 
 TEST(Flags, MemoryBudgetUnits) {
@@ -429,10 +513,10 @@ TEST(Validate, ErrorsSayWhat) {
   const Bad cases[] = {
       {[](TrainConfig& c) { c.init_path.clear(); }, "--init is required"},
       {[](TrainConfig& c) { c.data_path.clear(); }, "--data is required"},
-      {[](TrainConfig& c) { c.steps = 0; }, "--steps must be > 0, got 0"},
-      {[](TrainConfig& c) { c.micro_batch = -1; }, "--micro-batch (train_micro_batch_size_per_gpu) must be > 0"},
-      {[](TrainConfig& c) { c.seq = 0; }, "--seq must be > 0"},
-      {[](TrainConfig& c) { c.accum = 0; }, "--accum (gradient_accumulation_steps) must be > 0"},
+      {[](TrainConfig& c) { c.steps = 0; }, "--steps must be in [1, 2^40], got 0"},
+      {[](TrainConfig& c) { c.micro_batch = -1; }, "--micro-batch (train_micro_batch_size_per_gpu) must be in [1, 1048576]"},
+      {[](TrainConfig& c) { c.seq = 0; }, "--seq must be in [1, 16777216]"},
+      {[](TrainConfig& c) { c.accum = 0; }, "--accum (gradient_accumulation_steps) must be in [1, 1048576]"},
       {[](TrainConfig& c) { c.zero_stage = 4; }, "--zero-stage (zero_optimization.stage) must be 0, 1, 2 or 3, got 4"},
       {[](TrainConfig& c) { c.beta1 = 1.0; }, "--beta1 (optimizer.params.betas[0]) must be in [0, 1)"},
       {[](TrainConfig& c) { c.beta2 = -0.1; }, "--beta2"},
@@ -461,6 +545,18 @@ TEST(Validate, ErrorsSayWhat) {
       {[](TrainConfig& c) { c.inject_overflow_rank = 2; }, "--inject-overflow-rank must be a rank in 0..1, got 2"},
       {[](TrainConfig& c) { c.train_batch_size = 64; },
        "train_batch_size 64 != micro_batch 4 x accum 1 x world size 2 = 8"},
+      // Sizes are bounded before anything is narrowed or multiplied: no silent wrap-around.
+      {[](TrainConfig& c) { c.micro_batch = int64_t{1} << 33; }, "--micro-batch (train_micro_batch_size_per_gpu) must be in [1, 1048576], got 8589934592"},
+      {[](TrainConfig& c) { c.accum = int64_t{1} << 32; }, "--accum (gradient_accumulation_steps) must be in [1, 1048576], got 4294967296"},
+      {[](TrainConfig& c) {
+         c.micro_batch = 1 << 20;
+         c.seq = 1 << 12;
+       },
+       "--micro-batch 1048576 x --seq 4096 = 4294967296 tokens per micro-batch, over the 2147483647 allowed"},
+      {[](TrainConfig& c) { c.steps = int64_t{1} << 41; }, "--steps must be in [1, 2^40]"},
+      {[](TrainConfig& c) { c.keep = int64_t{1} << 40; }, "--keep must be in [0, 1000000]"},
+      {[](TrainConfig& c) { c.loss_scale_window = int64_t{1} << 31; }, "--loss-scale-window (fp16.loss_scale_window) must be in [1, 2^31 - 1]"},
+      {[](TrainConfig& c) { c.max_overflows_at_min_scale = -1; }, "--max-overflows-at-min-scale must be in [0, 2^31 - 1]"},
   };
   for (const Bad& b : cases) {
     TrainConfig c = runnable();
