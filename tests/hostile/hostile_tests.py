@@ -11,6 +11,9 @@ and `zerodp ckpt consolidate`. Each run must
   - use little memory: its peak RSS (wait4) stays under 200 MB, and it runs under an address-space
     cap of 8 GiB so that a regression fails here instead of taking the machine down.
 
+`zerodp sample` and `zerodp init` also refuse a valid model too large for this machine, from its
+size, before allocating it.
+
 Usage: hostile_tests.py ZERODP CASE, CASE one of: weights, sample, checkpoint, tokens.
 """
 import json
@@ -240,8 +243,15 @@ elif CASE == "sample":
         offset += n
     huge = write_st(os.path.join(WORK, "long_context.safetensors"), header, b"")
     os.truncate(huge, os.path.getsize(huge) + offset)  # zeros, as a hole
-    expect_refused("sample: a valid model needing ~2 PB of activations", ["sample", "--model", huge, "--tokens", "4"],
+    expect_refused("sample: a valid model needing ~1 PiB of activations", ["sample", "--model", huge, "--tokens", "4"],
                    [huge], ["activations", "more than this machine"])
+    # The same for init: C = 2^18 is within the limits, but one block is 3 TB of fp32.
+    out = os.path.join(WORK, "wide.safetensors")
+    expect_refused("init: a valid model whose one block is 3 TB",
+                   ["init", "--out", out, "--layers", "1", "--heads", "1", "--embd", str(1 << 18), "--vocab", "256",
+                    "--ctx", "16"], ["GPT-2 L1 H1 C262144"], ["more than this machine"], no_output=out)
+    expect_refused("init: n_layer 2e9", ["init", "--out", out, "--layers", "2000000000"], ["n_layer"],
+                   ["over the limit of 65536"], no_output=out)
 
 elif CASE == "checkpoint":
     save = os.path.join(WORK, "save")
