@@ -24,24 +24,10 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
 import zdp_test as zt  # noqa: E402
-from zdp_test import check, read_bytes, safetensors_f32, steps_of  # noqa: E402
+from zdp_test import check, crc32c, read_bytes, safetensors_f32, steps_of  # noqa: E402
 
 ZERODP, CASE = zt.driver_args(__doc__)
 run = functools.partial(zt.run, ZERODP, timeout=150)  # run(args, ranks=None, timeout=150, env=None)
-
-
-def crc32c(data):
-    """CRC-32C as docs/checkpoints.md defines it, written independently of zerodp's."""
-    table = []
-    for b in range(256):
-        c = b
-        for _ in range(8):
-            c = (c >> 1) ^ (0x82F63B78 if c & 1 else 0)
-        table.append(c)
-    c = 0xFFFFFFFF
-    for b in data:
-        c = (c >> 8) ^ table[(c ^ b) & 0xFF]
-    return c ^ 0xFFFFFFFF
 
 
 def read_checkpoint_as_documented(ckpt):

@@ -180,6 +180,20 @@ def safetensors_f32(path):
     return {name: f32_values(data, entry) for name, entry in header.items()}
 
 
+def crc32c(data):
+    """CRC-32C as docs/checkpoints.md defines it, written independently of zerodp's."""
+    table = []
+    for b in range(256):
+        c = b
+        for _ in range(8):
+            c = (c >> 1) ^ (0x82F63B78 if c & 1 else 0)
+        table.append(c)
+    c = 0xFFFFFFFF
+    for b in data:
+        c = (c >> 8) ^ table[(c ^ b) & 0xFF]
+    return c ^ 0xFFFFFFFF
+
+
 # ---- inputs ----------------------------------------------------------------------------------------
 
 def workdir(prefix):

@@ -1,0 +1,270 @@
+#!/usr/bin/env python3
+"""End-to-end checks of zerodp's numerics through the CLI and mpirun (contract §10, docs/design.md):
+
+  nonfinite   bf16 and fp32, stages 0 and 2: an Inf injected into one rank's gradient of block 1
+              stops the run with exit 1 naming the step and the unit; the earlier checkpoint stays
+              latest and intact, the earlier --out file is untouched; the metrics line says skipped.
+  skip        --skip-nonfinite: the step is skipped (weights and optimizer state untouched: the
+              checkpoints before and after it hold the same weights), counted in the metrics, and
+              the learning-rate schedule does not advance on it.
+  fp16        a static loss scale that overflows every step, and a dynamic one whose minimum
+              overflows, stop with exit 1 after --max-overflows-at-min-scale skipped steps.
+  poison      NaN in the initial weights: exit 2 naming the tensor; NaN in a checkpoint (with valid
+              checksums): exit 2 naming the tensor; an lr that makes the weights Inf: exit 1 before
+              --out or a checkpoint is written, earlier ones intact.
+  stages      bf16 (and fp16) at W=2 and W=4: stages 0-3 write the same --out bytes and the same
+              losses and gradient norms, bit for bit.
+  shuffle     --shuffle on --seed S: the same global batches at (W=1, B=8), (W=4, B=2), (W=2, B=2,
+              G=2); a different order from --shuffle off and from another seed; 6 steps straight ==
+              3 + resume 3 bit for bit (the resume inherits the order); a resume asking for another
+              seed or order exits 2.
+  limits      sizes that would wrap or exhaust (--micro-batch 2^40), and a DeepSpeed config asking
+              for optimizer offload, exit 2 at once naming the flag or key.
+
+usage: numerics_tests.py ZERODP CASE
+Exits non-zero with a message on the first failed check."""
+import functools
+import json
+import math
+import os
+import shutil
+import struct
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+import zdp_test as zt  # noqa: E402
+from zdp_test import check, crc32c, read_bytes, records, steps_of  # noqa: E402
+
+ZERODP, CASE = zt.driver_args(__doc__)
+run = functools.partial(zt.run, ZERODP, timeout=150)
+work = zt.workdir("numerics")
+tokens, init = zt.make_inputs(ZERODP, work, layers=2, heads=4, embd=32, vocab=256, ctx=16)
+
+
+def path(*parts):
+    return os.path.join(work, *parts)
+
+
+def train_args(steps, B=2, G=1, stage=0, dtype="fp32", extra=()):
+    return ["train", "--init", init, "--data", tokens, "--steps", str(steps), "--micro-batch", str(B), "--seq", "16",
+            "--accum", str(G), "--zero-stage", str(stage), "--dtype", dtype, "--lr", "3e-3", "--log-every", "0"] + list(extra)
+
+
+def one_line_error(err):
+    """The '[rank r] error: ...' lines of a failed run."""
+    return [line for line in err.splitlines() if "error:" in line]
+
+
+def consolidated(ckpt, name):
+    out = path(name)
+    r = run(["ckpt", "consolidate", ckpt, "--out", out])
+    check(r.code == 0, f"consolidate {ckpt}", r.err)
+    return read_bytes(out)
+
+
+if CASE == "nonfinite":
+    for dtype in ("fp32", "bf16"):
+        for stage in (0, 2):
+            what = f"{dtype} stage {stage}"
+            save, out, m = path(f"save-{dtype}-{stage}"), path(f"out-{dtype}-{stage}.safetensors"), path("m.jsonl")
+            with open(out, "wb") as f:
+                f.write(b"an earlier output")
+            r = run(train_args(4, stage=stage, dtype=dtype, extra=[
+                "--save-dir", save, "--save-every", "1", "--out", out, "--metrics", m,
+                "--inject-overflow-step", "1", "--inject-overflow-rank", "1", "--inject-overflow-unit", "2"]), 2)
+            check(r.code == 1, f"{what}: a non-finite gradient stops the run with exit 1 (got {r.code})", r.err)
+            errors = one_line_error(r.err)
+            check(any("step 1:" in e and "unit 2 (block 1)" in e and "--skip-nonfinite" in e for e in errors),
+                  f"{what}: the message names the step, the unit and the way out", "\n".join(errors) or r.err)
+            check(all(len(e) < 400 for e in errors), f"{what}: the message is short")
+            check(read_bytes(out) == b"an earlier output", f"{what}: the earlier --out file is intact")
+            check(open(os.path.join(save, "latest")).read() == "step-1\n", f"{what}: the step-1 checkpoint stays latest")
+            check(sorted(d for d in os.listdir(save) if d.startswith("step-")) == ["step-1"],
+                  f"{what}: no checkpoint after the non-finite step")
+            r2 = run(["ckpt", "inspect", os.path.join(save, "step-1")])
+            check(r2.code == 0, f"{what}: the step-1 checkpoint verifies", r2.err)
+            partial = m + ".partial"
+            steps = steps_of(partial)
+            check(steps[1]["skipped"] is True and steps[1]["skipped_steps"] == 1 and steps[1]["loss"] is not None,
+                  f"{what}: the metrics record the step as skipped", json.dumps(steps.get(1)))
+            check(not os.path.exists(m), f"{what}: no final metrics file for a failed run")
+
+elif CASE == "skip":
+    save, m, out = path("save"), path("m.jsonl"), path("out.safetensors")
+    sched = ["--lr-schedule", "warmup", "--warmup-steps", "10", "--warmup-type", "linear"]
+    r = run(train_args(4, stage=3, extra=sched + [
+        "--skip-nonfinite", "--save-dir", save, "--save-every", "1", "--out", out, "--metrics", m,
+        "--inject-overflow-step", "1", "--inject-overflow-rank", "0", "--inject-overflow-unit", "0"]), 2)
+    check(r.code == 0, "--skip-nonfinite: the run goes on", r.err)
+    check("skipped (--skip-nonfinite)" in r.err and "unit 0" in r.err, "the skip is logged naming the unit", r.err)
+    steps = steps_of(m)
+    check([steps[s]["skipped"] for s in range(4)] == [False, True, False, False], "exactly step 1 is skipped")
+    check([steps[s]["skipped_steps"] for s in range(4)] == [0, 1, 1, 1], "skips are counted in the metrics")
+    check(math.isinf(steps[1]["grad_norm"]) if isinstance(steps[1]["grad_norm"], float) else steps[1]["grad_norm"] is None,
+          "the skipped step's grad_norm is not finite", json.dumps(steps[1]))
+    # The schedule counts applied steps: the skipped step's rate is used again by the next step.
+    lrs = [steps[s]["lr"] for s in range(4)]
+    check(lrs[2] == lrs[1] and lrs[1] > lrs[0] and lrs[3] > lrs[2], f"the lr schedule does not advance on a skipped step: {lrs}")
+    check(consolidated(os.path.join(save, "step-1"), "c1.safetensors") ==
+          consolidated(os.path.join(save, "step-2"), "c2.safetensors"),
+          "the skipped step changed no weight (step-1 and step-2 checkpoints hold the same weights)")
+    m1 = json.load(open(os.path.join(save, "step-1", "manifest.json")))
+    m2 = json.load(open(os.path.join(save, "step-2", "manifest.json")))
+    check(m1["optimizer_steps"] == 1 and m2["optimizer_steps"] == 1, "AdamW's step count did not advance on it")
+    check(m2["step"] == 2, "the data position did (the skipped batch is not read again)")
+    check(all(math.isfinite(x) for t in zt.safetensors_f32(out).values() for x in t), "--out holds finite weights")
+
+elif CASE == "fp16":
+    m = path("m.jsonl")
+    r = run(train_args(8, dtype="fp16", extra=["--loss-scale", "1e30", "--max-overflows-at-min-scale", "3",
+                                               "--metrics", m]), 2)
+    check(r.code == 1, f"a static loss scale that always overflows stops (exit {r.code})", r.err)
+    check(any("step 2:" in e and "3 steps in a row" in e for e in one_line_error(r.err)),
+          "after 3 overflows in a row, naming the step", r.err)
+    steps = steps_of(m + ".partial")
+    check(all(steps[s]["skipped"] for s in range(3)), "each of those steps was skipped")
+    r = run(train_args(30, dtype="fp16", extra=["--initial-scale-power", "63", "--min-loss-scale", "1e18",
+                                                "--hysteresis", "2", "--max-overflows-at-min-scale", "2",
+                                                "--metrics", m]), 2)
+    check(r.code == 1 and any("at its minimum" in e for e in one_line_error(r.err)),
+          f"a dynamic scale overflowing at its minimum stops (exit {r.code})", r.err)
+    steps = steps_of(m + ".partial")
+    scales = [steps[s]["loss_scale"] for s in sorted(steps)]
+    # Every step overflows. Hysteresis 2: the first overflow only counts down, then every one halves
+    # (DeepSpeed leaves the hysteresis run down): 2^63, 2^63, 2^62, 2^61, 2^60, then the floor 1e18,
+    # where two more overflows in a row stop the run.
+    want = [2.0 ** 63, 2.0 ** 63, 2.0 ** 62, 2.0 ** 61, 2.0 ** 60, 1e18, 1e18]
+    check(scales == want, f"the scale follows DeepSpeed's hysteresis down to its minimum: {scales}")
+
+elif CASE == "poison":
+    # NaN in the initial weights.
+    blob = bytearray(read_bytes(init))
+    header, _, data = zt.parse_safetensors(bytes(blob))
+    base = 8 + struct.unpack("<Q", blob[:8])[0]
+    entry = header["h.0.attn.c_attn.weight"]
+    off = base + entry["data_offsets"][0] + 4 * 5
+    blob[off:off + 4] = struct.pack("<f", float("nan"))
+    bad = path("nan.safetensors")
+    open(bad, "wb").write(bytes(blob))
+    args = train_args(2, extra=["--out", path("o.safetensors")])
+    args[args.index(init)] = bad
+    r = run(args, 2)
+    check(r.code == 2 and "'h.0.attn.c_attn.weight'[5]" in r.err and "nan.safetensors" in r.err,
+          f"NaN in the initial weights: exit 2 naming the file and the tensor (got {r.code})", r.err)
+    check(not os.path.exists(path("o.safetensors")), "nothing written")
+
+    # NaN in a checkpoint whose checksums are made to match: refused on resume, naming the tensor.
+    save = path("save")
+    r = run(train_args(2, stage=1, extra=["--save-dir", save]), 2)
+    check(r.code == 0, "a checkpoint to poison", r.err)
+    ck = os.path.join(save, "step-2")
+    rank0 = os.path.join(ck, "rank-00000.safetensors")
+    blob = bytearray(read_bytes(rank0))
+    header, _, _ = zt.parse_safetensors(bytes(blob))
+    base = 8 + struct.unpack("<Q", blob[:8])[0]
+    name = next(n for n in sorted(header) if "weight" in n)
+    off = base + header[name]["data_offsets"][0]
+    blob[off:off + 4] = struct.pack("<f", float("inf"))
+    open(rank0, "wb").write(bytes(blob))
+    manifest = json.loads(read_bytes(os.path.join(ck, "manifest.json")))
+    for f in manifest["files"]:
+        if f["rank"] == 0:
+            f["crc32c"] = f"{crc32c(bytes(blob)):08x}"
+    text = json.dumps(manifest, indent=2).encode()
+    open(os.path.join(ck, "manifest.json"), "wb").write(text)
+    open(os.path.join(ck, "manifest.crc32c"), "w").write(f"{crc32c(text):08x}  manifest.json\n")
+    r = run(["ckpt", "inspect", ck])
+    check(r.code == 0, "the poisoned checkpoint's checksums verify (the test rewrote them)", r.out + r.err)
+    r = run(["train", "--data", tokens, "--steps", "4", "--micro-batch", "2", "--seq", "16", "--zero-stage", "1",
+             "--resume", ck, "--out", path("o2.safetensors")], 2)
+    check(r.code == 2 and "step-2" in r.err and "is inf" in r.err and "must hold finite" in r.err,
+          f"Inf in a checkpoint: exit 2 naming the checkpoint and the tensor (got {r.code})", r.err)
+    check(not os.path.exists(path("o2.safetensors")), "nothing written")
+
+    # An lr that makes the weights Inf: neither --out nor a checkpoint is written; earlier ones stay.
+    out, save2 = path("inf.safetensors"), path("save2")
+    open(out, "wb").write(b"earlier")
+    os.makedirs(save2)
+    r = run(train_args(2, extra=["--save-dir", save2, "--save-every", "1"]), 2)
+    check(r.code == 0, "an earlier checkpoint", r.err)
+    args = train_args(1, extra=["--out", out, "--save-dir", save2])
+    args[args.index("3e-3")] = "1e39"  # finite as a double, Inf as the fp32 the update uses
+    r = run(args, 2)
+    check(r.code == 1 and "not writing" in r.err, f"Inf weights are not written (exit {r.code})", r.err)
+    check(read_bytes(out) == b"earlier", "the earlier --out file is intact")
+    check(open(os.path.join(save2, "latest")).read() == "step-2\n", "the earlier checkpoint is still latest")
+    check(sorted(d for d in os.listdir(save2) if d.startswith("step-")) == ["step-1", "step-2"],
+          "no checkpoint of the Inf weights", str(os.listdir(save2)))
+
+elif CASE == "stages":
+    for ranks in (2, 4):
+        for dtype in ("bf16", "fp16"):
+            outs, metrics = {}, {}
+            for stage in range(4):
+                out, m = path(f"o{stage}.safetensors"), path(f"m{stage}.jsonl")
+                r = run(train_args(4, stage=stage, dtype=dtype, extra=["--clip", "1.0", "--out", out, "--metrics", m]),
+                        ranks)
+                check(r.code == 0, f"W={ranks} {dtype} stage {stage} trains", r.err)
+                outs[stage] = read_bytes(out)
+                metrics[stage] = [(s["loss"], s["grad_norm"]) for s in records(m, "step")]
+            for stage in (1, 2, 3):
+                check(metrics[stage] == metrics[0], f"W={ranks} {dtype}: stage {stage}'s losses and norms equal stage 0's bit for bit",
+                      f"{metrics[stage]}\n{metrics[0]}")
+                check(outs[stage] == outs[0], f"W={ranks} {dtype}: stage {stage}'s --out equals stage 0's byte for byte")
+
+elif CASE == "shuffle":
+    on = ["--shuffle", "on", "--seed", "3"]
+    losses = {}
+    for ranks, B, G in ((1, 8, 1), (4, 2, 1), (2, 2, 2)):
+        m = path(f"m{ranks}.jsonl")
+        r = run(train_args(5, B=B, G=G, stage=2, extra=on + ["--metrics", m]), ranks)
+        check(r.code == 0, f"shuffled W={ranks} B={B} G={G}", r.err)
+        losses[(ranks, B, G)] = [s["loss"] for s in records(m, "step")]
+    ref = losses[(1, 8, 1)]
+    for key, got in losses.items():
+        check(all(abs(a - b) <= 1e-5 * abs(b) for a, b in zip(got, ref)),
+              f"the same global batches at W,B,G = {key}: losses {got} vs {ref}")
+    for extra, what in ((["--shuffle", "off"], "in order"), (["--shuffle", "on", "--seed", "4"], "another seed")):
+        m = path("other.jsonl")
+        r = run(train_args(5, B=8, extra=extra + ["--metrics", m]), 1)
+        check(r.code == 0, what, r.err)
+        other = [s["loss"] for s in records(m, "step")]
+        check(other[1:] != ref[1:], f"{what} reads other batches: {other} vs {ref}")
+    # Resume inherits the order: 6 steps straight == 3 + resume 3, bit for bit.
+    m_all, m_a, m_b, save = path("all.jsonl"), path("a.jsonl"), path("b.jsonl"), path("save")
+    r = run(train_args(6, stage=1, extra=on + ["--metrics", m_all, "--out", path("all.safetensors")]), 2)
+    check(r.code == 0, "6 steps straight", r.err)
+    r = run(train_args(3, stage=1, extra=on + ["--metrics", m_a, "--save-dir", save]), 2)
+    check(r.code == 0, "3 steps, saved", r.err)
+    r = run(["train", "--data", tokens, "--steps", "6", "--micro-batch", "2", "--seq", "16", "--zero-stage", "1",
+             "--lr", "3e-3", "--log-every", "0", "--resume", save, "--metrics", m_b, "--out", path("b.safetensors")], 2)
+    check(r.code == 0, "resumed without --shuffle/--seed", r.err)
+    straight = steps_of(m_all)
+    got = {**steps_of(m_a), **steps_of(m_b)}
+    check(all(got[s]["loss"] == straight[s]["loss"] and got[s]["grad_norm"] == straight[s]["grad_norm"] for s in range(6)),
+          "the resumed run continues the shuffled order bit for bit")
+    check(read_bytes(path("b.safetensors")) == read_bytes(path("all.safetensors")), "and ends with the same weights")
+    for extra, needle in ((["--seed", "4"], "--seed 3"), (["--shuffle", "off"], "--shuffle on")):
+        r = run(["train", "--data", tokens, "--steps", "6", "--micro-batch", "2", "--seq", "16", "--zero-stage", "1",
+                 "--resume", save] + extra, 2)
+        check(r.code == 2 and needle in r.err and "manifest.json" in r.err,
+              f"a resume asking for {' '.join(extra)} exits 2 naming the checkpoint's order (got {r.code})", r.err)
+
+elif CASE == "limits":
+    for flag, value in (("--micro-batch", str(2 ** 40)), ("--accum", str(2 ** 33)), ("--seq", str(2 ** 30)),
+                        ("--steps", str(2 ** 62)), ("--keep", str(2 ** 40))):
+        args = train_args(2) + [flag, value] + (["--save-dir", path("k")] if flag == "--keep" else [])
+        t0 = time.time()
+        r = run(args)
+        check(r.code == 2 and flag in r.err and time.time() - t0 < 30,
+              f"{flag} {value}: exit 2 naming the flag (got {r.code})", r.err)
+    cfg = path("ds.json")
+    json.dump({"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}}, open(cfg, "w"))
+    r = run(train_args(2) + ["--config", cfg])
+    check(r.code == 2 and "zero_optimization.offload_optimizer" in r.err and "ds.json" in r.err,
+          f"a DeepSpeed config asking for optimizer offload exits 2 naming the key (got {r.code})", r.err)
+else:
+    sys.exit(f"unknown case {CASE}")
+shutil.rmtree(work, ignore_errors=True)
+print(f"{CASE}: all checks passed")
