@@ -31,11 +31,6 @@ struct InitOptions {
   uint64_t seed = 1337;
 };
 
-uint64_t physical_memory_bytes() {
-  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
-  return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
-}
-
 // Free bytes of the file system that will hold `path` (0 when it cannot be told).
 uint64_t free_bytes_beside(const std::string& path) {
   const size_t slash = path.find_last_of('/');

@@ -16,11 +16,6 @@ namespace {
 std::string g_model, g_prompt = "\n";
 train::SampleOptions g_opts;
 
-uint64_t physical_memory_bytes() {
-  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
-  return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
-}
-
 // The sampler holds every weight in fp32 and the activations of one full context. A model file can be
 // valid (every tensor present, within docs/limits.md) and still need more than this machine has: say
 // so (exit 2) before allocating any of it, rather than failing halfway through an allocation.

@@ -1,5 +1,7 @@
 #include "core/memory.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -140,6 +142,11 @@ void Buffer::release() {
 
 void Buffer::zero() {
   if (size_ > 0) std::memset(data_, 0, size_);
+}
+
+uint64_t physical_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
 }
 
 }  // namespace zerodp

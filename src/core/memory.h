@@ -79,6 +79,10 @@ class MemoryLedger {
 // Formats a byte count as "123.4 MiB" (binary units) for people.
 std::string format_bytes(uint64_t bytes);
 
+// This machine's physical memory in bytes (0 when it cannot be told): what a run that needs more
+// is refused against, before it allocates.
+uint64_t physical_memory_bytes();
+
 class Buffer {
  public:
   static constexpr size_t kAlignment = 64;

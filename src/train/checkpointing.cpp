@@ -221,7 +221,8 @@ std::vector<std::string> check_resume(const ckpt::Checkpoint& ckpt, const TrainC
                                    dtype_name(cfg.dtype),
                                    cfg.dtype == DType::kF16 ? ", and fp16 loss scaling starts afresh" : ""));
   if (m.data.path != cfg.data_path)
-    warnings.push_back(fmt::format("the checkpoint was trained on '{}', this run reads '{}'", m.data.path, cfg.data_path));
+    warnings.push_back(fmt::format("the checkpoint was trained on '{}', this run reads '{}'",
+                                   describe_text(m.data.path, 200), cfg.data_path));
   const nlohmann::json now = cfg.to_json();
   for (const char* key : {"optimizer", "clip", "lr_schedule", "fp16", "skip_nonfinite", "reduce_dtype"}) {
     if (!m.training.is_object() || !m.training.contains(key) || !now.contains(key) || m.training[key] == now[key])

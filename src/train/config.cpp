@@ -4,11 +4,11 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
-#include <filesystem>
 #include <limits>
 
 #include <fmt/format.h>
 
+#include "core/checked.h"
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/json.h"
@@ -876,12 +876,8 @@ std::vector<std::string> apply_ds_config(TrainConfig& cfg, std::string_view json
 }
 
 std::vector<std::string> load_ds_config(TrainConfig& cfg, const std::string& path) {
-  // The size first, so that a huge file is refused before it is read into memory.
-  std::error_code ec;
-  const uintmax_t bytes = std::filesystem::file_size(path, ec);
-  ZDP_REQUIRE(ec || bytes <= kMaxDsConfigBytes, "'{}': {} bytes, over the {} a DeepSpeed config may have", path,
-              bytes, kMaxDsConfigBytes);
-  const std::string text = read_file(path);
+  // A regular file of bounded size (a FIFO or /dev/zero is refused before anything is read).
+  const std::string text = read_small_file(path, kMaxDsConfigBytes);
   std::vector<std::string> warnings = apply_ds_config(cfg, text, path);
   cfg.config_path = path;
   return warnings;
@@ -989,6 +985,11 @@ void TrainConfig::validate(int world_size) const {
   ZDP_REQUIRE(accum > 0 && accum <= kMaxAccum, "--accum (gradient_accumulation_steps) must be in [1, {}], got {}",
               kMaxAccum, accum);
   ZDP_REQUIRE(world_size <= (1 << 20), "at most 2^20 ranks, got {}", world_size);
+  // The loader indexes sequences by step·G·W·B (data/loader.h): it must fit in 64 bits.
+  const CheckedSize sequences = CheckedSize(steps) * accum * world_size * micro_batch;
+  ZDP_REQUIRE(sequences.within(int64_t{1} << 62),
+              "--steps {} x --accum {} x {} ranks x --micro-batch {} sequences is over 2^62", steps, accum,
+              world_size, micro_batch);
   if (train_batch_size) {
     const int64_t product = micro_batch * accum * world_size;  // < 2^60 by the bounds above
     ZDP_REQUIRE(*train_batch_size == product,

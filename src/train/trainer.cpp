@@ -10,11 +10,13 @@
 
 #include "ckpt/gpt2_weights.h"
 #include "comm/runtime.h"
+#include "core/checked.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/memory.h"
 #include "data/loader.h"
 #include "data/tokens.h"
+#include "plan/estimator.h"
 #include "train/checkpointing.h"
 #include "train/metrics.h"
 #include "train/report.h"
@@ -83,6 +85,37 @@ std::string nonfinite_what(const model::ParamLayout& layout, const zero::StepRes
                      r.nonfinite_units.size() > 1 ? fmt::format("; {} units in all", r.nonfinite_units.size()) : "");
 }
 
+// A run this machine cannot hold is refused now, with the numbers, rather than by an allocation
+// halfway through (or by the kernel's OOM killer): the model states and activations one rank keeps
+// (the planner's exact parts; its transient buffers come on top). Ranks sharing the machine each
+// need theirs, so this is the least a run asks of it.
+void check_fits_in_memory(const TrainConfig& cfg, const model::GPT2Config& mc, int W, const std::string& source) {
+  const CheckedSize act_bound = CheckedSize(cfg.micro_batch) * mc.checked_sequence_activations() * 4;
+  ZDP_REQUIRE(act_bound.within(int64_t{1} << 62),
+              "--micro-batch {} of GPT-2 {} ({}) would need more than 2^62 bytes of activations", cfg.micro_batch,
+              mc.summary(), source);
+  plan::PlanInput in;
+  in.gpt2 = mc;
+  in.world = W;
+  in.stage = cfg.zero_stage;
+  in.dtype = cfg.dtype;
+  in.fp32_grad_accum = cfg.dtype != DType::kF32 && cfg.fp32_grad_accum;
+  in.reduce_fp32 = cfg.dtype != DType::kF32 && cfg.grad_reduce_dtype() == DType::kF32;
+  in.micro_batch = cfg.micro_batch;
+  in.seq = cfg.seq;
+  in.accum = cfg.accum;
+  in.activation_checkpointing = cfg.activation_checkpointing;
+  const plan::MemoryEstimate e = plan::estimate_memory(in);
+  const uint64_t states = e.param + e.grad + e.master + e.optim;
+  const uint64_t have = physical_memory_bytes();
+  ZDP_REQUIRE(have == 0 || states + e.act <= have,
+              "GPT-2 {} ({}) at ZeRO stage {} on {} rank{} needs {} a rank ({} of model states, {} of activations "
+              "for --micro-batch {} --seq {}), more than this machine's {}: use a higher --zero-stage, more ranks, a "
+              "smaller --micro-batch or --activation-checkpointing (`zerodp estimate` plans it)",
+              mc.summary(), source, cfg.zero_stage, W, W == 1 ? "" : "s", format_bytes(states + e.act),
+              format_bytes(states), format_bytes(e.act), cfg.micro_batch, cfg.seq, format_bytes(have));
+}
+
 // Refuses to write weights that are not finite (collective): nothing non-finite reaches a file.
 void require_finite_weights(zero::Engine& engine, int64_t step, const std::string& what) {
   if (!engine.weights_finite())
@@ -111,6 +144,7 @@ TrainResult run_training(TrainConfig cfg) {
   }
   ZDP_REQUIRE(cfg.seq <= mc.n_ctx, "--seq {} exceeds the model's context n_ctx = {} ({})", cfg.seq, mc.n_ctx,
               resume ? resume->dir() : cfg.init_path);
+  check_fits_in_memory(cfg, mc, W, resume ? resume->dir() : cfg.init_path);
   if (!cfg.save_dir.empty() && rank == 0) ckpt::make_save_dir(cfg.save_dir);
   const data::TokenFile tokens = data::TokenFile::open(cfg.data_path, mc.vocab_size);
   const data::BatchLoader loader(tokens, W, rank, static_cast<int>(cfg.micro_batch), static_cast<int>(cfg.seq),
