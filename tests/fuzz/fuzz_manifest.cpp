@@ -1,9 +1,7 @@
-// libFuzzer target: a checkpoint's manifest.json, from text to a validated Manifest, the way
-// ckpt::Checkpoint reads one (src/ckpt/checkpoint.cpp, load_manifest(): zerodp::parse_json within the
-// manifest's limits, then manifest_from_json). manifest.h has no entry point from text, so the two
-// steps are repeated here with the same limits (depth 32; the 256 MiB size limit is far above any
-// input of the fuzzer). The CRC line in front of it is not fuzzed: it only guards against corruption,
-// not against a hostile writer.
+// libFuzzer target: a checkpoint's manifest.json, from text to a validated Manifest, through
+// zerodp::ckpt::parse_manifest, the entry point ckpt::Checkpoint reads manifests with (bounded JSON
+// parsing, then every check of manifest_from_json). The CRC line in front of it is not fuzzed: it
+// only guards against corruption, not against a hostile writer.
 //
 // An accepted manifest must survive the trip a save makes: written out by manifest_to_json (as
 // text, with dump(2) like the saver) and read back, it must be accepted again and say the same.
@@ -16,7 +14,6 @@
 #include <nlohmann/json.hpp>
 
 #include "ckpt/manifest.h"
-#include "core/json.h"
 #include "fuzz/fuzz_common.h"
 
 namespace {
@@ -24,10 +21,7 @@ namespace {
 constexpr const char* kLabel = "fuzz/manifest.json";
 
 zerodp::ckpt::Manifest manifest_from_text(std::string_view text) {
-  zerodp::JsonLimits limits;
-  limits.max_depth = 32;
-  limits.max_bytes = size_t{256} << 20;
-  return zerodp::ckpt::manifest_from_json(zerodp::parse_json(text, "'fuzz/manifest.json'", limits), kLabel);
+  return zerodp::ckpt::parse_manifest(text, kLabel);
 }
 
 }  // namespace
