@@ -315,6 +315,8 @@ class MpiCommunicator::Impl {
     if (op.inject_error) return MPI_Bcast(op.recv, 1, MPI_DATATYPE_NULL, 0, comm_);  // fails locally
 
     const bool scatter = op.kind == OpKind::kReduceScatter;
+    if (!scatter && W > 1 && static_cast<uint64_t>(W) * op.count * es <= kSmallAllReduceBytes)
+      return run_small_all_reduce(op, blocking);
     std::vector<size_t> begin(static_cast<size_t>(W) + 1);
     for (int j = 0; j <= W; ++j)
       begin[j] = scatter ? static_cast<size_t>(j) * op.count : op.count * static_cast<size_t>(j) / static_cast<size_t>(W);
@@ -328,7 +330,9 @@ class MpiCommunicator::Impl {
     const size_t piece = std::min(longest, ordered_reduction_piece_elements(W));
     Buffer staging(ordered_reduction_staging_bytes(longest, op.dtype, W), MemCategory::kComm);
     float* acc = staging.as<float>();
-    char* slots = staging.as<char>() + piece * sizeof(float);  // peer j's values in slot j (j < r) or j − 1
+    // Peer j's values in slot j (j < r) or j − 1; one slot more than needed keeps the size formula
+    // shared with the small all-reduce (W slots of n values).
+    char* slots = staging.as<char>() + piece * sizeof(float);
 
     std::vector<MPI_Request> reqs;
     reqs.reserve(2 * static_cast<size_t>(W));
@@ -378,6 +382,33 @@ class MpiCommunicator::Impl {
     const int rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, op.recv, counts.data(), displs.data(), type,
                                    comm_, gather.data());
     return rc != MPI_SUCCESS ? rc : complete_requests(gather, blocking);
+  }
+
+  // A small all-reduce (the loss and norm sums, tiny buckets) is latency-bound: every rank gathers
+  // every rank's values in one MPI_Allgather and adds them all itself, in the same rank order, so
+  // all ranks hold the same bits without a second phase.
+  static constexpr uint64_t kSmallAllReduceBytes = 32 * 1024;
+
+  int run_small_all_reduce(PendingOp& op, bool blocking) {
+    const int W = size_;
+    const size_t n = op.count, es = dtype_size(op.dtype);
+    const MPI_Datatype type = mpi_type(op.dtype);
+    Buffer staging(ordered_reduction_staging_bytes(n, op.dtype, W), MemCategory::kComm);
+    float* acc = staging.as<float>();
+    char* all = staging.as<char>() + n * sizeof(float);  // W·n values, rank j's at j·n
+    std::vector<MPI_Request> req(1);
+    const int rc = blocking ? MPI_Allgather(op.recv, static_cast<int>(n), type, all, static_cast<int>(n), type, comm_)
+                            : MPI_Iallgather(op.recv, static_cast<int>(n), type, all, static_cast<int>(n), type,
+                                             comm_, req.data());
+    if (rc != MPI_SUCCESS) return rc;
+    if (!blocking)
+      if (const int rc2 = complete_requests(req, blocking); rc2 != MPI_SUCCESS) return rc2;
+    convert(all, op.dtype, acc, DType::kF32, n);
+    for (int j = 1; j < W; ++j) accumulate_f32(all + static_cast<size_t>(j) * n * es, op.dtype, acc, n);
+    if (op.op == ReduceOp::kAvg)
+      for (size_t i = 0; i < n; ++i) acc[i] /= static_cast<float>(W);
+    convert(acc, DType::kF32, op.recv, op.dtype, n);
+    return MPI_SUCCESS;
   }
 
   // Starts (nonblocking) or runs (blocking) the collective; returns MPI's code.
@@ -648,7 +679,7 @@ size_t ordered_reduction_piece_elements(int group_size) {
 
 size_t ordered_reduction_staging_bytes(size_t chunk_elements, DType dtype, int group_size) {
   const size_t piece = std::min(chunk_elements, ordered_reduction_piece_elements(group_size));
-  return piece * sizeof(float) + static_cast<size_t>(group_size - 1) * piece * dtype_size(dtype);
+  return piece * sizeof(float) + static_cast<size_t>(group_size) * piece * dtype_size(dtype);
 }
 
 // ---- the registry of live communicators (for finalize) --------------------------------------

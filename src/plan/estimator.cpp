@@ -50,11 +50,11 @@ uint64_t reduce_bytes(const PlanInput& in) { return in.reduce_fp32 ? 4 : dtype_s
 
 // The staging of one reduction in flight: the communicator sums every element in rank order on its
 // owner, receiving pieces of the chunk it owns from each other rank (comm/mpi_communicator.h,
-// ordered_reduction_staging_bytes, whose formula this is): an fp32 piece and W − 1 pieces of the
+// ordered_reduction_staging_bytes, whose formula this is): an fp32 piece and W pieces of the
 // reduction dtype, pieces of at most max(2^12, 2^18 / W) elements of the chunk.
 uint64_t reduction_staging_bytes(uint64_t chunk, uint64_t r, uint64_t W) {
   const uint64_t piece = std::min(chunk, std::max<uint64_t>(uint64_t{1} << 12, (uint64_t{1} << 18) / W));
-  return piece * 4 + (W - 1) * piece * r;
+  return piece * 4 + W * piece * r;
 }
 
 // Stage 3 prefetches up to four units ahead of the one in use, within the limits on what may be live

@@ -21,7 +21,7 @@ import sys
 try:
     import numpy as np
     import torch
-except ImportError as e:  # the C++ test skips, quoting this
+except ImportError as e:  # the C++ test fails, quoting this
     print(f"cannot import torch/numpy: {e}", file=sys.stderr)
     sys.exit(77)
 
