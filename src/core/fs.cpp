@@ -151,23 +151,34 @@ std::string read_file(const std::string& path) {
   return out;
 }
 
-std::string read_small_file(const std::string& path, size_t max_bytes) {
-  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever.
+namespace {
+
+// Opens `path` for reading if it is a regular file; UsageError naming it otherwise. O_NONBLOCK:
+// opening a FIFO for reading would otherwise wait for a writer, forever, before the regular-file
+// check could refuse it; it changes nothing for a regular file.
+int open_regular_file(const std::string& path, struct stat* st) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     const int err = errno;
     throw UsageError(fmt::format("cannot open '{}': {}", path, errno_text(err)));
   }
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
+  if (::fstat(fd, st) != 0) {
     const int err = errno;
     ::close(fd);
     throw UsageError(fmt::format("cannot examine '{}': {}", path, errno_text(err)));
   }
-  if (!S_ISREG(st.st_mode)) {
+  if (!S_ISREG(st->st_mode)) {
     ::close(fd);
     throw UsageError(fmt::format("'{}' is not a regular file", path));
   }
+  return fd;
+}
+
+}  // namespace
+
+std::string read_small_file(const std::string& path, size_t max_bytes) {
+  struct stat st;
+  const int fd = open_regular_file(path, &st);
   if (static_cast<uint64_t>(st.st_size) > max_bytes) {
     ::close(fd);
     throw UsageError(fmt::format("'{}' is {} bytes, over the {} allowed for this file (docs/limits.md)", path,
@@ -203,23 +214,8 @@ bool file_exists(const std::string& path) {
 // ---- MappedFile -------------------------------------------------------------------------------
 
 MappedFile::MappedFile(std::string path) : path_(std::move(path)) {
-  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever, before the
-  // regular-file check below could refuse it. It changes nothing for a regular file.
-  const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) {
-    const int err = errno;
-    throw UsageError(fmt::format("cannot open '{}': {}", path_, errno_text(err)));
-  }
   struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    throw UsageError(fmt::format("cannot examine '{}': {}", path_, errno_text(err)));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw UsageError(fmt::format("'{}' is not a regular file", path_));
-  }
+  const int fd = open_regular_file(path_, &st);
   size_ = static_cast<size_t>(st.st_size);
   if (size_ > 0) {
     void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
