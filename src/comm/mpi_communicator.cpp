@@ -360,13 +360,13 @@ class MpiCommunicator::Impl {
       for (int j = 0; j < W; ++j) {
         const char* x = j == r ? in + (begin[r] + k) * es : slots + static_cast<size_t>(j < r ? j : j - 1) * piece * es;
         if (j == 0)
-          convert(x, op.dtype, acc, DType::kF32, mine);  // exact
+          widen_to_f32(x, op.dtype, acc, mine);
         else
           accumulate_f32(x, op.dtype, acc, mine);
       }
       if (op.op == ReduceOp::kAvg)
         for (size_t i = 0; i < mine; ++i) acc[i] /= static_cast<float>(W);
-      convert(acc, DType::kF32, out + k * es, op.dtype, mine);
+      narrow_from_f32(acc, out + k * es, op.dtype, mine);
     }
     staging.release();
     if (scatter || W == 1) return MPI_SUCCESS;
@@ -387,7 +387,7 @@ class MpiCommunicator::Impl {
   // A small all-reduce (the loss and norm sums, tiny buckets) is latency-bound: every rank gathers
   // every rank's values in one MPI_Allgather and adds them all itself, in the same rank order, so
   // all ranks hold the same bits without a second phase.
-  static constexpr uint64_t kSmallAllReduceBytes = 32 * 1024;
+  static constexpr uint64_t kSmallAllReduceBytes = 256 * 1024;
 
   int run_small_all_reduce(PendingOp& op, bool blocking) {
     const int W = size_;
@@ -403,11 +403,11 @@ class MpiCommunicator::Impl {
     if (rc != MPI_SUCCESS) return rc;
     if (!blocking)
       if (const int rc2 = complete_requests(req, blocking); rc2 != MPI_SUCCESS) return rc2;
-    convert(all, op.dtype, acc, DType::kF32, n);
+    widen_to_f32(all, op.dtype, acc, n);
     for (int j = 1; j < W; ++j) accumulate_f32(all + static_cast<size_t>(j) * n * es, op.dtype, acc, n);
     if (op.op == ReduceOp::kAvg)
       for (size_t i = 0; i < n; ++i) acc[i] /= static_cast<float>(W);
-    convert(acc, DType::kF32, op.recv, op.dtype, n);
+    narrow_from_f32(acc, op.recv, op.dtype, n);
     return MPI_SUCCESS;
   }
 

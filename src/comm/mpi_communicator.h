@@ -111,7 +111,7 @@ class MpiCommunicator final : public Communicator {
 size_t ordered_reduction_piece_elements(int group_size);
 // The staging an ordered reduction allocates (category comm) when the longest chunk it reduces has
 // `chunk_elements` elements: one piece of fp32 accumulator and W pieces of the dtype (a small
-// all-reduce of n elements, W·n·size ≤ 32 KiB, gathers everyone's whole buffer: chunk = n).
+// all-reduce of n elements, W·n·size ≤ 256 KiB, gathers everyone's whole buffer: chunk = n).
 size_t ordered_reduction_staging_bytes(size_t chunk_elements, DType dtype, int group_size);
 
 // Stops the worker of every live MpiCommunicator (without freeing the MPI communicators): the step

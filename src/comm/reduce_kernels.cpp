@@ -1,6 +1,7 @@
 #include "comm/reduce_kernels.h"
 
 #include <cstdint>
+#include <cstring>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -42,6 +43,20 @@ __attribute__((target("avx,f16c"))) size_t fp16_divide_f16c(uint16_t* buf, size_
     const __m256 a = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(buf + i)));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(buf + i), _mm256_cvtps_ph(_mm256_div_ps(a, w), kRoundNearest));
   }
+  return i;
+}
+
+__attribute__((target("avx,f16c"))) size_t fp16_widen_f16c(const uint16_t* in, float* out, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i))));
+  return i;
+}
+
+__attribute__((target("avx,f16c"))) size_t fp16_narrow_f16c(const float* in, uint16_t* out, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm256_cvtps_ph(_mm256_loadu_ps(in + i), kRoundNearest));
   return i;
 }
 
@@ -121,6 +136,58 @@ void divide_in_place(void* buf, size_t n, DType dtype, int divisor) {
     if (have_f16c()) i = fp16_divide_f16c(d, n, w);
 #endif
     for (; i < n; ++i) d[i] = fp32_to_fp16(fp16_to_fp32(d[i]) / w);
+  }
+}
+
+void widen_to_f32(const void* in, DType dtype, float* acc, size_t n) {
+  switch (dtype) {
+    case DType::kF32:
+      if (n > 0) std::memcpy(acc, in, n * sizeof(float));
+      return;
+    case DType::kBF16: {
+      const uint16_t* s = static_cast<const uint16_t*>(in);
+      for (size_t i = 0; i < n; ++i) acc[i] = bf16_to_fp32(s[i]);
+      return;
+    }
+    case DType::kF16: {
+      const uint16_t* s = static_cast<const uint16_t*>(in);
+      size_t i = 0;
+#if defined(__x86_64__)
+      if (have_f16c()) i = fp16_widen_f16c(s, acc, n);
+#endif
+      for (; i < n; ++i) acc[i] = fp16_to_fp32(s[i]);
+      return;
+    }
+  }
+}
+
+void narrow_from_f32(const float* acc, void* out, DType dtype, size_t n) {
+  switch (dtype) {
+    case DType::kF32:
+      if (n > 0) std::memcpy(out, acc, n * sizeof(float));
+      return;
+    case DType::kBF16: {
+      // fp32_to_bf16 without its branch, so that the loop vectorises: round to nearest even by
+      // adding 0x7FFF plus the lowest kept bit; a NaN keeps its upper half with the quiet bit set.
+      uint16_t* d = static_cast<uint16_t*>(out);
+      for (size_t i = 0; i < n; ++i) {
+        uint32_t u;
+        std::memcpy(&u, acc + i, sizeof u);
+        const uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+        const uint32_t quiet_nan = (u >> 16) | 0x0040u;
+        d[i] = static_cast<uint16_t>((u & 0x7FFFFFFFu) > 0x7F800000u ? quiet_nan : rounded);
+      }
+      return;
+    }
+    case DType::kF16: {
+      uint16_t* d = static_cast<uint16_t*>(out);
+      size_t i = 0;
+#if defined(__x86_64__)
+      if (have_f16c()) i = fp16_narrow_f16c(acc, d, n);
+#endif
+      for (; i < n; ++i) d[i] = fp32_to_fp16(acc[i]);
+      return;
+    }
   }
 }
 

@@ -21,5 +21,10 @@ void divide_in_place(void* buf, size_t n, DType dtype, int divisor);
 // acc[i] += float(in[i]): a value of the dtype widened exactly and added in fp32. The ordered
 // reductions of the MPI backend build every sum from these, one rank's values after the other.
 void accumulate_f32(const void* in, DType dtype, float* acc, size_t n);
+// acc[i] = float(in[i]), exactly.
+void widen_to_f32(const void* in, DType dtype, float* acc, size_t n);
+// out[i] = acc[i] rounded to the dtype (nearest, ties to even; NaN stays NaN): the bits of
+// core's convert(), on the communication thread alone (no OpenMP team) and vectorised.
+void narrow_from_f32(const float* acc, void* out, DType dtype, size_t n);
 
 }  // namespace zerodp::comm

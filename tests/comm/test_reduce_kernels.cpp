@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -99,6 +100,37 @@ TEST_P(Reduce16, DivisionIsDoneInFp32AndRoundedOnce) {
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, Reduce16, ::testing::Values(DType::kBF16, DType::kF16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+// The communication thread's own conversions give exactly core's bits: every 16-bit pattern widens
+// as bf16_to_fp32 / fp16_to_fp32 does, and random floats of every magnitude, the values halfway
+// between two 16-bit numbers, infinities and NaNs narrow as fp32_to_bf16 / fp32_to_fp16 do.
+TEST_P(Reduce16, WidenAndNarrowAreCoresConversions) {
+  const DType t = GetParam();
+  std::vector<uint16_t> all(65536);
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<uint16_t>(i);
+  std::vector<float> wide(all.size());
+  widen_to_f32(all.data(), t, wide.data(), all.size());
+  for (size_t i = 0; i < all.size(); ++i) {
+    const float want = from16(all[i], t);
+    ASSERT_TRUE(std::memcmp(&want, &wide[i], 4) == 0 || (std::isnan(want) && std::isnan(wide[i]))) << i;
+  }
+  std::vector<float> f;
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> mant(1.f, 2.f);
+  std::uniform_int_distribution<int> ex(-30, 30);
+  for (int i = 0; i < 100000; ++i) f.push_back(std::ldexp(mant(rng), ex(rng)) * (i % 2 ? 1.f : -1.f));
+  for (size_t i = 0; i + 1 < all.size(); i += 7) f.push_back(0.5f * (wide[i] + wide[i + 1]));  // midpoints
+  for (float x : {0.f, -0.f, INFINITY, -INFINITY, NAN, -NAN, 1e-40f, 65504.f, 65520.f, 3.4e38f}) f.push_back(x);
+  std::vector<uint16_t> narrow(f.size());
+  narrow_from_f32(f.data(), narrow.data(), t, f.size());
+  for (size_t i = 0; i < f.size(); ++i) {
+    const uint16_t want = to16(f[i], t);
+    if (std::isnan(f[i]))
+      ASSERT_TRUE(std::isnan(from16(narrow[i], t))) << "NaN stays NaN";
+    else
+      ASSERT_EQ(narrow[i], want) << f[i];
+  }
+}
 
 TEST(ReduceF32, SumMaxAndDivide) {
   std::vector<float> a = {1.f, -2.f, 3.5f, 0.f}, b = {0.5f, -4.f, 1.f, -0.f};
