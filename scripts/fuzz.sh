@@ -53,7 +53,7 @@ if [ "$jobs" -le 1 ]; then
 else
   for t in "${targets[@]}"; do
     while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do sleep 1; done
-    (run_one "$t" > "$build/fuzz-$t.out" 2>&1; echo $? > "$build/fuzz-$t.rc") &
+    (rc=0; run_one "$t" > "$build/fuzz-$t.out" 2>&1 || rc=$?; echo "$rc" > "$build/fuzz-$t.rc") &
   done
   wait
   for t in "${targets[@]}"; do

@@ -14,15 +14,17 @@ args=(-max_total_time="$seconds" -print_final_stats=1 -timeout=10 -rss_limit_mb=
       -artifact_prefix="$workdir/artifacts/")
 [ -n "$dict" ] && args+=(-dict="$dict")
 log="$workdir/last-run.log"
+start=$SECONDS
 "$binary" "${args[@]}" "$workdir/corpus" "$seeds" >"$log" 2>&1
 rc=$?
+elapsed=$((SECONDS - start))
 stat() { sed -n "s/^stat::$1: *//p" "$log" | tail -1; }
 execs=$(stat number_of_executed_units)
 rate=$(stat average_exec_per_sec)
 # libFuzzer's last status line carries the corpus it holds in memory: "corp: N/SIZE".
 corp=$(grep -o 'corp: [0-9]*/[0-9]*[a-zA-Z]*' "$log" | tail -1 | sed 's/corp: //')
 cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | sed 's/cov: //')
-echo "$name: ${seconds}s, ${execs:-?} executions, ${rate:-?} exec/s, corpus ${corp:-?} (inputs/bytes), coverage ${cov:-?} edges, seeds $(ls "$seeds" | wc -l), saved $(ls "$workdir/corpus" | wc -l)"
+echo "$name: ${elapsed}s, ${execs:-?} executions, ${rate:-?} exec/s, corpus ${corp:-?} (inputs/bytes), coverage ${cov:-?} edges, seeds $(ls "$seeds" | wc -l), saved $(ls "$workdir/corpus" | wc -l)"
 if [ "$rc" -ne 0 ]; then
   echo "$name: FINDING (exit code $rc); the input is under $workdir/artifacts/; log $log:"
   # The report: from the first sanitizer, libFuzzer or target error line on (else the log's end).
