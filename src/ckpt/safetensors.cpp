@@ -248,6 +248,7 @@ void SafetensorsReader::read_f32(std::string_view name, size_t begin, size_t cou
 void SafetensorsReader::read_f32(const TensorEntry& t, size_t begin, size_t count, float* dst) {
   ZDP_CHECK(begin <= t.numel && count <= t.numel - begin, "elements [{}, {}) of '{}' are outside its {}",
             begin, begin + count, t.name, t.numel);
+  if (count == 0) return;  // an empty tensor's data may be null, which memcpy must never be given
   if (t.dtype == DType::kF32) {
     std::memcpy(dst, t.data + begin * 4, count * 4);  // memcpy: the data need not be 4-byte aligned
     return;

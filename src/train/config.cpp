@@ -946,10 +946,12 @@ void TrainConfig::finalize(int world_size) {
   if (train_batch_size && *train_batch_size > 0) {
     const int64_t tbs = *train_batch_size, w = world_size;
     auto derive = [&](int64_t known, const std::string& known_desc, const char* derived_name) {
-      ZDP_REQUIRE(known > 0 && tbs % (known * w) == 0,
+      // known·w may not fit (a huge value from the JSON): then it cannot divide tbs either.
+      const CheckedSize per_step = CheckedSize(known) * w;
+      ZDP_REQUIRE(known > 0 && per_step.ok() && tbs % per_step.value() == 0,
                   "train_batch_size {} is not divisible by {} x world size {}: cannot derive {}", tbs,
                   known_desc, w, derived_name);
-      return tbs / (known * w);
+      return tbs / per_step.value();
     };
     if (micro_batch_set && !accum_set) {
       accum = derive(micro_batch, fmt::format("micro_batch {}", micro_batch),

@@ -566,6 +566,14 @@ TEST(Validate, ErrorsSayWhat) {
   }
 }
 
+// A value from the JSON so large that its product with the world size wraps cannot divide the
+// global batch: a UsageError, not signed overflow (found by fuzz_ds_config under UBSan).
+TEST(Finalize, HugeKnownFactorIsRefusedWithoutOverflow) {
+  TrainConfig c = runnable();
+  apply_ds_config(c, R"({"gradient_accumulation_steps": 9223372036854775807, "train_batch_size": 8})", "ds.json");
+  EXPECT_TRUE(contains(usage_error([&] { c.finalize(3); }), "train_batch_size 8 is not divisible by accum"));
+}
+
 TEST(Validate, TrainBatchSizeMatchingTheProductPasses) {
   TrainConfig c = runnable();
   c.micro_batch = 4;
