@@ -76,7 +76,9 @@ size_t first_nonfinite(const float* dst, size_t count) {
 
 // What a step that was not finite says, naming the units whose gradient held NaN or Inf.
 std::string nonfinite_what(const model::ParamLayout& layout, const zero::StepResult& r) {
-  if (r.nonfinite_units.empty()) return fmt::format("the loss is {}", r.loss);
+  if (!std::isfinite(r.loss)) return fmt::format("the loss is {}", r.loss);
+  // Every unit's sum of squares was finite, but their total did not fit the fp32 all-reduce.
+  if (r.nonfinite_units.empty()) return "the gradient norm overflows fp32 (it is over about 1.8e19)";
   std::string units;
   for (size_t i = 0; i < r.nonfinite_units.size() && i < 4; ++i)
     units += (i ? ", " : "") + unit_label(layout, r.nonfinite_units[i]);
