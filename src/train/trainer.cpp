@@ -7,6 +7,7 @@
 #include <optional>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "ckpt/gpt2_weights.h"
 #include "comm/runtime.h"
@@ -76,15 +77,20 @@ size_t first_nonfinite(const float* dst, size_t count) {
 
 // What a step that was not finite says, naming the units whose gradient held NaN or Inf.
 std::string nonfinite_what(const model::ParamLayout& layout, const zero::StepResult& r) {
-  if (!std::isfinite(r.loss)) return fmt::format("the loss is {}", r.loss);
+  std::vector<std::string> parts;
+  if (!std::isfinite(r.loss)) parts.push_back(fmt::format("the loss is {}", r.loss));
+  if (!r.nonfinite_units.empty()) {
+    std::string units;
+    for (size_t i = 0; i < r.nonfinite_units.size() && i < 4; ++i)
+      units += (i ? ", " : "") + unit_label(layout, r.nonfinite_units[i]);
+    if (r.nonfinite_units.size() > 4) units += fmt::format(" and {} more", r.nonfinite_units.size() - 4);
+    parts.push_back(fmt::format("the gradient holds NaN or Inf (first in {}{})", units,
+                                r.nonfinite_units.size() > 1 ? fmt::format("; {} units in all", r.nonfinite_units.size())
+                                                             : ""));
+  }
   // Every unit's sum of squares was finite, but their total did not fit the fp32 all-reduce.
-  if (r.nonfinite_units.empty()) return "the gradient norm overflows fp32 (it is over about 1.8e19)";
-  std::string units;
-  for (size_t i = 0; i < r.nonfinite_units.size() && i < 4; ++i)
-    units += (i ? ", " : "") + unit_label(layout, r.nonfinite_units[i]);
-  if (r.nonfinite_units.size() > 4) units += fmt::format(" and {} more", r.nonfinite_units.size() - 4);
-  return fmt::format("the gradient holds NaN or Inf (first in {}{})", units,
-                     r.nonfinite_units.size() > 1 ? fmt::format("; {} units in all", r.nonfinite_units.size()) : "");
+  if (parts.empty()) parts.push_back("the gradient norm overflows fp32 (it is over about 1.8e19)");
+  return fmt::format("{}", fmt::join(parts, "; "));
 }
 
 // A run this machine cannot hold is refused now, with the numbers, rather than by an allocation
