@@ -4,6 +4,7 @@
 #include <cstring>
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -16,8 +17,14 @@ namespace {
 // handle subnormals, Inf and NaN as IEEE says, so the results are those of fp16_to_fp32 and
 // fp32_to_fp16 (the scalar conversions are much slower: branches on every element). Chosen at run
 // time, so the build does not depend on -march.
+// F16C is read from CPUID leaf 1 (ECX bit 29) because Clang 14's __builtin_cpu_supports does not
+// know "f16c"; "avx" (which also checks that the OS saves the YMM state) it knows in both compilers.
 bool have_f16c() {
-  static const bool yes = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  static const bool yes = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;
+    return __builtin_cpu_supports("avx") && (ecx & (1u << 29)) != 0;
+  }();
   return yes;
 }
 
