@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <limits>
 #include <utility>
 
 #include <fmt/format.h>
@@ -128,13 +129,11 @@ void write_file_atomic(const std::string& path, const void* data, size_t n) {
   f.commit();
 }
 
-std::string read_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    throw UsageError(fmt::format("cannot open '{}': {}", path, errno_text(err)));
-  }
-  std::string out;
+namespace {
+
+// Reads `fd` to its end into `out` and closes it. More than `max_bytes` (the file grew after its size
+// was checked) is a UsageError naming `path`.
+void read_to_end(int fd, const std::string& path, size_t max_bytes, std::string& out) {
   char buf[1 << 16];
   for (;;) {
     const ssize_t r = ::read(fd, buf, sizeof buf);
@@ -145,13 +144,14 @@ std::string read_file(const std::string& path) {
       throw UsageError(fmt::format("cannot read '{}': {}", path, errno_text(err)));
     }
     if (r == 0) break;
+    if (out.size() + static_cast<size_t>(r) > max_bytes) {
+      ::close(fd);
+      throw UsageError(fmt::format("'{}' is over the {} bytes allowed for this file (docs/limits.md)", path, max_bytes));
+    }
     out.append(buf, static_cast<size_t>(r));
   }
   ::close(fd);
-  return out;
 }
-
-namespace {
 
 // Opens `path` for reading if it is a regular file; UsageError naming it otherwise. O_NONBLOCK:
 // opening a FIFO for reading would otherwise wait for a writer, forever, before the regular-file
@@ -176,6 +176,17 @@ int open_regular_file(const std::string& path, struct stat* st) {
 
 }  // namespace
 
+std::string read_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    throw UsageError(fmt::format("cannot open '{}': {}", path, errno_text(err)));
+  }
+  std::string out;
+  read_to_end(fd, path, std::numeric_limits<size_t>::max(), out);
+  return out;
+}
+
 std::string read_small_file(const std::string& path, size_t max_bytes) {
   struct stat st;
   const int fd = open_regular_file(path, &st);
@@ -186,23 +197,7 @@ std::string read_small_file(const std::string& path, size_t max_bytes) {
   }
   std::string out;
   out.reserve(static_cast<size_t>(st.st_size));
-  char buf[1 << 16];
-  for (;;) {
-    const ssize_t r = ::read(fd, buf, sizeof buf);
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      const int err = errno;
-      ::close(fd);
-      throw UsageError(fmt::format("cannot read '{}': {}", path, errno_text(err)));
-    }
-    if (r == 0) break;
-    if (out.size() + static_cast<size_t>(r) > max_bytes) {  // it grew since fstat
-      ::close(fd);
-      throw UsageError(fmt::format("'{}' is over the {} bytes allowed for this file (docs/limits.md)", path, max_bytes));
-    }
-    out.append(buf, static_cast<size_t>(r));
-  }
-  ::close(fd);
+  read_to_end(fd, path, max_bytes, out);
   return out;
 }
 
