@@ -147,6 +147,19 @@ const char* op_kind_name(OpKind k) {
   return "?";
 }
 
+class MpiWork;
+
+// The ordered reductions' staging: one buffer per communicator (the worker runs them one at a time),
+// allocated and freed on the issuing thread, so that the ledger sees the same sequence of
+// allocations in every run (a buffer the worker allocated would appear at a moment that depends on
+// timing, and so would the peaks). Issuing a reduction grows it when it needs more than it has
+// (after the reductions issued before it have run); waiting for the last reduction issued frees it.
+struct ReductionStaging {
+  std::mutex mu;
+  Buffer buffer;
+  std::weak_ptr<MpiWork> last;  // the last ordered reduction issued, until it is waited for
+};
+
 // c10d's Work for the MPI backend: completed by the worker, waited on by anyone.
 class MpiWork final : public Work {
  public:
@@ -154,8 +167,12 @@ class MpiWork final : public Work {
       : failure_observed_(std::move(failure_observed)) {}
 
   void wait() override {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [this] { return done_; });
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return done_; });
+    }
+    if (staging_) release_staging_if_last();
+    std::lock_guard<std::mutex> lock(mu_);
     if (error_) {
       failure_observed_->store(true);
       std::rethrow_exception(error_);
@@ -167,6 +184,12 @@ class MpiWork final : public Work {
     return done_;
   }
 
+  // Waits for completion without observing an error (that stays for wait()).
+  void wait_done() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return done_; });
+  }
+
   void complete(std::exception_ptr error) {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -176,12 +199,22 @@ class MpiWork final : public Work {
     cv_.notify_all();
   }
 
+  void set_staging(std::shared_ptr<ReductionStaging> staging) { staging_ = std::move(staging); }
+
  private:
+  void release_staging_if_last() {
+    std::lock_guard<std::mutex> lock(staging_->mu);
+    if (staging_->last.lock().get() != this) return;
+    staging_->buffer.release();
+    staging_->last.reset();
+  }
+
   std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;
   std::exception_ptr error_;
   std::shared_ptr<std::atomic<bool>> failure_observed_;
+  std::shared_ptr<ReductionStaging> staging_;  // ordered reductions only
 };
 
 // One collective (or task) from issue to completion. Buffers belong to the caller, who keeps them
@@ -198,10 +231,14 @@ struct PendingOp {
   bool inject_error = false;
   std::function<void()> task;
   std::shared_ptr<MpiWork> work;
+  char* staging = nullptr;  // an ordered reduction's share of the communicator's staging buffer
   MPI_Request request = MPI_REQUEST_NULL;
 };
 
 thread_local bool t_on_worker = false;
+
+// An all-reduce of at most this many bytes in all (W·count·size) is one all-gather (run_small_all_reduce).
+constexpr uint64_t kSmallAllReduceBytes = 256 * 1024;
 
 }  // namespace
 
@@ -222,6 +259,9 @@ class MpiCommunicator::Impl {
     WorkPtr work = op->work;
     if (op->kind != OpKind::kBarrier && op->kind != OpKind::kTask)
       op->inject_error = inject_next_.exchange(false);
+    // Held until the op is queued: the staging's order of issue is the queue's.
+    std::lock_guard<std::mutex> issue(staging_->mu);
+    if (is_ordered_reduction(*op)) provide_staging(*op);
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (stop_)
@@ -233,6 +273,27 @@ class MpiCommunicator::Impl {
   }
 
   void inject_error() { inject_next_.store(true); }
+
+ private:
+  // See ReductionStaging; called with its mutex held. Issuing from the worker itself (a task) could
+  // not wait for it to grow.
+  void provide_staging(PendingOp& op) {
+    const size_t need = ordered_reduction_staging_bytes_for(op.kind == OpKind::kAllReduce, op.count, op.dtype, size_);
+    if (need == 0) return;
+    if (need > staging_->buffer.size()) {
+      if (auto previous = staging_->last.lock()) {
+        ZDP_CHECK(!t_on_worker, "{}: issued from the communicator's own worker", describe(op));
+        previous->wait_done();
+      }
+      staging_->buffer.release();
+      staging_->buffer = Buffer(need, MemCategory::kComm);
+    }
+    op.staging = staging_->buffer.as<char>();
+    op.work->set_staging(staging_);
+    staging_->last = op.work;
+  }
+
+ public:
 
   // Returns false if it had already been shut down.
   bool shutdown(bool free_comm) {
@@ -315,7 +376,11 @@ class MpiCommunicator::Impl {
     if (op.inject_error) return MPI_Bcast(op.recv, 1, MPI_DATATYPE_NULL, 0, comm_);  // fails locally
 
     const bool scatter = op.kind == OpKind::kReduceScatter;
-    if (!scatter && W > 1 && static_cast<uint64_t>(W) * op.count * es <= kSmallAllReduceBytes)
+    if (W == 1) {  // the sum (and the average) of one rank's values is those values
+      if (scatter && !op.in_place) std::memcpy(op.recv, op.send, op.count * es);
+      return MPI_SUCCESS;
+    }
+    if (!scatter && static_cast<uint64_t>(W) * op.count * es <= kSmallAllReduceBytes)
       return run_small_all_reduce(op, blocking);
     std::vector<size_t> begin(static_cast<size_t>(W) + 1);
     for (int j = 0; j <= W; ++j)
@@ -328,11 +393,10 @@ class MpiCommunicator::Impl {
     size_t longest = 0;
     for (int j = 0; j < W; ++j) longest = std::max(longest, len(j));
     const size_t piece = std::min(longest, ordered_reduction_piece_elements(W));
-    Buffer staging(ordered_reduction_staging_bytes(longest, op.dtype, W), MemCategory::kComm);
-    float* acc = staging.as<float>();
+    float* acc = reinterpret_cast<float*>(op.staging);
     // Peer j's values in slot j (j < r) or j − 1; one slot more than needed keeps the size formula
     // shared with the small all-reduce (W slots of n values).
-    char* slots = staging.as<char>() + piece * sizeof(float);
+    char* slots = op.staging + piece * sizeof(float);
 
     std::vector<MPI_Request> reqs;
     reqs.reserve(2 * static_cast<size_t>(W));
@@ -368,8 +432,7 @@ class MpiCommunicator::Impl {
         for (size_t i = 0; i < mine; ++i) acc[i] /= static_cast<float>(W);
       narrow_from_f32(acc, out + k * es, op.dtype, mine);
     }
-    staging.release();
-    if (scatter || W == 1) return MPI_SUCCESS;
+    if (scatter) return MPI_SUCCESS;
 
     std::vector<int> counts(static_cast<size_t>(W)), displs(static_cast<size_t>(W));
     for (int j = 0; j < W; ++j) {
@@ -384,18 +447,16 @@ class MpiCommunicator::Impl {
     return rc != MPI_SUCCESS ? rc : complete_requests(gather, blocking);
   }
 
-  // A small all-reduce (the loss and norm sums, tiny buckets) is latency-bound: every rank gathers
-  // every rank's values in one MPI_Allgather and adds them all itself, in the same rank order, so
-  // all ranks hold the same bits without a second phase.
-  static constexpr uint64_t kSmallAllReduceBytes = 256 * 1024;
+  // A small all-reduce (the loss and norm sums, tiny buckets; kSmallAllReduceBytes) is
+  // latency-bound: every rank gathers every rank's values in one MPI_Allgather and adds them all
+  // itself, in the same rank order, so all ranks hold the same bits without a second phase.
 
   int run_small_all_reduce(PendingOp& op, bool blocking) {
     const int W = size_;
     const size_t n = op.count, es = dtype_size(op.dtype);
     const MPI_Datatype type = mpi_type(op.dtype);
-    Buffer staging(ordered_reduction_staging_bytes(n, op.dtype, W), MemCategory::kComm);
-    float* acc = staging.as<float>();
-    char* all = staging.as<char>() + n * sizeof(float);  // W·n values, rank j's at j·n
+    float* acc = reinterpret_cast<float*>(op.staging);
+    char* all = op.staging + n * sizeof(float);  // W·n values, rank j's at j·n
     std::vector<MPI_Request> req(1);
     const int rc = blocking ? MPI_Allgather(op.recv, static_cast<int>(n), type, all, static_cast<int>(n), type, comm_)
                             : MPI_Iallgather(op.recv, static_cast<int>(n), type, all, static_cast<int>(n), type,
@@ -660,6 +721,7 @@ class MpiCommunicator::Impl {
   bool stop_ = false;
   std::thread thread_;
   std::atomic<bool> inject_next_{false};
+  std::shared_ptr<ReductionStaging> staging_ = std::make_shared<ReductionStaging>();
 
   // Worker-side failure state (failed_ is also read by shutdown() after the join).
   bool failed_ = false;
@@ -680,6 +742,15 @@ size_t ordered_reduction_piece_elements(int group_size) {
 size_t ordered_reduction_staging_bytes(size_t chunk_elements, DType dtype, int group_size) {
   const size_t piece = std::min(chunk_elements, ordered_reduction_piece_elements(group_size));
   return piece * sizeof(float) + static_cast<size_t>(group_size) * piece * dtype_size(dtype);
+}
+
+size_t ordered_reduction_staging_bytes_for(bool all_reduce, size_t count, DType dtype, int group_size) {
+  if (group_size <= 1 || count == 0) return 0;
+  const auto W = static_cast<size_t>(group_size);
+  if (!all_reduce) return ordered_reduction_staging_bytes(count, dtype, group_size);  // chunks of count
+  if (W * count * dtype_size(dtype) <= kSmallAllReduceBytes)
+    return ordered_reduction_staging_bytes(count, dtype, group_size);  // everyone's whole buffer
+  return ordered_reduction_staging_bytes((count + W - 1) / W, dtype, group_size);  // the longest chunk
 }
 
 // ---- the registry of live communicators (for finalize) --------------------------------------

@@ -32,8 +32,11 @@
 // error_grace_s ends the whole job (abort_job) so that no rank hangs on it.
 //
 // Memory: an ordered reduction stages one piece of every peer's values and an fp32 accumulator in a
-// buffer of the ledger's category comm (ordered_reduction_staging_bytes, about 1 MiB at most),
-// freed when it completes. MPI's own temporary buffers are not counted.
+// buffer of the ledger's category comm (ordered_reduction_staging_bytes_for, about 1 MiB at most).
+// The communicator keeps one such buffer for all its reductions (the worker runs them one at a
+// time), allocated on the issuing thread when a reduction needs more than it has and freed when the
+// last reduction issued is waited for, so that the ledger sees the same sequence of allocations in
+// every run, whatever the timing. MPI's own temporary buffers are not counted.
 #pragma once
 
 #include <memory>
@@ -113,6 +116,9 @@ size_t ordered_reduction_piece_elements(int group_size);
 // `chunk_elements` elements: one piece of fp32 accumulator and W pieces of the dtype (a small
 // all-reduce of n elements, W·n·size ≤ 256 KiB, gathers everyone's whole buffer: chunk = n).
 size_t ordered_reduction_staging_bytes(size_t chunk_elements, DType dtype, int group_size);
+// The staging one sum or average of `count` elements needs: all_reduce_async (all_reduce) or
+// reduce_scatter_async (count per rank) in a group of `group_size`; 0 for one rank or no elements.
+size_t ordered_reduction_staging_bytes_for(bool all_reduce, size_t count, DType dtype, int group_size);
 
 // Stops the worker of every live MpiCommunicator (without freeing the MPI communicators): the step
 // before MPI_Finalize.

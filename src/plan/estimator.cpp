@@ -48,13 +48,37 @@ uint64_t grad_bytes(const PlanInput& in) {
 // The dtype gradients travel in, the same at every stage: the compute dtype's, or fp32 when asked.
 uint64_t reduce_bytes(const PlanInput& in) { return in.reduce_fp32 ? 4 : dtype_size(in.dtype); }
 
-// The staging of one reduction in flight: the communicator sums every element in rank order on its
-// owner, receiving pieces of the chunk it owns from each other rank (comm/mpi_communicator.h,
-// ordered_reduction_staging_bytes, whose formula this is): an fp32 piece and W pieces of the
-// reduction dtype, pieces of at most max(2^12, 2^18 / W) elements of the chunk.
-uint64_t reduction_staging_bytes(uint64_t chunk, uint64_t r, uint64_t W) {
+// The communicator's staging for one sum in rank order (comm/mpi_communicator.h,
+// ordered_reduction_staging_bytes_for, whose rule this restates): an fp32 piece and W pieces of the
+// reduction dtype, pieces of at most max(2^12, 2^18 / W) elements of the longest chunk; a small
+// all-reduce (W·count·size ≤ 256 KiB) gathers everyone's whole buffer.
+uint64_t reduction_staging_bytes(bool all_reduce, uint64_t count, uint64_t r, uint64_t W) {
+  if (W <= 1 || count == 0) return 0;
+  const uint64_t chunk = !all_reduce || W * count * r <= 256 * 1024 ? count : (count + W - 1) / W;
   const uint64_t piece = std::min(chunk, std::max<uint64_t>(uint64_t{1} << 12, (uint64_t{1} << 18) / W));
   return piece * 4 + W * piece * r;
+}
+
+// The communicator's one staging buffer grows to the largest reduction in flight: the largest of the
+// gradient reductions (stage 0: the buckets' all-reduces, formed as the engine's
+// plan_buckets does; stages 1-3: each unit's reduce-scatter of its shard) and the step's sum of two
+// fp32 scalars (loss and squared norm).
+uint64_t staging_bytes(const PlanInput& in, const Units& u) {
+  const uint64_t W = static_cast<uint64_t>(in.world), r = reduce_bytes(in);
+  uint64_t most = reduction_staging_bytes(true, 2, 4, W);
+  if (in.stage == 0) {
+    uint64_t size = 0;
+    for (uint64_t k = u.L + 1; k-- > 0;) {  // blocks from the last, then unit 0
+      size += k == 0 ? u.p0 : u.pb;
+      if (size >= in.reduce_bucket_size || k == 0) {
+        most = std::max(most, reduction_staging_bytes(true, size, r, W));
+        size = 0;
+      }
+    }
+  } else {
+    most = std::max({most, reduction_staging_bytes(false, u.s0, r, W), reduction_staging_bytes(false, u.sb, r, W)});
+  }
+  return most;
 }
 
 // Stage 3 prefetches up to four units ahead of the one in use, within the limits on what may be live
@@ -85,8 +109,8 @@ uint64_t transient_bytes(const PlanInput& in, const Units& u) {
   const bool reduces = W > 1;
   // One reduction in flight at stages 2-3: the unit to send and the shard to receive.
   const uint64_t reduction = reduces ? (u.pb + u.sb) * r : 0;
-  // The communicator's staging while a gradient reduction runs (one at a time).
-  const uint64_t stg = reduces ? reduction_staging_bytes(std::max(u.sb, u.s0), r, W) : 0;
+  // The communicator's staging, from the first reduction of the backward until its last is waited for.
+  const uint64_t stg = staging_bytes(in, u);
   for (uint64_t j = 0; j < u.L; ++j) {  // the j-th block of the backward
     const uint64_t ahead = s3 ? prefetched_blocks(in, u, u.pb, u.L - 1 - j) : 0;
     const uint64_t in_flight = in.stage >= 2 ? std::min<uint64_t>(j, 3) * reduction : 0;

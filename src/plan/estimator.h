@@ -45,7 +45,9 @@ struct PlanInput {
   int64_t accum = 1;        // G micro-steps per optimizer step
   bool activation_checkpointing = false;
 
-  // The engine's stage-3 prefetch limits (elements), as zerodp train's defaults.
+  // The engine's gradient buckets (stages 0-1) and stage-3 prefetch limits (elements), as zerodp
+  // train's defaults.
+  uint64_t reduce_bucket_size = 25'000'000;
   uint64_t prefetch_bucket_size = 50'000'000;
   uint64_t max_live_parameters = 1'000'000'000;
 

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <thread>
 
+#include "core/memory.h"
 #include "mpi_test_util.h"
 
 namespace zerodp::comm::testing {
@@ -124,6 +125,49 @@ TEST_P(Async, ManyQueuedCollectivesCompleteInOrder) {
   for (int k = 0; k < kOps; ++k) {
     works[k]->wait();
     EXPECT_EQ(vals[k], static_cast<float>(k * c.size())) << k;
+  }
+}
+
+// The reductions' staging (category comm) is allocated when a reduction is issued and freed when
+// the last one issued is waited for, both on the caller's thread: what the ledger records does not
+// depend on when the worker runs them. Before, the worker allocated and freed it, and a peak taken
+// while the caller allocated beside a reduction in flight came out differently from run to run.
+TEST_P(Async, StagingIsAccountedInIssueOrder) {
+  Communicator& c = *comm_;
+  const int w = c.size();
+  MemoryLedger& ledger = MemoryLedger::global();
+  const size_t n = 50000;  // per rank: a reduce-scatter of W·n elements, staged in pieces
+  std::vector<float> send(n * static_cast<size_t>(w), 1.0f), recv(n);
+  const size_t stage_rs = ordered_reduction_staging_bytes_for(false, n, DType::kF32, w);
+  const size_t big_n = 2 * n * static_cast<size_t>(w);  // chunks of 2n: more staged than n
+  const size_t stage_ar = ordered_reduction_staging_bytes_for(true, big_n, DType::kF32, w);
+  if (w == 1) {
+    EXPECT_EQ(stage_rs, 0u);
+  } else {
+    EXPECT_GT(stage_rs, 0u);
+    EXPECT_GT(stage_ar, stage_rs);
+  }
+  const uint64_t comm_before = ledger.live(MemCategory::kComm);
+  for (int round = 0; round < 3; ++round) {
+    ledger.reset_peaks();
+    WorkPtr first = c.reduce_scatter_async(send.data(), recv.data(), n, DType::kF32, ReduceOp::kSum);
+    EXPECT_EQ(ledger.live(MemCategory::kComm), comm_before + stage_rs) << "allocated at issue";
+    // Whether or not the worker has finished it, the staging is still accounted for here.
+    if (round == 1) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    WorkPtr second = c.reduce_scatter_async(send.data(), recv.data(), n, DType::kF32, ReduceOp::kSum);
+    std::vector<float> big(big_n, 1.0f);
+    WorkPtr third = c.all_reduce_async(big.data(), big.size(), DType::kF32, ReduceOp::kSum);  // grows it
+    EXPECT_EQ(ledger.live(MemCategory::kComm), comm_before + std::max(stage_rs, stage_ar));
+    first->wait();
+    second->wait();
+    EXPECT_EQ(ledger.live(MemCategory::kComm), comm_before + std::max(stage_rs, stage_ar))
+        << "kept until the last reduction issued is waited for";
+    third->wait();
+    EXPECT_EQ(ledger.live(MemCategory::kComm), comm_before) << "freed by the wait for the last";
+    // Growing frees the smaller buffer first: the peak is the larger one alone.
+    EXPECT_EQ(ledger.peak(MemCategory::kComm), comm_before + std::max(stage_rs, stage_ar));
+    for (float v : recv) ASSERT_EQ(v, static_cast<float>(w));
+    for (float v : big) ASSERT_EQ(v, static_cast<float>(w));
   }
 }
 
