@@ -19,38 +19,13 @@
 #include "model/gpt2.h"
 #include "model/layout.h"
 #include "optim/optimizer.h"
+#include "zero/config.h"
 #include "zero/loss_scaler.h"
 #include "zero/sharding.h"
+#include "zero/state_io.h"
 
 namespace zerodp::zero {
 
-struct EngineConfig {
-  int stage = 0;                      // 0..3
-  DType dtype = DType::kF32;          // compute dtype of the parameters and gradients
-  // The dtype gradients travel and are summed in, the same at every stage (unset: the compute
-  // dtype). Sums are rank-ordered fp32 additions rounded once to it (comm/communicator.h), so runs
-  // at the same world size agree bitwise across stages.
-  std::optional<DType> reduce_dtype;
-  bool fp32_grad_accum = false;       // keep the persistent gradient in fp32 (18 bytes a parameter)
-  int micro_batch = 1, seq = 1;       // B, T
-  size_t reduce_bucket_size = 25'000'000;      // elements per gradient bucket (stages 0-1)
-  size_t allgather_bucket_size = 25'000'000;   // elements of parameters gathered at once (stages 1-2)
-  bool overlap_comm = true;           // launch reductions during backward / prefetch in stage 3
-  size_t stage3_max_live_parameters = 1'000'000'000;  // elements gathered (in use + prefetched) at once
-  size_t stage3_prefetch_bucket_size = 50'000'000;    // elements prefetched ahead of use
-  bool reshard_after_forward = true;  // stage 3: free a unit after its forward (off: FSDP SHARD_GRAD_OP)
-  // Stage 3: a unit of fewer elements than this stays whole on every rank (never gathered; its
-  // gradient and optimizer state are still sharded, and it is re-assembled after each update).
-  size_t stage3_param_persistence_threshold = 0;
-  bool activation_checkpointing = false;  // keep block inputs only; recompute blocks in backward
-  optim::OptimizerSpec optimizer;  // AdamW (contract §7) or SGD
-  LossScaleConfig loss_scale;
-  // Testing aid: at this call of step() (0-based; -1: never) the first gradient element of unit
-  // inject_overflow_unit that rank inject_overflow_rank owns becomes Inf.
-  int inject_overflow_step = -1;
-  int inject_overflow_rank = 0;
-  int inject_overflow_unit = 0;
-};
 
 // Where initial fp32 values come from: fill dst[0..count) with elements [begin, begin+count) of unit u.
 using UnitSource = std::function<void(int unit, size_t begin, size_t count, float* dst)>;
@@ -113,7 +88,7 @@ class Engine {
   void visit_owned(const std::function<void(const OwnedRange&)>& visit) const;
   // Fills everything this rank keeps from a source of fp32 values: state -1 the weights, 0.. the
   // optimizer states. Reads only what the rank holds (its shard, or whole units where it keeps them).
-  using StateSource = std::function<void(int state, int unit, size_t begin, size_t count, float* dst)>;
+  using StateSource = zero::StateSource;
   void load_state(const StateSource& source);
   void set_optimizer_steps(int64_t steps);
 

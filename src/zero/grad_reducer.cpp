@@ -1,0 +1,139 @@
+#include "zero/grad_reducer.h"
+
+#include "zero/precision.h"
+
+namespace zerodp::zero {
+
+GradReducer::GradReducer(ModelStates& states, comm::Communicator& comm, const EngineConfig& config,
+                         CommClock& clock)
+    : st_(states), comm_(comm), cfg_(config), clock_(clock), rdt_(config.reduce_dtype.value_or(config.dtype)) {
+  if (st_.stage == 0) plan_buckets();
+}
+
+void GradReducer::plan_buckets() {
+  const int U = st_.num_units();
+  unit_bucket_.assign(U, -1);
+  int hi = U - 1;
+  size_t size = 0;
+  for (int u = U - 1; u >= 0; --u) {
+    size += st_.unit(u).padded;
+    if (size >= cfg_.reduce_bucket_size || u == 0) {
+      buckets_.push_back({u, hi});
+      for (int v = u; v <= hi; ++v) unit_bucket_[v] = static_cast<int>(buckets_.size()) - 1;
+      hi = u - 1;
+      size = 0;
+    }
+  }
+}
+
+void GradReducer::begin_micro_step(bool last) {
+  last_micro_ = last;
+  if (st_.stage == 0) {
+    bucket_left_.assign(buckets_.size(), 0);
+    for (const auto& [lo, hi] : buckets_) bucket_left_[unit_bucket_[lo]] = hi - lo + 1;
+  }
+}
+
+void GradReducer::unit_stored(int u) {
+  if (!last_micro_ || st_.W == 1) return;
+  if (st_.stage == 0) {
+    const int b = unit_bucket_[u];
+    if (--bucket_left_[b] == 0) launch_bucket(b);
+  } else {
+    launch_reduce_scatter_in_place(u);
+  }
+}
+
+void GradReducer::launch_bucket(int b) {
+  const auto [lo, hi] = buckets_[b];
+  const DType gdt = st_.gdt, rdt = rdt_;
+  const size_t begin = st_.unit(lo).offset;
+  const size_t count = st_.unit(hi).offset + st_.unit(hi).padded - begin;
+  char* data = st_.grad_store.as<char>() + begin * dtype_size(gdt);
+  Pending p;
+  if (rdt == gdt) {
+    p.work = comm_.all_reduce_async(data, count, gdt, comm::ReduceOp::kSum);
+  } else {
+    p.send = Buffer(count * dtype_size(rdt), MemCategory::kComm);
+    convert(data, gdt, p.send.data(), rdt, count);
+    p.work = comm_.all_reduce_async(p.send.data(), count, rdt, comm::ReduceOp::kSum);
+    void* tmp = p.send.data();
+    p.on_done = [tmp, data, count, rdt, gdt] { convert(tmp, rdt, data, gdt, count); };
+  }
+  push(std::move(p));
+}
+
+// Stage 1: the rank's shard of the sum lands in its own range of the full gradient buffer.
+void GradReducer::launch_reduce_scatter_in_place(int u) {
+  const UnitShard& s = st_.unit(u);
+  const DType gdt = st_.gdt, rdt = rdt_;
+  char* data = st_.grad_at(u, 0);
+  char* own = st_.grad_at(u, static_cast<size_t>(st_.r) * s.shard);
+  Pending p;
+  if (rdt == gdt) {
+    p.work = comm_.reduce_scatter_async(data, own, s.shard, gdt, comm::ReduceOp::kSum);
+  } else {
+    p.send = Buffer(s.padded * dtype_size(rdt), MemCategory::kComm);
+    p.recv = Buffer(s.shard * dtype_size(rdt), MemCategory::kComm);
+    convert(data, gdt, p.send.data(), rdt, s.padded);
+    p.work = comm_.reduce_scatter_async(p.send.data(), p.recv.data(), s.shard, rdt, comm::ReduceOp::kSum);
+    void* recv = p.recv.data();
+    const size_t n = s.shard;
+    p.on_done = [recv, own, n, rdt, gdt] { convert(recv, rdt, own, gdt, n); };
+  }
+  push(std::move(p));
+}
+
+void GradReducer::reduce_to_shard(int u, Buffer grad) {
+  const UnitShard& s = st_.unit(u);
+  const DType gdt = st_.gdt, rdt = rdt_;
+  char* dst = st_.grad_store.as<char>() + st_.shard_off[u] * dtype_size(gdt);
+  if (st_.W == 1) {
+    // Nothing to reduce: add the micro-step's gradient into the store as stages 0-1 do, without a
+    // detour through the reduction dtype, so that one rank trains alike at every stage.
+    add_into(dst, gdt, grad.data(), DType::kF32, s.shard);
+    return;
+  }
+  Pending p;
+  if (rdt == DType::kF32) {
+    p.send = std::move(grad);
+  } else {
+    p.send = Buffer(s.padded * dtype_size(rdt), MemCategory::kComm);
+    convert(grad.data(), DType::kF32, p.send.data(), rdt, s.padded);
+    grad.release();
+  }
+  p.recv = Buffer(s.shard * dtype_size(rdt), MemCategory::kComm);
+  p.work = comm_.reduce_scatter_async(p.send.data(), p.recv.data(), s.shard, rdt, comm::ReduceOp::kSum);
+  void* recv = p.recv.data();
+  const size_t n = s.shard;
+  p.on_done = [recv, dst, n, rdt, gdt] { add_into(dst, gdt, recv, rdt, n); };
+  push(std::move(p));
+}
+
+void GradReducer::push(Pending p) {
+  pending_.push_back(std::move(p));
+  // Without overlap every reduction is waited for at once; with it, a few stay in flight while the
+  // backward goes on (bounded, since each holds a unit-sized buffer).
+  const size_t limit = cfg_.overlap_comm ? 3 : 0;
+  while (pending_.size() > limit) complete_oldest();
+}
+
+void GradReducer::complete_oldest() {
+  Pending p = std::move(pending_.front());
+  pending_.pop_front();
+  clock_.wait(p.work);
+  if (p.on_done) p.on_done();
+}
+
+void GradReducer::complete_all() {
+  while (!pending_.empty()) complete_oldest();
+}
+
+void GradReducer::park(std::vector<Buffer>& keep) {
+  for (auto& p : pending_) {
+    keep.push_back(std::move(p.send));
+    keep.push_back(std::move(p.recv));
+  }
+}
+
+}  // namespace zerodp::zero

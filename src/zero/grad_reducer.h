@@ -1,0 +1,72 @@
+// Gradient reduction: every rank's gradient summed in the reduction dtype, in rank order
+// (comm/communicator.h), and left where the stage keeps it.
+//
+//   stage 0: the whole gradient all-reduced, in buckets of units (reduce_bucket_size elements),
+//            each launched as soon as the backward has finished all its units;
+//   stage 1: each unit's gradient reduce-scattered in place into the rank's range of it;
+//   stages 2-3: each micro-step's fp32 unit gradient reduce-scattered, the rank's shard of the sum
+//            added into its persistent gradient shard.
+//
+// Stages 0-1 reduce once per optimizer step (after the last micro-step), stages 2-3 every
+// micro-step. With overlap_comm up to three reductions stay in flight while the backward goes on;
+// reductions in another dtype than the stored gradient go through conversion buffers (comm).
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <utility>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "core/memory.h"
+#include "zero/comm_clock.h"
+#include "zero/config.h"
+#include "zero/model_states.h"
+
+namespace zerodp::zero {
+
+class GradReducer {
+ public:
+  GradReducer(ModelStates& states, comm::Communicator& comm, const EngineConfig& config, CommClock& clock);
+
+  // Before micro-step g of an optimizer step: stages 0-1 reduce after the last one only.
+  void begin_micro_step(bool last);
+  // Stages 0-1: unit u's gradient of this micro-step is in the persistent store.
+  void unit_stored(int u);
+  // Stages 2-3: reduces unit u's fp32 gradient of this micro-step (`grad`, padded to P elements,
+  // taken) into the rank's shard of the persistent gradient.
+  void reduce_to_shard(int u, Buffer grad);
+  // Waits for every reduction in flight and lands it.
+  void complete_all();
+
+  bool in_flight() const { return !pending_.empty(); }
+  // Moves the buffers of reductions in flight into `keep` (the engine parks them when it fails).
+  void park(std::vector<Buffer>& keep);
+
+ private:
+  // A reduction in flight, with the buffers it uses and what to do when it lands.
+  struct Pending {
+    comm::WorkPtr work;
+    Buffer send, recv;  // owned temporaries (may be empty)
+    std::function<void()> on_done;
+  };
+
+  void plan_buckets();
+  void launch_bucket(int b);
+  void launch_reduce_scatter_in_place(int u);
+  void push(Pending p);
+  void complete_oldest();
+
+  ModelStates& st_;
+  comm::Communicator& comm_;
+  const EngineConfig& cfg_;
+  CommClock& clock_;
+  const DType rdt_;  // the reduction dtype
+  bool last_micro_ = false;
+  std::deque<Pending> pending_;
+  // Stage 0 buckets: contiguous unit ranges [lo, hi] in backward order.
+  std::vector<std::pair<int, int>> buckets_;
+  std::vector<int> unit_bucket_, bucket_left_;
+};
+
+}  // namespace zerodp::zero

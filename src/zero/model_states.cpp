@@ -1,0 +1,51 @@
+#include "zero/model_states.h"
+
+#include "optim/optimizer.h"
+
+namespace zerodp::zero {
+
+ModelStates::ModelStates(const model::ParamLayout& l, const ShardLayout& s, const EngineConfig& cfg)
+    : layout(l),
+      sh(s),
+      W(s.world()),
+      r(s.rank()),
+      stage(cfg.stage),
+      pdt(cfg.dtype),
+      gdt(cfg.fp32_grad_accum || cfg.dtype == DType::kF32 ? DType::kF32 : cfg.dtype),
+      mixed(cfg.dtype != DType::kF32),
+      num_states(static_cast<int>(optim::state_floats_per_param(cfg.optimizer))) {
+  const int U = l.num_units();
+  size_t acc = 0;
+  for (int u = 0; u < U; ++u) {
+    shard_off.push_back(acc);
+    acc += sh.unit(u).shard;
+  }
+  const size_t full = sh.total_padded(), shard = sh.total_shard();
+  size_t param_elems = 0;
+  for (int u = 0; u < U; ++u) {
+    const bool whole = stage <= 2 || sh.unit(u).numel < cfg.stage3_param_persistence_threshold;
+    param_whole.push_back(whole);
+    param_off.push_back(param_elems);
+    param_elems += whole ? sh.unit(u).padded : sh.unit(u).shard;
+  }
+  param_store = Buffer(param_elems * dtype_size(pdt), MemCategory::kParam);
+  param_store.zero();
+  if (mixed) {
+    master = Buffer((stage == 0 ? full : shard) * sizeof(float), MemCategory::kMaster);
+    master.zero();
+  }
+  grad_store = Buffer((stage <= 1 ? full : shard) * dtype_size(gdt), MemCategory::kGrad);
+  grad_store.zero();
+  const size_t state_elems = stage == 0 ? full : shard;
+  // Optimizer state: AdamW's m and v, or SGD's momentum buffer (none without momentum).
+  if (num_states >= 1) {
+    opt_m = Buffer(state_elems * sizeof(float), MemCategory::kOptim);
+    opt_m.zero();
+  }
+  if (num_states >= 2) {
+    opt_v = Buffer(state_elems * sizeof(float), MemCategory::kOptim);
+    opt_v.zero();
+  }
+}
+
+}  // namespace zerodp::zero

@@ -1,0 +1,71 @@
+// Where one rank's persistent model states live (contract §9: param, grad, master, optim) and
+// where a unit's element i is in each of them at the engine's stage:
+//
+//   param  compute dtype; whole units at stages 0-2 (and stage-3 units kept whole), else the shard
+//   grad   stages 0-1: whole units (full index); stages 2-3: the shard (shard index)
+//   master fp32, 16-bit runs only: whole at stage 0, else the shard
+//   optim  fp32 states (AdamW m, v; SGD momentum): whole at stage 0, else the shard
+//
+// The engine's parts (gradient reduction, parameter gathering, the optimizer step, state I/O)
+// share one ModelStates and reach the bytes only through it.
+#pragma once
+
+#include <cstddef>
+#include <utility>
+#include <vector>
+
+#include "core/memory.h"
+#include "model/layout.h"
+#include "zero/config.h"
+#include "zero/sharding.h"
+
+namespace zerodp::zero {
+
+// Working memory for loading, for widening 16-bit gradients and for gathering fp32 weights is
+// bounded by this many elements, so that it stays small beside the activations whatever the unit
+// sizes.
+constexpr size_t kWorkChunk = size_t{1} << 18;
+
+struct ModelStates {
+  ModelStates(const model::ParamLayout& layout, const ShardLayout& shards, const EngineConfig& config);
+
+  const model::ParamLayout& layout;
+  const ShardLayout& sh;
+  const int W, r, stage;
+  const DType pdt;  // parameters (compute dtype)
+  const DType gdt;  // persistent gradients
+  const bool mixed;  // 16-bit compute: fp32 masters beside the parameters
+  const int num_states;  // fp32 optimizer states per element
+
+  Buffer param_store, master, grad_store, opt_m, opt_v;
+  std::vector<size_t> shard_off;  // unit u's first element in the shard-sized buffers
+  std::vector<size_t> param_off;  // unit u's first element in param_store
+  std::vector<bool> param_whole;  // param_store holds all of unit u (stages 0-2; persistent stage-3 units)
+
+  int num_units() const { return layout.num_units(); }
+  const UnitShard& unit(int u) const { return sh.unit(u); }
+
+  size_t full_index(int u, size_t i) const { return sh.unit(u).offset + i; }
+  size_t shard_index(int u, size_t i) const { return shard_off[u] + i - static_cast<size_t>(r) * sh.unit(u).shard; }
+  size_t grad_index(int u, size_t i) const { return stage <= 1 ? full_index(u, i) : shard_index(u, i); }
+  size_t state_index(int u, size_t i) const { return stage == 0 ? full_index(u, i) : shard_index(u, i); }
+  size_t param_index(int u, size_t i) const {
+    return param_off[u] + (param_whole[u] ? i : i - static_cast<size_t>(r) * sh.unit(u).shard);
+  }
+  // fp32 weights the optimizer updates: the masters (16-bit runs) or the parameters themselves.
+  float* weights_at(int u, size_t i) {
+    if (mixed) return master.as<float>() + (stage == 0 ? full_index(u, i) : shard_index(u, i));
+    return param_store.as<float>() + param_index(u, i);
+  }
+  char* param_at(int u, size_t i) { return param_store.as<char>() + param_index(u, i) * dtype_size(pdt); }
+  char* grad_at(int u, size_t i) { return grad_store.as<char>() + grad_index(u, i) * dtype_size(gdt); }
+  // Optimizer state k (0: m or momentum, 1: v) of unit u's element i.
+  float* state_at(int k, int u, size_t i) { return (k == 0 ? opt_m : opt_v).as<float>() + state_index(u, i); }
+  // The range of unit u's elements this rank updates: all of them at stage 0, its shard otherwise.
+  std::pair<size_t, size_t> update_range(int u) const {
+    if (stage == 0) return {0, sh.unit(u).numel};
+    return {sh.unit(u).own_begin, sh.unit(u).own_end};
+  }
+};
+
+}  // namespace zerodp::zero

@@ -1,0 +1,109 @@
+#include "zero/param_gatherer.h"
+
+#include <deque>
+#include <utility>
+
+namespace zerodp::zero {
+
+ParamGatherer::ParamGatherer(ModelStates& states, comm::Communicator& comm, const EngineConfig& config,
+                             CommClock& clock)
+    : st_(states), comm_(comm), cfg_(config), clock_(clock) {
+  const int U = st_.num_units();
+  gathered_.resize(U);
+  state_.assign(U, State::kSharded);
+  work_.resize(U);
+  schedule_.push_back(0);
+  for (int u = 1; u < U; ++u) schedule_.push_back(u);
+  schedule_.push_back(0);
+  schedule_.push_back(0);
+  for (int u = U - 1; u >= 1; --u) schedule_.push_back(u);
+}
+
+void ParamGatherer::start(int u) {
+  const UnitShard& s = st_.unit(u);
+  gathered_[u] = Buffer(s.padded * dtype_size(st_.pdt), MemCategory::kGathered);
+  work_[u] = comm_.all_gather_async(st_.param_at(u, static_cast<size_t>(st_.r) * s.shard), gathered_[u].data(),
+                                    s.shard, st_.pdt);
+  state_[u] = State::kInFlight;
+  live_ += s.padded;
+}
+
+void ParamGatherer::ensure(int u) {
+  if (state_[u] == State::kSharded) start(u);
+  if (state_[u] == State::kInFlight) {
+    clock_.wait(work_[u]);
+    work_[u].reset();
+    state_[u] = State::kReady;
+  }
+}
+
+bool ParamGatherer::release(int u) {
+  if (state_[u] == State::kSharded || st_.param_whole[u]) return false;
+  if (state_[u] == State::kInFlight) clock_.wait(work_[u]);
+  work_[u].reset();
+  gathered_[u].release();
+  state_[u] = State::kSharded;
+  live_ -= st_.unit(u).padded;
+  return true;
+}
+
+void ParamGatherer::prefetch() {
+  if (!cfg_.overlap_comm) return;
+  size_t ahead = 0;
+  for (size_t k = cursor_ + 1; k < schedule_.size() && k <= cursor_ + 4; ++k) {
+    const int v = schedule_[k];
+    if (state_[v] != State::kSharded) continue;
+    const size_t n = st_.unit(v).padded;
+    if (live_ + n > cfg_.stage3_max_live_parameters || ahead + n > cfg_.stage3_prefetch_bucket_size) break;
+    start(v);
+    ahead += n;
+  }
+}
+
+void ParamGatherer::use(int u, model::UnitPhase phase) {
+  if (st_.stage != 3) return;
+  if (phase == model::UnitPhase::kEmbedForward) cursor_ = 0;
+  else ++cursor_;
+  ensure(u);
+  prefetch();
+}
+
+const void* ParamGatherer::params(int u) {
+  return st_.param_whole[u] ? st_.param_at(u, 0) : gathered_[u].data();
+}
+
+void ParamGatherer::gather_after_update() {
+  std::deque<std::pair<comm::WorkPtr, size_t>> inflight;
+  size_t live = 0;
+  for (int u = 0; u < st_.num_units(); ++u) {
+    if (!st_.param_whole[u]) continue;  // stage 3 gathers sharded units when it uses them
+    const UnitShard& s = st_.unit(u);
+    char* unit = st_.param_at(u, 0);
+    char* own = st_.param_at(u, static_cast<size_t>(st_.r) * s.shard);
+    inflight.emplace_back(comm_.all_gather_async(own, unit, s.shard, st_.pdt), s.padded);
+    live += s.padded;
+    while (live > cfg_.allgather_bucket_size && inflight.size() > 1) {
+      clock_.wait(inflight.front().first);
+      live -= inflight.front().second;
+      inflight.pop_front();
+    }
+    if (!cfg_.overlap_comm) {
+      clock_.wait(inflight.back().first);
+      live -= inflight.back().second;
+      inflight.pop_back();
+    }
+  }
+  for (auto& [w, n] : inflight) clock_.wait(w);
+}
+
+bool ParamGatherer::in_flight() const {
+  for (const auto& w : work_)
+    if (w && !w->is_completed()) return true;
+  return false;
+}
+
+void ParamGatherer::park(std::vector<Buffer>& keep) {
+  for (auto& b : gathered_) keep.push_back(std::move(b));
+}
+
+}  // namespace zerodp::zero

@@ -1,0 +1,59 @@
+// Parameter gathering.
+//
+//   stage 3: a sharded unit is all-gathered just before it is used (forward, then backward) and
+//            freed after; the next units of the micro-step's schedule of uses are prefetched
+//            within stage3_max_live_parameters (gathered at once) and stage3_prefetch_bucket_size
+//            (fetched ahead). Units kept whole (stage3_param_persistence_threshold) are never
+//            gathered.
+//   stages 1-2 (and stage 3's whole units): after the optimizer updated the rank's shard, every
+//            whole unit is all-gathered in place, at most allgather_bucket_size elements in flight.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "core/memory.h"
+#include "model/gpt2.h"
+#include "zero/comm_clock.h"
+#include "zero/config.h"
+#include "zero/model_states.h"
+
+namespace zerodp::zero {
+
+class ParamGatherer {
+ public:
+  ParamGatherer(ModelStates& states, comm::Communicator& comm, const EngineConfig& config, CommClock& clock);
+
+  // Stage 3: unit u is about to be used in `phase`: gathers it (if it is not yet) and prefetches.
+  void use(int u, model::UnitPhase phase);
+  // Unit u's full parameters in the compute dtype: the store (whole units) or its gathered copy.
+  const void* params(int u);
+  // Stage 3: frees unit u's gathered copy; false when there was none (whole, or not gathered).
+  bool release(int u);
+  // Stages 1-3: re-assembles the whole units from every rank's updated shard.
+  void gather_after_update();
+
+  bool in_flight() const;
+  void park(std::vector<Buffer>& keep);
+
+ private:
+  enum class State : uint8_t { kSharded, kInFlight, kReady };
+  void start(int u);
+  void ensure(int u);
+  void prefetch();
+
+  ModelStates& st_;
+  comm::Communicator& comm_;
+  const EngineConfig& cfg_;
+  CommClock& clock_;
+  std::vector<Buffer> gathered_;  // the unit's full parameters, compute dtype
+  std::vector<State> state_;
+  std::vector<comm::WorkPtr> work_;
+  size_t live_ = 0;  // elements gathered or in flight
+  // Parameter uses in one micro-step: embed, blocks, head (forward); head, blocks reversed (backward).
+  std::vector<int> schedule_;
+  size_t cursor_ = 0;
+};
+
+}  // namespace zerodp::zero

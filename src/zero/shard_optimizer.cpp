@@ -1,0 +1,48 @@
+#include "zero/shard_optimizer.h"
+
+#include <algorithm>
+
+#include "core/memory.h"
+#include "optim/optimizer.h"
+#include "zero/precision.h"
+#include "zero/sharding.h"
+
+namespace zerodp::zero {
+
+void ShardOptimizer::update(double lr, float grad_scale) {
+  const int64_t t = steps_ + 1;
+  const bool adamw = cfg_.optimizer.kind == optim::OptimizerKind::kAdamW;
+  const optim::AdamWParams adam = optim::adamw_params(cfg_.optimizer, lr);
+  const optim::SGDParams sgd = optim::sgd_params(cfg_.optimizer, lr);
+  const DType gdt = st_.gdt;
+  // Gradients stored in 16 bits are widened chunk by chunk (working memory: act).
+  size_t largest = 0;
+  for (int u = 0; u < st_.num_units(); ++u)
+    largest = std::max(largest, st_.update_range(u).second - st_.update_range(u).first);
+  Buffer g32(gdt == DType::kF32 ? 0 : std::min(kWorkChunk, largest) * sizeof(float), MemCategory::kAct);
+  for (int u = 0; u < st_.num_units(); ++u) {
+    const auto [b, e] = st_.update_range(u);
+    for (const Segment& seg : unit_segments(st_.layout, u, b, e)) {
+      for (size_t c = seg.begin; c < seg.begin + seg.count; c += kWorkChunk) {
+        const size_t n = std::min(kWorkChunk, seg.begin + seg.count - c);
+        const float* g;
+        if (gdt == DType::kF32) {
+          g = st_.grad_store.as<float>() + st_.grad_index(u, c);
+        } else {
+          to_f32(st_.grad_at(u, c), gdt, g32.as<float>(), n);
+          g = g32.as<float>();
+        }
+        float* w = st_.weights_at(u, c);
+        float* m = st_.opt_m.empty() ? nullptr : st_.state_at(0, u, c);
+        if (adamw)
+          optim::adamw_update(w, g, m, st_.state_at(1, u, c), n, adam, t, seg.decay, grad_scale);
+        else
+          optim::sgd_update(w, g, m, n, sgd, t, seg.decay, grad_scale);
+      }
+    }
+    if (st_.mixed && b < e) convert(st_.weights_at(u, b), DType::kF32, st_.param_at(u, b), st_.pdt, e - b);
+  }
+  ++steps_;
+}
+
+}  // namespace zerodp::zero

@@ -1,0 +1,32 @@
+// The optimizer step over the rank's shard: AdamW (contract §7) or SGD on the fp32 weights it
+// updates (the masters of 16-bit runs, else the parameters) with the gradient it keeps (widened
+// chunk by chunk when stored in 16 bits), unit by unit and tensor by tensor (weight decay applies
+// to tensors of two or more dimensions); 16-bit parameters are then rounded from the updated
+// masters. Re-assembling the full parameters on every rank is ParamGatherer's.
+#pragma once
+
+#include <cstdint>
+
+#include "zero/config.h"
+#include "zero/model_states.h"
+
+namespace zerodp::zero {
+
+class ShardOptimizer {
+ public:
+  ShardOptimizer(ModelStates& states, const EngineConfig& config) : st_(states), cfg_(config) {}
+
+  // One update at learning rate lr, the gradient multiplied by grad_scale first (unscaling and
+  // clipping in one factor).
+  void update(double lr, float grad_scale);
+
+  int64_t steps() const { return steps_; }  // updates applied (AdamW's t of the last one)
+  void set_steps(int64_t steps) { steps_ = steps; }
+
+ private:
+  ModelStates& st_;
+  const EngineConfig& cfg_;
+  int64_t steps_ = 0;
+};
+
+}  // namespace zerodp::zero

@@ -1,0 +1,87 @@
+#include "zero/state_io.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/memory.h"
+#include "zero/precision.h"
+
+namespace zerodp::zero {
+
+void load_states(ModelStates& st, const StateSource& source, bool with_states) {
+  size_t largest = 0;
+  for (int u = 0; u < st.num_units(); ++u)
+    largest = std::max(largest, st.param_whole[u] ? st.unit(u).numel : st.unit(u).own_end - st.unit(u).own_begin);
+  Buffer tmp(std::min(kWorkChunk, largest) * sizeof(float), MemCategory::kAct);
+  float* vals = tmp.as<float>();
+  for (int u = 0; u < st.num_units(); ++u) {
+    const UnitShard& s = st.unit(u);
+    const size_t keep_b = st.param_whole[u] ? 0 : s.own_begin, keep_e = st.param_whole[u] ? s.numel : s.own_end;
+    const auto [b, e] = st.update_range(u);
+    for (size_t c = keep_b; c < keep_e; c += kWorkChunk) {
+      const size_t n = std::min(kWorkChunk, keep_e - c);
+      source(-1, u, c, n, vals);
+      convert(vals, DType::kF32, st.param_at(u, c), st.pdt, n);
+      const size_t mb = std::max(b, c), me = std::min(e, c + n);
+      if (st.mixed && mb < me) std::memcpy(st.weights_at(u, mb), vals + (mb - c), (me - mb) * sizeof(float));
+    }
+    if (!with_states || b >= e) continue;
+    for (int k = 0; k < st.num_states; ++k) source(k, u, b, e - b, st.state_at(k, u, b));
+  }
+}
+
+// Swaps in a scratch traffic ledger for the collectives of a check or a save, which are not training
+// traffic.
+class UntrackedTraffic {
+ public:
+  explicit UntrackedTraffic(comm::Communicator& comm) : comm_(comm), training_(&comm.traffic()) {
+    comm_.set_traffic_ledger(&scratch_);
+  }
+  ~UntrackedTraffic() { comm_.set_traffic_ledger(training_); }
+  UntrackedTraffic(const UntrackedTraffic&) = delete;
+  UntrackedTraffic& operator=(const UntrackedTraffic&) = delete;
+
+ private:
+  comm::Communicator& comm_;
+  comm::TrafficLedger scratch_;
+  comm::TrafficLedger* training_;
+};
+
+void consolidate_weights(ModelStates& st, comm::Communicator& comm,
+                         const std::function<void(int unit, const float* data)>& sink) {
+  // Full fp32 weights are already on every rank for fp32 stages 0-2 and for 16-bit stage 0.
+  UntrackedTraffic untracked(comm);
+  for (int u = 0; u < st.num_units(); ++u) {
+    const UnitShard& s = st.unit(u);
+    if ((!st.mixed && st.param_whole[u]) || (st.mixed && st.stage == 0)) {
+      if (st.r == 0) sink(u, st.weights_at(u, 0));
+      continue;
+    }
+    Buffer full(s.padded * sizeof(float), MemCategory::kGathered);
+    Buffer mine(s.shard * sizeof(float), MemCategory::kComm);
+    mine.zero();
+    if (s.own_begin < s.own_end)
+      std::memcpy(mine.data(), st.weights_at(u, s.own_begin), (s.own_end - s.own_begin) * sizeof(float));
+    comm.all_gather(mine.data(), full.data(), s.shard, DType::kF32);
+    if (st.r == 0) sink(u, full.as<float>());
+  }
+}
+
+bool all_weights_finite(ModelStates& st, comm::Communicator& comm) {
+  float bad = 0.0f;
+  for (int u = 0; u < st.num_units() && bad == 0.0f; ++u) {
+    const auto [b, e] = st.update_range(u);
+    const float* w = b < e ? st.weights_at(u, b) : nullptr;
+    for (size_t i = 0; i < e - b; ++i)
+      if (!std::isfinite(w[i])) {
+        bad = 1.0f;
+        break;
+      }
+  }
+  UntrackedTraffic untracked(comm);
+  comm.all_reduce(&bad, 1, DType::kF32, comm::ReduceOp::kMax);
+  return bad == 0.0f;
+}
+
+}  // namespace zerodp::zero
