@@ -59,7 +59,7 @@ class GradReducer {
 
   ModelStates& st_;
   comm::Communicator& comm_;
-  const EngineConfig& cfg_;
+  const EngineConfig cfg_;  // a copy: the part may outlive the caller's config
   CommClock& clock_;
   const DType rdt_;  // the reduction dtype
   bool last_micro_ = false;

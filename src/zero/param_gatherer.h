@@ -45,7 +45,7 @@ class ParamGatherer {
 
   ModelStates& st_;
   comm::Communicator& comm_;
-  const EngineConfig& cfg_;
+  const EngineConfig cfg_;  // a copy: the part may outlive the caller's config
   CommClock& clock_;
   std::vector<Buffer> gathered_;  // the unit's full parameters, compute dtype
   std::vector<State> state_;

@@ -25,7 +25,7 @@ class ShardOptimizer {
 
  private:
   ModelStates& st_;
-  const EngineConfig& cfg_;
+  const EngineConfig cfg_;  // a copy: the part may outlive the caller's config
   int64_t steps_ = 0;
 };
 
