@@ -1,0 +1,229 @@
+#!/usr/bin/python3
+"""Tables of bench/peers/run.sh's results and (--write-docs F) the file F (docs/benchmarks_peers.md),
+rewritten whole; the commentary comes from bench/peers/notes.md when it exists.
+
+Timing: every run's first --warmup steps are dropped; the step times of the remaining steps of all
+rounds of the same runner and dtype are pooled, and their median is the figure (ms/step, rank 0's wall
+time of a whole step); tokens/s = 2 ranks x 8 x 128 tokens / median. A runner with no successful round
+is listed as failed with the one-line reason taken from its log.
+"""
+import argparse
+import glob
+import json
+import os
+import re
+import statistics
+
+TOKENS = 2 * 8 * 128
+LABELS = {
+    "zerodp-s0": "zerodp ZeRO-0", "zerodp-s1": "zerodp ZeRO-1", "zerodp-s2": "zerodp ZeRO-2",
+    "zerodp-s3": "zerodp ZeRO-3",
+    "ddp": "PyTorch DDP", "zero1": "PyTorch DDP + ZeroRedundancyOptimizer",
+    "fsdp2": "PyTorch FSDP2 (reshard_after_forward=False)", "fsdp2-reshard": "PyTorch FSDP2 (reshard_after_forward=True)",
+    "ds1": "DeepSpeed ZeRO-1", "ds2": "DeepSpeed ZeRO-2", "ds3": "DeepSpeed ZeRO-3",
+}
+ORDER = list(LABELS)
+PEERS_OF_STAGE = {0: ["ddp"], 1: ["zero1", "ds1"], 2: ["fsdp2", "ds2"], 3: ["fsdp2-reshard", "ds3"]}
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def read_env(res):
+    env = {}
+    with open(os.path.join(res, "env.txt")) as f:
+        for line in f:
+            k, _, v = line.rstrip("\n").partition("=")
+            env[k] = v
+    return env
+
+
+def read_status(res):
+    """{tag: (rc, load before, load after)}"""
+    out = {}
+    path = os.path.join(res, "status.txt")
+    if os.path.exists(path):
+        for line in open(path):
+            tag, rc, l0, l1 = line.rstrip("\n").split("\t")
+            out[tag] = (int(rc), l0, l1)
+    return out
+
+
+def read_run(res, tag):
+    """(ms list, loss list) of one run, or None."""
+    jl = os.path.join(res, tag + ".jsonl")
+    js = os.path.join(res, tag + ".json")
+    if os.path.exists(jl):
+        steps = [json.loads(l) for l in open(jl) if l.strip()]
+        steps = [s for s in steps if s.get("event") == "step"]
+        return ([s["ms"] for s in steps], [s["loss"] for s in steps]) if steps else None
+    if os.path.exists(js):
+        lines = [l for l in open(js).read().splitlines() if l.startswith("{")]
+        if lines:
+            j = json.loads(lines[-1])
+            return j["ms"], j["loss"]
+    return None
+
+
+def reason(res, tag):
+    """One line saying why a run failed: the last exception-like line of its log."""
+    path = os.path.join(res, tag + ".log")
+    if not os.path.exists(path):
+        return "no log"
+    lines = [l.strip() for l in open(path, errors="replace") if l.strip()]
+    pat = re.compile(r"(Error|Exception|error:|Traceback|not supported|NotImplemented|Killed|Terminated)")
+    hits = [l for l in lines if pat.search(l) and not l.startswith("Traceback")]
+    line = hits[-1] if hits else (lines[-1] if lines else "empty log")
+    line = re.sub(r"^\[rank\d+\]:\s*", "", line)
+    return line[:300]
+
+
+def collect(res, warmup, rounds_seen):
+    status = read_status(res)
+    table = {}
+    for dt in ("fp32", "bf16"):
+        for runner in ORDER:
+            tags = sorted(t for t in status if t.startswith(f"{runner}-{dt}-r"))
+            if not tags:
+                continue
+            pooled, medians, loss0, fails = [], [], None, []
+            for tag in tags:
+                rc = status[tag][0]
+                run = read_run(res, tag) if rc == 0 else None
+                if run is None or len(run[0]) <= warmup:
+                    fails.append((tag, rc))
+                    continue
+                ms, loss = run
+                pooled.extend(ms[warmup:])
+                medians.append(statistics.median(ms[warmup:]))
+                if loss0 is None:
+                    loss0 = loss[0]
+            entry = {"tags": tags, "fails": fails, "loads": [status[t][1] for t in tags]}
+            if pooled:
+                med = statistics.median(pooled)
+                entry.update(ms=med, tps=TOKENS / med * 1e3, medians=medians, loss0=loss0)
+            else:
+                tag, rc = fails[0]
+                entry["reason"] = f"exit {rc}" + (" (timeout)" if rc == 124 else "") + ": " + reason(res, tag)
+            table[(runner, dt)] = entry
+    return table
+
+
+def fmt_ms(v):
+    return f"{v:.1f}"
+
+
+def tables(table, dtypes):
+    out = []
+    for dt in dtypes:
+        rows = [(r, table[(r, dt)]) for r in ORDER if (r, dt) in table]
+        if not rows:
+            continue
+        out.append(f"### {dt}\n")
+        out.append("| runner | ms/step | rounds' medians | tokens/s (both ranks) | loss at step 0 | load avg at start |")
+        out.append("|---|---:|---|---:|---:|---|")
+        for r, e in rows:
+            if "ms" in e:
+                extra = f" ({len(e['fails'])} round(s) failed)" if e["fails"] else ""
+                out.append(f"| {LABELS[r]} | {fmt_ms(e['ms'])} | {'/'.join(f'{m:.0f}' for m in e['medians'])}{extra} | "
+                           f"{e['tps']:.0f} | {e['loss0']:.4f} | {'/'.join(e['loads'])} |")
+            else:
+                out.append(f"| {LABELS[r]} | failed | {e['reason']} | | | {'/'.join(e['loads'])} |")
+        out.append("")
+        out.append(f"**{dt}: each zerodp stage against its best peer of the same sharding** (ratio = zerodp "
+                   "tokens/s ÷ best peer tokens/s = peer ms ÷ zerodp ms; > 1 means zerodp is faster)\n")
+        out.append("| stage | zerodp ms/step | peers (ms/step) | best peer | zerodp / best peer |")
+        out.append("|---|---:|---|---|---:|")
+        for s, peers in PEERS_OF_STAGE.items():
+            z = table.get((f"zerodp-s{s}", dt), {})
+            zms = z.get("ms")
+            ok = [(p, table[(p, dt)]["ms"]) for p in peers if "ms" in table.get((p, dt), {})]
+            desc = "; ".join(f"{LABELS[p]} {fmt_ms(table[(p, dt)]['ms'])}" if "ms" in table.get((p, dt), {})
+                             else f"{LABELS[p]} failed" if (p, dt) in table else f"{LABELS[p]} not run"
+                             for p in peers)
+            if ok:
+                best, bms = min(ok, key=lambda x: x[1])
+                ratio = f"{bms / zms:.2f}x" if zms else "n/a"
+                out.append(f"| {s} | {fmt_ms(zms) if zms else 'failed'} | {desc} | {LABELS[best]} | {ratio} |")
+            else:
+                out.append(f"| {s} | {fmt_ms(zms) if zms else 'failed'} | {desc} | none ran | n/a |")
+        out.append("")
+    return "\n".join(out)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("results")
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--write-docs", metavar="FILE")
+    args = ap.parse_args()
+    env = read_env(args.results)
+    table = collect(args.results, args.warmup, None)
+    dtypes = [d for d in ("fp32", "bf16") if any(k[1] == d for k in table)]
+    body = tables(table, dtypes)
+    print(body)
+    if not args.write_docs:
+        return
+    cmds = []
+    path = os.path.join(args.results, "commands.txt")
+    if os.path.exists(path):
+        seen = set()
+        for line in open(path):
+            name, _, cmd = line.rstrip("\n").partition("\t")
+            if name not in seen:
+                seen.add(name)
+                cmds.append(cmd)
+    notes = ""
+    npath = os.path.join(HERE, "notes.md")
+    if os.path.exists(npath):
+        notes = open(npath).read().strip() + "\n\n"
+    doc = f"""# zerodp against PyTorch 2.x and DeepSpeed (W = 2)
+
+Generated by `bench/peers/run.sh` (bench/peers/report.py); do not edit by hand, edit bench/peers/notes.md
+for the commentary.
+
+Machine: {env.get('cpu')}, {env.get('cores')} cores (lscpu), ISA flags {env.get('isa', '').strip()}; shared with other
+jobs. Date: {env.get('date')}. Load average (1, 5, 15 min) at the start {env.get('load_start')}, at the end
+{env.get('load_end', '?')}.
+Versions: zerodp {env.get('zerodp')}; {env.get('blas')}; {env.get('mpi')}; PyTorch {env.get('torch')}
+and DeepSpeed {env.get('deepspeed')} from PyPI on Python {env.get('python')} (venv {env.get('venv_size')}).
+Settings: {env.get('steps')}.
+
+Two ranks of one thread each (OMP_NUM_THREADS=1; torch.set_num_threads(1)), every runner launched by
+`mpirun -n 2 --bind-to core` (so each rank is bound to its own core); GPT-2 L4 C256 H4 V256, T = 128,
+B = 8 a rank (2048 tokens a step), AdamW (lr 1e-3, betas 0.9/0.999, eps 1e-8, weight decay 0.1 on
+tensors of two or more dimensions), gradient clipping 1.0, the same initial weights and batches
+(`zerodp init --seed 1337`, tinyshakespeare bytes). The PyTorch and DeepSpeed ranks meet over gloo on
+127.0.0.1; zerodp uses its MPI backend.
+- zerodp: `zerodp train --zero-stage S --dtype fp32|bf16`. Its bf16 is storage and communication only
+  today (parameters widened to fp32 before every use, every kernel in fp32; issue 12 adds 16-bit
+  compute).
+- PyTorch: DDP (default buckets) with torch.optim.AdamW; DDP + ZeroRedundancyOptimizer(AdamW);
+  FSDP2 `fully_shard` on each block and the root, reshard_after_forward False (ZeRO-2-like) and True
+  (ZeRO-3-like). bf16: `torch.autocast("cpu", torch.bfloat16)` around the forward (fp32 parameters,
+  gradients and collectives).
+- DeepSpeed: ZeRO stage 1/2/3 on its CPU accelerator (DS_ACCELERATOR=cpu, `init_distributed("gloo")`),
+  client optimizer torch.optim.AdamW with the same groups (`zero_allow_untested_optimizer`),
+  `gradient_clipping` 1.0, default buckets. bf16: `bf16.enabled` (bf16 parameters, gradients and
+  collectives, fp32 master weights).
+
+ms/step is rank 0's wall time of a whole step (forward, backward, clipping, optimizer step, zeroing;
+every collective inside), the median over the steps after the first {args.warmup} of every round, the
+rounds pooled. The loss at step 0 is the mean over the two ranks (as zerodp reports it): every runner
+starts from the same model on the same batch, so it agrees to about 1e-4 in fp32 and to bf16's
+rounding in bf16.
+
+{body}
+{notes}Commands (`$VENV` = runs/peers-venv; data/ = the run's inputs):
+
+```
+zerodp tokenize --text data/tinyshakespeare.txt --out data/shakespeare.bin
+zerodp init --out data/l4c256.safetensors --layers 4 --heads 4 --embd 256 --vocab 256 --ctx 128 --seed 1337
+{chr(10).join(cmds)}
+```
+"""
+    with open(args.write_docs, "w") as f:
+        f.write(doc)
+    print(f"wrote {args.write_docs}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# zerodp's ZeRO stages 0-3 against PyTorch 2.x and DeepSpeed at W = 2, all in one run (issue 12 point 4).
+#
+# GPT-2 L4 C256 H4 V256, T = 128, B = 8 a rank, 2 ranks of 1 thread each, pinned (mpirun --bind-to
+# core for every runner), AdamW (lr 1e-3, betas 0.9/0.999, eps 1e-8, weight decay 0.1 on tensors of two
+# or more dimensions), clip 1.0, the same initial weights (`zerodp init --seed 1337`) and batches, in fp32
+# and in bf16:
+#   zerodp    `mpirun -n 2 zerodp train --zero-stage S --dtype fp32|bf16`, S = 0..3
+#   PyTorch   (from PyPI, in a venv this script makes) over gloo: DDP, DDP + ZeroRedundancyOptimizer,
+#             FSDP2 fully_shard without and with reshard-after-forward; bf16 = torch.autocast(cpu, bf16)
+#   DeepSpeed (from PyPI) ZeRO 1, 2, 3 on its CPU accelerator (DS_ACCELERATOR=cpu) over gloo;
+#             bf16 = `bf16.enabled`
+# The peers run bench/peers/peer_train.py (model, weights, data from bench/train/torch_gpt2.py).
+# Then bench/peers/report.py prints the tables and writes docs/benchmarks_peers.md (WRITE_DOCS=0: not).
+#
+# Environment (defaults in brackets):
+#   BUILD [build]           zerodp build directory (configured and `zerodp` built if missing)
+#   VENV [runs/peers-venv]  the Python venv of the peers; made and filled from PyPI when missing
+#   TORCH_SPEC ["torch>=2.6"] DS_SPEC [deepspeed]  what pip installs there
+#   OUT [runs/bench-peers]  data, weights and results
+#   STEPS [12] WARMUP [2]   steps of every run, and how many of them are not timed
+#   ROUNDS [2]              every run repeated this many times, interleaved; medians pool the rounds
+#   DTYPES ["fp32 bf16"]    RUNNERS [all: zerodp-s0..s3 ddp zero1 fsdp2 fsdp2-reshard ds1 ds2 ds3]
+#   RUN_TIMEOUT [600]       seconds a run may take before it is killed (and reported as failed)
+#   QUICK=1                 a fast check: 4 steps, 1 warm-up, 1 round, docs left alone
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+
+BUILD=${BUILD:-build}
+VENV=${VENV:-runs/peers-venv}
+TORCH_SPEC=${TORCH_SPEC:-torch>=2.6}
+DS_SPEC=${DS_SPEC:-deepspeed}
+OUT=${OUT:-runs/bench-peers}
+STEPS=${STEPS:-12}
+WARMUP=${WARMUP:-2}
+ROUNDS=${ROUNDS:-2}
+DTYPES=${DTYPES:-fp32 bf16}
+RUNNERS=${RUNNERS:-zerodp-s0 zerodp-s1 zerodp-s2 zerodp-s3 ddp zero1 fsdp2 fsdp2-reshard ds1 ds2 ds3}
+RUN_TIMEOUT=${RUN_TIMEOUT:-600}
+WRITE_DOCS=${WRITE_DOCS:-1}
+if [[ "${QUICK:-0}" == 1 ]]; then
+  STEPS=4 WARMUP=1 ROUNDS=1 WRITE_DOCS=${WRITE_DOCS_QUICK:-0}
+fi
+LR_FLAGS=(--lr 1e-3 --beta1 0.9 --beta2 0.999 --eps 1e-8 --weight-decay 0.1 --clip 1.0)
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_base_warn_component_unused=0
+log() { printf '%s\n' "$*" >&2; }
+
+# ---- zerodp -----------------------------------------------------------------------------------------
+if [[ ! -x "$BUILD/zerodp" ]]; then
+  [[ -f "$BUILD/CMakeCache.txt" ]] || cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build "$BUILD" --target zerodp -j2
+fi
+Z=$(cd "$BUILD" && pwd)/zerodp
+
+# ---- the peers' venv ----------------------------------------------------------------------------------
+# The default torch wheel on PyPI for Linux x86_64 is the CUDA build: it pulls the nvidia-* wheels
+# (about 2.7 GB installed in all); PyPI has no CPU-only build of torch 2.x. DeepSpeed installs as pure
+# Python (DS_BUILD_OPS=0: no op is compiled at install time); on CPU it needs py-cpuinfo.
+if [[ ! -f "$VENV/.peers-ready" ]]; then
+  log "making the venv $VENV (torch, deepspeed from PyPI)"
+  [[ -x "$VENV/bin/python" ]] || /usr/bin/python3 -m venv "$VENV"
+  "$VENV/bin/pip" install -q --upgrade pip wheel setuptools
+  "$VENV/bin/pip" install -q "$TORCH_SPEC" numpy
+  DS_BUILD_OPS=0 "$VENV/bin/pip" install -q "$DS_SPEC" py-cpuinfo
+  touch "$VENV/.peers-ready"
+fi
+PY=$(cd "$VENV/bin" && pwd)/python
+# DeepSpeed on CPU: its CPU accelerator, no op builds at run time either.
+export DS_ACCELERATOR=cpu DS_BUILD_OPS=0
+
+# ---- inputs, machine, versions ------------------------------------------------------------------------
+data="$OUT/data"
+res="$OUT/results"
+mkdir -p "$data" "$res"
+rm -f "$res"/*.json "$res"/*.jsonl "$res"/*.log "$res"/*.txt
+[[ -f "$data/shakespeare.bin" ]] || "$Z" tokenize --text data/tinyshakespeare.txt --out "$data/shakespeare.bin"
+[[ -f "$data/l4c256.safetensors" ]] ||
+  "$Z" init --out "$data/l4c256.safetensors" --layers 4 --heads 4 --embd 256 --vocab 256 --ctx 128 --seed 1337
+
+{
+  echo "date=$(date -u '+%Y-%m-%d %H:%M UTC')"
+  echo "cpu=$(lscpu | sed -n 's/^Model name:[[:space:]]*//p' | head -1)"
+  echo "cores=$(nproc)"
+  echo "isa=$(grep -o -w -E 'avx512f|avx512_bf16|amx_bf16|amx_tile' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+  echo "zerodp=$("$Z" --version 2>/dev/null | head -1) ($(git rev-parse --short HEAD 2>/dev/null || echo ?)$(git diff --quiet HEAD -- src apps 2>/dev/null || echo ', uncommitted changes in src/apps'))"
+  echo "blas=$("$Z" info | sed -n 's/^  BLAS:[[:space:]]*//p' | sed 's/ ([0-9]* threads)//')"
+  echo "mpi=$("$Z" info | sed -n 's/^  MPI:[[:space:]]*//p')"
+  echo "torch=$("$PY" -c 'import torch; print(torch.__version__, "(cuda", torch.version.cuda, "build; CPU ISA", torch.backends.cpu.get_cpu_capability() + ")")' 2>/dev/null)"
+  echo "deepspeed=$("$PY" -c 'import deepspeed; print(deepspeed.__version__)' 2>/dev/null | tail -1)"
+  echo "python=$("$PY" -c 'import sys; print(sys.version.split()[0])')"
+  echo "venv_size=$(du -sh "$VENV" | cut -f1)"
+  echo "steps=$STEPS warmup=$WARMUP rounds=$ROUNDS dtypes=$DTYPES"
+  echo "load_start=$(cut -d' ' -f1-3 /proc/loadavg)"
+} >"$res/env.txt"
+cat "$res/env.txt" >&2
+
+MPI=(mpirun -n 2 --bind-to core -x OMP_NUM_THREADS)
+common=(--init "$data/l4c256.safetensors" --data "$data/shakespeare.bin" --steps "$STEPS" --micro-batch 8 --seq 128)
+
+# Runs one measured command; records the command, its exit status and the load average around it.
+measure() {  # $1 = tag (runner-dtype-rR); the rest: the command
+  local tag=$1 rc=0 l0; shift
+  l0=$(cut -d' ' -f1 /proc/loadavg)
+  timeout "$RUN_TIMEOUT" "$@" || rc=$?
+  printf '%s\t%s\t%s\t%s\n' "$tag" "$rc" "$l0" "$(cut -d' ' -f1 /proc/loadavg)" >>"$res/status.txt"
+  ((rc == 0)) || log "  $tag failed (exit $rc), see $res/$tag.log"
+}
+
+one() {  # $1 = runner, $2 = dtype, $3 = round
+  local runner=$1 dt=$2 r=$3 tag="$1-$2-r$3"
+  log "[round $r] $dt $runner"
+  case $runner in
+    zerodp-s[0-3])
+      measure "$tag" env OMP_NUM_THREADS=1 "${MPI[@]}" "$Z" train "${common[@]}" --zero-stage "${runner#zerodp-s}" \
+        --dtype "$dt" "${LR_FLAGS[@]}" --log-every 0 --metrics "$res/$tag.jsonl" >"$res/$tag.log" 2>&1
+      cmd="OMP_NUM_THREADS=1 ${MPI[*]} zerodp train ${common[*]} --zero-stage ${runner#zerodp-s} --dtype $dt ${LR_FLAGS[*]} --log-every 0 --metrics $tag.jsonl"
+      ;;
+    *)
+      local port=$((29500 + RANDOM % 2000))
+      measure "$tag" env OMP_NUM_THREADS=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "${MPI[@]}" -x MASTER_ADDR -x MASTER_PORT \
+        -x DS_ACCELERATOR -x DS_BUILD_OPS "$PY" bench/peers/peer_train.py "$runner" --dtype "$dt" "${common[@]}" \
+        --threads 1 "${LR_FLAGS[@]}" >"$res/$tag.json" 2>"$res/$tag.log"
+      cmd="DS_ACCELERATOR=cpu DS_BUILD_OPS=0 OMP_NUM_THREADS=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=P ${MPI[*]} -x MASTER_ADDR -x MASTER_PORT -x DS_ACCELERATOR -x DS_BUILD_OPS \$VENV/bin/python bench/peers/peer_train.py $runner --dtype $dt ${common[*]} --threads 1 ${LR_FLAGS[*]}"
+      ;;
+  esac
+  printf '%s\t%s\n' "$runner-$dt" "$cmd" | sed "s|$root/||g; s|$data/||g" >>"$res/commands.txt"
+}
+
+for ((r = 1; r <= ROUNDS; r++)); do
+  for dt in $DTYPES; do
+    for runner in $RUNNERS; do
+      one "$runner" "$dt" "$r"
+    done
+  done
+done
+echo "load_end=$(cut -d' ' -f1-3 /proc/loadavg)" >>"$res/env.txt"
+
+docs=()
+[[ "$WRITE_DOCS" == 1 ]] && docs=(--write-docs docs/benchmarks_peers.md)
+/usr/bin/python3 bench/peers/report.py "$res" --warmup "$WARMUP" "${docs[@]}"
