@@ -37,7 +37,7 @@ def read_env(res):
 
 
 def read_status(res):
-    """{tag: (rc, load before, load after)}"""
+    """{tag: (rc, CPUs' busy fraction just before, 1-min load average after)}"""
     out = {}
     path = os.path.join(res, "status.txt")
     if os.path.exists(path):
@@ -96,7 +96,7 @@ def collect(res, warmup, rounds_seen):
                 medians.append(statistics.median(ms[warmup:]))
                 if loss0 is None:
                     loss0 = loss[0]
-            entry = {"tags": tags, "fails": fails, "loads": [status[t][1] for t in tags]}
+            entry = {"tags": tags, "fails": fails, "loads": [status[t][1] for t in tags]}  # busy before each round
             if pooled:
                 med = statistics.median(pooled)
                 entry.update(ms=med, tps=TOKENS / med * 1e3, medians=medians, loss0=loss0)
@@ -118,7 +118,7 @@ def tables(table, dtypes):
         if not rows:
             continue
         out.append(f"### {dt}\n")
-        out.append("| runner | ms/step | rounds' medians | tokens/s (both ranks) | loss at step 0 | load avg at start |")
+        out.append("| runner | ms/step | rounds' medians | tokens/s (both ranks) | loss at step 0 | CPUs busy before (rounds) |")
         out.append("|---|---:|---|---:|---:|---|")
         for r, e in rows:
             if "ms" in e:
@@ -133,8 +133,9 @@ def tables(table, dtypes):
         out.append("| stage | zerodp ms/step | peers (ms/step) | best peer | zerodp / best peer |")
         out.append("|---|---:|---|---|---:|")
         for s, peers in PEERS_OF_STAGE.items():
-            z = table.get((f"zerodp-s{s}", dt), {})
-            zms = z.get("ms")
+            z = table.get((f"zerodp-s{s}", dt))
+            zms = z.get("ms") if z else None
+            zdesc = fmt_ms(zms) if zms else ("failed" if z else "not run")
             ok = [(p, table[(p, dt)]["ms"]) for p in peers if "ms" in table.get((p, dt), {})]
             desc = "; ".join(f"{LABELS[p]} {fmt_ms(table[(p, dt)]['ms'])}" if "ms" in table.get((p, dt), {})
                              else f"{LABELS[p]} failed" if (p, dt) in table else f"{LABELS[p]} not run"
@@ -142,9 +143,9 @@ def tables(table, dtypes):
             if ok:
                 best, bms = min(ok, key=lambda x: x[1])
                 ratio = f"{bms / zms:.2f}x" if zms else "n/a"
-                out.append(f"| {s} | {fmt_ms(zms) if zms else 'failed'} | {desc} | {LABELS[best]} | {ratio} |")
+                out.append(f"| {s} | {zdesc} | {desc} | {LABELS[best]} | {ratio} |")
             else:
-                out.append(f"| {s} | {fmt_ms(zms) if zms else 'failed'} | {desc} | none ran | n/a |")
+                out.append(f"| {s} | {zdesc} | {desc} | none ran | n/a |")
         out.append("")
     return "\n".join(out)
 

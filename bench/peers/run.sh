@@ -22,6 +22,9 @@
 #   ROUNDS [2]              every run repeated this many times, interleaved; medians pool the rounds
 #   DTYPES ["fp32 bf16"]    RUNNERS [all: zerodp-s0..s3 ddp zero1 fsdp2 fsdp2-reshard ds1 ds2 ds3]
 #   RUN_TIMEOUT [600]       seconds a run may take before it is killed (and reported as failed)
+#   QUIET_BUSY [0.3] QUIET_MAX [90]  before each run, wait (at most QUIET_MAX s) until the CPUs were busy
+#                           less than QUIET_BUSY of the time over 2 s (other people's jobs: the machine is
+#                           shared); the busy fraction found is recorded next to the run
 #   QUICK=1                 a fast check: 4 steps, 1 warm-up, 1 round, docs left alone
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -98,12 +101,25 @@ cat "$res/env.txt" >&2
 MPI=(mpirun -n 2 --bind-to core -x OMP_NUM_THREADS)
 common=(--init "$data/l4c256.safetensors" --data "$data/shakespeare.bin" --steps "$STEPS" --micro-batch 8 --seq 128)
 
-# Runs one measured command; records the command, its exit status and the load average around it.
+# The fraction of all CPUs busy over the next 2 s (/proc/stat; idle and iowait count as idle).
+cpu_busy() {
+  local a b
+  a=$(head -1 /proc/stat); sleep 2; b=$(head -1 /proc/stat)
+  awk -v a="$a" -v b="$b" 'BEGIN { n = split(a, x); split(b, y); t = 0
+    for (i = 2; i <= n; i++) t += y[i] - x[i]
+    printf "%.2f", (t > 0) ? 1 - ((y[5] - x[5]) + (y[6] - x[6])) / t : 0 }'
+}
+
+# Runs one measured command after waiting for the CPUs to be quiet; records its exit status, the busy
+# fraction before it and the 1-minute load average.
 measure() {  # $1 = tag (runner-dtype-rR); the rest: the command
-  local tag=$1 rc=0 l0; shift
-  l0=$(cut -d' ' -f1 /proc/loadavg)
+  local tag=$1 rc=0 busy waited=0; shift
+  busy=$(cpu_busy)
+  while awk -v b="$busy" -v t="${QUIET_BUSY:-0.3}" 'BEGIN { exit !(b >= t) }' && ((waited < ${QUIET_MAX:-90})); do
+    sleep 3; waited=$((waited + 5)); busy=$(cpu_busy)
+  done
   timeout "$RUN_TIMEOUT" "$@" || rc=$?
-  printf '%s\t%s\t%s\t%s\n' "$tag" "$rc" "$l0" "$(cut -d' ' -f1 /proc/loadavg)" >>"$res/status.txt"
+  printf '%s\t%s\t%s\t%s\n' "$tag" "$rc" "$busy" "$(cut -d' ' -f1 /proc/loadavg)" >>"$res/status.txt"
   ((rc == 0)) || log "  $tag failed (exit $rc), see $res/$tag.log"
 }
 
