@@ -25,6 +25,8 @@
 #   QUIET_BUSY [0.3] QUIET_MAX [90]  before each run, wait (at most QUIET_MAX s) until the CPUs were busy
 #                           less than QUIET_BUSY of the time over 2 s (other people's jobs: the machine is
 #                           shared); the busy fraction found is recorded next to the run
+#   ROUND_FROM [1]          the first round's number; above 1 the run continues an earlier one into the
+#                           same OUT (its results are kept and pooled with the new rounds)
 #   QUICK=1                 a fast check: 4 steps, 1 warm-up, 1 round, docs left alone
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -41,6 +43,7 @@ ROUNDS=${ROUNDS:-2}
 DTYPES=${DTYPES:-fp32 bf16}
 RUNNERS=${RUNNERS:-zerodp-s0 zerodp-s1 zerodp-s2 zerodp-s3 ddp zero1 fsdp2 fsdp2-reshard ds1 ds2 ds3}
 RUN_TIMEOUT=${RUN_TIMEOUT:-600}
+ROUND_FROM=${ROUND_FROM:-1}
 WRITE_DOCS=${WRITE_DOCS:-1}
 if [[ "${QUICK:-0}" == 1 ]]; then
   STEPS=4 WARMUP=1 ROUNDS=1 WRITE_DOCS=${WRITE_DOCS_QUICK:-0}
@@ -76,7 +79,9 @@ export DS_ACCELERATOR=cpu DS_BUILD_OPS=0
 data="$OUT/data"
 res="$OUT/results"
 mkdir -p "$data" "$res"
-rm -f "$res"/*.json "$res"/*.jsonl "$res"/*.log "$res"/*.txt
+if ((ROUND_FROM == 1)); then
+  rm -f "$res"/*.json "$res"/*.jsonl "$res"/*.log "$res"/*.txt
+fi
 [[ -f "$data/shakespeare.bin" ]] || "$Z" tokenize --text data/tinyshakespeare.txt --out "$data/shakespeare.bin"
 [[ -f "$data/l4c256.safetensors" ]] ||
   "$Z" init --out "$data/l4c256.safetensors" --layers 4 --heads 4 --embd 256 --vocab 256 --ctx 128 --seed 1337
@@ -95,8 +100,13 @@ rm -f "$res"/*.json "$res"/*.jsonl "$res"/*.log "$res"/*.txt
   echo "venv_size=$(du -sh "$VENV" | cut -f1)"
   echo "steps=$STEPS warmup=$WARMUP rounds=$ROUNDS dtypes=$DTYPES"
   echo "load_start=$(cut -d' ' -f1-3 /proc/loadavg)"
-} >"$res/env.txt"
-cat "$res/env.txt" >&2
+} >"$res/env-r$ROUND_FROM.txt"
+cat "$res/env-r$ROUND_FROM.txt" >&2
+if ((ROUND_FROM == 1)); then
+  cp "$res/env-r1.txt" "$res/env.txt"
+else  # a continuation: the first part's machine and versions stand, its settings and loads are added to
+  sed -n 's/^\(date\|steps\|load_start\)=/continued_\1=/p' "$res/env-r$ROUND_FROM.txt" >>"$res/env.txt"
+fi
 
 MPI=(mpirun -n 2 --bind-to core -x OMP_NUM_THREADS)
 common=(--init "$data/l4c256.safetensors" --data "$data/shakespeare.bin" --steps "$STEPS" --micro-batch 8 --seq 128)
@@ -143,13 +153,14 @@ one() {  # $1 = runner, $2 = dtype, $3 = round
   printf '%s\t%s\n' "$runner-$dt" "$cmd" | sed "s|$root/||g; s|$data/||g" >>"$res/commands.txt"
 }
 
-for ((r = 1; r <= ROUNDS; r++)); do
+for ((r = ROUND_FROM; r <= ROUNDS; r++)); do
   for dt in $DTYPES; do
     for runner in $RUNNERS; do
       one "$runner" "$dt" "$r"
     done
   done
 done
+sed -i '/^load_end=/d' "$res/env.txt"
 echo "load_end=$(cut -d' ' -f1-3 /proc/loadavg)" >>"$res/env.txt"
 
 docs=()
