@@ -84,4 +84,21 @@ class Communicator {
   TrafficLedger* traffic_ = &TrafficLedger::global();
 };
 
+// Collectives issued while one is alive go to a scratch ledger: checks, metrics and checkpoint I/O
+// are not training traffic (contract §9 counts the training's collectives).
+class UntrackedTraffic {
+ public:
+  explicit UntrackedTraffic(Communicator& comm) : comm_(comm), training_(&comm.traffic()) {
+    comm_.set_traffic_ledger(&scratch_);
+  }
+  ~UntrackedTraffic() { comm_.set_traffic_ledger(training_); }
+  UntrackedTraffic(const UntrackedTraffic&) = delete;
+  UntrackedTraffic& operator=(const UntrackedTraffic&) = delete;
+
+ private:
+  Communicator& comm_;
+  TrafficLedger scratch_;
+  TrafficLedger* training_;
+};
+
 }  // namespace zerodp::comm

@@ -21,23 +21,6 @@ namespace zerodp::train {
 
 namespace {
 
-// Collectives issued while alive go to a scratch ledger: checkpoint I/O is not training traffic
-// (contract §9 counts the training's collectives).
-class UntrackedTraffic {
- public:
-  explicit UntrackedTraffic(comm::Communicator& comm) : comm_(comm), training_(&comm.traffic()) {
-    comm_.set_traffic_ledger(&scratch_);
-  }
-  ~UntrackedTraffic() { comm_.set_traffic_ledger(training_); }
-  UntrackedTraffic(const UntrackedTraffic&) = delete;
-  UntrackedTraffic& operator=(const UntrackedTraffic&) = delete;
-
- private:
-  comm::Communicator& comm_;
-  comm::TrafficLedger scratch_;
-  comm::TrafficLedger* training_;
-};
-
 std::vector<std::string> state_names(const optim::OptimizerSpec& spec) {
   return ckpt::optimizer_state_names(optim::optimizer_name(spec.kind),
                                      spec.kind == optim::OptimizerKind::kSGD && spec.momentum > 0);
@@ -100,7 +83,7 @@ SaveContext save_context(const TrainConfig& cfg, int world_size) {
 std::string save_checkpoint(zero::Engine& engine, int64_t step, const SaveContext& ctx) {
   const auto t0 = std::chrono::steady_clock::now();
   comm::Communicator& comm = engine.comm();
-  const UntrackedTraffic untracked(comm);
+  const comm::UntrackedTraffic untracked(comm);
   const int W = comm.size(), rank = comm.rank();
   const std::vector<std::string> states = state_names(engine.config().optimizer);
   ZDP_CHECK(static_cast<int>(states.size()) == engine.num_optimizer_states(), "{} optimizer states, {} names",
@@ -172,7 +155,7 @@ std::string save_checkpoint(zero::Engine& engine, int64_t step, const SaveContex
 }
 
 ckpt::Checkpoint open_checkpoint(comm::Communicator& comm, const std::string& path) {
-  const UntrackedTraffic untracked(comm);
+  const comm::UntrackedTraffic untracked(comm);
   const int W = comm.size(), rank = comm.rank();
   std::optional<ckpt::Checkpoint> ckpt;
   std::string error;

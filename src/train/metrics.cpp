@@ -53,12 +53,11 @@ std::vector<RankLedgers> gather_ledgers(comm::Communicator& comm) {
 
   const int W = comm.size();
   std::vector<uint64_t> all(kWords * static_cast<size_t>(W));
-  comm::TrafficLedger scratch;
-  comm::TrafficLedger* training = &comm.traffic();
-  comm.set_traffic_ledger(&scratch);
-  // All-gather moves bytes without arithmetic: 64-bit words travel as pairs of 32-bit ones.
-  comm.all_gather(mine.data(), all.data(), 2 * kWords, DType::kF32);
-  comm.set_traffic_ledger(training);
+  {
+    comm::UntrackedTraffic untracked(comm);
+    // All-gather moves bytes without arithmetic: 64-bit words travel as pairs of 32-bit ones.
+    comm.all_gather(mine.data(), all.data(), 2 * kWords, DType::kF32);
+  }
 
   std::vector<RankLedgers> out(static_cast<size_t>(W));
   for (int r = 0; r < W; ++r) {

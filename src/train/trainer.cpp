@@ -218,14 +218,20 @@ TrainResult run_training(TrainConfig cfg) {
     metrics.write(step_json(rec));
     // The non-finite policy (contract §10): nothing reached the weights; decide whether to go on.
     if (r.nonfinite) {
+      // Every rank takes the same decision; the barrier lets rank 0 finish its metrics record of the
+      // step before any rank's exit makes the launcher end the job.
+      const auto stop = [&](const std::string& why) {
+        engine.comm().barrier();
+        throw RuntimeFailure(why);
+      };
       if (loss_scaling) {
         if (engine.loss_scaler().stuck())
-          throw RuntimeFailure(fmt::format(
+          stop(fmt::format(
               "step {}: the fp16 gradients overflowed in {} steps in a row with the loss scale already at its "
               "minimum ({}): stopping (--min-loss-scale, --max-overflows-at-min-scale; bf16 has fp32's range)",
               s, engine.loss_scaler().overflows_at_min_scale(), cfg.min_loss_scale));
       } else if (!cfg.skip_nonfinite) {
-        throw RuntimeFailure(fmt::format(
+        stop(fmt::format(
             "step {}: {}; stopping before it reaches the weights (nothing was updated; --skip-nonfinite skips such "
             "steps instead)",
             s, nonfinite_what(layout, r)));

@@ -31,27 +31,10 @@ void load_states(ModelStates& st, const StateSource& source, bool with_states) {
   }
 }
 
-// Swaps in a scratch traffic ledger for the collectives of a check or a save, which are not training
-// traffic.
-class UntrackedTraffic {
- public:
-  explicit UntrackedTraffic(comm::Communicator& comm) : comm_(comm), training_(&comm.traffic()) {
-    comm_.set_traffic_ledger(&scratch_);
-  }
-  ~UntrackedTraffic() { comm_.set_traffic_ledger(training_); }
-  UntrackedTraffic(const UntrackedTraffic&) = delete;
-  UntrackedTraffic& operator=(const UntrackedTraffic&) = delete;
-
- private:
-  comm::Communicator& comm_;
-  comm::TrafficLedger scratch_;
-  comm::TrafficLedger* training_;
-};
-
 void consolidate_weights(ModelStates& st, comm::Communicator& comm,
                          const std::function<void(int unit, const float* data)>& sink) {
   // Full fp32 weights are already on every rank for fp32 stages 0-2 and for 16-bit stage 0.
-  UntrackedTraffic untracked(comm);
+  comm::UntrackedTraffic untracked(comm);
   for (int u = 0; u < st.num_units(); ++u) {
     const UnitShard& s = st.unit(u);
     if ((!st.mixed && st.param_whole[u]) || (st.mixed && st.stage == 0)) {
@@ -79,7 +62,7 @@ bool all_weights_finite(ModelStates& st, comm::Communicator& comm) {
         break;
       }
   }
-  UntrackedTraffic untracked(comm);
+  comm::UntrackedTraffic untracked(comm);
   comm.all_reduce(&bad, 1, DType::kF32, comm::ReduceOp::kMax);
   return bad == 0.0f;
 }
