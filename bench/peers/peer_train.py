@@ -132,12 +132,7 @@ def main():
     ap.add_argument("--seq", type=int, required=True)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--threads", type=int, default=1, help="threads per rank (torch.set_num_threads)")
-    ap.add_argument("--lr", type=float, default=1e-3)
-    ap.add_argument("--beta1", type=float, default=0.9)
-    ap.add_argument("--beta2", type=float, default=0.999)
-    ap.add_argument("--eps", type=float, default=1e-8)
-    ap.add_argument("--weight-decay", type=float, default=0.1)
-    ap.add_argument("--clip", type=float, default=1.0)
+    torch_gpt2.add_optimizer_args(ap)
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)

@@ -12,7 +12,17 @@ import glob
 import json
 import os
 import re
+import importlib.util
 import statistics
+import sys
+
+# bench/train/report.py (same file name as this one, so loaded by path): read_env, env.txt as a dict.
+_TRAIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "train")
+sys.path.insert(0, _TRAIN)  # for its own imports (flops)
+_spec = importlib.util.spec_from_file_location("train_report", os.path.join(_TRAIN, "report.py"))
+_train_report = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_train_report)
+read_env = _train_report.read_env
 
 TOKENS = 2 * 8 * 128
 LABELS = {
@@ -25,15 +35,6 @@ LABELS = {
 ORDER = list(LABELS)
 PEERS_OF_STAGE = {0: ["ddp"], 1: ["zero1", "ds1"], 2: ["fsdp2", "ds2"], 3: ["fsdp2-reshard", "ds3"]}
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def read_env(res):
-    env = {}
-    with open(os.path.join(res, "env.txt")) as f:
-        for line in f:
-            k, _, v = line.rstrip("\n").partition("=")
-            env[k] = v
-    return env
 
 
 def read_status(res):

@@ -212,6 +212,16 @@ def free_port():
         return s.getsockname()[1]
 
 
+def add_optimizer_args(ap):
+    """The AdamW and clipping flags, named and defaulted as zerodp train's (shared with bench/peers)."""
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--beta1", type=float, default=0.9)
+    ap.add_argument("--beta2", type=float, default=0.999)
+    ap.add_argument("--eps", type=float, default=1e-8)
+    ap.add_argument("--weight-decay", type=float, default=0.1)
+    ap.add_argument("--clip", type=float, default=1.0)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("mode", choices=["single", "ddp", "zero1"])
@@ -223,12 +233,7 @@ def main():
     ap.add_argument("--world", type=int, default=1)
     ap.add_argument("--threads", type=int, default=1, help="threads per rank")
     ap.add_argument("--pin", action="store_true", help="pin rank r to core r (as mpirun --bind-to core)")
-    ap.add_argument("--lr", type=float, default=1e-3)
-    ap.add_argument("--beta1", type=float, default=0.9)
-    ap.add_argument("--beta2", type=float, default=0.999)
-    ap.add_argument("--eps", type=float, default=1e-8)
-    ap.add_argument("--weight-decay", type=float, default=0.1)
-    ap.add_argument("--clip", type=float, default=1.0)
+    add_optimizer_args(ap)
     args = ap.parse_args()
     if args.mode == "single":
         if args.world != 1:
