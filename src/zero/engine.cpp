@@ -9,7 +9,6 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/memory.h"
-#include "optim/optimizer.h"
 #include "zero/comm_clock.h"
 #include "zero/grad_reducer.h"
 #include "zero/model_states.h"
@@ -260,9 +259,7 @@ void Engine::load(const UnitSource& source) {
 
 void Engine::load_state(const StateSource& source) { load_states(impl_->st, source, true); }
 
-int Engine::num_optimizer_states() const {
-  return static_cast<int>(optim::state_floats_per_param(config_.optimizer));
-}
+int Engine::num_optimizer_states() const { return impl_->st.num_states; }
 
 void Engine::visit_owned(const std::function<void(const OwnedRange&)>& visit) const {
   Impl& m = *impl_;
