@@ -1,4 +1,5 @@
-// `zerodp info`: the version and what this build has (MPI, BLAS, OpenMP, CUDA).
+// `zerodp info`: the version and what this build has (MPI, BLAS, the 16-bit GEMM library and the ISA
+// it picked, OpenMP, CUDA).
 #include <cstdio>
 
 #include <cblas.h>
@@ -7,6 +8,8 @@
 
 #include "apps/commands.h"
 #include "comm/runtime.h"
+#include "core/cpu.h"
+#include "kernels/gemm16.h"
 #include "zerodp_build_info.h"
 
 namespace zerodp::cli {
@@ -22,6 +25,11 @@ void register_info(CLI::App& app, Action& action) {
                  ZERODP_CXX_COMPILER);
       fmt::print("  MPI:     {}\n", mpi);
       fmt::print("  BLAS:    {} ({} threads)\n", openblas_get_config(), openblas_get_num_threads());
+      fmt::print("  CPU:     {} ({})\n", cpu_model_name(), cpu_features_string());
+      for (DType t : {DType::kBF16, DType::kF16}) {
+        const kernels::Gemm16Info& g = kernels::gemm16_info(t);
+        fmt::print("  {} GEMM: {}; ISA: {} ({})\n", dtype_name(t), g.library, g.isa, g.reason);
+      }
       fmt::print("  OpenMP:  {} threads (omp_get_max_threads)\n", omp_get_max_threads());
       // The CUDA toolchain is detected and wired into the build (ZERODP_CUDA); the GPU backend
       // (kernels, NCCL communicator) is not part of this version yet.

@@ -10,7 +10,7 @@ PACKAGES=(
   libopenblas-dev libopenblas-openmp-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  python3 python3-numpy python3-torch python3-matplotlib
+  python3 python3-pip python3-numpy python3-torch python3-matplotlib
   # The fuzz build (scripts/fuzz.sh): Clang 14 with libFuzzer and the sanitizer runtimes, its OpenMP,
   # and llvm-symbolizer for the reports' stacks.
   clang-14 libclang-rt-14-dev libomp-14-dev llvm-14
@@ -29,7 +29,16 @@ else
   echo "setup: all Debian packages present"
 fi
 
+# oneMKL's runtime from PyPI, for the 16-bit GEMMs (AMX / AVX-512 BF16); outside the source tree,
+# shared by every clone (scripts/install_mkl.sh). ZERODP_NO_MKL=1 skips it: bf16/fp16 GEMMs then
+# run on the fp32 fallback.
+mkl_args=()
+if [ "${ZERODP_NO_MKL:-0}" != 1 ]; then
+  mkl_dir=$(bash scripts/install_mkl.sh)
+  mkl_args=(-DZERODP_MKL_DIR="$mkl_dir/lib")
+fi
+
 if [ "${1:-}" != "--no-build" ]; then
-  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "${mkl_args[@]}"
   cmake --build build -j "$(nproc)"
 fi

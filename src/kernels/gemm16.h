@@ -1,0 +1,48 @@
+// GEMMs on 16-bit operands with fp32 accumulation (issue 12's 16-bit compute):
+//
+//   C[M,N] (fp32) = alpha · op(A)[M,K] · op(B)[K,N] + beta · C,   A and B bf16 or fp16 (raw bits),
+//
+// every matrix row-major with its leading dimension, as kernels/blas.h. Two implementations:
+//   mkl   oneMKL's cblas_gemm_bf16bf16f32 / cblas_gemm_f16f16f32, loaded at run time (dlopen of
+//         libmkl_rt with RTLD_DEEPBIND, so that its cblas_* do not replace OpenBLAS's for fp32;
+//         GNU OpenMP threading layer, so it shares zerodp's thread pool). MKL dispatches to AMX,
+//         AVX-512 BF16/FP16 or AVX2 itself. Used when it loads and the CPU has a 16-bit dot-product
+//         instruction for the dtype (AMX-BF16 or AVX512-BF16 for bf16; AMX-FP16 or AVX512-FP16 for fp16).
+//   blas  the fallback everywhere else: blocks of op(A) and op(B) widened to fp32 (exactly) and
+//         multiplied by OpenBLAS's sgemm. Same inputs, same fp32 accumulation, no 16-bit speed-up.
+// Where MKL comes from: $ZERODP_MKL_LIB (a path to libmkl_rt.so.N), else the directory the build was
+// configured with (scripts/install_mkl.sh fetches it from PyPI), else the loader's search path.
+// $ZERODP_GEMM16 = auto (default) | mkl (fail if MKL cannot be used) | blas chooses.
+//
+// Both are deterministic: the same call on the same inputs gives the same bits, whatever the
+// operands' alignment (MKL is asked for conditional numerical reproducibility of its auto branch).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/dtype.h"
+
+namespace zerodp::kernels {
+
+struct Gemm16Info {
+  bool mkl = false;      // true: oneMKL; false: the fp32 BLAS fallback
+  std::string library;   // "oneMKL 2026.2 ..." or "OpenBLAS sgemm on widened blocks"
+  std::string isa;       // what the library dispatches to (MKL's processor line), or the fallback's
+  std::string reason;    // why this choice (which CPU features, which override, why MKL did not load)
+};
+// The implementation used for `dtype` (bf16 or fp16); loads MKL on first call (thread-safe).
+const Gemm16Info& gemm16_info(DType dtype);
+
+void gemm16(DType dtype, bool trans_a, bool trans_b, int M, int N, int K, float alpha, const uint16_t* A,
+            int lda, const uint16_t* B, int ldb, float beta, float* C, int ldc);
+
+// The two implementations by name, for tests and benchmarks. gemm16_mkl needs
+// gemm16_mkl_loaded(dtype): oneMKL loaded with that dtype's GEMM (whatever the CPU has).
+bool gemm16_mkl_loaded(DType dtype);
+void gemm16_mkl(DType dtype, bool trans_a, bool trans_b, int M, int N, int K, float alpha, const uint16_t* A,
+                int lda, const uint16_t* B, int ldb, float beta, float* C, int ldc);
+void gemm16_blas(DType dtype, bool trans_a, bool trans_b, int M, int N, int K, float alpha, const uint16_t* A,
+                 int lda, const uint16_t* B, int ldb, float beta, float* C, int ldc);
+
+}  // namespace zerodp::kernels
