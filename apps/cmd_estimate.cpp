@@ -164,13 +164,15 @@ int run_estimate(const EstimateOptions& o) {
       fmt::print("  stage {}: host {} {}, nvme {} {}\n", e.stage, size_text(e.memory.host, gib), unit,
                  size_text(e.memory.nvme, gib), unit);
   }
-  fmt::print("\nact: activations (fp32), token buffers, load chunk; working: peak of gathered + comm;\n"
-             "total: the peak of all categories together. traffic: bytes each rank sends (ring accounting).\n");
+  const char* act_kind = in.dtype == DType::kF32 ? "fp32" : "16-bit compute";
+  fmt::print("\nact: activations ({}), token buffers, load chunk; working: peak of gathered + comm;\n"
+             "total: the peak of all categories together. traffic: bytes each rank sends (ring accounting).\n",
+             act_kind);
   if (in.gpt2) {
     const int64_t T = in.seq_len();
-    const plan::ActivationBytes a = plan::gpt2_activation_bytes(*in.gpt2, in.micro_batch, T, false);
-    fmt::print("Activations of one block: {} {} in zerodp (fp32); {} {} by Korthikanti et al. 2022 (16-bit)\n",
-               size_text(a.per_block, gib), unit,
+    const plan::ActivationBytes a = plan::gpt2_activation_bytes(*in.gpt2, in.micro_batch, T, false, in.dtype);
+    fmt::print("Activations of one block: {} {} in zerodp ({}); {} {} by Korthikanti et al. 2022 (16-bit)\n",
+               size_text(a.per_block, gib), unit, act_kind,
                size_text(static_cast<uint64_t>(plan::korthikanti_layer_bytes(T, in.micro_batch, in.gpt2->n_embd,
                                                                              in.gpt2->n_head)),
                          gib),

@@ -49,6 +49,21 @@ inline uint16_t fp32_to_bf16(float f) {
 float fp16_to_fp32(uint16_t h);
 uint16_t fp32_to_fp16(float f);
 
+// Typed 16-bit elements for code that computes on them (the model and kernels in 16-bit compute):
+// the raw bits, with the type saying which format they are in. Same size and layout as uint16_t.
+struct bf16 {
+  uint16_t bits;
+};
+struct fp16 {
+  uint16_t bits;
+};
+template <class T>
+inline constexpr DType dtype_of = DType::kF32;
+template <>
+inline constexpr DType dtype_of<bf16> = DType::kBF16;
+template <>
+inline constexpr DType dtype_of<fp16> = DType::kF16;
+
 // Converts n elements between any two dtypes (src and dst may not overlap unless equal types).
 void convert(const void* src, DType src_type, void* dst, DType dst_type, size_t n);
 

@@ -30,3 +30,20 @@ void attention_backward(T* dqkv, T* scratch, const T* dout, const T* qkv, const 
                         int C, int NH);
 
 }  // namespace zerodp::kernels
+
+// ---- 16-bit compute (A = bf16 or fp16) ---------------------------------------------------------------
+// The same math with qkv, out and the saved probabilities att in A, the scores, the softmax and dS in
+// fp32, and every product through gemm16 (fp32 accumulation). The backward reads dout already rounded
+// to A (dout16 [B,T,C]) and accumulates into an fp32 dqkv.
+namespace zerodp::kernels {
+
+// Bytes of working memory either direction needs: per (b, h) one row block of fp32 scores and A
+// probabilities' gradient, and one row block of the fp32 output, 64-byte aligned.
+size_t attention16_scratch_bytes(int B, int T_, int C, int NH);
+template <class A>
+void attention16_forward(A* out, A* att, const A* qkv, void* scratch, int B, int T_, int C, int NH);
+template <class A>
+void attention16_backward(float* dqkv, void* scratch, const A* dout16, const A* qkv, const A* att, int B, int T_,
+                          int C, int NH);
+
+}  // namespace zerodp::kernels

@@ -4,6 +4,7 @@
 #include <cstddef>
 
 #include "core/error.h"
+#include "kernels/half.h"
 
 namespace zerodp::kernels {
 
@@ -13,17 +14,18 @@ namespace {
 constexpr int kColumnBlock = 64;
 }  // namespace
 
-template <class T>
-void encoder_forward(T* out, const int32_t* inp, const T* wte, const T* wpe, int B, int T_, int C) {
+template <class T, class W>
+void encoder_forward(T* out, const int32_t* inp, const W* wte, const W* wpe, int B, int T_, int C) {
+  using detail::load;
   ZDP_CHECK(B > 0 && T_ > 0 && C > 0, "encoder_forward: bad shape B={} T={} C={}", B, T_, C);
   const ptrdiff_t rows = static_cast<ptrdiff_t>(B) * T_;
 #pragma omp parallel for schedule(static)
   for (ptrdiff_t bt = 0; bt < rows; ++bt) {
     T* o = out + bt * C;
-    const T* e = wte + static_cast<ptrdiff_t>(inp[bt]) * C;
-    const T* p = wpe + (bt % T_) * C;
+    const W* e = wte + static_cast<ptrdiff_t>(inp[bt]) * C;
+    const W* p = wpe + (bt % T_) * C;
 #pragma omp simd
-    for (int c = 0; c < C; ++c) o[c] = e[c] + p[c];
+    for (int c = 0; c < C; ++c) o[c] = load(e[c]) + load(p[c]);
   }
 }
 
@@ -56,9 +58,10 @@ void encoder_backward(T* dwte, T* dwpe, const T* dout, const int32_t* inp, int B
   }
 }
 
-template void encoder_forward<float>(float*, const int32_t*, const float*, const float*, int, int, int);
-template void encoder_forward<double>(double*, const int32_t*, const double*, const double*, int, int,
-                                      int);
+template void encoder_forward(float*, const int32_t*, const float*, const float*, int, int, int);
+template void encoder_forward(double*, const int32_t*, const double*, const double*, int, int, int);
+template void encoder_forward(float*, const int32_t*, const bf16*, const bf16*, int, int, int);
+template void encoder_forward(float*, const int32_t*, const fp16*, const fp16*, int, int, int);
 template void encoder_backward<float>(float*, float*, const float*, const int32_t*, int, int, int);
 template void encoder_backward<double>(double*, double*, const double*, const int32_t*, int, int, int);
 

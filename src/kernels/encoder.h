@@ -8,8 +8,9 @@
 
 namespace zerodp::kernels {
 
-template <class T>
-void encoder_forward(T* out, const int32_t* inp, const T* wte, const T* wpe, int B, int T_, int C);
+// wte and wpe may be 16-bit (bf16, fp16) with out in float.
+template <class T, class W>
+void encoder_forward(T* out, const int32_t* inp, const W* wte, const W* wpe, int B, int T_, int C);
 
 // Accumulates into dwte [V,C] and dwpe [T_,C]. Deterministic: each output element is summed by one
 // thread, over (b, t) in order, whatever the number of threads.

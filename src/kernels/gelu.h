@@ -7,11 +7,12 @@
 
 namespace zerodp::kernels {
 
-template <class T>
-void gelu_forward(T* out, const T* inp, size_t n);
+// out and inp may be 16-bit (bf16, fp16: computed in float, rounded once).
+template <class I, class O>
+void gelu_forward(O* out, const I* inp, size_t n);
 
-// Accumulates into dinp (which must not alias dout).
-template <class T>
-void gelu_backward(T* dinp, const T* inp, const T* dout, size_t n);
+// Accumulates into dinp (which must not alias dout); inp may be 16-bit.
+template <class T, class I>
+void gelu_backward(T* dinp, const I* inp, const T* dout, size_t n);
 
 }  // namespace zerodp::kernels

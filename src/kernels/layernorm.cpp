@@ -5,6 +5,7 @@
 #include <cstddef>
 
 #include "core/error.h"
+#include "kernels/half.h"
 
 namespace zerodp::kernels {
 
@@ -14,8 +15,11 @@ namespace {
 constexpr int kColumnBlock = 64;
 }  // namespace
 
-template <class T>
-void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* weight, const T* bias, int N,
+using detail::load;
+using detail::put;
+
+template <class T, class W, class O>
+void layernorm_forward(O* out, T* mean, T* rstd, const T* inp, const W* weight, const W* bias, int N,
                        int C) {
   ZDP_CHECK(N > 0 && C > 0, "layernorm_forward: bad shape N={} C={}", N, C);
   const T inv_c = T(1) / T(C);
@@ -23,7 +27,7 @@ void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* weight, 
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; ++n) {
     const T* x = inp + static_cast<ptrdiff_t>(n) * C;
-    T* o = out + static_cast<ptrdiff_t>(n) * C;
+    O* o = out + static_cast<ptrdiff_t>(n) * C;
     T sum = 0;
 #pragma omp simd reduction(+ : sum)
     for (int c = 0; c < C; ++c) sum += x[c];
@@ -38,14 +42,14 @@ void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* weight, 
     }
     const T s = T(1) / std::sqrt(var * inv_c + eps);
 #pragma omp simd
-    for (int c = 0; c < C; ++c) o[c] = (x[c] - m) * s * weight[c] + bias[c];
+    for (int c = 0; c < C; ++c) put(o[c], (x[c] - m) * s * load(weight[c]) + load(bias[c]));
     mean[n] = m;
     rstd[n] = s;
   }
 }
 
-template <class T>
-void layernorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight,
+template <class T, class W>
+void layernorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const W* weight,
                         const T* mean, const T* rstd, int N, int C) {
   ZDP_CHECK(N > 0 && C > 0, "layernorm_backward: bad shape N={} C={}", N, C);
   const T inv_c = T(1) / T(C);
@@ -62,7 +66,7 @@ void layernorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* i
       T dn_sum = 0, dn_n_sum = 0;
 #pragma omp simd reduction(+ : dn_sum, dn_n_sum)
       for (int c = 0; c < C; ++c) {
-        const T dn = d[c] * weight[c];
+        const T dn = d[c] * load(weight[c]);
         dn_sum += dn;
         dn_n_sum += dn * (x[c] - m) * s;
       }
@@ -70,7 +74,7 @@ void layernorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* i
 #pragma omp simd
       for (int c = 0; c < C; ++c) {
         const T norm = (x[c] - m) * s;
-        dx[c] += s * (d[c] * weight[c] - dn_mean - norm * dn_n_mean);
+        dx[c] += s * (d[c] * load(weight[c]) - dn_mean - norm * dn_n_mean);
       }
     }
     // dweight, dbias: column blocks, rows in order.
@@ -96,13 +100,18 @@ void layernorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* i
   }
 }
 
-template void layernorm_forward<float>(float*, float*, float*, const float*, const float*, const float*,
-                                       int, int);
-template void layernorm_forward<double>(double*, double*, double*, const double*, const double*,
-                                        const double*, int, int);
-template void layernorm_backward<float>(float*, float*, float*, const float*, const float*, const float*,
-                                        const float*, const float*, int, int);
-template void layernorm_backward<double>(double*, double*, double*, const double*, const double*,
-                                         const double*, const double*, const double*, int, int);
+template void layernorm_forward(float*, float*, float*, const float*, const float*, const float*, int, int);
+template void layernorm_forward(double*, double*, double*, const double*, const double*, const double*, int,
+                                int);
+template void layernorm_forward(bf16*, float*, float*, const float*, const bf16*, const bf16*, int, int);
+template void layernorm_forward(fp16*, float*, float*, const float*, const fp16*, const fp16*, int, int);
+template void layernorm_backward(float*, float*, float*, const float*, const float*, const float*, const float*,
+                                 const float*, int, int);
+template void layernorm_backward(double*, double*, double*, const double*, const double*, const double*,
+                                 const double*, const double*, int, int);
+template void layernorm_backward(float*, float*, float*, const float*, const float*, const bf16*, const float*,
+                                 const float*, int, int);
+template void layernorm_backward(float*, float*, float*, const float*, const float*, const fp16*, const float*,
+                                 const float*, int, int);
 
 }  // namespace zerodp::kernels

@@ -8,15 +8,17 @@ namespace zerodp::kernels {
 
 inline constexpr double kLayerNormEps = 1e-5;
 
-// inp, out [N,C]; weight, bias [C]; saves mean and rstd [N] for the backward pass.
-template <class T>
-void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* weight, const T* bias, int N,
+// inp, out [N,C]; weight, bias [C]; saves mean and rstd [N] for the backward pass. T is the type of
+// the input and the statistics (float or double); the parameters W and the output O may be 16-bit
+// (bf16, fp16: 16-bit compute), and then everything is computed in float and out is rounded once.
+template <class T, class W, class O>
+void layernorm_forward(O* out, T* mean, T* rstd, const T* inp, const W* weight, const W* bias, int N,
                        int C);
 
 // Accumulates into dinp [N,C], dweight and dbias [C]. dweight/dbias are summed over rows in row
 // order by the thread that owns each column: bitwise the same for any number of threads.
-template <class T>
-void layernorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight,
+template <class T, class W>
+void layernorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const W* weight,
                         const T* mean, const T* rstd, int N, int C);
 
 }  // namespace zerodp::kernels

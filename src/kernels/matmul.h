@@ -7,6 +7,8 @@
 // threads (tests/kernels/test_determinism.cpp checks it), not necessarily across thread counts.
 #pragma once
 
+#include <cstddef>
+
 namespace zerodp::kernels {
 
 // bias may be null (no bias).
@@ -26,5 +28,29 @@ void matmul_nt_forward(T* out, const T* inp, const T* wte, int N, int C, int V);
 template <class T>
 void matmul_nt_backward(T* dinp, T* dwte, const T* dout, const T* inp, const T* wte, int N, int C,
                         int V);
+
+}  // namespace zerodp::kernels
+
+// ---- 16-bit compute (A = bf16 or fp16): operands in A, products accumulated in fp32 by gemm16 ------
+// The same math as above. Forward outputs are fp32 (O = float: the residual stream, the logits) or
+// A (rounded once from the fp32 result plus bias: the next layer's input); `scratch` is fp32 [N, OC]
+// working memory when O is A (unused, may be null, when O is float). Backward gradients are fp32:
+// dout is rounded to A into `dout16` [N, OC] (working memory) to be a GEMM operand, while dbias sums
+// the fp32 dout itself.
+namespace zerodp::kernels {
+
+template <class A, class O>
+void matmul16_forward(O* out, const A* inp, const A* weight, const A* bias, int N, int C, int OC, float* scratch);
+template <class A>
+void matmul16_backward(float* dinp, float* dweight, float* dbias, const float* dout, A* dout16, const A* inp,
+                       const A* weight, int N, int C, int OC);
+template <class A>
+void matmul16_nt_forward(float* out, const A* inp, const A* wte, int N, int C, int V);
+template <class A>
+void matmul16_nt_backward(float* dinp, float* dwte, const float* dout, A* dout16, const A* inp, const A* wte,
+                          int N, int C, int V);
+// dst[i] = dst's type of src[i] (rounded to nearest even), in parallel.
+template <class A>
+void round_to(A* dst, const float* src, size_t n);
 
 }  // namespace zerodp::kernels

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "core/error.h"
 #include "kernels/attention.h"
@@ -30,86 +31,157 @@ const char* unit_phase_name(UnitPhase p) {
 
 namespace {
 
-// Hands out consecutive slices of one allocation; with a null base it only counts.
-template <typename F>
+template <class T>
+inline constexpr bool kIs16 = std::is_same_v<T, bf16> || std::is_same_v<T, fp16>;
+
+// Hands out consecutive slices of one allocation, each starting on a multiple of `align` bytes; with
+// a null base it only counts. The fp32 and double models use align 1: their arrays are all of one
+// type, laid out back to back exactly as before 16-bit compute existed.
 struct Carver {
-  F* base = nullptr;
+  char* base = nullptr;
   size_t used = 0;
-  F* take(size_t n) {
-    F* p = base ? base + used : nullptr;
-    used += n;
+  size_t align = 1;
+  template <class T>
+  T* take(size_t n) {
+    used = (used + align - 1) / align * align;
+    T* p = base ? reinterpret_cast<T*>(base + used) : nullptr;
+    used += n * sizeof(T);
     return p;
   }
 };
 
-template <typename F>
+template <typename P, typename Acc>
 struct LayerActs {
-  F *ln1, *ln1_mean, *ln1_rstd;  // LayerNorm 1 output [BT,C] and statistics [BT]
-  F* qkv;                        // [BT,3C]
-  F* atty;                       // attention output before c_proj [BT,C]
-  F* att;                        // softmax probabilities [B,NH,T,T]
-  F* res2;                       // residual stream after attention [BT,C]
-  F *ln2, *ln2_mean, *ln2_rstd;  // LayerNorm 2
-  F *fch, *fch_gelu;             // MLP hidden before and after GELU [BT,4C]
+  P* ln1;                    // LayerNorm 1 output [BT,C]
+  Acc *ln1_mean, *ln1_rstd;  // and its statistics [BT]
+  P* qkv;                    // [BT,3C]
+  P* atty;                   // attention output before c_proj [BT,C]
+  P* att;                    // softmax probabilities [B,NH,T,T]
+  Acc* res2;                 // residual stream after attention [BT,C]
+  P* ln2;                    // LayerNorm 2
+  Acc *ln2_mean, *ln2_rstd;
+  P *fch, *fch_gelu;  // MLP hidden before and after GELU [BT,4C]
 };
+
+// The kernels, chosen by the element type: fp32/double kernels, or their 16-bit counterparts with
+// working memory for the fp32 products and the 16-bit GEMM operands.
+template <class P, class O>
+void linear_forward(O* out, const P* inp, const P* w, const P* b, int N, int C, int OC, float* scratch) {
+  if constexpr (kIs16<P>) {
+    matmul16_forward(out, inp, w, b, N, C, OC, scratch);
+  } else {
+    matmul_forward(out, inp, w, b, N, C, OC);
+  }
+}
+template <class P, class Acc>
+void linear_backward(Acc* dinp, Acc* dw, Acc* db, const Acc* dout, const P* inp, const P* w, int N, int C, int OC,
+                     P* operand16) {
+  if constexpr (kIs16<P>) {
+    matmul16_backward(dinp, dw, db, dout, operand16, inp, w, N, C, OC);
+  } else {
+    matmul_backward(dinp, dw, db, dout, inp, w, N, C, OC);
+  }
+}
+template <class P, class Acc>
+void head_forward(Acc* logits, const P* inp, const P* wte, int N, int C, int V) {
+  if constexpr (kIs16<P>) {
+    matmul16_nt_forward(logits, inp, wte, N, C, V);
+  } else {
+    matmul_nt_forward(logits, inp, wte, N, C, V);
+  }
+}
+template <class P, class Acc>
+void head_backward(Acc* dinp, Acc* dwte, const Acc* dlogits, const P* inp, const P* wte, int N, int C, int V,
+                   P* operand16) {
+  if constexpr (kIs16<P>) {
+    matmul16_nt_backward(dinp, dwte, dlogits, operand16, inp, wte, N, C, V);
+  } else {
+    matmul_nt_backward(dinp, dwte, dlogits, inp, wte, N, C, V);
+  }
+}
 
 }  // namespace
 
 template <typename F>
 struct GPT2<F>::Acts {
-  Buffer storage;  // all of the F arrays below
+  using P = F;
+  static constexpr bool k16 = kIs16<F>;
+  Buffer storage;  // all of the arrays below
   Buffer tokens;   // inputs and targets of the last forward
-  std::vector<F*> res;  // residual stream: res[0] = embeddings, res[l+1] = output of block l
-  std::vector<LayerActs<F>> layers;
-  F *lnf, *lnf_mean, *lnf_rstd;
-  F* probs;   // logits, then softmax probabilities in place, then their gradient in place [BT,V]
-  F* losses;  // [BT]
+  std::vector<Acc*> res;  // residual stream: res[0] = embeddings, res[l+1] = output of block l
+  std::vector<LayerActs<P, Acc>> layers;
+  P* lnf;
+  Acc *lnf_mean, *lnf_rstd;
+  Acc* probs;   // logits, then softmax probabilities in place, then their gradient in place [BT,V]
+  Acc* losses;  // [BT]
   // Backward working memory, reused by every block.
-  F *dres, *dln, *datty, *dqkv, *dfch_gelu, *dfch, *att_scratch;
+  Acc *dres, *dln, *datty, *dqkv, *dfch_gelu, *dfch, *att_scratch;
+  // 16-bit compute's working memory: fp32 products before rounding [BT,4C], 16-bit GEMM operands
+  // [BT, max(4C, V)], and the attention's (kernels/attention.h).
+  float* gemm_out = nullptr;
+  P* operand16 = nullptr;
+  char* att16_scratch = nullptr;
   int32_t *inputs, *targets;
 
   // Lays the arrays out over `c` (counting only when c.base is null).
-  void carve(Carver<F>& c, const GPT2Config& g, int B, int T, bool checkpointing) {
+  void carve(Carver& c, const GPT2Config& g, int B, int T, bool checkpointing) {
     const size_t BT = static_cast<size_t>(B) * T, C = g.n_embd, V = g.vocab_size;
     const size_t NH = g.n_head;
+    if (k16) c.align = 64;
     res.assign(static_cast<size_t>(g.n_layer) + 1, nullptr);
-    for (auto& r : res) r = c.take(BT * C);
+    for (auto& r : res) r = c.take<Acc>(BT * C);
     // With checkpointing all blocks share one set of activations, recomputed in backward.
     layers.assign(checkpointing ? 1 : static_cast<size_t>(g.n_layer), {});
     for (auto& a : layers) {
-      a.ln1 = c.take(BT * C);
-      a.ln1_mean = c.take(BT);
-      a.ln1_rstd = c.take(BT);
-      a.qkv = c.take(BT * 3 * C);
-      a.atty = c.take(BT * C);
-      a.att = c.take(static_cast<size_t>(B) * NH * T * T);
-      a.res2 = c.take(BT * C);
-      a.ln2 = c.take(BT * C);
-      a.ln2_mean = c.take(BT);
-      a.ln2_rstd = c.take(BT);
-      a.fch = c.take(BT * 4 * C);
-      a.fch_gelu = c.take(BT * 4 * C);
+      a.ln1 = c.take<P>(BT * C);
+      a.ln1_mean = c.take<Acc>(BT);
+      a.ln1_rstd = c.take<Acc>(BT);
+      a.qkv = c.take<P>(BT * 3 * C);
+      a.atty = c.take<P>(BT * C);
+      a.att = c.take<P>(static_cast<size_t>(B) * NH * T * T);
+      a.res2 = c.take<Acc>(BT * C);
+      a.ln2 = c.take<P>(BT * C);
+      a.ln2_mean = c.take<Acc>(BT);
+      a.ln2_rstd = c.take<Acc>(BT);
+      a.fch = c.take<P>(BT * 4 * C);
+      a.fch_gelu = c.take<P>(BT * 4 * C);
     }
-    lnf = c.take(BT * C);
-    lnf_mean = c.take(BT);
-    lnf_rstd = c.take(BT);
-    probs = c.take(BT * V);
-    losses = c.take(BT);
-    dres = c.take(BT * C);
-    dln = c.take(BT * C);
-    datty = c.take(BT * C);
-    dqkv = c.take(BT * 3 * C);
-    dfch_gelu = c.take(BT * 4 * C);
-    dfch = c.take(BT * 4 * C);
-    att_scratch = c.take(attention_scratch_elems(B, T, g.n_head));
+    lnf = c.take<P>(BT * C);
+    lnf_mean = c.take<Acc>(BT);
+    lnf_rstd = c.take<Acc>(BT);
+    probs = c.take<Acc>(BT * V);
+    losses = c.take<Acc>(BT);
+    dres = c.take<Acc>(BT * C);
+    dln = c.take<Acc>(BT * C);
+    datty = c.take<Acc>(BT * C);
+    dqkv = c.take<Acc>(BT * 3 * C);
+    dfch_gelu = c.take<Acc>(BT * 4 * C);
+    dfch = c.take<Acc>(BT * 4 * C);
+    if constexpr (k16) {
+      gemm_out = c.take<float>(BT * 4 * C);
+      operand16 = c.take<P>(BT * std::max<size_t>(4 * C, V));
+      att16_scratch = c.take<char>(attention16_scratch_bytes(B, T, g.n_embd, g.n_head));
+    } else {
+      att_scratch = c.take<Acc>(attention_scratch_elems(B, T, g.n_head));
+    }
   }
 };
 
-size_t activation_bytes(const GPT2Config& config, int B, int T, bool checkpointing, size_t elem_size) {
-  Carver<float> counter;
-  GPT2<float>::Acts acts;
+namespace {
+template <typename F>
+size_t carved_bytes(const GPT2Config& config, int B, int T, bool checkpointing) {
+  Carver counter;
+  typename GPT2<F>::Acts acts;
   acts.carve(counter, config, B, T, checkpointing);
-  return counter.used * elem_size + 2 * static_cast<size_t>(B) * T * sizeof(int32_t);
+  return counter.used;
+}
+}  // namespace
+
+size_t activation_bytes(const GPT2Config& config, int B, int T, bool checkpointing, DType compute) {
+  const size_t arrays = compute == DType::kF32 ? carved_bytes<float>(config, B, T, checkpointing)
+                        : compute == DType::kBF16 ? carved_bytes<bf16>(config, B, T, checkpointing)
+                                                  : carved_bytes<fp16>(config, B, T, checkpointing);
+  return arrays + 2 * static_cast<size_t>(B) * T * sizeof(int32_t);
 }
 
 template <typename F>
@@ -119,10 +191,10 @@ GPT2<F>::GPT2(const ParamLayout& layout, int B, int T, bool checkpointing)
   ZDP_REQUIRE(B > 0 && T > 0, "micro-batch ({}) and sequence length ({}) must be positive", B, T);
   ZDP_REQUIRE(T <= g.n_ctx, "sequence length {} exceeds the model's context n_ctx = {}", T, g.n_ctx);
   acts_ = std::make_unique<Acts>();
-  Carver<F> counter;
+  Carver counter;
   acts_->carve(counter, g, B, T, checkpointing);
-  acts_->storage = Buffer(counter.used * sizeof(F), MemCategory::kAct);
-  Carver<F> carver{acts_->storage.template as<F>(), 0};
+  acts_->storage = Buffer(counter.used, MemCategory::kAct);
+  Carver carver{acts_->storage.template as<char>(), 0};
   acts_->carve(carver, g, B, T, checkpointing);
   const size_t BT = static_cast<size_t>(B) * T;
   acts_->tokens = Buffer(2 * BT * sizeof(int32_t), MemCategory::kAct);
@@ -134,7 +206,7 @@ template <typename F>
 GPT2<F>::~GPT2() = default;
 
 template <typename F>
-const F* GPT2<F>::losses() const {
+auto GPT2<F>::losses() const -> const Acc* {
   return acts_->losses;
 }
 
@@ -167,18 +239,22 @@ void GPT2<F>::block_forward(int l, const F* p, int B, int T, bool write_output) 
   const int u = ParamLayout::block_unit(l);
   Acts& a = *acts_;
   auto w = [&](int k) { return p + layout_.param(u, k).offset; };
-  LayerActs<F>& x = a.layers[checkpointing_ ? 0 : static_cast<size_t>(l)];
+  auto& x = a.layers[checkpointing_ ? 0 : static_cast<size_t>(l)];
   const size_t n = static_cast<size_t>(BT) * C;
   layernorm_forward(x.ln1, x.ln1_mean, x.ln1_rstd, a.res[l], w(kLn1W), w(kLn1B), BT, C);
-  matmul_forward(x.qkv, x.ln1, w(kAttnW), w(kAttnB), BT, C, 3 * C);
-  attention_forward(x.atty, x.att, x.qkv, B, T, C, NH);
-  matmul_forward(x.res2, x.atty, w(kAttnProjW), w(kAttnProjB), BT, C, C);
+  linear_forward(x.qkv, x.ln1, w(kAttnW), w(kAttnB), BT, C, 3 * C, a.gemm_out);
+  if constexpr (Acts::k16) {
+    attention16_forward(x.atty, x.att, x.qkv, a.att16_scratch, B, T, C, NH);
+  } else {
+    attention_forward(x.atty, x.att, x.qkv, B, T, C, NH);
+  }
+  linear_forward(x.res2, x.atty, w(kAttnProjW), w(kAttnProjB), BT, C, C, a.gemm_out);
   residual_forward(x.res2, x.res2, a.res[l], n);  // res2 = res + attn
   layernorm_forward(x.ln2, x.ln2_mean, x.ln2_rstd, x.res2, w(kLn2W), w(kLn2B), BT, C);
-  matmul_forward(x.fch, x.ln2, w(kFcW), w(kFcB), BT, C, 4 * C);
+  linear_forward(x.fch, x.ln2, w(kFcW), w(kFcB), BT, C, 4 * C, a.gemm_out);
   gelu_forward(x.fch_gelu, x.fch, static_cast<size_t>(BT) * 4 * C);
   if (!write_output) return;  // recomputing for backward: the block's output is not needed
-  matmul_forward(a.res[l + 1], x.fch_gelu, w(kFcProjW), w(kFcProjB), BT, 4 * C, C);
+  linear_forward(a.res[l + 1], x.fch_gelu, w(kFcProjW), w(kFcProjB), BT, 4 * C, C, a.gemm_out);
   residual_forward(a.res[l + 1], a.res[l + 1], x.res2, n);  // res' = res2 + mlp
 }
 
@@ -201,7 +277,7 @@ double GPT2<F>::forward(const int32_t* inputs, const int32_t* targets, UnitAcces
     const F* p = units.params(ParamLayout::kEmbeddingUnit);
     layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, a.res[g.n_layer], p + layout_.param(0, kLnfW).offset,
                       p + layout_.param(0, kLnfB).offset, BT, C);
-    matmul_nt_forward(a.probs, a.lnf, p + layout_.param(0, kWte).offset, BT, C, V);
+    head_forward(a.probs, a.lnf, p + layout_.param(0, kWte).offset, BT, C, V);
     softmax_crossentropy_forward(a.losses, a.probs, a.probs, a.targets, BT, V);
   }
   units.end(ParamLayout::kEmbeddingUnit, UnitPhase::kHeadForward);
@@ -214,23 +290,23 @@ double GPT2<F>::forward(const int32_t* inputs, const int32_t* targets, UnitAcces
 }
 
 template <typename F>
-void GPT2<F>::backward(F dloss, UnitAccess<F>& units) {
+void GPT2<F>::backward(Acc dloss, UnitAccess<F>& units) {
   ZDP_CHECK(last_B_ > 0, "backward without a forward");
   const GPT2Config& g = layout_.config();
   const int B = last_B_, T = last_T_, C = g.n_embd, V = g.vocab_size, NH = g.n_head, BT = B * T;
   const size_t n = static_cast<size_t>(BT) * C;
   Acts& a = *acts_;
-  auto zero = [](F* p, size_t count) { std::fill(p, p + count, F(0)); };
+  auto zero = [](Acc* p, size_t count) { std::fill(p, p + count, Acc(0)); };
 
   // Head: softmax-cross-entropy, tied LM head, ln_f. dres becomes ∂loss/∂res[L].
   units.begin(ParamLayout::kEmbeddingUnit, UnitPhase::kHeadBackward);
   {
     const F* p = units.params(ParamLayout::kEmbeddingUnit);
-    F* d = units.grads(ParamLayout::kEmbeddingUnit);
+    Acc* d = units.grads(ParamLayout::kEmbeddingUnit);
     auto off = [&](int k) { return layout_.param(0, k).offset; };
     softmax_crossentropy_backward(a.probs, a.probs, a.targets, dloss, BT, V);
     zero(a.dln, n);
-    matmul_nt_backward(a.dln, d + off(kWte), a.probs, a.lnf, p + off(kWte), BT, C, V);
+    head_backward(a.dln, d + off(kWte), a.probs, a.lnf, p + off(kWte), BT, C, V, a.operand16);
     zero(a.dres, n);
     layernorm_backward(a.dres, d + off(kLnfW), d + off(kLnfB), a.dln, a.res[g.n_layer], p + off(kLnfW),
                        a.lnf_mean, a.lnf_rstd, BT, C);
@@ -242,27 +318,34 @@ void GPT2<F>::backward(F dloss, UnitAccess<F>& units) {
     const int u = ParamLayout::block_unit(l);
     units.begin(u, UnitPhase::kBlockBackward);
     const F* p = units.params(u);
-    F* d = units.grads(u);
+    Acc* d = units.grads(u);
     auto w = [&](int k) { return p + layout_.param(u, k).offset; };
     auto dw = [&](int k) { return d + layout_.param(u, k).offset; };
     if (checkpointing_) block_forward(l, p, B, T, false);  // recompute what the backward reads
-    LayerActs<F>& x = a.layers[checkpointing_ ? 0 : static_cast<size_t>(l)];
+    auto& x = a.layers[checkpointing_ ? 0 : static_cast<size_t>(l)];
     const size_t n4 = 4 * n;
     // MLP: res' = res2 + c_proj(gelu(c_fc(ln_2(res2)))); dres flows through the residual unchanged.
     zero(a.dfch_gelu, n4);
-    matmul_backward(a.dfch_gelu, dw(kFcProjW), dw(kFcProjB), a.dres, x.fch_gelu, w(kFcProjW), BT, 4 * C, C);
+    linear_backward(a.dfch_gelu, dw(kFcProjW), dw(kFcProjB), a.dres, x.fch_gelu, w(kFcProjW), BT, 4 * C, C,
+                    a.operand16);
     zero(a.dfch, n4);
     gelu_backward(a.dfch, x.fch, a.dfch_gelu, n4);
     zero(a.dln, n);
-    matmul_backward(a.dln, dw(kFcW), dw(kFcB), a.dfch, x.ln2, w(kFcW), BT, C, 4 * C);
+    linear_backward(a.dln, dw(kFcW), dw(kFcB), a.dfch, x.ln2, w(kFcW), BT, C, 4 * C, a.operand16);
     layernorm_backward(a.dres, dw(kLn2W), dw(kLn2B), a.dln, x.res2, w(kLn2W), x.ln2_mean, x.ln2_rstd, BT, C);
     // Attention: res2 = res + c_proj(attn(c_attn(ln_1(res)))).
     zero(a.datty, n);
-    matmul_backward(a.datty, dw(kAttnProjW), dw(kAttnProjB), a.dres, x.atty, w(kAttnProjW), BT, C, C);
+    linear_backward(a.datty, dw(kAttnProjW), dw(kAttnProjB), a.dres, x.atty, w(kAttnProjW), BT, C, C,
+                    a.operand16);
     zero(a.dqkv, 3 * n);
-    attention_backward(a.dqkv, a.att_scratch, a.datty, x.qkv, x.att, B, T, C, NH);
+    if constexpr (Acts::k16) {
+      round_to(a.operand16, a.datty, n);
+      attention16_backward(a.dqkv, a.att16_scratch, a.operand16, x.qkv, x.att, B, T, C, NH);
+    } else {
+      attention_backward(a.dqkv, a.att_scratch, a.datty, x.qkv, x.att, B, T, C, NH);
+    }
     zero(a.dln, n);
-    matmul_backward(a.dln, dw(kAttnW), dw(kAttnB), a.dqkv, x.ln1, w(kAttnW), BT, C, 3 * C);
+    linear_backward(a.dln, dw(kAttnW), dw(kAttnB), a.dqkv, x.ln1, w(kAttnW), BT, C, 3 * C, a.operand16);
     layernorm_backward(a.dres, dw(kLn1W), dw(kLn1B), a.dln, a.res[l], w(kLn1W), x.ln1_mean, x.ln1_rstd, BT, C);
     units.end(u, UnitPhase::kBlockBackward);
   }
@@ -270,7 +353,7 @@ void GPT2<F>::backward(F dloss, UnitAccess<F>& units) {
   // Embeddings: needs only the token ids and the gradient buffer.
   units.begin(ParamLayout::kEmbeddingUnit, UnitPhase::kEmbedBackward);
   {
-    F* d = units.grads(ParamLayout::kEmbeddingUnit);
+    Acc* d = units.grads(ParamLayout::kEmbeddingUnit);
     encoder_backward(d + layout_.param(0, kWte).offset, d + layout_.param(0, kWpe).offset, a.dres, a.inputs,
                      B, T, C);
   }
@@ -278,7 +361,7 @@ void GPT2<F>::backward(F dloss, UnitAccess<F>& units) {
 }
 
 template <typename F>
-void GPT2<F>::next_token_logits(const int32_t* inputs, int t, UnitAccess<F>& units, F* logits) {
+void GPT2<F>::next_token_logits(const int32_t* inputs, int t, UnitAccess<F>& units, Acc* logits) {
   const GPT2Config& g = layout_.config();
   ZDP_REQUIRE(t > 0 && t <= T_, "context of {} tokens does not fit the model's {} positions", t, T_);
   const int C = g.n_embd, V = g.vocab_size;
@@ -288,15 +371,17 @@ void GPT2<F>::next_token_logits(const int32_t* inputs, int t, UnitAccess<F>& uni
   forward_trunk(inputs, 1, t, units);
   units.begin(ParamLayout::kEmbeddingUnit, UnitPhase::kHeadForward);
   const F* p = units.params(ParamLayout::kEmbeddingUnit);
-  const F* last = a.res[g.n_layer] + static_cast<size_t>(t - 1) * C;
+  const Acc* last = a.res[g.n_layer] + static_cast<size_t>(t - 1) * C;
   layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, last, p + layout_.param(0, kLnfW).offset,
                     p + layout_.param(0, kLnfB).offset, 1, C);
-  matmul_nt_forward(logits, a.lnf, p + layout_.param(0, kWte).offset, 1, C, V);
+  head_forward(logits, a.lnf, p + layout_.param(0, kWte).offset, 1, C, V);
   units.end(ParamLayout::kEmbeddingUnit, UnitPhase::kHeadForward);
   last_B_ = 0;
 }
 
 template class GPT2<float>;
 template class GPT2<double>;
+template class GPT2<bf16>;
+template class GPT2<fp16>;
 
 }  // namespace zerodp::model

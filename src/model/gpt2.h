@@ -8,12 +8,20 @@
 //             only the gradient buffer: the tied wte and wpe gradients are finished here)
 // Every backward ACCUMULATES into the unit's gradient buffer (the caller zeroes it), so micro-steps
 // of gradient accumulation simply run forward/backward again.
+//
+// The element type P is what the model computes on: float (fp32 compute), double (gradient checks),
+// or bf16 / fp16 (16-bit compute). In 16-bit compute the parameters are read in P; the activations
+// that feed a GEMM or the attention (LayerNorm outputs, qkv, attention output and probabilities,
+// the MLP's hidden layer before and after GELU) are stored in P; every GEMM accumulates in fp32
+// (kernels/gemm16.h); the residual stream, LayerNorm/softmax/cross-entropy statistics, the logits and
+// every gradient (of activations and of parameters) are fp32 (ComputeTypes<P>::Acc).
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <vector>
 
+#include "core/dtype.h"
 #include "core/memory.h"
 #include "model/layout.h"
 
@@ -34,40 +42,63 @@ constexpr bool phase_is_backward(UnitPhase p) {
   return p == UnitPhase::kHeadBackward || p == UnitPhase::kBlockBackward || p == UnitPhase::kEmbedBackward;
 }
 
+// The types a model computing on P uses: parameters and stored activations in P, everything that
+// accumulates (residual stream, statistics, logits, gradients) in Acc.
+template <typename P>
+struct ComputeTypes {
+  using Param = P;
+  using Acc = P;
+};
+template <>
+struct ComputeTypes<bf16> {
+  using Param = bf16;
+  using Acc = float;
+};
+template <>
+struct ComputeTypes<fp16> {
+  using Param = fp16;
+  using Acc = float;
+};
+
 // What the model asks of its runner. begin() is called before a unit is used in a phase, end() after;
 // params() is valid between them when the phase needs parameters, grads() in backward phases.
-template <typename F>
+template <typename P>
 class UnitAccess {
  public:
+  using Grad = typename ComputeTypes<P>::Acc;
   virtual ~UnitAccess() = default;
   virtual void begin(int unit, UnitPhase phase) {}
   virtual void end(int unit, UnitPhase phase) {}
-  virtual const F* params(int unit) = 0;
-  virtual F* grads(int unit) = 0;
+  virtual const P* params(int unit) = 0;
+  virtual Grad* grads(int unit) = 0;
 };
 
 // The simplest runner: all parameters and gradients of all units resident (one rank, stage 0).
-template <typename F>
-class ResidentUnits : public UnitAccess<F> {
+template <typename P>
+class ResidentUnits : public UnitAccess<P> {
  public:
-  ResidentUnits(std::vector<const F*> params, std::vector<F*> grads)
+  using Grad = typename UnitAccess<P>::Grad;
+  ResidentUnits(std::vector<const P*> params, std::vector<Grad*> grads)
       : params_(std::move(params)), grads_(std::move(grads)) {}
-  const F* params(int unit) override { return params_.at(static_cast<size_t>(unit)); }
-  F* grads(int unit) override { return grads_.at(static_cast<size_t>(unit)); }
+  const P* params(int unit) override { return params_.at(static_cast<size_t>(unit)); }
+  Grad* grads(int unit) override { return grads_.at(static_cast<size_t>(unit)); }
 
  private:
-  std::vector<const F*> params_;
-  std::vector<F*> grads_;
+  std::vector<const P*> params_;
+  std::vector<Grad*> grads_;
 };
 
 // Bytes of activation memory GPT2::GPT2 allocates for a micro-batch of B sequences of T tokens
-// (what the `act` category holds while the model exists). With activation checkpointing only the
-// residual stream entering each block is kept; one block's activations are recomputed in backward.
+// (what the `act` category holds while the model exists), computing in `compute` (fp32 for
+// GPT2<float>, bf16 / fp16 for 16-bit compute). With activation checkpointing only the residual
+// stream entering each block is kept; one block's activations are recomputed in backward.
 size_t activation_bytes(const GPT2Config& config, int B, int T, bool checkpointing = false,
-                        size_t elem_size = sizeof(float));
+                        DType compute = DType::kF32);
 
 template <typename F>
 class GPT2 {
+  using Acc = typename ComputeTypes<F>::Acc;
+
  public:
   // Allocates the activations for micro-batches of up to B sequences of T tokens, under `act`.
   // `checkpointing`: keep only each block's input and recompute the block's activations during its
@@ -85,13 +116,13 @@ class GPT2 {
   // cross-entropy over its B·T tokens. Keeps what backward needs.
   double forward(const int32_t* inputs, const int32_t* targets, UnitAccess<F>& units);
   // The per-token losses of the last forward, [B·T].
-  const F* losses() const;
+  const Acc* losses() const;
   // Backward of the last forward: the gradient of Σ_tokens dloss·loss_token, accumulated into
   // units.grads(u). dloss = loss scale / number of tokens the step's loss averages over.
-  void backward(F dloss, UnitAccess<F>& units);
+  void backward(Acc dloss, UnitAccess<F>& units);
 
   // Inference: logits [V] of the next token after the t tokens of `inputs` (one sequence, t <= T).
-  void next_token_logits(const int32_t* inputs, int t, UnitAccess<F>& units, F* logits);
+  void next_token_logits(const int32_t* inputs, int t, UnitAccess<F>& units, Acc* logits);
 
   struct Acts;  // the activation arrays (opaque; public so activation_bytes can lay them out)
 
@@ -109,5 +140,7 @@ class GPT2 {
 
 extern template class GPT2<float>;
 extern template class GPT2<double>;
+extern template class GPT2<bf16>;
+extern template class GPT2<fp16>;
 
 }  // namespace zerodp::model

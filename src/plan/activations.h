@@ -1,7 +1,7 @@
 // GPT-2's activation memory in closed form, derived from what zerodp's model keeps (docs/planner.md
-// derives every term): all activations are fp32, whatever the compute dtype, because the model runs
-// in fp32 on fp32 working copies of the parameters.
+// derives every term).
 //
+// fp32 compute (--dtype fp32): every array is fp32, laid out back to back.
 // s = T tokens, b = B sequences, h = C, a = NH heads, V vocabulary, L layers; in 4-byte elements:
 //   per block (kept for backward):  b·s·(16h + 4) + a·b·s²
 //       ln1, ln2 outputs (2h) and statistics (4), qkv (3h), attention output (h), softmax
@@ -14,12 +14,20 @@
 // With activation checkpointing the blocks keep only their input (b·s·h each) and one block's set
 // b·s·(15h + 4) + a·b·s² is shared, recomputed during each block's backward.
 //
+// 16-bit compute (--dtype bf16 | fp16, model/gpt2.h): the arrays that feed a GEMM or the attention
+// are 16-bit (ln1, ln2, ln_f outputs, qkv, attention output and probabilities, MLP hidden before and
+// after GELU: 2 bytes), the residual stream, statistics, logits, losses and the backward buffers stay
+// fp32, and three working arrays are added: fp32 products before rounding (4h), 16-bit GEMM operands
+// (max(4h, V)) and the attention's per-head scratch (kernels/attention.h). Every array starts on a
+// 64-byte boundary, so each term is rounded up to a multiple of 64 bytes.
+//
 // This is independent of model::activation_bytes on purpose: tests check the two against each other
 // and against the `act` peak measured in real runs.
 #pragma once
 
 #include <cstdint>
 
+#include "core/dtype.h"
 #include "model/config.h"
 
 namespace zerodp::plan {
@@ -37,8 +45,10 @@ struct ActivationBytes {
   uint64_t total() const { return blocks + head + backward + tokens; }
 };
 
-// The activations the model allocates for micro-batches of B sequences of T tokens.
-ActivationBytes gpt2_activation_bytes(const model::GPT2Config& config, int64_t B, int64_t T, bool checkpointing);
+// The activations the model allocates for micro-batches of B sequences of T tokens, computing in
+// `compute` (fp32, or bf16/fp16 16-bit compute).
+ActivationBytes gpt2_activation_bytes(const model::GPT2Config& config, int64_t B, int64_t T, bool checkpointing,
+                                      DType compute = DType::kF32);
 
 // Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models", eq. (1):
 // bytes one transformer layer keeps with 16-bit activations and dropout, s·b·h·(34 + 5·a·s/h).

@@ -97,13 +97,13 @@ uint64_t prefetched_blocks(const PlanInput& in, const Units& u, uint64_t live, u
 // the head's backward, then each block's, with up to three reductions left in flight.
 uint64_t transient_bytes(const PlanInput& in, const Units& u) {
   const uint64_t p = dtype_size(in.dtype), r = reduce_bytes(in);
-  const bool mixed = in.dtype != DType::kF32;
   // A unit's fp32 gradient is a working buffer unless stages 0-1 accumulate straight into fp32 storage.
   const bool work_grad = in.stage >= 2 || !(in.dtype == DType::kF32 || in.fp32_grad_accum);
   const uint64_t s3 = in.stage == 3 ? 1 : 0;
   const uint64_t wg0 = work_grad ? 4 * u.p0 : 0;  // unit 0's gradient stays open through the backward
-  // The head: unit 0's fp32 working copy and gradient, its gathered copy and the blocks prefetched.
-  uint64_t peak = (mixed ? 4 * u.n0 : 0) + wg0 + s3 * p * (u.p0 + prefetched_blocks(in, u, u.p0, u.L) * u.pb);
+  // The head: unit 0's fp32 gradient, its gathered copy and the blocks prefetched (16-bit compute
+  // reads the 16-bit parameters directly: no working copy).
+  uint64_t peak = wg0 + s3 * p * (u.p0 + prefetched_blocks(in, u, u.p0, u.L) * u.pb);
   // With one rank nothing is reduced: stages 2-3 add each unit's gradient into the store at once.
   const uint64_t W = static_cast<uint64_t>(in.world);
   const bool reduces = W > 1;
@@ -114,8 +114,8 @@ uint64_t transient_bytes(const PlanInput& in, const Units& u) {
   for (uint64_t j = 0; j < u.L; ++j) {  // the j-th block of the backward
     const uint64_t ahead = s3 ? prefetched_blocks(in, u, u.pb, u.L - 1 - j) : 0;
     const uint64_t in_flight = in.stage >= 2 ? std::min<uint64_t>(j, 3) * reduction : 0;
-    // While the block's backward runs: its working copy and gradient beside the reductions in flight.
-    const uint64_t during = (mixed ? 4 * u.nb : 0) + wg0 + (work_grad ? 4 * u.pb : 0) + in_flight +
+    // While the block's backward runs: its gradient beside the reductions in flight.
+    const uint64_t during = wg0 + (work_grad ? 4 * u.pb : 0) + in_flight +
                             (j > 0 ? stg : 0) + s3 * p * u.pb * (1 + ahead);
     peak = std::max(peak, during);
     if (in.stage >= 2) {
@@ -213,7 +213,7 @@ MemoryEstimate estimate_memory(const PlanInput& in) {
   if (in.gpt2) {
     const Units u = units_of(*in.gpt2, static_cast<uint64_t>(in.world));
     const int64_t T = in.seq_len();
-    act_live = gpt2_activation_bytes(*in.gpt2, in.micro_batch, T, in.activation_checkpointing).total() +
+    act_live = gpt2_activation_bytes(*in.gpt2, in.micro_batch, T, in.activation_checkpointing, in.dtype).total() +
                2 * 4 * static_cast<uint64_t>(in.micro_batch) * static_cast<uint64_t>(T);  // the engine's tokens
     // Loading (and widening 16-bit gradients) goes through a chunk of at most 2^18 fp32 values,
     // no larger than the largest range the rank keeps.

@@ -21,14 +21,22 @@ namespace zerodp::zero {
 
 using model::UnitPhase;
 
-// The engine proper: the model's view of the units (model::UnitAccess: parameters in fp32 when a
-// unit's phase begins, its gradient buffer, what to do when the phase ends) and the step, over the
+// The model, computing in the run's dtype (fp32, or bf16/fp16 16-bit compute: model/gpt2.h), seen by
+// the engine through this small interface; its units come from the engine (Impl::begin_unit ...).
+struct ModelRunner {
+  virtual ~ModelRunner() = default;
+  virtual double forward(const int32_t* inputs, const int32_t* targets) = 0;
+  virtual void backward(float dloss) = 0;
+};
+
+// The engine proper: the model's view of the units (parameters in the compute dtype when a unit's
+// phase begins, its fp32 gradient buffer, what to do when the phase ends) and the step, over the
 // parts that own each concern (model_states.h, grad_reducer.h, param_gatherer.h,
 // shard_optimizer.h, state_io.h).
-struct Engine::Impl final : model::UnitAccess<float> {
+struct Engine::Impl {
   Engine& e;
   const EngineConfig cfg;
-  model::GPT2<float> model;  // first: its activations are allocated before the states, as always
+  std::unique_ptr<ModelRunner> model;  // first: its activations are allocated before the states, as always
   ModelStates st;
   const int W, r, stage;
   const DType pdt, gdt;
@@ -42,9 +50,8 @@ struct Engine::Impl final : model::UnitAccess<float> {
   Buffer tokens;  // this micro-step's inputs and targets
 
   // Per unit, while its phase runs.
-  std::vector<Buffer> work_param;  // 16-bit runs: the unit's parameters widened to fp32
   std::vector<Buffer> work_grad;   // the unit's fp32 gradient while its backward runs
-  std::vector<const float*> param_ptr;
+  std::vector<const void*> param_ptr;  // in the compute dtype
   std::vector<float*> grad_ptr;
 
   int64_t calls = 0;
@@ -53,7 +60,7 @@ struct Engine::Impl final : model::UnitAccess<float> {
        const EngineConfig& config)
       : e(engine),
         cfg(config),
-        model(l, config.micro_batch, config.seq, config.activation_checkpointing),
+        model(make_runner(*this, l, config)),
         st(l, s, cfg),
         W(st.W),
         r(st.r),
@@ -68,7 +75,6 @@ struct Engine::Impl final : model::UnitAccess<float> {
         comm(c) {
     const int U = l.num_units();
     tokens = Buffer(2 * sizeof(int32_t) * cfg.micro_batch * cfg.seq, MemCategory::kAct);
-    work_param.resize(U);
     work_grad.resize(U);
     param_ptr.assign(U, nullptr);
     grad_ptr.assign(U, nullptr);
@@ -92,18 +98,13 @@ struct Engine::Impl final : model::UnitAccess<float> {
   }
 
   // ---- UnitAccess -----------------------------------------------------------------------------
-  void begin(int u, UnitPhase phase) override {
+  static std::unique_ptr<ModelRunner> make_runner(Impl& impl, const model::ParamLayout& l, const EngineConfig& c);
+
+  // ---- the model's units ------------------------------------------------------------------------
+  void begin(int u, UnitPhase phase) {
     if (model::phase_needs_params(phase)) {
       gatherer.use(u, phase);
-      const void* src = gatherer.params(u);
-      if (!mixed) {
-        param_ptr[u] = static_cast<const float*>(src);
-      } else if (work_param[u].empty()) {
-        const size_t n = st.unit(u).numel;
-        work_param[u] = Buffer(n * sizeof(float), MemCategory::kGathered);
-        convert(src, pdt, work_param[u].data(), DType::kF32, n);
-        param_ptr[u] = work_param[u].as<float>();
-      }
+      param_ptr[u] = gatherer.params(u);  // the compute dtype is the parameters' dtype
     }
     if (model::phase_is_backward(phase)) {
       if (grad_direct) {
@@ -116,32 +117,22 @@ struct Engine::Impl final : model::UnitAccess<float> {
     }
   }
 
-  void drop_param_work(int u) {
-    if (mixed) {
-      work_param[u].release();
-      param_ptr[u] = nullptr;
-    }
-  }
-
   void release_gathered(int u) {
-    if (stage == 3 && gatherer.release(u) && !mixed) param_ptr[u] = nullptr;
+    if (stage == 3 && gatherer.release(u)) param_ptr[u] = nullptr;
   }
 
-  void end(int u, UnitPhase phase) override {
+  void end(int u, UnitPhase phase) {
     switch (phase) {
       case UnitPhase::kEmbedForward:
       case UnitPhase::kBlockForward:
-        drop_param_work(u);
         if (cfg.reshard_after_forward) release_gathered(u);
         break;
       case UnitPhase::kHeadForward:
         break;  // the head's backward comes next and uses the same parameters
       case UnitPhase::kHeadBackward:
-        drop_param_work(0);
         release_gathered(0);
         break;  // unit 0's gradient stays open until the embedding's backward
       case UnitPhase::kBlockBackward:
-        drop_param_work(u);
         release_gathered(u);
         finish_grad(u);
         break;
@@ -151,8 +142,8 @@ struct Engine::Impl final : model::UnitAccess<float> {
     }
   }
 
-  const float* params(int u) override { return param_ptr[u]; }
-  float* grads(int u) override { return grad_ptr[u]; }
+  const void* params(int u) const { return param_ptr[u]; }
+  float* grads(int u) const { return grad_ptr[u]; }
 
   void finish_grad(int u) {
     if (stage <= 1) {
@@ -185,8 +176,8 @@ struct Engine::Impl final : model::UnitAccess<float> {
     for (int g = 0; g < accum; ++g) {
       reducer.begin_micro_step(g == accum - 1);
       batches(g, inputs, targets);
-      loss_sum += model.forward(inputs, targets, *this) * B * T;
-      model.backward(dloss, *this);
+      loss_sum += model->forward(inputs, targets) * B * T;
+      model->backward(dloss);
     }
     reducer.complete_all();
 
@@ -241,6 +232,34 @@ struct Engine::Impl final : model::UnitAccess<float> {
     return res;
   }
 };
+
+// GPT2<P> over the engine's units: P = float for fp32 runs, bf16 / fp16 for 16-bit ones.
+template <class P>
+struct TypedRunner final : ModelRunner, model::UnitAccess<P> {
+  Engine::Impl& impl;
+  model::GPT2<P> gpt2;
+  TypedRunner(Engine::Impl& i, const model::ParamLayout& l, const EngineConfig& c)
+      : impl(i), gpt2(l, c.micro_batch, c.seq, c.activation_checkpointing) {}
+  double forward(const int32_t* inputs, const int32_t* targets) override {
+    return gpt2.forward(inputs, targets, *this);
+  }
+  void backward(float dloss) override { gpt2.backward(dloss, *this); }
+  void begin(int u, UnitPhase phase) override { impl.begin(u, phase); }
+  void end(int u, UnitPhase phase) override { impl.end(u, phase); }
+  const P* params(int u) override { return static_cast<const P*>(impl.params(u)); }
+  float* grads(int u) override { return impl.grads(u); }
+};
+
+std::unique_ptr<ModelRunner> Engine::Impl::make_runner(Impl& impl, const model::ParamLayout& l,
+                                                       const EngineConfig& c) {
+  switch (c.dtype) {
+    case DType::kF32: return std::make_unique<TypedRunner<float>>(impl, l, c);
+    case DType::kBF16: return std::make_unique<TypedRunner<bf16>>(impl, l, c);
+    case DType::kF16: return std::make_unique<TypedRunner<fp16>>(impl, l, c);
+  }
+  ZDP_CHECK(false, "unknown dtype");
+  return nullptr;
+}
 
 Engine::Engine(const model::ParamLayout& layout, std::shared_ptr<comm::Communicator> comm, EngineConfig config)
     : layout_(layout), comm_(std::move(comm)), config_(config), shards_(layout, comm_->size(), comm_->rank()),

@@ -20,8 +20,9 @@ TEST(Activations, ClosedFormEqualsWhatTheModelAllocates) {
     for (int B : {1, 3}) {
       for (int T : {1, g.n_ctx / 2 + 1, g.n_ctx}) {
         for (bool ckpt : {false, true}) {
-          EXPECT_EQ(gpt2_activation_bytes(g, B, T, ckpt).total(), model::activation_bytes(g, B, T, ckpt))
-              << g.summary() << " B=" << B << " T=" << T << " checkpointing=" << ckpt;
+          for (DType t : {DType::kF32, DType::kBF16, DType::kF16})
+            EXPECT_EQ(gpt2_activation_bytes(g, B, T, ckpt, t).total(), model::activation_bytes(g, B, T, ckpt, t))
+                << g.summary() << " B=" << B << " T=" << T << " checkpointing=" << ckpt << " " << dtype_name(t);
         }
       }
     }

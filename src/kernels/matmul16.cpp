@@ -1,0 +1,107 @@
+// 16-bit dense layers (kernels/matmul.h): the fp32 kernels' math with gemm16 for the products.
+#include <algorithm>
+#include <cstddef>
+#include <type_traits>
+
+#include "core/error.h"
+#include "kernels/gemm16.h"
+#include "kernels/half.h"
+#include "kernels/matmul.h"
+
+namespace zerodp::kernels {
+
+namespace {
+constexpr int kColumnBlock = 64;  // dbias: one column block per task, rows in order (as matmul.cpp)
+
+void bias_grad(float* dbias, const float* dout, int N, int OC) {
+  const int col_blocks = (OC + kColumnBlock - 1) / kColumnBlock;
+#pragma omp parallel for schedule(static)
+  for (int cb = 0; cb < col_blocks; ++cb) {
+    const int c0 = cb * kColumnBlock, width = std::min(OC - c0, kColumnBlock);
+    float acc[kColumnBlock] = {};
+    for (int n = 0; n < N; ++n) {
+      const float* d = dout + static_cast<ptrdiff_t>(n) * OC + c0;
+#pragma omp simd
+      for (int c = 0; c < width; ++c) acc[c] += d[c];
+    }
+    for (int c = 0; c < width; ++c) dbias[c0 + c] += acc[c];
+  }
+}
+
+template <class A>
+const uint16_t* bits(const A* p) {
+  static_assert(sizeof(A) == 2);
+  return reinterpret_cast<const uint16_t*>(p);
+}
+}  // namespace
+
+template <class A>
+void round_to(A* dst, const float* src, size_t n) {
+  const ptrdiff_t count = static_cast<ptrdiff_t>(n);
+#pragma omp parallel for simd schedule(static)
+  for (ptrdiff_t i = 0; i < count; ++i) detail::put(dst[i], src[i]);
+}
+
+template <class A, class O>
+void matmul16_forward(O* out, const A* inp, const A* weight, const A* bias, int N, int C, int OC, float* scratch) {
+  ZDP_CHECK(N > 0 && C > 0 && OC > 0, "matmul16_forward: bad shape N={} C={} OC={}", N, C, OC);
+  constexpr bool to16 = !std::is_same_v<O, float>;
+  float* acc = nullptr;
+  if constexpr (to16) {
+    ZDP_CHECK(scratch != nullptr, "matmul16_forward: a 16-bit output needs fp32 scratch");
+    acc = scratch;
+  } else {
+    acc = out;
+  }
+  float beta = 0;
+  if (bias != nullptr) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; ++n) {
+      float* row = acc + static_cast<ptrdiff_t>(n) * OC;
+      for (int c = 0; c < OC; ++c) row[c] = detail::load(bias[c]);
+    }
+    beta = 1;
+  }
+  gemm16(dtype_of<A>, false, false, N, OC, C, 1.0f, bits(inp), C, bits(weight), OC, beta, acc, OC);
+  if constexpr (to16) round_to(out, acc, static_cast<size_t>(N) * OC);
+}
+
+template <class A>
+void matmul16_backward(float* dinp, float* dweight, float* dbias, const float* dout, A* dout16, const A* inp,
+                       const A* weight, int N, int C, int OC) {
+  ZDP_CHECK(N > 0 && C > 0 && OC > 0, "matmul16_backward: bad shape N={} C={} OC={}", N, C, OC);
+  round_to(dout16, dout, static_cast<size_t>(N) * OC);
+  const DType t = dtype_of<A>;
+  if (dinp != nullptr) gemm16(t, false, true, N, C, OC, 1.0f, bits(dout16), OC, bits(weight), OC, 1.0f, dinp, C);
+  gemm16(t, true, false, C, OC, N, 1.0f, bits(inp), C, bits(dout16), OC, 1.0f, dweight, OC);
+  if (dbias != nullptr) bias_grad(dbias, dout, N, OC);
+}
+
+template <class A>
+void matmul16_nt_forward(float* out, const A* inp, const A* wte, int N, int C, int V) {
+  ZDP_CHECK(N > 0 && C > 0 && V > 0, "matmul16_nt_forward: bad shape N={} C={} V={}", N, C, V);
+  gemm16(dtype_of<A>, false, true, N, V, C, 1.0f, bits(inp), C, bits(wte), C, 0.0f, out, V);
+}
+
+template <class A>
+void matmul16_nt_backward(float* dinp, float* dwte, const float* dout, A* dout16, const A* inp, const A* wte,
+                          int N, int C, int V) {
+  ZDP_CHECK(N > 0 && C > 0 && V > 0, "matmul16_nt_backward: bad shape N={} C={} V={}", N, C, V);
+  round_to(dout16, dout, static_cast<size_t>(N) * V);
+  const DType t = dtype_of<A>;
+  if (dinp != nullptr) gemm16(t, false, false, N, C, V, 1.0f, bits(dout16), V, bits(wte), C, 1.0f, dinp, C);
+  gemm16(t, true, false, V, C, N, 1.0f, bits(dout16), V, bits(inp), C, 1.0f, dwte, C);
+}
+
+#define ZDP_MATMUL16(A)                                                                                      \
+  template void round_to(A*, const float*, size_t);                                                          \
+  template void matmul16_forward(float*, const A*, const A*, const A*, int, int, int, float*);               \
+  template void matmul16_forward(A*, const A*, const A*, const A*, int, int, int, float*);                   \
+  template void matmul16_backward(float*, float*, float*, const float*, A*, const A*, const A*, int, int, int); \
+  template void matmul16_nt_forward(float*, const A*, const A*, int, int, int);                              \
+  template void matmul16_nt_backward(float*, float*, const float*, A*, const A*, const A*, int, int, int);
+ZDP_MATMUL16(bf16)
+ZDP_MATMUL16(fp16)
+#undef ZDP_MATMUL16
+
+}  // namespace zerodp::kernels
