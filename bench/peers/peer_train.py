@@ -9,6 +9,7 @@ weights on the same batches as zerodp.
     peer_train.py MODE --dtype fp32|bf16 --init F --data tokens.bin --micro-batch B --seq T --steps K
 
 MODE:
+    single         one process: the plain model and torch.optim.AdamW (bench/peers/one_rank.sh)
     ddp            DistributedDataParallel + torch.optim.AdamW
     zero1          DDP + torch.distributed.optim.ZeroRedundancyOptimizer(AdamW)
     fsdp2          FSDP2 fully_shard on every block and the root, reshard_after_forward=False (ZeRO-2 like)
@@ -38,7 +39,7 @@ import torch.nn.functional as F  # noqa: E402
 
 import torch_gpt2  # noqa: E402  (bench/train: build_model, read_tokens, batch, param_groups)
 
-MODES = ["ddp", "zero1", "fsdp2", "fsdp2-reshard", "ds1", "ds2", "ds3"]
+MODES = ["single", "ddp", "zero1", "fsdp2", "fsdp2-reshard", "ds1", "ds2", "ds3"]
 
 
 class WithLoss(nn.Module):
@@ -99,6 +100,9 @@ def setup(args, rank, world):
         engine, _, _, _ = deepspeed.initialize(model=model, optimizer=opt, config=config)
         return engine, None, engine, versions, cfg
     torch.distributed.init_process_group("gloo", rank=rank, world_size=world)
+    if mode == "single":  # one process, no wrapper: the plain model and optimizer
+        opt = torch.optim.AdamW(torch_gpt2.param_groups(model, args.weight_decay), **hyper)
+        return model, opt, None, versions, cfg
     if mode in ("ddp", "zero1"):
         net = nn.parallel.DistributedDataParallel(model)
         if mode == "ddp":
