@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
   auto gemm = reinterpret_cast<gemm_bf16_fn>(dlsym(h, "cblas_gemm_bf16bf16f32"));
   auto version = reinterpret_cast<version_fn>(dlsym(h, "mkl_get_version_string"));
   if (!set_layer || !gemm || !version) { std::printf("dlsym failed\n"); return 1; }
-  set_layer(1);  // MKL_THREADING_GNU
+  set_layer(3);  // MKL_THREADING_GNU (1 would be MKL_THREADING_SEQUENTIAL)
   char v[256];
   version(v, sizeof v);
   std::printf("MKL: %s\nOpenBLAS: %s\n", v, openblas_get_config());

@@ -22,7 +22,7 @@ namespace {
 
 // oneMKL's C interface, declared here (no MKL header is needed to build zerodp).
 constexpr int kMklRowMajor = 101, kMklNoTrans = 111, kMklTrans = 112;
-constexpr int kMklThreadingGnu = 1;
+constexpr int kMklThreadingGnu = 3;  // MKL_THREADING_GNU (0 Intel, 1 sequential, 2 PGI, 3 GNU, 4 TBB)
 constexpr int kMklCbwrAuto = 2;  // MKL_CBWR_AUTO: reproducible on one CPU, whatever the alignment
 using GemmFn32 = void (*)(int layout, int ta, int tb, int m, int n, int k, float alpha, const uint16_t* a,
                           int lda, const uint16_t* b, int ldb, float beta, float* c, int ldc);
@@ -35,6 +35,7 @@ struct Mkl {
   void* handle = nullptr;
   GemmFn32 gemm_bf16 = nullptr;
   GemmFn32 gemm_f16 = nullptr;
+  int (*max_threads)() = nullptr;
   std::string version, processor, error;
 };
 
@@ -81,6 +82,7 @@ Mkl load_mkl() {
   auto version_string = reinterpret_cast<void (*)(char*, int)>(sym("MKL_Get_Version_String"));
   m.gemm_bf16 = reinterpret_cast<GemmFn32>(sym("cblas_gemm_bf16bf16f32"));
   m.gemm_f16 = reinterpret_cast<GemmFn32>(sym("cblas_gemm_f16f16f32"));
+  m.max_threads = reinterpret_cast<int (*)()>(sym("MKL_Get_Max_Threads"));
   if (!set_layer || !get_version || !version_string || !m.gemm_bf16) {
     m.error = "libmkl_rt lacks MKL_Set_Threading_Layer, MKL_Get_Version or cblas_gemm_bf16bf16f32";
     dlclose(m.handle);
@@ -208,6 +210,11 @@ void gemm16(DType dtype, bool trans_a, bool trans_b, int M, int N, int K, float 
   } else {
     gemm16_blas(dtype, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   }
+}
+
+int gemm16_mkl_max_threads() {
+  const Mkl& m = mkl();
+  return m.handle && m.max_threads ? m.max_threads() : 0;
 }
 
 bool gemm16_mkl_loaded(DType dtype) {

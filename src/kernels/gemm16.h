@@ -31,6 +31,9 @@ struct Gemm16Info {
   std::string isa;       // what the library dispatches to (MKL's processor line), or the fallback's
   std::string reason;    // why this choice (which CPU features, which override, why MKL did not load)
 };
+// Threads oneMKL would use for a GEMM called outside a parallel region now (mkl_get_max_threads: the
+// OpenMP pool's size under the GNU threading layer); 0 when MKL is not loaded.
+int gemm16_mkl_max_threads();
 // The implementation used for `dtype` (bf16 or fp16); loads MKL on first call (thread-safe).
 const Gemm16Info& gemm16_info(DType dtype);
 

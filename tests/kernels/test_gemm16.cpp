@@ -4,6 +4,7 @@
 #include "kernels/gemm16.h"
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <cstring>
@@ -123,6 +124,18 @@ TEST(Gemm16, ResultDoesNotDependOnAlignment) {
       ASSERT_EQ(0, std::memcmp(C2.data() + shift, ref.data(), ref.size() * 4)) << dtype_name(t) << " shift " << shift;
     }
   }
+}
+
+// MKL threads with zerodp's OpenMP pool (the GNU threading layer), not sequentially.
+TEST(Gemm16, MklUsesTheOpenMpPool) {
+  if (!gemm16_mkl_loaded(DType::kBF16))
+    GTEST_SKIP() << "oneMKL not loaded: " << gemm16_info(DType::kBF16).reason;
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(2);
+  EXPECT_EQ(gemm16_mkl_max_threads(), 2);
+  omp_set_num_threads(1);
+  EXPECT_EQ(gemm16_mkl_max_threads(), 1);
+  omp_set_num_threads(saved);
 }
 
 TEST(Gemm16, InfoSaysWhatWasChosenAndWhy) {
