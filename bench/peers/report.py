@@ -203,9 +203,9 @@ B = 8 a rank (2048 tokens a step), AdamW (lr 1e-3, betas 0.9/0.999, eps 1e-8, we
 tensors of two or more dimensions), gradient clipping 1.0, the same initial weights and batches
 (`zerodp init --seed 1337`, tinyshakespeare bytes). The PyTorch and DeepSpeed ranks meet over gloo on
 127.0.0.1; zerodp uses its MPI backend.
-- zerodp: `zerodp train --zero-stage S --dtype fp32|bf16`. Its bf16 is storage and communication only
-  today (parameters widened to fp32 before every use, every kernel in fp32; issue 12 adds 16-bit
-  compute).
+- zerodp: `zerodp train --zero-stage S --dtype fp32|bf16`. bf16 is 16-bit compute (bf16 parameters and
+  GEMM operands, fp32 accumulation through oneMKL's AMX GEMM, fp32 residual stream, statistics and
+  gradients, fp32 master weights; docs/design.md), bf16 collectives.
 - PyTorch: DDP (default buckets) with torch.optim.AdamW; DDP + ZeroRedundancyOptimizer(AdamW);
   FSDP2 `fully_shard` on each block and the root, reshard_after_forward False (ZeRO-2-like) and True
   (ZeRO-3-like). bf16: `torch.autocast("cpu", torch.bfloat16)` around the forward (fp32 parameters,

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -140,9 +142,22 @@ void Buffer::release() {
   ledger_ = nullptr;
 }
 
-void Buffer::zero() {
-  if (size_ > 0) std::memset(data_, 0, size_);
+void fill_zero(void* p, size_t bytes) {
+  constexpr size_t kChunk = size_t{1} << 18;  // 256 KiB a task
+  if (bytes < 4 * kChunk) {
+    if (bytes > 0) std::memset(p, 0, bytes);
+    return;
+  }
+  char* base = static_cast<char*>(p);
+  const ptrdiff_t chunks = static_cast<ptrdiff_t>((bytes + kChunk - 1) / kChunk);
+#pragma omp parallel for schedule(static)
+  for (ptrdiff_t c = 0; c < chunks; ++c) {
+    const size_t begin = static_cast<size_t>(c) * kChunk;
+    std::memset(base + begin, 0, std::min(kChunk, bytes - begin));
+  }
 }
+
+void Buffer::zero() { fill_zero(data_, size_); }
 
 uint64_t physical_memory_bytes() {
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);

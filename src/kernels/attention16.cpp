@@ -36,10 +36,22 @@ struct HeadScratch {
   }
 };
 
-void check_shape(const char* what, int B, int T_, int C, int NH) {
-  ZDP_CHECK(B > 0 && T_ > 0 && C > 0 && NH > 0 && C % NH == 0,
-            "{}: bad shape B={} T={} C={} NH={} (C must be a multiple of NH)", what, B, T_, C, NH);
-}
+// The shape of one call and where head (b, h)'s slices start.
+struct Heads {
+  int T, C, NH, hs, C3;
+  float scale;  // 1/sqrt(hs)
+  HeadScratch scratch;
+  Heads(const char* what, int B, int T_, int C_, int NH_)
+      : T(T_), C(C_), NH(NH_), hs(NH_ > 0 ? C_ / NH_ : 0), C3(3 * C_),
+        scale(static_cast<float>(1.0 / std::sqrt(static_cast<double>(hs > 0 ? hs : 1)))), scratch(T_, hs) {
+    ZDP_CHECK(B > 0 && T_ > 0 && C_ > 0 && NH_ > 0 && C_ % NH_ == 0,
+              "{}: bad shape B={} T={} C={} NH={} (C must be a multiple of NH)", what, B, T_, C_, NH_);
+  }
+  ptrdiff_t qkv(int bh) const { return static_cast<ptrdiff_t>(bh / NH) * T * C3 + (bh % NH) * hs; }  // q; k +C, v +2C
+  ptrdiff_t out(int bh) const { return static_cast<ptrdiff_t>(bh / NH) * T * C + (bh % NH) * hs; }
+  ptrdiff_t att(int bh) const { return static_cast<ptrdiff_t>(bh) * T * T; }
+  char* scratch_of(void* base, int bh) const { return static_cast<char*>(base) + bh * scratch.total; }
+};
 
 }  // namespace
 
@@ -49,22 +61,20 @@ size_t attention16_scratch_bytes(int B, int T_, int C, int NH) {
 
 template <class A>
 void attention16_forward(A* out, A* att, const A* qkv, void* scratch, int B, int T_, int C, int NH) {
-  check_shape("attention16_forward", B, T_, C, NH);
-  const int hs = C / NH, C3 = 3 * C;
+  const Heads H("attention16_forward", B, T_, C, NH);
+  const int hs = H.hs, C3 = H.C3;
   const DType t16 = dtype_of<A>;
-  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hs)));
-  const HeadScratch layout(T_, hs);
+  const float scale = H.scale;
 #pragma omp parallel for schedule(static)
   for (int bh = 0; bh < B * NH; ++bh) {
-    const int b = bh / NH, h = bh % NH;
-    const A* q = qkv + static_cast<ptrdiff_t>(b) * T_ * C3 + h * hs;
+    const A* q = qkv + H.qkv(bh);
     const A* k = q + C;
     const A* v = q + 2 * C;
-    A* p = att + static_cast<ptrdiff_t>(bh) * T_ * T_;
-    A* o = out + static_cast<ptrdiff_t>(b) * T_ * C + h * hs;
-    char* mine = static_cast<char*>(scratch) + bh * layout.total;
+    A* p = att + H.att(bh);
+    A* o = out + H.out(bh);
+    char* mine = H.scratch_of(scratch, bh);
     float* s = reinterpret_cast<float*>(mine);
-    float* o32 = reinterpret_cast<float*>(mine + layout.scores + layout.ds);
+    float* o32 = reinterpret_cast<float*>(mine + H.scratch.scores + H.scratch.ds);
     for (int r0 = 0; r0 < T_; r0 += kAttentionRowBlock) {
       const int r1 = std::min(T_, r0 + kAttentionRowBlock), rows = r1 - r0;
       // S[r0:r1, 0:r1] = scale · Q[r0:r1]·K[0:r1]ᵀ (fp32), then P = causal softmax, rounded into att.
@@ -96,26 +106,23 @@ void attention16_forward(A* out, A* att, const A* qkv, void* scratch, int B, int
 template <class A>
 void attention16_backward(float* dqkv, void* scratch, const A* dout16, const A* qkv, const A* att, int B, int T_,
                           int C, int NH) {
-  check_shape("attention16_backward", B, T_, C, NH);
-  const int hs = C / NH, C3 = 3 * C;
+  const Heads H("attention16_backward", B, T_, C, NH);
+  const int hs = H.hs, C3 = H.C3;
   const DType t16 = dtype_of<A>;
-  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hs)));
-  const HeadScratch layout(T_, hs);
+  const float scale = H.scale;
 #pragma omp parallel for schedule(static)
   for (int bh = 0; bh < B * NH; ++bh) {
-    const int b = bh / NH, h = bh % NH;
-    const ptrdiff_t qkv_offset = static_cast<ptrdiff_t>(b) * T_ * C3 + h * hs;
-    const A* q = qkv + qkv_offset;
+    const A* q = qkv + H.qkv(bh);
     const A* k = q + C;
     const A* v = q + 2 * C;
-    float* dq = dqkv + qkv_offset;
+    float* dq = dqkv + H.qkv(bh);
     float* dk = dq + C;
     float* dv = dq + 2 * C;
-    const A* p = att + static_cast<ptrdiff_t>(bh) * T_ * T_;
-    const A* dout_h = dout16 + static_cast<ptrdiff_t>(b) * T_ * C + h * hs;
-    char* mine = static_cast<char*>(scratch) + bh * layout.total;
+    const A* p = att + H.att(bh);
+    const A* dout_h = dout16 + H.out(bh);
+    char* mine = H.scratch_of(scratch, bh);
     float* dp = reinterpret_cast<float*>(mine);
-    A* ds = reinterpret_cast<A*>(mine + layout.scores);
+    A* ds = reinterpret_cast<A*>(mine + H.scratch.scores);
     for (int r0 = 0; r0 < T_; r0 += kAttentionRowBlock) {
       const int r1 = std::min(T_, r0 + kAttentionRowBlock), rows = r1 - r0;
       const A* p_rows = p + static_cast<ptrdiff_t>(r0) * T_;

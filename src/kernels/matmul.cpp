@@ -33,7 +33,11 @@ void matmul_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp,
   ZDP_CHECK(N > 0 && C > 0 && OC > 0, "matmul_backward: bad shape N={} C={} OC={}", N, C, OC);
   if (dinp != nullptr) detail::gemm(false, true, N, C, OC, T(1), dout, OC, weight, OC, T(1), dinp, C);
   detail::gemm(true, false, C, OC, N, T(1), inp, C, dout, OC, T(1), dweight, OC);
-  if (dbias == nullptr) return;
+  if (dbias != nullptr) bias_backward(dbias, dout, N, OC);
+}
+
+template <class T>
+void bias_backward(T* dbias, const T* dout, int N, int OC) {
   const int col_blocks = (OC + kColumnBlock - 1) / kColumnBlock;
 #pragma omp parallel for schedule(static)
   for (int cb = 0; cb < col_blocks; ++cb) {
@@ -68,6 +72,8 @@ template void matmul_backward<float>(float*, float*, float*, const float*, const
                                      int, int, int);
 template void matmul_backward<double>(double*, double*, double*, const double*, const double*,
                                       const double*, int, int, int);
+template void bias_backward<float>(float*, const float*, int, int);
+template void bias_backward<double>(double*, const double*, int, int);
 template void matmul_nt_forward<float>(float*, const float*, const float*, int, int, int);
 template void matmul_nt_forward<double>(double*, const double*, const double*, int, int, int);
 template void matmul_nt_backward<float>(float*, float*, const float*, const float*, const float*, int,

@@ -21,6 +21,9 @@ template <class T>
 void matmul_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight,
                      int N, int C, int OC);
 
+// dbias[OC] += Σ_rows dout[N,OC], each column summed in row order by the thread that owns it.
+template <class T>
+void bias_backward(T* dbias, const T* dout, int N, int OC);
 template <class T>
 void matmul_nt_forward(T* out, const T* inp, const T* wte, int N, int C, int V);
 

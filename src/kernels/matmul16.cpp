@@ -11,22 +11,6 @@
 namespace zerodp::kernels {
 
 namespace {
-constexpr int kColumnBlock = 64;  // dbias: one column block per task, rows in order (as matmul.cpp)
-
-void bias_grad(float* dbias, const float* dout, int N, int OC) {
-  const int col_blocks = (OC + kColumnBlock - 1) / kColumnBlock;
-#pragma omp parallel for schedule(static)
-  for (int cb = 0; cb < col_blocks; ++cb) {
-    const int c0 = cb * kColumnBlock, width = std::min(OC - c0, kColumnBlock);
-    float acc[kColumnBlock] = {};
-    for (int n = 0; n < N; ++n) {
-      const float* d = dout + static_cast<ptrdiff_t>(n) * OC + c0;
-#pragma omp simd
-      for (int c = 0; c < width; ++c) acc[c] += d[c];
-    }
-    for (int c = 0; c < width; ++c) dbias[c0 + c] += acc[c];
-  }
-}
 
 template <class A>
 const uint16_t* bits(const A* p) {
@@ -74,7 +58,7 @@ void matmul16_backward(float* dinp, float* dweight, float* dbias, const float* d
   const DType t = dtype_of<A>;
   if (dinp != nullptr) gemm16(t, false, true, N, C, OC, 1.0f, bits(dout16), OC, bits(weight), OC, 1.0f, dinp, C);
   gemm16(t, true, false, C, OC, N, 1.0f, bits(inp), C, bits(dout16), OC, 1.0f, dweight, OC);
-  if (dbias != nullptr) bias_grad(dbias, dout, N, OC);
+  if (dbias != nullptr) bias_backward(dbias, dout, N, OC);
 }
 
 template <class A>

@@ -296,7 +296,7 @@ void GPT2<F>::backward(Acc dloss, UnitAccess<F>& units) {
   const int B = last_B_, T = last_T_, C = g.n_embd, V = g.vocab_size, NH = g.n_head, BT = B * T;
   const size_t n = static_cast<size_t>(BT) * C;
   Acts& a = *acts_;
-  auto zero = [](Acc* p, size_t count) { std::fill(p, p + count, Acc(0)); };
+  auto zero = [](Acc* p, size_t count) { fill_zero(p, count * sizeof(Acc)); };
 
   // Head: softmax-cross-entropy, tied LM head, ln_f. dres becomes ∂loss/∂res[L].
   units.begin(ParamLayout::kEmbeddingUnit, UnitPhase::kHeadBackward);
