@@ -217,6 +217,11 @@ int gemm16_mkl_max_threads() {
   return m.handle && m.max_threads ? m.max_threads() : 0;
 }
 
+void gemm_f32(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
+              int ldb, float beta, float* C, int ldc) {
+  detail::gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
 bool gemm16_mkl_loaded(DType dtype) {
   const Mkl& m = mkl();
   return m.handle && (dtype == DType::kBF16 ? m.gemm_bf16 != nullptr : m.gemm_f16 != nullptr);

@@ -40,6 +40,10 @@ const Gemm16Info& gemm16_info(DType dtype);
 void gemm16(DType dtype, bool trans_a, bool trans_b, int M, int N, int K, float alpha, const uint16_t* A,
             int lda, const uint16_t* B, int ldb, float beta, float* C, int ldc);
 
+// C = alpha·op(A)·op(B) + beta·C in fp32 (OpenBLAS's sgemm: what the fp32 kernels call).
+void gemm_f32(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
+              int ldb, float beta, float* C, int ldc);
+
 // The two implementations by name, for tests and benchmarks. gemm16_mkl needs
 // gemm16_mkl_loaded(dtype): oneMKL loaded with that dtype's GEMM (whatever the CPU has).
 bool gemm16_mkl_loaded(DType dtype);

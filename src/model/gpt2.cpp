@@ -5,17 +5,8 @@
 #include <type_traits>
 
 #include "core/error.h"
-#include "kernels/attention.h"
-#include "kernels/cross_entropy.h"
-#include "kernels/encoder.h"
-#include "kernels/gelu.h"
-#include "kernels/layernorm.h"
-#include "kernels/matmul.h"
-#include "kernels/residual.h"
 
 namespace zerodp::model {
-
-using namespace zerodp::kernels;
 
 const char* unit_phase_name(UnitPhase p) {
   switch (p) {
@@ -63,43 +54,6 @@ struct LayerActs {
   P *fch, *fch_gelu;  // MLP hidden before and after GELU [BT,4C]
 };
 
-// The kernels, chosen by the element type: fp32/double kernels, or their 16-bit counterparts with
-// working memory for the fp32 products and the 16-bit GEMM operands.
-template <class P, class O>
-void linear_forward(O* out, const P* inp, const P* w, const P* b, int N, int C, int OC, float* scratch) {
-  if constexpr (kIs16<P>) {
-    matmul16_forward(out, inp, w, b, N, C, OC, scratch);
-  } else {
-    matmul_forward(out, inp, w, b, N, C, OC);
-  }
-}
-template <class P, class Acc>
-void linear_backward(Acc* dinp, Acc* dw, Acc* db, const Acc* dout, const P* inp, const P* w, int N, int C, int OC,
-                     P* operand16) {
-  if constexpr (kIs16<P>) {
-    matmul16_backward(dinp, dw, db, dout, operand16, inp, w, N, C, OC);
-  } else {
-    matmul_backward(dinp, dw, db, dout, inp, w, N, C, OC);
-  }
-}
-template <class P, class Acc>
-void head_forward(Acc* logits, const P* inp, const P* wte, int N, int C, int V) {
-  if constexpr (kIs16<P>) {
-    matmul16_nt_forward(logits, inp, wte, N, C, V);
-  } else {
-    matmul_nt_forward(logits, inp, wte, N, C, V);
-  }
-}
-template <class P, class Acc>
-void head_backward(Acc* dinp, Acc* dwte, const Acc* dlogits, const P* inp, const P* wte, int N, int C, int V,
-                   P* operand16) {
-  if constexpr (kIs16<P>) {
-    matmul16_nt_backward(dinp, dwte, dlogits, operand16, inp, wte, N, C, V);
-  } else {
-    matmul_nt_backward(dinp, dwte, dlogits, inp, wte, N, C, V);
-  }
-}
-
 }  // namespace
 
 template <typename F>
@@ -114,17 +68,17 @@ struct GPT2<F>::Acts {
   Acc *lnf_mean, *lnf_rstd;
   Acc* probs;   // logits, then softmax probabilities in place, then their gradient in place [BT,V]
   Acc* losses;  // [BT]
-  // Backward working memory, reused by every block.
-  Acc *dres, *dln, *datty, *dqkv, *dfch_gelu, *dfch, *att_scratch;
-  // 16-bit compute's working memory: fp32 products before rounding [BT,4C], 16-bit GEMM operands
-  // [BT, max(4C, V)], and the attention's (kernels/attention.h).
+  // Backward working memory, reused by every block:
+  Acc *dres, *dln, *datty, *dqkv, *dfch_gelu, *dfch;
+  // 16-bit compute's working memory: fp32 products before rounding [BT,4C] and 16-bit GEMM operands
+  // [BT, max(4C, V)]; and the attention's, as large as the device's kernels ask.
   float* gemm_out = nullptr;
   P* operand16 = nullptr;
-  char* att16_scratch = nullptr;
+  char* att_scratch = nullptr;
   int32_t *inputs, *targets;
 
   // Lays the arrays out over `c` (counting only when c.base is null).
-  void carve(Carver& c, const GPT2Config& g, int B, int T, bool checkpointing) {
+  void carve(Carver& c, const GPT2Config& g, int B, int T, bool checkpointing, const device::Gpt2Kernels<F>& k) {
     const size_t BT = static_cast<size_t>(B) * T, C = g.n_embd, V = g.vocab_size;
     const size_t NH = g.n_head;
     if (k16) c.align = 64;
@@ -160,10 +114,8 @@ struct GPT2<F>::Acts {
     if constexpr (k16) {
       gemm_out = c.take<float>(BT * 4 * C);
       operand16 = c.take<P>(BT * std::max<size_t>(4 * C, V));
-      att16_scratch = c.take<char>(attention16_scratch_bytes(B, T, g.n_embd, g.n_head));
-    } else {
-      att_scratch = c.take<Acc>(attention_scratch_elems(B, T, g.n_head));
     }
+    att_scratch = c.take<char>(k.attention_scratch_bytes(B, T, g.n_embd, g.n_head));
   }
 };
 
@@ -172,7 +124,7 @@ template <typename F>
 size_t carved_bytes(const GPT2Config& config, int B, int T, bool checkpointing) {
   Carver counter;
   typename GPT2<F>::Acts acts;
-  acts.carve(counter, config, B, T, checkpointing);
+  acts.carve(counter, config, B, T, checkpointing, device::default_device().gpt2<F>());
   return counter.used;
 }
 }  // namespace
@@ -185,19 +137,19 @@ size_t activation_bytes(const GPT2Config& config, int B, int T, bool checkpointi
 }
 
 template <typename F>
-GPT2<F>::GPT2(const ParamLayout& layout, int B, int T, bool checkpointing)
-    : layout_(layout), B_(B), T_(T), checkpointing_(checkpointing) {
+GPT2<F>::GPT2(const ParamLayout& layout, int B, int T, bool checkpointing, device::Device& dev)
+    : layout_(layout), B_(B), T_(T), checkpointing_(checkpointing), dev_(dev), k_(dev.gpt2<F>()) {
   const GPT2Config& g = layout.config();
   ZDP_REQUIRE(B > 0 && T > 0, "micro-batch ({}) and sequence length ({}) must be positive", B, T);
   ZDP_REQUIRE(T <= g.n_ctx, "sequence length {} exceeds the model's context n_ctx = {}", T, g.n_ctx);
   acts_ = std::make_unique<Acts>();
   Carver counter;
-  acts_->carve(counter, g, B, T, checkpointing);
-  acts_->storage = Buffer(counter.used, MemCategory::kAct);
+  acts_->carve(counter, g, B, T, checkpointing, k_);
+  acts_->storage = dev_.allocate(counter.used, MemCategory::kAct);
   Carver carver{acts_->storage.template as<char>(), 0};
-  acts_->carve(carver, g, B, T, checkpointing);
+  acts_->carve(carver, g, B, T, checkpointing, k_);
   const size_t BT = static_cast<size_t>(B) * T;
-  acts_->tokens = Buffer(2 * BT * sizeof(int32_t), MemCategory::kAct);
+  acts_->tokens = dev_.allocate(2 * BT * sizeof(int32_t), MemCategory::kAct);
   acts_->inputs = acts_->tokens.template as<int32_t>();
   acts_->targets = acts_->inputs + BT;
 }
@@ -219,7 +171,7 @@ void GPT2<F>::forward_trunk(const int32_t* inputs, int B, int T, UnitAccess<F>& 
   units.begin(ParamLayout::kEmbeddingUnit, UnitPhase::kEmbedForward);
   {
     const F* p = units.params(ParamLayout::kEmbeddingUnit);
-    encoder_forward(a.res[0], inputs, p + layout_.param(0, kWte).offset, p + layout_.param(0, kWpe).offset,
+    k_.encoder_forward(a.res[0], inputs, p + layout_.param(0, kWte).offset, p + layout_.param(0, kWpe).offset,
                     B, T, C);
   }
   units.end(ParamLayout::kEmbeddingUnit, UnitPhase::kEmbedForward);
@@ -241,21 +193,17 @@ void GPT2<F>::block_forward(int l, const F* p, int B, int T, bool write_output) 
   auto w = [&](int k) { return p + layout_.param(u, k).offset; };
   auto& x = a.layers[checkpointing_ ? 0 : static_cast<size_t>(l)];
   const size_t n = static_cast<size_t>(BT) * C;
-  layernorm_forward(x.ln1, x.ln1_mean, x.ln1_rstd, a.res[l], w(kLn1W), w(kLn1B), BT, C);
-  linear_forward(x.qkv, x.ln1, w(kAttnW), w(kAttnB), BT, C, 3 * C, a.gemm_out);
-  if constexpr (Acts::k16) {
-    attention16_forward(x.atty, x.att, x.qkv, a.att16_scratch, B, T, C, NH);
-  } else {
-    attention_forward(x.atty, x.att, x.qkv, B, T, C, NH);
-  }
-  linear_forward(x.res2, x.atty, w(kAttnProjW), w(kAttnProjB), BT, C, C, a.gemm_out);
-  residual_forward(x.res2, x.res2, a.res[l], n);  // res2 = res + attn
-  layernorm_forward(x.ln2, x.ln2_mean, x.ln2_rstd, x.res2, w(kLn2W), w(kLn2B), BT, C);
-  linear_forward(x.fch, x.ln2, w(kFcW), w(kFcB), BT, C, 4 * C, a.gemm_out);
-  gelu_forward(x.fch_gelu, x.fch, static_cast<size_t>(BT) * 4 * C);
+  k_.layernorm_forward(x.ln1, x.ln1_mean, x.ln1_rstd, a.res[l], w(kLn1W), w(kLn1B), BT, C);
+  k_.linear_forward(x.qkv, x.ln1, w(kAttnW), w(kAttnB), BT, C, 3 * C, a.gemm_out);
+  k_.attention_forward(x.atty, x.att, x.qkv, a.att_scratch, B, T, C, NH);
+  k_.linear_forward_acc(x.res2, x.atty, w(kAttnProjW), w(kAttnProjB), BT, C, C, a.gemm_out);
+  k_.residual_forward(x.res2, x.res2, a.res[l], n);  // res2 = res + attn
+  k_.layernorm_forward(x.ln2, x.ln2_mean, x.ln2_rstd, x.res2, w(kLn2W), w(kLn2B), BT, C);
+  k_.linear_forward(x.fch, x.ln2, w(kFcW), w(kFcB), BT, C, 4 * C, a.gemm_out);
+  k_.gelu_forward(x.fch_gelu, x.fch, static_cast<size_t>(BT) * 4 * C);
   if (!write_output) return;  // recomputing for backward: the block's output is not needed
-  linear_forward(a.res[l + 1], x.fch_gelu, w(kFcProjW), w(kFcProjB), BT, 4 * C, C, a.gemm_out);
-  residual_forward(a.res[l + 1], a.res[l + 1], x.res2, n);  // res' = res2 + mlp
+  k_.linear_forward_acc(a.res[l + 1], x.fch_gelu, w(kFcProjW), w(kFcProjB), BT, 4 * C, C, a.gemm_out);
+  k_.residual_forward(a.res[l + 1], a.res[l + 1], x.res2, n);  // res' = res2 + mlp
 }
 
 template <typename F>
@@ -275,10 +223,10 @@ double GPT2<F>::forward(const int32_t* inputs, const int32_t* targets, UnitAcces
   units.begin(ParamLayout::kEmbeddingUnit, UnitPhase::kHeadForward);
   {
     const F* p = units.params(ParamLayout::kEmbeddingUnit);
-    layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, a.res[g.n_layer], p + layout_.param(0, kLnfW).offset,
-                      p + layout_.param(0, kLnfB).offset, BT, C);
-    head_forward(a.probs, a.lnf, p + layout_.param(0, kWte).offset, BT, C, V);
-    softmax_crossentropy_forward(a.losses, a.probs, a.probs, a.targets, BT, V);
+    k_.layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, a.res[g.n_layer], p + layout_.param(0, kLnfW).offset,
+                         p + layout_.param(0, kLnfB).offset, BT, C);
+    k_.head_forward(a.probs, a.lnf, p + layout_.param(0, kWte).offset, BT, C, V);
+    k_.softmax_crossentropy_forward(a.losses, a.probs, a.probs, a.targets, BT, V);
   }
   units.end(ParamLayout::kEmbeddingUnit, UnitPhase::kHeadForward);
 
@@ -296,7 +244,7 @@ void GPT2<F>::backward(Acc dloss, UnitAccess<F>& units) {
   const int B = last_B_, T = last_T_, C = g.n_embd, V = g.vocab_size, NH = g.n_head, BT = B * T;
   const size_t n = static_cast<size_t>(BT) * C;
   Acts& a = *acts_;
-  auto zero = [](Acc* p, size_t count) { fill_zero(p, count * sizeof(Acc)); };
+  auto zero = [this](Acc* p, size_t count) { dev_.fill_zero(p, count * sizeof(Acc)); };
 
   // Head: softmax-cross-entropy, tied LM head, ln_f. dres becomes ∂loss/∂res[L].
   units.begin(ParamLayout::kEmbeddingUnit, UnitPhase::kHeadBackward);
@@ -304,11 +252,11 @@ void GPT2<F>::backward(Acc dloss, UnitAccess<F>& units) {
     const F* p = units.params(ParamLayout::kEmbeddingUnit);
     Acc* d = units.grads(ParamLayout::kEmbeddingUnit);
     auto off = [&](int k) { return layout_.param(0, k).offset; };
-    softmax_crossentropy_backward(a.probs, a.probs, a.targets, dloss, BT, V);
+    k_.softmax_crossentropy_backward(a.probs, a.probs, a.targets, dloss, BT, V);
     zero(a.dln, n);
-    head_backward(a.dln, d + off(kWte), a.probs, a.lnf, p + off(kWte), BT, C, V, a.operand16);
+    k_.head_backward(a.dln, d + off(kWte), a.probs, a.lnf, p + off(kWte), BT, C, V, a.operand16);
     zero(a.dres, n);
-    layernorm_backward(a.dres, d + off(kLnfW), d + off(kLnfB), a.dln, a.res[g.n_layer], p + off(kLnfW),
+    k_.layernorm_backward(a.dres, d + off(kLnfW), d + off(kLnfB), a.dln, a.res[g.n_layer], p + off(kLnfW),
                        a.lnf_mean, a.lnf_rstd, BT, C);
   }
   units.end(ParamLayout::kEmbeddingUnit, UnitPhase::kHeadBackward);
@@ -326,27 +274,22 @@ void GPT2<F>::backward(Acc dloss, UnitAccess<F>& units) {
     const size_t n4 = 4 * n;
     // MLP: res' = res2 + c_proj(gelu(c_fc(ln_2(res2)))); dres flows through the residual unchanged.
     zero(a.dfch_gelu, n4);
-    linear_backward(a.dfch_gelu, dw(kFcProjW), dw(kFcProjB), a.dres, x.fch_gelu, w(kFcProjW), BT, 4 * C, C,
+    k_.linear_backward(a.dfch_gelu, dw(kFcProjW), dw(kFcProjB), a.dres, x.fch_gelu, w(kFcProjW), BT, 4 * C, C,
                     a.operand16);
     zero(a.dfch, n4);
-    gelu_backward(a.dfch, x.fch, a.dfch_gelu, n4);
+    k_.gelu_backward(a.dfch, x.fch, a.dfch_gelu, n4);
     zero(a.dln, n);
-    linear_backward(a.dln, dw(kFcW), dw(kFcB), a.dfch, x.ln2, w(kFcW), BT, C, 4 * C, a.operand16);
-    layernorm_backward(a.dres, dw(kLn2W), dw(kLn2B), a.dln, x.res2, w(kLn2W), x.ln2_mean, x.ln2_rstd, BT, C);
+    k_.linear_backward(a.dln, dw(kFcW), dw(kFcB), a.dfch, x.ln2, w(kFcW), BT, C, 4 * C, a.operand16);
+    k_.layernorm_backward(a.dres, dw(kLn2W), dw(kLn2B), a.dln, x.res2, w(kLn2W), x.ln2_mean, x.ln2_rstd, BT, C);
     // Attention: res2 = res + c_proj(attn(c_attn(ln_1(res)))).
     zero(a.datty, n);
-    linear_backward(a.datty, dw(kAttnProjW), dw(kAttnProjB), a.dres, x.atty, w(kAttnProjW), BT, C, C,
+    k_.linear_backward(a.datty, dw(kAttnProjW), dw(kAttnProjB), a.dres, x.atty, w(kAttnProjW), BT, C, C,
                     a.operand16);
     zero(a.dqkv, 3 * n);
-    if constexpr (Acts::k16) {
-      round_to(a.operand16, a.datty, n);
-      attention16_backward(a.dqkv, a.att16_scratch, a.operand16, x.qkv, x.att, B, T, C, NH);
-    } else {
-      attention_backward(a.dqkv, a.att_scratch, a.datty, x.qkv, x.att, B, T, C, NH);
-    }
+    k_.attention_backward(a.dqkv, a.att_scratch, a.datty, a.operand16, x.qkv, x.att, B, T, C, NH);
     zero(a.dln, n);
-    linear_backward(a.dln, dw(kAttnW), dw(kAttnB), a.dqkv, x.ln1, w(kAttnW), BT, C, 3 * C, a.operand16);
-    layernorm_backward(a.dres, dw(kLn1W), dw(kLn1B), a.dln, a.res[l], w(kLn1W), x.ln1_mean, x.ln1_rstd, BT, C);
+    k_.linear_backward(a.dln, dw(kAttnW), dw(kAttnB), a.dqkv, x.ln1, w(kAttnW), BT, C, 3 * C, a.operand16);
+    k_.layernorm_backward(a.dres, dw(kLn1W), dw(kLn1B), a.dln, a.res[l], w(kLn1W), x.ln1_mean, x.ln1_rstd, BT, C);
     units.end(u, UnitPhase::kBlockBackward);
   }
 
@@ -354,7 +297,7 @@ void GPT2<F>::backward(Acc dloss, UnitAccess<F>& units) {
   units.begin(ParamLayout::kEmbeddingUnit, UnitPhase::kEmbedBackward);
   {
     Acc* d = units.grads(ParamLayout::kEmbeddingUnit);
-    encoder_backward(d + layout_.param(0, kWte).offset, d + layout_.param(0, kWpe).offset, a.dres, a.inputs,
+    k_.encoder_backward(d + layout_.param(0, kWte).offset, d + layout_.param(0, kWpe).offset, a.dres, a.inputs,
                      B, T, C);
   }
   units.end(ParamLayout::kEmbeddingUnit, UnitPhase::kEmbedBackward);
@@ -372,9 +315,9 @@ void GPT2<F>::next_token_logits(const int32_t* inputs, int t, UnitAccess<F>& uni
   units.begin(ParamLayout::kEmbeddingUnit, UnitPhase::kHeadForward);
   const F* p = units.params(ParamLayout::kEmbeddingUnit);
   const Acc* last = a.res[g.n_layer] + static_cast<size_t>(t - 1) * C;
-  layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, last, p + layout_.param(0, kLnfW).offset,
-                    p + layout_.param(0, kLnfB).offset, 1, C);
-  head_forward(logits, a.lnf, p + layout_.param(0, kWte).offset, 1, C, V);
+  k_.layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, last, p + layout_.param(0, kLnfW).offset,
+                       p + layout_.param(0, kLnfB).offset, 1, C);
+  k_.head_forward(logits, a.lnf, p + layout_.param(0, kWte).offset, 1, C, V);
   units.end(ParamLayout::kEmbeddingUnit, UnitPhase::kHeadForward);
   last_B_ = 0;
 }

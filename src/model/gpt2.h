@@ -23,6 +23,7 @@
 
 #include "core/dtype.h"
 #include "core/memory.h"
+#include "device/device.h"
 #include "model/layout.h"
 
 namespace zerodp::model {
@@ -47,17 +48,7 @@ constexpr bool phase_is_backward(UnitPhase p) {
 template <typename P>
 struct ComputeTypes {
   using Param = P;
-  using Acc = P;
-};
-template <>
-struct ComputeTypes<bf16> {
-  using Param = bf16;
-  using Acc = float;
-};
-template <>
-struct ComputeTypes<fp16> {
-  using Param = fp16;
-  using Acc = float;
+  using Acc = typename device::Gpt2Kernels<P>::Acc;
 };
 
 // What the model asks of its runner. begin() is called before a unit is used in a phase, end() after;
@@ -103,7 +94,9 @@ class GPT2 {
   // Allocates the activations for micro-batches of up to B sequences of T tokens, under `act`.
   // `checkpointing`: keep only each block's input and recompute the block's activations during its
   // backward (one more block forward per block, far less memory); the gradients are bitwise the same.
-  GPT2(const ParamLayout& layout, int B, int T, bool checkpointing = false);
+  // Its memory and kernels are `dev`'s (the compute seam, device/device.h).
+  GPT2(const ParamLayout& layout, int B, int T, bool checkpointing = false,
+       device::Device& dev = device::default_device());
   ~GPT2();
   GPT2(const GPT2&) = delete;
   GPT2& operator=(const GPT2&) = delete;
@@ -134,6 +127,8 @@ class GPT2 {
   const ParamLayout& layout_;
   int B_, T_;
   bool checkpointing_;
+  device::Device& dev_;
+  const device::Gpt2Kernels<F>& k_;
   std::unique_ptr<Acts> acts_;
   int last_B_ = 0, last_T_ = 0;
 };

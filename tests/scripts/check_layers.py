@@ -9,14 +9,15 @@ ALLOWED = {
     "core": set(),
     "kernels": {"core"},
     "cuda": {"core"},
+    "device": {"core", "kernels", "cuda"},
     "comm": {"core"},
-    "model": {"core", "kernels"},
+    "model": {"core", "device"},
     "optim": {"core"},
     "data": {"core"},
-    "zero": {"core", "kernels", "cuda", "comm", "model", "optim"},
+    "zero": {"core", "device", "comm", "model", "optim"},
     "ckpt": {"core", "model"},
     "plan": {"core", "model"},
-    "train": {"core", "kernels", "cuda", "comm", "model", "zero", "optim", "data", "ckpt", "plan"},
+    "train": {"core", "device", "comm", "model", "zero", "optim", "data", "ckpt", "plan"},
 }
 
 root = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else ".")

@@ -1,0 +1,145 @@
+#include "device/cpu_device.h"
+
+#include <cstring>
+#include <type_traits>
+
+#include "core/error.h"
+#include "kernels/attention.h"
+#include "kernels/cross_entropy.h"
+#include "kernels/encoder.h"
+#include "kernels/gelu.h"
+#include "kernels/gemm16.h"
+#include "kernels/layernorm.h"
+#include "kernels/matmul.h"
+#include "kernels/residual.h"
+
+namespace zerodp::device {
+
+namespace {
+
+class CompleteEvent final : public Event {
+ public:
+  bool done() const override { return true; }
+  void wait() override {}
+};
+
+// The kernels of kernels/ for compute type P: the fp32/double kernels, or their 16-bit counterparts
+// with the working memory of docs/design.md "16-bit compute".
+template <class P>
+struct CpuGpt2 {
+  using Acc = typename Gpt2Kernels<P>::Acc;
+  static constexpr bool k16 = std::is_same_v<P, bf16> || std::is_same_v<P, fp16>;
+
+  template <class O>
+  static void linear(O* out, const P* inp, const P* w, const P* b, int N, int C, int OC, float* scratch) {
+    if constexpr (k16) {
+      kernels::matmul16_forward(out, inp, w, b, N, C, OC, scratch);
+    } else {
+      kernels::matmul_forward(out, inp, w, b, N, C, OC);
+    }
+  }
+  static void linear_backward(Acc* dinp, Acc* dw, Acc* db, const Acc* dout, const P* inp, const P* w, int N, int C,
+                              int OC, P* operand16) {
+    if constexpr (k16) {
+      kernels::matmul16_backward(dinp, dw, db, dout, operand16, inp, w, N, C, OC);
+    } else {
+      kernels::matmul_backward(dinp, dw, db, dout, inp, w, N, C, OC);
+    }
+  }
+  static void head_forward(Acc* logits, const P* inp, const P* wte, int N, int C, int V) {
+    if constexpr (k16) {
+      kernels::matmul16_nt_forward(logits, inp, wte, N, C, V);
+    } else {
+      kernels::matmul_nt_forward(logits, inp, wte, N, C, V);
+    }
+  }
+  static void head_backward(Acc* dinp, Acc* dwte, const Acc* dlogits, const P* inp, const P* wte, int N, int C, int V,
+                            P* operand16) {
+    if constexpr (k16) {
+      kernels::matmul16_nt_backward(dinp, dwte, dlogits, operand16, inp, wte, N, C, V);
+    } else {
+      kernels::matmul_nt_backward(dinp, dwte, dlogits, inp, wte, N, C, V);
+    }
+  }
+  static size_t attention_scratch_bytes(int B, int T, int C, int NH) {
+    if constexpr (k16) {
+      return kernels::attention16_scratch_bytes(B, T, C, NH);
+    } else {
+      return kernels::attention_scratch_elems(B, T, NH) * sizeof(Acc);
+    }
+  }
+  static void attention_forward(P* out, P* att, const P* qkv, void* scratch, int B, int T, int C, int NH) {
+    if constexpr (k16) {
+      kernels::attention16_forward(out, att, qkv, scratch, B, T, C, NH);
+    } else {
+      kernels::attention_forward(out, att, qkv, B, T, C, NH);
+    }
+  }
+  static void attention_backward(Acc* dqkv, void* scratch, const Acc* dout, P* operand16, const P* qkv, const P* att,
+                                 int B, int T, int C, int NH) {
+    if constexpr (k16) {
+      kernels::round_to(operand16, dout, static_cast<size_t>(B) * T * C);
+      kernels::attention16_backward(dqkv, scratch, operand16, qkv, att, B, T, C, NH);
+    } else {
+      kernels::attention_backward(dqkv, static_cast<Acc*>(scratch), dout, qkv, att, B, T, C, NH);
+    }
+  }
+
+  static const Gpt2Kernels<P>& table() {
+    static const Gpt2Kernels<P> t = {
+        &kernels::encoder_forward<Acc, P>,
+        &kernels::encoder_backward<Acc>,
+        &kernels::layernorm_forward<Acc, P, P>,
+        &kernels::layernorm_backward<Acc, P>,
+        &linear<P>,
+        &linear<Acc>,
+        &linear_backward,
+        &head_forward,
+        &head_backward,
+        &attention_scratch_bytes,
+        &attention_forward,
+        &attention_backward,
+        &kernels::gelu_forward<P, P>,
+        &kernels::gelu_backward<Acc, P>,
+        &kernels::residual_forward<Acc>,
+        &kernels::softmax_crossentropy_forward<Acc>,
+        &kernels::softmax_crossentropy_backward<Acc>,
+    };
+    return t;
+  }
+};
+
+}  // namespace
+
+Buffer CpuDevice::allocate(size_t bytes, MemCategory category) { return Buffer(bytes, category); }
+
+void CpuDevice::copy(void* dst, const void* src, size_t bytes) {
+  if (bytes > 0) std::memcpy(dst, src, bytes);
+}
+
+void CpuDevice::fill_zero(void* dst, size_t bytes) { zerodp::fill_zero(dst, bytes); }
+
+void CpuDevice::gemm(DType dtype, bool trans_a, bool trans_b, int M, int N, int K, float alpha, const void* A, int lda,
+                     const void* B, int ldb, float beta, float* C, int ldc) {
+  if (dtype == DType::kF32) {
+    kernels::gemm_f32(trans_a, trans_b, M, N, K, alpha, static_cast<const float*>(A), lda,
+                      static_cast<const float*>(B), ldb, beta, C, ldc);
+  } else {
+    kernels::gemm16(dtype, trans_a, trans_b, M, N, K, alpha, static_cast<const uint16_t*>(A), lda,
+                    static_cast<const uint16_t*>(B), ldb, beta, C, ldc);
+  }
+}
+
+std::unique_ptr<Event> CpuDevice::record() { return std::make_unique<CompleteEvent>(); }
+
+const Gpt2Kernels<float>& CpuDevice::gpt2_f32() const { return CpuGpt2<float>::table(); }
+const Gpt2Kernels<double>& CpuDevice::gpt2_f64() const { return CpuGpt2<double>::table(); }
+const Gpt2Kernels<bf16>& CpuDevice::gpt2_bf16() const { return CpuGpt2<bf16>::table(); }
+const Gpt2Kernels<fp16>& CpuDevice::gpt2_fp16() const { return CpuGpt2<fp16>::table(); }
+
+Device& default_device() {
+  static CpuDevice cpu;
+  return cpu;
+}
+
+}  // namespace zerodp::device

@@ -1,0 +1,115 @@
+// The compute seam: what the model (and next the engine and the optimizer) ask of the hardware they
+// run on, in one small interface. A Device owns
+//   - memory: allocation in the ledger (its tier: the CPU device's memory is RAM), copies, zeroing;
+//   - GEMM: fp32, and 16-bit operands with fp32 accumulation;
+//   - GPT-2's kernels, forward beside backward, as one table per compute type (Gpt2Kernels<P>:
+//     float, double for the gradient checks, bf16 and fp16 for 16-bit compute);
+//   - ordering: work is issued in order on the device's queue; an Event marks a point in it, and
+//     synchronize() waits for all of it. That is what overlap with communication will build on.
+// The CPU device (cpu_device.h) runs each call on the caller's thread and the OpenMP pool before it
+// returns, so its queue is always drained and its events complete when recorded; a CUDA device
+// (issue 15) issues the same calls on a stream and its events are CUDA events.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <type_traits>
+
+#include "core/dtype.h"
+#include "core/memory.h"
+
+namespace zerodp::device {
+
+// GPT-2's kernels for compute type P, as the model calls them (math in kernels/*.h). Acc is the type
+// everything that accumulates is kept in: float for bf16/fp16 and float, double for double. For 16-bit
+// P, `scratch`/`operand16` are the working memory of docs/design.md "16-bit compute"; for float and
+// double they are unused (may be null).
+template <class P>
+struct Gpt2Kernels {
+  using Acc = std::conditional_t<std::is_same_v<P, double>, double, float>;
+  void (*encoder_forward)(Acc* out, const int32_t* inp, const P* wte, const P* wpe, int B, int T, int C);
+  void (*encoder_backward)(Acc* dwte, Acc* dwpe, const Acc* dout, const int32_t* inp, int B, int T, int C);
+  void (*layernorm_forward)(P* out, Acc* mean, Acc* rstd, const Acc* inp, const P* weight, const P* bias, int N,
+                            int C);
+  void (*layernorm_backward)(Acc* dinp, Acc* dweight, Acc* dbias, const Acc* dout, const Acc* inp, const P* weight,
+                             const Acc* mean, const Acc* rstd, int N, int C);
+  // out[N,OC] = inp·W + bias, into the next GEMM's input (P) or into the residual stream (Acc).
+  void (*linear_forward)(P* out, const P* inp, const P* weight, const P* bias, int N, int C, int OC, float* scratch);
+  void (*linear_forward_acc)(Acc* out, const P* inp, const P* weight, const P* bias, int N, int C, int OC,
+                             float* scratch);
+  void (*linear_backward)(Acc* dinp, Acc* dweight, Acc* dbias, const Acc* dout, const P* inp, const P* weight, int N,
+                          int C, int OC, P* operand16);
+  // The tied LM head: logits[N,V] = inp·wteᵀ.
+  void (*head_forward)(Acc* logits, const P* inp, const P* wte, int N, int C, int V);
+  void (*head_backward)(Acc* dinp, Acc* dwte, const Acc* dlogits, const P* inp, const P* wte, int N, int C, int V,
+                        P* operand16);
+  // Working memory the attention needs (bytes), then its two directions over it.
+  size_t (*attention_scratch_bytes)(int B, int T, int C, int NH);
+  void (*attention_forward)(P* out, P* att, const P* qkv, void* scratch, int B, int T, int C, int NH);
+  void (*attention_backward)(Acc* dqkv, void* scratch, const Acc* dout, P* operand16, const P* qkv, const P* att,
+                             int B, int T, int C, int NH);
+  void (*gelu_forward)(P* out, const P* inp, size_t n);
+  void (*gelu_backward)(Acc* dinp, const P* inp, const Acc* dout, size_t n);
+  void (*residual_forward)(Acc* out, const Acc* a, const Acc* b, size_t n);
+  void (*softmax_crossentropy_forward)(Acc* losses, Acc* probs, const Acc* logits, const int32_t* targets, int N,
+                                       int V);
+  void (*softmax_crossentropy_backward)(Acc* dlogits, const Acc* probs, const int32_t* targets, Acc dloss, int N,
+                                        int V);
+};
+
+// A point in a device's queue of work.
+class Event {
+ public:
+  virtual ~Event() = default;
+  virtual bool done() const = 0;  // everything issued before it has finished
+  virtual void wait() = 0;        // the calling thread blocks until done()
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  // "cpu" (and, with issue 15, "cuda:N").
+  virtual std::string name() const = 0;
+
+  // ---- memory ------------------------------------------------------------------------------------
+  // `bytes` of this device's memory in the ledger under `category` (64-byte aligned).
+  virtual Buffer allocate(size_t bytes, MemCategory category) = 0;
+  virtual void copy(void* dst, const void* src, size_t bytes) = 0;
+  virtual void fill_zero(void* dst, size_t bytes) = 0;
+
+  // ---- GEMM: C[M,N] (fp32) = alpha·op(A)·op(B) + beta·C, row-major with leading dimensions -------------
+  // A and B in `dtype`: fp32 (C's own precision), or bf16/fp16 (fp32 accumulation).
+  virtual void gemm(DType dtype, bool trans_a, bool trans_b, int M, int N, int K, float alpha, const void* A, int lda,
+                    const void* B, int ldb, float beta, float* C, int ldc) = 0;
+
+  // ---- GPT-2's kernels ---------------------------------------------------------------------------------
+  template <class P>
+  const Gpt2Kernels<P>& gpt2() const;
+
+  // ---- ordering ----------------------------------------------------------------------------------------
+  // An event after everything issued so far.
+  virtual std::unique_ptr<Event> record() = 0;
+  // Waits until everything issued so far has finished.
+  virtual void synchronize() = 0;
+
+ protected:
+  virtual const Gpt2Kernels<float>& gpt2_f32() const = 0;
+  virtual const Gpt2Kernels<double>& gpt2_f64() const = 0;
+  virtual const Gpt2Kernels<bf16>& gpt2_bf16() const = 0;
+  virtual const Gpt2Kernels<fp16>& gpt2_fp16() const = 0;
+};
+
+template <class P>
+const Gpt2Kernels<P>& Device::gpt2() const {
+  if constexpr (std::is_same_v<P, float>) return gpt2_f32();
+  else if constexpr (std::is_same_v<P, double>) return gpt2_f64();
+  else if constexpr (std::is_same_v<P, bf16>) return gpt2_bf16();
+  else return gpt2_fp16();
+}
+
+// The device this process computes on: the CPU device (cpu_device.h) until a GPU backend exists.
+Device& default_device();
+
+}  // namespace zerodp::device

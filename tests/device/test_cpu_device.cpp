@@ -1,0 +1,102 @@
+// The compute seam's CPU device (device/cpu_device.h): memory in the ledger, copies, GEMMs, the
+// GPT-2 kernel tables the model calls, and the ordering primitive.
+#include "device/cpu_device.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "core/memory.h"
+#include "kernels/attention.h"
+#include "kernels/gemm16.h"
+#include "kernels/layernorm.h"
+#include "kernels/matmul.h"
+
+namespace zerodp::device {
+namespace {
+
+TEST(CpuDevice, IsTheDefaultDevice) {
+  EXPECT_EQ(default_device().name(), "cpu");
+  EXPECT_NE(dynamic_cast<CpuDevice*>(&default_device()), nullptr);
+}
+
+TEST(CpuDevice, AllocatesInTheLedger) {
+  MemoryLedger& ledger = MemoryLedger::global();
+  const uint64_t before = ledger.live(MemCategory::kAct);
+  {
+    Buffer b = default_device().allocate(1000, MemCategory::kAct);
+    EXPECT_EQ(ledger.live(MemCategory::kAct) - before, 1000u);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data()) % 64, 0u);
+  }
+  EXPECT_EQ(ledger.live(MemCategory::kAct), before);
+}
+
+TEST(CpuDevice, CopiesAndZeroes) {
+  Device& dev = default_device();
+  for (size_t n : {size_t{0}, size_t{5}, size_t{3} << 20}) {  // below and above the parallel threshold
+    std::vector<uint8_t> a(n), b(n, 0xAB);
+    std::iota(a.begin(), a.end(), 0);
+    dev.copy(b.data(), a.data(), n);
+    EXPECT_EQ(a, b);
+    dev.fill_zero(b.data(), n);
+    EXPECT_EQ(std::count(b.begin(), b.end(), 0), static_cast<long>(n));
+  }
+}
+
+TEST(CpuDevice, GemmIsTheKernelsGemm) {
+  const int M = 33, N = 21, K = 47;
+  std::mt19937_64 rng(1);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  std::vector<float> a(M * K), b(K * N);
+  for (float& x : a) x = dist(rng);
+  for (float& x : b) x = dist(rng);
+  std::vector<float> c1(M * N, 0.5f), c2 = c1;
+  default_device().gemm(DType::kF32, false, false, M, N, K, 1.0f, a.data(), K, b.data(), N, 1.0f, c1.data(), N);
+  kernels::gemm_f32(false, false, M, N, K, 1.0f, a.data(), K, b.data(), N, 1.0f, c2.data(), N);
+  EXPECT_EQ(0, std::memcmp(c1.data(), c2.data(), c1.size() * 4));
+  std::vector<uint16_t> a16(a.size()), b16(b.size());
+  convert(a.data(), DType::kF32, a16.data(), DType::kBF16, a.size());
+  convert(b.data(), DType::kF32, b16.data(), DType::kBF16, b.size());
+  c1.assign(static_cast<size_t>(M) * M, 0.0f);
+  c2 = c1;
+  default_device().gemm(DType::kBF16, false, true, M, M, K, 1.0f, a16.data(), K, a16.data(), K, 0.0f, c1.data(), M);
+  kernels::gemm16(DType::kBF16, false, true, M, M, K, 1.0f, a16.data(), K, a16.data(), K, 0.0f, c2.data(), M);
+  EXPECT_EQ(0, std::memcmp(c1.data(), c2.data(), static_cast<size_t>(M) * M * 4));
+}
+
+template <class P>
+void expect_complete(const Gpt2Kernels<P>& k) {
+  // Every entry is filled: the table is an aggregate of function pointers.
+  const auto* p = reinterpret_cast<void* const*>(&k);
+  for (size_t i = 0; i < sizeof(k) / sizeof(void*); ++i) EXPECT_NE(p[i], nullptr) << "entry " << i;
+}
+
+TEST(CpuDevice, Gpt2TablesAreCompleteAndFp32IsTheFp32Kernels) {
+  const Device& dev = default_device();
+  expect_complete(dev.gpt2<float>());
+  expect_complete(dev.gpt2<double>());
+  expect_complete(dev.gpt2<bf16>());
+  expect_complete(dev.gpt2<fp16>());
+  // fp32 runs call exactly the kernels they called before the seam.
+  using LnF = void (*)(float*, float*, float*, const float*, const float*, const float*, int, int);
+  EXPECT_EQ(dev.gpt2<float>().layernorm_forward, static_cast<LnF>(&kernels::layernorm_forward<float, float, float>));
+  // Attention scratch: fp32's row blocks of dP, 16-bit compute's per-head blocks.
+  EXPECT_EQ(dev.gpt2<float>().attention_scratch_bytes(2, 70, 48, 4),
+            kernels::attention_scratch_elems(2, 70, 4) * sizeof(float));
+  EXPECT_EQ(dev.gpt2<bf16>().attention_scratch_bytes(2, 70, 48, 4), kernels::attention16_scratch_bytes(2, 70, 48, 4));
+}
+
+TEST(CpuDevice, EventsCompleteWhenRecorded) {
+  Device& dev = default_device();
+  auto e = dev.record();
+  EXPECT_TRUE(e->done());
+  e->wait();
+  dev.synchronize();
+}
+
+}  // namespace
+}  // namespace zerodp::device
