@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "core/dtype.h"
+#include "device/device.h"
 #include "optim/optimizer.h"
 #include "zero/loss_scaler.h"
 
@@ -37,6 +38,10 @@ struct EngineConfig {
   int inject_overflow_step = -1;
   int inject_overflow_rank = 0;
   int inject_overflow_unit = 0;
+  // Where the model computes and the engine's buffers live (the compute seam); null: the default
+  // device (the CPU).
+  device::Device* device = nullptr;
+  device::Device& dev() const { return device ? *device : device::default_device(); }
 };
 
 }  // namespace zerodp::zero

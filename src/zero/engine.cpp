@@ -74,7 +74,7 @@ struct Engine::Impl {
         optimizer(st, cfg),
         comm(c) {
     const int U = l.num_units();
-    tokens = Buffer(2 * sizeof(int32_t) * cfg.micro_batch * cfg.seq, MemCategory::kAct);
+    tokens = cfg.dev().allocate(2 * sizeof(int32_t) * cfg.micro_batch * cfg.seq, MemCategory::kAct);
     work_grad.resize(U);
     param_ptr.assign(U, nullptr);
     grad_ptr.assign(U, nullptr);
@@ -110,8 +110,8 @@ struct Engine::Impl {
       if (grad_direct) {
         grad_ptr[u] = st.grad_store.as<float>() + st.unit(u).offset;
       } else if (work_grad[u].empty()) {
-        work_grad[u] = Buffer(st.unit(u).padded * sizeof(float), MemCategory::kGathered);
-        work_grad[u].zero();
+        work_grad[u] = cfg.dev().allocate(st.unit(u).padded * sizeof(float), MemCategory::kGathered);
+        cfg.dev().fill_zero(work_grad[u].data(), work_grad[u].size());
         grad_ptr[u] = work_grad[u].as<float>();
       }
     }
@@ -164,7 +164,7 @@ struct Engine::Impl {
     ZDP_REQUIRE(accum >= 1, "gradient accumulation steps must be at least 1, got {}", accum);
     StepResult res;
     clock.wait_ms = 0;
-    st.grad_store.zero();
+    cfg.dev().fill_zero(st.grad_store.data(), st.grad_store.size());
     const double scale = e.scaler_.scale();
     res.loss_scale = scale;
     const int B = cfg.micro_batch, T = cfg.seq;
@@ -239,7 +239,7 @@ struct TypedRunner final : ModelRunner, model::UnitAccess<P> {
   Engine::Impl& impl;
   model::GPT2<P> gpt2;
   TypedRunner(Engine::Impl& i, const model::ParamLayout& l, const EngineConfig& c)
-      : impl(i), gpt2(l, c.micro_batch, c.seq, c.activation_checkpointing) {}
+      : impl(i), gpt2(l, c.micro_batch, c.seq, c.activation_checkpointing, c.dev()) {}
   double forward(const int32_t* inputs, const int32_t* targets) override {
     return gpt2.forward(inputs, targets, *this);
   }

@@ -54,7 +54,7 @@ void GradReducer::launch_bucket(int b) {
   if (rdt == gdt) {
     p.work = comm_.all_reduce_async(data, count, gdt, comm::ReduceOp::kSum);
   } else {
-    p.send = Buffer(count * dtype_size(rdt), MemCategory::kComm);
+    p.send = cfg_.dev().allocate(count * dtype_size(rdt), MemCategory::kComm);
     convert(data, gdt, p.send.data(), rdt, count);
     p.work = comm_.all_reduce_async(p.send.data(), count, rdt, comm::ReduceOp::kSum);
     void* tmp = p.send.data();
@@ -73,8 +73,8 @@ void GradReducer::launch_reduce_scatter_in_place(int u) {
   if (rdt == gdt) {
     p.work = comm_.reduce_scatter_async(data, own, s.shard, gdt, comm::ReduceOp::kSum);
   } else {
-    p.send = Buffer(s.padded * dtype_size(rdt), MemCategory::kComm);
-    p.recv = Buffer(s.shard * dtype_size(rdt), MemCategory::kComm);
+    p.send = cfg_.dev().allocate(s.padded * dtype_size(rdt), MemCategory::kComm);
+    p.recv = cfg_.dev().allocate(s.shard * dtype_size(rdt), MemCategory::kComm);
     convert(data, gdt, p.send.data(), rdt, s.padded);
     p.work = comm_.reduce_scatter_async(p.send.data(), p.recv.data(), s.shard, rdt, comm::ReduceOp::kSum);
     void* recv = p.recv.data();
@@ -98,11 +98,11 @@ void GradReducer::reduce_to_shard(int u, Buffer grad) {
   if (rdt == DType::kF32) {
     p.send = std::move(grad);
   } else {
-    p.send = Buffer(s.padded * dtype_size(rdt), MemCategory::kComm);
+    p.send = cfg_.dev().allocate(s.padded * dtype_size(rdt), MemCategory::kComm);
     convert(grad.data(), DType::kF32, p.send.data(), rdt, s.padded);
     grad.release();
   }
-  p.recv = Buffer(s.shard * dtype_size(rdt), MemCategory::kComm);
+  p.recv = cfg_.dev().allocate(s.shard * dtype_size(rdt), MemCategory::kComm);
   p.work = comm_.reduce_scatter_async(p.send.data(), p.recv.data(), s.shard, rdt, comm::ReduceOp::kSum);
   void* recv = p.recv.data();
   const size_t n = s.shard;

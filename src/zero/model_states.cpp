@@ -28,23 +28,23 @@ ModelStates::ModelStates(const model::ParamLayout& l, const ShardLayout& s, cons
     param_off.push_back(param_elems);
     param_elems += whole ? sh.unit(u).padded : sh.unit(u).shard;
   }
-  param_store = Buffer(param_elems * dtype_size(pdt), MemCategory::kParam);
-  param_store.zero();
+  param_store = cfg.dev().allocate(param_elems * dtype_size(pdt), MemCategory::kParam);
+  cfg.dev().fill_zero(param_store.data(), param_store.size());
   if (mixed) {
-    master = Buffer((stage == 0 ? full : shard) * sizeof(float), MemCategory::kMaster);
-    master.zero();
+    master = cfg.dev().allocate((stage == 0 ? full : shard) * sizeof(float), MemCategory::kMaster);
+    cfg.dev().fill_zero(master.data(), master.size());
   }
-  grad_store = Buffer((stage <= 1 ? full : shard) * dtype_size(gdt), MemCategory::kGrad);
-  grad_store.zero();
+  grad_store = cfg.dev().allocate((stage <= 1 ? full : shard) * dtype_size(gdt), MemCategory::kGrad);
+  cfg.dev().fill_zero(grad_store.data(), grad_store.size());
   const size_t state_elems = stage == 0 ? full : shard;
   // Optimizer state: AdamW's m and v, or SGD's momentum buffer (none without momentum).
   if (num_states >= 1) {
-    opt_m = Buffer(state_elems * sizeof(float), MemCategory::kOptim);
-    opt_m.zero();
+    opt_m = cfg.dev().allocate(state_elems * sizeof(float), MemCategory::kOptim);
+    cfg.dev().fill_zero(opt_m.data(), opt_m.size());
   }
   if (num_states >= 2) {
-    opt_v = Buffer(state_elems * sizeof(float), MemCategory::kOptim);
-    opt_v.zero();
+    opt_v = cfg.dev().allocate(state_elems * sizeof(float), MemCategory::kOptim);
+    cfg.dev().fill_zero(opt_v.data(), opt_v.size());
   }
 }
 

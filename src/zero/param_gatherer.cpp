@@ -21,7 +21,7 @@ ParamGatherer::ParamGatherer(ModelStates& states, comm::Communicator& comm, cons
 
 void ParamGatherer::start(int u) {
   const UnitShard& s = st_.unit(u);
-  gathered_[u] = Buffer(s.padded * dtype_size(st_.pdt), MemCategory::kGathered);
+  gathered_[u] = cfg_.dev().allocate(s.padded * dtype_size(st_.pdt), MemCategory::kGathered);
   work_[u] = comm_.all_gather_async(st_.param_at(u, static_cast<size_t>(st_.r) * s.shard), gathered_[u].data(),
                                     s.shard, st_.pdt);
   state_[u] = State::kInFlight;
