@@ -119,6 +119,20 @@ void CpuDevice::copy(void* dst, const void* src, size_t bytes) {
 
 void CpuDevice::fill_zero(void* dst, size_t bytes) { zerodp::fill_zero(dst, bytes); }
 
+void CpuDevice::convert(const void* src, DType src_type, void* dst, DType dst_type, size_t n) {
+  zerodp::convert(src, src_type, dst, dst_type, n);
+}
+
+void CpuDevice::adamw_update(float* p, const float* g, float* m, float* v, size_t n, const optim::AdamWParams& hp,
+                             int64_t t, bool decay, float grad_scale) {
+  optim::adamw_update(p, g, m, v, n, hp, t, decay, grad_scale);
+}
+
+void CpuDevice::sgd_update(float* p, const float* g, float* momentum, size_t n, const optim::SGDParams& hp, int64_t t,
+                           bool decay, float grad_scale) {
+  optim::sgd_update(p, g, momentum, n, hp, t, decay, grad_scale);
+}
+
 void CpuDevice::gemm(DType dtype, bool trans_a, bool trans_b, int M, int N, int K, float alpha, const void* A, int lda,
                      const void* B, int ldb, float beta, float* C, int ldc) {
   if (dtype == DType::kF32) {

@@ -13,6 +13,11 @@ class CpuDevice final : public Device {
   Buffer allocate(size_t bytes, MemCategory category) override;
   void copy(void* dst, const void* src, size_t bytes) override;
   void fill_zero(void* dst, size_t bytes) override;
+  void convert(const void* src, DType src_type, void* dst, DType dst_type, size_t n) override;
+  void adamw_update(float* p, const float* g, float* m, float* v, size_t n, const optim::AdamWParams& hp, int64_t t,
+                    bool decay, float grad_scale) override;
+  void sgd_update(float* p, const float* g, float* momentum, size_t n, const optim::SGDParams& hp, int64_t t,
+                  bool decay, float grad_scale) override;
   void gemm(DType dtype, bool trans_a, bool trans_b, int M, int N, int K, float alpha, const void* A, int lda,
             const void* B, int ldb, float beta, float* C, int ldc) override;
   std::unique_ptr<Event> record() override;

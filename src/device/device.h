@@ -4,6 +4,7 @@
 //   - GEMM: fp32, and 16-bit operands with fp32 accumulation;
 //   - GPT-2's kernels, forward beside backward, as one table per compute type (Gpt2Kernels<P>:
 //     float, double for the gradient checks, bf16 and fp16 for 16-bit compute);
+//   - the optimizer's update of a shard (AdamW, SGD: optim/'s math) and dtype conversions;
 //   - ordering: work is issued in order on the device's queue; an Event marks a point in it, and
 //     synchronize() waits for all of it. That is what overlap with communication will build on.
 // The CPU device (cpu_device.h) runs each call on the caller's thread and the OpenMP pool before it
@@ -19,6 +20,8 @@
 
 #include "core/dtype.h"
 #include "core/memory.h"
+#include "optim/adamw.h"
+#include "optim/sgd.h"
 
 namespace zerodp::device {
 
@@ -78,11 +81,19 @@ class Device {
   virtual Buffer allocate(size_t bytes, MemCategory category) = 0;
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;
   virtual void fill_zero(void* dst, size_t bytes) = 0;
+  // n elements from one dtype to another (core/dtype.h's rounding).
+  virtual void convert(const void* src, DType src_type, void* dst, DType dst_type, size_t n) = 0;
 
   // ---- GEMM: C[M,N] (fp32) = alpha·op(A)·op(B) + beta·C, row-major with leading dimensions -------------
   // A and B in `dtype`: fp32 (C's own precision), or bf16/fp16 (fp32 accumulation).
   virtual void gemm(DType dtype, bool trans_a, bool trans_b, int M, int N, int K, float alpha, const void* A, int lda,
                     const void* B, int ldb, float beta, float* C, int ldc) = 0;
+
+  // ---- the optimizer's update of n elements (optim/adamw.h, optim/sgd.h: the same math and bits) --------
+  virtual void adamw_update(float* p, const float* g, float* m, float* v, size_t n, const optim::AdamWParams& hp,
+                            int64_t t, bool decay, float grad_scale) = 0;
+  virtual void sgd_update(float* p, const float* g, float* momentum, size_t n, const optim::SGDParams& hp, int64_t t,
+                          bool decay, float grad_scale) = 0;
 
   // ---- GPT-2's kernels ---------------------------------------------------------------------------------
   template <class P>

@@ -19,7 +19,8 @@ void ShardOptimizer::update(double lr, float grad_scale) {
   size_t largest = 0;
   for (int u = 0; u < st_.num_units(); ++u)
     largest = std::max(largest, st_.update_range(u).second - st_.update_range(u).first);
-  Buffer g32(gdt == DType::kF32 ? 0 : std::min(kWorkChunk, largest) * sizeof(float), MemCategory::kAct);
+  device::Device& dev = cfg_.dev();
+  Buffer g32 = dev.allocate(gdt == DType::kF32 ? 0 : std::min(kWorkChunk, largest) * sizeof(float), MemCategory::kAct);
   for (int u = 0; u < st_.num_units(); ++u) {
     const auto [b, e] = st_.update_range(u);
     for (const Segment& seg : unit_segments(st_.layout, u, b, e)) {
@@ -29,18 +30,18 @@ void ShardOptimizer::update(double lr, float grad_scale) {
         if (gdt == DType::kF32) {
           g = st_.grad_store.as<float>() + st_.grad_index(u, c);
         } else {
-          to_f32(st_.grad_at(u, c), gdt, g32.as<float>(), n);
+          dev.convert(st_.grad_at(u, c), gdt, g32.as<float>(), DType::kF32, n);
           g = g32.as<float>();
         }
         float* w = st_.weights_at(u, c);
         float* m = st_.opt_m.empty() ? nullptr : st_.state_at(0, u, c);
         if (adamw)
-          optim::adamw_update(w, g, m, st_.state_at(1, u, c), n, adam, t, seg.decay, grad_scale);
+          dev.adamw_update(w, g, m, st_.state_at(1, u, c), n, adam, t, seg.decay, grad_scale);
         else
-          optim::sgd_update(w, g, m, n, sgd, t, seg.decay, grad_scale);
+          dev.sgd_update(w, g, m, n, sgd, t, seg.decay, grad_scale);
       }
     }
-    if (st_.mixed && b < e) convert(st_.weights_at(u, b), DType::kF32, st_.param_at(u, b), st_.pdt, e - b);
+    if (st_.mixed && b < e) dev.convert(st_.weights_at(u, b), DType::kF32, st_.param_at(u, b), st_.pdt, e - b);
   }
   ++steps_;
 }

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -88,6 +89,31 @@ TEST(CpuDevice, Gpt2TablesAreCompleteAndFp32IsTheFp32Kernels) {
   EXPECT_EQ(dev.gpt2<float>().attention_scratch_bytes(2, 70, 48, 4),
             kernels::attention_scratch_elems(2, 70, 4) * sizeof(float));
   EXPECT_EQ(dev.gpt2<bf16>().attention_scratch_bytes(2, 70, 48, 4), kernels::attention16_scratch_bytes(2, 70, 48, 4));
+}
+
+TEST(CpuDevice, OptimizerUpdatesAreOptimsBitForBit) {
+  const size_t n = 100000;
+  std::mt19937_64 rng(3);
+  std::normal_distribution<float> dist(0, 1);
+  std::vector<float> p(n), g(n), m(n), v(n);
+  for (auto* x : {&p, &g, &m, &v})
+    for (float& e : *x) e = dist(rng);
+  for (float& e : v) e = std::abs(e);
+  auto p2 = p, m2 = m, v2 = v;
+  const optim::AdamWParams hp{1e-3, 0.9, 0.999, 1e-8, 0.1};
+  default_device().adamw_update(p.data(), g.data(), m.data(), v.data(), n, hp, 3, true, 0.5f);
+  optim::adamw_update(p2.data(), g.data(), m2.data(), v2.data(), n, hp, 3, true, 0.5f);
+  EXPECT_EQ(0, std::memcmp(p.data(), p2.data(), n * 4));
+  EXPECT_EQ(0, std::memcmp(m.data(), m2.data(), n * 4));
+  EXPECT_EQ(0, std::memcmp(v.data(), v2.data(), n * 4));
+  const optim::SGDParams sp{0.1, 0.9, 0.0, 0.01, true};
+  default_device().sgd_update(p.data(), g.data(), m.data(), n, sp, 2, true, 1.0f);
+  optim::sgd_update(p2.data(), g.data(), m2.data(), n, sp, 2, true, 1.0f);
+  EXPECT_EQ(0, std::memcmp(p.data(), p2.data(), n * 4));
+  std::vector<uint16_t> h(n), h2(n);
+  default_device().convert(p.data(), DType::kF32, h.data(), DType::kBF16, n);
+  convert(p.data(), DType::kF32, h2.data(), DType::kBF16, n);
+  EXPECT_EQ(h, h2);
 }
 
 TEST(CpuDevice, EventsCompleteWhenRecorded) {

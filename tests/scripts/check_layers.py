@@ -9,7 +9,7 @@ ALLOWED = {
     "core": set(),
     "kernels": {"core"},
     "cuda": {"core"},
-    "device": {"core", "kernels", "cuda"},
+    "device": {"core", "kernels", "cuda", "optim"},
     "comm": {"core"},
     "model": {"core", "device"},
     "optim": {"core"},
