@@ -11,6 +11,7 @@
 #include "kernels/gemm16.h"
 #include "kernels/layernorm.h"
 #include "kernels/matmul.h"
+#include "kernels/precision.h"
 #include "kernels/residual.h"
 
 namespace zerodp::device {
@@ -122,6 +123,12 @@ void CpuDevice::fill_zero(void* dst, size_t bytes) { zerodp::fill_zero(dst, byte
 void CpuDevice::convert(const void* src, DType src_type, void* dst, DType dst_type, size_t n) {
   zerodp::convert(src, src_type, dst, dst_type, n);
 }
+
+void CpuDevice::add_into(void* dst, DType dst_type, const void* src, DType src_type, size_t n) {
+  kernels::add_into(dst, dst_type, src, src_type, n);
+}
+
+double CpuDevice::sum_squares(const void* x, DType type, size_t n) { return kernels::sum_squares(x, type, n); }
 
 void CpuDevice::adamw_update(float* p, const float* g, float* m, float* v, size_t n, const optim::AdamWParams& hp,
                              int64_t t, bool decay, float grad_scale) {

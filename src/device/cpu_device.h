@@ -14,6 +14,8 @@ class CpuDevice final : public Device {
   void copy(void* dst, const void* src, size_t bytes) override;
   void fill_zero(void* dst, size_t bytes) override;
   void convert(const void* src, DType src_type, void* dst, DType dst_type, size_t n) override;
+  void add_into(void* dst, DType dst_type, const void* src, DType src_type, size_t n) override;
+  double sum_squares(const void* x, DType type, size_t n) override;
   void adamw_update(float* p, const float* g, float* m, float* v, size_t n, const optim::AdamWParams& hp, int64_t t,
                     bool decay, float grad_scale) override;
   void sgd_update(float* p, const float* g, float* momentum, size_t n, const optim::SGDParams& hp, int64_t t,

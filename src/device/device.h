@@ -83,6 +83,10 @@ class Device {
   virtual void fill_zero(void* dst, size_t bytes) = 0;
   // n elements from one dtype to another (core/dtype.h's rounding).
   virtual void convert(const void* src, DType src_type, void* dst, DType dst_type, size_t n) = 0;
+  // dst[i] = round(dst[i] + src[i]), added in fp32 (kernels/precision.h).
+  virtual void add_into(void* dst, DType dst_type, const void* src, DType src_type, size_t n) = 0;
+  // Σ x[i]² in double, in a fixed order (kernels/precision.h): the gradient norm's partial sum.
+  virtual double sum_squares(const void* x, DType type, size_t n) = 0;
 
   // ---- GEMM: C[M,N] (fp32) = alpha·op(A)·op(B) + beta·C, row-major with leading dimensions -------------
   // A and B in `dtype`: fp32 (C's own precision), or bf16/fp16 (fp32 accumulation).

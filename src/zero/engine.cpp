@@ -13,7 +13,6 @@
 #include "zero/grad_reducer.h"
 #include "zero/model_states.h"
 #include "zero/param_gatherer.h"
-#include "zero/precision.h"
 #include "zero/shard_optimizer.h"
 #include "zero/state_io.h"
 
@@ -148,7 +147,7 @@ struct Engine::Impl {
   void finish_grad(int u) {
     if (stage <= 1) {
       if (!grad_direct) {
-        add_into(st.grad_at(u, 0), gdt, work_grad[u].data(), DType::kF32, st.unit(u).numel);
+        cfg.dev().add_into(st.grad_at(u, 0), gdt, work_grad[u].data(), DType::kF32, st.unit(u).numel);
         work_grad[u].release();
         grad_ptr[u] = nullptr;
       }
@@ -200,7 +199,7 @@ struct Engine::Impl {
     for (int u = 0; u < U; ++u) {
       const UnitShard& s = st.unit(u);
       if (s.own_begin >= s.own_end) continue;
-      const double q = sum_squares(st.grad_at(u, s.own_begin), gdt, s.own_end - s.own_begin);
+      const double q = cfg.dev().sum_squares(st.grad_at(u, s.own_begin), gdt, s.own_end - s.own_begin);
       if (!std::isfinite(q)) unit_nonfinite[u] = 1.0f;
       sumsq += q;
     }

@@ -1,6 +1,5 @@
 #include "zero/grad_reducer.h"
 
-#include "zero/precision.h"
 
 namespace zerodp::zero {
 
@@ -91,7 +90,7 @@ void GradReducer::reduce_to_shard(int u, Buffer grad) {
   if (st_.W == 1) {
     // Nothing to reduce: add the micro-step's gradient into the store as stages 0-1 do, without a
     // detour through the reduction dtype, so that one rank trains alike at every stage.
-    add_into(dst, gdt, grad.data(), DType::kF32, s.shard);
+    cfg_.dev().add_into(dst, gdt, grad.data(), DType::kF32, s.shard);
     return;
   }
   Pending p;
@@ -106,7 +105,8 @@ void GradReducer::reduce_to_shard(int u, Buffer grad) {
   p.work = comm_.reduce_scatter_async(p.send.data(), p.recv.data(), s.shard, rdt, comm::ReduceOp::kSum);
   void* recv = p.recv.data();
   const size_t n = s.shard;
-  p.on_done = [recv, dst, n, rdt, gdt] { add_into(dst, gdt, recv, rdt, n); };
+  device::Device* dev = &cfg_.dev();
+  p.on_done = [dev, recv, dst, n, rdt, gdt] { dev->add_into(dst, gdt, recv, rdt, n); };
   push(std::move(p));
 }
 

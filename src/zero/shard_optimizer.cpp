@@ -4,7 +4,6 @@
 
 #include "core/memory.h"
 #include "optim/optimizer.h"
-#include "zero/precision.h"
 #include "zero/sharding.h"
 
 namespace zerodp::zero {

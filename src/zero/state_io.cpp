@@ -5,7 +5,6 @@
 #include <cstring>
 
 #include "core/memory.h"
-#include "zero/precision.h"
 
 namespace zerodp::zero {
 

@@ -1,7 +1,7 @@
-// zero/precision.h: the squared norm the clipping coefficient comes from. Its fp32 path sums fixed
+// kernels/precision.h: the squared norm the clipping coefficient comes from. Its fp32 path sums fixed
 // blocks of 4096 values, each in order, then the blocks in order; it must give exactly those bits
 // however it overlaps the blocks' chains and whatever the thread count.
-#include "zero/precision.h"
+#include "kernels/precision.h"
 
 #include <gtest/gtest.h>
 #include <omp.h>
@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-namespace zerodp::zero {
+namespace zerodp::kernels {
 namespace {
 
 double blocks_in_order(const std::vector<float>& x) {
@@ -44,4 +44,4 @@ TEST(Precision, SumOfSquaresIsTheBlockwiseSumBitForBit) {
 }
 
 }  // namespace
-}  // namespace zerodp::zero
+}  // namespace zerodp::kernels

@@ -1,10 +1,10 @@
-#include "zero/precision.h"
+#include "kernels/precision.h"
 
 #include <algorithm>
 #include <cstdint>
 #include <vector>
 
-namespace zerodp::zero {
+namespace zerodp::kernels {
 
 namespace {
 inline float load(const void* p, DType t, size_t i) {
@@ -79,6 +79,5 @@ double sum_squares(const void* x, DType t, size_t n) {
   return total;
 }
 
-void to_f32(const void* x, DType t, float* out, size_t n) { convert(x, t, out, DType::kF32, n); }
 
-}  // namespace zerodp::zero
+}  // namespace zerodp::kernels
