@@ -23,7 +23,10 @@ namespace {
 // oneMKL's C interface, declared here (no MKL header is needed to build zerodp).
 constexpr int kMklRowMajor = 101, kMklNoTrans = 111, kMklTrans = 112;
 constexpr int kMklThreadingGnu = 3;  // MKL_THREADING_GNU (0 Intel, 1 sequential, 2 PGI, 3 GNU, 4 TBB)
-constexpr int kMklCbwrAuto = 2;  // MKL_CBWR_AUTO: reproducible on one CPU, whatever the alignment
+// Conditional numerical reproducibility: MKL_CBWR_AUTO (the CPU's own code path, run to run the same
+// bits) with MKL_CBWR_STRICT (also whatever the operands' alignment: stage 3's gathered units and
+// stage 0's stored ones lie at different offsets, and their GEMMs must agree bit for bit).
+constexpr int kMklCbwrAuto = 2, kMklCbwrStrict = 0x10000;
 using GemmFn32 = void (*)(int layout, int ta, int tb, int m, int n, int k, float alpha, const uint16_t* a,
                           int lda, const uint16_t* b, int ldb, float beta, float* c, int ldc);
 struct MklVersion {
@@ -36,6 +39,7 @@ struct Mkl {
   GemmFn32 gemm_bf16 = nullptr;
   GemmFn32 gemm_f16 = nullptr;
   int (*max_threads)() = nullptr;
+  bool strict = false;  // MKL_CBWR_STRICT accepted
   std::string version, processor, error;
 };
 
@@ -90,7 +94,8 @@ Mkl load_mkl() {
     return m;
   }
   set_layer(kMklThreadingGnu);
-  if (cbwr_set) cbwr_set(kMklCbwrAuto);
+  m.strict = cbwr_set && cbwr_set(kMklCbwrAuto | kMklCbwrStrict) == 0;
+  if (cbwr_set && !m.strict) cbwr_set(kMklCbwrAuto);
   char buf[256] = {};
   version_string(buf, sizeof buf - 1);
   m.version = buf;

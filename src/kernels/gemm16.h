@@ -15,7 +15,7 @@
 // $ZERODP_GEMM16 = auto (default) | mkl (fail if MKL cannot be used) | blas chooses.
 //
 // Both are deterministic: the same call on the same inputs gives the same bits, whatever the
-// operands' alignment (MKL is asked for conditional numerical reproducibility of its auto branch).
+// operands' alignment (MKL is asked for strict conditional numerical reproducibility of its auto branch).
 #pragma once
 
 #include <cstdint>
