@@ -29,7 +29,7 @@ void register_info(CLI::App& app, Action& action) {
       for (DType t : {DType::kBF16, DType::kF16}) {
         const kernels::Gemm16Info& g = kernels::gemm16_info(t);
         fmt::print("  {} GEMM: {}; ISA: {} ({}){}\n", dtype_name(t), g.library, g.isa, g.reason,
-                   g.mkl ? fmt::format("; {} threads", kernels::gemm16_mkl_max_threads()) : "");
+                   g.impl == kernels::Gemm16Impl::kMkl ? fmt::format("; {} threads", kernels::gemm16_mkl_max_threads()) : "");
       }
       fmt::print("  OpenMP:  {} threads (omp_get_max_threads)\n", omp_get_max_threads());
       // The CUDA toolchain is detected and wired into the build (ZERODP_CUDA); the GPU backend

@@ -68,7 +68,7 @@ void BM_Gemm16(benchmark::State& state) {
     benchmark::DoNotOptimize(c.data());
   }
   const auto& info = zerodp::kernels::gemm16_info(kType);
-  state.SetLabel(std::string(op == 0 ? "NN" : op == 1 ? "NT" : "TN") + (info.mkl ? " oneMKL" : " fallback"));
+  state.SetLabel(std::string(op == 0 ? "NN" : op == 1 ? "NT" : "TN") + " " + zerodp::kernels::gemm16_impl_name(info.impl));
   set_flops(state, 2.0 * n * n * n);
 }
 

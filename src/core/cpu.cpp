@@ -19,6 +19,13 @@ uint64_t xcr0() {
 CpuFeatures detect() {
   CpuFeatures f;
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid(0, &eax, &ebx, &ecx, &edx)) {
+    char vendor[13] = {};
+    std::memcpy(vendor, &ebx, 4);
+    std::memcpy(vendor + 4, &edx, 4);
+    std::memcpy(vendor + 8, &ecx, 4);
+    f.intel = std::strcmp(vendor, "GenuineIntel") == 0;
+  }
   if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return f;
   const bool osxsave = (ecx >> 27) & 1u, avx = (ecx >> 28) & 1u;
   const uint64_t xcr = osxsave ? xcr0() : 0;

@@ -7,6 +7,7 @@
 namespace zerodp {
 
 struct CpuFeatures {
+  bool intel = false;        // vendor "GenuineIntel" (oneMKL runs its 16-bit kernels on these only)
   bool f16c = false;         // fp16 <-> fp32 conversion instructions
   bool avx512f = false;      // and the OS saves the ZMM state
   bool avx512_bf16 = false;  // VDPBF16PS: bf16 dot products into fp32

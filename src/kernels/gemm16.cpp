@@ -122,8 +122,8 @@ Gemm16Info decide(DType dtype) {
     if (on) have += have.empty() ? name : std::string(" and ") + name;
   std::string mode = "auto";
   if (const char* env = std::getenv("ZERODP_GEMM16"); env && *env) mode = env;
-  ZDP_REQUIRE(mode == "auto" || mode == "mkl" || mode == "blas",
-              "ZERODP_GEMM16 must be auto, mkl or blas (got a {}-character value)", mode.size());
+  ZDP_REQUIRE(mode == "auto" || mode == "mkl" || mode == "onednn" || mode == "blas",
+              "ZERODP_GEMM16 must be auto, mkl, onednn or blas (got a {}-character value)", mode.size());
   Gemm16Info info;
   info.library = "OpenBLAS sgemm on blocks widened to fp32";
   info.isa = "fp32 (no 16-bit instructions)";
@@ -135,18 +135,43 @@ Gemm16Info decide(DType dtype) {
     info.reason = fmt::format("the CPU has no {} (it has: {})", need, cpu_features_string());
     return info;
   }
+  // What each library can do here.
   const Mkl& m = mkl();
-  const bool usable = m.handle && (bf16 ? m.gemm_bf16 != nullptr : m.gemm_f16 != nullptr);
-  if (!usable) {
-    const std::string why = m.handle ? "this libmkl_rt has no fp16 GEMM" : m.error;
-    ZDP_REQUIRE(mode != "mkl", "ZERODP_GEMM16=mkl but oneMKL cannot be used: {} (scripts/install_mkl.sh)", why);
-    info.reason = fmt::format("oneMKL not available: {}", why);
+  const bool mkl_ok = m.handle && (bf16 ? m.gemm_bf16 != nullptr : m.gemm_f16 != nullptr);
+  const std::string mkl_why = !mkl_ok ? (m.handle ? "this libmkl_rt has no fp16 GEMM" : m.error) : "";
+  const std::string dnnl_kernel = gemm16_onednn_built() ? gemm16_onednn_probe(dtype) : "";
+  // oneDNN's reference kernels ("ref:any") run anywhere, at a fraction of the fallback's speed.
+  const bool dnnl_ok = !dnnl_kernel.empty() && dnnl_kernel.rfind("ref", 0) != 0;
+  const std::string dnnl_why = !gemm16_onednn_built() ? "not built in (libdnnl-dev)"
+                               : dnnl_ok               ? ""
+                                                       : fmt::format("no {} matmul kernel for this CPU", dtype_name(dtype));
+  ZDP_REQUIRE(mode != "mkl" || mkl_ok, "ZERODP_GEMM16=mkl but oneMKL cannot be used: {} (scripts/install_mkl.sh)",
+              mkl_why);
+  ZDP_REQUIRE(mode != "onednn" || dnnl_ok, "ZERODP_GEMM16=onednn but oneDNN cannot be used: {}", dnnl_why);
+  auto use_mkl = [&](std::string reason) {
+    info.impl = Gemm16Impl::kMkl;
+    info.library = m.version;
+    info.isa = m.processor.empty() ? "unknown" : m.processor;
+    info.reason = std::move(reason);
     return info;
-  }
-  info.mkl = true;
-  info.library = m.version;
-  info.isa = m.processor.empty() ? "unknown" : m.processor;
-  info.reason = mode == "mkl" ? "ZERODP_GEMM16=mkl" : fmt::format("the CPU has {}", have);
+  };
+  auto use_dnnl = [&](std::string reason) {
+    info.impl = Gemm16Impl::kOneDnn;
+    info.library = gemm16_onednn_version();
+    info.isa = dnnl_kernel;
+    info.reason = std::move(reason);
+    return info;
+  };
+  if (mode == "mkl") return use_mkl("ZERODP_GEMM16=mkl");
+  if (mode == "onednn") return use_dnnl("ZERODP_GEMM16=onednn");
+  const std::string cpu = f.intel ? "an Intel CPU" : "a CPU that is not Intel's";
+  if (f.intel && mkl_ok) return use_mkl(fmt::format("{} with {}", cpu, have));
+  if (dnnl_ok)
+    return use_dnnl(fmt::format("{} with {}{}", cpu, have,
+                                f.intel ? fmt::format("; oneMKL not available: {}", mkl_why)
+                                        : "; oneMKL runs its 16-bit kernels on Intel CPUs only"));
+  if (mkl_ok) return use_mkl(fmt::format("{} with {}; oneDNN: {}", cpu, have, dnnl_why));
+  info.reason = fmt::format("neither oneMKL ({}) nor oneDNN ({}) can be used", mkl_why, dnnl_why);
   return info;
 }
 
@@ -210,11 +235,21 @@ const Gemm16Info& gemm16_info(DType dtype) {
 
 void gemm16(DType dtype, bool trans_a, bool trans_b, int M, int N, int K, float alpha, const uint16_t* A,
             int lda, const uint16_t* B, int ldb, float beta, float* C, int ldc) {
-  if (gemm16_info(dtype).mkl) {
-    gemm16_mkl(dtype, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-  } else {
-    gemm16_blas(dtype, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  switch (gemm16_info(dtype).impl) {
+    case Gemm16Impl::kMkl: return gemm16_mkl(dtype, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    case Gemm16Impl::kOneDnn:
+      return gemm16_onednn(dtype, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    case Gemm16Impl::kBlas: return gemm16_blas(dtype, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   }
+}
+
+const char* gemm16_impl_name(Gemm16Impl impl) {
+  switch (impl) {
+    case Gemm16Impl::kMkl: return "mkl";
+    case Gemm16Impl::kOneDnn: return "onednn";
+    case Gemm16Impl::kBlas: return "blas";
+  }
+  return "?";
 }
 
 int gemm16_mkl_max_threads() {
