@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "core/dtype.h"
 #include "kernels/kernels.h"
 
 namespace {
@@ -87,6 +88,37 @@ void BM_Attention(benchmark::State& state) {
   set_flops(state, attention_causal_flops(B));
 }
 BENCHMARK(BM_Attention)->ArgNames({"B"})->Arg(1)->Arg(4)->Arg(8)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// Attention at the W = 2 benchmark's model (L4 C256 H4, T = 128, B = 8 a rank), fp32 against 16-bit
+// compute (range(0) = 0: fp32, 1: bf16 through the chosen gemm16): many small per-head products, where
+// a GEMM library's fixed cost per call shows.
+void BM_AttentionL4(benchmark::State& state) {
+  constexpr int B = 8, T = 128, C = 256, NH = 4;
+  const auto qkv = random_vector(size_t(B) * T * 3 * C), dout = random_vector(size_t(B) * T * C);
+  std::vector<float> dqkv(size_t(B) * T * 3 * C);
+  if (state.range(0) == 0) {
+    std::vector<float> out(size_t(B) * T * C), att(size_t(B) * NH * T * T), scratch(attention_scratch_elems(B, T, NH));
+    for (auto _ : state) {
+      attention_forward(out.data(), att.data(), qkv.data(), B, T, C, NH);
+      attention_backward(dqkv.data(), scratch.data(), dout.data(), qkv.data(), att.data(), B, T, C, NH);
+      benchmark::DoNotOptimize(dqkv.data());
+    }
+  } else {
+    using zerodp::bf16;
+    std::vector<bf16> qkv16(qkv.size()), dout16(dout.size()), out(size_t(B) * T * C), att(size_t(B) * NH * T * T);
+    round_to(qkv16.data(), qkv.data(), qkv.size());
+    round_to(dout16.data(), dout.data(), dout.size());
+    std::vector<char> scratch(attention16_scratch_bytes(B, T, C, NH));
+    for (auto _ : state) {
+      attention16_forward(out.data(), att.data(), qkv16.data(), scratch.data(), B, T, C, NH);
+      attention16_backward(dqkv.data(), scratch.data(), dout16.data(), qkv16.data(), att.data(), B, T, C, NH);
+      benchmark::DoNotOptimize(dqkv.data());
+    }
+  }
+  const double hs = C / NH;
+  set_flops(state, 0.5 * 12.0 * B * NH * double(T) * T * hs);
+}
+BENCHMARK(BM_AttentionL4)->ArgNames({"bf16"})->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // The same attention written as plain loops over (b, t, h) and the keys t2 ≤ t, parallel over
 // (b, t, h), the way a first CPU implementation does it: the baseline the BLAS version is measured

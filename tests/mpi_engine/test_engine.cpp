@@ -66,6 +66,7 @@ struct RunResult {
   std::vector<std::vector<int>> nonfinite_units;
   std::vector<std::vector<float>> params;  // consolidated, every unit (rank 0 only)
   uint64_t traffic = 0;
+  double lr = 0;
 };
 
 RunResult run(bool alone, EngineConfig cfg, int G, int steps, double lr = 1e-3, double clip = 0.0) {
@@ -74,6 +75,7 @@ RunResult run(bool alone, EngineConfig cfg, int G, int steps, double lr = 1e-3, 
   const int W = group.comm->size(), r = group.comm->rank();
   static const Stream stream(small_model().vocab_size);
   RunResult out;
+  out.lr = lr;
   {
     Engine engine(layout, group.comm, cfg);
     engine.load(init_source(layout));
@@ -115,11 +117,21 @@ void expect_same_training(const RunResult& got, const RunResult& ref, double tol
     EXPECT_NEAR(got.norms[s], ref.norms[s], 10 * tol * std::fabs(ref.norms[s])) << what << " step " << s;
   }
   if (world()->rank() != 0) return;
+  // Parameters: AdamW divides each gradient by its own running magnitude, so an element whose
+  // gradient is ~0 (at the level of the rounding that another summation order changes) moves by up to
+  // ±lr a step either way; such elements are rare, and no element can move further than 2·lr a step.
+  // So: at most 1 in 10,000 elements (at least one) beyond tol, none beyond 2·lr·steps.
   double worst = 0;
+  size_t beyond = 0, total = 0;
   for (size_t u = 0; u < ref.params.size(); ++u)
-    for (size_t i = 0; i < ref.params[u].size(); ++i)
-      worst = std::max(worst, static_cast<double>(std::fabs(got.params[u][i] - ref.params[u][i])));
-  EXPECT_LT(worst, tol) << what << ": largest parameter difference";
+    for (size_t i = 0; i < ref.params[u].size(); ++i) {
+      const double d = std::fabs(got.params[u][i] - ref.params[u][i]);
+      worst = std::max(worst, d);
+      beyond += d >= tol;
+      ++total;
+    }
+  EXPECT_LE(beyond, std::max<size_t>(1, total / 10000)) << what << ": parameters differing by " << tol << " or more";
+  EXPECT_LT(worst, 2 * ref.lr * static_cast<double>(ref.losses.size())) << what << ": largest parameter difference";
 }
 
 }  // namespace
