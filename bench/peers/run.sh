@@ -27,6 +27,7 @@
 #                           shared); the busy fraction found is recorded next to the run
 #   ROUND_FROM [1]          the first round's number; above 1 the run continues an earlier one into the
 #                           same OUT (its results are kept and pooled with the new rounds)
+#   DOCS [docs/benchmarks_peers.md] NOTES [bench/peers/notes.md]  the page written, and its commentary
 #   QUICK=1                 a fast check: 4 steps, 1 warm-up, 1 round, docs left alone
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -94,6 +95,7 @@ fi
   echo "zerodp=$("$Z" --version 2>/dev/null | head -1) ($(git rev-parse --short HEAD 2>/dev/null || echo ?)$(git diff --quiet HEAD -- src apps 2>/dev/null || echo ', uncommitted changes in src/apps'))"
   echo "blas=$("$Z" info | sed -n 's/^  BLAS:[[:space:]]*//p' | sed 's/ ([0-9]* threads)//')"
   echo "mpi=$("$Z" info | sed -n 's/^  MPI:[[:space:]]*//p')"
+  echo "gemm16=$("$Z" info | sed -n 's/^  bf16 GEMM:[[:space:]]*//p')"
   echo "torch=$("$PY" -c 'import torch; print(torch.__version__, "(cuda", torch.version.cuda, "build; CPU ISA", torch.backends.cpu.get_cpu_capability() + ")")' 2>/dev/null)"
   echo "deepspeed=$("$PY" -c 'import deepspeed; print(deepspeed.__version__)' 2>/dev/null | tail -1)"
   echo "python=$("$PY" -c 'import sys; print(sys.version.split()[0])')"
@@ -164,5 +166,5 @@ sed -i '/^load_end=/d' "$res/env.txt"
 echo "load_end=$(cut -d' ' -f1-3 /proc/loadavg)" >>"$res/env.txt"
 
 docs=()
-[[ "$WRITE_DOCS" == 1 ]] && docs=(--write-docs docs/benchmarks_peers.md)
+[[ "$WRITE_DOCS" == 1 ]] && docs=(--write-docs "${DOCS:-docs/benchmarks_peers.md}" --notes "${NOTES:-bench/peers/notes.md}")
 /usr/bin/python3 bench/peers/report.py "$res" --warmup "$WARMUP" "${docs[@]}"
