@@ -7,7 +7,7 @@
 //
 // A primitive is made once per call shape (dtype, transposes, M, N, K, leading dimensions, alpha,
 // beta) and kept: GPT-2's GEMMs come in a few dozen shapes, and making a primitive costs far more
-// than running a small one. Only the operands' addresses change between calls. The attention kernels
+// than running a small one (its memory objects too). Only the operands' addresses change between calls. The attention kernels
 // call GEMMs from inside OpenMP parallel regions, so each thread keeps its own primitives and stream
 // (oneDNN's own primitive cache makes a second thread's copy cheap) and nothing is locked.
 #include "kernels/gemm16.h"
@@ -34,9 +34,9 @@ const dnnl::engine& engine() {
 
 struct OneDnn {  // one per thread
   dnnl::stream strm{engine()};
-  struct Made {
+  struct Made {  // the primitive and its operands' memory objects, which get each call's addresses
     dnnl::matmul prim;
-    dnnl::memory::desc a, b, c;
+    dnnl::memory a, b, c;
   };
   std::map<Key, Made> made;
 };
@@ -67,7 +67,7 @@ std::string gemm16_onednn_probe(DType dtype) {
     const dnnl::memory::desc c({64, 64}, dnnl::memory::data_type::f32, dims{64, 1});
     const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, a, c), dnnl::primitive_attr(), engine());
     return pd.impl_info_str();
-  } catch (const dnnl::error& e) {
+  } catch (const dnnl::error&) {
     return std::string();
   }
 }
@@ -77,14 +77,8 @@ void gemm16_onednn(DType dtype, bool trans_a, bool trans_b, int M, int N, int K,
   ZDP_CHECK(dtype == DType::kBF16 || dtype == DType::kF16, "gemm16_onednn: dtype {} is not 16-bit",
             dtype_name(dtype));
   if (M <= 0 || N <= 0) return;
-  if (K <= 0) {  // oneDNN refuses empty reductions: C = beta·C
-    for (int m = 0; m < M; ++m)
-      for (int n = 0; n < N; ++n) {
-        float& c = C[static_cast<size_t>(m) * ldc + n];
-        c = beta == 0.0f ? 0.0f : beta * c;
-      }
-    return;
-  }
+  // oneDNN refuses empty reductions; the fallback's C = beta·C serves (it multiplies nothing).
+  if (K <= 0) return gemm16_blas(dtype, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   OneDnn& d = onednn();
   using dims = dnnl::memory::dims;
   const Key key{static_cast<int>(dtype), trans_a, trans_b, M, N, K, lda, ldb, ldc, alpha, beta};
@@ -104,17 +98,21 @@ void gemm16_onednn(DType dtype, bool trans_a, bool trans_b, int M, int N, int K,
     }
     try {
       const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, engine());
-      it = d.made.emplace(key, OneDnn::Made{dnnl::matmul(pd), a, b, c}).first;
+      it = d.made
+               .emplace(key, OneDnn::Made{dnnl::matmul(pd), dnnl::memory(a, engine(), DNNL_MEMORY_NONE),
+                                          dnnl::memory(b, engine(), DNNL_MEMORY_NONE),
+                                          dnnl::memory(c, engine(), DNNL_MEMORY_NONE)})
+               .first;
     } catch (const dnnl::error& e) {
       ZDP_CHECK(false, "oneDNN has no {} matmul for {}x{}x{} (ta {}, tb {}): {}", dtype_name(dtype), M, N, K,
                 trans_a, trans_b, e.what());
     }
   }
-  const OneDnn::Made& m = it->second;
-  dnnl::memory am(m.a, engine(), const_cast<uint16_t*>(A));
-  dnnl::memory bm(m.b, engine(), const_cast<uint16_t*>(B));
-  dnnl::memory cm(m.c, engine(), C);
-  m.prim.execute(d.strm, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+  OneDnn::Made& m = it->second;
+  m.a.set_data_handle(const_cast<uint16_t*>(A));
+  m.b.set_data_handle(const_cast<uint16_t*>(B));
+  m.c.set_data_handle(C);
+  m.prim.execute(d.strm, {{DNNL_ARG_SRC, m.a}, {DNNL_ARG_WEIGHTS, m.b}, {DNNL_ARG_DST, m.c}});
   d.strm.wait();
 }
 
