@@ -13,6 +13,7 @@
 #include "comm/runtime.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/memory.h"
 
 namespace {
 
@@ -52,6 +53,8 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Every step frees and re-allocates the same transient buffers: keep them in the process.
+  zerodp::retain_freed_host_memory();
   try {
     return run(argc, argv);
   } catch (const std::exception& e) {

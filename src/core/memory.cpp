@@ -1,6 +1,9 @@
 #include "core/memory.h"
 
 #include <unistd.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include <algorithm>
 #include <cstddef>
@@ -158,6 +161,22 @@ void fill_zero(void* p, size_t bytes) {
 }
 
 void Buffer::zero() { fill_zero(data_, size_); }
+
+bool retain_freed_host_memory(size_t largest, size_t keep) {
+#if defined(__GLIBC__)
+  // Fixing the thresholds turns off glibc's own adjustment of them (which would only raise the
+  // mapping threshold after a mapped block is freed, and lowers the trim one again).
+  const auto clamp = [](size_t v) { return static_cast<int>(std::min<size_t>(v, size_t{1} << 30)); };
+  const bool mapped = mallopt(M_MMAP_THRESHOLD, clamp(largest)) == 1 ||
+                      mallopt(M_MMAP_THRESHOLD, clamp(size_t{32} << 20)) == 1;
+  const bool trim = mallopt(M_TRIM_THRESHOLD, clamp(keep)) == 1;
+  return mapped && trim;
+#else
+  (void)largest;
+  (void)keep;
+  return false;
+#endif
+}
 
 uint64_t physical_memory_bytes() {
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);

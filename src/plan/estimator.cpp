@@ -107,8 +107,11 @@ uint64_t transient_bytes(const PlanInput& in, const Units& u) {
   // With one rank nothing is reduced: stages 2-3 add each unit's gradient into the store at once.
   const uint64_t W = static_cast<uint64_t>(in.world);
   const bool reduces = W > 1;
-  // One reduction in flight at stages 2-3: the unit to send and the shard to receive.
-  const uint64_t reduction = reduces ? (u.pb + u.sb) * r : 0;
+  // One reduction in flight at stages 2-3: the unit to send and the shard to receive, except that
+  // with one micro-step the sum lands straight in the gradient shard when it is kept in the
+  // reduction dtype (zero until then: written, not added; zero/grad_reducer.h).
+  const bool received_in_place = in.accum == 1 && r == grad_bytes(in);
+  const uint64_t reduction = reduces ? (u.pb + (received_in_place ? 0 : u.sb)) * r : 0;
   // The communicator's staging, from the first reduction of the backward until its last is waited for.
   const uint64_t stg = staging_bytes(in, u);
   for (uint64_t j = 0; j < u.L; ++j) {  // the j-th block of the backward

@@ -173,7 +173,7 @@ struct Engine::Impl {
     int32_t* targets = inputs + static_cast<size_t>(B) * T;
     double loss_sum = 0;
     for (int g = 0; g < accum; ++g) {
-      reducer.begin_micro_step(g == accum - 1);
+      reducer.begin_micro_step(g == 0, g == accum - 1);
       batches(g, inputs, targets);
       loss_sum += model->forward(inputs, targets) * B * T;
       model->backward(dloss);

@@ -25,7 +25,8 @@ void GradReducer::plan_buckets() {
   }
 }
 
-void GradReducer::begin_micro_step(bool last) {
+void GradReducer::begin_micro_step(bool first, bool last) {
+  first_micro_ = first;
   last_micro_ = last;
   if (st_.stage == 0) {
     bucket_left_.assign(buckets_.size(), 0);
@@ -87,26 +88,41 @@ void GradReducer::reduce_to_shard(int u, Buffer grad) {
   const UnitShard& s = st_.unit(u);
   const DType gdt = st_.gdt, rdt = rdt_;
   char* dst = st_.grad_store.as<char>() + st_.shard_off[u] * dtype_size(gdt);
+  device::Device* dev = &cfg_.dev();
+  // The shard holds zeros before the first micro-step, and 0 + x is x: that micro-step's sum is
+  // written (converted when the dtypes differ) rather than added, which changes no value.
+  const bool write = first_micro_;
   if (st_.W == 1) {
-    // Nothing to reduce: add the micro-step's gradient into the store as stages 0-1 do, without a
+    // Nothing to reduce: the micro-step's gradient goes into the store as at stages 0-1, without a
     // detour through the reduction dtype, so that one rank trains alike at every stage.
-    cfg_.dev().add_into(dst, gdt, grad.data(), DType::kF32, s.shard);
+    if (write) {
+      convert(grad.data(), DType::kF32, dst, gdt, s.shard);
+    } else {
+      dev->add_into(dst, gdt, grad.data(), DType::kF32, s.shard);
+    }
     return;
   }
   Pending p;
   if (rdt == DType::kF32) {
     p.send = std::move(grad);
   } else {
-    p.send = cfg_.dev().allocate(s.padded * dtype_size(rdt), MemCategory::kComm);
+    p.send = dev->allocate(s.padded * dtype_size(rdt), MemCategory::kComm);
     convert(grad.data(), DType::kF32, p.send.data(), rdt, s.padded);
     grad.release();
   }
-  p.recv = cfg_.dev().allocate(s.shard * dtype_size(rdt), MemCategory::kComm);
-  p.work = comm_.reduce_scatter_async(p.send.data(), p.recv.data(), s.shard, rdt, comm::ReduceOp::kSum);
-  void* recv = p.recv.data();
   const size_t n = s.shard;
-  device::Device* dev = &cfg_.dev();
-  p.on_done = [dev, recv, dst, n, rdt, gdt] { dev->add_into(dst, gdt, recv, rdt, n); };
+  if (write && rdt == gdt) {
+    p.work = comm_.reduce_scatter_async(p.send.data(), dst, n, rdt, comm::ReduceOp::kSum);
+  } else {
+    p.recv = dev->allocate(n * dtype_size(rdt), MemCategory::kComm);
+    p.work = comm_.reduce_scatter_async(p.send.data(), p.recv.data(), n, rdt, comm::ReduceOp::kSum);
+    void* recv = p.recv.data();
+    if (write) {
+      p.on_done = [recv, dst, n, rdt, gdt] { convert(recv, rdt, dst, gdt, n); };
+    } else {
+      p.on_done = [dev, recv, dst, n, rdt, gdt] { dev->add_into(dst, gdt, recv, rdt, n); };
+    }
+  }
   push(std::move(p));
 }
 

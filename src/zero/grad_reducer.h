@@ -5,7 +5,8 @@
 //            each launched as soon as the backward has finished all its units;
 //   stage 1: each unit's gradient reduce-scattered in place into the rank's range of it;
 //   stages 2-3: each micro-step's fp32 unit gradient reduce-scattered, the rank's shard of the sum
-//            added into its persistent gradient shard.
+//            added into its persistent gradient shard (the first micro-step's received straight
+//            into it when the dtypes agree: no receive buffer, no pass adding it to zeros).
 //
 // Stages 0-1 reduce once per optimizer step (after the last micro-step), stages 2-3 every
 // micro-step. With overlap_comm up to three reductions stay in flight while the backward goes on;
@@ -29,8 +30,9 @@ class GradReducer {
  public:
   GradReducer(ModelStates& states, comm::Communicator& comm, const EngineConfig& config, CommClock& clock);
 
-  // Before micro-step g of an optimizer step: stages 0-1 reduce after the last one only.
-  void begin_micro_step(bool last);
+  // Before each micro-step of an optimizer step: stages 0-1 reduce after the last one only; stages
+  // 2-3 write the first one's sum into the gradient shard (zero until then) and add the others'.
+  void begin_micro_step(bool first, bool last);
   // Stages 0-1: unit u's gradient of this micro-step is in the persistent store.
   void unit_stored(int u);
   // Stages 2-3: reduces unit u's fp32 gradient of this micro-step (`grad`, padded to P elements,
@@ -62,7 +64,7 @@ class GradReducer {
   const EngineConfig cfg_;  // a copy: the part may outlive the caller's config
   CommClock& clock_;
   const DType rdt_;  // the reduction dtype
-  bool last_micro_ = false;
+  bool first_micro_ = true, last_micro_ = false;
   std::deque<Pending> pending_;
   // Stage 0 buckets: contiguous unit ranges [lo, hi] in backward order.
   std::vector<std::pair<int, int>> buckets_;

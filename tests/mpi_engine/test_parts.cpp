@@ -103,7 +103,7 @@ TEST(GradReducer, SumsInRankOrderIntoWhatTheRankKeeps) {
       CommClock clock;
       GradReducer reducer(st, *f.comm, c, clock);
       const DType rdt = c.reduce_dtype.value_or(c.dtype);
-      reducer.begin_micro_step(true);
+      reducer.begin_micro_step(true, true);
       for (int u = st.num_units() - 1; u >= 0; --u) {  // the backward's order
         const UnitShard& s = st.unit(u);
         if (stage <= 1) {
@@ -127,6 +127,44 @@ TEST(GradReducer, SumsInRankOrderIntoWhatTheRankKeeps) {
           const float want = f.W == 1 ? round_to(value(0, u, i), st.gdt) : round_to(expected_sum(f.W, u, i, stored, rdt), st.gdt);
           ASSERT_EQ(read(st.grad_at(u, i), st.gdt), want)
               << "stage " << stage << " " << dtype_name(k.dtype) << " reduce " << dtype_name(rdt) << " unit " << u << " element " << i;
+        }
+      }
+    }
+  }
+}
+
+// Stages 2-3 over two micro-steps: the first one's sum is written into the shard (received there
+// directly when the dtypes agree), the second one's added to it, as two additions onto zeros would.
+TEST(GradReducer, AccumulatesMicroStepsIntoTheShard) {
+  Fixture f;
+  struct Case { DType dtype; std::optional<DType> reduce; bool fp32_accum; };
+  for (const Case& k : {Case{DType::kF32, std::nullopt, true}, Case{DType::kBF16, std::nullopt, true},
+                        Case{DType::kBF16, DType::kF32, true}, Case{DType::kBF16, std::nullopt, false}}) {
+    for (int stage = 2; stage <= 3; ++stage) {
+      EngineConfig c = config(stage, k.dtype, k.reduce);
+      c.fp32_grad_accum = k.fp32_accum;
+      ModelStates st(f.layout, f.sh, c);
+      CommClock clock;
+      GradReducer reducer(st, *f.comm, c, clock);
+      const DType rdt = c.reduce_dtype.value_or(c.dtype);
+      for (int g = 0; g < 2; ++g) {
+        reducer.begin_micro_step(g == 0, g == 1);
+        for (int u = st.num_units() - 1; u >= 0; --u) {
+          const UnitShard& s = st.unit(u);
+          Buffer grad(s.padded * sizeof(float), MemCategory::kGathered);
+          for (size_t i = 0; i < s.padded; ++i) grad.as<float>()[i] = i < s.numel ? value(f.r, u, i) : 0.0f;
+          reducer.reduce_to_shard(u, std::move(grad));
+        }
+      }
+      reducer.complete_all();
+      for (int u = 0; u < st.num_units(); ++u) {
+        const auto [b, e] = st.update_range(u);
+        for (size_t i = b; i < e; ++i) {
+          const float once = f.W == 1 ? value(0, u, i) : expected_sum(f.W, u, i, DType::kF32, rdt);
+          const float want = round_to(round_to(once, st.gdt) + once, st.gdt);
+          ASSERT_EQ(read(st.grad_at(u, i), st.gdt), want)
+              << "stage " << stage << " " << dtype_name(k.dtype) << " reduce " << dtype_name(rdt)
+              << " stored " << dtype_name(st.gdt) << " unit " << u << " element " << i;
         }
       }
     }
