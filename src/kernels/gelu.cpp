@@ -38,7 +38,7 @@ void gelu_backward(T* dinp, const I* inp, const T* dout, size_t n) {
     const T th = detail::fast_tanh(s * (x + a * x * x * x));
     const T sech2 = T(1) - th * th;
     const T grad = T(0.5) * (T(1) + th) + T(0.5) * x * sech2 * s * (T(1) + T(3) * a * x * x);
-    dinp[i] += grad * dout[i];
+    dinp[i] = grad * dout[i];
   }
 }
 

@@ -31,7 +31,7 @@ template <class T>
 void matmul_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight,
                      int N, int C, int OC) {
   ZDP_CHECK(N > 0 && C > 0 && OC > 0, "matmul_backward: bad shape N={} C={} OC={}", N, C, OC);
-  if (dinp != nullptr) detail::gemm(false, true, N, C, OC, T(1), dout, OC, weight, OC, T(1), dinp, C);
+  if (dinp != nullptr) detail::gemm(false, true, N, C, OC, T(1), dout, OC, weight, OC, T(0), dinp, C);
   detail::gemm(true, false, C, OC, N, T(1), inp, C, dout, OC, T(1), dweight, OC);
   if (dbias != nullptr) bias_backward(dbias, dout, N, OC);
 }
@@ -62,7 +62,7 @@ template <class T>
 void matmul_nt_backward(T* dinp, T* dwte, const T* dout, const T* inp, const T* wte, int N, int C,
                         int V) {
   ZDP_CHECK(N > 0 && C > 0 && V > 0, "matmul_nt_backward: bad shape N={} C={} V={}", N, C, V);
-  if (dinp != nullptr) detail::gemm(false, false, N, C, V, T(1), dout, V, wte, C, T(1), dinp, C);
+  if (dinp != nullptr) detail::gemm(false, false, N, C, V, T(1), dout, V, wte, C, T(0), dinp, C);
   detail::gemm(true, false, V, C, N, T(1), dout, V, inp, C, T(1), dwte, C);
 }
 

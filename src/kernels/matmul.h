@@ -1,8 +1,10 @@
 // Dense layers through BLAS (sgemm for float, dgemm for double), row-major.
 //   linear:   out[N,OC] = inp[N,C]·W[C,OC] + bias[OC]           (W stored [in, out], as GPT-2's Conv1D)
-//             dinp += dout·Wᵀ ;  dW += inpᵀ·dout ;  dbias += Σ_rows dout
+//             dinp = dout·Wᵀ ;  dW += inpᵀ·dout ;  dbias += Σ_rows dout
 //   LM head:  out[N,V] = inp[N,C]·wteᵀ with wte [V,C] (tied to the embedding), no bias
-//             dinp += dout·wte ;  dwte += doutᵀ·inp
+//             dinp = dout·wte ;  dwte += doutᵀ·inp
+// The input's gradient is written (each activation gradient has one producer, so nobody zeroes it
+// first); the parameters' gradients accumulate (micro-steps, the tied embedding).
 // BLAS runs on the OpenMP pool here; its results are reproducible run to run for a fixed number of
 // threads (tests/kernels/test_determinism.cpp checks it), not necessarily across thread counts.
 #pragma once
@@ -15,7 +17,7 @@ namespace zerodp::kernels {
 template <class T>
 void matmul_forward(T* out, const T* inp, const T* weight, const T* bias, int N, int C, int OC);
 
-// Accumulates. dinp or dbias may be null: that gradient is skipped. dbias is summed over rows in
+// Writes dinp, accumulates dweight and dbias. dinp or dbias may be null: that gradient is skipped. dbias is summed over rows in
 // row order by the thread that owns each column.
 template <class T>
 void matmul_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight,
@@ -27,7 +29,7 @@ void bias_backward(T* dbias, const T* dout, int N, int OC);
 template <class T>
 void matmul_nt_forward(T* out, const T* inp, const T* wte, int N, int C, int V);
 
-// Accumulates into dinp [N,C] and dwte [V,C]; dinp may be null (skipped).
+// Writes dinp [N,C], accumulates into dwte [V,C]; dinp may be null (skipped).
 template <class T>
 void matmul_nt_backward(T* dinp, T* dwte, const T* dout, const T* inp, const T* wte, int N, int C,
                         int V);
@@ -37,7 +39,8 @@ void matmul_nt_backward(T* dinp, T* dwte, const T* dout, const T* inp, const T* 
 // ---- 16-bit compute (A = bf16 or fp16): operands in A, products accumulated in fp32 by gemm16 ------
 // The same math as above. Forward outputs are fp32 (O = float: the residual stream, the logits) or
 // A (rounded once from the fp32 result plus bias: the next layer's input); `scratch` is fp32 [N, OC]
-// working memory when O is A (unused, may be null, when O is float). Backward gradients are fp32:
+// working memory when O is A (unused, may be null, when O is float). Backward gradients are fp32
+// (dinp written, the rest accumulated, as above):
 // dout is rounded to A into `dout16` [N, OC] (working memory) to be a GEMM operand, while dbias sums
 // the fp32 dout itself.
 namespace zerodp::kernels {

@@ -26,6 +26,24 @@ void round_to(A* dst, const float* src, size_t n) {
   for (ptrdiff_t i = 0; i < count; ++i) detail::put(dst[i], src[i]);
 }
 
+// out[n,c] = O(acc[n,c] + bias[c]): the bias and the rounding to the output dtype in one pass over the
+// GEMM's fp32 result (instead of filling rows with the bias for a GEMM with beta = 1, then rounding).
+template <class A, class O>
+void add_bias_round(O* out, const float* acc, const A* bias, int N, int OC) {
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; ++n) {
+    const float* a = acc + static_cast<ptrdiff_t>(n) * OC;
+    O* o = out + static_cast<ptrdiff_t>(n) * OC;
+    if (bias != nullptr) {
+#pragma omp simd
+      for (int c = 0; c < OC; ++c) detail::put(o[c], a[c] + detail::load(bias[c]));
+    } else {
+#pragma omp simd
+      for (int c = 0; c < OC; ++c) detail::put(o[c], a[c]);
+    }
+  }
+}
+
 template <class A, class O>
 void matmul16_forward(O* out, const A* inp, const A* weight, const A* bias, int N, int C, int OC, float* scratch) {
   ZDP_CHECK(N > 0 && C > 0 && OC > 0, "matmul16_forward: bad shape N={} C={} OC={}", N, C, OC);
@@ -37,28 +55,45 @@ void matmul16_forward(O* out, const A* inp, const A* weight, const A* bias, int 
   } else {
     acc = out;
   }
-  float beta = 0;
-  if (bias != nullptr) {
+  gemm16(dtype_of<A>, false, false, N, OC, C, 1.0f, bits(inp), C, bits(weight), OC, 0.0f, acc, OC);
+  if (to16 || bias != nullptr) add_bias_round(out, acc, bias, N, OC);
+}
+
+// dout16 = A(dout) and dbias += the column sums of dout, in one pass over dout (by column blocks, each
+// summed over the rows in order, as bias_backward does).
+template <class A>
+void round_and_bias_backward(A* dout16, float* dbias, const float* dout, int N, int OC) {
+  constexpr int kColumnBlock = 64;
+  const int col_blocks = (OC + kColumnBlock - 1) / kColumnBlock;
 #pragma omp parallel for schedule(static)
+  for (int cb = 0; cb < col_blocks; ++cb) {
+    const int c0 = cb * kColumnBlock, width = std::min(OC - c0, kColumnBlock);
+    float acc[kColumnBlock] = {};
     for (int n = 0; n < N; ++n) {
-      float* row = acc + static_cast<ptrdiff_t>(n) * OC;
-      for (int c = 0; c < OC; ++c) row[c] = detail::load(bias[c]);
+      const float* d = dout + static_cast<ptrdiff_t>(n) * OC + c0;
+      A* r = dout16 + static_cast<ptrdiff_t>(n) * OC + c0;
+#pragma omp simd
+      for (int c = 0; c < width; ++c) {
+        acc[c] += d[c];
+        detail::put(r[c], d[c]);
+      }
     }
-    beta = 1;
+    for (int c = 0; c < width; ++c) dbias[c0 + c] += acc[c];
   }
-  gemm16(dtype_of<A>, false, false, N, OC, C, 1.0f, bits(inp), C, bits(weight), OC, beta, acc, OC);
-  if constexpr (to16) round_to(out, acc, static_cast<size_t>(N) * OC);
 }
 
 template <class A>
 void matmul16_backward(float* dinp, float* dweight, float* dbias, const float* dout, A* dout16, const A* inp,
                        const A* weight, int N, int C, int OC) {
   ZDP_CHECK(N > 0 && C > 0 && OC > 0, "matmul16_backward: bad shape N={} C={} OC={}", N, C, OC);
-  round_to(dout16, dout, static_cast<size_t>(N) * OC);
+  if (dbias != nullptr) {
+    round_and_bias_backward(dout16, dbias, dout, N, OC);
+  } else {
+    round_to(dout16, dout, static_cast<size_t>(N) * OC);
+  }
   const DType t = dtype_of<A>;
-  if (dinp != nullptr) gemm16(t, false, true, N, C, OC, 1.0f, bits(dout16), OC, bits(weight), OC, 1.0f, dinp, C);
+  if (dinp != nullptr) gemm16(t, false, true, N, C, OC, 1.0f, bits(dout16), OC, bits(weight), OC, 0.0f, dinp, C);
   gemm16(t, true, false, C, OC, N, 1.0f, bits(inp), C, bits(dout16), OC, 1.0f, dweight, OC);
-  if (dbias != nullptr) bias_backward(dbias, dout, N, OC);
 }
 
 template <class A>
@@ -73,7 +108,7 @@ void matmul16_nt_backward(float* dinp, float* dwte, const float* dout, A* dout16
   ZDP_CHECK(N > 0 && C > 0 && V > 0, "matmul16_nt_backward: bad shape N={} C={} V={}", N, C, V);
   round_to(dout16, dout, static_cast<size_t>(N) * V);
   const DType t = dtype_of<A>;
-  if (dinp != nullptr) gemm16(t, false, false, N, C, V, 1.0f, bits(dout16), V, bits(wte), C, 1.0f, dinp, C);
+  if (dinp != nullptr) gemm16(t, false, false, N, C, V, 1.0f, bits(dout16), V, bits(wte), C, 0.0f, dinp, C);
   gemm16(t, true, false, V, C, N, 1.0f, bits(dout16), V, bits(inp), C, 1.0f, dwte, C);
 }
 

@@ -244,6 +244,8 @@ void GPT2<F>::backward(Acc dloss, UnitAccess<F>& units) {
   const int B = last_B_, T = last_T_, C = g.n_embd, V = g.vocab_size, NH = g.n_head, BT = B * T;
   const size_t n = static_cast<size_t>(BT) * C;
   Acts& a = *acts_;
+  // Activation gradients are written by the one kernel that produces each (linear, head, GELU); the
+  // residual stream's gradient and the attention's accumulate, so those are zeroed first.
   auto zero = [this](Acc* p, size_t count) { dev_.fill_zero(p, count * sizeof(Acc)); };
 
   // Head: softmax-cross-entropy, tied LM head, ln_f. dres becomes ∂loss/∂res[L].
@@ -253,7 +255,6 @@ void GPT2<F>::backward(Acc dloss, UnitAccess<F>& units) {
     Acc* d = units.grads(ParamLayout::kEmbeddingUnit);
     auto off = [&](int k) { return layout_.param(0, k).offset; };
     k_.softmax_crossentropy_backward(a.probs, a.probs, a.targets, dloss, BT, V);
-    zero(a.dln, n);
     k_.head_backward(a.dln, d + off(kWte), a.probs, a.lnf, p + off(kWte), BT, C, V, a.operand16);
     zero(a.dres, n);
     k_.layernorm_backward(a.dres, d + off(kLnfW), d + off(kLnfB), a.dln, a.res[g.n_layer], p + off(kLnfW),
@@ -273,21 +274,16 @@ void GPT2<F>::backward(Acc dloss, UnitAccess<F>& units) {
     auto& x = a.layers[checkpointing_ ? 0 : static_cast<size_t>(l)];
     const size_t n4 = 4 * n;
     // MLP: res' = res2 + c_proj(gelu(c_fc(ln_2(res2)))); dres flows through the residual unchanged.
-    zero(a.dfch_gelu, n4);
     k_.linear_backward(a.dfch_gelu, dw(kFcProjW), dw(kFcProjB), a.dres, x.fch_gelu, w(kFcProjW), BT, 4 * C, C,
                     a.operand16);
-    zero(a.dfch, n4);
     k_.gelu_backward(a.dfch, x.fch, a.dfch_gelu, n4);
-    zero(a.dln, n);
     k_.linear_backward(a.dln, dw(kFcW), dw(kFcB), a.dfch, x.ln2, w(kFcW), BT, C, 4 * C, a.operand16);
     k_.layernorm_backward(a.dres, dw(kLn2W), dw(kLn2B), a.dln, x.res2, w(kLn2W), x.ln2_mean, x.ln2_rstd, BT, C);
     // Attention: res2 = res + c_proj(attn(c_attn(ln_1(res)))).
-    zero(a.datty, n);
     k_.linear_backward(a.datty, dw(kAttnProjW), dw(kAttnProjB), a.dres, x.atty, w(kAttnProjW), BT, C, C,
                     a.operand16);
     zero(a.dqkv, 3 * n);
     k_.attention_backward(a.dqkv, a.att_scratch, a.datty, a.operand16, x.qkv, x.att, B, T, C, NH);
-    zero(a.dln, n);
     k_.linear_backward(a.dln, dw(kAttnW), dw(kAttnB), a.dqkv, x.ln1, w(kAttnW), BT, C, 3 * C, a.operand16);
     k_.layernorm_backward(a.dres, dw(kLn1W), dw(kLn1B), a.dln, a.res[l], w(kLn1W), x.ln1_mean, x.ln1_rstd, BT, C);
     units.end(u, UnitPhase::kBlockBackward);

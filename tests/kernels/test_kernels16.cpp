@@ -139,8 +139,9 @@ TYPED_TEST(Kernels16, Linear) {
   expect_close_scaled(widen(out16), ref, 2 * u, "linear 16-bit out");
 
   const auto dout = random_normal(ref.size(), 13);
-  std::vector<float> doutf(dout.begin(), dout.end()), dx(inp.v.size()), dw(w.v.size()), db(OC);
-  std::vector<double> doutd(doutf.begin(), doutf.end()), rdx(dx.size()), rdw(dw.size()), rdb(OC);
+  // dinp is written over whatever the buffer held (here 7s); the parameters' gradients accumulate from 0.
+  std::vector<float> doutf(dout.begin(), dout.end()), dx(inp.v.size(), 7.0f), dw(w.v.size()), db(OC);
+  std::vector<double> doutd(doutf.begin(), doutf.end()), rdx(dx.size(), 7.0), rdw(dw.size()), rdb(OC);
   std::vector<A> op16(ref.size());
   matmul16_backward(dx.data(), dw.data(), db.data(), doutf.data(), op16.data(), inp.v.data(), w.v.data(), N, C, OC);
   matmul_backward(rdx.data(), rdw.data(), rdb.data(), doutd.data(), inp.d.data(), w.d.data(), N, C, OC);
@@ -160,8 +161,8 @@ TYPED_TEST(Kernels16, Head) {
   matmul16_nt_forward(out.data(), inp.v.data(), wte.v.data(), N, C, V);
   expect_close_scaled(out, ref, 1e-5, "head logits");
   const auto dout = random_normal(ref.size(), 16);
-  std::vector<float> doutf(dout.begin(), dout.end()), dx(inp.v.size()), dw(wte.v.size());
-  std::vector<double> doutd(doutf.begin(), doutf.end()), rdx(dx.size()), rdw(dw.size());
+  std::vector<float> doutf(dout.begin(), dout.end()), dx(inp.v.size(), 7.0f), dw(wte.v.size());
+  std::vector<double> doutd(doutf.begin(), doutf.end()), rdx(dx.size(), 7.0), rdw(dw.size());
   std::vector<A> op16(ref.size());
   matmul16_nt_backward(dx.data(), dw.data(), doutf.data(), op16.data(), inp.v.data(), wte.v.data(), N, C, V);
   matmul_nt_backward(rdx.data(), rdw.data(), doutd.data(), inp.d.data(), wte.d.data(), N, C, V);
