@@ -6,6 +6,7 @@
 #endif
 
 #include <algorithm>
+#include <climits>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
@@ -166,10 +167,9 @@ bool retain_freed_host_memory(size_t largest, size_t keep) {
 #if defined(__GLIBC__)
   // Fixing the thresholds turns off glibc's own adjustment of them (which would only raise the
   // mapping threshold after a mapped block is freed, and lowers the trim one again).
-  const auto clamp = [](size_t v) { return static_cast<int>(std::min<size_t>(v, size_t{1} << 30)); };
-  const bool mapped = mallopt(M_MMAP_THRESHOLD, clamp(largest)) == 1 ||
-                      mallopt(M_MMAP_THRESHOLD, clamp(size_t{32} << 20)) == 1;
-  const bool trim = mallopt(M_TRIM_THRESHOLD, clamp(keep)) == 1;
+  constexpr size_t kMappingCap = size_t{32} << 20;  // glibc refuses a larger mapping threshold
+  const bool mapped = mallopt(M_MMAP_THRESHOLD, static_cast<int>(std::min(largest, kMappingCap))) == 1;
+  const bool trim = mallopt(M_TRIM_THRESHOLD, static_cast<int>(std::min<size_t>(keep, INT_MAX))) == 1;
   return mapped && trim;
 #else
   (void)largest;

@@ -104,6 +104,22 @@ TEST(MemoryLedger, ThreadSafeCounting) {
   EXPECT_LE(L.peak(MemCategory::kAct), 4u * 64u);
 }
 
+// The C library takes the thresholds (a mapping threshold above glibc's 32 MiB cap is capped, not
+// refused), and freed memory still comes back for the next allocation of that size.
+TEST(HostMemory, RetainsFreedMemoryWhereTheCLibraryCan) {
+#if defined(__GLIBC__)
+  EXPECT_TRUE(retain_freed_host_memory());
+  EXPECT_TRUE(retain_freed_host_memory(size_t{1} << 33, size_t{1} << 40));
+#else
+  EXPECT_FALSE(retain_freed_host_memory());
+#endif
+  for (int i = 0; i < 3; ++i) {
+    Buffer b(size_t{3} << 20, MemCategory::kComm);
+    ASSERT_NE(b.data(), nullptr);
+    b.as<char>()[b.size() - 1] = 1;
+  }
+}
+
 TEST(MemoryCategory, NamesMatchTheContract) {
   const char* want[] = {"param", "grad", "master", "optim", "gathered", "comm", "act"};
   for (size_t i = 0; i < kNumMemCategories; ++i) {
