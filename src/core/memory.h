@@ -86,7 +86,8 @@ std::string format_bytes(uint64_t bytes);
 // 2-rank stage-2 step of the L4 model spent 4% of its time there). Blocks up to `largest` bytes come
 // from the heap (glibc caps this at 32 MiB; larger ones are still mapped and unmapped each time) and
 // the heap is not trimmed below `keep` bytes. A process-wide setting: the CLI calls it, a library
-// user may choose otherwise. Returns false where the C library has no such knobs.
+// user may choose otherwise. Returns false where the allocator has no such knobs (not glibc's, or
+// AddressSanitizer's in its place).
 bool retain_freed_host_memory(size_t largest = size_t{32} << 20, size_t keep = size_t{1} << 30);
 
 // This machine's physical memory in bytes (0 when it cannot be told): what a run that needs more
