@@ -47,6 +47,16 @@ struct CpuGpt2 {
       kernels::matmul_backward(dinp, dw, db, dout, inp, w, N, C, OC);
     }
   }
+  static void gelu_linear_backward(Acc* dinp, Acc* dw, Acc* db, Acc* dpre, const Acc* dgelu, const P* pre,
+                                   const P* inp, const P* w, int N, int C, int OC, P* operand16) {
+    if constexpr (k16) {
+      kernels::gelu_round_bias_backward(operand16, db, pre, dgelu, N, OC);
+      kernels::matmul16_backward_rounded(dinp, dw, operand16, inp, w, N, C, OC);
+    } else {
+      kernels::gelu_bias_backward(dpre, db, pre, dgelu, N, OC);
+      kernels::matmul_backward(dinp, dw, static_cast<Acc*>(nullptr), dpre, inp, w, N, C, OC);
+    }
+  }
   static void head_forward(Acc* logits, const P* inp, const P* wte, int N, int C, int V) {
     if constexpr (k16) {
       kernels::matmul16_nt_forward(logits, inp, wte, N, C, V);
@@ -102,6 +112,7 @@ struct CpuGpt2 {
         &attention_backward,
         &kernels::gelu_forward<P, P>,
         &kernels::gelu_backward<Acc, P>,
+        &gelu_linear_backward,
         &kernels::residual_forward<Acc>,
         &kernels::softmax_crossentropy_forward<Acc>,
         &kernels::softmax_crossentropy_backward<Acc>,

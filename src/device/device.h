@@ -55,6 +55,12 @@ struct Gpt2Kernels {
                              int B, int T, int C, int NH);
   void (*gelu_forward)(P* out, const P* inp, size_t n);
   void (*gelu_backward)(Acc* dinp, const P* inp, const Acc* dout, size_t n);
+  // The MLP's first linear layer backward through the GELU after it, fused (kernels/gelu.h):
+  // dpre = gelu'(pre)·dgelu, then linear_backward on dpre (pre [N,OC] the linear's output). float and
+  // double write dpre [N,OC] (the GEMMs' operand); 16-bit P rounds it straight into operand16 and
+  // leaves dpre alone (may be null): the same results as gelu_backward followed by linear_backward.
+  void (*gelu_linear_backward)(Acc* dinp, Acc* dweight, Acc* dbias, Acc* dpre, const Acc* dgelu, const P* pre,
+                               const P* inp, const P* weight, int N, int C, int OC, P* operand16);
   void (*residual_forward)(Acc* out, const Acc* a, const Acc* b, size_t n);
   void (*softmax_crossentropy_forward)(Acc* losses, Acc* probs, const Acc* logits, const int32_t* targets, int N,
                                        int V);

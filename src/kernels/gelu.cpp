@@ -1,5 +1,6 @@
 #include "kernels/gelu.h"
 
+#include <algorithm>
 #include <cstddef>
 
 #include "kernels/half.h"
@@ -28,17 +29,61 @@ void gelu_forward(O* out, const I* inp, size_t n) {
   }
 }
 
+// ∂gelu(x)/∂x, the one expression every backward below uses (so that fusing a pass keeps the bits).
+template <class T>
+inline T gelu_grad(T x) {
+  const T s = static_cast<T>(kSqrt2OverPi), a = static_cast<T>(kCubic);
+  const T th = detail::fast_tanh(s * (x + a * x * x * x));
+  const T sech2 = T(1) - th * th;
+  return T(0.5) * (T(1) + th) + T(0.5) * x * sech2 * s * (T(1) + T(3) * a * x * x);
+}
+
 template <class T, class I>
 void gelu_backward(T* dinp, const I* inp, const T* dout, size_t n) {
-  const T s = static_cast<T>(kSqrt2OverPi), a = static_cast<T>(kCubic);
   const ptrdiff_t count = static_cast<ptrdiff_t>(n);
 #pragma omp parallel for simd schedule(static)
-  for (ptrdiff_t i = 0; i < count; ++i) {
-    const T x = load(inp[i]);
-    const T th = detail::fast_tanh(s * (x + a * x * x * x));
-    const T sech2 = T(1) - th * th;
-    const T grad = T(0.5) * (T(1) + th) + T(0.5) * x * sech2 * s * (T(1) + T(3) * a * x * x);
-    dinp[i] = grad * dout[i];
+  for (ptrdiff_t i = 0; i < count; ++i) dinp[i] = gelu_grad(load(inp[i])) * dout[i];
+}
+
+// Columns in blocks of kGeluColumnBlock, rows in order within each: bias_backward's (and
+// round_and_bias_backward's) order of summation, so the bias gradient has their bits.
+template <class T>
+void gelu_bias_backward(T* dpre, T* dbias, const T* pre, const T* dout, int N, int OC) {
+  const int col_blocks = (OC + kGeluColumnBlock - 1) / kGeluColumnBlock;
+#pragma omp parallel for schedule(static)
+  for (int cb = 0; cb < col_blocks; ++cb) {
+    const int c0 = cb * kGeluColumnBlock, width = std::min(OC - c0, kGeluColumnBlock);
+    T acc[kGeluColumnBlock] = {};
+    for (int r = 0; r < N; ++r) {
+      const ptrdiff_t row = static_cast<ptrdiff_t>(r) * OC + c0;
+#pragma omp simd
+      for (int c = 0; c < width; ++c) {
+        const T d = gelu_grad(pre[row + c]) * dout[row + c];
+        dpre[row + c] = d;
+        acc[c] += d;
+      }
+    }
+    for (int c = 0; c < width; ++c) dbias[c0 + c] += acc[c];
+  }
+}
+
+template <class A>
+void gelu_round_bias_backward(A* dpre16, float* dbias, const A* pre, const float* dout, int N, int OC) {
+  const int col_blocks = (OC + kGeluColumnBlock - 1) / kGeluColumnBlock;
+#pragma omp parallel for schedule(static)
+  for (int cb = 0; cb < col_blocks; ++cb) {
+    const int c0 = cb * kGeluColumnBlock, width = std::min(OC - c0, kGeluColumnBlock);
+    float acc[kGeluColumnBlock] = {};
+    for (int r = 0; r < N; ++r) {
+      const ptrdiff_t row = static_cast<ptrdiff_t>(r) * OC + c0;
+#pragma omp simd
+      for (int c = 0; c < width; ++c) {
+        const float d = gelu_grad(load(pre[row + c])) * dout[row + c];
+        acc[c] += d;
+        put(dpre16[row + c], d);
+      }
+    }
+    for (int c = 0; c < width; ++c) dbias[c0 + c] += acc[c];
   }
 }
 
@@ -50,5 +95,9 @@ template void gelu_backward(float*, const float*, const float*, size_t);
 template void gelu_backward(double*, const double*, const double*, size_t);
 template void gelu_backward(float*, const bf16*, const float*, size_t);
 template void gelu_backward(float*, const fp16*, const float*, size_t);
+template void gelu_bias_backward(float*, float*, const float*, const float*, int, int);
+template void gelu_bias_backward(double*, double*, const double*, const double*, int, int);
+template void gelu_round_bias_backward(bf16*, float*, const bf16*, const float*, int, int);
+template void gelu_round_bias_backward(fp16*, float*, const fp16*, const float*, int, int);
 
 }  // namespace zerodp::kernels

@@ -15,4 +15,17 @@ void gelu_forward(O* out, const I* inp, size_t n);
 template <class T, class I>
 void gelu_backward(T* dinp, const I* inp, const T* dout, size_t n);
 
+// The MLP's GELU backward fused with the bias gradient of the linear layer before it (whose output
+// `pre` [N,OC] the GELU read), one pass over the rows instead of two:
+//   dpre = gelu'(pre)·dout ;  dbias[c] += Σ_r dpre[r,c]
+// The sum runs in bias_backward's order (column blocks of kGeluColumnBlock, rows in order), so the
+// result has the bits of gelu_backward followed by bias_backward. dpre may alias dout.
+inline constexpr int kGeluColumnBlock = 64;
+template <class T>
+void gelu_bias_backward(T* dpre, T* dbias, const T* pre, const T* dout, int N, int OC);
+// 16-bit compute (A = bf16 or fp16): dpre16 = round(gelu'(pre)·dout), the next GEMMs' operand, and
+// dbias += the unrounded sums (round_and_bias_backward's): the fp32 dpre is never stored.
+template <class A>
+void gelu_round_bias_backward(A* dpre16, float* dbias, const A* pre, const float* dout, int N, int OC);
+
 }  // namespace zerodp::kernels

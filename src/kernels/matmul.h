@@ -50,6 +50,11 @@ void matmul16_forward(O* out, const A* inp, const A* weight, const A* bias, int 
 template <class A>
 void matmul16_backward(float* dinp, float* dweight, float* dbias, const float* dout, A* dout16, const A* inp,
                        const A* weight, int N, int C, int OC);
+// matmul16_backward's two GEMMs, for a dout already rounded (and its bias gradient already summed)
+// by the kernel that produced it (gelu_round_bias_backward).
+template <class A>
+void matmul16_backward_rounded(float* dinp, float* dweight, const A* dout16, const A* inp, const A* weight, int N,
+                               int C, int OC);
 template <class A>
 void matmul16_nt_forward(float* out, const A* inp, const A* wte, int N, int C, int V);
 template <class A>

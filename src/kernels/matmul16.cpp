@@ -91,6 +91,13 @@ void matmul16_backward(float* dinp, float* dweight, float* dbias, const float* d
   } else {
     round_to(dout16, dout, static_cast<size_t>(N) * OC);
   }
+  matmul16_backward_rounded(dinp, dweight, dout16, inp, weight, N, C, OC);
+}
+
+template <class A>
+void matmul16_backward_rounded(float* dinp, float* dweight, const A* dout16, const A* inp, const A* weight, int N,
+                               int C, int OC) {
+  ZDP_CHECK(N > 0 && C > 0 && OC > 0, "matmul16_backward: bad shape N={} C={} OC={}", N, C, OC);
   const DType t = dtype_of<A>;
   if (dinp != nullptr) gemm16(t, false, true, N, C, OC, 1.0f, bits(dout16), OC, bits(weight), OC, 0.0f, dinp, C);
   gemm16(t, true, false, C, OC, N, 1.0f, bits(inp), C, bits(dout16), OC, 1.0f, dweight, OC);
@@ -117,6 +124,7 @@ void matmul16_nt_backward(float* dinp, float* dwte, const float* dout, A* dout16
   template void matmul16_forward(float*, const A*, const A*, const A*, int, int, int, float*);               \
   template void matmul16_forward(A*, const A*, const A*, const A*, int, int, int, float*);                   \
   template void matmul16_backward(float*, float*, float*, const float*, A*, const A*, const A*, int, int, int); \
+  template void matmul16_backward_rounded(float*, float*, const A*, const A*, const A*, int, int, int);      \
   template void matmul16_nt_forward(float*, const A*, const A*, int, int, int);                              \
   template void matmul16_nt_backward(float*, float*, const float*, A*, const A*, const A*, int, int, int);
 ZDP_MATMUL16(bf16)

@@ -69,7 +69,7 @@ struct GPT2<F>::Acts {
   Acc* probs;   // logits, then softmax probabilities in place, then their gradient in place [BT,V]
   Acc* losses;  // [BT]
   // Backward working memory, reused by every block:
-  Acc *dres, *dln, *datty, *dqkv, *dfch_gelu, *dfch;
+  Acc *dres, *dln, *datty, *dqkv, *dfch_gelu;
   // 16-bit compute's working memory: fp32 products before rounding [BT,4C] and 16-bit GEMM operands
   // [BT, max(4C, V)]; and the attention's, as large as the device's kernels ask.
   float* gemm_out = nullptr;
@@ -109,8 +109,7 @@ struct GPT2<F>::Acts {
     dln = c.take<Acc>(BT * C);
     datty = c.take<Acc>(BT * C);
     dqkv = c.take<Acc>(BT * 3 * C);
-    dfch_gelu = c.take<Acc>(BT * 4 * C);
-    dfch = c.take<Acc>(BT * 4 * C);
+    dfch_gelu = c.take<Acc>(BT * 4 * C);  // then, in place, the gradient before the GELU
     if constexpr (k16) {
       gemm_out = c.take<float>(BT * 4 * C);
       operand16 = c.take<P>(BT * std::max<size_t>(4 * C, V));
@@ -272,12 +271,11 @@ void GPT2<F>::backward(Acc dloss, UnitAccess<F>& units) {
     auto dw = [&](int k) { return d + layout_.param(u, k).offset; };
     if (checkpointing_) block_forward(l, p, B, T, false);  // recompute what the backward reads
     auto& x = a.layers[checkpointing_ ? 0 : static_cast<size_t>(l)];
-    const size_t n4 = 4 * n;
     // MLP: res' = res2 + c_proj(gelu(c_fc(ln_2(res2)))); dres flows through the residual unchanged.
     k_.linear_backward(a.dfch_gelu, dw(kFcProjW), dw(kFcProjB), a.dres, x.fch_gelu, w(kFcProjW), BT, 4 * C, C,
                     a.operand16);
-    k_.gelu_backward(a.dfch, x.fch, a.dfch_gelu, n4);
-    k_.linear_backward(a.dln, dw(kFcW), dw(kFcB), a.dfch, x.ln2, w(kFcW), BT, C, 4 * C, a.operand16);
+    k_.gelu_linear_backward(a.dln, dw(kFcW), dw(kFcB), a.dfch_gelu, a.dfch_gelu, x.fch, x.ln2, w(kFcW), BT, C, 4 * C,
+                            a.operand16);
     k_.layernorm_backward(a.dres, dw(kLn2W), dw(kLn2B), a.dln, x.res2, w(kLn2W), x.ln2_mean, x.ln2_rstd, BT, C);
     // Attention: res2 = res + c_proj(attn(c_attn(ln_1(res)))).
     k_.linear_backward(a.datty, dw(kAttnProjW), dw(kAttnProjB), a.dres, x.atty, w(kAttnProjW), BT, C, C,

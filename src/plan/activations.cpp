@@ -29,11 +29,11 @@ ActivationBytes activation_bytes_16bit(const model::GPT2Config& g, int64_t B, in
   r.blocks = checkpointing ? L * block_output + block_set : L * r.per_block;
   // Residual stream entering block 0 (fp32), ln_f output (16-bit) and statistics, logits, losses.
   r.head = R(kF32 * bs * h) + R(k16 * bs * h) + 2 * R(kF32 * bs) + R(kF32 * bs * V) + R(kF32 * bs);
-  // dres, dln, datty, dqkv, dfch_gelu, dfch (fp32), then the fp32 products [bs,4h], the 16-bit GEMM
+  // dres, dln, datty, dqkv, dfch_gelu (fp32), then the fp32 products [bs,4h], the 16-bit GEMM
   // operands [bs, max(4h, V)] and per (b, head) one row block of fp32 scores, 16-bit dS and fp32 output.
   const uint64_t rows = std::min<uint64_t>(s, kAttentionScratchRows);
   const uint64_t head_scratch = R(kF32 * rows * s) + R(k16 * rows * s) + R(kF32 * rows * hs);
-  r.backward = 3 * R(kF32 * bs * h) + R(kF32 * 3 * bs * h) + 2 * R(kF32 * 4 * bs * h) + R(kF32 * 4 * bs * h) +
+  r.backward = 3 * R(kF32 * bs * h) + R(kF32 * 3 * bs * h) + R(kF32 * 4 * bs * h) + R(kF32 * 4 * bs * h) +
                R(k16 * bs * std::max(4 * h, V)) + a * b * head_scratch;
   r.tokens = kI32 * 2 * bs;
   return r;
@@ -59,10 +59,10 @@ ActivationBytes gpt2_activation_bytes(const model::GPT2Config& g, int64_t B, int
   r.blocks = checkpointing ? kF32 * (L * block_output + block_set) : L * r.per_block;
   // Residual stream entering block 0, ln_f output and statistics, logits, per-token losses.
   r.head = kF32 * (bs * (2 * h + V + 3));
-  // dres, dln, datty (h each), dqkv (3h), dfch_gelu and dfch (4h each) = 14h, plus the attention
-  // backward's row-blocked scratch.
+  // dres, dln, datty (h each), dqkv (3h), dfch_gelu (4h; the gradient before the GELU replaces it in
+  // place) = 10h, plus the attention backward's row-blocked scratch.
   const uint64_t rows = static_cast<uint64_t>(std::min<int64_t>(T, kAttentionScratchRows));
-  r.backward = kF32 * (14 * bs * h + a * static_cast<uint64_t>(B) * rows * static_cast<uint64_t>(T));
+  r.backward = kF32 * (10 * bs * h + a * static_cast<uint64_t>(B) * rows * static_cast<uint64_t>(T));
   r.tokens = kI32 * 2 * bs;
   return r;
 }

@@ -38,9 +38,10 @@ void ShardOptimizer::update(double lr, float grad_scale) {
           dev.adamw_update(w, g, m, st_.state_at(1, u, c), n, adam, t, seg.decay, grad_scale);
         else
           dev.sgd_update(w, g, m, n, sgd, t, seg.decay, grad_scale);
+        // The compute-dtype copy of the chunk just updated, while it is still in cache.
+        if (st_.mixed) dev.convert(w, DType::kF32, st_.param_at(u, c), st_.pdt, n);
       }
     }
-    if (st_.mixed && b < e) dev.convert(st_.weights_at(u, b), DType::kF32, st_.param_at(u, b), st_.pdt, e - b);
   }
   ++steps_;
 }

@@ -5,7 +5,9 @@
 #include <vector>
 
 #include "kernel_test_util.h"
+#include "core/dtype.h"
 #include "kernels/gelu.h"
+#include "kernels/matmul.h"
 
 namespace zerodp::kernels {
 namespace {
@@ -78,6 +80,61 @@ TEST(Gelu, BackwardWritesAndFloatAgreesWithDouble) {
   gelu_backward(dinp_f.data(), inp_f.data(), dout_f.data(), n);
   testing::expect_close_scaled(out_f, out, 1e-6, "out");
   testing::expect_close_scaled(dinp_f, dinp, 1e-6, "dinp");
+}
+
+
+// The fused GELU backward + bias gradient is the two kernels it replaces, bit for bit: the model's
+// fp32 results must not change when it uses it. OC = 200 leaves a partial column block.
+template <class T>
+void expect_fused_bias_backward_is_exact() {
+  const int N = 37, OC = 200;
+  const size_t n = static_cast<size_t>(N) * OC;
+  const auto pre = as<T>(random_normal(n, 6, 2.0)), dout = as<T>(random_normal(n, 7));
+  const auto bias0 = as<T>(random_normal(OC, 8));  // the bias gradient accumulates
+  std::vector<T> want_d(n), want_b = bias0;
+  gelu_backward(want_d.data(), pre.data(), dout.data(), n);
+  bias_backward(want_b.data(), want_d.data(), N, OC);
+
+  std::vector<T> got_d = as<T>(random_normal(n, 9)), got_b = bias0;  // dpre is written over garbage
+  gelu_bias_backward(got_d.data(), got_b.data(), pre.data(), dout.data(), N, OC);
+  EXPECT_EQ(got_d, want_d);
+  EXPECT_EQ(got_b, want_b);
+  std::vector<T> in_place = dout, in_place_b = bias0;  // dpre over dout, as the model calls it
+  gelu_bias_backward(in_place.data(), in_place_b.data(), pre.data(), in_place.data(), N, OC);
+  EXPECT_EQ(in_place, want_d);
+  EXPECT_EQ(in_place_b, want_b);
+}
+
+TEST(Gelu, FusedBiasBackwardIsGeluThenBiasBackwardBitwise) {
+  expect_fused_bias_backward_is_exact<float>();
+  expect_fused_bias_backward_is_exact<double>();
+}
+
+// 16-bit: the operand is the rounded fp32 gradient, and the bias sums the unrounded one.
+template <class A>
+void expect_fused_round_bias_backward_is_exact() {
+  const int N = 37, OC = 200;
+  const size_t n = static_cast<size_t>(N) * OC;
+  const auto pre32 = as<float>(random_normal(n, 10, 2.0)), dout = as<float>(random_normal(n, 11));
+  std::vector<A> pre(n);
+  round_to(pre.data(), pre32.data(), n);
+  const auto bias0 = as<float>(random_normal(OC, 12));
+  std::vector<float> d32(n), want_b = bias0;
+  gelu_backward(d32.data(), pre.data(), dout.data(), n);
+  bias_backward(want_b.data(), d32.data(), N, OC);
+  std::vector<A> want16(n);
+  round_to(want16.data(), d32.data(), n);
+
+  std::vector<A> got16(n);
+  std::vector<float> got_b = bias0;
+  gelu_round_bias_backward(got16.data(), got_b.data(), pre.data(), dout.data(), N, OC);
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(got16[i].bits, want16[i].bits) << "element " << i;
+  EXPECT_EQ(got_b, want_b);
+}
+
+TEST(Gelu, FusedRoundBiasBackwardIsGeluRoundAndBiasBitwise) {
+  expect_fused_round_bias_backward_is_exact<bf16>();
+  expect_fused_round_bias_backward_is_exact<fp16>();
 }
 
 }  // namespace

@@ -296,10 +296,12 @@ TEST(Engine, NonFiniteGradientsChangeNothingAndNameTheirUnit) {
       EXPECT_TRUE(std::isinf(got.norms[1])) << what;
       EXPECT_EQ(got.nonfinite_units[1], std::vector<int>{2}) << what;
       const RunResult clean1 = run(false, config(stage, 2, 16, dt), 1, 1);
-      if (world()->rank() == 0)
-        for (size_t u = 0; u < clean1.params.size(); ++u)
+      if (world()->rank() == 0) {
+        for (size_t u = 0; u < clean1.params.size(); ++u) {
           ASSERT_EQ(0, std::memcmp(got.params[u].data(), clean1.params[u].data(), clean1.params[u].size() * 4))
               << what << ": unit " << u << " changed in the skipped step";
+        }
+      }
     }
   }
 }
