@@ -421,6 +421,15 @@ class MpiCommunicator::Impl {
       }
       if (const int rc = complete_requests(reqs, blocking); rc != MPI_SUCCESS) return rc;
       if (mine == 0) continue;
+      if (op.dtype == DType::kF32) {  // no widening or rounding: one pass, the same sums in the same order
+        std::vector<const float*> rows(static_cast<size_t>(W));
+        for (int j = 0; j < W; ++j)
+          rows[j] = reinterpret_cast<const float*>(
+              j == r ? in + (begin[r] + k) * es : slots + static_cast<size_t>(j < r ? j : j - 1) * piece * es);
+        sum_f32_in_order(rows.data(), W, reinterpret_cast<float*>(out + k * es), mine,
+                         op.op == ReduceOp::kAvg ? W : 1);
+        continue;
+      }
       for (int j = 0; j < W; ++j) {
         const char* x = j == r ? in + (begin[r] + k) * es : slots + static_cast<size_t>(j < r ? j : j - 1) * piece * es;
         if (j == 0)

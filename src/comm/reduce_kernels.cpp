@@ -1,5 +1,6 @@
 #include "comm/reduce_kernels.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -219,6 +220,34 @@ void accumulate_f32(const void* in, DType dtype, float* acc, size_t n) {
       for (; i < n; ++i) acc[i] += fp16_to_fp32(s[i]);
       return;
     }
+  }
+}
+
+void sum_f32_in_order(const float* const* rows, int count, float* out, size_t n, int divisor) {
+  const float w = static_cast<float>(divisor);
+  if (count == 2) {  // the common case, W = 2: no staging at all
+    const float* a = rows[0];
+    const float* b = rows[1];
+    if (divisor == 1) {
+      for (size_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+    } else {
+      for (size_t i = 0; i < n; ++i) out[i] = (a[i] + b[i]) / w;
+    }
+    return;
+  }
+  // A block at a time through a small buffer in L1, since out may be any of the rows.
+  constexpr size_t kBlock = 1024;
+  float acc[kBlock];
+  for (size_t b = 0; b < n; b += kBlock) {
+    const size_t m = std::min(kBlock, n - b);
+    for (size_t i = 0; i < m; ++i) acc[i] = rows[0][b + i];
+    for (int j = 1; j < count; ++j) {
+      const float* x = rows[j] + b;
+      for (size_t i = 0; i < m; ++i) acc[i] += x[i];
+    }
+    if (divisor != 1)
+      for (size_t i = 0; i < m; ++i) acc[i] /= w;
+    for (size_t i = 0; i < m; ++i) out[b + i] = acc[i];
   }
 }
 

@@ -27,4 +27,9 @@ void widen_to_f32(const void* in, DType dtype, float* acc, size_t n);
 // core's convert(), on the communication thread alone (no OpenMP team) and vectorised.
 void narrow_from_f32(const float* acc, void* out, DType dtype, size_t n);
 
+// out[i] = (((rows[0][i] + rows[1][i]) + rows[2][i]) + ...) / divisor over `count` fp32 rows, summed in
+// that order (the bits of widen_to_f32, accumulate_f32 for each further row, divide, narrow), in one
+// pass. out may be one of the rows: each element is read from every row before it is written.
+void sum_f32_in_order(const float* const* rows, int count, float* out, size_t n, int divisor);
+
 }  // namespace zerodp::comm

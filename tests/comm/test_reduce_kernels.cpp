@@ -144,5 +144,35 @@ TEST(ReduceF32, SumMaxAndDivide) {
   EXPECT_EQ(s[1], -2.f);
 }
 
+
+// The fp32 ordered reduction's one-pass sum has the bits of the widen / accumulate / divide / narrow
+// sequence it replaced, for any number of rows (2: its own loop; more: through its L1 block), with
+// the output over one of the rows (an in-place all-reduce) or apart.
+TEST(ReduceF32, SumInOrderIsTheAccumulationSequenceBitwise) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> dist(0.f, 1e3f);
+  const size_t n = 2500;  // more than one block, and a partial one
+  for (int count : {2, 3, 5}) {
+    for (int divisor : {1, count}) {
+      for (int out_row : {-1, 0, count - 1}) {
+        std::vector<std::vector<float>> rows(static_cast<size_t>(count), std::vector<float>(n));
+        for (auto& r : rows)
+          for (float& x : r) x = dist(rng);
+        std::vector<float> want(n);
+        widen_to_f32(rows[0].data(), DType::kF32, want.data(), n);
+        for (int j = 1; j < count; ++j) accumulate_f32(rows[j].data(), DType::kF32, want.data(), n);
+        if (divisor != 1) divide_in_place(want.data(), n, DType::kF32, divisor);
+        std::vector<const float*> ptrs;
+        for (auto& r : rows) ptrs.push_back(r.data());
+        std::vector<float> apart(n, -1.f);
+        float* out = out_row < 0 ? apart.data() : rows[static_cast<size_t>(out_row)].data();
+        sum_f32_in_order(ptrs.data(), count, out, n, divisor);
+        ASSERT_EQ(0, std::memcmp(out, want.data(), n * sizeof(float)))
+            << count << " rows, divisor " << divisor << ", output over row " << out_row;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace zerodp::comm
