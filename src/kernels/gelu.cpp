@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
+#include <type_traits>
+#include <vector>
 
 #include "kernels/half.h"
 #include "kernels/vec_math.h"
@@ -16,17 +19,11 @@ constexpr double kCubic = 0.044715;
 using detail::load;
 using detail::put;
 
-template <class I, class O>
-void gelu_forward(O* out, const I* inp, size_t n) {
-  using T = detail::acc_t<O>;
+template <class T>
+inline T gelu_value(T x) {
   const T s = static_cast<T>(kSqrt2OverPi), a = static_cast<T>(kCubic);
-  const ptrdiff_t count = static_cast<ptrdiff_t>(n);
-#pragma omp parallel for simd schedule(static)
-  for (ptrdiff_t i = 0; i < count; ++i) {
-    const T x = load(inp[i]);
-    const T th = detail::fast_tanh(s * (x + a * x * x * x));
-    put(out[i], T(0.5) * x * (T(1) + th));
-  }
+  const T th = detail::fast_tanh(s * (x + a * x * x * x));
+  return T(0.5) * x * (T(1) + th);
 }
 
 // ∂gelu(x)/∂x, the one expression every backward below uses (so that fusing a pass keeps the bits).
@@ -38,9 +35,60 @@ inline T gelu_grad(T x) {
   return T(0.5) * (T(1) + th) + T(0.5) * x * sech2 * s * (T(1) + T(3) * a * x * x);
 }
 
+template <class T>
+constexpr bool k16 = std::is_same_v<T, bf16> || std::is_same_v<T, fp16>;
+
+// A 16-bit input has only 65536 values, so the forward's rounded output and the backward's fp32
+// derivative are table lookups, the tables filled once from gelu_value and gelu_grad (a lookup gives
+// what computing would). 128 + 256 KiB, of which a layer's activations touch a few hot lines; the
+// formula costs some thirty vector operations an element, the lookup one load.
+template <class A>
+struct Gelu16Tables {
+  std::vector<A> value;
+  std::vector<float> grad;
+  Gelu16Tables() : value(size_t{1} << 16), grad(size_t{1} << 16) {
+    for (uint32_t b = 0; b < (uint32_t{1} << 16); ++b) {
+      A x;
+      x.bits = static_cast<uint16_t>(b);
+      put(value[b], gelu_value(load(x)));
+      grad[b] = gelu_grad(load(x));
+    }
+  }
+};
+template <class A>
+const Gelu16Tables<A>& gelu16_tables() {
+  static const Gelu16Tables<A> tables;
+  return tables;
+}
+
+template <class I, class O>
+void gelu_forward(O* out, const I* inp, size_t n) {
+  using T = detail::acc_t<O>;
+  const T s = static_cast<T>(kSqrt2OverPi), a = static_cast<T>(kCubic);
+  const ptrdiff_t count = static_cast<ptrdiff_t>(n);
+  if constexpr (k16<I> && std::is_same_v<I, O>) {
+    const O* value = gelu16_tables<I>().value.data();
+#pragma omp parallel for schedule(static)
+    for (ptrdiff_t i = 0; i < count; ++i) out[i] = value[inp[i].bits];
+    return;
+  }
+#pragma omp parallel for simd schedule(static)
+  for (ptrdiff_t i = 0; i < count; ++i) {
+    const T x = load(inp[i]);
+    const T th = detail::fast_tanh(s * (x + a * x * x * x));
+    put(out[i], T(0.5) * x * (T(1) + th));
+  }
+}
+
 template <class T, class I>
 void gelu_backward(T* dinp, const I* inp, const T* dout, size_t n) {
   const ptrdiff_t count = static_cast<ptrdiff_t>(n);
+  if constexpr (k16<I>) {
+    const float* grad = gelu16_tables<I>().grad.data();
+#pragma omp parallel for schedule(static)
+    for (ptrdiff_t i = 0; i < count; ++i) dinp[i] = grad[inp[i].bits] * dout[i];
+    return;
+  }
 #pragma omp parallel for simd schedule(static)
   for (ptrdiff_t i = 0; i < count; ++i) dinp[i] = gelu_grad(load(inp[i])) * dout[i];
 }
@@ -69,6 +117,7 @@ void gelu_bias_backward(T* dpre, T* dbias, const T* pre, const T* dout, int N, i
 
 template <class A>
 void gelu_round_bias_backward(A* dpre16, float* dbias, const A* pre, const float* dout, int N, int OC) {
+  const float* grad = gelu16_tables<A>().grad.data();
   const int col_blocks = (OC + kGeluColumnBlock - 1) / kGeluColumnBlock;
 #pragma omp parallel for schedule(static)
   for (int cb = 0; cb < col_blocks; ++cb) {
@@ -78,7 +127,7 @@ void gelu_round_bias_backward(A* dpre16, float* dbias, const A* pre, const float
       const ptrdiff_t row = static_cast<ptrdiff_t>(r) * OC + c0;
 #pragma omp simd
       for (int c = 0; c < width; ++c) {
-        const float d = gelu_grad(load(pre[row + c])) * dout[row + c];
+        const float d = grad[pre[row + c].bits] * dout[row + c];
         acc[c] += d;
         put(dpre16[row + c], d);
       }
