@@ -32,6 +32,28 @@ const char* mem_category_name(MemCategory c) {
   return "?";
 }
 
+const char* mem_tier_name(MemTier t) {
+  switch (t) {
+    case MemTier::kDevice: return "device";
+    case MemTier::kHost: return "host";
+    case MemTier::kNvme: return "nvme";
+  }
+  return "?";
+}
+
+const MemoryUsage& MemorySnapshot::tier(MemTier t) const {
+  switch (t) {
+    case MemTier::kDevice: return *this;
+    case MemTier::kHost: return host;
+    case MemTier::kNvme: return nvme;
+  }
+  throw RuntimeFailure(fmt::format("unknown memory tier {}", static_cast<int>(t)));
+}
+
+MemoryUsage& MemorySnapshot::tier(MemTier t) {
+  return const_cast<MemoryUsage&>(static_cast<const MemorySnapshot&>(*this).tier(t));
+}
+
 MemCategory parse_mem_category(std::string_view name) {
   for (MemCategory c : kAllMemCategories)
     if (name == mem_category_name(c)) return c;
@@ -54,29 +76,31 @@ MemoryLedger& MemoryLedger::global() {
   return ledger;
 }
 
-void MemoryLedger::on_alloc(MemCategory c, uint64_t bytes) {
+void MemoryLedger::on_alloc(MemTier tier, MemCategory c, uint64_t bytes) {
   std::lock_guard<std::mutex> lock(mu_);
+  MemoryUsage& u = s_.tier(tier);
   const size_t i = static_cast<size_t>(c);
-  if (budget_ && s_.live_total + bytes > *budget_) {
+  if (tier == MemTier::kDevice && budget_ && u.live_total + bytes > *budget_) {
     throw BudgetError(fmt::format(
         "memory budget exceeded: allocating {} bytes of '{}' with {} bytes live would exceed the "
         "budget of {} bytes per rank ({} asked, {} live, {} budget)",
-        bytes, mem_category_name(c), s_.live_total, *budget_, format_bytes(bytes),
-        format_bytes(s_.live_total), format_bytes(*budget_)));
+        bytes, mem_category_name(c), u.live_total, *budget_, format_bytes(bytes),
+        format_bytes(u.live_total), format_bytes(*budget_)));
   }
-  s_.live[i] += bytes;
-  s_.live_total += bytes;
-  if (s_.live[i] > s_.peak[i]) s_.peak[i] = s_.live[i];
-  if (s_.live_total > s_.peak_total) s_.peak_total = s_.live_total;
+  u.live[i] += bytes;
+  u.live_total += bytes;
+  if (u.live[i] > u.peak[i]) u.peak[i] = u.live[i];
+  if (u.live_total > u.peak_total) u.peak_total = u.live_total;
 }
 
-void MemoryLedger::on_free(MemCategory c, uint64_t bytes) {
+void MemoryLedger::on_free(MemTier tier, MemCategory c, uint64_t bytes) {
   std::lock_guard<std::mutex> lock(mu_);
+  MemoryUsage& u = s_.tier(tier);
   const size_t i = static_cast<size_t>(c);
-  ZDP_CHECK(s_.live[i] >= bytes, "freeing {} bytes of '{}' with only {} live", bytes,
-            mem_category_name(c), s_.live[i]);
-  s_.live[i] -= bytes;
-  s_.live_total -= bytes;
+  ZDP_CHECK(u.live[i] >= bytes, "freeing {} bytes of '{}' in the {} tier with only {} live", bytes,
+            mem_category_name(c), mem_tier_name(tier), u.live[i]);
+  u.live[i] -= bytes;
+  u.live_total -= bytes;
 }
 
 void MemoryLedger::set_budget(std::optional<uint64_t> bytes) {
@@ -94,27 +118,32 @@ MemorySnapshot MemoryLedger::snapshot() const {
   return s_;
 }
 
-uint64_t MemoryLedger::live(MemCategory c) const { return snapshot().live_of(c); }
-uint64_t MemoryLedger::peak(MemCategory c) const { return snapshot().peak_of(c); }
-uint64_t MemoryLedger::live_total() const { return snapshot().live_total; }
-uint64_t MemoryLedger::peak_total() const { return snapshot().peak_total; }
+uint64_t MemoryLedger::live(MemTier tier, MemCategory c) const { return snapshot().tier(tier).live_of(c); }
+uint64_t MemoryLedger::peak(MemTier tier, MemCategory c) const { return snapshot().tier(tier).peak_of(c); }
+uint64_t MemoryLedger::live_total(MemTier tier) const { return snapshot().tier(tier).live_total; }
+uint64_t MemoryLedger::peak_total(MemTier tier) const { return snapshot().tier(tier).peak_total; }
 
 void MemoryLedger::reset_peaks() {
   std::lock_guard<std::mutex> lock(mu_);
-  s_.peak = s_.live;
-  s_.peak_total = s_.live_total;
+  for (MemTier t : kAllMemTiers) {
+    MemoryUsage& u = s_.tier(t);
+    u.peak = u.live;
+    u.peak_total = u.live_total;
+  }
 }
 
-Buffer::Buffer(size_t bytes, MemCategory c, MemoryLedger& ledger) : category_(c) {
-  ledger.on_alloc(c, bytes);  // throws before anything is allocated
+Buffer::Buffer(size_t bytes, MemCategory c, MemTier tier, MemoryLedger& ledger) : category_(c), tier_(tier) {
+  ZDP_CHECK(tier != MemTier::kNvme, "a Buffer of {} bytes of '{}' asked for in the nvme tier: NVMe bytes are "
+            "files, counted by their writer", bytes, mem_category_name(c));
+  ledger.on_alloc(tier, c, bytes);  // throws before anything is allocated
   if (bytes > 0) {
     // aligned_alloc wants a multiple of the alignment; the ledger counts the bytes asked for.
     const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
     data_ = std::aligned_alloc(kAlignment, rounded);
     if (data_ == nullptr) {
-      ledger.on_free(c, bytes);
-      throw RuntimeFailure(fmt::format("out of host memory allocating {} bytes of '{}'", bytes,
-                                       mem_category_name(c)));
+      ledger.on_free(tier, c, bytes);
+      throw RuntimeFailure(fmt::format("out of host memory allocating {} bytes of '{}' ({} tier)", bytes,
+                                       mem_category_name(c), mem_tier_name(tier)));
     }
   }
   size_ = bytes;
@@ -125,6 +154,7 @@ Buffer::Buffer(Buffer&& o) noexcept
     : data_(std::exchange(o.data_, nullptr)),
       size_(std::exchange(o.size_, 0)),
       category_(o.category_),
+      tier_(o.tier_),
       ledger_(std::exchange(o.ledger_, nullptr)) {}
 
 Buffer& Buffer::operator=(Buffer&& o) noexcept {
@@ -133,13 +163,14 @@ Buffer& Buffer::operator=(Buffer&& o) noexcept {
     data_ = std::exchange(o.data_, nullptr);
     size_ = std::exchange(o.size_, 0);
     category_ = o.category_;
+    tier_ = o.tier_;
     ledger_ = std::exchange(o.ledger_, nullptr);
   }
   return *this;
 }
 
 void Buffer::release() {
-  if (ledger_ != nullptr) ledger_->on_free(category_, size_);
+  if (ledger_ != nullptr) ledger_->on_free(tier_, category_, size_);
   std::free(data_);
   data_ = nullptr;
   size_ = 0;

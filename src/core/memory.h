@@ -1,6 +1,7 @@
-// The memory ledger: every byte zerodp allocates is counted here under one category of contract §9,
-// live and peak, per category and in total, exactly (the bytes asked for, not the allocator's
-// rounding). An optional per-rank budget makes an allocation that would exceed it throw BudgetError.
+// The memory ledger: every byte zerodp allocates is counted here under one category of contract §9
+// and one tier (the device's memory, the host's, NVMe files), live and peak, per category and in
+// total, exactly (the bytes asked for, not the allocator's rounding), each tier apart. An optional
+// per-rank budget on the device tier makes an allocation that would exceed it throw BudgetError.
 //
 // Buffer is the only way the library allocates tensor memory: a move-only owner of 64-byte-aligned
 // bytes that registers with the ledger on allocation and deregisters when freed.
@@ -34,7 +35,20 @@ constexpr std::array<MemCategory, kNumMemCategories> kAllMemCategories = {
 const char* mem_category_name(MemCategory c);
 MemCategory parse_mem_category(std::string_view name);
 
-struct MemorySnapshot {
+// Where bytes live (contract §10). The device tier is the memory the model computes in, what
+// --memory-budget caps and what the metrics' peak_bytes and live_bytes report; offloading moves
+// tensors to the host tier (RAM beside the device) or the nvme tier (files under --nvme-path). On the
+// CPU device, device and host memory are both RAM, but they are counted apart all the same, as they
+// will be on a GPU.
+enum class MemTier : uint8_t { kDevice = 0, kHost, kNvme };
+constexpr size_t kNumMemTiers = 3;
+constexpr std::array<MemTier, kNumMemTiers> kAllMemTiers = {MemTier::kDevice, MemTier::kHost, MemTier::kNvme};
+
+// "device", "host", "nvme".
+const char* mem_tier_name(MemTier t);
+
+// One tier's bytes: live and peak per category and in total.
+struct MemoryUsage {
   std::array<uint64_t, kNumMemCategories> live{};
   std::array<uint64_t, kNumMemCategories> peak{};
   uint64_t live_total = 0;
@@ -42,6 +56,18 @@ struct MemorySnapshot {
 
   uint64_t live_of(MemCategory c) const { return live[static_cast<size_t>(c)]; }
   uint64_t peak_of(MemCategory c) const { return peak[static_cast<size_t>(c)]; }
+  bool any() const { return peak_total > 0; }  // this tier ever held a byte (since reset_peaks)
+};
+
+// Every tier's bytes. The device tier is the snapshot itself (its inherited fields, as before tiers
+// existed, so that code about the device, and the budget, reads s.live, s.peak_total, ...); the
+// others are members. tier() reaches any of them by name.
+struct MemorySnapshot : MemoryUsage {
+  MemoryUsage host;
+  MemoryUsage nvme;
+
+  const MemoryUsage& tier(MemTier t) const;
+  MemoryUsage& tier(MemTier t);
 };
 
 class MemoryLedger {
@@ -53,21 +79,29 @@ class MemoryLedger {
   // The process's ledger (one process is one rank).
   static MemoryLedger& global();
 
-  // Counts `bytes` as allocated under `c`. Throws BudgetError, counting nothing, when the live
-  // total would exceed the budget.
-  void on_alloc(MemCategory c, uint64_t bytes);
-  void on_free(MemCategory c, uint64_t bytes);
+  // Counts `bytes` as allocated under `c` in `tier`. Throws BudgetError, counting nothing, when the
+  // device tier's live total would exceed the budget; the host and nvme tiers have none.
+  void on_alloc(MemTier tier, MemCategory c, uint64_t bytes);
+  void on_free(MemTier tier, MemCategory c, uint64_t bytes);
+  // The device tier.
+  void on_alloc(MemCategory c, uint64_t bytes) { on_alloc(MemTier::kDevice, c, bytes); }
+  void on_free(MemCategory c, uint64_t bytes) { on_free(MemTier::kDevice, c, bytes); }
 
-  // nullopt: no budget.
+  // The device tier's budget; nullopt: no budget.
   void set_budget(std::optional<uint64_t> bytes);
   std::optional<uint64_t> budget() const;
 
   MemorySnapshot snapshot() const;
-  uint64_t live(MemCategory c) const;
-  uint64_t peak(MemCategory c) const;
-  uint64_t live_total() const;
-  uint64_t peak_total() const;
-  // Peaks restart from the current live bytes (e.g. to measure one phase).
+  uint64_t live(MemTier tier, MemCategory c) const;
+  uint64_t peak(MemTier tier, MemCategory c) const;
+  uint64_t live_total(MemTier tier) const;
+  uint64_t peak_total(MemTier tier) const;
+  // The device tier.
+  uint64_t live(MemCategory c) const { return live(MemTier::kDevice, c); }
+  uint64_t peak(MemCategory c) const { return peak(MemTier::kDevice, c); }
+  uint64_t live_total() const { return live_total(MemTier::kDevice); }
+  uint64_t peak_total() const { return peak_total(MemTier::kDevice); }
+  // Every tier's peaks restart from its current live bytes (e.g. to measure one phase).
   void reset_peaks();
 
  private:
@@ -103,8 +137,16 @@ class Buffer {
   static constexpr size_t kAlignment = 64;
 
   Buffer() = default;
-  // Allocates `bytes` (uninitialised) under category `c`. Throws BudgetError when over budget.
-  Buffer(size_t bytes, MemCategory c, MemoryLedger& ledger = MemoryLedger::global());
+  // Allocates `bytes` (uninitialised) under category `c` in `tier` (device or host), and frees them
+  // under the same tier. This process's memory either way: the tier says what the bytes stand for
+  // (device memory, or host memory that offloading moved out of it), not where the C library puts
+  // them. NVMe bytes are files, not buffers: whoever writes them counts them with on_alloc/on_free,
+  // and a Buffer asked for in that tier is a bug (RuntimeFailure). Throws BudgetError when a
+  // device-tier allocation is over budget.
+  Buffer(size_t bytes, MemCategory c, MemTier tier, MemoryLedger& ledger = MemoryLedger::global());
+  // In the device tier.
+  Buffer(size_t bytes, MemCategory c, MemoryLedger& ledger = MemoryLedger::global())
+      : Buffer(bytes, c, MemTier::kDevice, ledger) {}
   ~Buffer() { release(); }
   Buffer(Buffer&& o) noexcept;
   Buffer& operator=(Buffer&& o) noexcept;
@@ -128,11 +170,13 @@ class Buffer {
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
   MemCategory category() const { return category_; }
+  MemTier tier() const { return tier_; }
 
  private:
   void* data_ = nullptr;
   size_t size_ = 0;
   MemCategory category_ = MemCategory::kAct;
+  MemTier tier_ = MemTier::kDevice;
   MemoryLedger* ledger_ = nullptr;
 };
 

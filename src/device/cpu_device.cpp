@@ -125,6 +125,11 @@ struct CpuGpt2 {
 
 Buffer CpuDevice::allocate(size_t bytes, MemCategory category) { return Buffer(bytes, category); }
 
+// The same RAM as allocate(): only the ledger's tier tells them apart.
+Buffer CpuDevice::allocate_host(size_t bytes, MemCategory category) {
+  return Buffer(bytes, category, MemTier::kHost);
+}
+
 void CpuDevice::copy(void* dst, const void* src, size_t bytes) {
   if (bytes > 0) std::memcpy(dst, src, bytes);
 }

@@ -1,6 +1,7 @@
-// The CPU device: memory in RAM (the ledger's categories), GEMMs through OpenBLAS (fp32) and
-// kernels/gemm16.h (16-bit), GPT-2's kernels from kernels/, all run on the calling thread and the
-// OpenMP pool before each call returns (so its queue is always empty and its events are complete).
+// The CPU device: memory in RAM (its device and host tiers alike, counted apart), GEMMs through
+// OpenBLAS (fp32) and kernels/gemm16.h (16-bit), GPT-2's kernels from kernels/, all run on the
+// calling thread and the OpenMP pool before each call returns (so its queue is always empty and its
+// events are complete).
 #pragma once
 
 #include "device/device.h"
@@ -11,6 +12,7 @@ class CpuDevice final : public Device {
  public:
   std::string name() const override { return "cpu"; }
   Buffer allocate(size_t bytes, MemCategory category) override;
+  Buffer allocate_host(size_t bytes, MemCategory category) override;
   void copy(void* dst, const void* src, size_t bytes) override;
   void fill_zero(void* dst, size_t bytes) override;
   void convert(const void* src, DType src_type, void* dst, DType dst_type, size_t n) override;

@@ -1,6 +1,7 @@
 // The compute seam: what the model (and next the engine and the optimizer) ask of the hardware they
 // run on, in one small interface. A Device owns
-//   - memory: allocation in the ledger (its tier: the CPU device's memory is RAM), copies, zeroing;
+//   - memory: allocation in the ledger (its own memory in the device tier, and host memory in the
+//     host tier: on the CPU device both are RAM, counted apart), copies, zeroing;
 //   - GEMM: fp32, and 16-bit operands with fp32 accumulation;
 //   - GPT-2's kernels, forward beside backward, as one table per compute type (Gpt2Kernels<P>:
 //     float, double for the gradient checks, bf16 and fp16 for 16-bit compute);
@@ -83,8 +84,13 @@ class Device {
   virtual std::string name() const = 0;
 
   // ---- memory ------------------------------------------------------------------------------------
-  // `bytes` of this device's memory in the ledger under `category` (64-byte aligned).
+  // `bytes` of this device's memory in the ledger under `category` (64-byte aligned), in the device
+  // tier: what --memory-budget caps.
   virtual Buffer allocate(size_t bytes, MemCategory category) = 0;
+  // `bytes` of host memory this device copies to and from (where offloading keeps what it moves out
+  // of the device; a GPU device will give page-locked memory), in the ledger's host tier under
+  // `category`, 64-byte aligned, outside the budget.
+  virtual Buffer allocate_host(size_t bytes, MemCategory category) = 0;
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;
   virtual void fill_zero(void* dst, size_t bytes) = 0;
   // n elements from one dtype to another (core/dtype.h's rounding).

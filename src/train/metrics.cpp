@@ -20,15 +20,28 @@ nlohmann::json step_json(const StepRecord& r) {
   return j;
 }
 
+namespace {
+
+// {"param":n,...,"act":n,"total":n}: one number per category of a tier, and the tier's total.
+nlohmann::json by_category(const std::array<uint64_t, kNumMemCategories>& bytes, uint64_t total) {
+  nlohmann::json j = nlohmann::json::object();
+  for (MemCategory c : kAllMemCategories) j[mem_category_name(c)] = bytes[static_cast<size_t>(c)];
+  j["total"] = total;
+  return j;
+}
+
+}  // namespace
+
 nlohmann::json memory_json(const RankLedgers& l) {
-  nlohmann::json peak = nlohmann::json::object(), live = nlohmann::json::object();
-  for (MemCategory c : kAllMemCategories) {
-    peak[mem_category_name(c)] = l.memory.peak_of(c);
-    live[mem_category_name(c)] = l.memory.live_of(c);
-  }
-  peak["total"] = l.memory.peak_total;
-  live["total"] = l.memory.live_total;
-  return {{"event", "memory"}, {"rank", l.rank}, {"peak_bytes", peak}, {"live_bytes", live}};
+  const MemorySnapshot& m = l.memory;
+  // Peaks for the host and nvme tiers: what offloading needed there at most, as peak_bytes says for
+  // the device. Without offload both are all zeros.
+  return {{"event", "memory"},
+          {"rank", l.rank},
+          {"peak_bytes", by_category(m.peak, m.peak_total)},
+          {"live_bytes", by_category(m.live, m.live_total)},
+          {"host_bytes", by_category(m.host.peak, m.host.peak_total)},
+          {"nvme_bytes", by_category(m.nvme.peak, m.nvme.peak_total)}};
 }
 
 nlohmann::json traffic_json(const RankLedgers& l) {
@@ -38,39 +51,53 @@ nlohmann::json traffic_json(const RankLedgers& l) {
   return {{"event", "traffic"}, {"rank", l.rank}, {"bytes_sent", sent}};
 }
 
-std::vector<RankLedgers> gather_ledgers(comm::Communicator& comm) {
-  // Flatten to 64-bit words: memory live/peak per category and totals, then bytes per collective.
-  constexpr size_t kWords = 2 * kNumMemCategories + 2 + comm::kNumCollectiveKinds;
-  std::array<uint64_t, kWords> mine{};
-  const MemorySnapshot m = MemoryLedger::global().snapshot();
+std::array<uint64_t, kLedgerWords> ledger_words(const RankLedgers& l) {
+  std::array<uint64_t, kLedgerWords> w{};
   size_t k = 0;
-  for (size_t i = 0; i < kNumMemCategories; ++i) mine[k++] = m.live[i];
-  for (size_t i = 0; i < kNumMemCategories; ++i) mine[k++] = m.peak[i];
-  mine[k++] = m.live_total;
-  mine[k++] = m.peak_total;
+  for (MemTier t : kAllMemTiers) {
+    const MemoryUsage& u = l.memory.tier(t);
+    for (size_t i = 0; i < kNumMemCategories; ++i) w[k++] = u.live[i];
+    for (size_t i = 0; i < kNumMemCategories; ++i) w[k++] = u.peak[i];
+    w[k++] = u.live_total;
+    w[k++] = u.peak_total;
+  }
+  for (size_t i = 0; i < comm::kNumCollectiveKinds; ++i) w[k++] = l.bytes_sent[i];
+  return w;
+}
+
+RankLedgers ledgers_from_words(int rank, const uint64_t* w) {
+  RankLedgers l;
+  l.rank = rank;
+  size_t k = 0;
+  for (MemTier t : kAllMemTiers) {
+    MemoryUsage& u = l.memory.tier(t);
+    for (size_t i = 0; i < kNumMemCategories; ++i) u.live[i] = w[k++];
+    for (size_t i = 0; i < kNumMemCategories; ++i) u.peak[i] = w[k++];
+    u.live_total = w[k++];
+    u.peak_total = w[k++];
+  }
+  for (size_t i = 0; i < comm::kNumCollectiveKinds; ++i) l.bytes_sent[i] = w[k++];
+  return l;
+}
+
+std::vector<RankLedgers> gather_ledgers(comm::Communicator& comm) {
+  RankLedgers self;
+  self.memory = MemoryLedger::global().snapshot();
   for (size_t i = 0; i < comm::kNumCollectiveKinds; ++i)
-    mine[k++] = comm.traffic().bytes_sent(static_cast<comm::CollectiveKind>(i));
+    self.bytes_sent[i] = comm.traffic().bytes_sent(static_cast<comm::CollectiveKind>(i));
+  const std::array<uint64_t, kLedgerWords> mine = ledger_words(self);
 
   const int W = comm.size();
-  std::vector<uint64_t> all(kWords * static_cast<size_t>(W));
+  std::vector<uint64_t> all(kLedgerWords * static_cast<size_t>(W));
   {
     comm::UntrackedTraffic untracked(comm);
     // All-gather moves bytes without arithmetic: 64-bit words travel as pairs of 32-bit ones.
-    comm.all_gather(mine.data(), all.data(), 2 * kWords, DType::kF32);
+    comm.all_gather(mine.data(), all.data(), 2 * kLedgerWords, DType::kF32);
   }
 
-  std::vector<RankLedgers> out(static_cast<size_t>(W));
-  for (int r = 0; r < W; ++r) {
-    const uint64_t* w = all.data() + static_cast<size_t>(r) * kWords;
-    RankLedgers& l = out[static_cast<size_t>(r)];
-    l.rank = r;
-    size_t j = 0;
-    for (size_t i = 0; i < kNumMemCategories; ++i) l.memory.live[i] = w[j++];
-    for (size_t i = 0; i < kNumMemCategories; ++i) l.memory.peak[i] = w[j++];
-    l.memory.live_total = w[j++];
-    l.memory.peak_total = w[j++];
-    for (size_t i = 0; i < comm::kNumCollectiveKinds; ++i) l.bytes_sent[i] = w[j++];
-  }
+  std::vector<RankLedgers> out;
+  out.reserve(static_cast<size_t>(W));
+  for (int r = 0; r < W; ++r) out.push_back(ledgers_from_words(r, all.data() + static_cast<size_t>(r) * kLedgerWords));
   return out;
 }
 

@@ -1,7 +1,8 @@
 // The metrics file of contract §9 (JSON Lines, written by rank 0): one "step" object per optimizer
-// step, then one "memory" and one "traffic" object per rank. The file is written as
-// <path>.partial while the run goes on and renamed over <path> at the end, so a run that fails
-// leaves an earlier metrics file intact.
+// step, then one "memory" and one "traffic" object per rank. The memory object's peak_bytes and
+// live_bytes are the device tier; host_bytes and nvme_bytes (contract §10) the other tiers' peaks.
+// The file is written as <path>.partial while the run goes on and renamed over <path> at the end, so
+// a run that fails leaves an earlier metrics file intact.
 #pragma once
 
 #include <array>
@@ -32,13 +33,23 @@ struct StepRecord {
 // One rank's end-of-run ledgers, as gathered to rank 0.
 struct RankLedgers {
   int rank = 0;
-  MemorySnapshot memory;
+  MemorySnapshot memory;  // every tier
   std::array<uint64_t, comm::kNumCollectiveKinds> bytes_sent{};
 };
 
 nlohmann::json step_json(const StepRecord& r);
+// {"event":"memory","rank":r,"peak_bytes":{...},"live_bytes":{...},"host_bytes":{...},"nvme_bytes":{...}}:
+// peak and live bytes of the device tier, and the peak bytes of the host and nvme tiers, each keyed by
+// category and "total".
 nlohmann::json memory_json(const RankLedgers& l);
 nlohmann::json traffic_json(const RankLedgers& l);
+
+// The 64-bit words one rank's ledgers travel as in gather_ledgers: for each tier (device, host, nvme)
+// live bytes per category, peak bytes per category, live total, peak total; then bytes sent per
+// collective.
+constexpr size_t kLedgerWords = kNumMemTiers * (2 * kNumMemCategories + 2) + comm::kNumCollectiveKinds;
+std::array<uint64_t, kLedgerWords> ledger_words(const RankLedgers& l);
+RankLedgers ledgers_from_words(int rank, const uint64_t* words);
 
 // Collects every rank's memory and traffic ledgers on every rank (collective). The gathering's own
 // traffic is not recorded in the training ledger.

@@ -80,12 +80,23 @@ elif CASE == "atomic_out":
     check(rc == 0 and len(out2) >= 6, "the written model loads and samples", err)
 
 elif CASE == "report":
-    rc, out, err = run(base + ["--zero-stage", "3"], 4)
+    m = os.path.join(tmp, "m.jsonl")
+    rc, out, err = run(base + ["--zero-stage", "3", "--metrics", m], 4)
     check(rc == 0, "4 ranks at stage 3", err)
     check("Memory per rank (ZeRO stage 3, 4 ranks)" in out, "the memory table is printed", out)
     rows = [l for l in out.splitlines() if l.split()[1:2] == ["states"]]
     check(len(rows) == 4 and all(l.rstrip().endswith("0.25x") for l in rows),
           "each rank holds 1/4 of stage 0's model states", out)
+    # Nothing offloads: the table has no host or nvme column, and the memory records' host and nvme
+    # tiers (contract §10) have every key of peak_bytes, all zero.
+    check("host peak" not in out and "nvme peak" not in out, "no tier columns without offload", out)
+    mem = records(m, "memory")
+    check(len(mem) == 4, f"one memory record per rank ({len(mem)})")
+    for rec in mem:
+        for field in ("host_bytes", "nvme_bytes"):
+            got = rec.get(field)
+            check(isinstance(got, dict) and sorted(got) == sorted(rec["peak_bytes"]) and not any(got.values()),
+                  f"rank {rec['rank']}: {field} has the keys of peak_bytes, all zero: {got}")
 
 elif CASE == "sample":
     rc, out, err = run(["sample", "--model", init, "--prompt", "ROMEO:", "--tokens", "20", "--seed", "3"])

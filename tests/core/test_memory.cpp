@@ -1,7 +1,9 @@
-// The memory ledger: exact live and peak bytes per category and in total, budgets, Buffer RAII.
+// The memory ledger: exact live and peak bytes per category and in total, each tier apart, budgets
+// (device tier only), Buffer RAII under its tier.
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -57,6 +59,158 @@ TEST(MemoryLedger, BudgetNamesCategoryBytesLiveAndBudget) {
   EXPECT_EQ(L.live_total(), 10000u);
   L.set_budget(std::nullopt);
   L.on_alloc(MemCategory::kOptim, 1);
+}
+
+TEST(MemoryTier, NamesMatchTheContract) {
+  const char* want[] = {"device", "host", "nvme"};
+  for (size_t i = 0; i < kNumMemTiers; ++i) EXPECT_STREQ(mem_tier_name(kAllMemTiers[i]), want[i]);
+}
+
+TEST(MemoryLedger, TiersAreCountedApart) {
+  MemoryLedger L;
+  L.on_alloc(MemCategory::kParam, 100);  // the two-argument form: the device tier
+  L.on_alloc(MemTier::kDevice, MemCategory::kOptim, 10);
+  L.on_alloc(MemTier::kHost, MemCategory::kOptim, 200);
+  L.on_alloc(MemTier::kHost, MemCategory::kMaster, 20);
+  L.on_alloc(MemTier::kNvme, MemCategory::kOptim, 3000);
+  const MemorySnapshot s = L.snapshot();
+  // The snapshot's own fields are the device tier, and tier(kDevice) is the same numbers.
+  EXPECT_EQ(s.live_of(MemCategory::kParam), 100u);
+  EXPECT_EQ(s.live_of(MemCategory::kOptim), 10u);
+  EXPECT_EQ(s.live_total, 110u);
+  EXPECT_EQ(&s.tier(MemTier::kDevice), static_cast<const MemoryUsage*>(&s));
+  EXPECT_EQ(s.tier(MemTier::kHost).live_of(MemCategory::kOptim), 200u);
+  EXPECT_EQ(s.tier(MemTier::kHost).live_of(MemCategory::kMaster), 20u);
+  EXPECT_EQ(s.tier(MemTier::kHost).live_of(MemCategory::kParam), 0u);
+  EXPECT_EQ(s.host.live_total, 220u);
+  EXPECT_EQ(s.nvme.live_of(MemCategory::kOptim), 3000u);
+  EXPECT_EQ(s.nvme.live_total, 3000u);
+  EXPECT_EQ(s.nvme.peak_total, 3000u);
+  // The ledger's accessors: per tier, and the device tier without one.
+  EXPECT_EQ(L.live(MemCategory::kOptim), 10u);
+  EXPECT_EQ(L.live(MemTier::kHost, MemCategory::kOptim), 200u);
+  EXPECT_EQ(L.peak(MemTier::kNvme, MemCategory::kOptim), 3000u);
+  EXPECT_EQ(L.live_total(), 110u);
+  EXPECT_EQ(L.live_total(MemTier::kHost), 220u);
+  EXPECT_EQ(L.peak_total(MemTier::kNvme), 3000u);
+  // Freeing in one tier leaves the others alone.
+  L.on_free(MemTier::kHost, MemCategory::kOptim, 200);
+  EXPECT_EQ(L.live(MemTier::kHost, MemCategory::kOptim), 0u);
+  EXPECT_EQ(L.live(MemCategory::kOptim), 10u);
+  EXPECT_EQ(L.live(MemTier::kNvme, MemCategory::kOptim), 3000u);
+}
+
+TEST(MemoryLedger, FreeingInAnotherTierIsABug) {
+  MemoryLedger L;
+  L.on_alloc(MemTier::kHost, MemCategory::kGrad, 10);
+  try {
+    L.on_free(MemCategory::kGrad, 10);  // the device tier holds none
+    FAIL() << "freeing device bytes that were counted in the host tier accepted";
+  } catch (const RuntimeFailure& e) {
+    EXPECT_NE(std::string(e.what()).find("in the device tier"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(L.live(MemTier::kHost, MemCategory::kGrad), 10u);
+  EXPECT_THROW(L.on_free(MemTier::kNvme, MemCategory::kGrad, 1), RuntimeFailure);
+}
+
+TEST(MemoryLedger, PeaksPerTier) {
+  MemoryLedger L;
+  L.on_alloc(MemTier::kHost, MemCategory::kOptim, 500);
+  L.on_free(MemTier::kHost, MemCategory::kOptim, 500);
+  L.on_alloc(MemTier::kHost, MemCategory::kMaster, 300);
+  L.on_alloc(MemTier::kDevice, MemCategory::kAct, 700);
+  L.on_free(MemTier::kDevice, MemCategory::kAct, 700);
+  L.on_alloc(MemTier::kNvme, MemCategory::kParam, 40);
+  const MemorySnapshot s = L.snapshot();
+  EXPECT_EQ(s.host.peak_of(MemCategory::kOptim), 500u);
+  EXPECT_EQ(s.host.peak_of(MemCategory::kMaster), 300u);
+  EXPECT_EQ(s.host.peak_total, 500u);  // the peak of the host tier's sum, not 500 + 300
+  EXPECT_EQ(s.host.live_total, 300u);
+  EXPECT_EQ(s.peak_of(MemCategory::kAct), 700u);
+  EXPECT_EQ(s.peak_total, 700u);  // the device's peak: host and nvme bytes are not in it
+  EXPECT_EQ(s.peak_of(MemCategory::kOptim), 0u);
+  EXPECT_EQ(s.nvme.peak_total, 40u);
+  EXPECT_TRUE(s.host.any());
+  EXPECT_TRUE(s.nvme.any());
+  EXPECT_FALSE(MemoryLedger().snapshot().host.any());
+}
+
+TEST(MemoryLedger, ResetPeaksResetsEveryTier) {
+  MemoryLedger L;
+  L.on_alloc(MemTier::kDevice, MemCategory::kAct, 100);
+  L.on_alloc(MemTier::kHost, MemCategory::kOptim, 200);
+  L.on_alloc(MemTier::kNvme, MemCategory::kOptim, 300);
+  L.on_free(MemTier::kDevice, MemCategory::kAct, 60);
+  L.on_free(MemTier::kHost, MemCategory::kOptim, 150);
+  L.on_free(MemTier::kNvme, MemCategory::kOptim, 300);
+  L.reset_peaks();
+  const MemorySnapshot s = L.snapshot();
+  EXPECT_EQ(s.peak_of(MemCategory::kAct), 40u);
+  EXPECT_EQ(s.peak_total, 40u);
+  EXPECT_EQ(s.host.peak_of(MemCategory::kOptim), 50u);
+  EXPECT_EQ(s.host.peak_total, 50u);
+  EXPECT_EQ(s.nvme.peak_of(MemCategory::kOptim), 0u);
+  EXPECT_EQ(s.nvme.peak_total, 0u);
+  EXPECT_FALSE(s.nvme.any());
+}
+
+TEST(MemoryLedger, BudgetCapsTheDeviceTierOnly) {
+  MemoryLedger L;
+  L.set_budget(1000);
+  // Host and nvme bytes are outside the budget, and do not count against the device's.
+  L.on_alloc(MemTier::kHost, MemCategory::kOptim, 5000);
+  L.on_alloc(MemTier::kNvme, MemCategory::kOptim, 50000);
+  L.on_alloc(MemCategory::kParam, 1000);
+  EXPECT_EQ(L.live_total(), 1000u);
+  try {
+    L.on_alloc(MemTier::kDevice, MemCategory::kAct, 1);
+    FAIL() << "over the device budget accepted";
+  } catch (const BudgetError& e) {
+    EXPECT_NE(std::string(e.what()).find("with 1000 bytes live"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(L.live(MemCategory::kAct), 0u);
+  L.on_alloc(MemTier::kHost, MemCategory::kAct, 1);  // the host tier still takes more
+  EXPECT_EQ(L.live_total(MemTier::kHost), 5001u);
+}
+
+TEST(Buffer, FreesUnderItsTier) {
+  MemoryLedger L;
+  L.set_budget(100);
+  {
+    Buffer host(1000, MemCategory::kOptim, MemTier::kHost, L);  // over the budget, but not device memory
+    EXPECT_EQ(host.tier(), MemTier::kHost);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(host.data()) % 64, 0u);
+    EXPECT_EQ(L.live(MemTier::kHost, MemCategory::kOptim), 1000u);
+    EXPECT_EQ(L.live(MemCategory::kOptim), 0u);
+    Buffer dev(100, MemCategory::kOptim, L);
+    EXPECT_EQ(dev.tier(), MemTier::kDevice);
+    EXPECT_EQ(L.live(MemCategory::kOptim), 100u);
+    // A move carries the tier: the moved-to buffer frees under the host tier.
+    Buffer moved(std::move(host));
+    EXPECT_EQ(moved.tier(), MemTier::kHost);
+    Buffer assigned;
+    assigned = std::move(moved);
+    EXPECT_EQ(assigned.tier(), MemTier::kHost);
+    assigned.release();
+    EXPECT_EQ(L.live(MemTier::kHost, MemCategory::kOptim), 0u);
+    EXPECT_EQ(L.live(MemCategory::kOptim), 100u);
+    // Assigning over a host buffer frees it under the host tier, then holds the device one.
+    Buffer h2(10, MemCategory::kMaster, MemTier::kHost, L);
+    h2 = std::move(dev);
+    EXPECT_EQ(L.live(MemTier::kHost, MemCategory::kMaster), 0u);
+    EXPECT_EQ(h2.tier(), MemTier::kDevice);
+  }
+  EXPECT_EQ(L.live_total(), 0u);
+  EXPECT_EQ(L.live_total(MemTier::kHost), 0u);
+  EXPECT_EQ(L.peak(MemTier::kHost, MemCategory::kOptim), 1000u);
+  EXPECT_EQ(L.peak(MemTier::kHost, MemCategory::kMaster), 10u);
+  EXPECT_EQ(L.peak(MemCategory::kOptim), 100u);
+}
+
+TEST(Buffer, NvmeIsNotABuffer) {
+  MemoryLedger L;
+  EXPECT_THROW(Buffer(64, MemCategory::kOptim, MemTier::kNvme, L), RuntimeFailure);
+  EXPECT_EQ(L.peak_total(MemTier::kNvme), 0u);
 }
 
 TEST(Buffer, AlignedAccountedAndReleased) {

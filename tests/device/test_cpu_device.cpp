@@ -8,9 +8,11 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <vector>
 
+#include "core/error.h"
 #include "core/memory.h"
 #include "kernels/attention.h"
 #include "kernels/gemm16.h"
@@ -34,6 +36,26 @@ TEST(CpuDevice, AllocatesInTheLedger) {
     EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data()) % 64, 0u);
   }
   EXPECT_EQ(ledger.live(MemCategory::kAct), before);
+}
+
+// Host memory is RAM too on the CPU device, but the ledger counts it in the host tier, outside the
+// device tier and its budget.
+TEST(CpuDevice, AllocatesHostMemoryInTheHostTier) {
+  MemoryLedger& ledger = MemoryLedger::global();
+  const MemorySnapshot before = ledger.snapshot();
+  const std::optional<uint64_t> budget = ledger.budget();
+  ledger.set_budget(before.live_total);  // no device byte more
+  {
+    Buffer b = default_device().allocate_host(1000, MemCategory::kOptim);
+    EXPECT_EQ(b.tier(), MemTier::kHost);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data()) % 64, 0u);
+    EXPECT_EQ(ledger.live(MemTier::kHost, MemCategory::kOptim) - before.host.live_of(MemCategory::kOptim), 1000u);
+    EXPECT_EQ(ledger.live(MemCategory::kOptim), before.live_of(MemCategory::kOptim));
+    EXPECT_EQ(ledger.live_total(), before.live_total);
+    EXPECT_THROW(default_device().allocate(1, MemCategory::kOptim), BudgetError);
+  }
+  ledger.set_budget(budget);
+  EXPECT_EQ(ledger.live_total(MemTier::kHost), before.host.live_total);
 }
 
 TEST(CpuDevice, CopiesAndZeroes) {

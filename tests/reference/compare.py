@@ -159,7 +159,9 @@ def check_steps(c, records, ref_records, world, b, g):
 
 def check_memory_and_traffic(c, records, world, stage, numel, fully_sharded):
     """§9: one memory and one traffic record per rank, with its keys; the counts agree with what each
-    category holds in an fp32 run (P parameters: 4P bytes of parameters, of gradients, 8P of AdamW)."""
+    category holds in an fp32 run (P parameters: 4P bytes of parameters, of gradients, 8P of AdamW).
+    §10: the memory record also has host_bytes and nvme_bytes with the same keys, all zeros here (no
+    offload)."""
     memory = {r.get("rank"): r for r in records if r.get("event") == "memory"}
     traffic = {r.get("rank"): r for r in records if r.get("event") == "traffic"}
     n_mem = sum(1 for r in records if r.get("event") == "memory")
@@ -171,11 +173,15 @@ def check_memory_and_traffic(c, records, world, stage, numel, fully_sharded):
     P4 = 4 * numel
     ok_keys = True
     for r, rec in sorted(memory.items(), key=lambda kv: str(kv[0])):
-        for field in ("peak_bytes", "live_bytes"):
+        for field in ("peak_bytes", "live_bytes", "host_bytes", "nvme_bytes"):
             got = rec.get(field)
             ok_keys &= c.check(isinstance(got, dict) and sorted(got) == sorted(CATEGORIES)
                                and all(isinstance(v, int) and v >= 0 for v in got.values()),
                                f"rank {r}: {field} has exactly the keys {CATEGORIES} as byte counts: {got}")
+        for field in ("host_bytes", "nvme_bytes"):
+            got = rec.get(field)
+            c.check(isinstance(got, dict) and not any(got.values()),
+                    f"rank {r}: {field} all zeros without offload: {got}")
     for r, rec in sorted(traffic.items(), key=lambda kv: str(kv[0])):
         got = rec.get("bytes_sent")
         ok_keys &= c.check(isinstance(got, dict) and sorted(got) == sorted(COLLECTIVES)
