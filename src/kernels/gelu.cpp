@@ -6,6 +6,8 @@
 #include <type_traits>
 #include <vector>
 
+#include <omp.h>
+
 #include "kernels/half.h"
 #include "kernels/vec_math.h"
 
@@ -93,46 +95,58 @@ void gelu_backward(T* dinp, const I* inp, const T* dout, size_t n) {
   for (ptrdiff_t i = 0; i < count; ++i) dinp[i] = gelu_grad(load(inp[i])) * dout[i];
 }
 
-// Columns in blocks of kGeluColumnBlock, rows in order within each: bias_backward's (and
-// round_and_bias_backward's) order of summation, so the bias gradient has their bits.
+// Each thread takes a range of whole columns and walks the rows in order over it, a row's range at a
+// time (contiguous: the 64-column blocks of bias_backward, walked down a [N, 4C] array, stride a page
+// per row, and cost more than the pass they save). Each column is still summed over the rows in
+// order, bias_backward's (and round_and_bias_backward's) order, so the bias gradient has their bits.
+inline int gelu_column_range(int OC) {
+  const int threads = std::max(1, omp_get_max_threads());
+  const int per_thread = (OC + threads - 1) / threads;
+  return std::min(OC, (per_thread + kGeluColumnBlock - 1) / kGeluColumnBlock * kGeluColumnBlock);
+}
+
 template <class T>
 void gelu_bias_backward(T* dpre, T* dbias, const T* pre, const T* dout, int N, int OC) {
-  const int col_blocks = (OC + kGeluColumnBlock - 1) / kGeluColumnBlock;
+  const int range = gelu_column_range(OC), ranges = (OC + range - 1) / range;
 #pragma omp parallel for schedule(static)
-  for (int cb = 0; cb < col_blocks; ++cb) {
-    const int c0 = cb * kGeluColumnBlock, width = std::min(OC - c0, kGeluColumnBlock);
-    T acc[kGeluColumnBlock] = {};
+  for (int k = 0; k < ranges; ++k) {
+    const int c0 = k * range, width = std::min(OC - c0, range);
+    std::vector<T> acc(static_cast<size_t>(width), T(0));
+    T* sum = acc.data();
     for (int r = 0; r < N; ++r) {
       const ptrdiff_t row = static_cast<ptrdiff_t>(r) * OC + c0;
 #pragma omp simd
       for (int c = 0; c < width; ++c) {
         const T d = gelu_grad(pre[row + c]) * dout[row + c];
         dpre[row + c] = d;
-        acc[c] += d;
+        sum[c] += d;
       }
     }
-    for (int c = 0; c < width; ++c) dbias[c0 + c] += acc[c];
+    for (int c = 0; c < width; ++c) dbias[c0 + c] += sum[c];
   }
 }
 
 template <class A>
 void gelu_round_bias_backward(A* dpre16, float* dbias, const A* pre, const float* dout, int N, int OC) {
   const float* grad = gelu16_tables<A>().grad.data();
-  const int col_blocks = (OC + kGeluColumnBlock - 1) / kGeluColumnBlock;
+  const int range = gelu_column_range(OC), ranges = (OC + range - 1) / range;
 #pragma omp parallel for schedule(static)
-  for (int cb = 0; cb < col_blocks; ++cb) {
-    const int c0 = cb * kGeluColumnBlock, width = std::min(OC - c0, kGeluColumnBlock);
-    float acc[kGeluColumnBlock] = {};
+  for (int k = 0; k < ranges; ++k) {
+    const int c0 = k * range, width = std::min(OC - c0, range);
+    std::vector<float> acc(2 * static_cast<size_t>(width), 0.0f);
+    float* sum = acc.data();
+    float* g = sum + width;
     for (int r = 0; r < N; ++r) {
       const ptrdiff_t row = static_cast<ptrdiff_t>(r) * OC + c0;
+      for (int c = 0; c < width; ++c) g[c] = grad[pre[row + c].bits];  // scalar loads, not gathers
 #pragma omp simd
       for (int c = 0; c < width; ++c) {
-        const float d = grad[pre[row + c].bits] * dout[row + c];
-        acc[c] += d;
+        const float d = g[c] * dout[row + c];
+        sum[c] += d;
         put(dpre16[row + c], d);
       }
     }
-    for (int c = 0; c < width; ++c) dbias[c0 + c] += acc[c];
+    for (int c = 0; c < width; ++c) dbias[c0 + c] += sum[c];
   }
 }
 

@@ -18,8 +18,9 @@ void gelu_backward(T* dinp, const I* inp, const T* dout, size_t n);
 // The MLP's GELU backward fused with the bias gradient of the linear layer before it (whose output
 // `pre` [N,OC] the GELU read), one pass over the rows instead of two:
 //   dpre = gelu'(pre)·dout ;  dbias[c] += Σ_r dpre[r,c]
-// The sum runs in bias_backward's order (column blocks of kGeluColumnBlock, rows in order), so the
-// result has the bits of gelu_backward followed by bias_backward. dpre may alias dout.
+// The sum runs in bias_backward's order (each column over the rows in order), so the
+// result has the bits of gelu_backward followed by bias_backward. dpre may alias dout. Threads split
+// the columns in ranges of whole kGeluColumnBlock's.
 inline constexpr int kGeluColumnBlock = 64;
 template <class T>
 void gelu_bias_backward(T* dpre, T* dbias, const T* pre, const T* dout, int N, int OC);
