@@ -30,6 +30,7 @@ struct EstimateOptions {
   int64_t micro_batch = 1, accum = 1;
   bool activation_checkpointing = false;
   std::string offload_optimizer = "none", offload_param = "none";
+  uint64_t sub_group_size = 1'000'000'000;
   std::string gpu_memory = "80GB";
   std::string bandwidth;
   std::string units = "gb";
@@ -97,6 +98,7 @@ plan::PlanInput plan_input(const EstimateOptions& o) {
   in.activation_checkpointing = o.activation_checkpointing;
   in.offload_optimizer = plan::parse_offload(o.offload_optimizer, "--offload-optimizer");
   in.offload_param = plan::parse_offload(o.offload_param, "--offload-param");
+  in.sub_group_size = o.sub_group_size;
   return in;
 }
 
@@ -159,7 +161,8 @@ int run_estimate(const EstimateOptions& o) {
     offloaded = offloaded || m.host || m.nvme;
   }
   if (offloaded) {
-    fmt::print("\nOffloaded per rank (as DeepSpeed's ZeRO-Offload/Infinity would; zerodp does not offload yet):\n");
+    fmt::print("\nOffloaded per rank (optimizer: as zerodp train --offload-optimizer cpu holds it, master + optim + one "
+               "sub-group of gradient staging; parameters: as DeepSpeed's ZeRO-Infinity would):\n");
     for (const plan::StageEstimate& e : est)
       fmt::print("  stage {}: host {} {}, nvme {} {}\n", e.stage, size_text(e.memory.host, gib), unit,
                  size_text(e.memory.nvme, gib), unit);
@@ -201,7 +204,11 @@ void register_estimate(CLI::App& app, Action& action) {
   cmd->add_option("--micro-batch", o.micro_batch, "Sequences per rank per micro-step B")->capture_default_str();
   cmd->add_option("--accum", o.accum, "Micro-steps per optimizer step G")->capture_default_str();
   cmd->add_flag("--activation-checkpointing", o.activation_checkpointing, "Keep only block inputs, recompute in backward");
-  cmd->add_option("--offload-optimizer", o.offload_optimizer, "cpu or nvme: model DeepSpeed's optimizer offload")
+  cmd->add_option("--offload-optimizer", o.offload_optimizer,
+                  "cpu or nvme: the optimizer offload (fp32 masters and optimizer states off the device)")
+      ->capture_default_str();
+  cmd->add_option("--sub-group-size", o.sub_group_size,
+                  "With --offload-optimizer: shard elements per update round trip (host gradient staging)")
       ->capture_default_str();
   cmd->add_option("--offload-param", o.offload_param, "cpu or nvme: model DeepSpeed's parameter offload (stage 3)")
       ->capture_default_str();

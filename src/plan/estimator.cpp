@@ -168,6 +168,7 @@ void PlanInput::validate() const {
   // (ZeRO-Infinity).
   ZDP_REQUIRE(offload_optimizer == Offload::kNone || stage >= 1,
               "--offload-optimizer needs ZeRO stage 1, 2 or 3 (stage {} asked)", stage);
+  ZDP_REQUIRE(sub_group_size >= 1, "--sub-group-size must be at least 1");
   ZDP_REQUIRE(offload_param == Offload::kNone || stage == 3, "--offload-param needs ZeRO stage 3 (stage {} asked)",
               stage);
 }
@@ -199,18 +200,25 @@ MemoryEstimate estimate_memory(const PlanInput& in) {
   m.master = mixed ? (in.stage == 0 ? c.padded : c.shard) * 4 : 0;
   m.optim = (in.stage == 0 ? c.padded : c.shard) * 4 * static_cast<uint64_t>(in.optimizer_states);
 
-  // Offload, as DeepSpeed: the optimizer offload takes the fp32 masters, the optimizer states and
-  // the gradient partitions to the host (stage 1-2 keep only the 16-bit parameters on the GPU);
-  // the parameter offload takes stage 3's parameter shards.
-  auto move = [&](uint64_t& bytes, Offload where) {
-    if (where == Offload::kNone) return;
-    (where == Offload::kCpu ? m.host : m.nvme) += bytes;
-    bytes = 0;
-  };
-  move(m.master, in.offload_optimizer);
-  move(m.optim, in.offload_optimizer);
-  move(m.grad, in.offload_optimizer);
-  move(m.param, in.offload_param);
+  // Optimizer offload, as zerodp's engine does it (zero/model_states.h): the fp32 master copy of the
+  // shard (in fp32 runs too: the host's copy that the optimizer updates) and the optimizer states
+  // leave the device; the host also stages one sub-group of the gradient in fp32 for the update to
+  // read. The persistent gradients stay on the device (DeepSpeed moves its gradient partitions too).
+  if (in.offload_optimizer != Offload::kNone) {
+    MemoryEstimate::Offloaded& to = in.offload_optimizer == Offload::kCpu ? m.host_by : m.nvme_by;
+    to.master += c.shard * 4;
+    to.optim += m.optim;
+    m.host_by.grad += std::min(in.sub_group_size, c.shard) * 4;  // staged in RAM whatever the tier
+    m.master = m.optim = 0;
+  }
+  // Parameter offload (ZeRO-Infinity, modelled as DeepSpeed; the engine has none yet): stage 3's shards.
+  if (in.offload_param != Offload::kNone) {
+    (in.offload_param == Offload::kCpu ? m.host_by : m.nvme_by).param += m.param;
+    m.param = 0;
+  }
+  auto sum = [](const MemoryEstimate::Offloaded& o) { return o.param + o.grad + o.master + o.optim; };
+  m.host = sum(m.host_by);
+  m.nvme = sum(m.nvme_by);
 
   uint64_t act_live = 0, chunk = 0;
   if (in.gpt2) {
@@ -299,6 +307,19 @@ nlohmann::ordered_json to_json(const std::vector<StageEstimate>& stages) {
     s["bytes_per_rank"] = bytes;
     s["traffic_bytes_per_step"] = e.traffic_bytes;
     s["max_micro_batch"] = e.max_micro_batch ? nlohmann::ordered_json(*e.max_micro_batch) : nlohmann::ordered_json(nullptr);
+    if (e.memory.host || e.memory.nvme) {
+      auto tier = [](const MemoryEstimate::Offloaded& o, uint64_t total) {
+        nlohmann::ordered_json t;
+        t["param"] = o.param;
+        t["grad"] = o.grad;
+        t["master"] = o.master;
+        t["optim"] = o.optim;
+        t["total"] = total;
+        return t;
+      };
+      s["offloaded_bytes_per_rank"] = {{"host", tier(e.memory.host_by, e.memory.host)},
+                                       {"nvme", tier(e.memory.nvme_by, e.memory.nvme)}};
+    }
     list.push_back(s);
   }
   nlohmann::ordered_json root;

@@ -7,8 +7,11 @@
 // equal the engine's ledger byte for byte. For a bare count (--params N) there is no padding: Ψ = N,
 // and no activations.
 //
-// Offload is modelled as DeepSpeed does it (ZeRO-Offload, ZeRO-Infinity): what leaves the GPU is
-// counted in `host` or `nvme` instead. zerodp's engine does not offload (yet).
+// Offload: the optimizer offload is modelled as zerodp's engine does it (docs/design.md "Optimizer
+// offload"): the fp32 masters of the shard (fp32 runs too) and the optimizer states leave the device,
+// the host also holds a gradient staging buffer of one sub-group; the persistent gradients stay on the
+// device (DeepSpeed would move its gradient partitions too). The parameter offload (ZeRO-Infinity,
+// not in the engine yet) as DeepSpeed does it: stage 3's parameter shards leave the device.
 #pragma once
 
 #include <cstdint>
@@ -51,8 +54,11 @@ struct PlanInput {
   uint64_t prefetch_bucket_size = 50'000'000;
   uint64_t max_live_parameters = 1'000'000'000;
 
-  Offload offload_optimizer = Offload::kNone;  // master weights, optimizer states (and gradient shards)
+  Offload offload_optimizer = Offload::kNone;  // master weights and optimizer states (stages 1-3)
   Offload offload_param = Offload::kNone;      // stage 3's parameter shards (ZeRO-Infinity)
+  // With the optimizer offloaded: shard elements per update round trip (DeepSpeed's sub_group_size),
+  // the size of the host's fp32 gradient staging buffer.
+  uint64_t sub_group_size = 1'000'000'000;
 
   // UsageError naming the flag for anything out of range (W < 1, stage outside 0..3, T > n_ctx, an
   // offload DeepSpeed does not have at this stage, ...).
@@ -74,8 +80,14 @@ struct MemoryEstimate {
   uint64_t act = 0;        // peak of `act`: activations, the engine's token buffer, its load chunk
   uint64_t transient = 0;  // peak of `gathered` + `comm` during a step (approximate, see planner.md)
   uint64_t total = 0;      // peak of everything together
-  // What offload moves off the GPU.
+  // What offload moves off the GPU, in total and by category (the memory event's host_bytes and
+  // nvme_bytes): with the optimizer offloaded, master and optim there, and in the host's grad the
+  // staging buffer; with the parameters offloaded, param.
   uint64_t host = 0, nvme = 0;
+  struct Offloaded {
+    uint64_t param = 0, grad = 0, master = 0, optim = 0;
+  };
+  Offloaded host_by, nvme_by;
 };
 MemoryEstimate estimate_memory(const PlanInput& in);
 
@@ -98,7 +110,9 @@ struct StageEstimate {
 std::vector<StageEstimate> estimate_stages(const PlanInput& in, const std::vector<int>& stages, uint64_t gpu_bytes);
 
 // {"stages":[{"stage":s,"bytes_per_rank":{"param":…,"grad":…,"master":…,"optim":…,"act":…,
-//  "total":…},"traffic_bytes_per_step":…,"max_micro_batch":…}]}, keys in that order.
+//  "total":…},"traffic_bytes_per_step":…,"max_micro_batch":…}]}, keys in that order; a stage that
+// offloads something also has "offloaded_bytes_per_rank":{"host":{"param":…,"grad":…,"master":…,
+// "optim":…,"total":…},"nvme":{…}} after max_micro_batch.
 nlohmann::ordered_json to_json(const std::vector<StageEstimate>& stages);
 
 }  // namespace zerodp::plan

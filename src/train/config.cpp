@@ -295,6 +295,17 @@ const std::vector<FlagEntry>& flag_table() {
         "Keep only each block's input and recompute its activations during backward (less act memory)", true},
        ZDP_SET { c.activation_checkpointing = flag_bool(f, v); },
        ZDP_GET { return show(c.activation_checkpointing); }},
+      {{"--offload-optimizer", "none|cpu|nvme",
+        "ZeRO-Offload (stages 1-3): fp32 master weights and optimizer states in host memory, the update run "
+        "there; same results, less device memory (nvme: not implemented yet)",
+        false},
+       ZDP_SET { c.offload_optimizer = plan::parse_offload(v, f); },
+       ZDP_GET { return plan::offload_name(c.offload_optimizer); }},
+      {{"--sub-group-size", "N",
+        "With --offload-optimizer: shard elements updated per host round trip, the size of the host gradient "
+        "staging buffer (zero_optimization.sub_group_size)",
+        false},
+       ZDP_SET { c.sub_group_size = flag_int(f, v); }, ZDP_GET { return std::to_string(c.sub_group_size); }},
       {{"--memory-budget", "BYTES",
         "Cap on what each rank holds, e.g. 8GB (10^9), 512MiB (2^20), 4G (2^30); over it: exit 3", false},
        ZDP_SET { c.memory_budget = parse_bytes(v, f); },
@@ -386,6 +397,10 @@ class DsReader {
     }
     warnings_->push_back(fmt::format("{}: ignoring unknown key '{}'", source_, describe_text(path, 80)));
   }
+  // A key zerodp reads and has nothing to do with here: accepted, with a warning saying why.
+  void ignored(const std::string& path, std::string_view why) const {
+    warnings_->push_back(fmt::format("{}: ignoring '{}': {}", source_, path, why));
+  }
   // Refuses `path` when its value asks for something zerodp does not do; true when the key is one
   // of those (asked for or not).
   bool check_unsupported(const std::string& path, const json& v) const;
@@ -472,13 +487,9 @@ struct UnsupportedKey {
 };
 
 const UnsupportedKey kUnsupportedKeys[] = {
-    {"zero_optimization.offload_optimizer", asks_for,
-     "optimizer offload (ZeRO-Offload) is not implemented yet; remove the section or set \"device\": \"none\""},
     {"zero_optimization.offload_param", asks_for,
      "parameter offload (ZeRO-Infinity) is not implemented yet; remove the section or set \"device\": \"none\""},
-    {"zero_optimization.cpu_offload", asks_for, "optimizer offload is not implemented yet"},
     {"zero_optimization.cpu_offload_params", asks_for, "parameter offload is not implemented yet"},
-    {"zero_optimization.cpu_offload_use_pin_memory", asks_for, "offload is not implemented yet"},
     {"zero_optimization.zero_hpz_partition_size", [](const json& v) { return v.is_number() && v.get<double>() > 1; },
      "hybrid sharding (hpZ) is not implemented yet"},
     {"zero_optimization.mics_shard_size", [](const json& v) { return v.is_number() && v.get<double>() > 0; },
@@ -523,7 +534,7 @@ struct TuningKey {
   const char* hint;
 };
 const TuningKey kTuningKeys[] = {
-    {"zero_optimization.sub_group_size", "a DeepSpeed buffer size; zerodp updates unit shards directly"},
+    {"zero_optimization.cpu_offload_use_pin_memory", "pinned memory speeds GPU copies; the CPU device has none"},
     {"zero_optimization.round_robin_gradients", "a DeepSpeed scheduling choice; results do not depend on it"},
     {"zero_optimization.reduce_scatter", "zerodp chooses its collectives; results do not depend on it"},
     {"zero_optimization.elastic_checkpoint", "zerodp checkpoints always reshard to any world size"},
@@ -730,6 +741,34 @@ void read_scheduler(const DsReader& r, const json& sec, TrainConfig& cfg) {
   }
 }
 
+// zero_optimization.offload_optimizer: where the optimizer lives. device "nvme" is read (so that
+// validate() refuses it with the flag's message); the knobs of DeepSpeed's pinned-memory and NVMe
+// pipelines are accepted and ignored; a partial offload (ratio < 1) is refused.
+void read_offload_optimizer(const DsReader& r, const json& sec, TrainConfig& cfg) {
+  const std::string base = "zero_optimization.offload_optimizer";
+  for (const auto& [key, v] : r.object(sec, base).items()) {
+    const std::string path = base + "." + key;
+    if (is_auto(v)) continue;
+    if (key == "device") {
+      const std::string d = to_lower(r.string(v, path));
+      if (d != "none" && d != "cpu" && d != "nvme") r.fail(path, "\"cpu\", \"nvme\" or \"none\"", v);
+      cfg.offload_optimizer = plan::parse_offload(d, path);
+    } else if (key == "pin_memory") {
+      r.boolean(v, path);
+      r.ignored(path, "pinned memory speeds copies to and from a GPU; the CPU device's host memory is plain RAM");
+    } else if (key == "buffer_count") {
+      r.integer(v, path, 0);
+      r.ignored(path, "the number of NVMe I/O buffers; offload to cpu has none");
+    } else if (key == "nvme_path" || key == "pipeline_read" || key == "pipeline_write" || key == "fast_init") {
+      r.ignored(path, "a DeepSpeed NVMe/initialisation setting; zerodp offloads to cpu only");
+    } else if (key == "ratio") {
+      if (r.number(v, path) != 1.0) r.fail(path + " other than 1 (a partial offload) is not implemented");
+    } else {
+      r.unknown(path, v);
+    }
+  }
+}
+
 void read_zero(const DsReader& r, const json& sec, TrainConfig& cfg) {
   r.object(sec, "zero_optimization");
   for (const auto& [key, v] : sec.items()) {
@@ -756,6 +795,12 @@ void read_zero(const DsReader& r, const json& sec, TrainConfig& cfg) {
       if (!a) cfg.stage3_param_persistence_threshold = r.integer(v, path, 0);
     } else if (key == "reshard_after_forward") {  // zerodp's own key (FSDP's notion)
       if (!a) cfg.reshard_after_forward = r.boolean(v, path);
+    } else if (key == "offload_optimizer") {
+      if (!a) read_offload_optimizer(r, v, cfg);
+    } else if (key == "cpu_offload") {  // DeepSpeed's older spelling of offload_optimizer.device "cpu"
+      if (!a) cfg.offload_optimizer = r.boolean(v, path) ? plan::Offload::kCpu : plan::Offload::kNone;
+    } else if (key == "sub_group_size") {
+      if (!a) cfg.sub_group_size = r.integer(v, path, 1);
     } else {
       r.unknown(path, v);
     }
@@ -1047,6 +1092,15 @@ void TrainConfig::validate(int world_size) const {
               "--param-persistence-threshold (zero_optimization.stage3_param_persistence_threshold) "
               "must be >= 0, got {}",
               stage3_param_persistence_threshold);
+  ZDP_REQUIRE(offload_optimizer != plan::Offload::kNvme,
+              "--offload-optimizer (zero_optimization.offload_optimizer.device) nvme is not implemented yet: use cpu "
+              "or none");
+  ZDP_REQUIRE(offload_optimizer == plan::Offload::kNone || zero_stage >= 1,
+              "--offload-optimizer (zero_optimization.offload_optimizer.device) {} needs ZeRO stage 1, 2 or 3: the "
+              "optimizer is only offloaded where it is sharded (--zero-stage {} asked)",
+              plan::offload_name(offload_optimizer), zero_stage);
+  ZDP_REQUIRE(sub_group_size >= 1, "--sub-group-size (zero_optimization.sub_group_size) must be >= 1, got {}",
+              sub_group_size);
   ZDP_REQUIRE(!memory_budget || *memory_budget > 0, "--memory-budget must be > 0");
   ZDP_REQUIRE(log_every >= 0, "--log-every (steps_per_print) must be >= 0, got {}", log_every);
   ZDP_REQUIRE(inject_overflow_step >= -1, "--inject-overflow-step must be >= -1, got {}", inject_overflow_step);
@@ -1142,7 +1196,9 @@ json TrainConfig::to_json() const {
         {"stage3_prefetch_bucket_size", stage3_prefetch_bucket_size},
         {"stage3_max_live_parameters", stage3_max_live_parameters},
         {"stage3_param_persistence_threshold", stage3_param_persistence_threshold},
-        {"reshard_after_forward", reshard_after_forward}}},
+        {"reshard_after_forward", reshard_after_forward},
+        {"offload_optimizer", plan::offload_name(offload_optimizer)},
+        {"sub_group_size", sub_group_size}}},
       {"memory_budget", memory_budget ? json(*memory_budget) : json(nullptr)},
       {"seed", seed},
       {"shuffle", shuffle},

@@ -24,6 +24,7 @@
 #include "core/dtype.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
+#include "plan/estimator.h"
 
 namespace zerodp::train {
 
@@ -94,6 +95,11 @@ struct TrainConfig {
   bool reshard_after_forward = true;  // stage 3: free gathered parameters after a unit's forward
   // Activation checkpointing: keep each block's input only, recompute the block in backward.
   bool activation_checkpointing = false;
+  // ZeRO-Offload (zero_optimization.offload_optimizer.device): the fp32 masters and optimizer states
+  // in host memory, the update run there (stages 1-3; nvme is not implemented yet). The update walks
+  // the shard sub_group_size elements at a time (DeepSpeed's default 1e9: all of it at once).
+  plan::Offload offload_optimizer = plan::Offload::kNone;
+  int64_t sub_group_size = 1'000'000'000;
 
   // ---- run
   std::optional<uint64_t> memory_budget;  // bytes per rank, all categories of §9 together
@@ -152,10 +158,12 @@ struct TrainConfig {
 // total_num_steps, warmup_min_ratio, cos_min_ratio}}, zero_optimization.{stage,
 // reduce_bucket_size, allgather_bucket_size, overlap_comm, contiguous_gradients,
 // stage3_prefetch_bucket_size, stage3_max_live_parameters, stage3_param_persistence_threshold,
-// reshard_after_forward (zerodp's)}, bf16.enabled (or bfloat16.enabled), fp16.{enabled,
+// reshard_after_forward (zerodp's), offload_optimizer.{device ("cpu" or "none"; pin_memory and
+// buffer_count accepted and ignored), sub_group_size, cpu_offload (the old spelling of device cpu)},
+// bf16.enabled (or bfloat16.enabled), fp16.{enabled,
 // loss_scale, initial_scale_power, loss_scale_window, hysteresis, consecutive_hysteresis,
 // min_loss_scale}, communication_data_type, data_types.grad_accum_dtype.
-// Keys that would change what a run does and that zerodp does not implement (offload_optimizer,
+// Keys that would change what a run does and that zerodp does not implement (offload to nvme,
 // offload_param, hybrid sharding, quantized communication, fp16 auto_cast, gradient pre-division,
 // elasticity, ... when they ask for it) are refused (UsageError naming the key); keys that only tune
 // DeepSpeed's own implementation, and unknown keys, are returned as warnings.

@@ -41,6 +41,8 @@ zero::EngineConfig engine_config(const TrainConfig& cfg) {
   e.activation_checkpointing = cfg.activation_checkpointing;
   e.stage3_param_persistence_threshold = static_cast<size_t>(cfg.stage3_param_persistence_threshold);
   e.optimizer = cfg.optimizer_spec();
+  e.offload_optimizer = cfg.offload_optimizer == plan::Offload::kCpu;
+  e.sub_group_size = static_cast<size_t>(cfg.sub_group_size);
   e.loss_scale.enabled = cfg.dtype == DType::kF16;
   e.loss_scale.static_scale = cfg.loss_scale;
   e.loss_scale.initial_scale_power = cfg.initial_scale_power;
@@ -113,8 +115,11 @@ void check_fits_in_memory(const TrainConfig& cfg, const model::GPT2Config& mc, i
   in.seq = cfg.seq;
   in.accum = cfg.accum;
   in.activation_checkpointing = cfg.activation_checkpointing;
+  in.offload_optimizer = cfg.offload_optimizer;
+  in.sub_group_size = static_cast<uint64_t>(cfg.sub_group_size);
   const plan::MemoryEstimate e = plan::estimate_memory(in);
-  const uint64_t states = e.param + e.grad + e.master + e.optim;
+  // What offload moves to the host is this machine's memory all the same.
+  const uint64_t states = e.param + e.grad + e.master + e.optim + e.host;
   const uint64_t have = physical_memory_bytes();
   ZDP_REQUIRE(have == 0 || states + e.act <= have,
               "GPT-2 {} ({}) at ZeRO stage {} on {} rank{} needs {} a rank ({} of model states, {} of activations "

@@ -32,6 +32,13 @@ struct EngineConfig {
   size_t stage3_param_persistence_threshold = 0;
   bool activation_checkpointing = false;  // keep block inputs only; recompute blocks in backward
   optim::OptimizerSpec optimizer;  // AdamW (contract §7) or SGD
+  // ZeRO-Offload (stages 1-3): the fp32 master copy of the rank's shard and the optimizer states
+  // live in host memory (the ledger's host tier) in every compute dtype, and the update runs there,
+  // sub_group_size elements of the shard at a time (DeepSpeed's sub_group_size): each sub-group's
+  // gradient is copied down into a host staging buffer, updated, and its weights go back up into
+  // the parameters. The same arithmetic in another place: results are bitwise those without offload.
+  bool offload_optimizer = false;
+  size_t sub_group_size = 1'000'000'000;
   LossScaleConfig loss_scale;
   // Testing aid: at this call of step() (0-based; -1: never) the first gradient element of unit
   // inject_overflow_unit that rank inject_overflow_rank owns becomes Inf.

@@ -1,5 +1,8 @@
 #include "zero/model_states.h"
 
+#include <algorithm>
+
+#include "core/error.h"
 #include "optim/optimizer.h"
 
 namespace zerodp::zero {
@@ -13,7 +16,12 @@ ModelStates::ModelStates(const model::ParamLayout& l, const ShardLayout& s, cons
       pdt(cfg.dtype),
       gdt(cfg.fp32_grad_accum || cfg.dtype == DType::kF32 ? DType::kF32 : cfg.dtype),
       mixed(cfg.dtype != DType::kF32),
-      num_states(static_cast<int>(optim::state_floats_per_param(cfg.optimizer))) {
+      offload(cfg.offload_optimizer),
+      has_master(mixed || offload),
+      num_states(static_cast<int>(optim::state_floats_per_param(cfg.optimizer))),
+      sub_group(cfg.sub_group_size) {
+  ZDP_REQUIRE(!offload || stage >= 1, "optimizer offload needs ZeRO stage 1, 2 or 3 (stage {} asked)", stage);
+  ZDP_REQUIRE(sub_group >= 1, "sub_group_size must be at least 1");
   const int U = l.num_units();
   size_t acc = 0;
   for (int u = 0; u < U; ++u) {
@@ -30,8 +38,12 @@ ModelStates::ModelStates(const model::ParamLayout& l, const ShardLayout& s, cons
   }
   param_store = cfg.dev().allocate(param_elems * dtype_size(pdt), MemCategory::kParam);
   cfg.dev().fill_zero(param_store.data(), param_store.size());
-  if (mixed) {
-    master = cfg.dev().allocate((stage == 0 ? full : shard) * sizeof(float), MemCategory::kMaster);
+  // What offload moves lives in host memory: same bytes, same categories, the other tier.
+  auto allocate = [&](size_t bytes, MemCategory c) {
+    return offload ? cfg.dev().allocate_host(bytes, c) : cfg.dev().allocate(bytes, c);
+  };
+  if (has_master) {
+    master = allocate((stage == 0 ? full : shard) * sizeof(float), MemCategory::kMaster);
     cfg.dev().fill_zero(master.data(), master.size());
   }
   grad_store = cfg.dev().allocate((stage <= 1 ? full : shard) * dtype_size(gdt), MemCategory::kGrad);
@@ -39,13 +51,15 @@ ModelStates::ModelStates(const model::ParamLayout& l, const ShardLayout& s, cons
   const size_t state_elems = stage == 0 ? full : shard;
   // Optimizer state: AdamW's m and v, or SGD's momentum buffer (none without momentum).
   if (num_states >= 1) {
-    opt_m = cfg.dev().allocate(state_elems * sizeof(float), MemCategory::kOptim);
+    opt_m = allocate(state_elems * sizeof(float), MemCategory::kOptim);
     cfg.dev().fill_zero(opt_m.data(), opt_m.size());
   }
   if (num_states >= 2) {
-    opt_v = cfg.dev().allocate(state_elems * sizeof(float), MemCategory::kOptim);
+    opt_v = allocate(state_elems * sizeof(float), MemCategory::kOptim);
     cfg.dev().fill_zero(opt_v.data(), opt_v.size());
   }
+  // fp32 whatever the gradient's dtype: 16-bit gradients are widened on their way down.
+  if (offload) grad_staging = cfg.dev().allocate_host(std::min(sub_group, shard) * sizeof(float), MemCategory::kGrad);
 }
 
 }  // namespace zerodp::zero

@@ -6,6 +6,11 @@
 //   master fp32, 16-bit runs only: whole at stage 0, else the shard
 //   optim  fp32 states (AdamW m, v; SGD momentum): whole at stage 0, else the shard
 //
+// With optimizer offload (stages 1-3) master and optim are in the host tier, and master exists in
+// fp32 runs too (the host's copy of the shard that the optimizer updates); a host staging buffer
+// (category grad, one sub-group of fp32 values) receives the gradient the update reads. The
+// persistent gradients stay on the device (DeepSpeed keeps its gradient partitions on the host too).
+//
 // The engine's parts (gradient reduction, parameter gathering, the optimizer step, state I/O)
 // share one ModelStates and reach the bytes only through it.
 #pragma once
@@ -35,9 +40,13 @@ struct ModelStates {
   const DType pdt;  // parameters (compute dtype)
   const DType gdt;  // persistent gradients
   const bool mixed;  // 16-bit compute: fp32 masters beside the parameters
+  const bool offload;  // optimizer offload: master, optim (and the gradient staging) in host memory
+  const bool has_master;  // an fp32 master copy exists: 16-bit compute, or offload
   const int num_states;  // fp32 optimizer states per element
+  const size_t sub_group;  // offload: shard elements updated per round trip (staging size)
 
   Buffer param_store, master, grad_store, opt_m, opt_v;
+  Buffer grad_staging;  // offload: fp32 gradient of one sub-group, in host memory
   std::vector<size_t> shard_off;  // unit u's first element in the shard-sized buffers
   std::vector<size_t> param_off;  // unit u's first element in param_store
   std::vector<bool> param_whole;  // param_store holds all of unit u (stages 0-2; persistent stage-3 units)
@@ -52,9 +61,9 @@ struct ModelStates {
   size_t param_index(int u, size_t i) const {
     return param_off[u] + (param_whole[u] ? i : i - static_cast<size_t>(r) * sh.unit(u).shard);
   }
-  // fp32 weights the optimizer updates: the masters (16-bit runs) or the parameters themselves.
+  // fp32 weights the optimizer updates: the masters (16-bit runs, offload) or the parameters themselves.
   float* weights_at(int u, size_t i) {
-    if (mixed) return master.as<float>() + (stage == 0 ? full_index(u, i) : shard_index(u, i));
+    if (has_master) return master.as<float>() + (stage == 0 ? full_index(u, i) : shard_index(u, i));
     return param_store.as<float>() + param_index(u, i);
   }
   char* param_at(int u, size_t i) { return param_store.as<char>() + param_index(u, i) * dtype_size(pdt); }

@@ -10,6 +10,11 @@ namespace zerodp::zero {
 
 void ShardOptimizer::update(double lr, float grad_scale) {
   const int64_t t = steps_ + 1;
+  if (st_.offload) {
+    update_offloaded(lr, grad_scale, t);
+    ++steps_;
+    return;
+  }
   const bool adamw = cfg_.optimizer.kind == optim::OptimizerKind::kAdamW;
   const optim::AdamWParams adam = optim::adamw_params(cfg_.optimizer, lr);
   const optim::SGDParams sgd = optim::sgd_params(cfg_.optimizer, lr);

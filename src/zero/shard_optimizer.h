@@ -3,6 +3,9 @@
 // chunk by chunk when stored in 16 bits), unit by unit and tensor by tensor (weight decay applies
 // to tensors of two or more dimensions); 16-bit parameters are then rounded from the updated
 // masters. Re-assembling the full parameters on every rank is ParamGatherer's.
+//
+// With optimizer offload the same update runs on the host copies (model_states.h) in sub-groups of
+// the shard: gradient down, update on the host, weights back up (shard_optimizer_offload.cpp).
 #pragma once
 
 #include <cstdint>
@@ -24,6 +27,9 @@ class ShardOptimizer {
   void set_steps(int64_t steps) { steps_ = steps; }
 
  private:
+  // The offloaded update (shard_optimizer_offload.cpp); t is AdamW's step count.
+  void update_offloaded(double lr, float grad_scale, int64_t t);
+
   ModelStates& st_;
   const EngineConfig cfg_;  // a copy: the part may outlive the caller's config
   int64_t steps_ = 0;

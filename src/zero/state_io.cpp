@@ -23,7 +23,7 @@ void load_states(ModelStates& st, const StateSource& source, bool with_states) {
       source(-1, u, c, n, vals);
       convert(vals, DType::kF32, st.param_at(u, c), st.pdt, n);
       const size_t mb = std::max(b, c), me = std::min(e, c + n);
-      if (st.mixed && mb < me) std::memcpy(st.weights_at(u, mb), vals + (mb - c), (me - mb) * sizeof(float));
+      if (st.has_master && mb < me) std::memcpy(st.weights_at(u, mb), vals + (mb - c), (me - mb) * sizeof(float));
     }
     if (!with_states || b >= e) continue;
     for (int k = 0; k < st.num_states; ++k) source(k, u, b, e - b, st.state_at(k, u, b));
@@ -32,11 +32,16 @@ void load_states(ModelStates& st, const StateSource& source, bool with_states) {
 
 void consolidate_weights(ModelStates& st, comm::Communicator& comm,
                          const std::function<void(int unit, const float* data)>& sink) {
-  // Full fp32 weights are already on every rank for fp32 stages 0-2 and for 16-bit stage 0.
+  // Full fp32 weights are already on every rank for fp32 stages 0-2 (the parameters, equal to the
+  // host masters of an offloaded run) and for 16-bit stage 0 (the masters).
   comm::UntrackedTraffic untracked(comm);
   for (int u = 0; u < st.num_units(); ++u) {
     const UnitShard& s = st.unit(u);
-    if ((!st.mixed && st.param_whole[u]) || (st.mixed && st.stage == 0)) {
+    if (!st.mixed && st.param_whole[u]) {
+      if (st.r == 0) sink(u, reinterpret_cast<const float*>(st.param_at(u, 0)));
+      continue;
+    }
+    if (st.mixed && st.stage == 0) {
       if (st.r == 0) sink(u, st.weights_at(u, 0));
       continue;
     }

@@ -26,7 +26,7 @@
               10u (1.95%) of fp32's, and the mean of every 50-step window within 2.5u (0.49%).
               Measured on the author's machine: 0.59% worst step, 0.06% worst window.
   limits      sizes that would wrap (--micro-batch 2^40), a micro-batch whose activations exceed the
-              machine's memory, and a DeepSpeed config asking for optimizer offload exit 2 at once,
+              machine's memory, and a DeepSpeed config asking for parameter offload exit 2 at once,
               naming the flag or key.
 
 usage: numerics_tests.py ZERODP CASE
@@ -299,10 +299,10 @@ elif CASE == "limits":
     check(r.code == 2 and "more than this machine's" in r.err and "--micro-batch 1048576" in r.err,
           f"a micro-batch whose activations exceed the machine's memory exits 2 (got {r.code})", r.err)
     cfg = path("ds.json")
-    json.dump({"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}}, open(cfg, "w"))
+    json.dump({"zero_optimization": {"stage": 3, "offload_param": {"device": "cpu"}}}, open(cfg, "w"))
     r = run(train_args(2) + ["--config", cfg])
-    check(r.code == 2 and "zero_optimization.offload_optimizer" in r.err and "ds.json" in r.err,
-          f"a DeepSpeed config asking for optimizer offload exits 2 naming the key (got {r.code})", r.err)
+    check(r.code == 2 and "zero_optimization.offload_param" in r.err and "ds.json" in r.err,
+          f"a DeepSpeed config asking for parameter offload exits 2 naming the key (got {r.code})", r.err)
 else:
     sys.exit(f"unknown case {CASE}")
 shutil.rmtree(work, ignore_errors=True)

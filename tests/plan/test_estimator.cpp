@@ -131,17 +131,32 @@ TEST(Estimator, PadsUnitsAsTheEngineShardsThem) {
   EXPECT_EQ(estimate_memory(in).master, 0u);
 }
 
-TEST(Estimator, OffloadMovesWhatDeepSpeedMoves) {
-  PlanInput in = bare(1e9, 8, 2, DType::kBF16);
+// The optimizer offload moves what zerodp's engine moves: master (fp32 runs too) and optim to the
+// host, plus one sub-group of fp32 gradient staging; the gradients stay on the device.
+TEST(Estimator, OptimizerOffloadMovesWhatTheEngineMoves) {
+  PlanInput in = bare(1e9, 8, 2, DType::kBF16);  // shard 125M elements
   in.offload_optimizer = Offload::kCpu;
   MemoryEstimate m = estimate_memory(in);
-  EXPECT_EQ(model_states(m), 2'000'000'000u);  // ZeRO-Offload keeps the 16-bit parameters only
-  EXPECT_EQ(m.host, 14 * 1'000'000'000ULL / 8);
+  EXPECT_EQ(m.param, 2'000'000'000u);
+  EXPECT_EQ(m.grad, 250'000'000u);  // the bf16 gradient shard stays
+  EXPECT_EQ(m.master + m.optim, 0u);
+  EXPECT_EQ(m.host_by.master, 500'000'000u);
+  EXPECT_EQ(m.host_by.optim, 1'000'000'000u);
+  EXPECT_EQ(m.host_by.grad, 500'000'000u);  // sub_group_size 1e9 > the shard: all of it
+  EXPECT_EQ(m.host, 2'000'000'000u);
+  in.sub_group_size = 1000;
+  EXPECT_EQ(estimate_memory(in).host_by.grad, 4000u);
+  in.dtype = DType::kF32;  // the host keeps an fp32 master copy in fp32 runs too
+  m = estimate_memory(in);
+  EXPECT_EQ(m.master, 0u);
+  EXPECT_EQ(m.host_by.master, 500'000'000u);
   in.stage = 3;
+  in.offload_optimizer = Offload::kNvme;
   in.offload_param = Offload::kNvme;
   m = estimate_memory(in);
-  EXPECT_EQ(model_states(m), 0u);
-  EXPECT_EQ(m.nvme, 2'000'000'000u / 8);
+  EXPECT_EQ(model_states(m), 500'000'000u);  // the fp32 gradient shard
+  EXPECT_EQ(m.nvme, 500'000'000u * 4);  // parameters, masters, m and v
+  EXPECT_EQ(m.host, 4000u);             // the staging buffer
   in.stage = 0;
   EXPECT_THROW(estimate_memory(in), UsageError);
   in.stage = 2;

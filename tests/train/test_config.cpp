@@ -275,7 +275,7 @@ TEST(DsConfig, UnknownKeysAreWarningsNotErrors) {
   TrainConfig c;
   const auto warnings = apply_ds_config(c, R"({
     "wall_clock_breakdown": false,
-    "zero_optimization": {"stage": 2, "sub_group_size": 1e9, "offload_optimizer": {"device": "none"}},
+    "zero_optimization": {"stage": 2, "round_robin_gradients": true, "offload_optimizer": {"device": "none"}},
     "optimizer": {"type": "AdamW", "params": {"lr": 1e-3, "momentum": 0.9}},
     "scheduler": {"type": "WarmupLR", "params": {"last_batch_iteration": -1}},
     "fp16": {"auto_cast": false},
@@ -283,7 +283,7 @@ TEST(DsConfig, UnknownKeysAreWarningsNotErrors) {
   })", "ds.json");
   // Tuning keys and unknown keys warn; unimplemented features that are not asked for pass silently.
   EXPECT_EQ(warnings.size(), 5u);
-  for (const char* key : {"wall_clock_breakdown", "zero_optimization.sub_group_size", "optimizer.params.momentum",
+  for (const char* key : {"wall_clock_breakdown", "zero_optimization.round_robin_gradients", "optimizer.params.momentum",
                           "scheduler.params.last_batch_iteration", "some_future_key"})
     EXPECT_TRUE(has_warning_about(warnings, key)) << key;
   EXPECT_FALSE(has_warning_about(warnings, "offload_optimizer"));
@@ -300,11 +300,10 @@ TEST(DsConfig, UnimplementedFeaturesThatAreAskedForAreRefused) {
     const char* key;
   };
   const Case cases[] = {
-      {R"({"zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu", "pin_memory": true}}})",
-       "zero_optimization.offload_optimizer"},
+      {R"({"zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu", "ratio": 0.3}}})",
+       "zero_optimization.offload_optimizer.ratio"},
       {R"({"zero_optimization": {"stage": 3, "offload_param": {"device": "nvme", "nvme_path": "/x"}}})",
        "zero_optimization.offload_param"},
-      {R"({"zero_optimization": {"cpu_offload": true}})", "zero_optimization.cpu_offload"},
       {R"({"zero_optimization": {"zero_hpz_partition_size": 8}})", "zero_optimization.zero_hpz_partition_size"},
       {R"({"zero_optimization": {"mics_shard_size": 4}})", "zero_optimization.mics_shard_size"},
       {R"({"zero_optimization": {"zero_quantized_gradients": true}})", "zero_optimization.zero_quantized_gradients"},
@@ -713,6 +712,72 @@ TEST(TrainOptions, CommandLineOverConfigFile) {
   EXPECT_EQ(c.accum, 2);
   EXPECT_EQ(c.lr, 0.005);
   EXPECT_EQ(c.config_path, file.path());
+}
+
+// ---- optimizer offload ---------------------------------------------------------------------------
+
+TEST(Offload, DsConfigKeysAreHonoured) {
+  TrainConfig c;
+  const auto warnings = apply_ds_config(c, R"({"zero_optimization": {"stage": 2, "sub_group_size": 1e6,
+      "offload_optimizer": {"device": "cpu", "pin_memory": true, "buffer_count": 4, "ratio": 1}}})", "ds.json");
+  EXPECT_EQ(c.offload_optimizer, plan::Offload::kCpu);
+  EXPECT_EQ(c.sub_group_size, 1'000'000);
+  // pin_memory and buffer_count are accepted, with a note that they change nothing here.
+  EXPECT_EQ(warnings.size(), 2u);
+  EXPECT_TRUE(has_warning_about(warnings, "zero_optimization.offload_optimizer.pin_memory"));
+  EXPECT_TRUE(has_warning_about(warnings, "zero_optimization.offload_optimizer.buffer_count"));
+  EXPECT_EQ(c.to_json()["zero"]["offload_optimizer"], "cpu");
+  EXPECT_EQ(c.to_json()["zero"]["sub_group_size"], 1'000'000);
+  // DeepSpeed's older spelling, and "none".
+  TrainConfig old;
+  apply_ds_config(old, R"({"zero_optimization": {"cpu_offload": true}})", "ds.json");
+  EXPECT_EQ(old.offload_optimizer, plan::Offload::kCpu);
+  apply_ds_config(c, R"({"zero_optimization": {"offload_optimizer": {"device": "none"}}})", "ds.json");
+  EXPECT_EQ(c.offload_optimizer, plan::Offload::kNone);
+  // Wrong values name the key.
+  EXPECT_TRUE(contains(usage_error([&] {
+    apply_ds_config(c, R"({"zero_optimization": {"offload_optimizer": {"device": "gpu"}}})", "ds.json");
+  }), "zero_optimization.offload_optimizer.device"));
+  EXPECT_TRUE(contains(usage_error([&] {
+    apply_ds_config(c, R"({"zero_optimization": {"sub_group_size": 0}})", "ds.json");
+  }), "zero_optimization.sub_group_size"));
+}
+
+TEST(Offload, FlagsWinOverTheConfig) {
+  const TempFile file(R"({"zero_optimization": {"stage": 3, "sub_group_size": 100,
+                         "offload_optimizer": {"device": "cpu"}}})");
+  ResolvedConfig r = resolve_config(std::vector<std::pair<std::string, std::string>>{{"--config", file.path()}});
+  EXPECT_EQ(r.config.offload_optimizer, plan::Offload::kCpu);
+  EXPECT_EQ(r.config.sub_group_size, 100);
+  r = resolve_config(std::vector<std::pair<std::string, std::string>>{
+      {"--config", file.path()}, {"--offload-optimizer", "none"}, {"--sub-group-size", "5"}});
+  EXPECT_EQ(r.config.offload_optimizer, plan::Offload::kNone);
+  EXPECT_EQ(r.config.sub_group_size, 5);
+  Cli cli;
+  const TrainConfig c = cli.parse("train --offload-optimizer cpu --sub-group-size 1e4 --zero-stage 1");
+  EXPECT_EQ(c.offload_optimizer, plan::Offload::kCpu);
+  EXPECT_EQ(c.sub_group_size, 10'000);
+  EXPECT_EQ(TrainConfig{}.offload_optimizer, plan::Offload::kNone);  // the default
+}
+
+TEST(Offload, ValidationRefusesStageZeroNvmeAndEmptySubGroups) {
+  TrainConfig c = runnable();
+  c.offload_optimizer = plan::Offload::kCpu;
+  c.zero_stage = 0;
+  std::string msg = usage_error([&] { c.validate(2); });
+  EXPECT_TRUE(contains(msg, "--offload-optimizer") && contains(msg, "stage 1, 2 or 3")) << msg;
+  for (int stage : {1, 2, 3}) {
+    c.zero_stage = stage;
+    EXPECT_NO_THROW(c.validate(2)) << stage;
+  }
+  c.offload_optimizer = plan::Offload::kNvme;
+  msg = usage_error([&] { c.validate(2); });
+  EXPECT_TRUE(contains(msg, "nvme is not implemented yet")) << msg;
+  c.offload_optimizer = plan::Offload::kCpu;
+  c.sub_group_size = 0;
+  EXPECT_TRUE(contains(usage_error([&] { c.validate(2); }), "--sub-group-size"));
+  TrainConfig f;
+  EXPECT_TRUE(contains(usage_error([&] { apply_flag(f, "--offload-optimizer", "disk"); }), "--offload-optimizer"));
 }
 
 TEST(TrainOptions, BadValuesAreUsageErrors) {

@@ -1,0 +1,66 @@
+// The optimizer step with ZeRO-Offload: the rank's shard, seen as DeepSpeed flattens its partition
+// (the units' shards end to end, the index of the shard-sized buffers), is walked in sub-groups of
+// sub_group_size elements. For each sub-group: its gradient comes down from the device's gradient
+// storage into the host staging buffer (widened to fp32 on the way when stored in 16 bits), the
+// update runs on the host's fp32 weights and states, and the updated weights go back up into the
+// device's parameters (rounded to the compute dtype, or copied in fp32 runs). The update is the same
+// element-wise arithmetic on the same values as without offload, so the results are the same bits.
+#include <algorithm>
+
+#include "optim/optimizer.h"
+#include "zero/shard_optimizer.h"
+#include "zero/sharding.h"
+
+namespace zerodp::zero {
+
+namespace {
+
+// Calls piece(u, b, e) for each unit u whose owned range [b, e) (unit elements, non-empty) meets the
+// shard positions [first, last), clipped to them, in unit order.
+template <class Fn>
+void for_each_piece(const ModelStates& st, size_t first, size_t last, Fn&& piece) {
+  for (int u = 0; u < st.num_units(); ++u) {
+    const UnitShard& s = st.unit(u);
+    const size_t at = st.shard_off[u];  // where the unit's owned range starts in the shard
+    const size_t lo = std::max(first, at), hi = std::min(last, at + (s.own_end - s.own_begin));
+    if (lo < hi) piece(u, s.own_begin + (lo - at), s.own_begin + (hi - at));
+  }
+}
+
+}  // namespace
+
+void ShardOptimizer::update_offloaded(double lr, float grad_scale, int64_t t) {
+  const bool adamw = cfg_.optimizer.kind == optim::OptimizerKind::kAdamW;
+  const optim::AdamWParams adam = optim::adamw_params(cfg_.optimizer, lr);
+  const optim::SGDParams sgd = optim::sgd_params(cfg_.optimizer, lr);
+  device::Device& dev = cfg_.dev();
+  float* staging = st_.grad_staging.as<float>();
+  const size_t total = st_.sh.total_shard();
+  for (size_t first = 0; first < total; first += st_.sub_group) {
+    const size_t last = std::min(total, first + st_.sub_group);
+    // Where unit u's element i lands in the staging buffer.
+    auto staged = [&](int u, size_t i) { return staging + (st_.shard_index(u, i) - first); };
+    // Down: the sub-group's gradient, in fp32.
+    for_each_piece(st_, first, last, [&](int u, size_t b, size_t e) {
+      dev.convert(st_.grad_at(u, b), st_.gdt, staged(u, b), DType::kF32, e - b);
+    });
+    // The update, on the host, tensor by tensor (weight decay depends on the tensor).
+    for_each_piece(st_, first, last, [&](int u, size_t b, size_t e) {
+      for (const Segment& seg : unit_segments(st_.layout, u, b, e)) {
+        const size_t c = seg.begin, n = seg.count;
+        float* m = st_.opt_m.empty() ? nullptr : st_.state_at(0, u, c);
+        if (adamw)
+          dev.adamw_update(st_.weights_at(u, c), staged(u, c), m, st_.state_at(1, u, c), n, adam, t, seg.decay,
+                           grad_scale);
+        else
+          dev.sgd_update(st_.weights_at(u, c), staged(u, c), m, n, sgd, t, seg.decay, grad_scale);
+      }
+    });
+    // Up: the updated weights into the parameters, in the compute dtype.
+    for_each_piece(st_, first, last, [&](int u, size_t b, size_t e) {
+      dev.convert(st_.weights_at(u, b), DType::kF32, st_.param_at(u, b), st_.pdt, e - b);
+    });
+  }
+}
+
+}  // namespace zerodp::zero

@@ -1,0 +1,179 @@
+// Optimizer offload (EngineConfig::offload_optimizer) on the W ranks of this binary (mpirun -n W):
+// the same arithmetic in another place, so an offloaded run gives the same bits as the same run
+// without offload (losses, gradient norms, consolidated weights), with sub-groups that cut through
+// units and tensors; and the ledger holds exactly what docs/design.md says, tier by tier.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "comm/runtime.h"
+#include "core/error.h"
+#include "core/memory.h"
+#include "model/init.h"
+#include "model/layout.h"
+#include "zero/engine.h"
+
+using namespace zerodp;
+using namespace zerodp::zero;
+
+namespace {
+
+model::GPT2Config offload_model() { return {2, 4, 48, 64, 32}; }  // units that need padding
+
+struct Trained {
+  std::vector<double> losses, norms;
+  std::vector<std::vector<float>> params;  // consolidated (rank 0)
+  MemorySnapshot grown;                    // live bytes the engine added, after the last step
+  MemorySnapshot peak;                     // peaks over the run (from live before it)
+};
+
+// `steps` steps of W ranks × B = 2 sequences of 16 tokens of a fixed token stream.
+Trained train(const EngineConfig& cfg, int steps) {
+  const model::ParamLayout layout(offload_model());
+  std::shared_ptr<comm::Communicator> comm = comm::world()->split(0, comm::world()->rank());
+  const int W = comm->size(), r = comm->rank();
+  std::vector<int32_t> stream;
+  std::mt19937 rng(7);
+  for (int i = 0; i < 8192; ++i) stream.push_back(static_cast<int32_t>((i * 5 + (rng() % 4 == 0 ? rng() : 0)) % 64));
+  Trained out;
+  MemoryLedger& ledger = MemoryLedger::global();
+  const MemorySnapshot before = ledger.snapshot();
+  ledger.reset_peaks();
+  {
+    Engine engine(layout, comm, cfg);
+    engine.load([&](int u, size_t b, size_t n, float* dst) {
+      model::init_unit_range(layout.config(), layout, u, b, n, 77, dst);
+    });
+    for (int s = 0; s < steps; ++s) {
+      const StepResult res = engine.step(
+          1,
+          [&](int, int32_t* in, int32_t* tg) {
+            const size_t off = (static_cast<size_t>(s) * W + r) * cfg.micro_batch * cfg.seq;
+            for (int i = 0; i < cfg.micro_batch * cfg.seq; ++i) {
+              in[i] = stream[(off + i) % stream.size()];
+              tg[i] = stream[(off + i + 1) % stream.size()];
+            }
+          },
+          3e-3, 1.0);
+      out.losses.push_back(res.loss);
+      out.norms.push_back(res.grad_norm);
+    }
+    const MemorySnapshot after = ledger.snapshot();
+    for (MemTier t : kAllMemTiers) {
+      for (MemCategory c : kAllMemCategories) {
+        const size_t k = static_cast<size_t>(c);
+        out.grown.tier(t).live[k] = after.tier(t).live[k] - before.tier(t).live[k];
+        out.peak.tier(t).peak[k] = after.tier(t).peak[k] - before.tier(t).live[k];
+      }
+      out.grown.tier(t).live_total = after.tier(t).live_total - before.tier(t).live_total;
+    }
+    out.params.resize(layout.num_units());
+    engine.consolidate([&](int u, const float* d) { out.params[u].assign(d, d + layout.unit_numel(u)); });
+  }
+  return out;
+}
+
+EngineConfig config(int stage, DType dtype, bool offload, size_t sub_group = 1'000'000'000) {
+  EngineConfig c;
+  c.stage = stage;
+  c.dtype = dtype;
+  c.micro_batch = 2;
+  c.seq = 16;
+  c.optimizer.weight_decay = 0.1;
+  c.loss_scale.enabled = dtype == DType::kF16;
+  c.fp32_grad_accum = dtype == DType::kF16;
+  c.offload_optimizer = offload;
+  c.sub_group_size = sub_group;
+  return c;
+}
+
+void expect_same_bits(const Trained& got, const Trained& want, const std::string& what) {
+  ASSERT_EQ(got.losses.size(), want.losses.size());
+  for (size_t s = 0; s < want.losses.size(); ++s) {
+    EXPECT_EQ(got.losses[s], want.losses[s]) << what << " step " << s;
+    EXPECT_EQ(got.norms[s], want.norms[s]) << what << " step " << s;
+  }
+  if (comm::world()->rank() != 0) return;
+  ASSERT_EQ(got.params.size(), want.params.size());
+  for (size_t u = 0; u < want.params.size(); ++u)
+    ASSERT_EQ(0, std::memcmp(got.params[u].data(), want.params[u].data(), want.params[u].size() * 4))
+        << what << ": unit " << u << " differs";
+}
+
+std::string name(int stage, DType dt, size_t sub_group) {
+  return std::string(dtype_name(dt)) + " stage " + std::to_string(stage) + " sub-group " + std::to_string(sub_group);
+}
+
+}  // namespace
+
+// Sub-groups of 1000 elements cut every unit's shard (thousands of elements) and its tensors; one of
+// 7 is not a multiple of anything; 1e9 takes the whole shard at once.
+TEST(Offload, SameBitsAsWithoutOffload) {
+  const int steps = 3;
+  for (DType dt : {DType::kF32, DType::kBF16, DType::kF16}) {
+    for (int stage = 1; stage <= 3; ++stage) {
+      const Trained want = train(config(stage, dt, false), steps);
+      for (size_t sub_group : {size_t{1000}, size_t{7}, size_t{1'000'000'000}}) {
+        if (sub_group == 7 && stage != 2) continue;  // slow; once is enough
+        expect_same_bits(train(config(stage, dt, true, sub_group), steps), want, name(stage, dt, sub_group));
+      }
+    }
+  }
+}
+
+// SGD with momentum (one state) and without (none: no optim bytes at all).
+TEST(Offload, SgdSameBitsAsWithoutOffload) {
+  for (double momentum : {0.9, 0.0}) {
+    EngineConfig a = config(2, DType::kBF16, false), b = config(2, DType::kBF16, true, 999);
+    for (EngineConfig* c : {&a, &b}) {
+      c->optimizer.kind = optim::OptimizerKind::kSGD;
+      c->optimizer.momentum = momentum;
+    }
+    const Trained got = train(b, 3);
+    expect_same_bits(got, train(a, 3), "SGD momentum " + std::to_string(momentum));
+    EXPECT_EQ(got.grown.host.live_of(MemCategory::kOptim), momentum > 0 ? got.grown.host.live_of(MemCategory::kMaster) : 0u);
+  }
+}
+
+// Device tier: master and optim gone, everything else exactly as without offload (peaks per category);
+// host tier: the fp32 master of the shard, the optimizer states, one sub-group of fp32 gradient.
+TEST(Offload, LedgerHoldsTheOffloadedStatesInTheHostTier) {
+  const int W = comm::world()->size();
+  const model::ParamLayout layout(offload_model());
+  const ShardLayout sh(layout, W, 0);
+  const uint64_t shard = sh.total_shard();
+  for (DType dt : {DType::kF32, DType::kBF16}) {
+    for (int stage = 1; stage <= 3; ++stage) {
+      for (size_t sub_group : {size_t{1000}, size_t{1'000'000'000}}) {
+        const std::string what = name(stage, dt, sub_group) + " W=" + std::to_string(W);
+        const Trained plain = train(config(stage, dt, false), 2);
+        const Trained off = train(config(stage, dt, true, sub_group), 2);
+        EXPECT_EQ(off.grown.live_of(MemCategory::kMaster), 0u) << what;
+        EXPECT_EQ(off.grown.live_of(MemCategory::kOptim), 0u) << what;
+        EXPECT_EQ(off.peak.peak_of(MemCategory::kMaster), 0u) << what;
+        EXPECT_EQ(off.peak.peak_of(MemCategory::kOptim), 0u) << what;
+        for (MemCategory c : {MemCategory::kParam, MemCategory::kGrad, MemCategory::kGathered, MemCategory::kComm,
+                              MemCategory::kAct}) {
+          EXPECT_EQ(off.grown.live_of(c), plain.grown.live_of(c)) << what << " " << mem_category_name(c);
+          EXPECT_EQ(off.peak.peak_of(c), plain.peak.peak_of(c)) << what << " " << mem_category_name(c);
+        }
+        EXPECT_EQ(off.grown.host.live_of(MemCategory::kMaster), shard * 4) << what;
+        EXPECT_EQ(off.grown.host.live_of(MemCategory::kOptim), shard * 8) << what;
+        EXPECT_EQ(off.grown.host.live_of(MemCategory::kGrad), std::min<uint64_t>(sub_group, shard) * 4) << what;
+        EXPECT_EQ(off.grown.host.live_of(MemCategory::kParam), 0u) << what;
+        EXPECT_EQ(plain.grown.host.live_total, 0u) << what;
+      }
+    }
+  }
+}
+
+TEST(Offload, NeedsAShardedOptimizer) {
+  const model::ParamLayout layout(offload_model());
+  std::shared_ptr<comm::Communicator> comm = comm::world()->split(0, comm::world()->rank());
+  EXPECT_THROW({ Engine e(layout, comm, config(0, DType::kF32, true)); }, UsageError);
+  EXPECT_THROW({ Engine e(layout, comm, config(1, DType::kF32, true, 0)); }, UsageError);
+}
