@@ -122,8 +122,8 @@ int run_estimate(const EstimateOptions& o) {
   }
   ZDP_REQUIRE(o.units == "gb" || o.units == "gib", "--units: gb or gib, got '{}'", o.units);
   const uint64_t gpu = train::parse_bytes(o.gpu_memory, "--gpu-memory");
-  const std::optional<uint64_t> bandwidth =
-      o.bandwidth.empty() ? std::nullopt : std::optional<uint64_t>(train::parse_bytes(o.bandwidth, "--bandwidth"));
+  // Bytes a second each rank sends; 0: not given (no time column).
+  const uint64_t bandwidth = o.bandwidth.empty() ? 0 : train::parse_bytes(o.bandwidth, "--bandwidth");
   const std::vector<plan::StageEstimate> est = plan::estimate_stages(in, stages, gpu);
 
   if (o.json) {
@@ -145,12 +145,12 @@ int run_estimate(const EstimateOptions& o) {
              in.accum == 1 ? "" : "s", in.activation_checkpointing ? ", activation checkpointing" : "");
   fmt::print("\nBytes per rank ({} = {}), AdamW:\n", unit, gib ? "2^30" : "10^9");
   fmt::print("{:>5} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} | {:>14}{} | {:>8}\n", "stage", "param", "grad",
-             "master", "optim", "act", "working", "total", "traffic/step", bandwidth ? "      time" : "",
+             "master", "optim", "act", "working", "total", "traffic/step", bandwidth > 0 ? "      time" : "",
              fmt::format("max B ({} {})", size_text(gpu, gib), unit));
   bool offloaded = false;
+  const double bytes_per_s = static_cast<double>(bandwidth);
   for (const plan::StageEstimate& e : est) {
     const plan::MemoryEstimate& m = e.memory;
-    const double bytes_per_s = static_cast<double>(bandwidth.value_or(0));
     const std::string time =
         bytes_per_s > 0 ? fmt::format(" {:>8.3f} s", static_cast<double>(e.traffic_bytes) / bytes_per_s) : "";
     fmt::print("{:>5} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} | {:>11} {}{} | {:>8}\n", e.stage,
@@ -162,7 +162,8 @@ int run_estimate(const EstimateOptions& o) {
   }
   if (offloaded) {
     fmt::print("\nOffloaded per rank (optimizer: as zerodp train --offload-optimizer cpu holds it, master + optim + one "
-               "sub-group of gradient staging; parameters: as DeepSpeed's ZeRO-Infinity would):\n");
+               "sub-group of gradient staging; parameters: as zerodp train --offload-param cpu holds them, stage 3's "
+               "shards):\n");
     for (const plan::StageEstimate& e : est)
       fmt::print("  stage {}: host {} {}, nvme {} {}\n", e.stage, size_text(e.memory.host, gib), unit,
                  size_text(e.memory.nvme, gib), unit);
@@ -210,7 +211,8 @@ void register_estimate(CLI::App& app, Action& action) {
   cmd->add_option("--sub-group-size", o.sub_group_size,
                   "With --offload-optimizer: shard elements per update round trip (host gradient staging)")
       ->capture_default_str();
-  cmd->add_option("--offload-param", o.offload_param, "cpu or nvme: model DeepSpeed's parameter offload (stage 3)")
+  cmd->add_option("--offload-param", o.offload_param,
+                  "cpu or nvme: the parameter offload (stage 3: parameter shards off the device, staged up per gather)")
       ->capture_default_str();
   cmd->add_option("--gpu-memory", o.gpu_memory, "Memory of one GPU, e.g. 80GB, 40GiB")->capture_default_str();
   cmd->add_option("--bandwidth", o.bandwidth, "Bytes per second each rank sends, e.g. 25GB: prints seconds");

@@ -101,9 +101,13 @@ uint64_t transient_bytes(const PlanInput& in, const Units& u) {
   const bool work_grad = in.stage >= 2 || !(in.dtype == DType::kF32 || in.fp32_grad_accum);
   const uint64_t s3 = in.stage == 3 ? 1 : 0;
   const uint64_t wg0 = work_grad ? 4 * u.p0 : 0;  // unit 0's gradient stays open through the backward
+  // Parameter offload: each gather in flight holds its shard in a device staging buffer (comm) until
+  // it is waited for; the unit in use has been waited for, the ones prefetched ahead have not.
+  const uint64_t staged = in.stage == 3 && in.offload_param != Offload::kNone ? p * u.sb : 0;
   // The head: unit 0's fp32 gradient, its gathered copy and the blocks prefetched (16-bit compute
   // reads the 16-bit parameters directly: no working copy).
-  uint64_t peak = wg0 + s3 * p * (u.p0 + prefetched_blocks(in, u, u.p0, u.L) * u.pb);
+  const uint64_t head_ahead = s3 ? prefetched_blocks(in, u, u.p0, u.L) : 0;
+  uint64_t peak = wg0 + s3 * p * (u.p0 + head_ahead * u.pb) + head_ahead * staged;
   // With one rank nothing is reduced: stages 2-3 add each unit's gradient into the store at once.
   const uint64_t W = static_cast<uint64_t>(in.world);
   const bool reduces = W > 1;
@@ -119,13 +123,13 @@ uint64_t transient_bytes(const PlanInput& in, const Units& u) {
     const uint64_t in_flight = in.stage >= 2 ? std::min<uint64_t>(j, 3) * reduction : 0;
     // While the block's backward runs: its gradient beside the reductions in flight.
     const uint64_t during = wg0 + (work_grad ? 4 * u.pb : 0) + in_flight +
-                            (j > 0 ? stg : 0) + s3 * p * u.pb * (1 + ahead);
+                            (j > 0 ? stg : 0) + s3 * p * u.pb * (1 + ahead) + ahead * staged;
     peak = std::max(peak, during);
     if (in.stage >= 2) {
       // When it ends: its parameters freed, its gradient launched as one more reduction (converted
       // first when reduced in 16 bits).
       const uint64_t launch = reduces ? std::max(r == 4 ? 0 : (4 + r) * u.pb, reduction) : 0;
-      peak = std::max(peak, wg0 + in_flight + launch + stg + s3 * p * u.pb * ahead);
+      peak = std::max(peak, wg0 + in_flight + launch + stg + s3 * p * u.pb * ahead + ahead * staged);
     }
   }
   // Stages 0-1 reducing in another dtype than the stored gradient convert into buffers, up to four in flight.
@@ -211,7 +215,9 @@ MemoryEstimate estimate_memory(const PlanInput& in) {
     m.host_by.grad += std::min(in.sub_group_size, c.shard) * 4;  // staged in RAM whatever the tier
     m.master = m.optim = 0;
   }
-  // Parameter offload (ZeRO-Infinity, modelled as DeepSpeed; the engine has none yet): stage 3's shards.
+  // Parameter offload (ZeRO-Infinity), as zerodp's engine does it: stage 3's parameter shards leave the
+  // device (the engine's persistent units, kept whole on the device, are not modelled: the planner has
+  // no persistence threshold); the staging of each gather in flight is in `transient`.
   if (in.offload_param != Offload::kNone) {
     (in.offload_param == Offload::kCpu ? m.host_by : m.nvme_by).param += m.param;
     m.param = 0;

@@ -10,8 +10,10 @@
 // Offload: the optimizer offload is modelled as zerodp's engine does it (docs/design.md "Optimizer
 // offload"): the fp32 masters of the shard (fp32 runs too) and the optimizer states leave the device,
 // the host also holds a gradient staging buffer of one sub-group; the persistent gradients stay on the
-// device (DeepSpeed would move its gradient partitions too). The parameter offload (ZeRO-Infinity,
-// not in the engine yet) as DeepSpeed does it: stage 3's parameter shards leave the device.
+// device (DeepSpeed would move its gradient partitions too). The parameter offload (ZeRO-Infinity) as
+// the engine does it (docs/design.md "Parameter offload"): stage 3's parameter shards leave the
+// device for the host, and each gather in flight holds one shard in a device staging buffer (comm,
+// counted in `transient`).
 #pragma once
 
 #include <cstdint>

@@ -306,6 +306,12 @@ const std::vector<FlagEntry>& flag_table() {
         "staging buffer (zero_optimization.sub_group_size)",
         false},
        ZDP_SET { c.sub_group_size = flag_int(f, v); }, ZDP_GET { return std::to_string(c.sub_group_size); }},
+      {{"--offload-param", "none|cpu|nvme",
+        "ZeRO-Infinity's parameter offload (stage 3): the parameter shards in host memory, copied up for each "
+        "gather; same results, less device memory (nvme: not implemented yet)",
+        false},
+       ZDP_SET { c.offload_param = plan::parse_offload(v, f); },
+       ZDP_GET { return plan::offload_name(c.offload_param); }},
       {{"--memory-budget", "BYTES",
         "Cap on what each rank holds, e.g. 8GB (10^9), 512MiB (2^20), 4G (2^30); over it: exit 3", false},
        ZDP_SET { c.memory_budget = parse_bytes(v, f); },
@@ -487,9 +493,6 @@ struct UnsupportedKey {
 };
 
 const UnsupportedKey kUnsupportedKeys[] = {
-    {"zero_optimization.offload_param", asks_for,
-     "parameter offload (ZeRO-Infinity) is not implemented yet; remove the section or set \"device\": \"none\""},
-    {"zero_optimization.cpu_offload_params", asks_for, "parameter offload is not implemented yet"},
     {"zero_optimization.zero_hpz_partition_size", [](const json& v) { return v.is_number() && v.get<double>() > 1; },
      "hybrid sharding (hpZ) is not implemented yet"},
     {"zero_optimization.mics_shard_size", [](const json& v) { return v.is_number() && v.get<double>() > 0; },
@@ -769,6 +772,35 @@ void read_offload_optimizer(const DsReader& r, const json& sec, TrainConfig& cfg
   }
 }
 
+// zero_optimization.offload_param: where stage 3's parameter shards live. device "nvme" is read (so
+// that validate() refuses it with the flag's message); the knobs of DeepSpeed's pinned-memory and
+// NVMe pipelines are accepted and ignored.
+void read_offload_param(const DsReader& r, const json& sec, TrainConfig& cfg) {
+  const std::string base = "zero_optimization.offload_param";
+  for (const auto& [key, v] : r.object(sec, base).items()) {
+    const std::string path = base + "." + key;
+    if (is_auto(v)) continue;
+    if (key == "device") {
+      const std::string d = to_lower(r.string(v, path));
+      if (d != "none" && d != "cpu" && d != "nvme") r.fail(path, "\"cpu\", \"nvme\" or \"none\"", v);
+      cfg.offload_param = plan::parse_offload(d, path);
+    } else if (key == "pin_memory") {
+      r.boolean(v, path);
+      r.ignored(path, "pinned memory speeds copies to and from a GPU; the CPU device's host memory is plain RAM");
+    } else if (key == "buffer_count" || key == "buffer_size") {
+      r.integer(v, path, 0);
+      r.ignored(path, "NVMe I/O buffers; offload to cpu has none");
+    } else if (key == "max_in_cpu") {
+      r.integer(v, path, 0);
+      r.ignored(path, "a cap on the parameters kept in host memory with NVMe offload; offload to cpu keeps them all");
+    } else if (key == "nvme_path") {
+      r.ignored(path, "a DeepSpeed NVMe setting; zerodp offloads to cpu only");
+    } else {
+      r.unknown(path, v);
+    }
+  }
+}
+
 void read_zero(const DsReader& r, const json& sec, TrainConfig& cfg) {
   r.object(sec, "zero_optimization");
   for (const auto& [key, v] : sec.items()) {
@@ -799,6 +831,10 @@ void read_zero(const DsReader& r, const json& sec, TrainConfig& cfg) {
       if (!a) read_offload_optimizer(r, v, cfg);
     } else if (key == "cpu_offload") {  // DeepSpeed's older spelling of offload_optimizer.device "cpu"
       if (!a) cfg.offload_optimizer = r.boolean(v, path) ? plan::Offload::kCpu : plan::Offload::kNone;
+    } else if (key == "offload_param") {
+      if (!a) read_offload_param(r, v, cfg);
+    } else if (key == "cpu_offload_params") {  // DeepSpeed's older spelling of offload_param.device "cpu"
+      if (!a) cfg.offload_param = r.boolean(v, path) ? plan::Offload::kCpu : plan::Offload::kNone;
     } else if (key == "sub_group_size") {
       if (!a) cfg.sub_group_size = r.integer(v, path, 1);
     } else {
@@ -1099,6 +1135,12 @@ void TrainConfig::validate(int world_size) const {
               "--offload-optimizer (zero_optimization.offload_optimizer.device) {} needs ZeRO stage 1, 2 or 3: the "
               "optimizer is only offloaded where it is sharded (--zero-stage {} asked)",
               plan::offload_name(offload_optimizer), zero_stage);
+  ZDP_REQUIRE(offload_param != plan::Offload::kNvme,
+              "--offload-param (zero_optimization.offload_param.device) nvme is not implemented yet: use cpu or none");
+  ZDP_REQUIRE(offload_param == plan::Offload::kNone || zero_stage == 3,
+              "--offload-param (zero_optimization.offload_param.device) {} needs ZeRO stage 3: only stage 3 shards "
+              "the parameters (--zero-stage {} asked)",
+              plan::offload_name(offload_param), zero_stage);
   ZDP_REQUIRE(sub_group_size >= 1, "--sub-group-size (zero_optimization.sub_group_size) must be >= 1, got {}",
               sub_group_size);
   ZDP_REQUIRE(!memory_budget || *memory_budget > 0, "--memory-budget must be > 0");
@@ -1198,7 +1240,8 @@ json TrainConfig::to_json() const {
         {"stage3_param_persistence_threshold", stage3_param_persistence_threshold},
         {"reshard_after_forward", reshard_after_forward},
         {"offload_optimizer", plan::offload_name(offload_optimizer)},
-        {"sub_group_size", sub_group_size}}},
+        {"sub_group_size", sub_group_size},
+        {"offload_param", plan::offload_name(offload_param)}}},
       {"memory_budget", memory_budget ? json(*memory_budget) : json(nullptr)},
       {"seed", seed},
       {"shuffle", shuffle},

@@ -100,6 +100,9 @@ struct TrainConfig {
   // the shard sub_group_size elements at a time (DeepSpeed's default 1e9: all of it at once).
   plan::Offload offload_optimizer = plan::Offload::kNone;
   int64_t sub_group_size = 1'000'000'000;
+  // ZeRO-Infinity's parameter offload (zero_optimization.offload_param.device; stage 3 only, nvme not
+  // implemented yet): the parameter shards in host memory, copied up to the device for each gather.
+  plan::Offload offload_param = plan::Offload::kNone;
 
   // ---- run
   std::optional<uint64_t> memory_budget;  // bytes per rank, all categories of §9 together
@@ -160,11 +163,13 @@ struct TrainConfig {
 // stage3_prefetch_bucket_size, stage3_max_live_parameters, stage3_param_persistence_threshold,
 // reshard_after_forward (zerodp's), offload_optimizer.{device ("cpu" or "none"; pin_memory and
 // buffer_count accepted and ignored), sub_group_size, cpu_offload (the old spelling of device cpu)},
+// offload_param.{device ("cpu" or "none"; pin_memory, buffer_count, buffer_size, max_in_cpu accepted
+// and ignored)}, cpu_offload_params (the old spelling of offload_param.device cpu),
 // bf16.enabled (or bfloat16.enabled), fp16.{enabled,
 // loss_scale, initial_scale_power, loss_scale_window, hysteresis, consecutive_hysteresis,
 // min_loss_scale}, communication_data_type, data_types.grad_accum_dtype.
 // Keys that would change what a run does and that zerodp does not implement (offload to nvme,
-// offload_param, hybrid sharding, quantized communication, fp16 auto_cast, gradient pre-division,
+// hybrid sharding, quantized communication, fp16 auto_cast, gradient pre-division,
 // elasticity, ... when they ask for it) are refused (UsageError naming the key); keys that only tune
 // DeepSpeed's own implementation, and unknown keys, are returned as warnings.
 // Optimizer types: AdamW, Adam (AdamW unless params.adam_w_mode is false, which is refused), SGD,

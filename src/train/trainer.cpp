@@ -43,6 +43,7 @@ zero::EngineConfig engine_config(const TrainConfig& cfg) {
   e.optimizer = cfg.optimizer_spec();
   e.offload_optimizer = cfg.offload_optimizer == plan::Offload::kCpu;
   e.sub_group_size = static_cast<size_t>(cfg.sub_group_size);
+  e.offload_param = cfg.offload_param == plan::Offload::kCpu;
   e.loss_scale.enabled = cfg.dtype == DType::kF16;
   e.loss_scale.static_scale = cfg.loss_scale;
   e.loss_scale.initial_scale_power = cfg.initial_scale_power;
@@ -117,6 +118,7 @@ void check_fits_in_memory(const TrainConfig& cfg, const model::GPT2Config& mc, i
   in.activation_checkpointing = cfg.activation_checkpointing;
   in.offload_optimizer = cfg.offload_optimizer;
   in.sub_group_size = static_cast<uint64_t>(cfg.sub_group_size);
+  in.offload_param = cfg.offload_param;
   const plan::MemoryEstimate e = plan::estimate_memory(in);
   // What offload moves to the host is this machine's memory all the same.
   const uint64_t states = e.param + e.grad + e.master + e.optim + e.host;

@@ -39,6 +39,12 @@ struct EngineConfig {
   // the parameters. The same arithmetic in another place: results are bitwise those without offload.
   bool offload_optimizer = false;
   size_t sub_group_size = 1'000'000'000;
+  // ZeRO-Infinity's parameter offload to cpu (stage 3 only): the parameter shards of the sharded
+  // units live in host memory (the ledger's host tier, category param); each gather copies the
+  // shard up into a device staging buffer (category comm, alive while the gather is in flight) and
+  // all-gathers from there; the optimizer writes the updated weights back into the host shard. Units
+  // kept whole (stage3_param_persistence_threshold) stay on the device. Same bits as without it.
+  bool offload_param = false;
   LossScaleConfig loss_scale;
   // Testing aid: at this call of step() (0-based; -1: never) the first gradient element of unit
   // inject_overflow_unit that rank inject_overflow_rank owns becomes Inf.

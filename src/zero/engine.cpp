@@ -91,7 +91,8 @@ struct Engine::Impl {
     static std::vector<std::vector<Buffer>>* const parked = new std::vector<std::vector<Buffer>>();
     std::vector<Buffer>& keep = parked->emplace_back();
     reducer.park(keep);
-    for (Buffer* b : {&st.param_store, &st.master, &st.grad_store, &st.opt_m, &st.opt_v, &st.grad_staging})
+    for (Buffer* b : {&st.param_store, &st.param_host, &st.master, &st.grad_store, &st.opt_m, &st.opt_v,
+                      &st.grad_staging})
       keep.push_back(std::move(*b));
     gatherer.park(keep);
     for (auto& b : work_grad) keep.push_back(std::move(b));
@@ -268,6 +269,9 @@ Engine::Engine(const model::ParamLayout& layout, std::shared_ptr<comm::Communica
   // DeepSpeed's ZeRO-Offload moves the sharded optimizer: there is nothing sharded at stage 0.
   ZDP_REQUIRE(!config.offload_optimizer || config.stage >= 1,
               "optimizer offload needs ZeRO stage 1, 2 or 3 (stage {} asked)", config.stage);
+  // ZeRO-Infinity offloads the parameter shards, which only stage 3 has.
+  ZDP_REQUIRE(!config.offload_param || config.stage == 3, "parameter offload needs ZeRO stage 3 (stage {} asked)",
+              config.stage);
   ZDP_REQUIRE(config.sub_group_size >= 1, "sub_group_size must be at least 1, got {}", config.sub_group_size);
   impl_ = std::make_unique<Impl>(*this, layout_, shards_, *comm_, config_);
 }

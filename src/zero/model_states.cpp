@@ -18,10 +18,12 @@ ModelStates::ModelStates(const model::ParamLayout& l, const ShardLayout& s, cons
       mixed(cfg.dtype != DType::kF32),
       offload(cfg.offload_optimizer),
       has_master(mixed || offload),
+      offload_param(cfg.offload_param),
       num_states(static_cast<int>(optim::state_floats_per_param(cfg.optimizer))),
       sub_group(cfg.sub_group_size) {
   ZDP_REQUIRE(!offload || stage >= 1, "optimizer offload needs ZeRO stage 1, 2 or 3 (stage {} asked)", stage);
   ZDP_REQUIRE(sub_group >= 1, "sub_group_size must be at least 1");
+  ZDP_REQUIRE(!offload_param || stage == 3, "parameter offload needs ZeRO stage 3 (stage {} asked)", stage);
   const int U = l.num_units();
   size_t acc = 0;
   for (int u = 0; u < U; ++u) {
@@ -29,15 +31,21 @@ ModelStates::ModelStates(const model::ParamLayout& l, const ShardLayout& s, cons
     acc += sh.unit(u).shard;
   }
   const size_t full = sh.total_padded(), shard = sh.total_shard();
-  size_t param_elems = 0;
+  // With parameter offload the offloaded shards are numbered apart, in param_host.
+  size_t param_elems = 0, host_elems = 0;
   for (int u = 0; u < U; ++u) {
     const bool whole = stage <= 2 || sh.unit(u).numel < cfg.stage3_param_persistence_threshold;
     param_whole.push_back(whole);
-    param_off.push_back(param_elems);
-    param_elems += whole ? sh.unit(u).padded : sh.unit(u).shard;
+    size_t& elems = offload_param && !whole ? host_elems : param_elems;
+    param_off.push_back(elems);
+    elems += whole ? sh.unit(u).padded : sh.unit(u).shard;
   }
   param_store = cfg.dev().allocate(param_elems * dtype_size(pdt), MemCategory::kParam);
   cfg.dev().fill_zero(param_store.data(), param_store.size());
+  if (offload_param) {
+    param_host = cfg.dev().allocate_host(host_elems * dtype_size(pdt), MemCategory::kParam);
+    cfg.dev().fill_zero(param_host.data(), param_host.size());
+  }
   // What offload moves lives in host memory: same bytes, same categories, the other tier.
   auto allocate = [&](size_t bytes, MemCategory c) {
     return offload ? cfg.dev().allocate_host(bytes, c) : cfg.dev().allocate(bytes, c);

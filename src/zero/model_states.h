@@ -11,6 +11,12 @@
 // (category grad, one sub-group of fp32 values) receives the gradient the update reads. The
 // persistent gradients stay on the device (DeepSpeed keeps its gradient partitions on the host too).
 //
+// With parameter offload (stage 3) the parameter shards of the sharded units are in the host tier
+// (param_host, category param); param_store keeps only the units stage 3 keeps whole, on the device,
+// since the model reads them in place every micro-step. A sharded unit's shard is copied up into a
+// device staging buffer for its all-gather (param_gatherer.h); the optimizer's updated weights are
+// written into param_host. param_at() reaches a unit's parameters wherever they are.
+//
 // The engine's parts (gradient reduction, parameter gathering, the optimizer step, state I/O)
 // share one ModelStates and reach the bytes only through it.
 #pragma once
@@ -42,13 +48,15 @@ struct ModelStates {
   const bool mixed;  // 16-bit compute: fp32 masters beside the parameters
   const bool offload;  // optimizer offload: master, optim (and the gradient staging) in host memory
   const bool has_master;  // an fp32 master copy exists: 16-bit compute, or offload
+  const bool offload_param;  // parameter offload: the sharded units' parameter shards in host memory
   const int num_states;  // fp32 optimizer states per element
   const size_t sub_group;  // offload: shard elements updated per round trip (staging size)
 
   Buffer param_store, master, grad_store, opt_m, opt_v;
+  Buffer param_host;  // parameter offload: the sharded units' shards, compute dtype, in host memory
   Buffer grad_staging;  // offload: fp32 gradient of one sub-group, in host memory
   std::vector<size_t> shard_off;  // unit u's first element in the shard-sized buffers
-  std::vector<size_t> param_off;  // unit u's first element in param_store
+  std::vector<size_t> param_off;  // unit u's first element in param_store (param_host: offloaded shards)
   std::vector<bool> param_whole;  // param_store holds all of unit u (stages 0-2; persistent stage-3 units)
 
   int num_units() const { return layout.num_units(); }
@@ -61,12 +69,16 @@ struct ModelStates {
   size_t param_index(int u, size_t i) const {
     return param_off[u] + (param_whole[u] ? i : i - static_cast<size_t>(r) * sh.unit(u).shard);
   }
+  // True when unit u's parameters are in param_host (offloaded shard), not param_store.
+  bool param_on_host(int u) const { return offload_param && !param_whole[u]; }
   // fp32 weights the optimizer updates: the masters (16-bit runs, offload) or the parameters themselves.
   float* weights_at(int u, size_t i) {
     if (has_master) return master.as<float>() + (stage == 0 ? full_index(u, i) : shard_index(u, i));
-    return param_store.as<float>() + param_index(u, i);
+    return reinterpret_cast<float*>(param_at(u, i));
   }
-  char* param_at(int u, size_t i) { return param_store.as<char>() + param_index(u, i) * dtype_size(pdt); }
+  char* param_at(int u, size_t i) {
+    return (param_on_host(u) ? param_host : param_store).as<char>() + param_index(u, i) * dtype_size(pdt);
+  }
   char* grad_at(int u, size_t i) { return grad_store.as<char>() + grad_index(u, i) * dtype_size(gdt); }
   // Optimizer state k (0: m or momentum, 1: v) of unit u's element i.
   float* state_at(int k, int u, size_t i) { return (k == 0 ? opt_m : opt_v).as<float>() + state_index(u, i); }

@@ -10,6 +10,7 @@ ParamGatherer::ParamGatherer(ModelStates& states, comm::Communicator& comm, cons
     : st_(states), comm_(comm), cfg_(config), clock_(clock) {
   const int U = st_.num_units();
   gathered_.resize(U);
+  staging_.resize(U);
   state_.assign(U, State::kSharded);
   work_.resize(U);
   schedule_.push_back(0);
@@ -22,8 +23,16 @@ ParamGatherer::ParamGatherer(ModelStates& states, comm::Communicator& comm, cons
 void ParamGatherer::start(int u) {
   const UnitShard& s = st_.unit(u);
   gathered_[u] = cfg_.dev().allocate(s.padded * dtype_size(st_.pdt), MemCategory::kGathered);
-  work_[u] = comm_.all_gather_async(st_.param_at(u, static_cast<size_t>(st_.r) * s.shard), gathered_[u].data(),
-                                    s.shard, st_.pdt);
+  const void* own = st_.param_at(u, static_cast<size_t>(st_.r) * s.shard);
+  if (st_.param_on_host(u)) {
+    // The shard comes up from host memory into a device buffer that the collective sends from (on a
+    // GPU: an H2D copy; on the CPU device: a memcpy).
+    const size_t bytes = s.shard * dtype_size(st_.pdt);
+    staging_[u] = cfg_.dev().allocate(bytes, MemCategory::kComm);
+    cfg_.dev().copy(staging_[u].data(), own, bytes);
+    own = staging_[u].data();
+  }
+  work_[u] = comm_.all_gather_async(own, gathered_[u].data(), s.shard, st_.pdt);
   state_[u] = State::kInFlight;
   live_ += s.padded;
 }
@@ -33,6 +42,7 @@ void ParamGatherer::ensure(int u) {
   if (state_[u] == State::kInFlight) {
     clock_.wait(work_[u]);
     work_[u].reset();
+    staging_[u].release();
     state_[u] = State::kReady;
   }
 }
@@ -41,6 +51,7 @@ bool ParamGatherer::release(int u) {
   if (state_[u] == State::kSharded || st_.param_whole[u]) return false;
   if (state_[u] == State::kInFlight) clock_.wait(work_[u]);
   work_[u].reset();
+  staging_[u].release();
   gathered_[u].release();
   state_[u] = State::kSharded;
   live_ -= st_.unit(u).padded;
@@ -104,6 +115,7 @@ bool ParamGatherer::in_flight() const {
 
 void ParamGatherer::park(std::vector<Buffer>& keep) {
   for (auto& b : gathered_) keep.push_back(std::move(b));
+  for (auto& b : staging_) keep.push_back(std::move(b));
 }
 
 }  // namespace zerodp::zero

@@ -4,7 +4,9 @@
 //            freed after; the next units of the micro-step's schedule of uses are prefetched
 //            within stage3_max_live_parameters (gathered at once) and stage3_prefetch_bucket_size
 //            (fetched ahead). Units kept whole (stage3_param_persistence_threshold) are never
-//            gathered.
+//            gathered. With parameter offload the unit's shard is in host memory: start() copies
+//            it up into a device staging buffer (category comm) and gathers from there, so a
+//            prefetched gather holds one staging shard until it is waited for (ensure or release).
 //   stages 1-2 (and stage 3's whole units): after the optimizer updated the rank's shard, every
 //            whole unit is all-gathered in place, at most allgather_bucket_size elements in flight.
 #pragma once
@@ -48,6 +50,7 @@ class ParamGatherer {
   const EngineConfig cfg_;  // a copy: the part may outlive the caller's config
   CommClock& clock_;
   std::vector<Buffer> gathered_;  // the unit's full parameters, compute dtype
+  std::vector<Buffer> staging_;   // parameter offload: the shard on the device while its gather is in flight
   std::vector<State> state_;
   std::vector<comm::WorkPtr> work_;
   size_t live_ = 0;  // elements gathered or in flight

@@ -1,7 +1,8 @@
-// Optimizer offload (EngineConfig::offload_optimizer) on the W ranks of this binary (mpirun -n W):
+// Optimizer offload (EngineConfig::offload_optimizer) and parameter offload (offload_param) on the W ranks of this binary (mpirun -n W):
 // the same arithmetic in another place, so an offloaded run gives the same bits as the same run
 // without offload (losses, gradient norms, consolidated weights), with sub-groups that cut through
 // units and tensors; and the ledger holds exactly what docs/design.md says, tier by tier.
+// Parameter offload (stage 3): the same, alone and with the optimizer offloaded too.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -77,7 +78,8 @@ Trained train(const EngineConfig& cfg, int steps) {
   return out;
 }
 
-EngineConfig config(int stage, DType dtype, bool offload, size_t sub_group = 1'000'000'000) {
+EngineConfig config(int stage, DType dtype, bool offload, size_t sub_group = 1'000'000'000,
+                    bool offload_param = false) {
   EngineConfig c;
   c.stage = stage;
   c.dtype = dtype;
@@ -88,6 +90,7 @@ EngineConfig config(int stage, DType dtype, bool offload, size_t sub_group = 1'0
   c.fp32_grad_accum = dtype == DType::kF16;
   c.offload_optimizer = offload;
   c.sub_group_size = sub_group;
+  c.offload_param = offload_param;
   return c;
 }
 
@@ -176,4 +179,87 @@ TEST(Offload, NeedsAShardedOptimizer) {
   std::shared_ptr<comm::Communicator> comm = comm::world()->split(0, comm::world()->rank());
   EXPECT_THROW({ Engine e(layout, comm, config(0, DType::kF32, true)); }, UsageError);
   EXPECT_THROW({ Engine e(layout, comm, config(1, DType::kF32, true, 0)); }, UsageError);
+}
+
+// ---- parameter offload (stage 3) -----------------------------------------------------------------
+
+// Stage 3 with the parameter shards in host memory: the same bits as without, alone and with the
+// optimizer offloaded too, in every dtype; with a persistence threshold that keeps unit 0 whole on the
+// device (a block is 28272 elements, unit 0 = 64·48 + 32·48 + 96 = 4704) and without; without
+// prefetching (overlap_comm off) too.
+TEST(ParamOffload, SameBitsAsWithoutIt) {
+  const int steps = 3;
+  for (DType dt : {DType::kF32, DType::kBF16, DType::kF16}) {
+    for (size_t threshold : {size_t{0}, size_t{5000}}) {
+      EngineConfig plain = config(3, dt, false);
+      plain.stage3_param_persistence_threshold = threshold;
+      const Trained want = train(plain, steps);
+      for (bool opt : {false, true}) {
+        EngineConfig c = config(3, dt, opt, 1000, true);
+        c.stage3_param_persistence_threshold = threshold;
+        const std::string what = std::string("param offload ") + dtype_name(dt) + (opt ? " + optimizer offload" : "") +
+                                 " threshold " + std::to_string(threshold);
+        expect_same_bits(train(c, steps), want, what);
+      }
+    }
+    EngineConfig serial = config(3, dt, false, 1000, true);
+    serial.overlap_comm = false;
+    EngineConfig serial_plain = config(3, dt, false);
+    serial_plain.overlap_comm = false;
+    expect_same_bits(train(serial, steps), train(serial_plain, steps),
+                     std::string("param offload without prefetch ") + dtype_name(dt));
+  }
+}
+
+// Device tier: no parameter bytes (or only the units kept whole), the gathered copies as without
+// offload, comm higher by at most the staging of the gathers in flight (the unit in use and four
+// prefetched); host tier: the parameter shards of the sharded units, in the compute dtype.
+TEST(ParamOffload, LedgerHoldsTheShardsInTheHostTier) {
+  const int W = comm::world()->size();
+  const model::ParamLayout layout(offload_model());
+  const ShardLayout sh(layout, W, 0);
+  uint64_t largest = 0;
+  for (int u = 0; u < layout.num_units(); ++u) largest = std::max<uint64_t>(largest, sh.unit(u).shard);
+  for (DType dt : {DType::kF32, DType::kBF16}) {
+    const uint64_t p = dtype_size(dt);
+    for (bool opt : {false, true}) {
+      for (size_t threshold : {size_t{0}, size_t{5000}}) {
+        const std::string what = std::string(dtype_name(dt)) + (opt ? " + optimizer offload" : "") + " threshold " +
+                                 std::to_string(threshold) + " W=" + std::to_string(W);
+        EngineConfig a = config(3, dt, opt, 1000), b = config(3, dt, opt, 1000, true);
+        a.stage3_param_persistence_threshold = b.stage3_param_persistence_threshold = threshold;
+        const Trained plain = train(a, 2), off = train(b, 2);
+        // Unit 0 (4704 elements) is kept whole below a threshold of 5000; the blocks never are.
+        uint64_t whole = 0, sharded = 0;
+        for (int u = 0; u < layout.num_units(); ++u)
+          (layout.unit_numel(u) < threshold ? whole : sharded) += layout.unit_numel(u) < threshold ? sh.unit(u).padded
+                                                                                                 : sh.unit(u).shard;
+        EXPECT_EQ(off.grown.live_of(MemCategory::kParam), whole * p) << what;
+        EXPECT_EQ(off.peak.peak_of(MemCategory::kParam), whole * p) << what;
+        EXPECT_EQ(plain.grown.live_of(MemCategory::kParam), (whole + sharded) * p) << what;
+        EXPECT_EQ(off.grown.host.live_of(MemCategory::kParam), sharded * p) << what;
+        EXPECT_EQ(off.peak.host.peak_of(MemCategory::kParam), sharded * p) << what;
+        EXPECT_EQ(off.grown.host.live_total - plain.grown.host.live_total, sharded * p) << what;
+        for (MemCategory c : {MemCategory::kGrad, MemCategory::kMaster, MemCategory::kOptim, MemCategory::kGathered,
+                              MemCategory::kAct}) {
+          EXPECT_EQ(off.grown.live_of(c), plain.grown.live_of(c)) << what << " " << mem_category_name(c);
+          EXPECT_EQ(off.peak.peak_of(c), plain.peak.peak_of(c)) << what << " " << mem_category_name(c);
+          EXPECT_EQ(off.grown.host.live_of(c), plain.grown.host.live_of(c)) << what << " " << mem_category_name(c);
+        }
+        // Nothing staged between steps; while a step runs, one shard per gather in flight at most.
+        EXPECT_EQ(off.grown.live_of(MemCategory::kComm), plain.grown.live_of(MemCategory::kComm)) << what;
+        EXPECT_GE(off.peak.peak_of(MemCategory::kComm), plain.peak.peak_of(MemCategory::kComm)) << what;
+        EXPECT_GE(off.peak.peak_of(MemCategory::kComm), largest * p) << what;  // a block's shard, staged
+        EXPECT_LE(off.peak.peak_of(MemCategory::kComm), plain.peak.peak_of(MemCategory::kComm) + 5 * largest * p)
+            << what;
+      }
+    }
+  }
+}
+
+TEST(ParamOffload, NeedsStageThree) {
+  const model::ParamLayout layout(offload_model());
+  std::shared_ptr<comm::Communicator> comm = comm::world()->split(0, comm::world()->rank());
+  for (int stage : {0, 1, 2})
+    EXPECT_THROW({ Engine e(layout, comm, config(stage, DType::kF32, false, 1000, true)); }, UsageError) << stage;
 }

@@ -164,6 +164,36 @@ TEST(Estimator, OptimizerOffloadMovesWhatTheEngineMoves) {
   EXPECT_THROW(parse_offload("disk", "--offload-param"), UsageError);
 }
 
+// The parameter offload moves what zerodp's engine moves: stage 3's parameter shards to the host;
+// each gather in flight stages one shard on the device (transient), ahead of its use.
+TEST(Estimator, ParamOffloadMovesTheShardsAndStagesTheGathersInFlight) {
+  PlanInput in = bare(1e9, 8, 3, DType::kBF16);  // shard 125M elements
+  in.offload_param = Offload::kCpu;
+  MemoryEstimate m = estimate_memory(in);
+  EXPECT_EQ(m.param, 0u);
+  EXPECT_EQ(m.host_by.param, 250'000'000u);
+  EXPECT_EQ(m.host, 250'000'000u);
+  EXPECT_EQ(m.master, 500'000'000u);  // the optimizer stays unless offloaded too
+  in.offload_optimizer = Offload::kCpu;
+  m = estimate_memory(in);
+  EXPECT_EQ(m.host, 250'000'000u + 500'000'000u * 4);  // + masters, m, v and the gradient staging
+  // A GPT-2: the blocks prefetched ahead of the one in use each hold a staged shard.
+  PlanInput g;
+  g.gpt2 = model::GPT2Config{12, 12, 768, 50257, 1024};
+  g.world = 4;
+  g.stage = 3;
+  g.dtype = DType::kBF16;
+  const MemoryEstimate plain = estimate_memory(g);
+  g.offload_param = Offload::kCpu;
+  const MemoryEstimate off = estimate_memory(g);
+  EXPECT_EQ(off.param, 0u);
+  EXPECT_EQ(off.host_by.param, plain.param);
+  EXPECT_GT(off.transient, plain.transient);
+  const model::ParamLayout layout(*g.gpt2);
+  const uint64_t sb = (layout.unit_numel(1) + 3) / 4;  // a block's shard (already a multiple of 16 here)
+  EXPECT_LE(off.transient - plain.transient, 4 * 2 * sb);
+}
+
 TEST(Estimator, LargestMicroBatchIsTheLastThatFits) {
   PlanInput in;
   in.gpt2 = gpt2_preset("gpt2");

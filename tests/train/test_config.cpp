@@ -302,8 +302,6 @@ TEST(DsConfig, UnimplementedFeaturesThatAreAskedForAreRefused) {
   const Case cases[] = {
       {R"({"zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu", "ratio": 0.3}}})",
        "zero_optimization.offload_optimizer.ratio"},
-      {R"({"zero_optimization": {"stage": 3, "offload_param": {"device": "nvme", "nvme_path": "/x"}}})",
-       "zero_optimization.offload_param"},
       {R"({"zero_optimization": {"zero_hpz_partition_size": 8}})", "zero_optimization.zero_hpz_partition_size"},
       {R"({"zero_optimization": {"mics_shard_size": 4}})", "zero_optimization.mics_shard_size"},
       {R"({"zero_optimization": {"zero_quantized_gradients": true}})", "zero_optimization.zero_quantized_gradients"},
@@ -778,6 +776,67 @@ TEST(Offload, ValidationRefusesStageZeroNvmeAndEmptySubGroups) {
   EXPECT_TRUE(contains(usage_error([&] { c.validate(2); }), "--sub-group-size"));
   TrainConfig f;
   EXPECT_TRUE(contains(usage_error([&] { apply_flag(f, "--offload-optimizer", "disk"); }), "--offload-optimizer"));
+}
+
+// ---- parameter offload ---------------------------------------------------------------------------
+
+TEST(ParamOffload, DsConfigKeysAreHonoured) {
+  TrainConfig c = runnable();
+  const auto warnings = apply_ds_config(c, R"({"zero_optimization": {"stage": 3,
+      "offload_param": {"device": "cpu", "pin_memory": true, "buffer_count": 5, "buffer_size": 1e8,
+                        "max_in_cpu": 1e9}}})", "ds.json");
+  EXPECT_EQ(c.offload_param, plan::Offload::kCpu);
+  EXPECT_EQ(c.offload_optimizer, plan::Offload::kNone);
+  // pin_memory, buffer_count, buffer_size and max_in_cpu are accepted, with a note that they change nothing here.
+  EXPECT_EQ(warnings.size(), 4u);
+  for (const char* k : {"pin_memory", "buffer_count", "buffer_size", "max_in_cpu"})
+    EXPECT_TRUE(has_warning_about(warnings, std::string("zero_optimization.offload_param.") + k)) << k;
+  EXPECT_EQ(c.to_json()["zero"]["offload_param"], "cpu");
+  EXPECT_NO_THROW(c.validate(2));
+  // DeepSpeed's older spelling, "none", and nvme (read, then refused by validate()).
+  TrainConfig old;
+  apply_ds_config(old, R"({"zero_optimization": {"stage": 3, "cpu_offload_params": true}})", "ds.json");
+  EXPECT_EQ(old.offload_param, plan::Offload::kCpu);
+  apply_ds_config(c, R"({"zero_optimization": {"offload_param": {"device": "none"}}})", "ds.json");
+  EXPECT_EQ(c.offload_param, plan::Offload::kNone);
+  apply_ds_config(c, R"({"zero_optimization": {"offload_param": {"device": "nvme", "nvme_path": "/x"}}})", "ds.json");
+  EXPECT_EQ(c.offload_param, plan::Offload::kNvme);
+  EXPECT_TRUE(contains(usage_error([&] { c.validate(2); }), "nvme is not implemented yet"));
+  // Wrong values name the key.
+  EXPECT_TRUE(contains(usage_error([&] {
+    apply_ds_config(c, R"({"zero_optimization": {"offload_param": {"device": "gpu"}}})", "ds.json");
+  }), "zero_optimization.offload_param.device"));
+}
+
+TEST(ParamOffload, FlagsWinOverTheConfig) {
+  const TempFile file(R"({"zero_optimization": {"stage": 3, "offload_param": {"device": "cpu"}}})");
+  ResolvedConfig r = resolve_config(std::vector<std::pair<std::string, std::string>>{{"--config", file.path()}});
+  EXPECT_EQ(r.config.offload_param, plan::Offload::kCpu);
+  r = resolve_config(std::vector<std::pair<std::string, std::string>>{{"--config", file.path()},
+                                                                       {"--offload-param", "none"}});
+  EXPECT_EQ(r.config.offload_param, plan::Offload::kNone);
+  Cli cli;
+  const TrainConfig c = cli.parse("train --offload-param cpu --offload-optimizer cpu --zero-stage 3");
+  EXPECT_EQ(c.offload_param, plan::Offload::kCpu);
+  EXPECT_EQ(c.offload_optimizer, plan::Offload::kCpu);
+  EXPECT_EQ(TrainConfig{}.offload_param, plan::Offload::kNone);  // the default
+}
+
+TEST(ParamOffload, ValidationRefusesStagesZeroToTwoAndNvme) {
+  TrainConfig c = runnable();
+  c.offload_param = plan::Offload::kCpu;
+  for (int stage : {0, 1, 2}) {
+    c.zero_stage = stage;
+    const std::string msg = usage_error([&] { c.validate(2); });
+    EXPECT_TRUE(contains(msg, "--offload-param") && contains(msg, "stage 3")) << msg;
+  }
+  c.zero_stage = 3;
+  EXPECT_NO_THROW(c.validate(2));
+  c.offload_param = plan::Offload::kNvme;
+  const std::string msg = usage_error([&] { c.validate(2); });
+  EXPECT_TRUE(contains(msg, "--offload-param") && contains(msg, "nvme is not implemented yet")) << msg;
+  TrainConfig f;
+  EXPECT_TRUE(contains(usage_error([&] { apply_flag(f, "--offload-param", "disk"); }), "--offload-param"));
 }
 
 TEST(TrainOptions, BadValuesAreUsageErrors) {
