@@ -747,19 +747,30 @@ void read_scheduler(const DsReader& r, const json& sec, TrainConfig& cfg) {
 // zero_optimization.offload_optimizer: where the optimizer lives. device "nvme" is read (so that
 // validate() refuses it with the flag's message); the knobs of DeepSpeed's pinned-memory and NVMe
 // pipelines are accepted and ignored; a partial offload (ratio < 1) is refused.
+// The keys both offload sections share: "device" (read into `where`) and "pin_memory". Returns false
+// for any other key.
+bool read_offload_common(const DsReader& r, const std::string& key, const json& v, const std::string& path,
+                         plan::Offload& where) {
+  if (key == "device") {
+    const std::string d = to_lower(r.string(v, path));
+    if (d != "none" && d != "cpu" && d != "nvme") r.fail(path, "\"cpu\", \"nvme\" or \"none\"", v);
+    where = plan::parse_offload(d, path);
+    return true;
+  }
+  if (key == "pin_memory") {
+    r.boolean(v, path);
+    r.ignored(path, "pinned memory speeds copies to and from a GPU; the CPU device's host memory is plain RAM");
+    return true;
+  }
+  return false;
+}
+
 void read_offload_optimizer(const DsReader& r, const json& sec, TrainConfig& cfg) {
   const std::string base = "zero_optimization.offload_optimizer";
   for (const auto& [key, v] : r.object(sec, base).items()) {
     const std::string path = base + "." + key;
-    if (is_auto(v)) continue;
-    if (key == "device") {
-      const std::string d = to_lower(r.string(v, path));
-      if (d != "none" && d != "cpu" && d != "nvme") r.fail(path, "\"cpu\", \"nvme\" or \"none\"", v);
-      cfg.offload_optimizer = plan::parse_offload(d, path);
-    } else if (key == "pin_memory") {
-      r.boolean(v, path);
-      r.ignored(path, "pinned memory speeds copies to and from a GPU; the CPU device's host memory is plain RAM");
-    } else if (key == "buffer_count") {
+    if (is_auto(v) || read_offload_common(r, key, v, path, cfg.offload_optimizer)) continue;
+    if (key == "buffer_count") {
       r.integer(v, path, 0);
       r.ignored(path, "the number of NVMe I/O buffers; offload to cpu has none");
     } else if (key == "nvme_path" || key == "pipeline_read" || key == "pipeline_write" || key == "fast_init") {
@@ -779,15 +790,8 @@ void read_offload_param(const DsReader& r, const json& sec, TrainConfig& cfg) {
   const std::string base = "zero_optimization.offload_param";
   for (const auto& [key, v] : r.object(sec, base).items()) {
     const std::string path = base + "." + key;
-    if (is_auto(v)) continue;
-    if (key == "device") {
-      const std::string d = to_lower(r.string(v, path));
-      if (d != "none" && d != "cpu" && d != "nvme") r.fail(path, "\"cpu\", \"nvme\" or \"none\"", v);
-      cfg.offload_param = plan::parse_offload(d, path);
-    } else if (key == "pin_memory") {
-      r.boolean(v, path);
-      r.ignored(path, "pinned memory speeds copies to and from a GPU; the CPU device's host memory is plain RAM");
-    } else if (key == "buffer_count" || key == "buffer_size") {
+    if (is_auto(v) || read_offload_common(r, key, v, path, cfg.offload_param)) continue;
+    if (key == "buffer_count" || key == "buffer_size") {
       r.integer(v, path, 0);
       r.ignored(path, "NVMe I/O buffers; offload to cpu has none");
     } else if (key == "max_in_cpu") {
