@@ -26,4 +26,14 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # Also left to the normal build: the bf16 accuracy run (label accuracy, 400 training steps; 3.5
 # minutes here for nothing the other numerics cases do not exercise).
 [ $# -gt 0 ] || set -- -LE "hostile|accuracy"
-ctest --test-dir "$build" --output-on-failure --timeout 900 -j "$(nproc)" "$@"
+ctest --test-dir "$build" --output-on-failure --timeout 900 -j "$(nproc)" "$@" && exit 0
+# LeakSanitizer's own tracer (the thread that stops the process to scan it at exit) now and then
+# crashes in a multi-threaded MPI rank ("Tracer caught signal 11 ... LeakSanitizer has encountered a
+# fatal error") after every test in it passed: that is no finding about zerodp, so the failed tests
+# run once more when that message is in the log, and fail for good if they fail again.
+if grep -q "LeakSanitizer has encountered a fatal error" "$build/Testing/Temporary/LastTest.log"; then
+  echo "test_sanitized: LeakSanitizer's tracer crashed (not a leak report); running the failed tests once more"
+  ctest --test-dir "$build" --output-on-failure --timeout 900 -j "$(nproc)" --rerun-failed
+else
+  exit 1
+fi
