@@ -31,6 +31,7 @@ struct EstimateOptions {
   bool activation_checkpointing = false;
   std::string offload_optimizer = "none", offload_param = "none";
   uint64_t sub_group_size = 1'000'000'000;
+  uint64_t buffer_count = 4;
   std::string gpu_memory = "80GB";
   std::string bandwidth;
   std::string units = "gb";
@@ -99,6 +100,7 @@ plan::PlanInput plan_input(const EstimateOptions& o) {
   in.offload_optimizer = plan::parse_offload(o.offload_optimizer, "--offload-optimizer");
   in.offload_param = plan::parse_offload(o.offload_param, "--offload-param");
   in.sub_group_size = o.sub_group_size;
+  in.optimizer_buffer_count = o.buffer_count;
   return in;
 }
 
@@ -161,9 +163,9 @@ int run_estimate(const EstimateOptions& o) {
     offloaded = offloaded || m.host || m.nvme;
   }
   if (offloaded) {
-    fmt::print("\nOffloaded per rank (optimizer: as zerodp train --offload-optimizer cpu holds it, master + optim + one "
-               "sub-group of gradient staging; parameters: as zerodp train --offload-param cpu holds them, stage 3's "
-               "shards):\n");
+    fmt::print("\nOffloaded per rank (optimizer: as zerodp train --offload-optimizer holds it, master + optim in host "
+               "memory (cpu) or files (nvme: the host holds buffer_count sub-groups of them), and one sub-group of "
+               "gradient staging; parameters: as zerodp train --offload-param cpu holds them, stage 3's shards):\n");
     for (const plan::StageEstimate& e : est)
       fmt::print("  stage {}: host {} {}, nvme {} {}\n", e.stage, size_text(e.memory.host, gib), unit,
                  size_text(e.memory.nvme, gib), unit);
@@ -211,6 +213,10 @@ void register_estimate(CLI::App& app, Action& action) {
   cmd->add_option("--sub-group-size", o.sub_group_size,
                   "With --offload-optimizer: shard elements per update round trip (host gradient staging)")
       ->capture_default_str();
+  cmd->add_option("--buffer-count", o.buffer_count,
+                  "With --offload-optimizer nvme: host slots of one sub-group each (offload_optimizer.buffer_count)")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, uint64_t{64}));
   cmd->add_option("--offload-param", o.offload_param,
                   "cpu or nvme: the parameter offload (stage 3: parameter shards off the device, staged up per gather)")
       ->capture_default_str();

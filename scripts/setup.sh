@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git
   libopenmpi-dev openmpi-bin
-  libopenblas-dev libopenblas-openmp-dev libdnnl-dev
+  libopenblas-dev libopenblas-openmp-dev libdnnl-dev liburing-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-pip python3-numpy python3-torch python3-matplotlib

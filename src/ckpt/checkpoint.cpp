@@ -126,23 +126,30 @@ void prepare_save(const std::string& save_dir, int64_t step) {
 RankFile write_rank_file(const std::string& dir, int rank, int world_size, int64_t step,
                          const std::vector<std::string>& states, const std::vector<RankPiece>& pieces,
                          const RankFileOptions& options) {
+  std::vector<UnitRange> ranges;
+  for (const RankPiece& p : pieces) ranges.push_back(p.range);
+  return write_rank_file(dir, rank, world_size, step, states, ranges, [&pieces](const auto& write) {
+    for (const RankPiece& p : pieces) write(p);
+  }, options);
+}
+
+RankFile write_rank_file(const std::string& dir, int rank, int world_size, int64_t step,
+                         const std::vector<std::string>& states, const std::vector<UnitRange>& ranges,
+                         const RankPieceVisitor& visit, const RankFileOptions& options) {
   RankFile out;
   out.rank = rank;
   out.file = rank_file_name(rank);
   std::vector<TensorSpec> specs;
-  std::vector<std::pair<const float*, size_t>> arrays;  // in file order
-  for (const RankPiece& p : pieces) {
-    ZDP_CHECK(p.range.end > p.range.begin && p.weights != nullptr && p.states.size() == states.size(),
-              "bad piece of unit {} for rank {}", p.range.unit, rank);
-    ZDP_CHECK(out.ranges.empty() || out.ranges.back().unit < p.range.unit, "pieces out of unit order");
-    const size_t n = p.range.end - p.range.begin;
-    specs.push_back({rank_tensor_name(p.range.unit, "weights"), DType::kF32, {static_cast<int64_t>(n)}});
-    arrays.emplace_back(p.weights, n);
-    for (size_t k = 0; k < states.size(); ++k) {
-      specs.push_back({rank_tensor_name(p.range.unit, states[k]), DType::kF32, {static_cast<int64_t>(n)}});
-      arrays.emplace_back(p.states[k], n);
-    }
-    out.ranges.push_back(p.range);
+  uint64_t data_bytes = 0;
+  for (const UnitRange& r : ranges) {
+    ZDP_CHECK(r.end > r.begin, "empty range of unit {} for rank {}", r.unit, rank);
+    ZDP_CHECK(out.ranges.empty() || out.ranges.back().unit < r.unit, "pieces out of unit order");
+    const size_t n = r.end - r.begin;
+    specs.push_back({rank_tensor_name(r.unit, "weights"), DType::kF32, {static_cast<int64_t>(n)}});
+    for (const std::string& name : states)
+      specs.push_back({rank_tensor_name(r.unit, name), DType::kF32, {static_cast<int64_t>(n)}});
+    data_bytes += n * sizeof(float) * (1 + states.size());
+    out.ranges.push_back(r);
   }
   const Metadata meta{{"format", kRankFileFormat},
                       {"format_version", std::to_string(kCheckpointFormatVersion)},
@@ -150,21 +157,31 @@ RankFile write_rank_file(const std::string& dir, int rank, int world_size, int64
                       {"world_size", std::to_string(world_size)},
                       {"step", std::to_string(step)}};
   const std::string header = safetensors_header(specs, meta);
-  uint64_t total = header.size();
-  for (const auto& [ptr, n] : arrays) total += n * sizeof(float);
+  const uint64_t total = header.size() + data_bytes;
 
   AtomicFile file(join(dir, out.file));
   uint32_t crc = crc32c(header.data(), header.size());
   file.write(header);
   constexpr size_t kChunk = size_t{1} << 18;  // floats per write: 1 MiB
-  for (const auto& [ptr, n] : arrays) {
+  auto write_array = [&](const float* ptr, size_t n) {
     for (size_t at = 0; at < n; at += kChunk) {
       if (options.kill_midway && file.bytes_written() >= total / 2) ::raise(SIGKILL);
       const size_t bytes = std::min(kChunk, n - at) * sizeof(float);
       crc = crc32c_extend(crc, ptr + at, bytes);
       file.write(ptr + at, bytes);
     }
-  }
+  };
+  size_t next = 0;
+  visit([&](const RankPiece& p) {
+    ZDP_CHECK(next < ranges.size() && p.range.unit == ranges[next].unit && p.range.begin == ranges[next].begin &&
+                  p.range.end == ranges[next].end && p.weights != nullptr && p.states.size() == states.size(),
+              "bad piece of unit {} for rank {}", p.range.unit, rank);
+    const size_t n = p.range.end - p.range.begin;
+    write_array(p.weights, n);
+    for (const float* s : p.states) write_array(s, n);
+    ++next;
+  });
+  ZDP_CHECK(next == ranges.size(), "{} of the {} pieces of rank {}'s file were written", next, ranges.size(), rank);
   if (options.kill_midway) ::raise(SIGKILL);  // a file too small to stop half-way: stop before commit
   file.commit();
   out.bytes = total;

@@ -71,6 +71,14 @@ RankFile write_rank_file(const std::string& dir, int rank, int world_size, int64
                          const std::vector<std::string>& states, const std::vector<RankPiece>& pieces,
                          const RankFileOptions& options = {});
 
+// The same with the pieces' data streamed: `ranges` (unit order) is what the file holds, and
+// visit(write) must call write(piece) for each of them in that order, the piece's data valid only
+// during the call (an engine that brings its states in from NVMe a unit at a time).
+using RankPieceVisitor = std::function<void(const std::function<void(const RankPiece&)>& write)>;
+RankFile write_rank_file(const std::string& dir, int rank, int world_size, int64_t step,
+                         const std::vector<std::string>& states, const std::vector<UnitRange>& ranges,
+                         const RankPieceVisitor& visit, const RankFileOptions& options = {});
+
 // Rank 0, once every rank's file is in the partial directory and `m` lists them: writes the
 // manifest and its checksum, renames the partial directory to SAVE_DIR/step-<m.step> (replacing a
 // checkpoint of that step if there is one), points `latest` at it, and keeps only the newest `keep`

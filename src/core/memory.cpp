@@ -138,8 +138,9 @@ Buffer::Buffer(size_t bytes, MemCategory c, MemTier tier, MemoryLedger& ledger) 
   ledger.on_alloc(tier, c, bytes);  // throws before anything is allocated
   if (bytes > 0) {
     // aligned_alloc wants a multiple of the alignment; the ledger counts the bytes asked for.
-    const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-    data_ = std::aligned_alloc(kAlignment, rounded);
+    const size_t align = tier == MemTier::kHost ? kHostAlignment : kAlignment;
+    const size_t rounded = (bytes + align - 1) / align * align;
+    data_ = std::aligned_alloc(align, rounded);
     if (data_ == nullptr) {
       ledger.on_free(tier, c, bytes);
       throw RuntimeFailure(fmt::format("out of host memory allocating {} bytes of '{}' ({} tier)", bytes,

@@ -4,7 +4,7 @@
 // per-rank budget on the device tier makes an allocation that would exceed it throw BudgetError.
 //
 // Buffer is the only way the library allocates tensor memory: a move-only owner of 64-byte-aligned
-// bytes that registers with the ledger on allocation and deregisters when freed.
+// bytes (4096 in the host tier) that registers with the ledger on allocation and deregisters when freed.
 #pragma once
 
 #include <array>
@@ -135,6 +135,9 @@ void fill_zero(void* p, size_t bytes);
 class Buffer {
  public:
   static constexpr size_t kAlignment = 64;
+  // Host-tier buffers start on a page: NVMe offload reads and writes them with direct I/O, which
+  // wants the file system's block alignment (io/direct_file.h).
+  static constexpr size_t kHostAlignment = 4096;
 
   Buffer() = default;
   // Allocates `bytes` (uninitialised) under category `c` in `tier` (device or host), and frees them

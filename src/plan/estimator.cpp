@@ -42,6 +42,22 @@ Units units_of(const model::GPT2Config& g, uint64_t W) {
   return u;
 }
 
+// NVMe optimizer offload: the largest unit's slot of one state's region, [off, off + S_u) fp32
+// elements, widened to whole 4 KiB blocks; the slots follow each other in unit order (unit 0, then
+// the blocks). Without a model (a bare parameter count) the units are unknown: not modelled.
+uint64_t nvme_window_bytes(const PlanInput& in) {
+  constexpr uint64_t kBlock = 4096;
+  auto span = [](uint64_t off, uint64_t n) {
+    const uint64_t b = off * 4 / kBlock * kBlock, e = (off + n) * 4;
+    return (e + kBlock - 1) / kBlock * kBlock - b;
+  };
+  if (!in.gpt2) return 0;
+  const Units u = units_of(*in.gpt2, static_cast<uint64_t>(in.world));
+  uint64_t most = span(0, u.s0);
+  for (uint64_t k = 0; k < u.L; ++k) most = std::max(most, span(u.s0 + k * u.sb, u.sb));
+  return most;
+}
+
 uint64_t grad_bytes(const PlanInput& in) {
   return in.dtype == DType::kF32 || in.fp32_grad_accum ? 4 : dtype_size(in.dtype);
 }
@@ -173,6 +189,7 @@ void PlanInput::validate() const {
   ZDP_REQUIRE(offload_optimizer == Offload::kNone || stage >= 1,
               "--offload-optimizer needs ZeRO stage 1, 2 or 3 (stage {} asked)", stage);
   ZDP_REQUIRE(sub_group_size >= 1, "--sub-group-size must be at least 1");
+  ZDP_REQUIRE(optimizer_buffer_count >= 1, "the offload buffer count must be at least 1");
   ZDP_REQUIRE(offload_param == Offload::kNone || stage == 3, "--offload-param needs ZeRO stage 3 (stage {} asked)",
               stage);
 }
@@ -208,11 +225,26 @@ MemoryEstimate estimate_memory(const PlanInput& in) {
   // shard (in fp32 runs too: the host's copy that the optimizer updates) and the optimizer states
   // leave the device; the host also stages one sub-group of the gradient in fp32 for the update to
   // read. The persistent gradients stay on the device (DeepSpeed moves its gradient partitions too).
+  // On nvme (zero/optimizer_swap.h) they are in a file, and the host holds buffer_count slots of one
+  // sub-group's masters and states (fewer when the shard has fewer sub-groups), the sub-group rounded
+  // up to whole 4 KiB blocks.
   if (in.offload_optimizer != Offload::kNone) {
-    MemoryEstimate::Offloaded& to = in.offload_optimizer == Offload::kCpu ? m.host_by : m.nvme_by;
+    const bool nvme = in.offload_optimizer == Offload::kNvme;
+    MemoryEstimate::Offloaded& to = nvme ? m.nvme_by : m.host_by;
     to.master += c.shard * 4;
     to.optim += m.optim;
-    m.host_by.grad += std::min(in.sub_group_size, c.shard) * 4;  // staged in RAM whatever the tier
+    const uint64_t sub = nvme ? (in.sub_group_size + 1023) / 1024 * 1024 : in.sub_group_size;
+    const uint64_t elems = std::min(sub, c.shard);
+    m.host_by.grad += elems * 4;  // staged in RAM whatever the tier
+    if (nvme) {
+      const uint64_t groups = std::max<uint64_t>(1, (c.shard + sub - 1) / sub);
+      const uint64_t slots = std::min(in.optimizer_buffer_count, groups);
+      // Loading (and checkpoints) bring one unit's slot of the states in at a time, widened to whole
+      // 4 KiB blocks (zero/model_states.h, StatesInHost), beside the slots: the largest such window.
+      const uint64_t window = nvme_window_bytes(in);
+      m.host_by.master += slots * elems * 4 + window;
+      m.host_by.optim += (slots * elems * 4 + window) * static_cast<uint64_t>(in.optimizer_states);
+    }
     m.master = m.optim = 0;
   }
   // Parameter offload (ZeRO-Infinity), as zerodp's engine does it: stage 3's parameter shards leave the

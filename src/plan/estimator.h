@@ -61,6 +61,9 @@ struct PlanInput {
   // With the optimizer offloaded: shard elements per update round trip (DeepSpeed's sub_group_size),
   // the size of the host's fp32 gradient staging buffer.
   uint64_t sub_group_size = 1'000'000'000;
+  // With the optimizer offloaded to nvme: host slots a sub-group's states pass through
+  // (offload_optimizer.buffer_count); the sub-group is rounded up to a multiple of 1024 elements.
+  uint64_t optimizer_buffer_count = 4;
 
   // UsageError naming the flag for anything out of range (W < 1, stage outside 0..3, T > n_ctx, an
   // offload DeepSpeed does not have at this stage, ...).

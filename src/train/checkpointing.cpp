@@ -92,15 +92,23 @@ std::string save_checkpoint(zero::Engine& engine, int64_t step, const SaveContex
   if (rank == 0) ckpt::prepare_save(ctx.save_dir, step);
   comm.barrier();
 
-  // This rank's file: its owned range of every unit, straight from the engine's buffers.
-  std::vector<ckpt::RankPiece> pieces;
-  engine.visit_owned([&](const zero::Engine::OwnedRange& r) {
-    if (r.begin < r.end) pieces.push_back({{r.unit, r.begin, r.end}, r.weights, r.states});
-  });
+  // This rank's file: its owned range of every unit, streamed from the engine's buffers unit by unit
+  // (with the optimizer on NVMe, each unit's states are in host memory only while it is written).
+  std::vector<ckpt::UnitRange> ranges;
+  for (int u = 0; u < engine.layout().num_units(); ++u) {
+    const zero::UnitShard& s = engine.shards().unit(u);
+    if (s.own_begin < s.own_end) ranges.push_back({u, s.own_begin, s.own_end});
+  }
   ckpt::RankFileOptions options;
   options.kill_midway = crash_requested(rank, step);
-  const ckpt::RankFile mine =
-      ckpt::write_rank_file(ckpt::partial_dir(ctx.save_dir, step), rank, W, step, states, pieces, options);
+  const ckpt::RankFile mine = ckpt::write_rank_file(
+      ckpt::partial_dir(ctx.save_dir, step), rank, W, step, states, ranges,
+      [&engine](const auto& write) {
+        engine.visit_owned([&](const zero::Engine::OwnedRange& r) {
+          if (r.begin < r.end) write(ckpt::RankPiece{{r.unit, r.begin, r.end}, r.weights, r.states});
+        });
+      },
+      options);
 
   // Every file's size and checksum to rank 0 (64-bit words travel as pairs of fp32 words).
   const uint64_t words[2] = {mine.bytes, mine.crc32c};

@@ -297,7 +297,8 @@ const std::vector<FlagEntry>& flag_table() {
        ZDP_GET { return show(c.activation_checkpointing); }},
       {{"--offload-optimizer", "none|cpu|nvme",
         "ZeRO-Offload (stages 1-3): fp32 master weights and optimizer states in host memory, the update run "
-        "there; same results, less device memory (nvme: not implemented yet)",
+        "there (nvme: in files under --nvme-path, read and written around each sub-group's update); same "
+        "results, less device memory",
         false},
        ZDP_SET { c.offload_optimizer = plan::parse_offload(v, f); },
        ZDP_GET { return plan::offload_name(c.offload_optimizer); }},
@@ -312,6 +313,11 @@ const std::vector<FlagEntry>& flag_table() {
         false},
        ZDP_SET { c.offload_param = plan::parse_offload(v, f); },
        ZDP_GET { return plan::offload_name(c.offload_param); }},
+      {{"--nvme-path", "DIR",
+        "With an nvme offload: the directory (on a fast local disk) where each run makes its own directory of "
+        "offload files, removed when the run ends (zero_optimization.offload_*.nvme_path)",
+        false},
+       ZDP_SET { c.nvme_path = std::string(v); }, ZDP_GET { return c.nvme_path; }},
       {{"--memory-budget", "BYTES",
         "Cap on what each rank holds, e.g. 8GB (10^9), 512MiB (2^20), 4G (2^30); over it: exit 3", false},
        ZDP_SET { c.memory_budget = parse_bytes(v, f); },
@@ -564,7 +570,7 @@ const TuningKey kTuningKeys[] = {
     {"comms_logger", "a DeepSpeed logging setting; the traffic ledger is in the metrics"},
     {"dump_state", "a DeepSpeed debugging setting"},
     {"timers", "a DeepSpeed timing setting"},
-    {"aio", "DeepSpeed's NVMe I/O settings (zerodp has no NVMe offload yet)"},
+    {"aio", "DeepSpeed's NVMe I/O settings; zerodp's io_uring queue and 4 KiB direct I/O are its own"},
     {"checkpoint", "DeepSpeed's checkpoint I/O settings; see docs/checkpoints.md"},
     {"zero_allow_untested_optimizer", "zerodp's optimizers are its own"},
     {"zero_force_ds_cpu_optimizer", "zerodp's optimizers are its own"},
@@ -744,11 +750,20 @@ void read_scheduler(const DsReader& r, const json& sec, TrainConfig& cfg) {
   }
 }
 
-// zero_optimization.offload_optimizer: where the optimizer lives. device "nvme" is read (so that
-// validate() refuses it with the flag's message); the knobs of DeepSpeed's pinned-memory and NVMe
-// pipelines are accepted and ignored; a partial offload (ratio < 1) is refused.
+// zero_optimization.offload_optimizer: where the optimizer lives (cpu, or nvme under nvme_path with
+// buffer_count I/O slots); the knobs of DeepSpeed's pinned-memory and NVMe pipelines are accepted and
+// ignored; a partial offload (ratio < 1) is refused.
 // The keys both offload sections share: "device" (read into `where`) and "pin_memory". Returns false
 // for any other key.
+// nvme_path of either offload section: zerodp has one --nvme-path, so two sections must agree.
+void read_nvme_path(const DsReader& r, const json& v, const std::string& path, TrainConfig& cfg) {
+  const std::string p = r.string(v, path);
+  if (!cfg.nvme_path.empty() && cfg.nvme_path != p)
+    r.fail(path + " differs from the other offload section's nvme_path: zerodp puts every NVMe offload file in "
+           "one directory (--nvme-path)");
+  cfg.nvme_path = p;
+}
+
 bool read_offload_common(const DsReader& r, const std::string& key, const json& v, const std::string& path,
                          plan::Offload& where) {
   if (key == "device") {
@@ -771,10 +786,14 @@ void read_offload_optimizer(const DsReader& r, const json& sec, TrainConfig& cfg
     const std::string path = base + "." + key;
     if (is_auto(v) || read_offload_common(r, key, v, path, cfg.offload_optimizer)) continue;
     if (key == "buffer_count") {
-      r.integer(v, path, 0);
-      r.ignored(path, "the number of NVMe I/O buffers; offload to cpu has none");
-    } else if (key == "nvme_path" || key == "pipeline_read" || key == "pipeline_write" || key == "fast_init") {
-      r.ignored(path, "a DeepSpeed NVMe/initialisation setting; zerodp offloads to cpu only");
+      cfg.optimizer_buffer_count = r.integer(v, path, 1);
+    } else if (key == "nvme_path") {
+      read_nvme_path(r, v, path, cfg);
+    } else if (key == "pipeline_read" || key == "pipeline_write") {
+      r.boolean(v, path);
+      r.ignored(path, "zerodp always overlaps the NVMe reads and writes with the update (buffer_count slots)");
+    } else if (key == "fast_init") {
+      r.ignored(path, "a DeepSpeed initialisation setting");
     } else if (key == "ratio") {
       if (r.number(v, path) != 1.0) r.fail(path + " other than 1 (a partial offload) is not implemented");
     } else {
@@ -798,7 +817,7 @@ void read_offload_param(const DsReader& r, const json& sec, TrainConfig& cfg) {
       r.integer(v, path, 0);
       r.ignored(path, "a cap on the parameters kept in host memory with NVMe offload; offload to cpu keeps them all");
     } else if (key == "nvme_path") {
-      r.ignored(path, "a DeepSpeed NVMe setting; zerodp offloads to cpu only");
+      read_nvme_path(r, v, path, cfg);
     } else {
       r.unknown(path, v);
     }
@@ -1132,9 +1151,11 @@ void TrainConfig::validate(int world_size) const {
               "--param-persistence-threshold (zero_optimization.stage3_param_persistence_threshold) "
               "must be >= 0, got {}",
               stage3_param_persistence_threshold);
-  ZDP_REQUIRE(offload_optimizer != plan::Offload::kNvme,
-              "--offload-optimizer (zero_optimization.offload_optimizer.device) nvme is not implemented yet: use cpu "
-              "or none");
+  ZDP_REQUIRE(offload_optimizer != plan::Offload::kNvme || !nvme_path.empty(),
+              "--offload-optimizer (zero_optimization.offload_optimizer.device) nvme needs --nvme-path DIR "
+              "(zero_optimization.offload_optimizer.nvme_path): where the offload files go");
+  ZDP_REQUIRE(optimizer_buffer_count >= 1 && optimizer_buffer_count <= 64,
+              "zero_optimization.offload_optimizer.buffer_count must be in 1..64, got {}", optimizer_buffer_count);
   ZDP_REQUIRE(offload_optimizer == plan::Offload::kNone || zero_stage >= 1,
               "--offload-optimizer (zero_optimization.offload_optimizer.device) {} needs ZeRO stage 1, 2 or 3: the "
               "optimizer is only offloaded where it is sharded (--zero-stage {} asked)",
@@ -1245,7 +1266,9 @@ json TrainConfig::to_json() const {
         {"reshard_after_forward", reshard_after_forward},
         {"offload_optimizer", plan::offload_name(offload_optimizer)},
         {"sub_group_size", sub_group_size},
-        {"offload_param", plan::offload_name(offload_param)}}},
+        {"offload_optimizer_buffer_count", optimizer_buffer_count},
+        {"offload_param", plan::offload_name(offload_param)},
+        {"nvme_path", nvme_path}}},
       {"memory_budget", memory_budget ? json(*memory_budget) : json(nullptr)},
       {"seed", seed},
       {"shuffle", shuffle},

@@ -41,7 +41,10 @@ zero::EngineConfig engine_config(const TrainConfig& cfg) {
   e.activation_checkpointing = cfg.activation_checkpointing;
   e.stage3_param_persistence_threshold = static_cast<size_t>(cfg.stage3_param_persistence_threshold);
   e.optimizer = cfg.optimizer_spec();
-  e.offload_optimizer = cfg.offload_optimizer == plan::Offload::kCpu;
+  e.offload_optimizer = cfg.offload_optimizer != plan::Offload::kNone;
+  e.offload_optimizer_nvme = cfg.offload_optimizer == plan::Offload::kNvme;
+  e.optimizer_buffer_count = static_cast<int>(cfg.optimizer_buffer_count);
+  e.nvme_path = cfg.nvme_path;
   e.sub_group_size = static_cast<size_t>(cfg.sub_group_size);
   e.offload_param = cfg.offload_param == plan::Offload::kCpu;
   e.loss_scale.enabled = cfg.dtype == DType::kF16;
@@ -118,6 +121,7 @@ void check_fits_in_memory(const TrainConfig& cfg, const model::GPT2Config& mc, i
   in.activation_checkpointing = cfg.activation_checkpointing;
   in.offload_optimizer = cfg.offload_optimizer;
   in.sub_group_size = static_cast<uint64_t>(cfg.sub_group_size);
+  in.optimizer_buffer_count = static_cast<uint64_t>(cfg.optimizer_buffer_count);
   in.offload_param = cfg.offload_param;
   const plan::MemoryEstimate e = plan::estimate_memory(in);
   // What offload moves to the host is this machine's memory all the same.
@@ -288,6 +292,12 @@ TrainResult run_training(TrainConfig cfg) {
   }
   world->barrier();
   metrics.commit();
+  if (cfg.offload_optimizer == plan::Offload::kNvme) {
+    const zero::Engine::NvmeTraffic t = engine.nvme_traffic();
+    log::info("nvme offload (rank 0): {} read, {} written; the updates moved {} in {:.3f} s ({:.1f} MB/s)",
+              format_bytes(t.bytes_read), format_bytes(t.bytes_written), format_bytes(t.update_bytes),
+              t.update_seconds, t.update_seconds > 0 ? t.update_bytes / t.update_seconds / 1e6 : 0.0);
+  }
   log::info("done: {} steps{}, final loss {:.4f}, {:.0f} tokens/s", cfg.steps,
             skipped_steps > 0 ? fmt::format(" ({} skipped)", skipped_steps) : "",
             result.losses.empty() ? 0.0 : result.losses.back(), result.tokens_per_second);

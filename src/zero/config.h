@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <optional>
+#include <string>
 
 #include "core/dtype.h"
 #include "device/device.h"
@@ -39,6 +40,14 @@ struct EngineConfig {
   // the parameters. The same arithmetic in another place: results are bitwise those without offload.
   bool offload_optimizer = false;
   size_t sub_group_size = 1'000'000'000;
+  // ZeRO-Infinity's optimizer offload to NVMe (with offload_optimizer): the masters and optimizer
+  // states in a file of this run's directory under nvme_path instead of host memory, brought in a
+  // sub-group at a time through optimizer_buffer_count host slots (zero/optimizer_swap.h); the
+  // sub-group is rounded up to a multiple of 1024 elements (whole 4 KiB blocks). Same bits.
+  bool offload_optimizer_nvme = false;
+  int optimizer_buffer_count = 4;
+  std::string nvme_path;     // --nvme-path: where the run's offload directory is made
+  std::string nvme_run_dir;  // that directory, filled in by the Engine (the same name on every rank)
   // ZeRO-Infinity's parameter offload to cpu (stage 3 only): the parameter shards of the sharded
   // units live in host memory (the ledger's host tier, category param); each gather copies the
   // shard up into a device staging buffer (category comm, alive while the gather is in flight) and

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/memory.h"
+#include "io/run_dir.h"
 #include "zero/comm_clock.h"
 #include "zero/grad_reducer.h"
 #include "zero/model_states.h"
@@ -273,10 +274,32 @@ Engine::Engine(const model::ParamLayout& layout, std::shared_ptr<comm::Communica
   ZDP_REQUIRE(!config.offload_param || config.stage == 3, "parameter offload needs ZeRO stage 3 (stage {} asked)",
               config.stage);
   ZDP_REQUIRE(config.sub_group_size >= 1, "sub_group_size must be at least 1, got {}", config.sub_group_size);
+  if (config.offload_optimizer && config.offload_optimizer_nvme) make_nvme_run_dir();
   impl_ = std::make_unique<Impl>(*this, layout_, shards_, *comm_, config_);
 }
 
 Engine::~Engine() = default;
+
+// Every rank uses the directory named after rank 0's process (broadcast: the ranks of one run agree
+// on it, and no other run has it); first, each rank removes what killed runs of its host left.
+void Engine::make_nvme_run_dir() {
+  io::remove_stale_run_dirs(config_.nvme_path);
+  constexpr size_t kNameFloats = 64;  // 256 bytes; sent as fp32 words, the collectives' smallest unit
+  float words[kNameFloats] = {};
+  if (comm_->rank() == 0) {
+    const std::string name = io::run_dir_name(io::this_process());
+    ZDP_CHECK(name.size() < sizeof words, "offload directory name of {} bytes", name.size());
+    std::memcpy(words, name.data(), name.size());
+  }
+  {
+    comm::UntrackedTraffic untracked(*comm_);
+    comm_->broadcast(words, kNameFloats, DType::kF32, 0);
+  }
+  char name[sizeof words + 1] = {};
+  std::memcpy(name, words, sizeof words);
+  run_dir_ = std::make_unique<io::RunDir>(config_.nvme_path, name);
+  config_.nvme_run_dir = run_dir_->path();
+}
 
 void Engine::load(const UnitSource& source) {
   load_states(impl_->st, [&source](int state, int unit, size_t begin, size_t count, float* dst) {
@@ -292,6 +315,7 @@ void Engine::visit_owned(const std::function<void(const OwnedRange&)>& visit) co
   Impl& m = *impl_;
   for (int u = 0; u < layout_.num_units(); ++u) {
     const UnitShard& s = shards_.unit(u);
+    StatesInHost in_host(m.st, u);  // NVMe offload: the unit's states, read from the file
     OwnedRange r{u, s.own_begin, s.own_end, nullptr, {}};
     if (s.own_begin < s.own_end) {
       r.weights = m.st.weights_at(u, s.own_begin);
@@ -308,6 +332,17 @@ StepResult Engine::step(int accum, const BatchSource& batches, double lr, double
 }
 
 int64_t Engine::optimizer_steps() const { return impl_->optimizer.steps(); }
+
+Engine::NvmeTraffic Engine::nvme_traffic() const {
+  NvmeTraffic t;
+  if (const OptimizerSwap* swap = impl_->st.swap.get()) {
+    t.bytes_read = swap->file().stats().bytes_read;
+    t.bytes_written = swap->file().stats().bytes_written;
+    t.update_bytes = impl_->optimizer.offload_io_bytes();
+    t.update_seconds = impl_->optimizer.offload_seconds();
+  }
+  return t;
+}
 
 bool Engine::weights_finite() { return all_weights_finite(impl_->st, *comm_); }
 

@@ -24,6 +24,10 @@
 #include "zero/sharding.h"
 #include "zero/state_io.h"
 
+namespace zerodp::io {
+class RunDir;
+}
+
 namespace zerodp::zero {
 
 
@@ -68,6 +72,15 @@ class Engine {
   bool weights_finite();
   // Optimizer steps taken so far (AdamW's t of the last update).
   int64_t optimizer_steps() const;
+  // With the optimizer offloaded to NVMe: this rank's bytes read from and written to its offload
+  // file so far (loading and checkpoints included), and the seconds its offloaded updates took (the
+  // I/O of an update overlaps it); zeros otherwise.
+  struct NvmeTraffic {
+    uint64_t bytes_read = 0, bytes_written = 0;
+    uint64_t update_bytes = 0;  // of those, moved by the updates
+    double update_seconds = 0;
+  };
+  NvmeTraffic nvme_traffic() const;
 
   // Calls `sink(unit, data)` on rank 0 with each unit's full fp32 parameters (the masters when the
   // compute dtype is 16-bit), unit by unit; collective: every rank must call it.
@@ -78,7 +91,8 @@ class Engine {
   int num_optimizer_states() const;
   // The rank's owned range of each unit ([own_begin, own_end) of the W-way split, whatever the
   // stage, so that the ranks' ranges tile every unit exactly once): its fp32 weights (masters for
-  // 16-bit runs) and optimizer states, in unit order.
+  // 16-bit runs) and optimizer states, in unit order. The pointers are valid during the visit's call
+  // only (with the optimizer on NVMe, the unit's states are read into host memory for it).
   struct OwnedRange {
     int unit;
     size_t begin, end;  // elements of the unit
@@ -106,7 +120,10 @@ class Engine {
   EngineConfig config_;
   ShardLayout shards_;
   LossScaler scaler_;
+  std::unique_ptr<io::RunDir> run_dir_;  // NVMe offload: this run's directory (outlives the files in it)
   std::unique_ptr<Impl> impl_;
+
+  void make_nvme_run_dir();
 };
 
 }  // namespace zerodp::zero

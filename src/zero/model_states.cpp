@@ -20,7 +20,8 @@ ModelStates::ModelStates(const model::ParamLayout& l, const ShardLayout& s, cons
       has_master(mixed || offload),
       offload_param(cfg.offload_param),
       num_states(static_cast<int>(optim::state_floats_per_param(cfg.optimizer))),
-      sub_group(cfg.sub_group_size) {
+      optim_nvme(cfg.offload_optimizer && cfg.offload_optimizer_nvme),
+      sub_group(optim_nvme ? nvme_sub_group(cfg.sub_group_size) : cfg.sub_group_size) {
   ZDP_REQUIRE(!offload || stage >= 1, "optimizer offload needs ZeRO stage 1, 2 or 3 (stage {} asked)", stage);
   ZDP_REQUIRE(sub_group >= 1, "sub_group_size must be at least 1");
   ZDP_REQUIRE(!offload_param || stage == 3, "parameter offload needs ZeRO stage 3 (stage {} asked)", stage);
@@ -50,7 +51,7 @@ ModelStates::ModelStates(const model::ParamLayout& l, const ShardLayout& s, cons
   auto allocate = [&](size_t bytes, MemCategory c) {
     return offload ? cfg.dev().allocate_host(bytes, c) : cfg.dev().allocate(bytes, c);
   };
-  if (has_master) {
+  if (has_master && !optim_nvme) {
     master = allocate((stage == 0 ? full : shard) * sizeof(float), MemCategory::kMaster);
     cfg.dev().fill_zero(master.data(), master.size());
   }
@@ -58,16 +59,40 @@ ModelStates::ModelStates(const model::ParamLayout& l, const ShardLayout& s, cons
   cfg.dev().fill_zero(grad_store.data(), grad_store.size());
   const size_t state_elems = stage == 0 ? full : shard;
   // Optimizer state: AdamW's m and v, or SGD's momentum buffer (none without momentum).
-  if (num_states >= 1) {
+  if (num_states >= 1 && !optim_nvme) {
     opt_m = allocate(state_elems * sizeof(float), MemCategory::kOptim);
     cfg.dev().fill_zero(opt_m.data(), opt_m.size());
   }
-  if (num_states >= 2) {
+  if (num_states >= 2 && !optim_nvme) {
     opt_v = allocate(state_elems * sizeof(float), MemCategory::kOptim);
     cfg.dev().fill_zero(opt_v.data(), opt_v.size());
   }
   // fp32 whatever the gradient's dtype: 16-bit gradients are widened on their way down.
   if (offload) grad_staging = cfg.dev().allocate_host(std::min(sub_group, shard) * sizeof(float), MemCategory::kGrad);
+  if (optim_nvme) {
+    ZDP_CHECK(!cfg.nvme_run_dir.empty(), "NVMe optimizer offload without the run's directory");
+    swap = std::make_unique<OptimizerSwap>(cfg.nvme_run_dir, r, shard, num_states, sub_group,
+                                           cfg.optimizer_buffer_count, cfg.dev());
+  }
+}
+
+// The unit's slot of the shard-sized states, [shard_off, shard_off + shard), widened to whole blocks.
+StatesInHost::StatesInHost(ModelStates& st, int u) : st_(st) {
+  if (!st_.swap) return;
+  const uint64_t begin = st_.shard_off[u] * sizeof(float), end = begin + st_.unit(u).shard * sizeof(float);
+  const uint64_t first = begin / io::kIoBlock * io::kIoBlock;
+  st_.swap->bring_in(first, io::align_up_block(end) - first, st_.master, st_.opt_m, st_.opt_v);
+  st_.window_first = first / sizeof(float);
+}
+
+StatesInHost::~StatesInHost() {
+  if (!st_.swap) return;
+  st_.swap->put_back(st_.window_first * sizeof(float), st_.master, st_.opt_m, st_.opt_v, false);
+  st_.window_first = 0;
+}
+
+void StatesInHost::write_back() {
+  if (st_.swap) st_.swap->put_back(st_.window_first * sizeof(float), st_.master, st_.opt_m, st_.opt_v, true);
 }
 
 }  // namespace zerodp::zero

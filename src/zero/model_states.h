@@ -17,17 +17,24 @@
 // device staging buffer for its all-gather (param_gatherer.h); the optimizer's updated weights are
 // written into param_host. param_at() reaches a unit's parameters wherever they are.
 //
+// With the optimizer offloaded to NVMe, master and optim are in a file instead (swap,
+// zero/optimizer_swap.h): master, opt_m and opt_v are empty but while a StatesInHost brings one
+// unit's part of the shard in (loading, checkpoints, consolidation), from shard element
+// window_first on; the update reaches them a sub-group at a time, through the swap's slots.
+//
 // The engine's parts (gradient reduction, parameter gathering, the optimizer step, state I/O)
 // share one ModelStates and reach the bytes only through it.
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <utility>
 #include <vector>
 
 #include "core/memory.h"
 #include "model/layout.h"
 #include "zero/config.h"
+#include "zero/optimizer_swap.h"
 #include "zero/sharding.h"
 
 namespace zerodp::zero {
@@ -50,11 +57,14 @@ struct ModelStates {
   const bool has_master;  // an fp32 master copy exists: 16-bit compute, or offload
   const bool offload_param;  // parameter offload: the sharded units' parameter shards in host memory
   const int num_states;  // fp32 optimizer states per element
+  const bool optim_nvme;  // optimizer offload to NVMe: master and optim in swap's file
   const size_t sub_group;  // offload: shard elements updated per round trip (staging size)
 
   Buffer param_store, master, grad_store, opt_m, opt_v;
   Buffer param_host;  // parameter offload: the sharded units' shards, compute dtype, in host memory
   Buffer grad_staging;  // offload: fp32 gradient of one sub-group, in host memory
+  std::unique_ptr<OptimizerSwap> swap;  // optimizer offload to NVMe
+  size_t window_first = 0;  // NVMe: the shard element master[0] (opt_m[0], opt_v[0]) holds
   std::vector<size_t> shard_off;  // unit u's first element in the shard-sized buffers
   std::vector<size_t> param_off;  // unit u's first element in param_store (param_host: offloaded shards)
   std::vector<bool> param_whole;  // param_store holds all of unit u (stages 0-2; persistent stage-3 units)
@@ -73,7 +83,7 @@ struct ModelStates {
   bool param_on_host(int u) const { return offload_param && !param_whole[u]; }
   // fp32 weights the optimizer updates: the masters (16-bit runs, offload) or the parameters themselves.
   float* weights_at(int u, size_t i) {
-    if (has_master) return master.as<float>() + (stage == 0 ? full_index(u, i) : shard_index(u, i));
+    if (has_master) return master.as<float>() + (stage == 0 ? full_index(u, i) : shard_index(u, i) - window_first);
     return reinterpret_cast<float*>(param_at(u, i));
   }
   char* param_at(int u, size_t i) {
@@ -81,12 +91,30 @@ struct ModelStates {
   }
   char* grad_at(int u, size_t i) { return grad_store.as<char>() + grad_index(u, i) * dtype_size(gdt); }
   // Optimizer state k (0: m or momentum, 1: v) of unit u's element i.
-  float* state_at(int k, int u, size_t i) { return (k == 0 ? opt_m : opt_v).as<float>() + state_index(u, i); }
+  float* state_at(int k, int u, size_t i) {
+    return (k == 0 ? opt_m : opt_v).as<float>() + state_index(u, i) - window_first;
+  }
   // The range of unit u's elements this rank updates: all of them at stage 0, its shard otherwise.
   std::pair<size_t, size_t> update_range(int u) const {
     if (stage == 0) return {0, sh.unit(u).numel};
     return {sh.unit(u).own_begin, sh.unit(u).own_end};
   }
+};
+
+// NVMe optimizer offload: unit u's masters and optimizer states (the blocks of the file that hold
+// its part of the shard) in host memory, in ModelStates::master, opt_m, opt_v where weights_at and
+// state_at find them, while this lives; write_back() sends changes to the file first. Does nothing
+// for the other modes.
+class StatesInHost {
+ public:
+  StatesInHost(ModelStates& st, int u);
+  ~StatesInHost();  // frees them, unwritten
+  StatesInHost(const StatesInHost&) = delete;
+  StatesInHost& operator=(const StatesInHost&) = delete;
+  void write_back();
+
+ private:
+  ModelStates& st_;
 };
 
 }  // namespace zerodp::zero

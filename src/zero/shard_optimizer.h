@@ -24,6 +24,9 @@ class ShardOptimizer {
   void update(double lr, float grad_scale);
 
   int64_t steps() const { return steps_; }  // updates applied (AdamW's t of the last one)
+  // NVMe offload: seconds the offloaded updates took, and the file bytes they moved.
+  double offload_seconds() const { return offload_seconds_; }
+  uint64_t offload_io_bytes() const { return offload_io_bytes_; }
   void set_steps(int64_t steps) { steps_ = steps; }
 
  private:
@@ -33,6 +36,8 @@ class ShardOptimizer {
   ModelStates& st_;
   const EngineConfig cfg_;  // a copy: the part may outlive the caller's config
   int64_t steps_ = 0;
+  double offload_seconds_ = 0;
+  uint64_t offload_io_bytes_ = 0;
 };
 
 }  // namespace zerodp::zero

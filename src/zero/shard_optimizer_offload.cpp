@@ -5,7 +5,11 @@
 // update runs on the host's fp32 weights and states, and the updated weights go back up into the
 // device's parameters (rounded to the compute dtype, or copied in fp32 runs). The update is the same
 // element-wise arithmetic on the same values as without offload, so the results are the same bits.
+// With the optimizer on NVMe the sub-group's weights and states are in a slot of OptimizerSwap,
+// read ahead of the update and written back after it (zero/optimizer_swap.h, docs/design.md).
 #include <algorithm>
+#include <chrono>
+#include <vector>
 
 #include "optim/optimizer.h"
 #include "zero/shard_optimizer.h"
@@ -36,10 +40,38 @@ void ShardOptimizer::update_offloaded(double lr, float grad_scale, int64_t t) {
   device::Device& dev = cfg_.dev();
   float* staging = st_.grad_staging.as<float>();
   const size_t total = st_.sh.total_shard();
-  for (size_t first = 0; first < total; first += st_.sub_group) {
-    const size_t last = std::min(total, first + st_.sub_group);
+  const size_t groups = (total + st_.sub_group - 1) / st_.sub_group;
+  // NVMe: sub-group g's states are in slot g % B. Reads run up to B-1 sub-groups ahead; a slot is
+  // read into only once its previous sub-group's write is done, which is waited for one update later.
+  OptimizerSwap* swap = st_.swap.get();
+  const int B = swap ? swap->slots() : 1;
+  const auto started = std::chrono::steady_clock::now();
+  const uint64_t moved_before = swap ? swap->file().stats().bytes_read + swap->file().stats().bytes_written : 0;
+  std::vector<bool> requested(swap ? groups : 0, false);
+  auto request = [&](size_t g) {
+    const int s = static_cast<int>(g % B);
+    swap->wait(s);  // the write of the slot's previous sub-group
+    swap->read_async(g, s);
+    requested[g] = true;
+  };
+  if (swap)
+    for (size_t g = 0; g + 1 < static_cast<size_t>(B) && g < groups; ++g) request(g);
+  for (size_t g = 0; g < groups; ++g) {
+    const size_t first = g * st_.sub_group, last = std::min(total, first + st_.sub_group);
+    const int slot = static_cast<int>(g % B);
     // Where unit u's element i lands in the staging buffer.
     auto staged = [&](int u, size_t i) { return staging + (st_.shard_index(u, i) - first); };
+    // Where its weights and states are: the host copies of the whole shard, or the sub-group's slot.
+    auto weights = [&](int u, size_t i) {
+      return swap ? swap->master(slot) + (st_.shard_index(u, i) - first) : st_.weights_at(u, i);
+    };
+    auto state = [&](int k, int u, size_t i) {
+      return swap ? swap->state(slot, k) + (st_.shard_index(u, i) - first) : st_.state_at(k, u, i);
+    };
+    if (swap) {
+      if (!requested[g]) request(g);
+      swap->wait(slot);
+    }
     // Down: the sub-group's gradient, in fp32.
     for_each_piece(st_, first, last, [&](int u, size_t b, size_t e) {
       dev.convert(st_.grad_at(u, b), st_.gdt, staged(u, b), DType::kF32, e - b);
@@ -48,18 +80,26 @@ void ShardOptimizer::update_offloaded(double lr, float grad_scale, int64_t t) {
     for_each_piece(st_, first, last, [&](int u, size_t b, size_t e) {
       for (const Segment& seg : unit_segments(st_.layout, u, b, e)) {
         const size_t c = seg.begin, n = seg.count;
-        float* m = st_.opt_m.empty() ? nullptr : st_.state_at(0, u, c);
+        float* m = st_.num_states >= 1 ? state(0, u, c) : nullptr;
         if (adamw)
-          dev.adamw_update(st_.weights_at(u, c), staged(u, c), m, st_.state_at(1, u, c), n, adam, t, seg.decay,
-                           grad_scale);
+          dev.adamw_update(weights(u, c), staged(u, c), m, state(1, u, c), n, adam, t, seg.decay, grad_scale);
         else
-          dev.sgd_update(st_.weights_at(u, c), staged(u, c), m, n, sgd, t, seg.decay, grad_scale);
+          dev.sgd_update(weights(u, c), staged(u, c), m, n, sgd, t, seg.decay, grad_scale);
       }
     });
     // Up: the updated weights into the parameters, in the compute dtype.
     for_each_piece(st_, first, last, [&](int u, size_t b, size_t e) {
-      dev.convert(st_.weights_at(u, b), DType::kF32, st_.param_at(u, b), st_.pdt, e - b);
+      dev.convert(weights(u, b), DType::kF32, st_.param_at(u, b), st_.pdt, e - b);
     });
+    if (swap) {
+      swap->write_async(g, slot);
+      if (B >= 2 && g + B - 1 < groups) request(g + B - 1);
+    }
+  }
+  if (swap) {
+    for (int s = 0; s < B; ++s) swap->wait(s);
+    offload_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    offload_io_bytes_ += swap->file().stats().bytes_read + swap->file().stats().bytes_written - moved_before;
   }
 }
 

@@ -18,6 +18,7 @@ void load_states(ModelStates& st, const StateSource& source, bool with_states) {
     const UnitShard& s = st.unit(u);
     const size_t keep_b = st.param_whole[u] ? 0 : s.own_begin, keep_e = st.param_whole[u] ? s.numel : s.own_end;
     const auto [b, e] = st.update_range(u);
+    StatesInHost in_host(st, u);  // NVMe offload: the unit's masters and states, written back below
     for (size_t c = keep_b; c < keep_e; c += kWorkChunk) {
       const size_t n = std::min(kWorkChunk, keep_e - c);
       source(-1, u, c, n, vals);
@@ -25,8 +26,9 @@ void load_states(ModelStates& st, const StateSource& source, bool with_states) {
       const size_t mb = std::max(b, c), me = std::min(e, c + n);
       if (st.has_master && mb < me) std::memcpy(st.weights_at(u, mb), vals + (mb - c), (me - mb) * sizeof(float));
     }
-    if (!with_states || b >= e) continue;
-    for (int k = 0; k < st.num_states; ++k) source(k, u, b, e - b, st.state_at(k, u, b));
+    if (with_states && b < e)
+      for (int k = 0; k < st.num_states; ++k) source(k, u, b, e - b, st.state_at(k, u, b));
+    in_host.write_back();
   }
 }
 
@@ -48,8 +50,10 @@ void consolidate_weights(ModelStates& st, comm::Communicator& comm,
     Buffer full(s.padded * sizeof(float), MemCategory::kGathered);
     Buffer mine(s.shard * sizeof(float), MemCategory::kComm);
     mine.zero();
-    if (s.own_begin < s.own_end)
+    if (s.own_begin < s.own_end) {
+      StatesInHost in_host(st, u);  // NVMe offload: the unit's masters, read from the file
       std::memcpy(mine.data(), st.weights_at(u, s.own_begin), (s.own_end - s.own_begin) * sizeof(float));
+    }
     comm.all_gather(mine.data(), full.data(), s.shard, DType::kF32);
     if (st.r == 0) sink(u, full.as<float>());
   }
@@ -59,6 +63,7 @@ bool all_weights_finite(ModelStates& st, comm::Communicator& comm) {
   float bad = 0.0f;
   for (int u = 0; u < st.num_units() && bad == 0.0f; ++u) {
     const auto [b, e] = st.update_range(u);
+    StatesInHost in_host(st, u);  // NVMe offload: the unit's masters, read from the file
     const float* w = b < e ? st.weights_at(u, b) : nullptr;
     for (size_t i = 0; i < e - b; ++i)
       if (!std::isfinite(w[i])) {

@@ -5,7 +5,10 @@
 // Parameter offload (stage 3): the same, alone and with the optimizer offloaded too.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
 #include <cstring>
 #include <random>
 #include <string>
@@ -140,6 +143,58 @@ TEST(Offload, SgdSameBitsAsWithoutOffload) {
     expect_same_bits(got, train(a, 3), "SGD momentum " + std::to_string(momentum));
     EXPECT_EQ(got.grown.host.live_of(MemCategory::kOptim), momentum > 0 ? got.grown.host.live_of(MemCategory::kMaster) : 0u);
   }
+}
+
+// ZeRO-Infinity's optimizer offload to NVMe (a directory under /tmp here): the same bits with 1, 2 and
+// 4 I/O slots, sub-groups that cut units (rounded up to 1024 elements) or take the whole shard, AdamW
+// and SGD with and without momentum (1 and 0 states); the states are in the nvme tier, the host holds
+// only slots and staging after a step, and nothing is left in the directory once the engines are gone.
+TEST(Offload, NvmeSameBitsAsWithoutOffload) {
+  const std::string dir = "/tmp/zerodp-nvme-test-" + std::to_string(::getppid());  // the ranks' launcher
+  std::filesystem::create_directories(dir);
+  struct Case {
+    int stage;
+    DType dt;
+    size_t sub_group;
+    int slots;
+    optim::OptimizerKind kind;
+    double momentum;
+  };
+  const Case cases[] = {{1, DType::kF32, 1000, 4, optim::OptimizerKind::kAdamW, 0},
+                        {2, DType::kBF16, 3000, 2, optim::OptimizerKind::kAdamW, 0},
+                        {3, DType::kF16, 1000, 1, optim::OptimizerKind::kAdamW, 0},
+                        {3, DType::kBF16, 1'000'000'000, 4, optim::OptimizerKind::kAdamW, 0},
+                        {2, DType::kF32, 2000, 3, optim::OptimizerKind::kSGD, 0.9},
+                        {3, DType::kBF16, 1000, 2, optim::OptimizerKind::kSGD, 0.0}};
+  for (const Case& k : cases) {
+    EngineConfig plain = config(k.stage, k.dt, false), nvme = config(k.stage, k.dt, true, k.sub_group);
+    for (EngineConfig* c : {&plain, &nvme}) {
+      c->optimizer.kind = k.kind;
+      c->optimizer.momentum = k.momentum;
+    }
+    nvme.offload_optimizer_nvme = true;
+    nvme.nvme_path = dir;
+    nvme.optimizer_buffer_count = k.slots;
+    const std::string what = name(k.stage, k.dt, k.sub_group) + " slots " + std::to_string(k.slots) +
+                             (k.kind == optim::OptimizerKind::kSGD ? " SGD" : " AdamW");
+    const Trained got = train(nvme, 3);
+    expect_same_bits(got, train(plain, 3), what);
+    const int states = k.kind == optim::OptimizerKind::kAdamW ? 2 : (k.momentum > 0 ? 1 : 0);
+    const uint64_t shard_bytes = got.grown.nvme.live_of(MemCategory::kMaster);
+    EXPECT_GT(shard_bytes, 0u) << what;
+    EXPECT_EQ(got.grown.nvme.live_of(MemCategory::kOptim), states * shard_bytes) << what;
+    EXPECT_EQ(got.grown.live_of(MemCategory::kMaster) + got.grown.live_of(MemCategory::kOptim), 0u) << what;
+    // The host: the slots (one sub-group of each state, as many as asked and as there are sub-groups).
+    const uint64_t sub = std::min<uint64_t>(nvme_sub_group(k.sub_group) * 4, shard_bytes);
+    const uint64_t groups = (shard_bytes + sub - 1) / sub;
+    EXPECT_EQ(got.grown.host.live_of(MemCategory::kMaster), std::min<uint64_t>(k.slots, groups) * sub) << what;
+    EXPECT_EQ(got.grown.host.live_of(MemCategory::kOptim), states * std::min<uint64_t>(k.slots, groups) * sub)
+        << what;
+  }
+  comm::world()->barrier();
+  EXPECT_TRUE(std::filesystem::is_empty(dir)) << dir << " holds what the runs left";
+  comm::world()->barrier();
+  if (comm::world()->rank() == 0) std::filesystem::remove_all(dir);
 }
 
 // Device tier: master and optim gone, everything else exactly as without offload (peaks per category);

@@ -156,7 +156,13 @@ TEST(Estimator, OptimizerOffloadMovesWhatTheEngineMoves) {
   m = estimate_memory(in);
   EXPECT_EQ(model_states(m), 500'000'000u);  // the fp32 gradient shard
   EXPECT_EQ(m.nvme, 500'000'000u * 4);  // parameters, masters, m and v
-  EXPECT_EQ(m.host, 4000u);             // the staging buffer
+  // The staging buffer and 4 slots of masters, m and v, of one sub-group rounded up to 1024 elements
+  // (no unit window: a bare count has no units).
+  EXPECT_EQ(m.host_by.grad, 1024u * 4);
+  EXPECT_EQ(m.host_by.master, 4u * 1024 * 4);
+  EXPECT_EQ(m.host_by.optim, 2u * 4 * 1024 * 4);
+  in.optimizer_buffer_count = 2;
+  EXPECT_EQ(estimate_memory(in).host_by.master, 2u * 1024 * 4);
   in.stage = 0;
   EXPECT_THROW(estimate_memory(in), UsageError);
   in.stage = 2;

@@ -11,13 +11,14 @@ ALLOWED = {
     "cuda": {"core"},
     "device": {"core", "kernels", "cuda", "optim"},
     "comm": {"core"},
+    "io": {"core"},
     "model": {"core", "device"},
     "optim": {"core"},
     "data": {"core"},
-    "zero": {"core", "device", "comm", "model", "optim"},
+    "zero": {"core", "device", "comm", "io", "model", "optim"},
     "ckpt": {"core", "model"},
     "plan": {"core", "model"},
-    "train": {"core", "device", "comm", "model", "zero", "optim", "data", "ckpt", "plan"},
+    "train": {"core", "device", "comm", "io", "model", "zero", "optim", "data", "ckpt", "plan"},
 }
 
 root = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else ".")

@@ -137,6 +137,75 @@ def driver_args(usage):
     return os.path.abspath(sys.argv[1]), sys.argv[2]
 
 
+# ---- killing a rank ---------------------------------------------------------------------------------
+
+def rank_pids(zerodp):
+    """{world rank: pid} of the running `zerodp` processes mpirun started (from their environment)."""
+    found = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                argv0 = f.read().split(b"\0")[0].decode(errors="replace")
+            if os.path.realpath(argv0) != os.path.realpath(zerodp):
+                continue
+            with open(f"/proc/{d}/environ", "rb") as f:
+                env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+            if b"OMPI_COMM_WORLD_RANK" in env:
+                found[int(env[b"OMPI_COMM_WORLD_RANK"])] = int(d)
+        except (OSError, ValueError):
+            continue  # gone meanwhile
+    return found
+
+
+def run_and_kill_rank(zerodp, args, ranks, victim, when, timeout=120):
+    """Starts `zerodp args` on `ranks` ranks, waits until when() is true, sends SIGKILL to rank
+    `victim`, and waits for the job to end. Returns {"killed": bool, "rc": exit code (None: still
+    running at the timeout, then killed), "seconds_after_kill": float, "err": stderr text}."""
+    import signal
+    cmd = command(zerodp, args, ranks=ranks, timeout=timeout)
+    p = subprocess.Popen(cmd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    start, killed, kill_time = time.monotonic(), False, None
+    while p.poll() is None and time.monotonic() - start < timeout:
+        if not killed and when():
+            pid = rank_pids(zerodp).get(victim)
+            if pid:
+                os.kill(pid, signal.SIGKILL)
+                killed, kill_time = True, time.monotonic()
+        time.sleep(0.05)
+    rc = p.poll()
+    if rc is None:
+        p.kill()
+    out, err = p.communicate()
+    end = time.monotonic()
+    return {"killed": killed, "rc": rc, "seconds_after_kill": end - kill_time if kill_time else -1.0,
+            "err": _text(err)[-3000:]}
+
+
+def offload_files_open():
+    """Offload files (rank<r>-<what> under a zerodp-offload.* directory) some process still has open."""
+    held = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            for fd in os.listdir(f"/proc/{d}/fd"):
+                target = os.readlink(f"/proc/{d}/fd/{fd}")
+                if "/zerodp-offload." in target:
+                    held.append(f"{d}: {target}")
+        except OSError:
+            continue
+    return held
+
+
+def run_dir_host():
+    """This host's name as zerodp writes it in an offload run directory's name (io/run_dir.h)."""
+    import re
+    import socket
+    return re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname())[:64] or "unknown"
+
+
 # ---- outputs ---------------------------------------------------------------------------------------
 
 def read_bytes(path):

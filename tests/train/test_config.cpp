@@ -717,13 +717,24 @@ TEST(TrainOptions, CommandLineOverConfigFile) {
 TEST(Offload, DsConfigKeysAreHonoured) {
   TrainConfig c;
   const auto warnings = apply_ds_config(c, R"({"zero_optimization": {"stage": 2, "sub_group_size": 1e6,
-      "offload_optimizer": {"device": "cpu", "pin_memory": true, "buffer_count": 4, "ratio": 1}}})", "ds.json");
+      "offload_optimizer": {"device": "cpu", "pin_memory": true, "buffer_count": 3, "ratio": 1}}})", "ds.json");
   EXPECT_EQ(c.offload_optimizer, plan::Offload::kCpu);
   EXPECT_EQ(c.sub_group_size, 1'000'000);
-  // pin_memory and buffer_count are accepted, with a note that they change nothing here.
-  EXPECT_EQ(warnings.size(), 2u);
+  EXPECT_EQ(c.optimizer_buffer_count, 3);  // the NVMe slots
+  // pin_memory is accepted, with a note that it changes nothing here.
+  EXPECT_EQ(warnings.size(), 1u);
   EXPECT_TRUE(has_warning_about(warnings, "zero_optimization.offload_optimizer.pin_memory"));
-  EXPECT_TRUE(has_warning_about(warnings, "zero_optimization.offload_optimizer.buffer_count"));
+  // nvme with its path; pipeline_read/write noted; the two sections' paths must agree.
+  TrainConfig nv;
+  const auto notes = apply_ds_config(nv, R"({"zero_optimization": {"stage": 3, "offload_optimizer": {"device": "nvme",
+      "nvme_path": "/local_nvme", "pipeline_read": true, "pipeline_write": false}}})", "ds.json");
+  EXPECT_EQ(nv.offload_optimizer, plan::Offload::kNvme);
+  EXPECT_EQ(nv.nvme_path, "/local_nvme");
+  EXPECT_TRUE(has_warning_about(notes, "zero_optimization.offload_optimizer.pipeline_read"));
+  EXPECT_EQ(nv.to_json()["zero"]["nvme_path"], "/local_nvme");
+  EXPECT_TRUE(contains(usage_error([&] {
+    apply_ds_config(nv, R"({"zero_optimization": {"offload_param": {"nvme_path": "/other"}}})", "ds.json");
+  }), "zero_optimization.offload_param.nvme_path"));
   EXPECT_EQ(c.to_json()["zero"]["offload_optimizer"], "cpu");
   EXPECT_EQ(c.to_json()["zero"]["sub_group_size"], 1'000'000);
   // DeepSpeed's older spelling, and "none".
@@ -758,7 +769,7 @@ TEST(Offload, FlagsWinOverTheConfig) {
   EXPECT_EQ(TrainConfig{}.offload_optimizer, plan::Offload::kNone);  // the default
 }
 
-TEST(Offload, ValidationRefusesStageZeroNvmeAndEmptySubGroups) {
+TEST(Offload, ValidationRefusesStageZeroNvmeWithoutPathAndEmptySubGroups) {
   TrainConfig c = runnable();
   c.offload_optimizer = plan::Offload::kCpu;
   c.zero_stage = 0;
@@ -770,7 +781,14 @@ TEST(Offload, ValidationRefusesStageZeroNvmeAndEmptySubGroups) {
   }
   c.offload_optimizer = plan::Offload::kNvme;
   msg = usage_error([&] { c.validate(2); });
-  EXPECT_TRUE(contains(msg, "nvme is not implemented yet")) << msg;
+  EXPECT_TRUE(contains(msg, "nvme needs --nvme-path")) << msg;
+  c.nvme_path = "/tmp";
+  EXPECT_NO_THROW(c.validate(2));
+  for (int64_t bad : {0, 65}) {
+    c.optimizer_buffer_count = bad;
+    EXPECT_TRUE(contains(usage_error([&] { c.validate(2); }), "buffer_count")) << bad;
+  }
+  c.optimizer_buffer_count = 4;
   c.offload_optimizer = plan::Offload::kCpu;
   c.sub_group_size = 0;
   EXPECT_TRUE(contains(usage_error([&] { c.validate(2); }), "--sub-group-size"));
