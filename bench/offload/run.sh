@@ -33,7 +33,8 @@ $Z init --out "$OUT/init.safetensors" --layers "$LAYERS" --heads 8 --embd "$EMBD
 
 base=(train --init "$OUT/init.safetensors" --data "$OUT/tokens.bin" --micro-batch 4 --seq 128 --lr 1e-4
       --steps "$STEPS" --log-every 0 --zero-stage 3 --dtype bf16 --sub-group-size "$SUB_GROUP")
-declare -a names=(none opt-cpu opt-nvme-4 opt-nvme-1 param-cpu opt-cpu+param-cpu opt-nvme+param-cpu)
+declare -a names=(none opt-cpu opt-nvme-4 opt-nvme-1 param-cpu opt-cpu+param-cpu opt-nvme+param-cpu
+                  opt-nvme+param-nvme)
 declare -A extra=(
   [none]=""
   [opt-cpu]="--offload-optimizer cpu"
@@ -42,6 +43,7 @@ declare -A extra=(
   [param-cpu]="--offload-param cpu"
   [opt-cpu+param-cpu]="--offload-optimizer cpu --offload-param cpu"
   [opt-nvme+param-cpu]="--offload-optimizer nvme --nvme-path $NVME_DIR --offload-param cpu"
+  [opt-nvme+param-nvme]="--offload-optimizer nvme --nvme-path $NVME_DIR --offload-param nvme"
 )
 echo '{"zero_optimization": {"offload_optimizer": {"buffer_count": 1}}}' >"$OUT/one-slot.json"
 

@@ -190,6 +190,8 @@ void PlanInput::validate() const {
               "--offload-optimizer needs ZeRO stage 1, 2 or 3 (stage {} asked)", stage);
   ZDP_REQUIRE(sub_group_size >= 1, "--sub-group-size must be at least 1");
   ZDP_REQUIRE(optimizer_buffer_count >= 1, "the offload buffer count must be at least 1");
+  ZDP_REQUIRE(offload_param != Offload::kNvme || offload_optimizer != Offload::kNone,
+              "--offload-param nvme needs --offload-optimizer cpu or nvme too (as zerodp train)");
   ZDP_REQUIRE(offload_param == Offload::kNone || stage == 3, "--offload-param needs ZeRO stage 3 (stage {} asked)",
               stage);
 }
@@ -250,8 +252,14 @@ MemoryEstimate estimate_memory(const PlanInput& in) {
   // Parameter offload (ZeRO-Infinity), as zerodp's engine does it: stage 3's parameter shards leave the
   // device (the engine's persistent units, kept whole on the device, are not modelled: the planner has
   // no persistence threshold); the staging of each gather in flight is in `transient`.
+  // On nvme (zero/param_swap.h) the host keeps three buffers of the largest shard (one a gather reads
+  // into, two the update writes through; not modelled for a bare count, which has no units).
   if (in.offload_param != Offload::kNone) {
     (in.offload_param == Offload::kCpu ? m.host_by : m.nvme_by).param += m.param;
+    if (in.offload_param == Offload::kNvme && in.gpt2) {
+      const Units u = units_of(*in.gpt2, static_cast<uint64_t>(in.world));
+      m.host_by.param += 3 * std::max(u.s0, u.sb) * p;
+    }
     m.param = 0;
   }
   auto sum = [](const MemoryEstimate::Offloaded& o) { return o.param + o.grad + o.master + o.optim; };

@@ -308,8 +308,8 @@ const std::vector<FlagEntry>& flag_table() {
         false},
        ZDP_SET { c.sub_group_size = flag_int(f, v); }, ZDP_GET { return std::to_string(c.sub_group_size); }},
       {{"--offload-param", "none|cpu|nvme",
-        "ZeRO-Infinity's parameter offload (stage 3): the parameter shards in host memory, copied up for each "
-        "gather; same results, less device memory (nvme: not implemented yet)",
+        "ZeRO-Infinity's parameter offload (stage 3): the parameter shards in host memory (nvme: in files under "
+        "--nvme-path, with --offload-optimizer too), copied up for each gather; same results, less device memory",
         false},
        ZDP_SET { c.offload_param = plan::parse_offload(v, f); },
        ZDP_GET { return plan::offload_name(c.offload_param); }},
@@ -812,10 +812,11 @@ void read_offload_param(const DsReader& r, const json& sec, TrainConfig& cfg) {
     if (is_auto(v) || read_offload_common(r, key, v, path, cfg.offload_param)) continue;
     if (key == "buffer_count" || key == "buffer_size") {
       r.integer(v, path, 0);
-      r.ignored(path, "NVMe I/O buffers; offload to cpu has none");
+      r.ignored(path, "NVMe I/O buffers; zerodp reads each gather's shard through one host buffer and writes "
+                      "shards through two");
     } else if (key == "max_in_cpu") {
       r.integer(v, path, 0);
-      r.ignored(path, "a cap on the parameters kept in host memory with NVMe offload; offload to cpu keeps them all");
+      r.ignored(path, "a cap on the parameters kept in host memory with NVMe offload; zerodp keeps none there");
     } else if (key == "nvme_path") {
       read_nvme_path(r, v, path, cfg);
     } else {
@@ -1160,8 +1161,12 @@ void TrainConfig::validate(int world_size) const {
               "--offload-optimizer (zero_optimization.offload_optimizer.device) {} needs ZeRO stage 1, 2 or 3: the "
               "optimizer is only offloaded where it is sharded (--zero-stage {} asked)",
               plan::offload_name(offload_optimizer), zero_stage);
-  ZDP_REQUIRE(offload_param != plan::Offload::kNvme,
-              "--offload-param (zero_optimization.offload_param.device) nvme is not implemented yet: use cpu or none");
+  ZDP_REQUIRE(offload_param != plan::Offload::kNvme || offload_optimizer != plan::Offload::kNone,
+              "--offload-param (zero_optimization.offload_param.device) nvme needs --offload-optimizer cpu or nvme "
+              "too: the offloaded update writes the parameter shards from host memory");
+  ZDP_REQUIRE(offload_param != plan::Offload::kNvme || !nvme_path.empty(),
+              "--offload-param (zero_optimization.offload_param.device) nvme needs --nvme-path DIR "
+              "(zero_optimization.offload_param.nvme_path): where the offload files go");
   ZDP_REQUIRE(offload_param == plan::Offload::kNone || zero_stage == 3,
               "--offload-param (zero_optimization.offload_param.device) {} needs ZeRO stage 3: only stage 3 shards "
               "the parameters (--zero-stage {} asked)",

@@ -103,8 +103,9 @@ struct TrainConfig {
   int64_t sub_group_size = 1'000'000'000;
   int64_t optimizer_buffer_count = 4;
   std::string nvme_path;  // --nvme-path: where NVMe offload makes each run's directory
-  // ZeRO-Infinity's parameter offload (zero_optimization.offload_param.device; stage 3 only, nvme not
-  // implemented yet): the parameter shards in host memory, copied up to the device for each gather.
+  // ZeRO-Infinity's parameter offload (zero_optimization.offload_param.device; stage 3 only): the
+  // parameter shards in host memory (cpu) or in files under nvme_path (nvme, with the optimizer
+  // offloaded too), copied up to the device for each gather.
   plan::Offload offload_param = plan::Offload::kNone;
 
   // ---- run
@@ -166,13 +167,13 @@ struct TrainConfig {
 // stage3_prefetch_bucket_size, stage3_max_live_parameters, stage3_param_persistence_threshold,
 // reshard_after_forward (zerodp's), offload_optimizer.{device ("cpu", "nvme" or "none"), nvme_path,
 // buffer_count (pin_memory, pipeline_read, pipeline_write accepted and ignored)}, sub_group_size,
-// cpu_offload (the old spelling of device cpu)}, offload_param.{device ("cpu" or "none"; "nvme" read
-// and refused), nvme_path (one path for both sections; pin_memory, buffer_count, buffer_size,
+// cpu_offload (the old spelling of device cpu)}, offload_param.{device ("cpu", "nvme" or "none"),
+// nvme_path (one path for both sections; pin_memory, buffer_count, buffer_size,
 // max_in_cpu accepted and ignored)}, cpu_offload_params (the old spelling of offload_param.device cpu),
 // bf16.enabled (or bfloat16.enabled), fp16.{enabled,
 // loss_scale, initial_scale_power, loss_scale_window, hysteresis, consecutive_hysteresis,
 // min_loss_scale}, communication_data_type, data_types.grad_accum_dtype.
-// Keys that would change what a run does and that zerodp does not implement (parameter offload to nvme,
+// Keys that would change what a run does and that zerodp does not implement (a partial offload,
 // hybrid sharding, quantized communication, fp16 auto_cast, gradient pre-division,
 // elasticity, ... when they ask for it) are refused (UsageError naming the key); keys that only tune
 // DeepSpeed's own implementation, and unknown keys, are returned as warnings.

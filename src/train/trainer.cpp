@@ -46,7 +46,8 @@ zero::EngineConfig engine_config(const TrainConfig& cfg) {
   e.optimizer_buffer_count = static_cast<int>(cfg.optimizer_buffer_count);
   e.nvme_path = cfg.nvme_path;
   e.sub_group_size = static_cast<size_t>(cfg.sub_group_size);
-  e.offload_param = cfg.offload_param == plan::Offload::kCpu;
+  e.offload_param = cfg.offload_param != plan::Offload::kNone;
+  e.offload_param_nvme = cfg.offload_param == plan::Offload::kNvme;
   e.loss_scale.enabled = cfg.dtype == DType::kF16;
   e.loss_scale.static_scale = cfg.loss_scale;
   e.loss_scale.initial_scale_power = cfg.initial_scale_power;

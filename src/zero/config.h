@@ -54,6 +54,10 @@ struct EngineConfig {
   // all-gathers from there; the optimizer writes the updated weights back into the host shard. Units
   // kept whole (stage3_param_persistence_threshold) stay on the device. Same bits as without it.
   bool offload_param = false;
+  // ZeRO-Infinity's parameter offload to NVMe (with offload_param, and with offload_optimizer: the
+  // update writes the parameters from host memory): the shards in a file of the run's directory
+  // (zero/param_swap.h), each gather reading its shard through a host buffer. Same bits.
+  bool offload_param_nvme = false;
   LossScaleConfig loss_scale;
   // Testing aid: at this call of step() (0-based; -1: never) the first gradient element of unit
   // inject_overflow_unit that rank inject_overflow_rank owns becomes Inf.

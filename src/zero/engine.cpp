@@ -274,7 +274,11 @@ Engine::Engine(const model::ParamLayout& layout, std::shared_ptr<comm::Communica
   ZDP_REQUIRE(!config.offload_param || config.stage == 3, "parameter offload needs ZeRO stage 3 (stage {} asked)",
               config.stage);
   ZDP_REQUIRE(config.sub_group_size >= 1, "sub_group_size must be at least 1, got {}", config.sub_group_size);
-  if (config.offload_optimizer && config.offload_optimizer_nvme) make_nvme_run_dir();
+  // Parameters on NVMe are written from the offloaded update's host weights (zero/param_swap.h).
+  ZDP_REQUIRE(!(config.offload_param && config.offload_param_nvme) || config.offload_optimizer,
+              "parameter offload to nvme needs the optimizer offloaded too (cpu or nvme)");
+  if ((config.offload_optimizer && config.offload_optimizer_nvme) || (config.offload_param && config.offload_param_nvme))
+    make_nvme_run_dir();
   impl_ = std::make_unique<Impl>(*this, layout_, shards_, *comm_, config_);
 }
 

@@ -21,6 +21,7 @@ ModelStates::ModelStates(const model::ParamLayout& l, const ShardLayout& s, cons
       offload_param(cfg.offload_param),
       num_states(static_cast<int>(optim::state_floats_per_param(cfg.optimizer))),
       optim_nvme(cfg.offload_optimizer && cfg.offload_optimizer_nvme),
+      param_nvme(cfg.offload_param && cfg.offload_param_nvme),
       sub_group(optim_nvme ? nvme_sub_group(cfg.sub_group_size) : cfg.sub_group_size) {
   ZDP_REQUIRE(!offload || stage >= 1, "optimizer offload needs ZeRO stage 1, 2 or 3 (stage {} asked)", stage);
   ZDP_REQUIRE(sub_group >= 1, "sub_group_size must be at least 1");
@@ -43,7 +44,7 @@ ModelStates::ModelStates(const model::ParamLayout& l, const ShardLayout& s, cons
   }
   param_store = cfg.dev().allocate(param_elems * dtype_size(pdt), MemCategory::kParam);
   cfg.dev().fill_zero(param_store.data(), param_store.size());
-  if (offload_param) {
+  if (offload_param && !param_nvme) {
     param_host = cfg.dev().allocate_host(host_elems * dtype_size(pdt), MemCategory::kParam);
     cfg.dev().fill_zero(param_host.data(), param_host.size());
   }
@@ -73,6 +74,13 @@ ModelStates::ModelStates(const model::ParamLayout& l, const ShardLayout& s, cons
     ZDP_CHECK(!cfg.nvme_run_dir.empty(), "NVMe optimizer offload without the run's directory");
     swap = std::make_unique<OptimizerSwap>(cfg.nvme_run_dir, r, shard, num_states, sub_group,
                                            cfg.optimizer_buffer_count, cfg.dev());
+  }
+  if (param_nvme) {
+    ZDP_CHECK(!cfg.nvme_run_dir.empty() && offload, "NVMe parameter offload without the run's directory or "
+              "the optimizer offloaded");
+    std::vector<size_t> bytes;
+    for (int u = 0; u < U; ++u) bytes.push_back(param_whole[u] ? 0 : sh.unit(u).shard * dtype_size(pdt));
+    param_swap = std::make_unique<ParamSwap>(cfg.nvme_run_dir, r, bytes, cfg.dev());
   }
 }
 

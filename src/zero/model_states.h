@@ -35,6 +35,7 @@
 #include "model/layout.h"
 #include "zero/config.h"
 #include "zero/optimizer_swap.h"
+#include "zero/param_swap.h"
 #include "zero/sharding.h"
 
 namespace zerodp::zero {
@@ -58,12 +59,14 @@ struct ModelStates {
   const bool offload_param;  // parameter offload: the sharded units' parameter shards in host memory
   const int num_states;  // fp32 optimizer states per element
   const bool optim_nvme;  // optimizer offload to NVMe: master and optim in swap's file
+  const bool param_nvme;  // parameter offload to NVMe: the sharded units' shards in param_swap's file
   const size_t sub_group;  // offload: shard elements updated per round trip (staging size)
 
   Buffer param_store, master, grad_store, opt_m, opt_v;
   Buffer param_host;  // parameter offload: the sharded units' shards, compute dtype, in host memory
   Buffer grad_staging;  // offload: fp32 gradient of one sub-group, in host memory
   std::unique_ptr<OptimizerSwap> swap;  // optimizer offload to NVMe
+  std::unique_ptr<ParamSwap> param_swap;  // parameter offload to NVMe
   size_t window_first = 0;  // NVMe: the shard element master[0] (opt_m[0], opt_v[0]) holds
   std::vector<size_t> shard_off;  // unit u's first element in the shard-sized buffers
   std::vector<size_t> param_off;  // unit u's first element in param_store (param_host: offloaded shards)
@@ -80,7 +83,9 @@ struct ModelStates {
     return param_off[u] + (param_whole[u] ? i : i - static_cast<size_t>(r) * sh.unit(u).shard);
   }
   // True when unit u's parameters are in param_host (offloaded shard), not param_store.
-  bool param_on_host(int u) const { return offload_param && !param_whole[u]; }
+  bool param_on_host(int u) const { return offload_param && !param_nvme && !param_whole[u]; }
+  // True when unit u's shard is in param_swap's file (read and written through it, never param_at).
+  bool param_on_nvme(int u) const { return param_nvme && !param_whole[u]; }
   // fp32 weights the optimizer updates: the masters (16-bit runs, offload) or the parameters themselves.
   float* weights_at(int u, size_t i) {
     if (has_master) return master.as<float>() + (stage == 0 ? full_index(u, i) : shard_index(u, i) - window_first);

@@ -23,8 +23,9 @@ ParamGatherer::ParamGatherer(ModelStates& states, comm::Communicator& comm, cons
 void ParamGatherer::start(int u) {
   const UnitShard& s = st_.unit(u);
   gathered_[u] = cfg_.dev().allocate(s.padded * dtype_size(st_.pdt), MemCategory::kGathered);
-  const void* own = st_.param_at(u, static_cast<size_t>(st_.r) * s.shard);
-  if (st_.param_on_host(u)) {
+  const void* own = st_.param_on_nvme(u) ? st_.param_swap->read(u)  // into a host buffer, from the file
+                                          : st_.param_at(u, static_cast<size_t>(st_.r) * s.shard);
+  if (st_.param_on_host(u) || st_.param_on_nvme(u)) {
     // The shard comes up from host memory into a device buffer that the collective sends from (on a
     // GPU: an H2D copy; on the CPU device: a memcpy).
     const size_t bytes = s.shard * dtype_size(st_.pdt);

@@ -87,15 +87,24 @@ void ShardOptimizer::update_offloaded(double lr, float grad_scale, int64_t t) {
           dev.sgd_update(weights(u, c), staged(u, c), m, n, sgd, t, seg.decay, grad_scale);
       }
     });
-    // Up: the updated weights into the parameters, in the compute dtype.
+    // Up: the updated weights into the parameters, in the compute dtype (a shard on NVMe: into its
+    // host write buffer, written out once its last piece is in).
     for_each_piece(st_, first, last, [&](int u, size_t b, size_t e) {
-      dev.convert(weights(u, b), DType::kF32, st_.param_at(u, b), st_.pdt, e - b);
+      if (!st_.param_on_nvme(u)) {
+        dev.convert(weights(u, b), DType::kF32, st_.param_at(u, b), st_.pdt, e - b);
+        return;
+      }
+      const UnitShard& s = st_.unit(u);
+      char* shard = st_.param_swap->staging(u) ? st_.param_swap->stage_pointer() : st_.param_swap->stage(u);
+      dev.convert(weights(u, b), DType::kF32, shard + (b - s.own_begin) * dtype_size(st_.pdt), st_.pdt, e - b);
+      if (e == s.own_end) st_.param_swap->commit(u);
     });
     if (swap) {
       swap->write_async(g, slot);
       if (B >= 2 && g + B - 1 < groups) request(g + B - 1);
     }
   }
+  if (st_.param_swap) st_.param_swap->flush();  // every shard written before the next gather reads it
   if (swap) {
     for (int s = 0; s < B; ++s) swap->wait(s);
     offload_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

@@ -19,17 +19,21 @@ void load_states(ModelStates& st, const StateSource& source, bool with_states) {
     const size_t keep_b = st.param_whole[u] ? 0 : s.own_begin, keep_e = st.param_whole[u] ? s.numel : s.own_end;
     const auto [b, e] = st.update_range(u);
     StatesInHost in_host(st, u);  // NVMe offload: the unit's masters and states, written back below
+    char* nvme_shard = st.param_on_nvme(u) && keep_b < keep_e ? st.param_swap->stage(u) : nullptr;
     for (size_t c = keep_b; c < keep_e; c += kWorkChunk) {
       const size_t n = std::min(kWorkChunk, keep_e - c);
       source(-1, u, c, n, vals);
-      convert(vals, DType::kF32, st.param_at(u, c), st.pdt, n);
+      convert(vals, DType::kF32, nvme_shard ? nvme_shard + (c - keep_b) * dtype_size(st.pdt) : st.param_at(u, c),
+              st.pdt, n);
       const size_t mb = std::max(b, c), me = std::min(e, c + n);
       if (st.has_master && mb < me) std::memcpy(st.weights_at(u, mb), vals + (mb - c), (me - mb) * sizeof(float));
     }
     if (with_states && b < e)
       for (int k = 0; k < st.num_states; ++k) source(k, u, b, e - b, st.state_at(k, u, b));
     in_host.write_back();
+    if (nvme_shard) st.param_swap->commit(u);
   }
+  if (st.param_swap) st.param_swap->flush();
 }
 
 void consolidate_weights(ModelStates& st, comm::Communicator& comm,

@@ -15,10 +15,12 @@
               nvme_path, buffer_count) are honoured and flags win over them; stale run directories
               of dead processes are removed, others kept;
   checkpoint: a checkpoint saved with offload (cpu, nvme) resumes without it, and the other way
-              round, to the same bits as a run straight through without offload;
-  kill:       kill -9 of one rank of an nvme-offloaded W=2 run: the job ends (exit non-zero, well
-              within the test's timeout), no offload file is left, the next run removes the
-              killed run's directory, and the checkpoint saved before the kill resumes.
+              round, to the same bits as a run straight through without offload; a W=2 checkpoint
+              saved with nvme offload resumes at W=4 with it as without it;
+  kill:       kill -9 of one rank of a W=2 stage-3 run with the optimizer and the parameters on
+              nvme: the job ends (exit non-zero, well within the test's timeout), no offload file
+              is left, the next run removes the killed run's directory, and the checkpoint saved
+              before the kill resumes.
 
 usage: offload_tests.py ZERODP CASE     (CASE: same_bits | budget | usage | checkpoint | kill)
 Exits non-zero with a message on the first failed check."""
@@ -221,6 +223,18 @@ elif CASE == "checkpoint":
             check(zt.read_bytes(out) == straight,
                   f"stage {stage} {dtype}: saved {'with' if first else 'without'} {device} offload, resumed "
                   f"{'without' if first else 'with'}: the same bits as 4 steps straight")
+    # Resharding: a W=2 checkpoint saved with nvme offload resumes at W=4 with nvme offload to the same
+    # bits as the same checkpoint resumed at W=4 without offload.
+    d = path("ck-3-bf16-nvme-off")
+    flags = ["--zero-stage", "3", "--dtype", "bf16"]
+    outs = []
+    base4 = [("1" if prev == "--micro-batch" else a) for prev, a in zip([None] + base, base)]  # W·B stays 4
+    for tag, extra in (("nvme", NVME), ("plain", [])):
+        out = path(f"reshard-{tag}.safetensors")
+        rc, so, se = run(base4 + ["--steps", "4", "--resume", d, "--out", out] + flags + extra, 4)
+        check(rc == 0, f"the W=2 checkpoint resumes at W=4 ({tag})", se)
+        outs.append(zt.read_bytes(out))
+    check(outs[0] == outs[1], "resharded to W=4: with nvme offload the same bits as without")
     check(nvme_left() == [], "nothing left under --nvme-path", nvme_left())
 
 elif CASE == "kill":
@@ -228,7 +242,7 @@ elif CASE == "kill":
     # how far it got; rank 1 is killed once step 3's record is there (after the first checkpoint).
     d, m = path("ck-kill"), path("kill.jsonl")
     args = base + ["--steps", "400", "--zero-stage", "3", "--save-dir", d, "--save-every", "2", "--metrics", m,
-                   "--sub-group-size", "5000"] + NVME
+                   "--sub-group-size", "5000", "--offload-param", "nvme"] + NVME
     outcome = zt.run_and_kill_rank(ZERODP, args, ranks=2, victim=1,
                                    when=lambda: steps_logged(m + ".partial") >= 3, timeout=120)
     check(outcome["killed"], "rank 1 was killed mid-run", outcome)
@@ -242,7 +256,8 @@ elif CASE == "kill":
     with open(os.path.join(d, "latest")) as f:
         saved = int(f.read().strip().split("-")[-1])
     check(0 < saved < 400, f"the killed run had saved step {saved}, mid-run")
-    rc, so, se = run(base + ["--steps", str(saved + 2), "--zero-stage", "3", "--resume", d, "--out", out] + NVME, 2)
+    rc, so, se = run(base + ["--steps", str(saved + 2), "--zero-stage", "3", "--resume", d, "--out", out,
+                             "--offload-param", "nvme"] + NVME, 2)
     check(rc == 0, "the checkpoint saved before the kill resumes", se)
     check(nvme_left() == [], "the killed run's directory was removed by the next run", nvme_left())
 else:

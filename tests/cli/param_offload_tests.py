@@ -1,19 +1,21 @@
 #!/usr/bin/env python3
-"""End-to-end checks of `zerodp train --offload-param cpu` (stage 3; mpirun):
+"""End-to-end checks of `zerodp train --offload-param cpu|nvme` (stage 3; mpirun):
 
   same_bits:  runs with the parameter shards offloaded equal the same runs without (--out weights,
-              losses, grad norms) at W = 1, 2, 4, fp32 and bf16, alone and with --offload-optimizer cpu
-              too; the device holds no parameter bytes, its grad/master/optim are the planner's and
-              its gathered copies peak as without; host_bytes holds the parameter shards (and the
-              optimizer's states when offloaded too) exactly as `zerodp estimate --offload-param cpu`
-              predicts them;
+              losses, grad norms) at W = 1, 2, 4, fp32 and bf16: cpu alone and with --offload-optimizer
+              cpu too, nvme with --offload-optimizer cpu and with nvme; the device holds no parameter
+              bytes, its grad/master/optim are the planner's and its gathered copies peak as without;
+              host_bytes and nvme_bytes hold the parameter shards (and the optimizer's states when
+              offloaded too) exactly as `zerodp estimate --offload-param cpu|nvme` predicts them;
+              nothing is left under --nvme-path;
   budget:     a --memory-budget that stage 3 with the optimizer offloaded cannot meet (exit 3) while
-              stage 3 with both offloads trains under it (8 layers: the shards saved outweigh the
-              staging of the gathers in flight);
-  usage:      stages 0-2 with --offload-param and nvme exit 2 naming the flag; the DeepSpeed key
-              (offload_param.device) is honoured, its pin_memory noted as ignored, the flag wins;
-  checkpoint: a checkpoint saved with parameter offload resumes without it, and the other way round,
-              to the same bits as a run straight through without offload.
+              stage 3 with both offloads (cpu; nvme) trains under it (8 layers: the shards saved
+              outweigh the staging of the gathers in flight);
+  usage:      stages 0-2 with --offload-param, nvme without --offload-optimizer or without
+              --nvme-path exit 2 naming the flag; the DeepSpeed keys (offload_param.device,
+              nvme_path) are honoured, pin_memory noted as ignored, the flag wins;
+  checkpoint: a checkpoint saved with parameter offload (cpu; nvme) resumes without it, and the other
+              way round, to the same bits as a run straight through without offload.
 
 usage: param_offload_tests.py ZERODP CASE     (CASE: same_bits | budget | usage | checkpoint)
 Exits non-zero with a message on the first failed check."""
@@ -40,6 +42,10 @@ base = ["train", "--init", init, "--data", tokens, "--micro-batch", "2", "--seq"
 POFF = ["--offload-param", "cpu"]
 OOFF = ["--offload-optimizer", "cpu"]
 S3 = ["--zero-stage", "3"]
+NVME_DIR = os.path.join(tmp, "nvme")
+os.makedirs(NVME_DIR, exist_ok=True)
+PNVME = ["--offload-param", "nvme", "--nvme-path", NVME_DIR]
+ONVME = ["--offload-optimizer", "nvme"]  # always beside PNVME, which names the directory
 
 
 def path(name):
@@ -54,15 +60,20 @@ def trained(tag, ranks, extra, steps=3):
     return zt.read_bytes(out), [(s["loss"], s["grad_norm"]) for s in records(m, "step")], records(m, "memory")
 
 
-def predicted(W, dtype, offload_optimizer):
+def predicted(W, dtype, offload_optimizer, param="cpu"):
+    """The planner's device bytes and offloaded host and nvme bytes; offload_optimizer: None, "cpu", "nvme"."""
     args = ["estimate", "--json", "--gpus", str(W), "--stage", "3", "--dtype", dtype, "--micro-batch", "2",
-            "--seq", "16"] + POFF + (OOFF if offload_optimizer else [])
+            "--seq", "16", "--offload-param", param] + (["--offload-optimizer", offload_optimizer] if offload_optimizer else [])
     if dtype != "fp32":
         args.append("--fp32-grad-accum")  # zerodp train's default, not estimate's
     rc, so, se = run(args + [a for k, v in MODEL.items() for a in (f"--{k}", str(v))])
     check(rc == 0, f"estimate W={W} {dtype} with parameter offload", se)
     s = json.loads(so)["stages"][0]
-    return s["bytes_per_rank"], s["offloaded_bytes_per_rank"]["host"]
+    return s["bytes_per_rank"], s["offloaded_bytes_per_rank"]["host"], s["offloaded_bytes_per_rank"]["nvme"]
+
+
+def tier(rec, name):
+    return {k: rec[name][k] for k in ("param", "grad", "master", "optim", "total")}
 
 
 if CASE == "same_bits":
@@ -70,12 +81,15 @@ if CASE == "same_bits":
         flags = S3 + ["--dtype", dtype]
         w0, s0, m0 = trained(f"plain-{W}-{dtype}", W, flags)
         plain = {r["rank"]: r for r in m0}
-        for opt in (False, True):
-            what = f"W={W} stage 3 {dtype}{' + optimizer offload' if opt else ''}"
-            w1, s1, m1 = trained(f"poff-{W}-{dtype}-{opt}", W, flags + POFF + (OOFF if opt else []))
+        # (parameters to, optimizer to): cpu alone and with the optimizer; nvme with either optimizer offload
+        for param, opt in (("cpu", None), ("cpu", "cpu"), ("nvme", "cpu"), ("nvme", "nvme")):
+            what = f"W={W} stage 3 {dtype} parameters to {param}{f' + optimizer to {opt}' if opt else ''}"
+            extra = (POFF if param == "cpu" else PNVME) + ({"cpu": OOFF, "nvme": ONVME}[opt] if opt else [])
+            w1, s1, m1 = trained(f"poff-{W}-{dtype}-{param}-{opt}", W, flags + extra)
             check(w1 == w0, f"{what}: the --out weights are the same bits with parameter offload")
             check(s1 == s0, f"{what}: the same losses and grad norms with parameter offload", f"{s1}\n{s0}")
-            device, host = predicted(W, dtype, opt)
+            check(os.listdir(NVME_DIR) == [], f"{what}: nothing left under --nvme-path", os.listdir(NVME_DIR))
+            device, host, nvme = predicted(W, dtype, opt, param)
             for rec in m1:
                 r = rec["rank"]
                 peak, live = rec["peak_bytes"], rec["live_bytes"]
@@ -86,8 +100,11 @@ if CASE == "same_bits":
                 check({k: live[k] for k in ("param", "grad", "master", "optim")} ==
                       {k: device[k] for k in ("param", "grad", "master", "optim")},
                       f"{what} rank {r}: the device's model states are the planner's", f"{live}\n{device}")
-                got = {k: rec["host_bytes"][k] for k in ("param", "grad", "master", "optim", "total")}
+                got = tier(rec, "host_bytes")
                 check(got == host and got["param"] > 0, f"{what} rank {r}: host_bytes {got} == the planner's {host}")
+                got = tier(rec, "nvme_bytes")
+                check(got == nvme and (got["param"] > 0) == (param == "nvme"),
+                      f"{what} rank {r}: nvme_bytes {got} == the planner's {nvme}")
 
 elif CASE == "budget":
     peaks = {}
@@ -101,19 +118,33 @@ elif CASE == "budget":
     check(rc == 3 and "memory budget exceeded" in se,
           f"stage 3 with the optimizer offloaded over a budget of {budget} bytes exits 3", se)
     m = path("budget.jsonl")
-    rc, so, se = run(base + ["--steps", "2", "--memory-budget", str(budget), "--metrics", m] + S3 + OOFF + POFF, 2)
-    check(rc == 0, "stage 3 with both offloads trains under the same budget", se)
-    check(all(r["peak_bytes"]["total"] <= budget and r["host_bytes"]["param"] > 0 for r in records(m, "memory")),
-          "the device stayed under the budget; the host tier holds the parameter shards")
+    for param, extra, where in (("cpu", POFF, "host_bytes"), ("nvme", PNVME, "nvme_bytes")):
+        rc, so, se = run(base + ["--steps", "2", "--memory-budget", str(budget), "--metrics", m] + S3 + OOFF + extra, 2)
+        check(rc == 0, f"stage 3 with both offloads (parameters to {param}) trains under the same budget", se)
+        check(all(r["peak_bytes"]["total"] <= budget and r[where]["param"] > 0 for r in records(m, "memory")),
+              f"the device stayed under the budget; the {where.split('_')[0]} tier holds the parameter shards")
 
 elif CASE == "usage":
     for stage in (0, 1, 2):
         rc, so, se = run(base + ["--steps", "1", "--zero-stage", str(stage)] + POFF, 2)
         check(rc == 2 and "--offload-param" in se and "stage 3" in se, f"stage {stage} with --offload-param exits 2",
               se)
-    rc, so, se = run(base + ["--steps", "1", "--offload-param", "nvme"] + S3)
-    check(rc == 2 and "--offload-param" in se and "nvme is not implemented yet" in se,
-          "nvme exits 2: not implemented yet", se)
+    rc, so, se = run(base + ["--steps", "1"] + PNVME + S3)
+    check(rc == 2 and "--offload-param" in se and "--offload-optimizer" in se,
+          "nvme without the optimizer offloaded exits 2 saying so", se)
+    rc, so, se = run(base + ["--steps", "1", "--offload-param", "nvme"] + OOFF + S3)
+    check(rc == 2 and "--nvme-path" in se, "nvme without --nvme-path exits 2 naming it", se)
+    nv = path("ds-nvme.json")
+    with open(nv, "w") as f:
+        json.dump({"zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"},
+                                         "offload_param": {"device": "nvme", "nvme_path": NVME_DIR,
+                                                           "buffer_count": 5, "max_in_cpu": 1e9}}}, f)
+    m = path("ds-nvme.jsonl")
+    rc, so, se = run(base + ["--steps", "1", "--config", nv, "--metrics", m], 2)
+    check(rc == 0 and "max_in_cpu" in se, "the config's nvme parameter offload trains; max_in_cpu noted as ignored", se)
+    check(all(r["nvme_bytes"]["param"] > 0 and r["peak_bytes"]["param"] == 0 for r in records(m, "memory")),
+          "offload_param.device nvme and nvme_path are honoured (the shards in the nvme tier)")
+    check(os.listdir(NVME_DIR) == [], "nothing left under --nvme-path", os.listdir(NVME_DIR))
     rc, so, se = run(base + ["--steps", "1", "--offload-param", "gpu"] + S3)
     check(rc == 2 and "--offload-param" in se, "a bad value exits 2 naming the flag", se)
     cfg = path("ds.json")
@@ -135,11 +166,11 @@ elif CASE == "usage":
     check("--offload-param" in so, "--help lists the flag", so)
 
 elif CASE == "checkpoint":
-    for dtype, extra in (("bf16", []), ("fp32", OOFF)):
+    for dtype, extra in (("bf16", POFF), ("fp32", POFF + OOFF), ("bf16", PNVME + ONVME), ("fp32", PNVME + OOFF)):
         flags = S3 + ["--dtype", dtype]
         straight, _, _ = trained(f"straight-{dtype}", 2, flags, steps=4)
-        for first, second in ((POFF + extra, []), ([], POFF + extra)):
-            tag = f"{dtype}-{'off' if first else 'plain'}"
+        for first, second in ((extra, []), ([], extra)):
+            tag = f"{dtype}-{extra[1]}-{len(extra)}-{'off' if first else 'plain'}"
             d = path(f"ck-{tag}")
             rc, so, se = run(base + ["--steps", "2", "--save-dir", d] + flags + first, 2)
             check(rc == 0, f"{dtype}: 2 steps saved ({'with' if first else 'without'} parameter offload)", se)

@@ -266,6 +266,49 @@ TEST(ParamOffload, SameBitsAsWithoutIt) {
   }
 }
 
+// Stage 3 with the parameter shards on NVMe (the optimizer offloaded too, to cpu or nvme): the same
+// bits, every dtype, with and without a unit kept whole (then without prefetching too); the shards
+// are in the nvme tier, the device keeps parameters only of a unit kept whole.
+TEST(ParamOffload, NvmeSameBitsAsWithoutIt) {
+  const std::string dir = "/tmp/zerodp-nvme-param-test-" + std::to_string(::getppid());
+  std::filesystem::create_directories(dir);
+  struct Case {
+    size_t threshold;
+    bool prefetch, optimizer_nvme;
+  };
+  for (DType dt : {DType::kF32, DType::kBF16, DType::kF16}) {
+    for (const Case& k : {Case{0, true, false}, Case{0, true, true}, Case{5000, false, true}}) {
+      EngineConfig plain = config(3, dt, false);
+      plain.stage3_param_persistence_threshold = k.threshold;
+      plain.overlap_comm = k.prefetch;
+      EngineConfig c = config(3, dt, true, 1000, true);
+      c.stage3_param_persistence_threshold = k.threshold;
+      c.overlap_comm = k.prefetch;
+      c.offload_param_nvme = true;
+      c.offload_optimizer_nvme = k.optimizer_nvme;
+      c.nvme_path = dir;
+      const std::string what = std::string("param nvme ") + dtype_name(dt) + " threshold " +
+                               std::to_string(k.threshold) + (k.prefetch ? "" : " no prefetch") +
+                               (k.optimizer_nvme ? " optimizer nvme" : " optimizer cpu");
+      const Trained got = train(c, 3);
+      expect_same_bits(got, train(plain, 3), what);
+      EXPECT_GT(got.grown.nvme.live_of(MemCategory::kParam), 0u) << what;
+      EXPECT_EQ(got.grown.live_of(MemCategory::kParam) == 0, k.threshold == 0) << what;
+    }
+  }
+  // Without the optimizer offloaded there is no host copy of the weights to write the shards from.
+  EngineConfig alone = config(3, DType::kBF16, false, 1000, true);
+  alone.offload_param_nvme = true;
+  alone.nvme_path = dir;
+  const model::ParamLayout layout(offload_model());
+  std::shared_ptr<comm::Communicator> comm = comm::world()->split(0, comm::world()->rank());
+  EXPECT_THROW({ Engine e(layout, comm, alone); }, UsageError);
+  comm::world()->barrier();
+  EXPECT_TRUE(std::filesystem::is_empty(dir)) << dir << " holds what the runs left";
+  comm::world()->barrier();
+  if (comm::world()->rank() == 0) std::filesystem::remove_all(dir);
+}
+
 // Device tier: no parameter bytes (or only the units kept whole), the gathered copies as without
 // offload, comm higher by at most the staging of the gathers in flight (the unit in use and four
 // prefetched); host tier: the parameter shards of the sharded units, in the compute dtype.

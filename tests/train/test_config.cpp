@@ -819,7 +819,10 @@ TEST(ParamOffload, DsConfigKeysAreHonoured) {
   EXPECT_EQ(c.offload_param, plan::Offload::kNone);
   apply_ds_config(c, R"({"zero_optimization": {"offload_param": {"device": "nvme", "nvme_path": "/x"}}})", "ds.json");
   EXPECT_EQ(c.offload_param, plan::Offload::kNvme);
-  EXPECT_TRUE(contains(usage_error([&] { c.validate(2); }), "nvme is not implemented yet"));
+  EXPECT_EQ(c.nvme_path, "/x");
+  EXPECT_TRUE(contains(usage_error([&] { c.validate(2); }), "--offload-optimizer"));  // nvme needs it too
+  apply_ds_config(c, R"({"zero_optimization": {"offload_optimizer": {"device": "cpu"}}})", "ds.json");
+  EXPECT_NO_THROW(c.validate(2));
   // Wrong values name the key.
   EXPECT_TRUE(contains(usage_error([&] {
     apply_ds_config(c, R"({"zero_optimization": {"offload_param": {"device": "gpu"}}})", "ds.json");
@@ -840,7 +843,7 @@ TEST(ParamOffload, FlagsWinOverTheConfig) {
   EXPECT_EQ(TrainConfig{}.offload_param, plan::Offload::kNone);  // the default
 }
 
-TEST(ParamOffload, ValidationRefusesStagesZeroToTwoAndNvme) {
+TEST(ParamOffload, ValidationRefusesStagesZeroToTwoAndNvmeWithoutOptimizerOrPath) {
   TrainConfig c = runnable();
   c.offload_param = plan::Offload::kCpu;
   for (int stage : {0, 1, 2}) {
@@ -851,8 +854,13 @@ TEST(ParamOffload, ValidationRefusesStagesZeroToTwoAndNvme) {
   c.zero_stage = 3;
   EXPECT_NO_THROW(c.validate(2));
   c.offload_param = plan::Offload::kNvme;
-  const std::string msg = usage_error([&] { c.validate(2); });
-  EXPECT_TRUE(contains(msg, "--offload-param") && contains(msg, "nvme is not implemented yet")) << msg;
+  std::string msg = usage_error([&] { c.validate(2); });
+  EXPECT_TRUE(contains(msg, "--offload-param") && contains(msg, "--offload-optimizer")) << msg;
+  c.offload_optimizer = plan::Offload::kCpu;
+  msg = usage_error([&] { c.validate(2); });
+  EXPECT_TRUE(contains(msg, "--offload-param") && contains(msg, "--nvme-path")) << msg;
+  c.nvme_path = "/tmp";
+  EXPECT_NO_THROW(c.validate(2));
   TrainConfig f;
   EXPECT_TRUE(contains(usage_error([&] { apply_flag(f, "--offload-param", "disk"); }), "--offload-param"));
 }

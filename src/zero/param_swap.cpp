@@ -1,0 +1,65 @@
+#include "zero/param_swap.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace zerodp::zero {
+
+ParamSwap::ParamSwap(const std::string& dir, int rank, const std::vector<size_t>& shard_bytes, device::Device& dev)
+    : bytes_(shard_bytes), dev_(dev) {
+  size_t largest = 0;
+  uint64_t at = 0;
+  for (size_t b : bytes_) {
+    offset_.push_back(at);
+    at += io::align_up_block(b);
+    total_ += b;
+    largest = std::max(largest, b);
+  }
+  file_ = std::make_unique<io::DirectFile>(dir, "rank" + std::to_string(rank) + "-param", at);
+  MemoryLedger::global().on_alloc(MemTier::kNvme, MemCategory::kParam, total_);
+  bounce_ = dev_.allocate_host(largest, MemCategory::kParam);
+  for (Buffer& w : write_) w = dev_.allocate_host(largest, MemCategory::kParam);
+}
+
+ParamSwap::~ParamSwap() {
+  file_.reset();  // waits for the writes in flight (from write_, still alive), closes
+  MemoryLedger::global().on_free(MemTier::kNvme, MemCategory::kParam, total_);
+}
+
+const char* ParamSwap::read(int u) {
+  ZDP_CHECK(bytes_[u] > 0, "unit {} has no offloaded shard", u);
+  ZDP_CHECK(staged_unit_ < 0, "unit {} read while unit {} is being rewritten", u, staged_unit_);
+  flush();  // a unit written a moment ago is read as written
+  file_->read(bounce_.data(), bytes_[u], offset_[u]);
+  return bounce_.as<char>();
+}
+
+char* ParamSwap::stage(int u) {
+  ZDP_CHECK(bytes_[u] > 0 && staged_unit_ < 0, "unit {} staged while unit {} is", u, staged_unit_);
+  const int b = next_;
+  next_ ^= 1;
+  file_->wait(pending_[b]);  // the buffer's previous unit is written
+  pending_[b] = 0;
+  staged_unit_ = u;
+  staged_buf_ = b;
+  // Every element the owner updates is written by the caller; the shard's padding stays zero.
+  std::memset(write_[b].data(), 0, bytes_[u]);
+  return write_[b].as<char>();
+}
+
+void ParamSwap::commit(int u) {
+  ZDP_CHECK(staged_unit_ == u, "unit {} committed while unit {} is staged", u, staged_unit_);
+  pending_[staged_buf_] = file_->write_async(write_[staged_buf_].data(), bytes_[u], offset_[u]);
+  staged_unit_ = -1;
+}
+
+void ParamSwap::flush() {
+  for (io::DirectFile::Ticket& t : pending_) {
+    file_->wait(t);
+    t = 0;
+  }
+}
+
+}  // namespace zerodp::zero

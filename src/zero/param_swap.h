@@ -1,0 +1,62 @@
+// ZeRO-Infinity's parameter offload to NVMe (stage 3, with the optimizer offloaded too): the
+// parameter shards of the sharded units live in one file per rank (io/direct_file.h), unit u's
+// shard (S_u elements of the compute dtype, its padding zero) at its own 4 KiB-aligned offset.
+//
+//   reading  each gather reads the rank's shard into a host bounce buffer, from which it is copied up
+//            into the device staging buffer the all-gather sends from (ParamGatherer::start);
+//   writing  whoever rewrites a unit's shard (the offloaded update's "up" step, loading) fills a host
+//            buffer of the unit (stage), and commit() writes it out asynchronously; there are two
+//            such buffers, so that one unit's write overlaps the filling of the next; flush() waits
+//            for every write (the update ends with it, before any gather reads).
+//
+// The ledger: the nvme tier counts the shards (category param, the bytes asked for); the host tier
+// the bounce buffer and the two write buffers (param), each the largest offloaded shard.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/memory.h"
+#include "device/device.h"
+#include "io/direct_file.h"
+
+namespace zerodp::zero {
+
+class ParamSwap {
+ public:
+  // shard_bytes[u]: unit u's shard in bytes, 0 for units not offloaded (kept whole on the device).
+  ParamSwap(const std::string& dir, int rank, const std::vector<size_t>& shard_bytes, device::Device& dev);
+  ~ParamSwap();
+  ParamSwap(const ParamSwap&) = delete;
+  ParamSwap& operator=(const ParamSwap&) = delete;
+
+  // Unit u's shard, read from the file into the bounce buffer (valid until the next read).
+  const char* read(int u);
+  // A host buffer for unit u's whole shard, its padding zero; fill it, then commit(u).
+  char* stage(int u);
+  void commit(int u);
+  void flush();
+  // Whether unit u's shard is being staged (stage() called, commit() not yet), and where.
+  bool staging(int u) const { return staged_unit_ == u; }
+  char* stage_pointer() { return write_[staged_buf_].as<char>(); }
+
+  const io::DirectFile& file() const { return *file_; }
+
+ private:
+  std::vector<size_t> bytes_;
+  std::vector<uint64_t> offset_;
+  uint64_t total_ = 0;
+  device::Device& dev_;
+  std::unique_ptr<io::DirectFile> file_;
+  Buffer bounce_;
+  Buffer write_[2];
+  io::DirectFile::Ticket pending_[2] = {0, 0};
+  int next_ = 0;          // the write buffer stage() hands out next
+  int staged_unit_ = -1;  // the unit in write_[staged_buf_], if any
+  int staged_buf_ = 0;
+};
+
+}  // namespace zerodp::zero
