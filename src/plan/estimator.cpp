@@ -252,13 +252,14 @@ MemoryEstimate estimate_memory(const PlanInput& in) {
   // Parameter offload (ZeRO-Infinity), as zerodp's engine does it: stage 3's parameter shards leave the
   // device (the engine's persistent units, kept whole on the device, are not modelled: the planner has
   // no persistence threshold); the staging of each gather in flight is in `transient`.
-  // On nvme (zero/param_swap.h) the host keeps three buffers of the largest shard (one a gather reads
-  // into, two the update writes through; not modelled for a bare count, which has no units).
+  // On nvme (zero/param_swap.h) the host keeps seven buffers of the largest shard (five the gathers
+  // read into, two the update writes through; not modelled for a bare count, which has no units).
   if (in.offload_param != Offload::kNone) {
     (in.offload_param == Offload::kCpu ? m.host_by : m.nvme_by).param += m.param;
     if (in.offload_param == Offload::kNvme && in.gpt2) {
       const Units u = units_of(*in.gpt2, static_cast<uint64_t>(in.world));
-      m.host_by.param += 3 * std::max(u.s0, u.sb) * p;
+      constexpr uint64_t kReadBuffers = 5, kWriteBuffers = 2;  // zero/param_swap.h
+      m.host_by.param += (kReadBuffers + kWriteBuffers) * std::max(u.s0, u.sb) * p;
     }
     m.param = 0;
   }

@@ -812,8 +812,8 @@ void read_offload_param(const DsReader& r, const json& sec, TrainConfig& cfg) {
     if (is_auto(v) || read_offload_common(r, key, v, path, cfg.offload_param)) continue;
     if (key == "buffer_count" || key == "buffer_size") {
       r.integer(v, path, 0);
-      r.ignored(path, "NVMe I/O buffers; zerodp reads each gather's shard through one host buffer and writes "
-                      "shards through two");
+      r.ignored(path, "NVMe I/O buffers; zerodp reads the gathers' shards through five host buffers (the unit "
+                      "in use and four prefetched) and writes shards through two");
     } else if (key == "max_in_cpu") {
       r.integer(v, path, 0);
       r.ignored(path, "a cap on the parameters kept in host memory with NVMe offload; zerodp keeps none there");

@@ -12,6 +12,7 @@ ParamGatherer::ParamGatherer(ModelStates& states, comm::Communicator& comm, cons
   gathered_.resize(U);
   staging_.resize(U);
   state_.assign(U, State::kSharded);
+  read_slot_.assign(U, -1);
   work_.resize(U);
   schedule_.push_back(0);
   for (int u = 1; u < U; ++u) schedule_.push_back(u);
@@ -23,9 +24,17 @@ ParamGatherer::ParamGatherer(ModelStates& states, comm::Communicator& comm, cons
 void ParamGatherer::start(int u) {
   const UnitShard& s = st_.unit(u);
   gathered_[u] = cfg_.dev().allocate(s.padded * dtype_size(st_.pdt), MemCategory::kGathered);
-  const void* own = st_.param_on_nvme(u) ? st_.param_swap->read(u)  // into a host buffer, from the file
-                                          : st_.param_at(u, static_cast<size_t>(st_.r) * s.shard);
-  if (st_.param_on_host(u) || st_.param_on_nvme(u)) {
+  if (st_.param_on_nvme(u)) {
+    // The read starts now; launch_reads() copies the shard up and gathers (same staging as cpu).
+    staging_[u] = cfg_.dev().allocate(s.shard * dtype_size(st_.pdt), MemCategory::kComm);
+    read_slot_[u] = st_.param_swap->read_async(u);
+    reading_.push_back(u);
+    state_[u] = State::kReading;
+    live_ += s.padded;
+    return;
+  }
+  const void* own = st_.param_at(u, static_cast<size_t>(st_.r) * s.shard);
+  if (st_.param_on_host(u)) {
     // The shard comes up from host memory into a device buffer that the collective sends from (on a
     // GPU: an H2D copy; on the CPU device: a memcpy).
     const size_t bytes = s.shard * dtype_size(st_.pdt);
@@ -38,8 +47,24 @@ void ParamGatherer::start(int u) {
   live_ += s.padded;
 }
 
+void ParamGatherer::launch_reads() {
+  while (!reading_.empty()) {
+    const int u = reading_.front();
+    reading_.pop_front();
+    const UnitShard& s = st_.unit(u);
+    const size_t bytes = s.shard * dtype_size(st_.pdt);
+    // Up from the host read buffer into the device buffer the collective sends from.
+    cfg_.dev().copy(staging_[u].data(), st_.param_swap->wait_read(read_slot_[u]), bytes);
+    st_.param_swap->release_read(read_slot_[u]);
+    read_slot_[u] = -1;
+    work_[u] = comm_.all_gather_async(staging_[u].data(), gathered_[u].data(), s.shard, st_.pdt);
+    state_[u] = State::kInFlight;
+  }
+}
+
 void ParamGatherer::ensure(int u) {
   if (state_[u] == State::kSharded) start(u);
+  if (state_[u] == State::kReading) launch_reads();
   if (state_[u] == State::kInFlight) {
     clock_.wait(work_[u]);
     work_[u].reset();
@@ -50,6 +75,7 @@ void ParamGatherer::ensure(int u) {
 
 bool ParamGatherer::release(int u) {
   if (state_[u] == State::kSharded || st_.param_whole[u]) return false;
+  if (state_[u] == State::kReading) launch_reads();  // in order: the collectives stay in every rank's order
   if (state_[u] == State::kInFlight) clock_.wait(work_[u]);
   work_[u].reset();
   staging_[u].release();
@@ -76,6 +102,7 @@ void ParamGatherer::use(int u, model::UnitPhase phase) {
   if (st_.stage != 3) return;
   if (phase == model::UnitPhase::kEmbedForward) cursor_ = 0;
   else ++cursor_;
+  launch_reads();
   ensure(u);
   prefetch();
 }

@@ -7,11 +7,16 @@
 //            gathered. With parameter offload the unit's shard is in host memory: start() copies
 //            it up into a device staging buffer (category comm) and gathers from there, so a
 //            prefetched gather holds one staging shard until it is waited for (ensure or release).
+//            On NVMe, start() only starts reading the shard (kReading); the reads are turned into
+//            gathers, in the order they were started, at the next use() (or an ensure() that needs
+//            one): a deterministic point, so every rank issues its collectives in the same order,
+//            and the read overlaps the compute of the unit in between.
 //   stages 1-2 (and stage 3's whole units): after the optimizer updated the rank's shard, every
 //            whole unit is all-gathered in place, at most allgather_bucket_size elements in flight.
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -40,8 +45,9 @@ class ParamGatherer {
   void park(std::vector<Buffer>& keep);
 
  private:
-  enum class State : uint8_t { kSharded, kInFlight, kReady };
+  enum class State : uint8_t { kSharded, kReading, kInFlight, kReady };
   void start(int u);
+  void launch_reads();  // NVMe: every read started, in order, copied up and its gather launched
   void ensure(int u);
   void prefetch();
 
@@ -52,6 +58,8 @@ class ParamGatherer {
   std::vector<Buffer> gathered_;  // the unit's full parameters, compute dtype
   std::vector<Buffer> staging_;   // parameter offload: the shard on the device while its gather is in flight
   std::vector<State> state_;
+  std::vector<int> read_slot_;  // NVMe: the ParamSwap read buffer of a unit in kReading
+  std::deque<int> reading_;     // NVMe: units in kReading, in the order their reads started
   std::vector<comm::WorkPtr> work_;
   size_t live_ = 0;  // elements gathered or in flight
   // Parameter uses in one micro-step: embed, blocks, head (forward); head, blocks reversed (backward).

@@ -19,7 +19,7 @@ ParamSwap::ParamSwap(const std::string& dir, int rank, const std::vector<size_t>
   }
   file_ = std::make_unique<io::DirectFile>(dir, "rank" + std::to_string(rank) + "-param", at);
   MemoryLedger::global().on_alloc(MemTier::kNvme, MemCategory::kParam, total_);
-  bounce_ = dev_.allocate_host(largest, MemCategory::kParam);
+  for (Buffer& r : read_) r = dev_.allocate_host(largest, MemCategory::kParam);
   for (Buffer& w : write_) w = dev_.allocate_host(largest, MemCategory::kParam);
 }
 
@@ -28,12 +28,29 @@ ParamSwap::~ParamSwap() {
   MemoryLedger::global().on_free(MemTier::kNvme, MemCategory::kParam, total_);
 }
 
-const char* ParamSwap::read(int u) {
+int ParamSwap::read_async(int u) {
   ZDP_CHECK(bytes_[u] > 0, "unit {} has no offloaded shard", u);
   ZDP_CHECK(staged_unit_ < 0, "unit {} read while unit {} is being rewritten", u, staged_unit_);
   flush();  // a unit written a moment ago is read as written
-  file_->read(bounce_.data(), bytes_[u], offset_[u]);
-  return bounce_.as<char>();
+  for (int k = 0; k < kReadBuffers; ++k) {
+    if (read_busy_[k]) continue;
+    read_busy_[k] = true;
+    reading_[k] = file_->read_async(read_[k].data(), bytes_[u], offset_[u]);
+    return k;
+  }
+  ZDP_CHECK(false, "unit {}: all {} parameter read buffers are in use", u, kReadBuffers);
+  return -1;
+}
+
+const char* ParamSwap::wait_read(int slot) {
+  file_->wait(reading_[slot]);
+  reading_[slot] = 0;
+  return read_[slot].as<char>();
+}
+
+void ParamSwap::release_read(int slot) {
+  wait_read(slot);
+  read_busy_[slot] = false;
 }
 
 char* ParamSwap::stage(int u) {
