@@ -33,11 +33,12 @@ $Z init --out "$OUT/init.safetensors" --layers "$LAYERS" --heads 8 --embd "$EMBD
 
 base=(train --init "$OUT/init.safetensors" --data "$OUT/tokens.bin" --micro-batch 4 --seq 128 --lr 1e-4
       --steps "$STEPS" --log-every 0 --zero-stage 3 --dtype bf16 --sub-group-size "$SUB_GROUP")
-declare -a names=(none opt-cpu opt-nvme-4 opt-nvme-1 param-cpu opt-cpu+param-cpu opt-nvme+param-cpu
+declare -a names=(none opt-cpu opt-cpu-inline opt-nvme-4 opt-nvme-1 param-cpu opt-cpu+param-cpu opt-nvme+param-cpu
                   opt-nvme+param-nvme)
 declare -A extra=(
   [none]=""
   [opt-cpu]="--offload-optimizer cpu"
+  [opt-cpu-inline]="--offload-optimizer cpu"
   [opt-nvme-4]="--offload-optimizer nvme --nvme-path $NVME_DIR"
   [opt-nvme-1]="--offload-optimizer nvme --nvme-path $NVME_DIR --config $OUT/one-slot.json"
   [param-cpu]="--offload-param cpu"
@@ -46,11 +47,14 @@ declare -A extra=(
   [opt-nvme+param-nvme]="--offload-optimizer nvme --nvme-path $NVME_DIR --offload-param nvme"
 )
 echo '{"zero_optimization": {"offload_optimizer": {"buffer_count": 1}}}' >"$OUT/one-slot.json"
+# opt-cpu-inline: the gradients down and the parameters up on the calling thread (no transfer thread),
+# to show what the overlap of device/transfer_queue.h gives.
+declare -A env=([opt-cpu-inline]="-x ZERODP_TRANSFER_THREAD=0")
 
 for n in "${names[@]}"; do
   echo "== $n" >&2
   # shellcheck disable=SC2086
-  mpirun -n "$W" --oversubscribe --timeout 1200 "$Z" "${base[@]}" ${extra[$n]} --metrics "$OUT/$n.jsonl" \
+  mpirun -n "$W" --oversubscribe --timeout 1200 ${env[$n]:-} "$Z" "${base[@]}" ${extra[$n]} --metrics "$OUT/$n.jsonl" \
     >"$OUT/$n.out" 2>"$OUT/$n.err"
 done
 "$BUILD/bench/direct_io_bench" "$NVME_DIR" "$IO_MIB" 64 4 >"$OUT/direct_io.json"

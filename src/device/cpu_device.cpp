@@ -167,7 +167,22 @@ void CpuDevice::gemm(DType dtype, bool trans_a, bool trans_b, int M, int N, int 
   }
 }
 
+TransferQueue& CpuDevice::transfers() {
+  std::call_once(transfers_once_,
+                 [this] { transfers_ = std::make_unique<TransferQueue>(TransferQueue::inline_from_environment()); });
+  return *transfers_;
+}
+
+void CpuDevice::transfer(const void* src, DType src_type, void* dst, DType dst_type, size_t n) {
+  transfers().submit([=] { zerodp::convert(src, src_type, dst, dst_type, n); });
+}
+
+std::unique_ptr<Event> CpuDevice::record_transfer() { return transfers().record(); }
+
 std::unique_ptr<Event> CpuDevice::record() { return std::make_unique<CompleteEvent>(); }
+
+// The compute queue is always empty; the transfers are what may still be running.
+void CpuDevice::synchronize() { transfers().drain(); }
 
 const Gpt2Kernels<float>& CpuDevice::gpt2_f32() const { return CpuGpt2<float>::table(); }
 const Gpt2Kernels<double>& CpuDevice::gpt2_f64() const { return CpuGpt2<double>::table(); }

@@ -1,10 +1,15 @@
 // The CPU device: memory in RAM (its device and host tiers alike, counted apart), GEMMs through
 // OpenBLAS (fp32) and kernels/gemm16.h (16-bit), GPT-2's kernels from kernels/, all run on the
-// calling thread and the OpenMP pool before each call returns (so its queue is always empty and its
-// events are complete).
+// calling thread and the OpenMP pool before each call returns (so its compute queue is always empty
+// and record()'s events are complete). Transfers run on a worker thread of their own
+// (device/transfer_queue.h), or inline with ZERODP_TRANSFER_THREAD=0.
 #pragma once
 
+#include <memory>
+#include <mutex>
+
 #include "device/device.h"
+#include "device/transfer_queue.h"
 
 namespace zerodp::device {
 
@@ -24,14 +29,23 @@ class CpuDevice final : public Device {
                   bool decay, float grad_scale) override;
   void gemm(DType dtype, bool trans_a, bool trans_b, int M, int N, int K, float alpha, const void* A, int lda,
             const void* B, int ldb, float beta, float* C, int ldc) override;
+  void transfer(const void* src, DType src_type, void* dst, DType dst_type, size_t n) override;
+  std::unique_ptr<Event> record_transfer() override;
   std::unique_ptr<Event> record() override;
-  void synchronize() override {}
+  void synchronize() override;
+
+  // The transfer queue, created at first use (inline per ZERODP_TRANSFER_THREAD).
+  TransferQueue& transfers();
 
  protected:
   const Gpt2Kernels<float>& gpt2_f32() const override;
   const Gpt2Kernels<double>& gpt2_f64() const override;
   const Gpt2Kernels<bf16>& gpt2_bf16() const override;
   const Gpt2Kernels<fp16>& gpt2_fp16() const override;
+
+ private:
+  std::once_flag transfers_once_;
+  std::unique_ptr<TransferQueue> transfers_;
 };
 
 }  // namespace zerodp::device

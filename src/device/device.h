@@ -111,6 +111,15 @@ class Device {
   virtual void sgd_update(float* p, const float* g, float* momentum, size_t n, const optim::SGDParams& hp, int64_t t,
                           bool decay, float grad_scale) = 0;
 
+  // ---- transfers between the device and host tiers ------------------------------------------------------
+  // A second queue beside the compute (on a GPU: a copy stream and its DMA engine), in order within
+  // itself: transfer() converts n elements from src to dst there, as convert() does, and returns at
+  // once; record_transfer() is an event after every transfer issued so far. The caller leaves src and
+  // dst alone until that event is done. Offloading moves gradients down and parameters up through it
+  // while the update of other sub-groups runs (zero/shard_optimizer_offload.cpp).
+  virtual void transfer(const void* src, DType src_type, void* dst, DType dst_type, size_t n) = 0;
+  virtual std::unique_ptr<Event> record_transfer() = 0;
+
   // ---- GPT-2's kernels ---------------------------------------------------------------------------------
   template <class P>
   const Gpt2Kernels<P>& gpt2() const;

@@ -237,7 +237,9 @@ MemoryEstimate estimate_memory(const PlanInput& in) {
     to.optim += m.optim;
     const uint64_t sub = nvme ? (in.sub_group_size + 1023) / 1024 * 1024 : in.sub_group_size;
     const uint64_t elems = std::min(sub, c.shard);
-    m.host_by.grad += elems * 4;  // staged in RAM whatever the tier
+    // Staged in RAM whatever the tier: two sub-groups (one coming down while the other is updated)
+    // when the shard has two.
+    m.host_by.grad += (c.shard > sub ? 2 : 1) * elems * 4;
     if (nvme) {
       const uint64_t groups = std::max<uint64_t>(1, (c.shard + sub - 1) / sub);
       const uint64_t slots = std::min(in.optimizer_buffer_count, groups);

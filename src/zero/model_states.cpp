@@ -69,7 +69,9 @@ ModelStates::ModelStates(const model::ParamLayout& l, const ShardLayout& s, cons
     cfg.dev().fill_zero(opt_v.data(), opt_v.size());
   }
   // fp32 whatever the gradient's dtype: 16-bit gradients are widened on their way down.
-  if (offload) grad_staging = cfg.dev().allocate_host(std::min(sub_group, shard) * sizeof(float), MemCategory::kGrad);
+  if (offload)
+    grad_staging = cfg.dev().allocate_host(grad_staging_buffers() * std::min(sub_group, shard) * sizeof(float),
+                                           MemCategory::kGrad);
   if (optim_nvme) {
     ZDP_CHECK(!cfg.nvme_run_dir.empty(), "NVMe optimizer offload without the run's directory");
     swap = std::make_unique<OptimizerSwap>(cfg.nvme_run_dir, r, shard, num_states, sub_group,

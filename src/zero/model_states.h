@@ -8,7 +8,8 @@
 //
 // With optimizer offload (stages 1-3) master and optim are in the host tier, and master exists in
 // fp32 runs too (the host's copy of the shard that the optimizer updates); a host staging buffer
-// (category grad, one sub-group of fp32 values) receives the gradient the update reads. The
+// (category grad, two sub-groups of fp32 values: one shard's worth at most) receives the gradients the
+// update reads. The
 // persistent gradients stay on the device (DeepSpeed keeps its gradient partitions on the host too).
 //
 // With parameter offload (stage 3) the parameter shards of the sharded units are in the host tier
@@ -64,7 +65,7 @@ struct ModelStates {
 
   Buffer param_store, master, grad_store, opt_m, opt_v;
   Buffer param_host;  // parameter offload: the sharded units' shards, compute dtype, in host memory
-  Buffer grad_staging;  // offload: fp32 gradient of one sub-group, in host memory
+  Buffer grad_staging;  // offload: fp32 gradients of grad_staging_buffers() sub-groups, in host memory
   std::unique_ptr<OptimizerSwap> swap;  // optimizer offload to NVMe
   std::unique_ptr<ParamSwap> param_swap;  // parameter offload to NVMe
   size_t window_first = 0;  // NVMe: the shard element master[0] (opt_m[0], opt_v[0]) holds
@@ -73,6 +74,9 @@ struct ModelStates {
   std::vector<bool> param_whole;  // param_store holds all of unit u (stages 0-2; persistent stage-3 units)
 
   int num_units() const { return layout.num_units(); }
+  // Offload: sub-group buffers in grad_staging: two (one coming down while the other is updated)
+  // when the shard has two sub-groups or more.
+  size_t grad_staging_buffers() const { return sh.total_shard() > sub_group ? 2 : 1; }
   const UnitShard& unit(int u) const { return sh.unit(u); }
 
   size_t full_index(int u, size_t i) const { return sh.unit(u).offset + i; }

@@ -1,9 +1,10 @@
 // The optimizer step with ZeRO-Offload: the rank's shard, seen as DeepSpeed flattens its partition
 // (the units' shards end to end, the index of the shard-sized buffers), is walked in sub-groups of
 // sub_group_size elements. For each sub-group: its gradient comes down from the device's gradient
-// storage into the host staging buffer (widened to fp32 on the way when stored in 16 bits), the
+// storage into a host staging buffer (widened to fp32 on the way when stored in 16 bits), the
 // update runs on the host's fp32 weights and states, and the updated weights go back up into the
-// device's parameters (rounded to the compute dtype, or copied in fp32 runs). The update is the same
+// device's parameters (rounded to the compute dtype, or copied in fp32 runs). The moves down and up
+// run on the device's transfer queue, overlapping the updates of the neighbouring sub-groups. The update is the same
 // element-wise arithmetic on the same values as without offload, so the results are the same bits.
 // With the optimizer on NVMe the sub-group's weights and states are in a slot of OptimizerSwap,
 // read ahead of the update and written back after it (zero/optimizer_swap.h, docs/design.md).
@@ -38,29 +39,48 @@ void ShardOptimizer::update_offloaded(double lr, float grad_scale, int64_t t) {
   const optim::AdamWParams adam = optim::adamw_params(cfg_.optimizer, lr);
   const optim::SGDParams sgd = optim::sgd_params(cfg_.optimizer, lr);
   device::Device& dev = cfg_.dev();
-  float* staging = st_.grad_staging.as<float>();
   const size_t total = st_.sh.total_shard();
   const size_t groups = (total + st_.sub_group - 1) / st_.sub_group;
+  // Sub-group g's gradient is staged in buffer g % K (K = 2 with two sub-groups or more): g+1's comes
+  // down on the transfer queue while g updates, and g's weights go up there while g+1 updates.
+  const size_t K = st_.grad_staging_buffers();
+  std::vector<std::unique_ptr<device::Event>> down(K);
   // NVMe: sub-group g's states are in slot g % B. Reads run up to B-1 sub-groups ahead; a slot is
-  // read into only once its previous sub-group's write is done, which is waited for one update later.
+  // read into only once its previous sub-group's write and the transfer up of its weights are done.
   OptimizerSwap* swap = st_.swap.get();
   const int B = swap ? swap->slots() : 1;
+  std::vector<std::unique_ptr<device::Event>> up(B);
   const auto started = std::chrono::steady_clock::now();
   const uint64_t moved_before = swap ? swap->file().stats().bytes_read + swap->file().stats().bytes_written : 0;
   std::vector<bool> requested(swap ? groups : 0, false);
   auto request = [&](size_t g) {
     const int s = static_cast<int>(g % B);
     swap->wait(s);  // the write of the slot's previous sub-group
+    if (up[s]) up[s]->wait();
     swap->read_async(g, s);
     requested[g] = true;
   };
+  auto range = [&](size_t g) { return std::make_pair(g * st_.sub_group, std::min(total, (g + 1) * st_.sub_group)); };
+  // Where unit u's element i of sub-group g lands in its staging buffer.
+  auto staged = [&](size_t g, int u, size_t i) {
+    return st_.grad_staging.as<float>() + (g % K) * st_.sub_group + (st_.shard_index(u, i) - g * st_.sub_group);
+  };
+  // Down: sub-group g's gradient into its staging buffer, in fp32, on the transfer queue.
+  auto bring_down = [&](size_t g) {
+    const auto [first, last] = range(g);
+    for_each_piece(st_, first, last, [&](int u, size_t b, size_t e) {
+      dev.transfer(st_.grad_at(u, b), st_.gdt, staged(g, u, b), DType::kF32, e - b);
+    });
+    down[g % K] = dev.record_transfer();
+  };
   if (swap)
     for (size_t g = 0; g + 1 < static_cast<size_t>(B) && g < groups; ++g) request(g);
+  if (groups > 0) bring_down(0);
   for (size_t g = 0; g < groups; ++g) {
-    const size_t first = g * st_.sub_group, last = std::min(total, first + st_.sub_group);
+    const auto [first, last] = range(g);
     const int slot = static_cast<int>(g % B);
-    // Where unit u's element i lands in the staging buffer.
-    auto staged = [&](int u, size_t i) { return staging + (st_.shard_index(u, i) - first); };
+    // The staging buffer of g+1 was last read by g-1's update, which has returned.
+    if (g + 1 < groups) bring_down(g + 1);
     // Where its weights and states are: the host copies of the whole shard, or the sub-group's slot.
     auto weights = [&](int u, size_t i) {
       return swap ? swap->master(slot) + (st_.shard_index(u, i) - first) : st_.weights_at(u, i);
@@ -72,26 +92,28 @@ void ShardOptimizer::update_offloaded(double lr, float grad_scale, int64_t t) {
       if (!requested[g]) request(g);
       swap->wait(slot);
     }
-    // Down: the sub-group's gradient, in fp32.
-    for_each_piece(st_, first, last, [&](int u, size_t b, size_t e) {
-      dev.convert(st_.grad_at(u, b), st_.gdt, staged(u, b), DType::kF32, e - b);
-    });
+    down[g % K]->wait();
     // The update, on the host, tensor by tensor (weight decay depends on the tensor).
     for_each_piece(st_, first, last, [&](int u, size_t b, size_t e) {
       for (const Segment& seg : unit_segments(st_.layout, u, b, e)) {
         const size_t c = seg.begin, n = seg.count;
         float* m = st_.num_states >= 1 ? state(0, u, c) : nullptr;
+        float* grad = staged(g, u, c);
         if (adamw)
-          dev.adamw_update(weights(u, c), staged(u, c), m, state(1, u, c), n, adam, t, seg.decay, grad_scale);
+          dev.adamw_update(weights(u, c), grad, m, state(1, u, c), n, adam, t, seg.decay, grad_scale);
         else
-          dev.sgd_update(weights(u, c), staged(u, c), m, n, sgd, t, seg.decay, grad_scale);
+          dev.sgd_update(weights(u, c), grad, m, n, sgd, t, seg.decay, grad_scale);
       }
     });
-    // Up: the updated weights into the parameters, in the compute dtype (a shard on NVMe: into its
-    // host write buffer, written out once its last piece is in).
+    // Up: the updated weights into the parameters, in the compute dtype: into the device's parameters
+    // on the transfer queue; into host memory (parameter offload) here, and a shard on NVMe through its
+    // host write buffer, written out once its last piece is in.
     for_each_piece(st_, first, last, [&](int u, size_t b, size_t e) {
       if (!st_.param_on_nvme(u)) {
-        dev.convert(weights(u, b), DType::kF32, st_.param_at(u, b), st_.pdt, e - b);
+        if (st_.param_on_host(u))
+          dev.convert(weights(u, b), DType::kF32, st_.param_at(u, b), st_.pdt, e - b);
+        else
+          dev.transfer(weights(u, b), DType::kF32, st_.param_at(u, b), st_.pdt, e - b);
         return;
       }
       const UnitShard& s = st_.unit(u);
@@ -99,11 +121,13 @@ void ShardOptimizer::update_offloaded(double lr, float grad_scale, int64_t t) {
       dev.convert(weights(u, b), DType::kF32, shard + (b - s.own_begin) * dtype_size(st_.pdt), st_.pdt, e - b);
       if (e == s.own_end) st_.param_swap->commit(u);
     });
+    up[slot] = dev.record_transfer();
     if (swap) {
       swap->write_async(g, slot);
       if (B >= 2 && g + B - 1 < groups) request(g + B - 1);
     }
   }
+  dev.record_transfer()->wait();  // every parameter up before anyone reads them
   if (st_.param_swap) st_.param_swap->flush();  // every shard written before the next gather reads it
   if (swap) {
     for (int s = 0; s < B; ++s) swap->wait(s);

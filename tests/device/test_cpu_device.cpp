@@ -12,7 +12,12 @@
 #include <random>
 #include <vector>
 
+#include <atomic>
+#include <chrono>
+#include <thread>
+
 #include "core/error.h"
+#include "device/transfer_queue.h"
 #include "core/memory.h"
 #include "kernels/attention.h"
 #include "kernels/gemm16.h"
@@ -143,6 +148,68 @@ TEST(CpuDevice, EventsCompleteWhenRecorded) {
   auto e = dev.record();
   EXPECT_TRUE(e->done());
   e->wait();
+  dev.synchronize();
+}
+
+// The transfer queue runs its work in order on a thread of its own: an event recorded after some
+// work is not done while that work is held up, and is once it has run; later work waits for earlier.
+TEST(TransferQueue, RunsInOrderBesideTheCallerAndEventsTrackIt) {
+  TransferQueue q(/*inline_work=*/false);
+  std::atomic<bool> release{false};
+  std::vector<int> order;
+  const std::thread::id caller = std::this_thread::get_id();
+  std::thread::id ran_on;
+  q.submit([&] {
+    ran_on = std::this_thread::get_id();
+    while (!release.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    order.push_back(1);
+  });
+  auto first = q.record();
+  q.submit([&] { order.push_back(2); });
+  auto second = q.record();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_FALSE(first->done());  // held up: the caller is not blocked by submit()
+  EXPECT_FALSE(second->done());
+  release = true;
+  second->wait();
+  EXPECT_TRUE(first->done());
+  EXPECT_EQ(order, (std::vector<int>{1, 2}));
+  EXPECT_NE(ran_on, caller);
+  q.drain();
+}
+
+TEST(TransferQueue, InlineRunsAtSubmit) {
+  TransferQueue q(/*inline_work=*/true);
+  int ran = 0;
+  q.submit([&] { ++ran; });
+  EXPECT_EQ(ran, 1);
+  EXPECT_TRUE(q.record()->done());
+}
+
+// Destroying the queue finishes what was submitted.
+TEST(TransferQueue, DestructionFinishesTheWork) {
+  std::atomic<int> ran{0};
+  {
+    TransferQueue q(false);
+    for (int i = 0; i < 100; ++i) q.submit([&] { ++ran; });
+  }
+  EXPECT_EQ(ran.load(), 100);
+}
+
+// The device's transfer() converts as convert() does, once its event is done.
+TEST(CpuDevice, TransferConvertsLikeConvert) {
+  Device& dev = default_device();
+  const size_t n = 100'003;
+  std::vector<float> x(n);
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd;
+  for (auto& v : x) v = nd(rng);
+  std::vector<uint16_t> via_transfer(n), via_convert(n);
+  dev.transfer(x.data(), DType::kF32, via_transfer.data(), DType::kBF16, n);
+  auto e = dev.record_transfer();
+  dev.convert(x.data(), DType::kF32, via_convert.data(), DType::kBF16, n);
+  e->wait();
+  EXPECT_EQ(via_transfer, via_convert);
   dev.synchronize();
 }
 
