@@ -32,6 +32,8 @@ struct EstimateOptions {
   std::string offload_optimizer = "none", offload_param = "none";
   uint64_t sub_group_size = 1'000'000'000;
   uint64_t buffer_count = 4;
+  uint64_t param_buffer_count = 5;
+  uint64_t max_in_cpu = 0;
   std::string gpu_memory = "80GB";
   std::string bandwidth;
   std::string units = "gb";
@@ -101,6 +103,8 @@ plan::PlanInput plan_input(const EstimateOptions& o) {
   in.offload_param = plan::parse_offload(o.offload_param, "--offload-param");
   in.sub_group_size = o.sub_group_size;
   in.optimizer_buffer_count = o.buffer_count;
+  in.param_buffer_count = o.param_buffer_count;
+  in.param_max_in_cpu = o.max_in_cpu;
   return in;
 }
 
@@ -219,6 +223,14 @@ void register_estimate(CLI::App& app, Action& action) {
       ->check(CLI::Range(uint64_t{1}, uint64_t{64}));
   cmd->add_option("--offload-param", o.offload_param,
                   "cpu or nvme: the parameter offload (stage 3: parameter shards off the device, staged up per gather)")
+      ->capture_default_str();
+  cmd->add_option("--param-buffer-count", o.param_buffer_count,
+                  "With --offload-param nvme: host buffers the gathers read shards through (offload_param.buffer_count)")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, uint64_t{64}));
+  cmd->add_option("--max-in-cpu", o.max_in_cpu,
+                  "With --offload-param nvme: shard elements kept in host memory, whole units in unit order "
+                  "(offload_param.max_in_cpu)")
       ->capture_default_str();
   cmd->add_option("--gpu-memory", o.gpu_memory, "Memory of one GPU, e.g. 80GB, 40GiB")->capture_default_str();
   cmd->add_option("--bandwidth", o.bandwidth, "Bytes per second each rank sends, e.g. 25GB: prints seconds");

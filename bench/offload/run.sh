@@ -9,7 +9,9 @@
 # Prints a markdown report (and writes it to $OUT/report.md).
 #
 # usage: bench/offload/run.sh    env: BUILD (build), OUT (runs/bench-offload), NVME_DIR ($OUT/nvme),
-#        W (2), STEPS (8), WARMUP (3), LAYERS (6), EMBD (512), SUB_GROUP (elements, 500000), IO_MIB (1024)
+#        W (2), STEPS (8), WARMUP (3), LAYERS (6), EMBD (512), SUB_GROUP (elements, 500000), IO_MIB (1024),
+#        REPEAT (3: every mode runs this many times, the modes interleaved, so that the VM's and the disk's
+#        drift falls on all of them alike; the report gives the median and the range)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
@@ -22,6 +24,7 @@ LAYERS=${LAYERS:-6}
 EMBD=${EMBD:-512}
 SUB_GROUP=${SUB_GROUP:-500000}
 IO_MIB=${IO_MIB:-1024}
+REPEAT=${REPEAT:-3}
 Z=$BUILD/zerodp
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 mkdir -p "$OUT" "$NVME_DIR"
@@ -51,34 +54,46 @@ echo '{"zero_optimization": {"offload_optimizer": {"buffer_count": 1}}}' >"$OUT/
 # to show what the overlap of device/transfer_queue.h gives.
 declare -A env=([opt-cpu-inline]="-x ZERODP_TRANSFER_THREAD=0")
 
-for n in "${names[@]}"; do
-  echo "== $n" >&2
-  # shellcheck disable=SC2086
-  mpirun -n "$W" --oversubscribe --timeout 1200 ${env[$n]:-} "$Z" "${base[@]}" ${extra[$n]} --metrics "$OUT/$n.jsonl" \
-    >"$OUT/$n.out" 2>"$OUT/$n.err"
+for rep in $(seq 1 "$REPEAT"); do
+  for n in "${names[@]}"; do
+    echo "== $n ($rep/$REPEAT)" >&2
+    # shellcheck disable=SC2086
+    mpirun -n "$W" --oversubscribe --timeout 1200 ${env[$n]:-} "$Z" "${base[@]}" ${extra[$n]} \
+      --metrics "$OUT/$n.$rep.jsonl" >"$OUT/$n.$rep.out" 2>"$OUT/$n.$rep.err"
+  done
 done
 "$BUILD/bench/direct_io_bench" "$NVME_DIR" "$IO_MIB" 64 4 >"$OUT/direct_io.json"
 
-python3 - "$OUT" "$WARMUP" "${names[@]}" <<'EOF' | tee "$OUT/report.md"
+python3 - "$OUT" "$WARMUP" "$REPEAT" "${names[@]}" <<'EOF' | tee "$OUT/report.md"
 import json, os, re, statistics, sys
-out, warmup, names = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-def recs(n, ev):
-    return [r for r in map(json.loads, open(os.path.join(out, f"{n}.jsonl"))) if r.get("event") == ev]
-base = None
+out, warmup, repeat, names = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
+def recs(n, rep, ev):
+    return [r for r in map(json.loads, open(os.path.join(out, f"{n}.{rep}.jsonl"))) if r.get("event") == ev]
+reps = range(1, repeat + 1)
 d = json.load(open(os.path.join(out, "direct_io.json")))
 raw = d["raw_read_write_MBps"]
-print("| mode | step ms (median) | vs none | device peak MiB | host peak MiB | nvme MiB | the updates' NVMe I/O (rank 0) |")
+# Each run's median step; a mode's figure is the median over its runs, its ratio the median of the
+# per-round ratios against that round's run without offload.
+step = {n: [statistics.median(r["ms"] for r in recs(n, rep, "step")[warmup:]) for rep in reps] for n in names}
+print(f"Medians over {repeat} runs of each mode (range in brackets).")
+print()
+print("| mode | step ms | vs none | device peak MiB | host peak MiB | nvme MiB | the updates' NVMe I/O (rank 0): MB/s, % of the raw disk |")
 print("|---|---|---|---|---|---|---|")
 for n in names:
-    ms = statistics.median(r["ms"] for r in recs(n, "step")[warmup:])
-    base = base or ms
-    mem = [r for r in recs(n, "memory") if r["rank"] == 0][0]
+    ratios = [a / b for a, b in zip(step[n], step[names[0]])]
+    mem = [r for r in recs(n, 1, "memory") if r["rank"] == 0][0]
+    rates = []
+    for rep in reps:
+        text = open(os.path.join(out, f"{n}.{rep}.out")).read() + open(os.path.join(out, f"{n}.{rep}.err")).read()
+        m = re.search(r"the updates moved (.+?) in ([0-9.]+) s \(([0-9.]+) MB/s\)", text)
+        if m:
+            rates.append(float(m.group(3)))
     io = ""
-    m = re.search(r"the updates moved (.+?) in ([0-9.]+) s \(([0-9.]+) MB/s\)", open(os.path.join(out, f"{n}.out")).read()
-                  + open(os.path.join(out, f"{n}.err")).read())
-    if m:
-        io = f"{m.group(1)} in {m.group(2)} s: {m.group(3)} MB/s, {100 * float(m.group(3)) / raw:.0f}% of the raw disk"
-    print(f"| {n} | {ms:.1f} | {ms / base:.2f}x | {mem['peak_bytes']['total'] / 2**20:.1f} | "
+    if rates:
+        io = (f"{statistics.median(rates):.0f} [{min(rates):.0f}-{max(rates):.0f}], "
+              f"{100 * statistics.median(rates) / raw:.0f}% [{100 * min(rates) / raw:.0f}-{100 * max(rates) / raw:.0f}%]")
+    print(f"| {n} | {statistics.median(step[n]):.1f} [{min(step[n]):.0f}-{max(step[n]):.0f}] | "
+          f"{statistics.median(ratios):.2f}x [{min(ratios):.2f}-{max(ratios):.2f}] | {mem['peak_bytes']['total'] / 2**20:.1f} | "
           f"{mem['host_bytes']['total'] / 2**20:.1f} | {mem['nvme_bytes']['total'] / 2**20:.1f} | {io} |")
 print()
 print(f"Disk under {out} (O_DIRECT, best of 3 passes of {d['bytes_per_pass'] >> 20} MiB):")

@@ -190,6 +190,7 @@ void PlanInput::validate() const {
               "--offload-optimizer needs ZeRO stage 1, 2 or 3 (stage {} asked)", stage);
   ZDP_REQUIRE(sub_group_size >= 1, "--sub-group-size must be at least 1");
   ZDP_REQUIRE(optimizer_buffer_count >= 1, "the offload buffer count must be at least 1");
+  ZDP_REQUIRE(param_buffer_count >= 1, "the parameter offload's buffer count must be at least 1");
   ZDP_REQUIRE(offload_param != Offload::kNvme || offload_optimizer != Offload::kNone,
               "--offload-param nvme needs --offload-optimizer cpu or nvme too (as zerodp train)");
   ZDP_REQUIRE(offload_param == Offload::kNone || stage == 3, "--offload-param needs ZeRO stage 3 (stage {} asked)",
@@ -254,17 +255,35 @@ MemoryEstimate estimate_memory(const PlanInput& in) {
   // Parameter offload (ZeRO-Infinity), as zerodp's engine does it: stage 3's parameter shards leave the
   // device (the engine's persistent units, kept whole on the device, are not modelled: the planner has
   // no persistence threshold); the staging of each gather in flight is in `transient`.
-  // On nvme (zero/param_swap.h) the host keeps seven buffers of the largest shard (five the gathers
-  // read into, two the update writes through; not modelled for a bare count, which has no units).
-  if (in.offload_param != Offload::kNone) {
-    (in.offload_param == Offload::kCpu ? m.host_by : m.nvme_by).param += m.param;
-    if (in.offload_param == Offload::kNvme && in.gpt2) {
+  // On nvme (zero/param_swap.h) the shards of the units that fit in max_in_cpu elements (in unit
+  // order, each that fits in what is left) stay in the host, the others go to the file, and the host
+  // keeps buffer_count + 2 buffers of the largest shard in the file (those the gathers read into, two
+  // the update writes through; not modelled for a bare count, which has no units: it is one unit).
+  if (in.offload_param == Offload::kCpu) m.host_by.param += m.param;
+  if (in.offload_param == Offload::kNvme) {
+    std::vector<uint64_t> shards;  // elements
+    if (in.gpt2) {
       const Units u = units_of(*in.gpt2, static_cast<uint64_t>(in.world));
-      constexpr uint64_t kReadBuffers = 5, kWriteBuffers = 2;  // zero/param_swap.h
-      m.host_by.param += (kReadBuffers + kWriteBuffers) * std::max(u.s0, u.sb) * p;
+      shards.push_back(u.s0);
+      shards.insert(shards.end(), u.L, u.sb);
+    } else {
+      shards.push_back(m.param / p);
     }
-    m.param = 0;
+    uint64_t left = in.param_max_in_cpu, in_file = 0, largest = 0;
+    for (uint64_t n : shards) {
+      if (n <= left) {
+        left -= n;
+        m.host_by.param += n * p;
+      } else {
+        in_file += n * p;
+        largest = std::max(largest, n);
+      }
+    }
+    m.nvme_by.param += in_file;
+    constexpr uint64_t kWriteBuffers = 2;  // zero/param_swap.h
+    if (in.gpt2 && in_file > 0) m.host_by.param += (in.param_buffer_count + kWriteBuffers) * largest * p;
   }
+  if (in.offload_param != Offload::kNone) m.param = 0;
   auto sum = [](const MemoryEstimate::Offloaded& o) { return o.param + o.grad + o.master + o.optim; };
   m.host = sum(m.host_by);
   m.nvme = sum(m.nvme_by);

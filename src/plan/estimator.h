@@ -64,6 +64,11 @@ struct PlanInput {
   // With the optimizer offloaded to nvme: host slots a sub-group's states pass through
   // (offload_optimizer.buffer_count); the sub-group is rounded up to a multiple of 1024 elements.
   uint64_t optimizer_buffer_count = 4;
+  // With the parameters offloaded to nvme: host buffers the gathers read shards through
+  // (offload_param.buffer_count), and shard elements kept in host memory (offload_param.max_in_cpu:
+  // the units whose shards fit in what is left of it, in unit order).
+  uint64_t param_buffer_count = 5;
+  uint64_t param_max_in_cpu = 0;
 
   // UsageError naming the flag for anything out of range (W < 1, stage outside 0..3, T > n_ctx, an
   // offload DeepSpeed does not have at this stage, ...).

@@ -802,21 +802,21 @@ void read_offload_optimizer(const DsReader& r, const json& sec, TrainConfig& cfg
   }
 }
 
-// zero_optimization.offload_param: where stage 3's parameter shards live. device "nvme" is read (so
-// that validate() refuses it with the flag's message); the knobs of DeepSpeed's pinned-memory and
-// NVMe pipelines are accepted and ignored.
+// zero_optimization.offload_param: where stage 3's parameter shards live; with nvme, how many host
+// buffers the gathers read through (buffer_count) and how many shard elements stay in host memory
+// (max_in_cpu). DeepSpeed's buffer_size and pin_memory are accepted and ignored.
 void read_offload_param(const DsReader& r, const json& sec, TrainConfig& cfg) {
   const std::string base = "zero_optimization.offload_param";
   for (const auto& [key, v] : r.object(sec, base).items()) {
     const std::string path = base + "." + key;
     if (is_auto(v) || read_offload_common(r, key, v, path, cfg.offload_param)) continue;
-    if (key == "buffer_count" || key == "buffer_size") {
+    if (key == "buffer_count") {
+      cfg.param_buffer_count = r.integer(v, path, 1);
+    } else if (key == "buffer_size") {
       r.integer(v, path, 0);
-      r.ignored(path, "NVMe I/O buffers; zerodp reads the gathers' shards through five host buffers (the unit "
-                      "in use and four prefetched) and writes shards through two");
+      r.ignored(path, "the size of DeepSpeed's NVMe buffers; zerodp sizes each buffer to the largest shard");
     } else if (key == "max_in_cpu") {
-      r.integer(v, path, 0);
-      r.ignored(path, "a cap on the parameters kept in host memory with NVMe offload; zerodp keeps none there");
+      cfg.param_max_in_cpu = r.integer(v, path, 0);
     } else if (key == "nvme_path") {
       read_nvme_path(r, v, path, cfg);
     } else {
@@ -1157,6 +1157,10 @@ void TrainConfig::validate(int world_size) const {
               "(zero_optimization.offload_optimizer.nvme_path): where the offload files go");
   ZDP_REQUIRE(optimizer_buffer_count >= 1 && optimizer_buffer_count <= 64,
               "zero_optimization.offload_optimizer.buffer_count must be in 1..64, got {}", optimizer_buffer_count);
+  ZDP_REQUIRE(param_buffer_count >= 1 && param_buffer_count <= 64,
+              "zero_optimization.offload_param.buffer_count must be in 1..64, got {}", param_buffer_count);
+  ZDP_REQUIRE(param_max_in_cpu >= 0, "zero_optimization.offload_param.max_in_cpu must be >= 0, got {}",
+              param_max_in_cpu);
   ZDP_REQUIRE(offload_optimizer == plan::Offload::kNone || zero_stage >= 1,
               "--offload-optimizer (zero_optimization.offload_optimizer.device) {} needs ZeRO stage 1, 2 or 3: the "
               "optimizer is only offloaded where it is sharded (--zero-stage {} asked)",
@@ -1273,6 +1277,8 @@ json TrainConfig::to_json() const {
         {"sub_group_size", sub_group_size},
         {"offload_optimizer_buffer_count", optimizer_buffer_count},
         {"offload_param", plan::offload_name(offload_param)},
+        {"offload_param_buffer_count", param_buffer_count},
+        {"offload_param_max_in_cpu", param_max_in_cpu},
         {"nvme_path", nvme_path}}},
       {"memory_budget", memory_budget ? json(*memory_budget) : json(nullptr)},
       {"seed", seed},

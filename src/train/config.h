@@ -105,8 +105,13 @@ struct TrainConfig {
   std::string nvme_path;  // --nvme-path: where NVMe offload makes each run's directory
   // ZeRO-Infinity's parameter offload (zero_optimization.offload_param.device; stage 3 only): the
   // parameter shards in host memory (cpu) or in files under nvme_path (nvme, with the optimizer
-  // offloaded too), copied up to the device for each gather.
+  // offloaded too), copied up to the device for each gather. With nvme: param_buffer_count host buffers
+  // the gathers read through (offload_param.buffer_count, DeepSpeed's 5), and the shards of the units
+  // that fit in param_max_in_cpu elements kept in host memory (offload_param.max_in_cpu; zerodp's
+  // default 0 puts every shard on nvme, where DeepSpeed documents 1e9).
   plan::Offload offload_param = plan::Offload::kNone;
+  int64_t param_buffer_count = 5;
+  int64_t param_max_in_cpu = 0;
 
   // ---- run
   std::optional<uint64_t> memory_budget;  // bytes per rank, all categories of §9 together

@@ -48,6 +48,8 @@ zero::EngineConfig engine_config(const TrainConfig& cfg) {
   e.sub_group_size = static_cast<size_t>(cfg.sub_group_size);
   e.offload_param = cfg.offload_param != plan::Offload::kNone;
   e.offload_param_nvme = cfg.offload_param == plan::Offload::kNvme;
+  e.param_buffer_count = static_cast<int>(cfg.param_buffer_count);
+  e.param_max_in_cpu = static_cast<size_t>(cfg.param_max_in_cpu);
   e.loss_scale.enabled = cfg.dtype == DType::kF16;
   e.loss_scale.static_scale = cfg.loss_scale;
   e.loss_scale.initial_scale_power = cfg.initial_scale_power;
@@ -124,6 +126,8 @@ void check_fits_in_memory(const TrainConfig& cfg, const model::GPT2Config& mc, i
   in.sub_group_size = static_cast<uint64_t>(cfg.sub_group_size);
   in.optimizer_buffer_count = static_cast<uint64_t>(cfg.optimizer_buffer_count);
   in.offload_param = cfg.offload_param;
+  in.param_buffer_count = static_cast<uint64_t>(cfg.param_buffer_count);
+  in.param_max_in_cpu = static_cast<uint64_t>(cfg.param_max_in_cpu);
   const plan::MemoryEstimate e = plan::estimate_memory(in);
   // What offload moves to the host is this machine's memory all the same.
   const uint64_t states = e.param + e.grad + e.master + e.optim + e.host;

@@ -56,8 +56,14 @@ struct EngineConfig {
   bool offload_param = false;
   // ZeRO-Infinity's parameter offload to NVMe (with offload_param, and with offload_optimizer: the
   // update writes the parameters from host memory): the shards in a file of the run's directory
-  // (zero/param_swap.h), each gather reading its shard through a host buffer. Same bits.
+  // (zero/param_swap.h), each gather reading its shard through one of param_buffer_count host buffers
+  // (offload_param.buffer_count: at most that many reads in flight, the gather in use and those
+  // prefetched). The sharded units whose shards fit in param_max_in_cpu elements (offload_param.
+  // max_in_cpu; taken in unit order, each unit that fits in what is left) stay in host memory as with
+  // the cpu offload. Same bits.
   bool offload_param_nvme = false;
+  int param_buffer_count = 5;
+  size_t param_max_in_cpu = 0;
   LossScaleConfig loss_scale;
   // Testing aid: at this call of step() (0-based; -1: never) the first gradient element of unit
   // inject_overflow_unit that rank inject_overflow_rank owns becomes Inf.

@@ -33,18 +33,26 @@ ModelStates::ModelStates(const model::ParamLayout& l, const ShardLayout& s, cons
     acc += sh.unit(u).shard;
   }
   const size_t full = sh.total_padded(), shard = sh.total_shard();
-  // With parameter offload the offloaded shards are numbered apart, in param_host.
-  size_t param_elems = 0, host_elems = 0;
+  // With parameter offload the shards in host memory are numbered apart, in param_host: every sharded
+  // unit's (cpu), or those that fit in what is left of max_in_cpu elements, in unit order (nvme).
+  size_t param_elems = 0, host_elems = 0, nvme_units = 0;
+  size_t in_cpu_left = cfg.param_max_in_cpu;
   for (int u = 0; u < U; ++u) {
     const bool whole = stage <= 2 || sh.unit(u).numel < cfg.stage3_param_persistence_threshold;
+    const size_t n = sh.unit(u).shard;
+    const bool in_host = offload_param && !whole && (!param_nvme || n <= in_cpu_left);
+    if (in_host && param_nvme) in_cpu_left -= n;
     param_whole.push_back(whole);
-    size_t& elems = offload_param && !whole ? host_elems : param_elems;
-    param_off.push_back(elems);
-    elems += whole ? sh.unit(u).padded : sh.unit(u).shard;
+    param_in_host.push_back(in_host);
+    const bool in_file = param_nvme && !whole && !in_host;  // numbered by param_swap
+    nvme_units += in_file;
+    size_t& elems = in_host ? host_elems : param_elems;
+    param_off.push_back(in_file ? 0 : elems);
+    if (!in_file) elems += whole ? sh.unit(u).padded : n;
   }
   param_store = cfg.dev().allocate(param_elems * dtype_size(pdt), MemCategory::kParam);
   cfg.dev().fill_zero(param_store.data(), param_store.size());
-  if (offload_param && !param_nvme) {
+  if (host_elems > 0) {
     param_host = cfg.dev().allocate_host(host_elems * dtype_size(pdt), MemCategory::kParam);
     cfg.dev().fill_zero(param_host.data(), param_host.size());
   }
@@ -77,12 +85,14 @@ ModelStates::ModelStates(const model::ParamLayout& l, const ShardLayout& s, cons
     swap = std::make_unique<OptimizerSwap>(cfg.nvme_run_dir, r, shard, num_states, sub_group,
                                            cfg.optimizer_buffer_count, cfg.dev());
   }
-  if (param_nvme) {
+  if (nvme_units > 0) {
     ZDP_CHECK(!cfg.nvme_run_dir.empty() && offload, "NVMe parameter offload without the run's directory or "
               "the optimizer offloaded");
+    ZDP_REQUIRE(cfg.param_buffer_count >= 1, "offload_param.buffer_count must be at least 1, got {}",
+                cfg.param_buffer_count);
     std::vector<size_t> bytes;
-    for (int u = 0; u < U; ++u) bytes.push_back(param_whole[u] ? 0 : sh.unit(u).shard * dtype_size(pdt));
-    param_swap = std::make_unique<ParamSwap>(cfg.nvme_run_dir, r, bytes, cfg.dev());
+    for (int u = 0; u < U; ++u) bytes.push_back(param_on_nvme(u) ? sh.unit(u).shard * dtype_size(pdt) : 0);
+    param_swap = std::make_unique<ParamSwap>(cfg.nvme_run_dir, r, bytes, cfg.param_buffer_count, cfg.dev());
   }
 }
 

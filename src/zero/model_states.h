@@ -13,7 +13,8 @@
 // persistent gradients stay on the device (DeepSpeed keeps its gradient partitions on the host too).
 //
 // With parameter offload (stage 3) the parameter shards of the sharded units are in the host tier
-// (param_host, category param); param_store keeps only the units stage 3 keeps whole, on the device,
+// (param_host, category param; to NVMe: those of the units max_in_cpu keeps there, the others in
+// param_swap's file); param_store keeps only the units stage 3 keeps whole, on the device,
 // since the model reads them in place every micro-step. A sharded unit's shard is copied up into a
 // device staging buffer for its all-gather (param_gatherer.h); the optimizer's updated weights are
 // written into param_host. param_at() reaches a unit's parameters wherever they are.
@@ -72,6 +73,7 @@ struct ModelStates {
   std::vector<size_t> shard_off;  // unit u's first element in the shard-sized buffers
   std::vector<size_t> param_off;  // unit u's first element in param_store (param_host: offloaded shards)
   std::vector<bool> param_whole;  // param_store holds all of unit u (stages 0-2; persistent stage-3 units)
+  std::vector<bool> param_in_host;  // param_host holds unit u's shard (parameter offload)
 
   int num_units() const { return layout.num_units(); }
   // Offload: sub-group buffers in grad_staging: two (one coming down while the other is updated)
@@ -87,9 +89,9 @@ struct ModelStates {
     return param_off[u] + (param_whole[u] ? i : i - static_cast<size_t>(r) * sh.unit(u).shard);
   }
   // True when unit u's parameters are in param_host (offloaded shard), not param_store.
-  bool param_on_host(int u) const { return offload_param && !param_nvme && !param_whole[u]; }
+  bool param_on_host(int u) const { return param_in_host[u]; }
   // True when unit u's shard is in param_swap's file (read and written through it, never param_at).
-  bool param_on_nvme(int u) const { return param_nvme && !param_whole[u]; }
+  bool param_on_nvme(int u) const { return param_nvme && !param_whole[u] && !param_in_host[u]; }
   // fp32 weights the optimizer updates: the masters (16-bit runs, offload) or the parameters themselves.
   float* weights_at(int u, size_t i) {
     if (has_master) return master.as<float>() + (stage == 0 ? full_index(u, i) : shard_index(u, i) - window_first);

@@ -91,6 +91,7 @@ void ParamGatherer::prefetch() {
   for (size_t k = cursor_ + 1; k < schedule_.size() && k <= cursor_ + 4; ++k) {
     const int v = schedule_[k];
     if (state_[v] != State::kSharded) continue;
+    if (st_.param_on_nvme(v) && !st_.param_swap->read_buffer_free()) break;  // offload_param.buffer_count
     const size_t n = st_.unit(v).padded;
     if (live_ + n > cfg_.stage3_max_live_parameters || ahead + n > cfg_.stage3_prefetch_bucket_size) break;
     start(v);

@@ -7,8 +7,10 @@
 
 namespace zerodp::zero {
 
-ParamSwap::ParamSwap(const std::string& dir, int rank, const std::vector<size_t>& shard_bytes, device::Device& dev)
+ParamSwap::ParamSwap(const std::string& dir, int rank, const std::vector<size_t>& shard_bytes, int read_buffers,
+                     device::Device& dev)
     : bytes_(shard_bytes), dev_(dev) {
+  ZDP_CHECK(read_buffers >= 1, "{} parameter read buffers", read_buffers);
   size_t largest = 0;
   uint64_t at = 0;
   for (size_t b : bytes_) {
@@ -19,7 +21,9 @@ ParamSwap::ParamSwap(const std::string& dir, int rank, const std::vector<size_t>
   }
   file_ = std::make_unique<io::DirectFile>(dir, "rank" + std::to_string(rank) + "-param", at);
   MemoryLedger::global().on_alloc(MemTier::kNvme, MemCategory::kParam, total_);
-  for (Buffer& r : read_) r = dev_.allocate_host(largest, MemCategory::kParam);
+  for (int k = 0; k < read_buffers; ++k) read_.push_back(dev_.allocate_host(largest, MemCategory::kParam));
+  reading_.assign(read_.size(), 0);
+  read_busy_.assign(read_.size(), false);
   for (Buffer& w : write_) w = dev_.allocate_host(largest, MemCategory::kParam);
 }
 
@@ -32,14 +36,18 @@ int ParamSwap::read_async(int u) {
   ZDP_CHECK(bytes_[u] > 0, "unit {} has no offloaded shard", u);
   ZDP_CHECK(staged_unit_ < 0, "unit {} read while unit {} is being rewritten", u, staged_unit_);
   flush();  // a unit written a moment ago is read as written
-  for (int k = 0; k < kReadBuffers; ++k) {
+  for (size_t k = 0; k < read_.size(); ++k) {
     if (read_busy_[k]) continue;
     read_busy_[k] = true;
     reading_[k] = file_->read_async(read_[k].data(), bytes_[u], offset_[u]);
-    return k;
+    return static_cast<int>(k);
   }
-  ZDP_CHECK(false, "unit {}: all {} parameter read buffers are in use", u, kReadBuffers);
+  ZDP_CHECK(false, "unit {}: all {} parameter read buffers are in use", u, read_.size());
   return -1;
+}
+
+bool ParamSwap::read_buffer_free() const {
+  return std::find(read_busy_.begin(), read_busy_.end(), false) != read_busy_.end();
 }
 
 const char* ParamSwap::wait_read(int slot) {

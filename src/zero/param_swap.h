@@ -5,15 +5,16 @@
 //   reading  each gather reads the rank's shard into a host read buffer, from which it is copied up
 //            into the device staging buffer the all-gather sends from; a prefetched gather starts its
 //            read when it is prefetched and launches the collective at the next use of any unit
-//            (ParamGatherer), so the read overlaps a unit's compute; kReadBuffers reads at most are
-//            in flight (the unit in use and the four prefetched);
+//            (ParamGatherer), so the read overlaps a unit's compute; a read needs a free read buffer,
+//            so read_buffers reads at most are in flight (the unit in use and those prefetched;
+//            offload_param.buffer_count, DeepSpeed's default 5);
 //   writing  whoever rewrites a unit's shard (the offloaded update's "up" step, loading) fills a host
 //            buffer of the unit (stage), and commit() writes it out asynchronously; there are two
 //            such buffers, so that one unit's write overlaps the filling of the next; flush() waits
 //            for every write (the update ends with it, before any gather reads).
 //
 // The ledger: the nvme tier counts the shards (category param, the bytes asked for); the host tier
-// the kReadBuffers read buffers and the two write buffers (param), each the largest offloaded shard.
+// the read buffers and the two write buffers (param), each the largest offloaded shard.
 #pragma once
 
 #include <cstddef>
@@ -30,17 +31,18 @@ namespace zerodp::zero {
 
 class ParamSwap {
  public:
-  static constexpr int kReadBuffers = 5;
-
-  // shard_bytes[u]: unit u's shard in bytes, 0 for units not offloaded (kept whole on the device).
-  ParamSwap(const std::string& dir, int rank, const std::vector<size_t>& shard_bytes, device::Device& dev);
+  // shard_bytes[u]: unit u's shard in bytes, 0 for units not in the file (kept whole on the device,
+  // or in host memory); read_buffers >= 1.
+  ParamSwap(const std::string& dir, int rank, const std::vector<size_t>& shard_bytes, int read_buffers,
+            device::Device& dev);
   ~ParamSwap();
   ParamSwap(const ParamSwap&) = delete;
   ParamSwap& operator=(const ParamSwap&) = delete;
 
-  // Starts reading unit u's shard into a free read buffer and returns the buffer's index; wait_read()
-  // returns the shard once it is there, valid until release_read().
+  // Starts reading unit u's shard into a free read buffer (there must be one) and returns the
+  // buffer's index; wait_read() returns the shard once it is there, valid until release_read().
   int read_async(int u);
+  bool read_buffer_free() const;
   const char* wait_read(int slot);
   void release_read(int slot);
   // A host buffer for unit u's whole shard, its padding zero; fill it, then commit(u).
@@ -59,9 +61,9 @@ class ParamSwap {
   uint64_t total_ = 0;
   device::Device& dev_;
   std::unique_ptr<io::DirectFile> file_;
-  Buffer read_[kReadBuffers];
-  io::DirectFile::Ticket reading_[kReadBuffers] = {};
-  bool read_busy_[kReadBuffers] = {};
+  std::vector<Buffer> read_;
+  std::vector<io::DirectFile::Ticket> reading_;
+  std::vector<bool> read_busy_;
   Buffer write_[2];
   io::DirectFile::Ticket pending_[2] = {0, 0};
   int next_ = 0;          // the write buffer stage() hands out next

@@ -196,13 +196,13 @@ elif CASE == "usage":
     m = path("ds.jsonl")
     rc, so, se = run(base + ["--steps", "1", "--config", cfg, "--metrics", m], 2)
     check(rc == 0 and "pin_memory" in se, "the config's offload trains; pin_memory is noted as ignored", se)
-    check(all(r["host_bytes"]["grad"] == 500 * 4 and r["host_bytes"]["optim"] > 0 for r in records(m, "memory")),
-          "offload_optimizer.device and sub_group_size are honoured (500-element staging)")
+    check(all(r["host_bytes"]["grad"] == 2 * 500 * 4 and r["host_bytes"]["optim"] > 0 for r in records(m, "memory")),
+          "offload_optimizer.device and sub_group_size are honoured (two 500-element staging buffers)")
     rc, so, se = run(base + ["--steps", "1", "--config", cfg, "--metrics", m, "--offload-optimizer", "none"], 2)
     check(rc == 0 and all(r["host_bytes"]["total"] == 0 for r in records(m, "memory")),
           "--offload-optimizer none wins over the config", se)
     rc, so, se = run(base + ["--steps", "1", "--config", cfg, "--metrics", m, "--sub-group-size", "64"], 2)
-    check(rc == 0 and all(r["host_bytes"]["grad"] == 64 * 4 for r in records(m, "memory")),
+    check(rc == 0 and all(r["host_bytes"]["grad"] == 2 * 64 * 4 for r in records(m, "memory")),
           "--sub-group-size wins over the config", se)
     rc, so, se = run(["train", "--help"])
     check(all(f in so for f in ("--offload-optimizer", "--sub-group-size", "--nvme-path")), "--help lists the flags", so)

@@ -13,7 +13,8 @@
               outweigh the staging of the gathers in flight);
   usage:      stages 0-2 with --offload-param, nvme without --offload-optimizer or without
               --nvme-path exit 2 naming the flag; the DeepSpeed keys (offload_param.device,
-              nvme_path) are honoured, pin_memory noted as ignored, the flag wins;
+              nvme_path, buffer_count, max_in_cpu: the tiers are the planner's) are honoured,
+              pin_memory and buffer_size noted as ignored, the flag wins;
   checkpoint: a checkpoint saved with parameter offload (cpu; nvme) resumes without it, and the other
               way round, to the same bits as a run straight through without offload.
 
@@ -60,10 +61,11 @@ def trained(tag, ranks, extra, steps=3):
     return zt.read_bytes(out), [(s["loss"], s["grad_norm"]) for s in records(m, "step")], records(m, "memory")
 
 
-def predicted(W, dtype, offload_optimizer, param="cpu"):
+def predicted(W, dtype, offload_optimizer, param="cpu", extra=()):
     """The planner's device bytes and offloaded host and nvme bytes; offload_optimizer: None, "cpu", "nvme"."""
     args = ["estimate", "--json", "--gpus", str(W), "--stage", "3", "--dtype", dtype, "--micro-batch", "2",
             "--seq", "16", "--offload-param", param] + (["--offload-optimizer", offload_optimizer] if offload_optimizer else [])
+    args += list(extra)
     if dtype != "fp32":
         args.append("--fp32-grad-accum")  # zerodp train's default, not estimate's
     rc, so, se = run(args + [a for k, v in MODEL.items() for a in (f"--{k}", str(v))])
@@ -135,16 +137,28 @@ elif CASE == "usage":
     rc, so, se = run(base + ["--steps", "1", "--offload-param", "nvme"] + OOFF + S3)
     check(rc == 2 and "--nvme-path" in se, "nvme without --nvme-path exits 2 naming it", se)
     nv = path("ds-nvme.json")
-    with open(nv, "w") as f:
-        json.dump({"zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"},
-                                         "offload_param": {"device": "nvme", "nvme_path": NVME_DIR,
-                                                           "buffer_count": 5, "max_in_cpu": 1e9}}}, f)
-    m = path("ds-nvme.jsonl")
-    rc, so, se = run(base + ["--steps", "1", "--config", nv, "--metrics", m], 2)
-    check(rc == 0 and "max_in_cpu" in se, "the config's nvme parameter offload trains; max_in_cpu noted as ignored", se)
-    check(all(r["nvme_bytes"]["param"] > 0 and r["peak_bytes"]["param"] == 0 for r in records(m, "memory")),
-          "offload_param.device nvme and nvme_path are honoured (the shards in the nvme tier)")
-    check(os.listdir(NVME_DIR) == [], "nothing left under --nvme-path", os.listdir(NVME_DIR))
+    # At W=2 unit 0's shard is 6960 elements and a block's 14136: 25000 keeps unit 0 and block 1 in
+    # host memory and puts block 2 in the file; 1e9 keeps all three (no file); 0 none.
+    for count, max_in_cpu, in_file in ((2, 25000, True), (5, 10**9, False), (1, 0, True)):
+        what = f"offload_param buffer_count {count} max_in_cpu {max_in_cpu}"
+        with open(nv, "w") as f:
+            json.dump({"zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"},
+                                             "offload_param": {"device": "nvme", "nvme_path": NVME_DIR,
+                                                               "buffer_count": count, "max_in_cpu": max_in_cpu,
+                                                               "buffer_size": 1e8}}}, f)
+        m = path("ds-nvme.jsonl")
+        rc, so, se = run(base + ["--steps", "1", "--config", nv, "--metrics", m], 2)
+        check(rc == 0 and "buffer_size" in se, f"{what}: the config's nvme parameter offload trains; buffer_size "
+              "noted as ignored", se)
+        _, host, nvme = predicted(2, "fp32", "cpu", "nvme", ["--param-buffer-count", str(count),
+                                                             "--max-in-cpu", str(max_in_cpu)])
+        for r in records(m, "memory"):
+            check(tier(r, "host_bytes") == host and tier(r, "nvme_bytes") == nvme and r["peak_bytes"]["param"] == 0,
+                  f"{what} rank {r['rank']}: the shards in the tiers the planner says "
+                  f"(host {tier(r, 'host_bytes')} == {host}, nvme {tier(r, 'nvme_bytes')} == {nvme})")
+            check((r["nvme_bytes"]["param"] > 0) == in_file and (r["host_bytes"]["param"] > 0),
+                  f"{what} rank {r['rank']}: parameters in the file: {in_file}", r)
+        check(os.listdir(NVME_DIR) == [], "nothing left under --nvme-path", os.listdir(NVME_DIR))
     rc, so, se = run(base + ["--steps", "1", "--offload-param", "gpu"] + S3)
     check(rc == 2 and "--offload-param" in se, "a bad value exits 2 naming the flag", se)
     cfg = path("ds.json")

@@ -312,6 +312,57 @@ TEST(ParamOffload, NvmeSameBitsAsWithoutIt) {
   if (comm::world()->rank() == 0) std::filesystem::remove_all(dir);
 }
 
+// offload_param.buffer_count (1: no read prefetched beside the one in use; 2) and max_in_cpu (the
+// units whose shards fit stay in host memory, in unit order; all of them: no file at all): the same
+// bits, and the host and nvme tiers hold exactly the shards each way plus buffer_count + 2 buffers of
+// the largest shard in the file.
+TEST(ParamOffload, NvmeBufferCountAndMaxInCpu) {
+  const std::string dir = "/tmp/zerodp-nvme-param-cap-test-" + std::to_string(::getppid());
+  std::filesystem::create_directories(dir);
+  const int W = comm::world()->size();
+  const model::ParamLayout layout(offload_model());
+  const ShardLayout sh(layout, W, 0);
+  const size_t s0 = sh.unit(0).shard, sb = sh.unit(1).shard;  // the embeddings' shard, a block's
+  struct Case {
+    int buffers;
+    size_t max_in_cpu;
+    int units_in_host;  // the first ones
+  };
+  for (DType dt : {DType::kF32, DType::kBF16}) {
+    const uint64_t p = dtype_size(dt);
+    const Trained want = train(config(3, dt, false), 3);
+    for (const Case& k : {Case{1, 0, 0}, Case{2, s0 + sb - 1, 1}, Case{5, s0 + sb, 2}, Case{3, size_t{1} << 40, 3}}) {
+      EngineConfig c = config(3, dt, true, 1000, true);
+      c.offload_param_nvme = true;
+      c.param_buffer_count = k.buffers;
+      c.param_max_in_cpu = k.max_in_cpu;
+      c.nvme_path = dir;
+      const std::string what = std::string(dtype_name(dt)) + " buffer_count " + std::to_string(k.buffers) +
+                               " max_in_cpu " + std::to_string(k.max_in_cpu) + " W=" + std::to_string(W);
+      const Trained got = train(c, 3);
+      expect_same_bits(got, want, what);
+      uint64_t in_host = 0, in_file = 0, largest = 0;
+      for (int u = 0; u < layout.num_units(); ++u) {
+        const uint64_t n = sh.unit(u).shard;
+        if (u < k.units_in_host) {
+          in_host += n;
+        } else {
+          in_file += n;
+          largest = std::max(largest, n);
+        }
+      }
+      EXPECT_EQ(got.grown.nvme.live_of(MemCategory::kParam), in_file * p) << what;
+      const uint64_t buffers = in_file > 0 ? (static_cast<uint64_t>(k.buffers) + 2) * largest : 0;
+      EXPECT_EQ(got.grown.host.live_of(MemCategory::kParam), (in_host + buffers) * p) << what;
+      EXPECT_EQ(got.grown.live_of(MemCategory::kParam), 0u) << what;
+    }
+  }
+  comm::world()->barrier();
+  EXPECT_TRUE(std::filesystem::is_empty(dir)) << dir << " holds what the runs left";
+  comm::world()->barrier();
+  if (comm::world()->rank() == 0) std::filesystem::remove_all(dir);
+}
+
 // Device tier: no parameter bytes (or only the units kept whole), the gathered copies as without
 // offload, comm higher by at most the staging of the gathers in flight (the unit in use and four
 // prefetched); host tier: the parameter shards of the sharded units, in the compute dtype.

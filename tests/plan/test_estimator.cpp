@@ -201,6 +201,38 @@ TEST(Estimator, ParamOffloadMovesTheShardsAndStagesTheGathersInFlight) {
   EXPECT_LE(off.transient - plain.transient, 4 * 2 * sb);
 }
 
+// Parameters to nvme: max_in_cpu keeps the units whose shards fit in host memory, in unit order (the
+// embeddings first); the host holds buffer_count + 2 buffers of the largest shard left in the file.
+TEST(Estimator, ParamNvmeKeepsWhatMaxInCpuHoldsInHostMemory) {
+  PlanInput g;
+  g.gpt2 = model::GPT2Config{4, 12, 768, 50257, 1024};
+  g.world = 4;
+  g.stage = 3;
+  g.dtype = DType::kBF16;
+  g.offload_optimizer = Offload::kCpu;
+  g.offload_param = Offload::kNvme;
+  const model::ParamLayout layout(*g.gpt2);
+  const uint64_t s0 = (layout.unit_numel(0) + 3) / 4, sb = (layout.unit_numel(1) + 3) / 4;
+  ASSERT_GT(s0, sb);  // the embeddings' shard is the largest
+  const uint64_t states = estimate_memory(g).host_by.param;  // the 5 + 2 buffers only
+  EXPECT_EQ(states, 7 * s0 * 2);
+  EXPECT_EQ(estimate_memory(g).nvme_by.param, (s0 + 4 * sb) * 2);
+  g.param_max_in_cpu = s0 + sb;  // the embeddings and block 1
+  g.param_buffer_count = 2;
+  MemoryEstimate m = estimate_memory(g);
+  EXPECT_EQ(m.nvme_by.param, 3 * sb * 2);
+  EXPECT_EQ(m.host_by.param, (s0 + sb + 4 * sb) * 2);
+  g.param_max_in_cpu = s0 - 1;  // not the embeddings: the blocks that fit in what is left
+  m = estimate_memory(g);
+  const uint64_t blocks_in = std::min<uint64_t>(4, (s0 - 1) / sb);
+  EXPECT_EQ(m.nvme_by.param, (s0 + sb * (4 - blocks_in)) * 2);
+  EXPECT_EQ(m.host_by.param, (blocks_in * sb + (2 + 2) * s0) * 2);  // buffer_count 2
+  g.param_max_in_cpu = s0 + 4 * sb;  // everything: no file, no buffers
+  m = estimate_memory(g);
+  EXPECT_EQ(m.nvme_by.param, 0u);
+  EXPECT_EQ(m.host_by.param, (s0 + 4 * sb) * 2);
+}
+
 TEST(Estimator, LargestMicroBatchIsTheLastThatFits) {
   PlanInput in;
   in.gpt2 = gpt2_preset("gpt2");

@@ -805,10 +805,20 @@ TEST(ParamOffload, DsConfigKeysAreHonoured) {
                         "max_in_cpu": 1e9}}})", "ds.json");
   EXPECT_EQ(c.offload_param, plan::Offload::kCpu);
   EXPECT_EQ(c.offload_optimizer, plan::Offload::kNone);
-  // pin_memory, buffer_count, buffer_size and max_in_cpu are accepted, with a note that they change nothing here.
-  EXPECT_EQ(warnings.size(), 4u);
-  for (const char* k : {"pin_memory", "buffer_count", "buffer_size", "max_in_cpu"})
+  // buffer_count and max_in_cpu are read (they shape nvme offload); pin_memory and buffer_size are
+  // accepted, with a note that they change nothing here.
+  EXPECT_EQ(c.param_buffer_count, 5);
+  EXPECT_EQ(c.param_max_in_cpu, 1'000'000'000);
+  EXPECT_EQ(warnings.size(), 2u);
+  for (const char* k : {"pin_memory", "buffer_size"})
     EXPECT_TRUE(has_warning_about(warnings, std::string("zero_optimization.offload_param.") + k)) << k;
+  EXPECT_EQ(c.to_json()["zero"]["offload_param_max_in_cpu"], 1'000'000'000);
+  TrainConfig counts = runnable();
+  apply_ds_config(counts, R"({"zero_optimization": {"offload_param": {"buffer_count": 65}}})", "ds.json");
+  EXPECT_TRUE(contains(usage_error([&] { counts.validate(2); }), "offload_param.buffer_count"));
+  EXPECT_TRUE(contains(usage_error([&] {
+    apply_ds_config(counts, R"({"zero_optimization": {"offload_param": {"max_in_cpu": -1}}})", "ds.json");
+  }), "zero_optimization.offload_param.max_in_cpu"));
   EXPECT_EQ(c.to_json()["zero"]["offload_param"], "cpu");
   EXPECT_NO_THROW(c.validate(2));
   // DeepSpeed's older spelling, "none", and nvme (read, then refused by validate()).
