@@ -32,6 +32,12 @@ struct EngineConfig {
   // gradient and optimizer state are still sharded, and it is re-assembled after each update).
   size_t stage3_param_persistence_threshold = 0;
   bool activation_checkpointing = false;  // keep block inputs only; recompute blocks in backward
+  // Hybrid sharding (FSDP HYBRID_SHARD, DeepSpeed MiCS): at stages 1-3 the states are sharded over
+  // groups of shard_group_size consecutive ranks and replicated across the groups: gradients are
+  // reduce-scattered within the group, then all-reduced across the groups on the shard; stage 3
+  // gathers within the group. 0: one group of all W ranks (full sharding). Must divide W. Stage 0
+  // has nothing sharded and ignores it.
+  int shard_group_size = 0;
   optim::OptimizerSpec optimizer;  // AdamW (contract §7) or SGD
   // ZeRO-Offload (stages 1-3): the fp32 master copy of the rank's shard and the optimizer states
   // live in host memory (the ledger's host tier) in every compute dtype, and the update runs there,

@@ -38,7 +38,7 @@ struct Engine::Impl {
   const EngineConfig cfg;
   std::unique_ptr<ModelRunner> model;  // first: its activations are allocated before the states, as always
   ModelStates st;
-  const int W, r, stage;
+  const int N, r, stage;  // N: the shard group's ranks (W without hybrid sharding); r: the rank in it
   const DType pdt, gdt;
   const bool mixed;
   const bool grad_direct;  // backward accumulates straight into the persistent gradient
@@ -46,7 +46,10 @@ struct Engine::Impl {
   GradReducer reducer;
   ParamGatherer gatherer;
   ShardOptimizer optimizer;
-  comm::Communicator& comm;
+  comm::Communicator& comm;  // all W ranks
+  comm::Communicator& group;  // the rank's shard group (comm without hybrid sharding)
+  const int world;  // W (st.W is the shard group's N)
+  const bool replica0;  // the rank is in the first shard group (it alone counts the gradient norm)
   Buffer tokens;  // this micro-step's inputs and targets
 
   // Per unit, while its phase runs.
@@ -57,22 +60,25 @@ struct Engine::Impl {
   int64_t calls = 0;
 
   Impl(Engine& engine, const model::ParamLayout& l, const ShardLayout& s, comm::Communicator& c,
-       const EngineConfig& config)
+       comm::Communicator& shard_group, comm::Communicator* replicas, const EngineConfig& config)
       : e(engine),
         cfg(config),
         model(make_runner(*this, l, config)),
         st(l, s, cfg),
-        W(st.W),
+        N(st.W),
         r(st.r),
         stage(st.stage),
         pdt(st.pdt),
         gdt(st.gdt),
         mixed(st.mixed),
         grad_direct(config.stage <= 1 && (config.dtype == DType::kF32 || config.fp32_grad_accum)),
-        reducer(st, c, cfg, clock),
-        gatherer(st, c, cfg, clock),
+        reducer(st, shard_group, replicas, cfg, clock),
+        gatherer(st, shard_group, cfg, clock),
         optimizer(st, cfg),
-        comm(c) {
+        comm(c),
+        group(shard_group),
+        world(c.size()),
+        replica0(c.rank() < st.W) {
     const int U = l.num_units();
     tokens = cfg.dev().allocate(2 * sizeof(int32_t) * cfg.micro_batch * cfg.seq, MemCategory::kAct);
     work_grad.resize(U);
@@ -86,7 +92,7 @@ struct Engine::Impl {
   // library's feet. A single rank has no peer to be in flight with: it frees them as usual.
   ~Impl() {
     const bool inflight =
-        reducer.in_flight() || gatherer.in_flight() || (W > 1 && std::uncaught_exceptions() > 0);
+        reducer.in_flight() || gatherer.in_flight() || (world > 1 && std::uncaught_exceptions() > 0);
     if (!inflight) return;
     // Reachable from a static for the rest of the process (so not a leak to LeakSanitizer).
     static std::vector<std::vector<Buffer>>* const parked = new std::vector<std::vector<Buffer>>();
@@ -170,7 +176,7 @@ struct Engine::Impl {
     const double scale = e.scaler_.scale();
     res.loss_scale = scale;
     const int B = cfg.micro_batch, T = cfg.seq;
-    const double global_tokens = static_cast<double>(W) * accum * B * T;
+    const double global_tokens = static_cast<double>(world) * accum * B * T;
     const float dloss = static_cast<float>(scale / global_tokens);
     int32_t* inputs = tokens.as<int32_t>();
     int32_t* targets = inputs + static_cast<size_t>(B) * T;
@@ -184,7 +190,7 @@ struct Engine::Impl {
     reducer.complete_all();
 
     const int inject_unit = cfg.inject_overflow_unit;
-    if (calls++ == cfg.inject_overflow_step && r == cfg.inject_overflow_rank && inject_unit >= 0 &&
+    if (calls++ == cfg.inject_overflow_step && comm.rank() == cfg.inject_overflow_rank && inject_unit >= 0 &&
         inject_unit < st.num_units()) {
       // Testing aid: a gradient that overflowed on this rank only, inside the range whose norm it
       // computes (at stage 0 every rank holds the whole gradient but measures its own part).
@@ -195,7 +201,8 @@ struct Engine::Impl {
       }
     }
 
-    // The global loss and gradient norm, from each rank's shard: one all-reduce of two numbers.
+    // The global loss and gradient norm, from each rank's shard: one all-reduce of two numbers. With
+    // hybrid sharding every group holds the whole reduced gradient: the first group's shards count.
     const int U = st.num_units();
     std::vector<float> unit_nonfinite(static_cast<size_t>(U), 0.0f);
     double sumsq = 0;
@@ -206,7 +213,9 @@ struct Engine::Impl {
       if (!std::isfinite(q)) unit_nonfinite[u] = 1.0f;
       sumsq += q;
     }
-    float pair[2] = {static_cast<float>(loss_sum), static_cast<float>(sumsq)};
+    // (A non-finite sum counts on every rank: an overflow is one wherever it is.)
+    const double counted = replica0 || !std::isfinite(sumsq) ? sumsq : 0.0;
+    float pair[2] = {static_cast<float>(loss_sum), static_cast<float>(counted)};
     comm.all_reduce(pair, 2, DType::kF32, comm::ReduceOp::kSum);
     res.loss = pair[0] / global_tokens;
     const double scaled_norm = std::sqrt(static_cast<double>(pair[1]));
@@ -229,7 +238,7 @@ struct Engine::Impl {
     double coef = 1.0;
     if (clip > 0) coef = std::min(1.0, clip / (res.grad_norm + 1e-6));
     optimizer.update(lr, static_cast<float>(coef / scale));
-    if (stage >= 1 && W > 1) gatherer.gather_after_update();
+    if (stage >= 1 && N > 1) gatherer.gather_after_update();
     res.comm_wait_ms = clock.wait_ms;
     return res;
   }
@@ -263,8 +272,26 @@ std::unique_ptr<ModelRunner> Engine::Impl::make_runner(Impl& impl, const model::
   return nullptr;
 }
 
+namespace {
+
+// N: the ranks a state is sharded over (hybrid sharding: the shard group; otherwise all W).
+int shard_group_size_of(const EngineConfig& c, int W) {
+  ZDP_REQUIRE(c.shard_group_size >= 0, "shard group size must be >= 0 (0: all ranks), got {}", c.shard_group_size);
+  if (c.stage == 0 || c.shard_group_size == 0) return W;
+  ZDP_REQUIRE(W % c.shard_group_size == 0,
+              "shard group size {} does not divide the {} ranks: hybrid sharding needs whole groups",
+              c.shard_group_size, W);
+  return c.shard_group_size;
+}
+
+}  // namespace
+
 Engine::Engine(const model::ParamLayout& layout, std::shared_ptr<comm::Communicator> comm, EngineConfig config)
-    : layout_(layout), comm_(std::move(comm)), config_(config), shards_(layout, comm_->size(), comm_->rank()),
+    : layout_(layout),
+      comm_(std::move(comm)),
+      config_(config),
+      group_size_(shard_group_size_of(config, comm_->size())),
+      shards_(layout, group_size_, comm_->rank() % group_size_),
       scaler_(config.loss_scale) {
   ZDP_REQUIRE(config.stage >= 0 && config.stage <= 3, "ZeRO stage must be 0, 1, 2 or 3, got {}", config.stage);
   // DeepSpeed's ZeRO-Offload moves the sharded optimizer: there is nothing sharded at stage 0.
@@ -279,7 +306,15 @@ Engine::Engine(const model::ParamLayout& layout, std::shared_ptr<comm::Communica
               "parameter offload to nvme needs the optimizer offloaded too (cpu or nvme)");
   if ((config.offload_optimizer && config.offload_optimizer_nvme) || (config.offload_param && config.offload_param_nvme))
     make_nvme_run_dir();
-  impl_ = std::make_unique<Impl>(*this, layout_, shards_, *comm_, config_);
+  if (group_size_ < comm_->size()) {
+    // Both splits are collective over all W ranks, in this order on every rank.
+    group_comm_ = comm_->split(comm_->rank() / group_size_, comm_->rank());
+    replica_comm_ = comm_->split(comm_->rank() % group_size_, comm_->rank());
+    group_comm_->set_traffic_ledger(&comm_->traffic());  // the engine's traffic is counted in one ledger
+    replica_comm_->set_traffic_ledger(&comm_->traffic());
+  }
+  comm::Communicator& group = group_comm_ ? *group_comm_ : *comm_;
+  impl_ = std::make_unique<Impl>(*this, layout_, shards_, *comm_, group, replica_comm_.get(), config_);
 }
 
 Engine::~Engine() = default;
@@ -351,7 +386,7 @@ Engine::NvmeTraffic Engine::nvme_traffic() const {
 bool Engine::weights_finite() { return all_weights_finite(impl_->st, *comm_); }
 
 void Engine::consolidate(const std::function<void(int unit, const float* data)>& sink) {
-  consolidate_weights(impl_->st, *comm_, sink);
+  consolidate_weights(impl_->st, impl_->group, comm_->rank() == 0, sink);
 }
 
 }  // namespace zerodp::zero

@@ -1,7 +1,8 @@
 // The ZeRO engine: trains one GPT-2 on the W ranks of a communicator, each rank reading its own
 // micro-batches (contract §5), at stage 0 (plain data parallelism), 1 (optimizer state and fp32
 // masters sharded), 2 (+ gradients sharded) or 3 (+ parameters sharded, each unit gathered just
-// before use). One optimizer step = G micro-steps of forward/backward, gradient reduction, the
+// before use). With hybrid sharding (EngineConfig::shard_group_size N) stages 1-3 shard over groups
+// of N consecutive ranks and replicate across the W/N groups. One optimizer step = G micro-steps of forward/backward, gradient reduction, the
 // global norm, clipping and the optimizer on the rank's shard, then parameter re-assembly.
 //
 // Every byte it holds is in the memory ledger under contract §9's categories; every collective it
@@ -107,7 +108,12 @@ class Engine {
   void set_optimizer_steps(int64_t steps);
 
   const EngineConfig& config() const { return config_; }
+  // The rank's shard layout: N-way (its shard group), rank() % N.
   const ShardLayout& shards() const { return shards_; }
+  // Hybrid sharding: N, the ranks of one shard group (W without it), and which group this rank is in
+  // (its replica index: rank() / N).
+  int shard_group_size() const { return group_size_; }
+  int replica() const { return comm_->rank() / group_size_; }
   const model::ParamLayout& layout() const { return layout_; }
   comm::Communicator& comm() { return *comm_; }
   LossScaler& loss_scaler() { return scaler_; }
@@ -118,7 +124,10 @@ class Engine {
   const model::ParamLayout& layout_;
   std::shared_ptr<comm::Communicator> comm_;
   EngineConfig config_;
+  const int group_size_;  // N
   ShardLayout shards_;
+  // Hybrid sharding only: the rank's shard group, and the ranks holding its shard in the other groups.
+  std::unique_ptr<comm::Communicator> group_comm_, replica_comm_;
   LossScaler scaler_;
   std::unique_ptr<io::RunDir> run_dir_;  // NVMe offload: this run's directory (outlives the files in it)
   std::unique_ptr<Impl> impl_;

@@ -3,9 +3,9 @@
 
 namespace zerodp::zero {
 
-GradReducer::GradReducer(ModelStates& states, comm::Communicator& comm, const EngineConfig& config,
-                         CommClock& clock)
-    : st_(states), comm_(comm), cfg_(config), clock_(clock), rdt_(config.reduce_dtype.value_or(config.dtype)) {
+GradReducer::GradReducer(ModelStates& states, comm::Communicator& comm, comm::Communicator* replicas,
+                         const EngineConfig& config, CommClock& clock)
+    : st_(states), comm_(comm), replicas_(replicas), cfg_(config), clock_(clock), rdt_(config.reduce_dtype.value_or(config.dtype)) {
   if (st_.stage == 0) plan_buckets();
 }
 
@@ -143,6 +143,27 @@ void GradReducer::complete_oldest() {
 
 void GradReducer::complete_all() {
   while (!pending_.empty()) complete_oldest();
+  if (last_micro_) reduce_across_groups();
+}
+
+// Hybrid sharding: the rank's range of each unit (stage 1: in the whole gradient; 2-3: its shard)
+// holds its group's sum; the same range in the other groups holds theirs. One all-reduce a unit
+// over the replicas, in the reduction dtype.
+void GradReducer::reduce_across_groups() {
+  if (replicas_ == nullptr || replicas_->size() == 1 || st_.stage == 0) return;
+  const DType gdt = st_.gdt, rdt = rdt_;
+  for (int u = 0; u < st_.num_units(); ++u) {
+    const UnitShard& s = st_.unit(u);
+    char* own = st_.grad_at(u, static_cast<size_t>(st_.r) * s.shard);
+    if (rdt == gdt) {
+      clock_.wait(replicas_->all_reduce_async(own, s.shard, gdt, comm::ReduceOp::kSum));
+      continue;
+    }
+    Buffer tmp = cfg_.dev().allocate(s.shard * dtype_size(rdt), MemCategory::kComm);
+    convert(own, gdt, tmp.data(), rdt, s.shard);
+    clock_.wait(replicas_->all_reduce_async(tmp.data(), s.shard, rdt, comm::ReduceOp::kSum));
+    convert(tmp.data(), rdt, own, gdt, s.shard);
+  }
 }
 
 void GradReducer::park(std::vector<Buffer>& keep) {

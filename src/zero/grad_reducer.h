@@ -9,7 +9,9 @@
 //            into it when the dtypes agree: no receive buffer, no pass adding it to zeros).
 //
 // Stages 0-1 reduce once per optimizer step (after the last micro-step), stages 2-3 every
-// micro-step. With overlap_comm up to three reductions stay in flight while the backward goes on;
+// micro-step. With hybrid sharding (`replicas`: the ranks holding the same shard in the other
+// groups) the reductions above run within the rank's group, and complete_all() then sums the rank's
+// shard of the gradient across the groups, unit by unit: the group's sums added in group order. With overlap_comm up to three reductions stay in flight while the backward goes on;
 // reductions in another dtype than the stored gradient go through conversion buffers (comm).
 #pragma once
 
@@ -28,7 +30,9 @@ namespace zerodp::zero {
 
 class GradReducer {
  public:
-  GradReducer(ModelStates& states, comm::Communicator& comm, const EngineConfig& config, CommClock& clock);
+  // comm: the rank's shard group; replicas: null without hybrid sharding.
+  GradReducer(ModelStates& states, comm::Communicator& comm, comm::Communicator* replicas, const EngineConfig& config,
+              CommClock& clock);
 
   // Before each micro-step of an optimizer step: stages 0-1 reduce after the last one only; stages
   // 2-3 write the first one's sum into the gradient shard (zero until then) and add the others'.
@@ -38,7 +42,7 @@ class GradReducer {
   // Stages 2-3: reduces unit u's fp32 gradient of this micro-step (`grad`, padded to P elements,
   // taken) into the rank's shard of the persistent gradient.
   void reduce_to_shard(int u, Buffer grad);
-  // Waits for every reduction in flight and lands it.
+  // Waits for every reduction in flight and lands it (after the last micro-step: across the groups too).
   void complete_all();
 
   bool in_flight() const { return !pending_.empty(); }
@@ -58,9 +62,11 @@ class GradReducer {
   void launch_reduce_scatter_in_place(int u);
   void push(Pending p);
   void complete_oldest();
+  void reduce_across_groups();
 
   ModelStates& st_;
   comm::Communicator& comm_;
+  comm::Communicator* replicas_;
   const EngineConfig cfg_;  // a copy: the part may outlive the caller's config
   CommClock& clock_;
   const DType rdt_;  // the reduction dtype

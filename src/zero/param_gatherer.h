@@ -13,6 +13,7 @@
 //            and the read overlaps the compute of the unit in between.
 //   stages 1-2 (and stage 3's whole units): after the optimizer updated the rank's shard, every
 //            whole unit is all-gathered in place, at most allgather_bucket_size elements in flight.
+// Every gather runs over the rank's shard group (all ranks, or its group with hybrid sharding).
 #pragma once
 
 #include <cstdint>

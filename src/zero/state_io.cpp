@@ -36,7 +36,7 @@ void load_states(ModelStates& st, const StateSource& source, bool with_states) {
   if (st.param_swap) st.param_swap->flush();
 }
 
-void consolidate_weights(ModelStates& st, comm::Communicator& comm,
+void consolidate_weights(ModelStates& st, comm::Communicator& comm, bool root,
                          const std::function<void(int unit, const float* data)>& sink) {
   // Full fp32 weights are already on every rank for fp32 stages 0-2 (the parameters, equal to the
   // host masters of an offloaded run) and for 16-bit stage 0 (the masters).
@@ -44,11 +44,11 @@ void consolidate_weights(ModelStates& st, comm::Communicator& comm,
   for (int u = 0; u < st.num_units(); ++u) {
     const UnitShard& s = st.unit(u);
     if (!st.mixed && st.param_whole[u]) {
-      if (st.r == 0) sink(u, reinterpret_cast<const float*>(st.param_at(u, 0)));
+      if (root) sink(u, reinterpret_cast<const float*>(st.param_at(u, 0)));
       continue;
     }
     if (st.mixed && st.stage == 0) {
-      if (st.r == 0) sink(u, st.weights_at(u, 0));
+      if (root) sink(u, st.weights_at(u, 0));
       continue;
     }
     Buffer full(s.padded * sizeof(float), MemCategory::kGathered);
@@ -59,7 +59,7 @@ void consolidate_weights(ModelStates& st, comm::Communicator& comm,
       std::memcpy(mine.data(), st.weights_at(u, s.own_begin), (s.own_end - s.own_begin) * sizeof(float));
     }
     comm.all_gather(mine.data(), full.data(), s.shard, DType::kF32);
-    if (st.r == 0) sink(u, full.as<float>());
+    if (root) sink(u, full.as<float>());
   }
 }
 

@@ -19,9 +19,10 @@ using StateSource = std::function<void(int state, int unit, size_t begin, size_t
 // states of the range it updates.
 void load_states(ModelStates& st, const StateSource& source, bool with_states);
 
-// Calls sink(u, data) on rank 0 with unit u's full fp32 weights, unit by unit; collective. Shards
-// are all-gathered (not counted as training traffic) where rank 0 does not hold them already.
-void consolidate_weights(ModelStates& st, comm::Communicator& comm,
+// Calls sink(u, data) where `root` (on one rank of the job) with unit u's full fp32 weights, unit by
+// unit; collective over `comm`, the rank's shard group. Shards are all-gathered (not counted as
+// training traffic) where the root does not hold them already.
+void consolidate_weights(ModelStates& st, comm::Communicator& comm, bool root,
                          const std::function<void(int unit, const float* data)>& sink);
 
 // Whether every fp32 weight on every rank is finite; collective (not counted as training traffic).

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "comm/runtime.h"
+#include "core/error.h"
 #include "core/memory.h"
 #include "model/init.h"
 #include "model/layout.h"
@@ -401,6 +402,88 @@ TEST(Engine, TrafficPerStage) {
   EXPECT_EQ(bytes[0], 2 * 2 * unit + scalar);
   EXPECT_EQ(bytes[3], 2 * 3 * unit + scalar);
   EXPECT_LE(static_cast<double>(bytes[3]), 1.5 * bytes[0]);
+}
+
+// ---- hybrid sharding: shard within groups of N ranks, replicate across ----------------------------
+
+// Every N that divides W (N < W): stages 1-3 train as the fully sharded run does (another order of
+// the same sums: the groups' sums added across groups), with and without accumulation.
+TEST(Engine, HybridShardingMatchesFullSharding) {
+  const int W = world()->size();
+  for (int N = 1; N < W; ++N) {
+    if (W % N != 0) continue;
+    for (int stage = 1; stage <= 3; ++stage) {
+      for (int G : {1, 2}) {
+        EngineConfig c = config(stage, 2);
+        const RunResult want = run(false, c, G, 4);
+        c.shard_group_size = N;
+        const std::string what = "W=" + std::to_string(W) + " N=" + std::to_string(N) + " stage " +
+                                 std::to_string(stage) + " G=" + std::to_string(G);
+        expect_same_training(run(false, c, G, 4), want, 1e-5, what);
+      }
+    }
+    EngineConfig c = config(2, 2, 16, DType::kBF16);
+    const RunResult want = run(false, c, 1, 3);
+    c.shard_group_size = N;
+    expect_same_training(run(false, c, 1, 3), want, 2e-2, "bf16 N=" + std::to_string(N));
+  }
+}
+
+// The model states are those of an N-rank run (docs/design.md's table with N in place of W), and the
+// traffic is the group's reduce-scatters and all-gathers plus one all-reduce of each unit's shard
+// across the W/N groups (ring bytes over the groups' size).
+TEST(Engine, HybridShardingHoldsAndMovesWhatAnNRankRunDoes) {
+  const int W = world()->size();
+  const model::ParamLayout layout(small_model());
+  static const Stream stream(small_model().vocab_size);
+  for (int N = 1; N < W; ++N) {
+    if (W % N != 0) continue;
+    for (int stage = 1; stage <= 3; ++stage) {
+      EngineConfig c = config(stage, 2);
+      c.shard_group_size = N;
+      const std::string what = "W=" + std::to_string(W) + " N=" + std::to_string(N) + " stage " + std::to_string(stage);
+      const MemorySnapshot before = MemoryLedger::global().snapshot();
+      Group group(false);
+      Engine engine(layout, group.comm, c);
+      EXPECT_EQ(engine.shard_group_size(), N) << what;
+      EXPECT_EQ(engine.replica(), world()->rank() / N) << what;
+      const ShardLayout& sh = engine.shards();
+      EXPECT_EQ(sh.world(), N) << what;
+      EXPECT_EQ(sh.rank(), world()->rank() % N) << what;
+      engine.load(init_source(layout));
+      group.ledger->reset();
+      engine.step(1, [&](int g, int32_t* in, int32_t* tg) { stream.load(0, g, W, world()->rank(), 2, 16, 1, in, tg); },
+                  1e-3, 0);
+      const MemorySnapshot after = MemoryLedger::global().snapshot();
+      auto live = [&](MemCategory k) { return after.live_of(k) - before.live_of(k); };
+      const uint64_t psi = sh.total_padded(), shard = sh.total_shard();
+      EXPECT_EQ(psi, shard * N) << what;
+      EXPECT_EQ(live(MemCategory::kParam), (stage == 3 ? shard : psi) * 4) << what;
+      EXPECT_EQ(live(MemCategory::kGrad), (stage <= 1 ? psi : shard) * 4) << what;
+      EXPECT_EQ(live(MemCategory::kOptim), shard * 8) << what;
+      EXPECT_EQ(live(MemCategory::kMaster), 0u) << what;
+      // Traffic of the step, by kind.
+      const int R = W / N;
+      uint64_t rs = 0, ag = 0, ar = comm::ring_bytes_sent(comm::CollectiveKind::kAllReduce, 8, W);
+      for (int u = 0; u < sh.num_units(); ++u) {
+        const uint64_t full = sh.unit(u).padded * 4;
+        rs += comm::ring_bytes_sent(comm::CollectiveKind::kReduceScatter, full, N);
+        ag += comm::ring_bytes_sent(comm::CollectiveKind::kAllGather, full, N) * (stage == 3 ? 2 : 1);
+        ar += comm::ring_bytes_sent(comm::CollectiveKind::kAllReduce, sh.unit(u).shard * 4, R);
+      }
+      const comm::TrafficLedger& t = *group.ledger;
+      EXPECT_EQ(t.bytes_sent(comm::CollectiveKind::kReduceScatter), rs) << what;
+      EXPECT_EQ(t.bytes_sent(comm::CollectiveKind::kAllGather), ag) << what;
+      EXPECT_EQ(t.bytes_sent(comm::CollectiveKind::kAllReduce), ar) << what;
+    }
+  }
+  // N must divide W.
+  if (W >= 2) {
+    EngineConfig c = config(2, 2);
+    c.shard_group_size = W + 1;
+    Group group(false);
+    EXPECT_THROW({ Engine e(layout, group.comm, c); }, UsageError);
+  }
 }
 
 // ---- mixed precision ---------------------------------------------------------------------------

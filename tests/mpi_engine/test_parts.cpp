@@ -101,7 +101,7 @@ TEST(GradReducer, SumsInRankOrderIntoWhatTheRankKeeps) {
       const EngineConfig c = config(stage, k.dtype, k.reduce);
       ModelStates st(f.layout, f.sh, c);
       CommClock clock;
-      GradReducer reducer(st, *f.comm, c, clock);
+      GradReducer reducer(st, *f.comm, nullptr, c, clock);
       const DType rdt = c.reduce_dtype.value_or(c.dtype);
       reducer.begin_micro_step(true, true);
       for (int u = st.num_units() - 1; u >= 0; --u) {  // the backward's order
@@ -145,7 +145,7 @@ TEST(GradReducer, AccumulatesMicroStepsIntoTheShard) {
       c.fp32_grad_accum = k.fp32_accum;
       ModelStates st(f.layout, f.sh, c);
       CommClock clock;
-      GradReducer reducer(st, *f.comm, c, clock);
+      GradReducer reducer(st, *f.comm, nullptr, c, clock);
       const DType rdt = c.reduce_dtype.value_or(c.dtype);
       for (int g = 0; g < 2; ++g) {
         reducer.begin_micro_step(g == 0, g == 1);
@@ -261,7 +261,7 @@ TEST(ShardOptimizer, ShardStepEqualsTheWholeStepOnTheShard) {
       // reference's weights.
       CommClock clock;
       if (stage >= 1 && f.W > 1) ParamGatherer(st, *f.comm, c, clock).gather_after_update();
-      consolidate_weights(st, *f.comm, [&](int u, const float* data) {
+      consolidate_weights(st, *f.comm, f.comm->rank() == 0, [&](int u, const float* data) {
         for (size_t i = 0; i < st.unit(u).numel; ++i) ASSERT_EQ(data[i], *ref.weights_at(u, i)) << "unit " << u;
       });
       EXPECT_TRUE(all_weights_finite(st, *f.comm));
