@@ -187,6 +187,13 @@ ordered_json manifest_to_json(const Manifest& m) {
     tensors.push_back({{"name", p.name}, {"unit", p.unit}, {"shape", p.shape}, {"pieces", pieces}});
   }
   const model::GPT2Config& c = m.model;
+  ordered_json data{{"path", m.data.path},
+                    {"micro_batch", m.data.micro_batch},
+                    {"seq", m.data.seq},
+                    {"accum", m.data.accum}};
+  if (m.data.ranks != 0 && m.data.ranks != m.world_size) data["ranks"] = m.data.ranks;  // hybrid sharding
+  data["tokens_per_step"] = m.data.tokens_per_step;
+  data["next_token"] = m.data.next_token;
   return ordered_json{
       {"format", kCheckpointFormat},
       {"format_version", m.format_version},
@@ -206,13 +213,7 @@ ordered_json manifest_to_json(const Manifest& m) {
         {"good_steps", m.loss_scale.good_steps},
         {"hysteresis_left", m.loss_scale.hysteresis_left},
         {"overflows", m.loss_scale.overflows}}},
-      {"data",
-       {{"path", m.data.path},
-        {"micro_batch", m.data.micro_batch},
-        {"seq", m.data.seq},
-        {"accum", m.data.accum},
-        {"tokens_per_step", m.data.tokens_per_step},
-        {"next_token", m.data.next_token}}},
+      {"data", data},
       {"training", ordered_json(m.training)},
       {"units", units},
       {"files", files},
@@ -288,12 +289,17 @@ Manifest manifest_from_json(const json& j, const std::string& label) {
   m.data.accum = s.integer(dj, "data", "accum", 1, kMaxBatchFactor);
   m.data.tokens_per_step = s.integer(dj, "data", "tokens_per_step", 1);
   m.data.next_token = s.integer(dj, "data", "next_token", 0);
+  // A hybrid-sharded run saves one file per rank of its shard group: its data-parallel ranks are then
+  // a multiple of world_size.
+  m.data.ranks = dj.contains("ranks") ? s.integer(dj, "data", "ranks", 1, kMaxWorldSize) : m.world_size;
+  if (m.data.ranks % m.world_size != 0)
+    s.fail("data.ranks", fmt::format("{} is not a multiple of world_size {}", m.data.ranks, m.world_size));
   const std::optional<int64_t> tokens_per_step =
-      checked_product<int64_t>({m.world_size, m.data.accum, m.data.micro_batch, m.data.seq});
+      checked_product<int64_t>({m.data.ranks, m.data.accum, m.data.micro_batch, m.data.seq});
   if (!tokens_per_step || m.data.tokens_per_step != *tokens_per_step)
-    s.fail("data.tokens_per_step", fmt::format("{} is not world_size·accum·micro_batch·seq = {}·{}·{}·{}",
-                                               m.data.tokens_per_step, m.world_size, m.data.accum,
-                                               m.data.micro_batch, m.data.seq));
+    s.fail("data.tokens_per_step", fmt::format("{} is not {}·accum·micro_batch·seq = {}·{}·{}·{}",
+                                               m.data.tokens_per_step, dj.contains("ranks") ? "ranks" : "world_size",
+                                               m.data.ranks, m.data.accum, m.data.micro_batch, m.data.seq));
   const std::optional<int64_t> next_token = checked_mul<int64_t>(m.step, m.data.tokens_per_step);
   if (!next_token || m.data.next_token != *next_token)
     s.fail("data.next_token",

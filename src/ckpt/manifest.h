@@ -67,6 +67,9 @@ struct DataPosition {
   int64_t accum = 0;                // G
   int64_t tokens_per_step = 0;      // W·G·B·T
   int64_t next_token = 0;           // step·tokens_per_step
+  // W: the saving run's data-parallel ranks. With hybrid sharding it is a multiple of world_size (the
+  // shard group's ranks, one file each); 0 when written: world_size (the key is then left out).
+  int64_t ranks = 0;
 };
 
 struct Manifest {

@@ -53,6 +53,8 @@ class Communicator {
 
   // Splits into sub-communicators: ranks with the same color form one, ordered by key (then rank).
   virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
+  // The ranks of this group that share this rank's host (can share memory), ordered by rank; collective.
+  virtual std::unique_ptr<Communicator> split_by_host() = 0;
 
   virtual WorkPtr barrier_async() = 0;
   virtual WorkPtr broadcast_async(void* buf, size_t count, DType dtype, int root) = 0;

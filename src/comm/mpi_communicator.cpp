@@ -833,6 +833,22 @@ std::unique_ptr<MpiCommunicator> MpiCommunicator::split_mpi(int color, int key, 
   return sub;
 }
 
+std::unique_ptr<Communicator> MpiCommunicator::split_by_host() {
+  MPI_Comm out = MPI_COMM_NULL;
+  auto op = std::make_unique<PendingOp>();
+  op->kind = OpKind::kTask;
+  const MPI_Comm parent = impl_->comm_;
+  const int r = rank_, w = size_;
+  op->task = [parent, r, w, &out] {
+    check_mpi(MPI_Comm_split_type(parent, MPI_COMM_TYPE_SHARED, r, MPI_INFO_NULL, &out),
+              fmt::format("split by host of a group of {} ranks (rank {})", w, r));
+  };
+  impl_->enqueue(std::move(op))->wait();
+  auto sub = std::make_unique<MpiCommunicator>(out, options_);
+  sub->set_traffic_ledger(traffic_);
+  return sub;
+}
+
 namespace {
 
 void check_count(const char* what, size_t count) {

@@ -85,6 +85,10 @@ std::string save_checkpoint(zero::Engine& engine, int64_t step, const SaveContex
   comm::Communicator& comm = engine.comm();
   const comm::UntrackedTraffic untracked(comm);
   const int W = comm.size(), rank = comm.rank();
+  // One file per shard: N files, written by the first shard group (ranks 0..N-1; with hybrid
+  // sharding the other groups hold the same shards).
+  const int N = engine.shard_group_size();
+  const bool writes = rank < N;
   const std::vector<std::string> states = state_names(engine.config().optimizer);
   ZDP_CHECK(static_cast<int>(states.size()) == engine.num_optimizer_states(), "{} optimizer states, {} names",
             engine.num_optimizer_states(), states.size());
@@ -101,14 +105,16 @@ std::string save_checkpoint(zero::Engine& engine, int64_t step, const SaveContex
   }
   ckpt::RankFileOptions options;
   options.kill_midway = crash_requested(rank, step);
-  const ckpt::RankFile mine = ckpt::write_rank_file(
-      ckpt::partial_dir(ctx.save_dir, step), rank, W, step, states, ranges,
-      [&engine](const auto& write) {
-        engine.visit_owned([&](const zero::Engine::OwnedRange& r) {
-          if (r.begin < r.end) write(ckpt::RankPiece{{r.unit, r.begin, r.end}, r.weights, r.states});
-        });
-      },
-      options);
+  ckpt::RankFile mine;
+  if (writes)
+    mine = ckpt::write_rank_file(
+        ckpt::partial_dir(ctx.save_dir, step), rank, N, step, states, ranges,
+        [&engine](const auto& write) {
+          engine.visit_owned([&](const zero::Engine::OwnedRange& r) {
+            if (r.begin < r.end) write(ckpt::RankPiece{{r.unit, r.begin, r.end}, r.weights, r.states});
+          });
+        },
+        options);
 
   // Every file's size and checksum to rank 0 (64-bit words travel as pairs of fp32 words).
   const uint64_t words[2] = {mine.bytes, mine.crc32c};
@@ -123,7 +129,7 @@ std::string save_checkpoint(zero::Engine& engine, int64_t step, const SaveContex
     m.step = step;
     m.optimizer_steps = engine.optimizer_steps();
     m.model = layout.config();
-    m.world_size = W;
+    m.world_size = N;
     m.zero_stage = engine.config().stage;
     m.dtype = engine.config().dtype;
     m.optimizer = optim::optimizer_name(engine.config().optimizer.kind);
@@ -131,19 +137,20 @@ std::string save_checkpoint(zero::Engine& engine, int64_t step, const SaveContex
     const zero::LossScaler::State ls = engine.loss_scaler().state();
     m.loss_scale = {ls.scale, ls.good_steps, ls.hysteresis_left, ls.overflows};
     m.data = ctx.data;
+    m.data.ranks = W;
     m.data.next_token = step * ctx.data.tokens_per_step;
     m.training = ctx.training;
     for (int u = 0; u < layout.num_units(); ++u) {
       const zero::UnitShard& s = engine.shards().unit(u);
       m.units.push_back({s.numel, s.padded, s.shard});
     }
-    for (int r = 0; r < W; ++r) {
+    for (int r = 0; r < N; ++r) {
       ckpt::RankFile f;
       f.rank = r;
       f.file = ckpt::rank_file_name(r);
       f.bytes = all[2 * static_cast<size_t>(r)];
       f.crc32c = static_cast<uint32_t>(all[2 * static_cast<size_t>(r) + 1]);
-      const zero::ShardLayout theirs(layout, W, r);  // what visit_owned() gave rank r
+      const zero::ShardLayout theirs(layout, N, r);  // what visit_owned() gave rank r
       for (int u = 0; u < layout.num_units(); ++u) {
         const zero::UnitShard& s = theirs.unit(u);
         if (s.own_begin < s.own_end) f.ranges.push_back({u, s.own_begin, s.own_end});
@@ -158,7 +165,7 @@ std::string save_checkpoint(zero::Engine& engine, int64_t step, const SaveContex
   const std::string dir =
       ctx.save_dir + (ctx.save_dir.ends_with('/') ? "" : "/") + ckpt::checkpoint_dir_name(step);
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  log::info("saved checkpoint {} ({} in {} file{}, {:.0f} ms)", dir, format_bytes(total_bytes), W, W == 1 ? "" : "s", ms);
+  log::info("saved checkpoint {} ({} in {} file{}, {:.0f} ms)", dir, format_bytes(total_bytes), N, N == 1 ? "" : "s", ms);
   return dir;
 }
 
@@ -202,7 +209,7 @@ std::vector<std::string> check_resume(const ckpt::Checkpoint& ckpt, const TrainC
               "'{}': the checkpoint's global batch is {}, this run's is {}: the data order of contract §5 "
               "continues only with the same global batch (choose --micro-batch and --accum so that W·G·B "
               "matches)",
-              where, global_batch_text(m.world_size, m.data.accum, m.data.micro_batch),
+              where, global_batch_text(m.data.ranks, m.data.accum, m.data.micro_batch),
               global_batch_text(W, cfg.accum, cfg.micro_batch));
   ZDP_REQUIRE(cfg.steps >= m.step, "'{}': the checkpoint is at step {}, past --steps {}", where, m.step, cfg.steps);
 

@@ -291,6 +291,23 @@ const std::vector<FlagEntry>& flag_table() {
         "Stage 3: free gathered parameters after each unit's forward (gather again for backward)", true},
        ZDP_SET { c.reshard_after_forward = flag_bool(f, v); },
        ZDP_GET { return show(c.reshard_after_forward); }},
+      {{"--shard-group-size", "N|node",
+        "Hybrid sharding (stages 1-3): shard within groups of N consecutive ranks (node: the ranks of each "
+        "host) and replicate across groups (mics_shard_size; default: all ranks, full sharding)",
+        false},
+       ZDP_SET {
+         const std::string s = to_lower(trim(v));
+         if (s == "node") {
+           c.shard_group_size = TrainConfig::kShardGroupNode;
+           return;
+         }
+         c.shard_group_size = flag_int(f, v);
+         ZDP_REQUIRE(c.shard_group_size >= 1, "{}: expected a positive number of ranks or 'node', got '{}'", f, v);
+       },
+       ZDP_GET {
+         return c.shard_group_size == TrainConfig::kShardGroupNode ? std::string("node")
+                                                                   : std::to_string(c.shard_group_size);
+       }},
       {{"--activation-checkpointing", "",
         "Keep only each block's input and recompute its activations during backward (less act memory)", true},
        ZDP_SET { c.activation_checkpointing = flag_bool(f, v); },
@@ -500,9 +517,9 @@ struct UnsupportedKey {
 
 const UnsupportedKey kUnsupportedKeys[] = {
     {"zero_optimization.zero_hpz_partition_size", [](const json& v) { return v.is_number() && v.get<double>() > 1; },
-     "hybrid sharding (hpZ) is not implemented yet"},
-    {"zero_optimization.mics_shard_size", [](const json& v) { return v.is_number() && v.get<double>() > 0; },
-     "MiCS sharding groups are not implemented yet"},
+     "ZeRO++ hpZ (a secondary copy of stage 3's parameters within groups, the optimizer still sharded over all "
+     "ranks) is not implemented: for hybrid sharding of every state within groups use mics_shard_size or "
+     "--shard-group-size"},
     {"zero_optimization.mics_hierarchical_params_gather", asks_for, "MiCS is not implemented yet"},
     {"zero_optimization.zero_quantized_weights", asks_for, "quantized weight communication (ZeRO++) changes the numbers; not implemented"},
     {"zero_optimization.zero_quantized_nontrainable_weights", asks_for, "quantized weights (ZeRO++) are not implemented"},
@@ -861,6 +878,11 @@ void read_zero(const DsReader& r, const json& sec, TrainConfig& cfg) {
       if (!a) cfg.offload_param = r.boolean(v, path) ? plan::Offload::kCpu : plan::Offload::kNone;
     } else if (key == "sub_group_size") {
       if (!a) cfg.sub_group_size = r.integer(v, path, 1);
+    } else if (key == "mics_shard_size") {  // MiCS: every state sharded within groups of this size
+      if (!a) {
+        const int64_t n = r.integer(v, path, -1);
+        cfg.shard_group_size = n > 0 ? n : 0;  // DeepSpeed's -1 (and 0): off
+      }
     } else {
       r.unknown(path, v);
     }
@@ -1157,6 +1179,14 @@ void TrainConfig::validate(int world_size) const {
               "(zero_optimization.offload_optimizer.nvme_path): where the offload files go");
   ZDP_REQUIRE(optimizer_buffer_count >= 1 && optimizer_buffer_count <= 64,
               "zero_optimization.offload_optimizer.buffer_count must be in 1..64, got {}", optimizer_buffer_count);
+  ZDP_REQUIRE(shard_group_size == 0 || zero_stage >= 1,
+              "--shard-group-size (zero_optimization.mics_shard_size) needs ZeRO stage 1, 2 or 3: stage 0 shards "
+              "nothing (--zero-stage {} asked)",
+              zero_stage);
+  ZDP_REQUIRE(shard_group_size <= 0 || world_size % shard_group_size == 0,
+              "--shard-group-size (zero_optimization.mics_shard_size) {} does not divide the {} rank{}: hybrid "
+              "sharding needs whole groups",
+              shard_group_size, world_size, world_size == 1 ? "" : "s");
   ZDP_REQUIRE(param_buffer_count >= 1 && param_buffer_count <= 64,
               "zero_optimization.offload_param.buffer_count must be in 1..64, got {}", param_buffer_count);
   ZDP_REQUIRE(param_max_in_cpu >= 0, "zero_optimization.offload_param.max_in_cpu must be >= 0, got {}",
@@ -1273,6 +1303,7 @@ json TrainConfig::to_json() const {
         {"stage3_max_live_parameters", stage3_max_live_parameters},
         {"stage3_param_persistence_threshold", stage3_param_persistence_threshold},
         {"reshard_after_forward", reshard_after_forward},
+        {"shard_group_size", shard_group_size == kShardGroupNode ? json("node") : json(shard_group_size)},
         {"offload_optimizer", plan::offload_name(offload_optimizer)},
         {"sub_group_size", sub_group_size},
         {"offload_optimizer_buffer_count", optimizer_buffer_count},

@@ -93,6 +93,11 @@ struct TrainConfig {
   // the embeddings), not single tensors as DeepSpeed does, so its default is 0: every unit sharded.
   int64_t stage3_param_persistence_threshold = 0;
   bool reshard_after_forward = true;  // stage 3: free gathered parameters after a unit's forward
+  // Hybrid sharding (--shard-group-size; DeepSpeed's zero_optimization.mics_shard_size, FSDP's
+  // HYBRID_SHARD): stages 1-3 shard within groups of this many consecutive ranks and replicate across
+  // the groups. 0: one group of all ranks (full sharding); kShardGroupNode: the ranks of each host.
+  static constexpr int64_t kShardGroupNode = -1;
+  int64_t shard_group_size = 0;
   // Activation checkpointing: keep each block's input only, recompute the block in backward.
   bool activation_checkpointing = false;
   // ZeRO-Offload (zero_optimization.offload_optimizer.device): the fp32 masters and optimizer states

@@ -38,6 +38,8 @@ zero::EngineConfig engine_config(const TrainConfig& cfg) {
   e.stage3_max_live_parameters = static_cast<size_t>(cfg.stage3_max_live_parameters);
   e.stage3_prefetch_bucket_size = static_cast<size_t>(cfg.stage3_prefetch_bucket_size);
   e.reshard_after_forward = cfg.reshard_after_forward;
+  ZDP_CHECK(cfg.shard_group_size >= 0, "--shard-group-size node not resolved to a rank count");
+  e.shard_group_size = static_cast<int>(cfg.shard_group_size);
   e.activation_checkpointing = cfg.activation_checkpointing;
   e.stage3_param_persistence_threshold = static_cast<size_t>(cfg.stage3_param_persistence_threshold);
   e.optimizer = cfg.optimizer_spec();
@@ -113,7 +115,7 @@ void check_fits_in_memory(const TrainConfig& cfg, const model::GPT2Config& mc, i
               mc.summary(), source);
   plan::PlanInput in;
   in.gpt2 = mc;
-  in.world = W;
+  in.world = cfg.zero_stage >= 1 && cfg.shard_group_size > 0 ? static_cast<int>(cfg.shard_group_size) : W;  // sharded over
   in.stage = cfg.zero_stage;
   in.dtype = cfg.dtype;
   in.fp32_grad_accum = cfg.dtype != DType::kF32 && cfg.fp32_grad_accum;
@@ -140,6 +142,24 @@ void check_fits_in_memory(const TrainConfig& cfg, const model::GPT2Config& mc, i
               format_bytes(states), format_bytes(e.act), cfg.micro_batch, cfg.seq, format_bytes(have));
 }
 
+// --shard-group-size node: the ranks of this host (MPI's shared-memory split), the same number on
+// every host and placed consecutively (rank r the (r mod n)-th of its host), so that the groups of n
+// consecutive ranks are the hosts; anything else is refused (collective).
+int64_t ranks_per_host(comm::Communicator& world) {
+  const comm::UntrackedTraffic untracked(world);
+  const std::unique_ptr<comm::Communicator> host = world.split_by_host();
+  const int n = host->size();
+  float check[3] = {static_cast<float>(n), static_cast<float>(-n),
+                    host->rank() == world.rank() % n && world.size() % n == 0 ? 0.0f : 1.0f};
+  world.all_reduce(check, 3, DType::kF32, comm::ReduceOp::kMax);
+  ZDP_REQUIRE(check[0] == -check[1] && check[2] == 0.0f,
+              "--shard-group-size node needs the same number of ranks on every host, consecutive in rank order "
+              "(e.g. mpirun --map-by slot); this job has between {} and {} ranks a host{}: give --shard-group-size "
+              "N instead",
+              -check[1], check[0], check[2] != 0.0f ? ", not placed consecutively" : "");
+  return n;
+}
+
 // Refuses to write weights that are not finite (collective): nothing non-finite reaches a file.
 void require_finite_weights(zero::Engine& engine, int64_t step, const std::string& what) {
   if (!engine.weights_finite())
@@ -153,6 +173,10 @@ TrainResult run_training(TrainConfig cfg) {
   std::shared_ptr<comm::Communicator> world = comm::world();
   const int W = world->size(), rank = world->rank();
   cfg.finalize(W);
+  if (cfg.shard_group_size == TrainConfig::kShardGroupNode) {
+    cfg.shard_group_size = ranks_per_host(*world);
+    if (rank == 0) log::info("--shard-group-size node: {} rank{} a host", cfg.shard_group_size, cfg.shard_group_size == 1 ? "" : "s");
+  }
 
   // Inputs are checked before anything is allocated: a bad file fails fast with exit code 2. With
   // --resume the model is the checkpoint's (validated in full first); --init, if given, must match.
@@ -183,7 +207,7 @@ TrainResult run_training(TrainConfig cfg) {
   if (resume) {
     start_step = restore_checkpoint(engine, *resume);
     log::info("resuming from {} at step {} (saved by {} rank{} at ZeRO stage {})", resume->dir(), start_step,
-              resume->manifest().world_size, resume->manifest().world_size == 1 ? "" : "s",
+              resume->manifest().data.ranks, resume->manifest().data.ranks == 1 ? "" : "s",
               resume->manifest().zero_stage);
     resume.reset();  // unmaps its files
   } else {

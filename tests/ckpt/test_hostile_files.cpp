@@ -439,6 +439,11 @@ TEST_F(HostileFilesTest, ManifestNumbersAreBoundedAndTheirProductsChecked) {
          j["optimizer_steps"] = 0;
        }, {"data.next_token", "over 2^63"}},
       {"seq beyond n_ctx", [](json& j) { j["data"]["seq"] = 9; }, {"data.seq", "at most 8"}},
+      {"data.ranks not a multiple of world_size", [](json& j) { j["data"]["ranks"] = 6; },
+       {"data.ranks", "6 is not a multiple of world_size 4"}},
+      {"data.ranks beyond the world limit", [](json& j) { j["data"]["ranks"] = int64_t{1} << 40; }, {"data.ranks"}},
+      {"data.ranks that do not make tokens_per_step", [](json& j) { j["data"]["ranks"] = 8; },
+       {"data.tokens_per_step", "is not ranks·accum·micro_batch·seq"}},
       {"good_steps 2^40", [](json& j) { j["loss_scale"]["good_steps"] = int64_t{1} << 40; },
        {"loss_scale.good_steps", "2147483647"}},
       {"a 10 KB created_by", [](json& j) { j["created_by"] = std::string(10000, 'c'); },
