@@ -81,9 +81,14 @@ class Communicator {
   // The ledger this communicator records its traffic in (by default the process's).
   TrafficLedger& traffic() { return *traffic_; }
   void set_traffic_ledger(TrafficLedger* ledger) { traffic_ = ledger; }
+  // Whether this rank's successor in the ring over this group is in another shard group (hybrid
+  // sharding: set by the engine); its collectives' bytes then count as inter-group traffic too.
+  void set_successor_in_other_group(bool crosses) { successor_in_other_group_ = crosses; }
+  bool successor_in_other_group() const { return successor_in_other_group_; }
 
  protected:
   TrafficLedger* traffic_ = &TrafficLedger::global();
+  bool successor_in_other_group_ = false;
 };
 
 // Collectives issued while one is alive go to a scratch ledger: checks, metrics and checkpoint I/O

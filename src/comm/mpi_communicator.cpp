@@ -881,7 +881,7 @@ WorkPtr MpiCommunicator::broadcast_async(void* buf, size_t count, DType dtype, i
   op->recv = buf;
   op->root = root;
   WorkPtr work = impl_->enqueue(std::move(op));
-  traffic_->record(CollectiveKind::kBroadcast, count * dtype_size(dtype), size_);
+  traffic_->record(CollectiveKind::kBroadcast, count * dtype_size(dtype), size_, successor_in_other_group_);
   return work;
 }
 
@@ -893,7 +893,7 @@ WorkPtr MpiCommunicator::all_reduce_async(void* buf, size_t count, DType dtype, 
   op->op = rop;
   op->in_place = true;
   WorkPtr work = impl_->enqueue(std::move(op));
-  traffic_->record(CollectiveKind::kAllReduce, count * dtype_size(dtype), size_);
+  traffic_->record(CollectiveKind::kAllReduce, count * dtype_size(dtype), size_, successor_in_other_group_);
   return work;
 }
 
@@ -912,7 +912,7 @@ WorkPtr MpiCommunicator::reduce_scatter_async(const void* send, void* recv, size
               "reduce_scatter: recv overlaps send without being send + rank·count (the in-place form)");
   }
   WorkPtr work = impl_->enqueue(std::move(op));
-  traffic_->record(CollectiveKind::kReduceScatter, chunk * size_, size_);
+  traffic_->record(CollectiveKind::kReduceScatter, chunk * size_, size_, successor_in_other_group_);
   return work;
 }
 
@@ -929,7 +929,7 @@ WorkPtr MpiCommunicator::all_gather_async(const void* send, void* recv, size_t c
               "all_gather: send overlaps recv without being recv + rank·count (the in-place form)");
   }
   WorkPtr work = impl_->enqueue(std::move(op));
-  traffic_->record(CollectiveKind::kAllGather, chunk * size_, size_);
+  traffic_->record(CollectiveKind::kAllGather, chunk * size_, size_, successor_in_other_group_);
   return work;
 }
 

@@ -36,14 +36,20 @@ TrafficLedger& TrafficLedger::global() {
   return ledger;
 }
 
-void TrafficLedger::record(CollectiveKind k, uint64_t full_bytes, int world) {
+void TrafficLedger::record(CollectiveKind k, uint64_t full_bytes, int world, bool inter_group) {
   const auto i = static_cast<size_t>(k);
-  bytes_[i].fetch_add(ring_bytes_sent(k, full_bytes, world), std::memory_order_relaxed);
+  const uint64_t sent = ring_bytes_sent(k, full_bytes, world);
+  bytes_[i].fetch_add(sent, std::memory_order_relaxed);
+  if (inter_group) inter_[i].fetch_add(sent, std::memory_order_relaxed);
   calls_[i].fetch_add(1, std::memory_order_relaxed);
 }
 
 uint64_t TrafficLedger::bytes_sent(CollectiveKind k) const {
   return bytes_[static_cast<size_t>(k)].load(std::memory_order_relaxed);
+}
+
+uint64_t TrafficLedger::bytes_sent_inter_group(CollectiveKind k) const {
+  return inter_[static_cast<size_t>(k)].load(std::memory_order_relaxed);
 }
 
 uint64_t TrafficLedger::total_bytes_sent() const {
@@ -59,6 +65,7 @@ uint64_t TrafficLedger::calls(CollectiveKind k) const {
 void TrafficLedger::reset() {
   for (auto& b : bytes_) b.store(0, std::memory_order_relaxed);
   for (auto& c : calls_) c.store(0, std::memory_order_relaxed);
+  for (auto& b : inter_) b.store(0, std::memory_order_relaxed);
 }
 
 }  // namespace zerodp::comm

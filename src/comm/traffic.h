@@ -1,7 +1,9 @@
 // The traffic ledger: bytes each rank sends per kind of collective, counted as the ring algorithm
 // sends them whatever the library does underneath (contract §9): for n the bytes of the full
 // buffer and W the group size, all-reduce 2(W-1)/W·n, reduce-scatter and all-gather (W-1)/W·n,
-// broadcast n.
+// broadcast n. With hybrid sharding it also counts the part that crossed a shard-group boundary:
+// the bytes of the collectives in which the rank's ring successor is in another group (contract
+// §10's bytes_sent_inter_group).
 #pragma once
 
 #include <array>
@@ -23,8 +25,10 @@ class TrafficLedger {
  public:
   static TrafficLedger& global();
 
-  void record(CollectiveKind k, uint64_t full_bytes, int world);
+  // inter_group: the rank's ring successor in this collective's group is in another shard group.
+  void record(CollectiveKind k, uint64_t full_bytes, int world, bool inter_group = false);
   uint64_t bytes_sent(CollectiveKind k) const;
+  uint64_t bytes_sent_inter_group(CollectiveKind k) const;
   uint64_t total_bytes_sent() const;
   uint64_t calls(CollectiveKind k) const;
   void reset();
@@ -32,6 +36,7 @@ class TrafficLedger {
  private:
   std::array<std::atomic<uint64_t>, kNumCollectiveKinds> bytes_{};
   std::array<std::atomic<uint64_t>, kNumCollectiveKinds> calls_{};
+  std::array<std::atomic<uint64_t>, kNumCollectiveKinds> inter_{};
 };
 
 }  // namespace zerodp::comm

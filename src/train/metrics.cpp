@@ -45,10 +45,12 @@ nlohmann::json memory_json(const RankLedgers& l) {
 }
 
 nlohmann::json traffic_json(const RankLedgers& l) {
-  nlohmann::json sent = nlohmann::json::object();
-  for (size_t k = 0; k < comm::kNumCollectiveKinds; ++k)
+  nlohmann::json sent = nlohmann::json::object(), inter = nlohmann::json::object();
+  for (size_t k = 0; k < comm::kNumCollectiveKinds; ++k) {
     sent[comm::collective_name(static_cast<comm::CollectiveKind>(k))] = l.bytes_sent[k];
-  return {{"event", "traffic"}, {"rank", l.rank}, {"bytes_sent", sent}};
+    inter[comm::collective_name(static_cast<comm::CollectiveKind>(k))] = l.bytes_sent_inter_group[k];
+  }
+  return {{"event", "traffic"}, {"rank", l.rank}, {"bytes_sent", sent}, {"bytes_sent_inter_group", inter}};
 }
 
 std::array<uint64_t, kLedgerWords> ledger_words(const RankLedgers& l) {
@@ -62,6 +64,7 @@ std::array<uint64_t, kLedgerWords> ledger_words(const RankLedgers& l) {
     w[k++] = u.peak_total;
   }
   for (size_t i = 0; i < comm::kNumCollectiveKinds; ++i) w[k++] = l.bytes_sent[i];
+  for (size_t i = 0; i < comm::kNumCollectiveKinds; ++i) w[k++] = l.bytes_sent_inter_group[i];
   return w;
 }
 
@@ -77,14 +80,17 @@ RankLedgers ledgers_from_words(int rank, const uint64_t* w) {
     u.peak_total = w[k++];
   }
   for (size_t i = 0; i < comm::kNumCollectiveKinds; ++i) l.bytes_sent[i] = w[k++];
+  for (size_t i = 0; i < comm::kNumCollectiveKinds; ++i) l.bytes_sent_inter_group[i] = w[k++];
   return l;
 }
 
 std::vector<RankLedgers> gather_ledgers(comm::Communicator& comm) {
   RankLedgers self;
   self.memory = MemoryLedger::global().snapshot();
-  for (size_t i = 0; i < comm::kNumCollectiveKinds; ++i)
+  for (size_t i = 0; i < comm::kNumCollectiveKinds; ++i) {
     self.bytes_sent[i] = comm.traffic().bytes_sent(static_cast<comm::CollectiveKind>(i));
+    self.bytes_sent_inter_group[i] = comm.traffic().bytes_sent_inter_group(static_cast<comm::CollectiveKind>(i));
+  }
   const std::array<uint64_t, kLedgerWords> mine = ledger_words(self);
 
   const int W = comm.size();

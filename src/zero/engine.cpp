@@ -306,12 +306,18 @@ Engine::Engine(const model::ParamLayout& layout, std::shared_ptr<comm::Communica
               "parameter offload to nvme needs the optimizer offloaded too (cpu or nvme)");
   if ((config.offload_optimizer && config.offload_optimizer_nvme) || (config.offload_param && config.offload_param_nvme))
     make_nvme_run_dir();
+  // Inter-group traffic (hybrid sharding): in the ring over all W ranks the last rank of each group
+  // sends to the next group; within a group no one does; across the groups everyone does.
+  const int W = comm_->size(), me = comm_->rank();
+  comm_->set_successor_in_other_group(group_size_ < W && (me + 1) % group_size_ == 0);
   if (group_size_ < comm_->size()) {
     // Both splits are collective over all W ranks, in this order on every rank.
     group_comm_ = comm_->split(comm_->rank() / group_size_, comm_->rank());
     replica_comm_ = comm_->split(comm_->rank() % group_size_, comm_->rank());
     group_comm_->set_traffic_ledger(&comm_->traffic());  // the engine's traffic is counted in one ledger
     replica_comm_->set_traffic_ledger(&comm_->traffic());
+    group_comm_->set_successor_in_other_group(false);
+    replica_comm_->set_successor_in_other_group(replica_comm_->size() > 1);
   }
   comm::Communicator& group = group_comm_ ? *group_comm_ : *comm_;
   impl_ = std::make_unique<Impl>(*this, layout_, shards_, *comm_, group, replica_comm_.get(), config_);

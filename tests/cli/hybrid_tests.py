@@ -4,7 +4,8 @@
   results:    at W = 4, N = 2 and N = 1 train as full sharding does at stages 1-3 (fp32: losses and
               grad norms within 1e-5 relative, the --out weights within 1e-4 absolute; another order
               of the same sums), and hold on each rank exactly the model states (param, grad, master,
-              optim) of a W = N run without hybrid sharding; `node` on one host is one group of all
+              optim) of a W = N run without hybrid sharding; the traffic event's
+              bytes_sent_inter_group holds the all-reduces across groups only (zero with one group); `node` on one host is one group of all
               ranks: the same bits as without the flag;
   usage:      N that does not divide W, stage 0, a bad value exit 2 naming the flag; the DeepSpeed key
               mics_shard_size is honoured (the states of its N) and the flag wins; hpZ
@@ -62,12 +63,19 @@ if CASE == "results":
                   f"{what}: losses and grad norms within 1e-5 of full sharding", f"{s}\n{s_full}")
             worst = max(abs(x - y) for k in w_full for x, y in zip(w[k], w_full[k]))
             check(worst < 1e-4, f"{what}: the --out weights within 1e-4 of full sharding (largest difference {worst:.2e})")
+            for t in records(path(f"hybrid-{stage}-{N}.jsonl"), "traffic"):
+                inter = t["bytes_sent_inter_group"]
+                check(inter["reduce_scatter"] == inter["all_gather"] == 0 and
+                      0 < inter["all_reduce"] <= t["bytes_sent"]["all_reduce"],
+                      f"{what} rank {t['rank']}: only the all-reduces across the groups cross a group boundary", t)
             _, _, _, mem_n = trained(f"plain-{stage}-{N}", N, flags, micro_batch=2)
             want = {r["rank"]: {k: r["live_bytes"][k] for k in STATES} for r in mem_n}
             for rec in mem:
                 got = {k: rec["live_bytes"][k] for k in STATES}
                 check(got == want[rec["rank"] % N],
                       f"{what} rank {rec['rank']}: the model states of a {N}-rank run", f"{got}\n{want}")
+        check(all(sum(t["bytes_sent_inter_group"].values()) == 0 for t in records(path(f"full-{stage}.jsonl"), "traffic")),
+              f"stage {stage}: full sharding is one group: nothing crosses a group boundary")
         _, b_node, s_node, _ = trained(f"node-{stage}", 4, flags + ["--shard-group-size", "node"])
         check(b_node == b_full and s_node == s_full, f"stage {stage}: --shard-group-size node on one host is full "
               "sharding, the same bits")

@@ -475,6 +475,14 @@ TEST(Engine, HybridShardingHoldsAndMovesWhatAnNRankRunDoes) {
       EXPECT_EQ(t.bytes_sent(comm::CollectiveKind::kReduceScatter), rs) << what;
       EXPECT_EQ(t.bytes_sent(comm::CollectiveKind::kAllGather), ag) << what;
       EXPECT_EQ(t.bytes_sent(comm::CollectiveKind::kAllReduce), ar) << what;
+      // Across groups: the all-reduces over the groups, and the scalar all-reduce over all W ranks
+      // where this rank is the last of its group (its ring successor is in the next group).
+      const uint64_t scalar = comm::ring_bytes_sent(comm::CollectiveKind::kAllReduce, 8, W);
+      const bool last_of_group = (world()->rank() + 1) % N == 0;
+      EXPECT_EQ(t.bytes_sent_inter_group(comm::CollectiveKind::kAllReduce), ar - scalar + (last_of_group ? scalar : 0))
+          << what;
+      EXPECT_EQ(t.bytes_sent_inter_group(comm::CollectiveKind::kReduceScatter), 0u) << what;
+      EXPECT_EQ(t.bytes_sent_inter_group(comm::CollectiveKind::kAllGather), 0u) << what;
     }
   }
   // N must divide W.
