@@ -34,6 +34,7 @@ struct EstimateOptions {
   uint64_t buffer_count = 4;
   uint64_t param_buffer_count = 5;
   uint64_t max_in_cpu = 0;
+  int shard_group = 0;
   std::string gpu_memory = "80GB";
   std::string bandwidth;
   std::string units = "gb";
@@ -105,6 +106,7 @@ plan::PlanInput plan_input(const EstimateOptions& o) {
   in.optimizer_buffer_count = o.buffer_count;
   in.param_buffer_count = o.param_buffer_count;
   in.param_max_in_cpu = o.max_in_cpu;
+  in.shard_group = o.shard_group;
   return in;
 }
 
@@ -232,6 +234,11 @@ void register_estimate(CLI::App& app, Action& action) {
                   "With --offload-param nvme: shard elements kept in host memory, whole units in unit order "
                   "(offload_param.max_in_cpu)")
       ->capture_default_str();
+  cmd->add_option("--shard-group-size", o.shard_group,
+                  "Hybrid sharding: stages 1-3 shard within groups of N ranks and replicate across groups "
+                  "(0: all ranks)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--gpu-memory", o.gpu_memory, "Memory of one GPU, e.g. 80GB, 40GiB")->capture_default_str();
   cmd->add_option("--bandwidth", o.bandwidth, "Bytes per second each rank sends, e.g. 25GB: prints seconds");
   cmd->add_option("--units", o.units, "Text sizes in gb (10^9) or gib (2^30)")->capture_default_str();

@@ -195,7 +195,21 @@ void PlanInput::validate() const {
               "--offload-param nvme needs --offload-optimizer cpu or nvme too (as zerodp train)");
   ZDP_REQUIRE(offload_param == Offload::kNone || stage == 3, "--offload-param needs ZeRO stage 3 (stage {} asked)",
               stage);
+  ZDP_REQUIRE(shard_group >= 0 && (shard_group == 0 || world % shard_group == 0),
+              "--shard-group-size {} must divide the {} ranks", shard_group, world);
 }
+
+namespace {
+// Hybrid sharding: N < W at a sharded stage.
+bool is_hybrid(const PlanInput& in) { return in.stage >= 1 && in.shard_group > 0 && in.shard_group < in.world; }
+// The same input as an N-rank run: what one group holds and moves within itself.
+PlanInput as_group(const PlanInput& in) {
+  PlanInput q = in;
+  q.world = in.shard_group;
+  q.shard_group = 0;
+  return q;
+}
+}  // namespace
 
 ParamCounts param_counts(const PlanInput& in) {
   const uint64_t W = static_cast<uint64_t>(in.world);
@@ -214,6 +228,9 @@ ParamCounts param_counts(const PlanInput& in) {
 
 MemoryEstimate estimate_memory(const PlanInput& in) {
   in.validate();
+  // Hybrid sharding: every rank holds what a rank of an N-rank run holds (the all-reduce across the
+  // groups goes through the communicator's small staging: not modelled).
+  if (is_hybrid(in)) return estimate_memory(as_group(in));
   const ParamCounts c = param_counts(in);
   const uint64_t p = dtype_size(in.dtype), g = grad_bytes(in);
   const bool mixed = in.dtype != DType::kF32;
@@ -305,8 +322,25 @@ MemoryEstimate estimate_memory(const PlanInput& in) {
   return m;
 }
 
+uint64_t traffic_inter_group_bytes_per_step(const PlanInput& in) {
+  in.validate();
+  if (!is_hybrid(in)) return 0;
+  // Once a step, each rank's shard of the gradient (S elements of the reduction dtype) all-reduced
+  // over the W/N ranks that hold it, one in each group.
+  const PlanInput q = as_group(in);
+  const uint64_t shard = param_counts(q).padded / static_cast<uint64_t>(q.world);
+  return ring(shard * reduce_bytes(in), 2, static_cast<uint64_t>(in.world / in.shard_group));
+}
+
 uint64_t traffic_bytes_per_step(const PlanInput& in) {
   in.validate();
+  // Hybrid sharding: the group's own collectives (an N-rank run's, less its scalar all-reduce), the
+  // all-reduce across groups, and the scalar all-reduce over all W ranks.
+  if (is_hybrid(in)) {
+    const PlanInput q = as_group(in);
+    return traffic_bytes_per_step(q) - ring(8, 2, static_cast<uint64_t>(q.world)) +
+           traffic_inter_group_bytes_per_step(in) + ring(8, 2, static_cast<uint64_t>(in.world));
+  }
   const uint64_t W = static_cast<uint64_t>(in.world), G = static_cast<uint64_t>(in.accum);
   const uint64_t psi = param_counts(in).padded;
   const uint64_t np = psi * dtype_size(in.dtype), ng = psi * reduce_bytes(in);
@@ -350,10 +384,13 @@ std::vector<StageEstimate> estimate_stages(const PlanInput& in, const std::vecto
     // Offload exists only where DeepSpeed has it; the other stages are shown without it.
     if (s < 1) q.offload_optimizer = Offload::kNone;
     if (s < 3) q.offload_param = Offload::kNone;
+    if (s < 1) q.shard_group = 0;  // stage 0 shards nothing
     StageEstimate e;
     e.stage = s;
     e.memory = estimate_memory(q);
     e.traffic_bytes = traffic_bytes_per_step(q);
+    e.traffic_inter_group_bytes = traffic_inter_group_bytes_per_step(q);
+    e.hybrid = is_hybrid(q);
     e.max_micro_batch = max_micro_batch(q, gpu_bytes);
     out.push_back(e);
   }
@@ -374,6 +411,7 @@ nlohmann::ordered_json to_json(const std::vector<StageEstimate>& stages) {
     s["stage"] = e.stage;
     s["bytes_per_rank"] = bytes;
     s["traffic_bytes_per_step"] = e.traffic_bytes;
+    if (e.hybrid) s["traffic_inter_group_bytes_per_step"] = e.traffic_inter_group_bytes;
     s["max_micro_batch"] = e.max_micro_batch ? nlohmann::ordered_json(*e.max_micro_batch) : nlohmann::ordered_json(nullptr);
     if (e.memory.host || e.memory.nvme) {
       auto tier = [](const MemoryEstimate::Offloaded& o, uint64_t total) {

@@ -39,6 +39,9 @@ struct PlanInput {
   uint64_t params = 0;
 
   int world = 1;  // W ranks
+  // Hybrid sharding (--shard-group-size N): stages 1-3 shard over groups of N ranks and replicate
+  // across the W/N groups; 0: one group of all W (full sharding). Stage 0 ignores it.
+  int shard_group = 0;
   int stage = 0;  // ZeRO stage 0-3
   DType dtype = DType::kF32;
   bool fp32_grad_accum = false;  // persistent gradients in fp32 under bf16/fp16 (Megatron's 18 bytes)
@@ -104,6 +107,10 @@ MemoryEstimate estimate_memory(const PlanInput& in);
 // Bytes one rank sends per optimizer step in ring accounting (contract §9), including the 8-byte
 // scalar all-reduce of every step.
 uint64_t traffic_bytes_per_step(const PlanInput& in);
+// Of those, the bytes that cross a shard-group boundary (hybrid sharding: the all-reduces across the
+// groups; the scalar all-reduce's bytes, which only the last rank of each group sends across, left
+// out); 0 with one group.
+uint64_t traffic_inter_group_bytes_per_step(const PlanInput& in);
 
 // The largest micro-batch whose total fits `gpu_bytes`; 0 when not even B = 1 fits; nullopt for a
 // bare parameter count (no activations modelled).
@@ -113,6 +120,8 @@ struct StageEstimate {
   int stage = 0;
   MemoryEstimate memory;
   uint64_t traffic_bytes = 0;
+  uint64_t traffic_inter_group_bytes = 0;
+  bool hybrid = false;  // sharded over groups smaller than W
   std::optional<int64_t> max_micro_batch;
 };
 // `in` at each of `stages`; an offload asked for is applied only at the stages DeepSpeed has it
@@ -122,7 +131,8 @@ std::vector<StageEstimate> estimate_stages(const PlanInput& in, const std::vecto
 // {"stages":[{"stage":s,"bytes_per_rank":{"param":…,"grad":…,"master":…,"optim":…,"act":…,
 //  "total":…},"traffic_bytes_per_step":…,"max_micro_batch":…}]}, keys in that order; a stage that
 // offloads something also has "offloaded_bytes_per_rank":{"host":{"param":…,"grad":…,"master":…,
-// "optim":…,"total":…},"nvme":{…}} after max_micro_batch.
+// "optim":…,"total":…},"nvme":{…}} after max_micro_batch; with hybrid sharding (a shard group smaller
+// than W) "traffic_inter_group_bytes_per_step":… follows traffic_bytes_per_step.
 nlohmann::ordered_json to_json(const std::vector<StageEstimate>& stages);
 
 }  // namespace zerodp::plan

@@ -115,7 +115,8 @@ void check_fits_in_memory(const TrainConfig& cfg, const model::GPT2Config& mc, i
               mc.summary(), source);
   plan::PlanInput in;
   in.gpt2 = mc;
-  in.world = cfg.zero_stage >= 1 && cfg.shard_group_size > 0 ? static_cast<int>(cfg.shard_group_size) : W;  // sharded over
+  in.world = W;
+  in.shard_group = static_cast<int>(cfg.shard_group_size);
   in.stage = cfg.zero_stage;
   in.dtype = cfg.dtype;
   in.fp32_grad_accum = cfg.dtype != DType::kF32 && cfg.fp32_grad_accum;

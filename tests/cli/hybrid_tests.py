@@ -5,7 +5,8 @@
               grad norms within 1e-5 relative, the --out weights within 1e-4 absolute; another order
               of the same sums), and hold on each rank exactly the model states (param, grad, master,
               optim) of a W = N run without hybrid sharding; the traffic event's
-              bytes_sent_inter_group holds the all-reduces across groups only (zero with one group); `node` on one host is one group of all
+              bytes_sent_inter_group holds the all-reduces across groups only (zero with one group),
+              and both equal `zerodp estimate --shard-group-size 2` byte for byte; `node` on one host is one group of all
               ranks: the same bits as without the flag;
   usage:      N that does not divide W, stage 0, a bad value exit 2 naming the flag; the DeepSpeed key
               mics_shard_size is honoured (the states of its N) and the flag wins; hpZ
@@ -63,6 +64,19 @@ if CASE == "results":
                   f"{what}: losses and grad norms within 1e-5 of full sharding", f"{s}\n{s_full}")
             worst = max(abs(x - y) for k in w_full for x, y in zip(w[k], w_full[k]))
             check(worst < 1e-4, f"{what}: the --out weights within 1e-4 of full sharding (largest difference {worst:.2e})")
+            if N == 2:
+                rc, so, se = run(["estimate", "--json", "--gpus", "4", "--stage", str(stage), "--shard-group-size", "2", "--dtype", "fp32",
+                                  "--micro-batch", "2", "--seq", "16"] +
+                                 [a for k, v in MODEL.items() for a in (f"--{k}", str(v))])
+                check(rc == 0, f"{what}: estimate --shard-group-size 2", se)
+                est = json.loads(so)["stages"][0]
+                for t in records(path(f"hybrid-{stage}-{N}.jsonl"), "traffic"):
+                    scalar = 12 if t["rank"] % 2 == 1 else 0  # the last of its group sends the scalars across
+                    check(sum(t["bytes_sent"].values()) == 3 * est["traffic_bytes_per_step"] and
+                          sum(t["bytes_sent_inter_group"].values()) ==
+                          3 * (est["traffic_inter_group_bytes_per_step"] + scalar),
+                          f"{what} rank {t['rank']}: 3 steps sent what the planner says, across groups too",
+                          f"{t}\n{est}")
             for t in records(path(f"hybrid-{stage}-{N}.jsonl"), "traffic"):
                 inter = t["bytes_sent_inter_group"]
                 check(inter["reduce_scatter"] == inter["all_gather"] == 0 and

@@ -89,6 +89,35 @@ TEST(Estimator, ZeroOneMovesWhatPlainDataParallelismMoves) {
   EXPECT_EQ(traffic_bytes_per_step(bare(1e9, 1, 0, DType::kBF16)), 0u);
 }
 
+// Hybrid sharding: the states of an N-rank run; the group's collectives over N plus one all-reduce
+// of the shard across the W/N groups, which is all that crosses a group boundary.
+TEST(Estimator, HybridShardingHoldsAnNRankRunsStatesAndAllReducesAcrossGroups) {
+  PlanInput in = bare(1e9, 16, 2, DType::kBF16);
+  in.shard_group = 4;
+  PlanInput four = bare(1e9, 4, 2, DType::kBF16);
+  EXPECT_EQ(model_states(estimate_memory(in)), model_states(estimate_memory(four)));
+  EXPECT_GT(model_states(estimate_memory(in)), model_states(estimate_memory(bare(1e9, 16, 2, DType::kBF16))));
+  // Group: reduce-scatter and all-gather over 4 of 2 GB: 2·(3/4)·2 GB; across 4 groups: the 500 MB
+  // bf16 shard all-reduced, 2·(3/4)·500 MB; the scalars over all 16 ranks: 2·(15/16)·8 = 15 bytes.
+  EXPECT_EQ(traffic_inter_group_bytes_per_step(in), 750'000'000ULL);
+  EXPECT_EQ(traffic_bytes_per_step(in), 3'000'000'000ULL + 750'000'000ULL + 15);
+  // One group of all ranks, stage 0, and N = W are full sharding: nothing crosses.
+  in.shard_group = 16;
+  EXPECT_EQ(traffic_inter_group_bytes_per_step(in), 0u);
+  EXPECT_EQ(traffic_bytes_per_step(in), traffic_bytes_per_step(bare(1e9, 16, 2, DType::kBF16)));
+  in.shard_group = 4;
+  in.stage = 0;
+  EXPECT_EQ(traffic_inter_group_bytes_per_step(in), 0u);
+  in.shard_group = 5;  // does not divide 16
+  EXPECT_THROW(estimate_memory(in), UsageError);
+  // The JSON names the inter-group bytes for hybrid stages only.
+  PlanInput h = bare(1e9, 16, 0, DType::kBF16);
+  h.shard_group = 4;
+  const auto json = to_json(estimate_stages(h, {0, 3}, 80'000'000'000ULL));
+  EXPECT_FALSE(json["stages"][0].contains("traffic_inter_group_bytes_per_step"));
+  EXPECT_EQ(json["stages"][1]["traffic_inter_group_bytes_per_step"], 750'000'000ULL);
+}
+
 // Gradients travel in one dtype at every stage (the engine's reduce dtype), whatever dtype they are
 // accumulated in: the compute dtype by default, fp32 when asked.
 TEST(Estimator, GradientsTravelInTheReduceDtypeAtEveryStage) {
