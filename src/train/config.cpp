@@ -291,21 +291,23 @@ const std::vector<FlagEntry>& flag_table() {
         "Stage 3: free gathered parameters after each unit's forward (gather again for backward)", true},
        ZDP_SET { c.reshard_after_forward = flag_bool(f, v); },
        ZDP_GET { return show(c.reshard_after_forward); }},
-      {{"--shard-group-size", "N|node",
+      {{"--shard-group-size", "N|node|all",
         "Hybrid sharding (stages 1-3): shard within groups of N consecutive ranks (node: the ranks of each "
-        "host) and replicate across groups (mics_shard_size; default: all ranks, full sharding)",
+        "host) and replicate across groups (mics_shard_size; default all: one group of all ranks, full sharding)",
         false},
        ZDP_SET {
          const std::string s = to_lower(trim(v));
-         if (s == "node") {
-           c.shard_group_size = TrainConfig::kShardGroupNode;
+         if (s == "node" || s == "all") {
+           c.shard_group_size = s == "node" ? TrainConfig::kShardGroupNode : 0;
            return;
          }
          c.shard_group_size = flag_int(f, v);
-         ZDP_REQUIRE(c.shard_group_size >= 1, "{}: expected a positive number of ranks or 'node', got '{}'", f, v);
+         ZDP_REQUIRE(c.shard_group_size >= 1, "{}: expected a positive number of ranks, 'node' or 'all', got '{}'", f,
+                     v);
        },
        ZDP_GET {
          return c.shard_group_size == TrainConfig::kShardGroupNode ? std::string("node")
+                : c.shard_group_size == 0                          ? std::string("all")
                                                                    : std::to_string(c.shard_group_size);
        }},
       {{"--activation-checkpointing", "",

@@ -303,7 +303,8 @@ TEST(DsConfig, UnimplementedFeaturesThatAreAskedForAreRefused) {
       {R"({"zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu", "ratio": 0.3}}})",
        "zero_optimization.offload_optimizer.ratio"},
       {R"({"zero_optimization": {"zero_hpz_partition_size": 8}})", "zero_optimization.zero_hpz_partition_size"},
-      {R"({"zero_optimization": {"mics_shard_size": 4}})", "zero_optimization.mics_shard_size"},
+      {R"({"zero_optimization": {"mics_hierarchical_params_gather": true}})",
+       "zero_optimization.mics_hierarchical_params_gather"},
       {R"({"zero_optimization": {"zero_quantized_gradients": true}})", "zero_optimization.zero_quantized_gradients"},
       {R"({"fp16": {"enabled": true, "auto_cast": true}})", "fp16.auto_cast"},
       {R"({"gradient_predivide_factor": 2.0})", "gradient_predivide_factor"},
@@ -327,6 +328,31 @@ TEST(DsConfig, UnimplementedFeaturesThatAreAskedForAreRefused) {
     TrainConfig c;
     EXPECT_NO_THROW(apply_ds_config(c, ok, "ds.json")) << ok;
   }
+}
+
+// Hybrid sharding: --shard-group-size N|node and DeepSpeed's mics_shard_size (MiCS) map to the same
+// setting; the flag wins; N must divide W and needs a sharded stage; hpZ (another meaning) is refused.
+TEST(DsConfig, HybridShardingFromTheFlagAndMicsShardSize) {
+  TrainConfig c = runnable();
+  apply_ds_config(c, R"({"zero_optimization": {"stage": 2, "mics_shard_size": 2}})", "ds.json");
+  EXPECT_EQ(c.shard_group_size, 2);
+  EXPECT_NO_THROW(c.validate(4));
+  EXPECT_TRUE(contains(usage_error([&] { c.validate(3); }), "--shard-group-size"));  // 2 does not divide 3
+  apply_flag(c, "--shard-group-size", "node");
+  EXPECT_EQ(c.shard_group_size, TrainConfig::kShardGroupNode);
+  EXPECT_EQ(c.to_json()["zero"]["shard_group_size"], "node");
+  apply_flag(c, "--shard-group-size", "4");
+  EXPECT_EQ(c.shard_group_size, 4);
+  for (const char* bad : {"0", "-2", "two", ""})
+    EXPECT_TRUE(contains(usage_error([&] { apply_flag(c, "--shard-group-size", bad); }), "--shard-group-size")) << bad;
+  c.zero_stage = 0;
+  EXPECT_TRUE(contains(usage_error([&] { c.validate(4); }), "stage 0"));
+  TrainConfig off = runnable();
+  apply_ds_config(off, R"({"zero_optimization": {"mics_shard_size": -1}})", "ds.json");
+  EXPECT_EQ(off.shard_group_size, 0);
+  EXPECT_TRUE(contains(usage_error([&] {
+    apply_ds_config(off, R"({"zero_optimization": {"zero_hpz_partition_size": 2}})", "ds.json");
+  }), "mics_shard_size"));
 }
 
 TEST(DsConfig, DeepOrHugeDocumentsAreRefusedShortly) {

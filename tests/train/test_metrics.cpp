@@ -32,6 +32,7 @@ RankLedgers distinct_ledgers(int rank) {
     u.peak_total = ++next;
   }
   for (uint64_t& b : l.bytes_sent) b = ++next;
+  for (uint64_t& b : l.bytes_sent_inter_group) b = ++next;
   return l;
 }
 
@@ -98,6 +99,7 @@ TEST(MemoryEvent, LedgerWordsRoundTripEveryTier) {
     EXPECT_EQ(x.peak_total, y.peak_total) << mem_tier_name(t);
   }
   EXPECT_EQ(a.bytes_sent, b.bytes_sent);
+  EXPECT_EQ(a.bytes_sent_inter_group, b.bytes_sent_inter_group);
   // Every word is used: the distinct values all arrive, none twice.
   EXPECT_EQ(std::set<uint64_t>(w.begin(), w.end()).size(), kLedgerWords);
 }
