@@ -277,7 +277,8 @@ struct Checkpoint::Impl {
   Impl(const Impl&) = delete;
   Impl& operator=(const Impl&) = delete;
   ~Impl() {
-    for (int fd : fds) ::close(fd);
+    for (int fd : fds)
+      if (fd >= 0) ::close(fd);
   }
 
   std::string file_path(int r) const { return join(dir, manifest.ranks.at(static_cast<size_t>(r)).file); }
@@ -387,12 +388,18 @@ Checkpoint::Checkpoint(Checkpoint&&) noexcept = default;
 Checkpoint& Checkpoint::operator=(Checkpoint&&) noexcept = default;
 Checkpoint::~Checkpoint() = default;
 
-Checkpoint Checkpoint::open(const std::string& path, const VerifyFilter& verify) {
+Checkpoint Checkpoint::open(const std::string& path, const VerifyFilter& verify, const FileFilter& files) {
   auto impl = std::make_unique<Impl>();
   impl->dir = resolve_checkpoint(path);
   impl->load_manifest();
   impl->units.resize(static_cast<size_t>(impl->layout->num_units()));
-  for (int r = 0; r < impl->manifest.world_size; ++r) impl->load_file(r, !verify || verify(r));
+  for (int r = 0; r < impl->manifest.world_size; ++r) {
+    if (files && !files(impl->manifest, r)) {
+      impl->fds.push_back(-1);  // not opened
+      continue;
+    }
+    impl->load_file(r, !verify || verify(r));
+  }
   for (auto& pieces : impl->units)
     std::sort(pieces.begin(), pieces.end(), [](const Impl::Piece& a, const Impl::Piece& b) { return a.begin < b.begin; });
   return Checkpoint(std::move(impl));
@@ -412,12 +419,15 @@ void Checkpoint::read(int state, int unit, size_t begin, size_t count, float* ds
             begin + count, unit, m.layout->unit_numel(unit));
   if (count == 0) return;
   const auto& pieces = m.units[static_cast<size_t>(unit)];
-  // The piece holding `begin`: the last one starting at or before it (the pieces tile the unit).
+  // The piece holding `begin`: the last one starting at or before it (the pieces of the files opened
+  // tile the unit; a gap is a file Checkpoint::open's filter left closed).
   auto it = std::upper_bound(pieces.begin(), pieces.end(), begin,
                              [](size_t b, const Impl::Piece& p) { return b < p.begin; });
-  --it;
+  if (it != pieces.begin()) --it;
   const size_t a = static_cast<size_t>(state + 1);
   while (count > 0) {
+    ZDP_CHECK(it != pieces.end() && it->begin <= begin && begin < it->end,
+              "unit {} element {} is in a rank file of '{}' this process did not open", unit, begin, m.dir);
     const size_t n = std::min(count, it->end - begin);
     m.read_at(it->rank, it->arrays[a] + (begin - it->begin) * sizeof(float), dst, n * sizeof(float));
     dst += n;

@@ -96,9 +96,13 @@ class Checkpoint {
  public:
   // Which rank files' checksums open() computes (the others get every other check); null: all.
   using VerifyFilter = std::function<bool(int rank)>;
+  // Which rank files open() opens at all, given the manifest (a rank resuming reads only the files that
+  // hold its shard); null: all. read() of elements in a file not opened is an error.
+  using FileFilter = std::function<bool(const Manifest& manifest, int rank)>;
 
   // Resolves, opens and validates the checkpoint (see above). Throws UsageError naming the file.
-  static Checkpoint open(const std::string& path, const VerifyFilter& verify = nullptr);
+  static Checkpoint open(const std::string& path, const VerifyFilter& verify = nullptr,
+                         const FileFilter& files = nullptr);
 
   Checkpoint(Checkpoint&&) noexcept;
   Checkpoint& operator=(Checkpoint&&) noexcept;

@@ -312,8 +312,9 @@ MemoryEstimate estimate_memory(const PlanInput& in) {
     act_live = gpt2_activation_bytes(*in.gpt2, in.micro_batch, T, in.activation_checkpointing, in.dtype).total() +
                2 * 4 * static_cast<uint64_t>(in.micro_batch) * static_cast<uint64_t>(T);  // the engine's tokens
     // Loading (and widening 16-bit gradients) goes through a chunk of at most 2^18 fp32 values,
-    // no larger than the largest range the rank keeps.
-    const uint64_t kept = in.stage == 3 ? std::max(std::min(u.s0, u.n0), std::min(u.sb, u.nb)) : std::max(u.n0, u.nb);
+    // no larger than the largest range the rank reads: whole units at stage 0, its own range of each
+    // unit at stages 1-3 (the rest of the units it keeps whole is gathered).
+    const uint64_t kept = in.stage >= 1 ? std::max(std::min(u.s0, u.n0), std::min(u.sb, u.nb)) : std::max(u.n0, u.nb);
     chunk = 4 * std::min<uint64_t>(uint64_t{1} << 18, kept);
     m.transient = transient_bytes(in, u);
   }

@@ -169,13 +169,33 @@ std::string save_checkpoint(zero::Engine& engine, int64_t step, const SaveContex
   return dir;
 }
 
-ckpt::Checkpoint open_checkpoint(comm::Communicator& comm, const std::string& path) {
+ckpt::Checkpoint open_checkpoint(comm::Communicator& comm, const std::string& path,
+                                 const std::optional<ShardToRead>& shard) {
   const comm::UntrackedTraffic untracked(comm);
   const int W = comm.size(), rank = comm.rank();
+  ckpt::Checkpoint::VerifyFilter verify = [W, rank](int file_rank) { return file_rank % W == rank; };
+  ckpt::Checkpoint::FileFilter files;
+  if (shard && shard->stage >= 1) {
+    // The files holding part of this rank's own range of some unit; every file holds part of some
+    // rank's, so each is opened and checksummed somewhere.
+    verify = nullptr;
+    files = [s = *shard, mine = std::shared_ptr<zero::ShardLayout>(), layout = std::shared_ptr<model::ParamLayout>()](
+                const ckpt::Manifest& m, int f) mutable {
+      if (!mine) {
+        layout = std::make_shared<model::ParamLayout>(m.model);
+        mine = std::make_shared<zero::ShardLayout>(*layout, s.group_size, s.shard_rank);
+      }
+      for (const ckpt::UnitRange& r : m.ranks[static_cast<size_t>(f)].ranges) {
+        const zero::UnitShard& u = mine->unit(r.unit);
+        if (r.begin < u.own_end && u.own_begin < r.end) return true;
+      }
+      return false;
+    };
+  }
   std::optional<ckpt::Checkpoint> ckpt;
   std::string error;
   try {
-    ckpt.emplace(ckpt::Checkpoint::open(path, [W, rank](int file_rank) { return file_rank % W == rank; }));
+    ckpt.emplace(ckpt::Checkpoint::open(path, verify, files));
   } catch (const UsageError& e) {
     error = e.what();
   }

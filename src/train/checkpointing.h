@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,10 +40,18 @@ SaveContext save_context(const TrainConfig& cfg, int world_size);
 // rank half-way through writing its file (at the first save, or at step <step>'s).
 std::string save_checkpoint(zero::Engine& engine, int64_t step, const SaveContext& ctx);
 
-// Collective: resolves and validates `path` (a checkpoint or a save directory) on every rank, each
-// rank computing the checksums of its share of the files. A problem found anywhere is thrown on
-// every rank as the same UsageError (exit 2) naming the file.
-ckpt::Checkpoint open_checkpoint(comm::Communicator& comm, const std::string& path);
+// Collective: resolves and validates `path` (a checkpoint or a save directory) on every rank. A problem
+// found anywhere is thrown on every rank as the same UsageError (exit 2) naming the file.
+// Without `shard` every rank opens every rank file and checksums its share of them. With it (the
+// resuming run's ZeRO stage >= 1, shard group size N and the rank's place in it) each rank opens and
+// checksums only the files that hold part of its own shard, which is all it reads (Engine::load_state).
+struct ShardToRead {
+  int stage = 0;
+  int group_size = 1;  // N
+  int shard_rank = 0;  // rank mod N
+};
+ckpt::Checkpoint open_checkpoint(comm::Communicator& comm, const std::string& path,
+                                 const std::optional<ShardToRead>& shard = std::nullopt);
 
 // Whether the checkpoint can continue this run: the same model (and --init's, when given), the same
 // optimizer and states, the same sequence length and global batch W·G·B (contract §5's data order),

@@ -182,7 +182,10 @@ TrainResult run_training(TrainConfig cfg) {
   // Inputs are checked before anything is allocated: a bad file fails fast with exit code 2. With
   // --resume the model is the checkpoint's (validated in full first); --init, if given, must match.
   std::optional<ckpt::Checkpoint> resume;
-  if (!cfg.resume_path.empty()) resume.emplace(open_checkpoint(*world, cfg.resume_path));
+  if (!cfg.resume_path.empty()) {
+    const int N = cfg.shard_group_size > 0 ? static_cast<int>(cfg.shard_group_size) : W;
+    resume.emplace(open_checkpoint(*world, cfg.resume_path, ShardToRead{cfg.zero_stage, N, rank % N}));
+  }
   std::optional<ckpt::GPT2Weights> weights;
   if (!cfg.init_path.empty()) weights.emplace(ckpt::GPT2Weights::open(cfg.init_path));
   const model::GPT2Config mc = resume ? resume->manifest().model : weights->config();

@@ -346,13 +346,33 @@ void Engine::make_nvme_run_dir() {
   config_.nvme_run_dir = run_dir_->path();
 }
 
+namespace {
+
+// Each rank reads its own range (stages 1-3), and the units kept whole are assembled by the
+// all-gather that follows every update (not training traffic).
+void load_and_assemble(Engine::Impl& m, const StateSource& source, bool with_states);
+
+}  // namespace
+
 void Engine::load(const UnitSource& source) {
-  load_states(impl_->st, [&source](int state, int unit, size_t begin, size_t count, float* dst) {
+  load_and_assemble(*impl_, [&source](int state, int unit, size_t begin, size_t count, float* dst) {
     if (state < 0) source(unit, begin, count, dst);
   }, false);
 }
 
-void Engine::load_state(const StateSource& source) { load_states(impl_->st, source, true); }
+void Engine::load_state(const StateSource& source) { load_and_assemble(*impl_, source, true); }
+
+namespace {
+
+void load_and_assemble(Engine::Impl& m, const StateSource& source, bool with_states) {
+  load_states(m.st, source, with_states);
+  if (m.stage >= 1 && m.N > 1) {
+    comm::UntrackedTraffic untracked(m.group);
+    m.gatherer.gather_after_update();
+  }
+}
+
+}  // namespace
 
 int Engine::num_optimizer_states() const { return impl_->st.num_states; }
 

@@ -9,14 +9,17 @@
 namespace zerodp::zero {
 
 void load_states(ModelStates& st, const StateSource& source, bool with_states) {
+  // The elements of unit u this rank reads: all of them at stage 0, its own range otherwise.
+  auto reads = [&st](int u) {
+    const UnitShard& s = st.unit(u);
+    return st.stage == 0 ? std::pair<size_t, size_t>{0, s.numel} : std::pair<size_t, size_t>{s.own_begin, s.own_end};
+  };
   size_t largest = 0;
-  for (int u = 0; u < st.num_units(); ++u)
-    largest = std::max(largest, st.param_whole[u] ? st.unit(u).numel : st.unit(u).own_end - st.unit(u).own_begin);
+  for (int u = 0; u < st.num_units(); ++u) largest = std::max(largest, reads(u).second - reads(u).first);
   Buffer tmp(std::min(kWorkChunk, largest) * sizeof(float), MemCategory::kAct);
   float* vals = tmp.as<float>();
   for (int u = 0; u < st.num_units(); ++u) {
-    const UnitShard& s = st.unit(u);
-    const size_t keep_b = st.param_whole[u] ? 0 : s.own_begin, keep_e = st.param_whole[u] ? s.numel : s.own_end;
+    const auto [keep_b, keep_e] = reads(u);
     const auto [b, e] = st.update_range(u);
     StatesInHost in_host(st, u);  // NVMe offload: the unit's masters and states, written back below
     char* nvme_shard = st.param_on_nvme(u) && keep_b < keep_e ? st.param_swap->stage(u) : nullptr;

@@ -14,9 +14,11 @@ namespace zerodp::zero {
 // fp32 weights; 0, 1, ...: the optimizer's states).
 using StateSource = std::function<void(int state, int unit, size_t begin, size_t count, float* dst)>;
 
-// Reads the weights each rank keeps (whole units, or its shard at stage 3) in fp32 chunks, stores
-// them in the compute dtype and, where it updates them, as masters; with_states also the optimizer
-// states of the range it updates.
+// Reads the weights each rank keeps in fp32 chunks, stores them in the compute dtype and, where it
+// updates them, as masters; with_states also the optimizer states of the range it updates. At stage 0
+// the rank reads everything; at stages 1-3 only its own range of each unit (its shard): the rest of
+// the units kept whole is the other ranks' to read, and the caller all-gathers them
+// (ParamGatherer::gather_after_update), so no rank reads what another reads.
 void load_states(ModelStates& st, const StateSource& source, bool with_states);
 
 // Calls sink(u, data) where `root` (on one rank of the job) with unit u's full fp32 weights, unit by

@@ -176,6 +176,34 @@ TEST_F(CheckpointTest, EveryWorldSizeReadsBackEveryElement) {
   }
 }
 
+// A file filter opens only some rank files (a resuming rank opens those that hold its shard): what
+// they hold reads back, a missing file that is not opened goes unnoticed here, and reading what only
+// a file left closed holds is an error.
+TEST_F(CheckpointTest, AFileFilterOpensOnlyTheFilesAsked) {
+  const model::ParamLayout layout(tiny());
+  const int W = 3;
+  save(root_, W, 2);
+  fs::remove(root_ + "/step-2/" + rank_file_name(2));  // never opened below
+  std::vector<int> asked;
+  const Checkpoint ck = Checkpoint::open(root_, nullptr, [&](const Manifest& m, int f) {
+    EXPECT_EQ(m.world_size, W);
+    asked.push_back(f);
+    return f == 0;
+  });
+  EXPECT_EQ(asked, (std::vector<int>{0, 1, 2}));
+  for (int u = 0; u < layout.num_units(); ++u) {
+    const size_t n = layout.unit_numel(u), s = shard_of(n, W);
+    std::vector<float> got(s);
+    ck.read(0, u, 0, std::min(n, s), got.data());  // rank 0's file
+    for (size_t i = 0; i < std::min(n, s); ++i) ASSERT_EQ(got[i], value(0, u, i));
+    if (n > s) {
+      EXPECT_ANY_THROW(ck.read(0, u, s, 1, got.data())) << "unit " << u;  // rank 1's, not opened
+      EXPECT_ANY_THROW(ck.read(-1, u, s - 1, 2, got.data())) << "unit " << u;  // across into it
+    }
+  }
+  EXPECT_THROW(Checkpoint::open(root_), UsageError);  // without the filter the missing file is found
+}
+
 TEST_F(CheckpointTest, ManifestSaysWhichRankHoldsWhichTensor) {
   save(root_, 3, 2);
   const nlohmann::json j = nlohmann::json::parse(read_file(root_ + "/step-2/manifest.json"));
