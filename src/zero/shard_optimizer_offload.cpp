@@ -60,15 +60,16 @@ void ShardOptimizer::update_offloaded(double lr, float grad_scale, int64_t t) {
     swap->read_async(g, s);
     requested[g] = true;
   };
-  auto range = [&](size_t g) { return std::make_pair(g * st_.sub_group, std::min(total, (g + 1) * st_.sub_group)); };
+  // Sub-group g: shard elements [first(g), last(g)).
+  auto first_of = [&](size_t g) { return g * st_.sub_group; };
+  auto last_of = [&](size_t g) { return std::min(total, (g + 1) * st_.sub_group); };
   // Where unit u's element i of sub-group g lands in its staging buffer.
   auto staged = [&](size_t g, int u, size_t i) {
     return st_.grad_staging.as<float>() + (g % K) * st_.sub_group + (st_.shard_index(u, i) - g * st_.sub_group);
   };
   // Down: sub-group g's gradient into its staging buffer, in fp32, on the transfer queue.
   auto bring_down = [&](size_t g) {
-    const auto [first, last] = range(g);
-    for_each_piece(st_, first, last, [&](int u, size_t b, size_t e) {
+    for_each_piece(st_, first_of(g), last_of(g), [&](int u, size_t b, size_t e) {
       dev.transfer(st_.grad_at(u, b), st_.gdt, staged(g, u, b), DType::kF32, e - b);
     });
     down[g % K] = dev.record_transfer();
@@ -77,7 +78,7 @@ void ShardOptimizer::update_offloaded(double lr, float grad_scale, int64_t t) {
     for (size_t g = 0; g + 1 < static_cast<size_t>(B) && g < groups; ++g) request(g);
   if (groups > 0) bring_down(0);
   for (size_t g = 0; g < groups; ++g) {
-    const auto [first, last] = range(g);
+    const size_t first = first_of(g), last = last_of(g);
     const int slot = static_cast<int>(g % B);
     // The staging buffer of g+1 was last read by g-1's update, which has returned.
     if (g + 1 < groups) bring_down(g + 1);
