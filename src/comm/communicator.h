@@ -62,6 +62,10 @@ class Communicator {
   virtual WorkPtr reduce_scatter_async(const void* send, void* recv, size_t count, DType dtype,
                                        ReduceOp op) = 0;
   virtual WorkPtr all_gather_async(const void* send, void* recv, size_t count, DType dtype) = 0;
+  // Byte payloads (text, 64-bit counters, checksums): the same collectives over `bytes` bytes, moved
+  // as bytes (no arithmetic, no dtype).
+  virtual WorkPtr broadcast_bytes_async(void* buf, size_t bytes, int root) = 0;
+  virtual WorkPtr all_gather_bytes_async(const void* send, void* recv, size_t bytes) = 0;
 
   void barrier() { barrier_async()->wait(); }
   void broadcast(void* buf, size_t count, DType dtype, int root) {
@@ -76,6 +80,10 @@ class Communicator {
   }
   void all_gather(const void* send, void* recv, size_t count, DType dtype) {
     all_gather_async(send, recv, count, dtype)->wait();
+  }
+  void broadcast_bytes(void* buf, size_t bytes, int root) { broadcast_bytes_async(buf, bytes, root)->wait(); }
+  void all_gather_bytes(const void* send, void* recv, size_t bytes) {
+    all_gather_bytes_async(send, recv, bytes)->wait();
   }
 
   // The ledger this communicator records its traffic in (by default the process's).

@@ -228,6 +228,7 @@ struct PendingOp {
   ReduceOp op = ReduceOp::kSum;
   int root = 0;
   bool in_place = false;
+  bool bytes = false;  // a byte payload: count bytes of MPI_BYTE (broadcast, all-gather), dtype unused
   bool inject_error = false;
   std::function<void()> task;
   std::shared_ptr<MpiWork> work;
@@ -322,10 +323,11 @@ class MpiCommunicator::Impl {
       case OpKind::kBarrier:
       case OpKind::kTask: break;
       case OpKind::kBroadcast:
-        args = fmt::format("count={}, dtype={}, root={}", op.count, dtype_name(op.dtype), op.root);
+        args = fmt::format("count={}, dtype={}, root={}", op.count, op.bytes ? "bytes" : dtype_name(op.dtype), op.root);
         break;
       case OpKind::kAllGather:
-        args = fmt::format("count={}, dtype={}{}", op.count, dtype_name(op.dtype), op.in_place ? ", in place" : "");
+        args = fmt::format("count={}, dtype={}{}", op.count, op.bytes ? "bytes" : dtype_name(op.dtype),
+                           op.in_place ? ", in place" : "");
         break;
       case OpKind::kAllReduce:
       case OpKind::kReduceScatter:
@@ -486,7 +488,7 @@ class MpiCommunicator::Impl {
     if (op.kind == OpKind::kBarrier)
       return nonblocking ? MPI_Ibarrier(comm_, &op.request) : MPI_Barrier(comm_);
     if (op.count == 0) return MPI_SUCCESS;  // nothing moves; the request stays null (complete)
-    const MPI_Datatype type = op.inject_error ? MPI_DATATYPE_NULL : mpi_type(op.dtype);
+    const MPI_Datatype type = op.inject_error ? MPI_DATATYPE_NULL : op.bytes ? MPI_BYTE : mpi_type(op.dtype);
     const int n = static_cast<int>(op.count);
     MPI_Request* req = &op.request;
     switch (op.kind) {
@@ -930,6 +932,36 @@ WorkPtr MpiCommunicator::all_gather_async(const void* send, void* recv, size_t c
   }
   WorkPtr work = impl_->enqueue(std::move(op));
   traffic_->record(CollectiveKind::kAllGather, chunk * size_, size_, successor_in_other_group_);
+  return work;
+}
+
+WorkPtr MpiCommunicator::broadcast_bytes_async(void* buf, size_t bytes, int root) {
+  check_count("broadcast", bytes);
+  ZDP_CHECK(root >= 0 && root < size_, "broadcast from root {} in a group of {} ranks", root, size_);
+  ZDP_CHECK(buf != nullptr || bytes == 0, "broadcast of {} bytes from a null buffer", bytes);
+  auto op = make_op(OpKind::kBroadcast, bytes, DType::kF32);
+  op->bytes = true;
+  op->recv = buf;
+  op->root = root;
+  WorkPtr work = impl_->enqueue(std::move(op));
+  traffic_->record(CollectiveKind::kBroadcast, bytes, size_, successor_in_other_group_);
+  return work;
+}
+
+WorkPtr MpiCommunicator::all_gather_bytes_async(const void* send, void* recv, size_t bytes) {
+  check_count("all_gather", bytes);
+  auto op = make_op(OpKind::kAllGather, bytes, DType::kF32);
+  op->bytes = true;
+  op->send = send;
+  op->recv = recv;
+  if (bytes > 0) {
+    ZDP_CHECK(send != nullptr && recv != nullptr, "all_gather of {} bytes with a null buffer", bytes);
+    op->in_place = static_cast<char*>(recv) + static_cast<size_t>(rank_) * bytes == send;
+    ZDP_CHECK(op->in_place || !overlaps(send, bytes, recv, bytes * size_),
+              "all_gather: send overlaps recv without being recv + rank·count (the in-place form)");
+  }
+  WorkPtr work = impl_->enqueue(std::move(op));
+  traffic_->record(CollectiveKind::kAllGather, bytes * size_, size_, successor_in_other_group_);
   return work;
 }
 

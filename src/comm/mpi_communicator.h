@@ -80,6 +80,8 @@ class MpiCommunicator final : public Communicator {
 
   // MPI_Comm_split, run by the worker in issue order. A negative color joins no group: nullptr.
   std::unique_ptr<Communicator> split(int color, int key) override;
+  WorkPtr broadcast_bytes_async(void* buf, size_t bytes, int root) override;
+  WorkPtr all_gather_bytes_async(const void* send, void* recv, size_t bytes) override;
   // MPI_Comm_split_type(MPI_COMM_TYPE_SHARED), run by the worker in issue order.
   std::unique_ptr<Communicator> split_by_host() override;
   std::unique_ptr<MpiCommunicator> split_mpi(int color, int key, const MpiOptions& options);

@@ -40,15 +40,13 @@ bool crash_requested(int rank, int64_t step) {
   return n == 2 ? s == step : first;
 }
 
-// Moves `text` from rank `root` to every rank (a byte string travels as fp32 words: collectives
-// move bytes without arithmetic).
+// Moves `text` from rank `root` to every rank.
 std::string broadcast_text(comm::Communicator& comm, std::string text, int root) {
   uint64_t size = text.size();
-  comm.broadcast(&size, 2, DType::kF32, root);
-  std::vector<float> words((size + 3) / 4);
-  if (comm.rank() == root) std::memcpy(words.data(), text.data(), size);
-  comm.broadcast(words.data(), words.size(), DType::kF32, root);
-  return std::string(reinterpret_cast<const char*>(words.data()), size);
+  comm.broadcast_bytes(&size, sizeof size, root);
+  text.resize(size);
+  comm.broadcast_bytes(text.data(), size, root);
+  return text;
 }
 
 // A JSON value for a message: as written when short, else described (values from a manifest).
@@ -116,10 +114,10 @@ std::string save_checkpoint(zero::Engine& engine, int64_t step, const SaveContex
         },
         options);
 
-  // Every file's size and checksum to rank 0 (64-bit words travel as pairs of fp32 words).
+  // Every file's size and checksum to rank 0.
   const uint64_t words[2] = {mine.bytes, mine.crc32c};
   std::vector<uint64_t> all(2 * static_cast<size_t>(W));
-  comm.all_gather(words, all.data(), 4, DType::kF32);
+  comm.all_gather_bytes(words, all.data(), sizeof words);
 
   uint64_t total_bytes = 0;
   if (rank == 0) {

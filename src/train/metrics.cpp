@@ -97,8 +97,7 @@ std::vector<RankLedgers> gather_ledgers(comm::Communicator& comm) {
   std::vector<uint64_t> all(kLedgerWords * static_cast<size_t>(W));
   {
     comm::UntrackedTraffic untracked(comm);
-    // All-gather moves bytes without arithmetic: 64-bit words travel as pairs of 32-bit ones.
-    comm.all_gather(mine.data(), all.data(), 2 * kLedgerWords, DType::kF32);
+    comm.all_gather_bytes(mine.data(), all.data(), kLedgerWords * sizeof(uint64_t));
   }
 
   std::vector<RankLedgers> out;

@@ -329,19 +329,16 @@ Engine::~Engine() = default;
 // on it, and no other run has it); first, each rank removes what killed runs of its host left.
 void Engine::make_nvme_run_dir() {
   io::remove_stale_run_dirs(config_.nvme_path);
-  constexpr size_t kNameFloats = 64;  // 256 bytes; sent as fp32 words, the collectives' smallest unit
-  float words[kNameFloats] = {};
+  char name[257] = {};  // 256 bytes travel; the last stays the terminator
   if (comm_->rank() == 0) {
-    const std::string name = io::run_dir_name(io::this_process());
-    ZDP_CHECK(name.size() < sizeof words, "offload directory name of {} bytes", name.size());
-    std::memcpy(words, name.data(), name.size());
+    const std::string mine = io::run_dir_name(io::this_process());
+    ZDP_CHECK(mine.size() < sizeof name - 1, "offload directory name of {} bytes", mine.size());
+    std::memcpy(name, mine.data(), mine.size());
   }
   {
     comm::UntrackedTraffic untracked(*comm_);
-    comm_->broadcast(words, kNameFloats, DType::kF32, 0);
+    comm_->broadcast_bytes(name, sizeof name - 1, 0);
   }
-  char name[sizeof words + 1] = {};
-  std::memcpy(name, words, sizeof words);
   run_dir_ = std::make_unique<io::RunDir>(config_.nvme_path, name);
   config_.nvme_run_dir = run_dir_->path();
 }

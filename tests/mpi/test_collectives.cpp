@@ -156,6 +156,40 @@ TEST_P(Collectives, BroadcastFromEveryRoot) {
   }
 }
 
+// Byte payloads: any length (odd ones too), from every root; all-gathered in and out of place; the
+// traffic ledger counts their bytes as any collective's.
+TEST_P(Collectives, BytePayloadsMoveAsBytes) {
+  Communicator& c = *comm_;
+  const int w = c.size(), r = c.rank();
+  TrafficLedger ledger;
+  c.set_traffic_ledger(&ledger);
+  uint64_t want_broadcast = 0, want_gather = 0;
+  for (size_t n : {size_t{0}, size_t{1}, size_t{13}, size_t{4099}, size_t{70001}}) {
+    for (int root = 0; root < w; ++root) {
+      std::vector<uint8_t> root_data(n);
+      for (size_t i = 0; i < n; ++i) root_data[i] = static_cast<uint8_t>(i * 7 + root * 13 + 1);
+      auto buf = r == root ? root_data : std::vector<uint8_t>(n, 0xAB);
+      c.broadcast_bytes(buf.data(), n, root);
+      EXPECT_EQ(buf, root_data) << "n=" << n << " root=" << root;
+      want_broadcast += n;
+    }
+    std::vector<uint8_t> mine(n), all(n * static_cast<size_t>(w), 0), want;
+    for (int k = 0; k < w; ++k)
+      for (size_t i = 0; i < n; ++i) want.push_back(static_cast<uint8_t>(i * 3 + k * 101 + 5));
+    for (size_t i = 0; i < n; ++i) mine[i] = static_cast<uint8_t>(i * 3 + r * 101 + 5);
+    c.all_gather_bytes(mine.data(), all.data(), n);
+    EXPECT_EQ(all, want) << "out of place, n=" << n;
+    std::vector<uint8_t> in_place(n * static_cast<size_t>(w), 0);
+    std::memcpy(in_place.data() + static_cast<size_t>(r) * n, mine.data(), n);
+    c.all_gather_bytes(in_place.data() + static_cast<size_t>(r) * n, in_place.data(), n);
+    EXPECT_EQ(in_place, want) << "in place, n=" << n;
+    want_gather += 2 * ring_bytes_sent(CollectiveKind::kAllGather, n * static_cast<size_t>(w), w);
+  }
+  EXPECT_EQ(ledger.bytes_sent(CollectiveKind::kBroadcast), want_broadcast);
+  EXPECT_EQ(ledger.bytes_sent(CollectiveKind::kAllGather), want_gather);
+  c.set_traffic_ledger(&TrafficLedger::global());
+}
+
 TEST_P(Collectives, ZeroCountAcceptsNullBuffers) {
   Communicator& c = *comm_;
   for (DType t : kAllDtypes) {
