@@ -69,6 +69,8 @@ MpiOptions MpiOptions::from_env() {
   o.max_poll_sleep_us = static_cast<int>(env_long("ZERODP_COMM_POLL_SLEEP_US", o.max_poll_sleep_us, 0, 100000));
   o.error_grace_s = static_cast<double>(env_long("ZERODP_COMM_ERROR_GRACE_S", 10, 1, 3600));
   o.worker_nice = static_cast<int>(env_long("ZERODP_COMM_NICE", o.worker_nice, -20, 19));
+  o.max_count = static_cast<size_t>(env_long("ZERODP_COMM_MAX_COUNT", static_cast<long>(o.max_count), 1,
+                                             static_cast<long>(o.max_count)));
   return o;
 }
 
@@ -353,6 +355,38 @@ class MpiCommunicator::Impl {
   // piece_elements() per peer, so the staging memory stays bounded (category comm).
   static constexpr int kOrderedTag = 0x5a4f;
 
+  // A broadcast or all-gather of more than max_count elements: run in pieces, to completion.
+  bool is_large(const PendingOp& op) const {
+    return (op.kind == OpKind::kBroadcast || op.kind == OpKind::kAllGather) && op.count > options_.max_count;
+  }
+
+  size_t element_size(const PendingOp& op) const { return op.bytes ? 1 : dtype_size(op.dtype); }
+
+  // Broadcasts `count` elements at `buf` from `root` in calls of at most max_count elements.
+  int broadcast_in_pieces(char* buf, size_t count, size_t es, MPI_Datatype type, int root) {
+    for (size_t k = 0; k < count; k += options_.max_count) {
+      const int n = static_cast<int>(std::min(options_.max_count, count - k));
+      if (const int rc = MPI_Bcast(buf + k * es, n, type, root, comm_); rc != MPI_SUCCESS) return rc;
+    }
+    return MPI_SUCCESS;
+  }
+
+  // A large broadcast: in pieces. A large all-gather: each rank's chunk broadcast from it in turn,
+  // in pieces (out of place, the rank's own chunk is copied into place first).
+  int run_large(PendingOp& op) {
+    const size_t es = element_size(op);
+    const MPI_Datatype type = op.inject_error ? MPI_DATATYPE_NULL : op.bytes ? MPI_BYTE : mpi_type(op.dtype);
+    char* recv = static_cast<char*>(op.recv);
+    if (op.kind == OpKind::kBroadcast) return broadcast_in_pieces(recv, op.count, es, type, op.root);
+    const size_t chunk = op.count * es;
+    if (!op.in_place) std::memcpy(recv + static_cast<size_t>(rank_) * chunk, op.send, chunk);
+    for (int j = 0; j < size_; ++j)
+      if (const int rc = broadcast_in_pieces(recv + static_cast<size_t>(j) * chunk, op.count, es, type, j);
+          rc != MPI_SUCCESS)
+        return rc;
+    return MPI_SUCCESS;
+  }
+
   bool is_ordered_reduction(const PendingOp& op) const {
     return (op.kind == OpKind::kAllReduce || op.kind == OpKind::kReduceScatter) && op.op != ReduceOp::kMax &&
            op.count > 0;
@@ -445,6 +479,13 @@ class MpiCommunicator::Impl {
     }
     if (scatter) return MPI_SUCCESS;
 
+    if (op.count > options_.max_count) {  // displacements past int: each chunk from its owner, in pieces
+      for (int j = 0; j < W; ++j)
+        if (const int rc = broadcast_in_pieces(static_cast<char*>(op.recv) + begin[j] * es, len(j), es, type, j);
+            rc != MPI_SUCCESS)
+          return rc;
+      return MPI_SUCCESS;
+    }
     std::vector<int> counts(static_cast<size_t>(W)), displs(static_cast<size_t>(W));
     for (int j = 0; j < W; ++j) {
       counts[j] = static_cast<int>(len(j));
@@ -602,7 +643,7 @@ class MpiCommunicator::Impl {
       op.work->complete(nullptr);
       return;
     }
-    const int rc = start(op, /*nonblocking=*/false);
+    const int rc = is_large(op) ? run_large(op) : start(op, /*nonblocking=*/false);
     if (rc != MPI_SUCCESS)
       fail_mpi(op, rc);
     else
@@ -673,7 +714,7 @@ class MpiCommunicator::Impl {
         PendingOp& op = *pending.front();
         if (failed_) {
           fail_after_earlier_error(op);
-        } else if (blocking || op.kind == OpKind::kTask || is_ordered_reduction(op)) {
+        } else if (blocking || op.kind == OpKind::kTask || is_ordered_reduction(op) || is_large(op)) {
           if (!in_flight.empty()) break;
           run_to_completion(op, blocking);
         } else if (const int rc = start(op, /*nonblocking=*/true); rc != MPI_SUCCESS) {
@@ -853,9 +894,11 @@ std::unique_ptr<Communicator> MpiCommunicator::split_by_host() {
 
 namespace {
 
+// Sums run in pieces (ordered reductions), broadcasts and all-gathers in pieces of max_count; a max
+// goes to MPI in one call, whose count is an int.
 void check_count(const char* what, size_t count) {
   ZDP_CHECK(count <= static_cast<size_t>(INT_MAX),
-            "{} of {} elements: the MPI backend takes at most {} elements per collective", what, count, INT_MAX);
+            "{} of {} elements: the MPI backend takes at most {} elements per max-reduction", what, count, INT_MAX);
 }
 
 bool overlaps(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
@@ -876,7 +919,6 @@ std::unique_ptr<PendingOp> make_op(OpKind kind, size_t count, DType dtype) {
 WorkPtr MpiCommunicator::barrier_async() { return impl_->enqueue(make_op(OpKind::kBarrier, 0, DType::kF32)); }
 
 WorkPtr MpiCommunicator::broadcast_async(void* buf, size_t count, DType dtype, int root) {
-  check_count("broadcast", count);
   ZDP_CHECK(root >= 0 && root < size_, "broadcast from root {} in a group of {} ranks", root, size_);
   ZDP_CHECK(buf != nullptr || count == 0, "broadcast of {} elements from a null buffer", count);
   auto op = make_op(OpKind::kBroadcast, count, dtype);
@@ -888,7 +930,7 @@ WorkPtr MpiCommunicator::broadcast_async(void* buf, size_t count, DType dtype, i
 }
 
 WorkPtr MpiCommunicator::all_reduce_async(void* buf, size_t count, DType dtype, ReduceOp rop) {
-  check_count("all_reduce", count);
+  if (rop == ReduceOp::kMax) check_count("all_reduce (max)", count);
   ZDP_CHECK(buf != nullptr || count == 0, "all_reduce of {} elements on a null buffer", count);
   auto op = make_op(OpKind::kAllReduce, count, dtype);
   op->recv = buf;
@@ -901,7 +943,7 @@ WorkPtr MpiCommunicator::all_reduce_async(void* buf, size_t count, DType dtype, 
 
 WorkPtr MpiCommunicator::reduce_scatter_async(const void* send, void* recv, size_t count, DType dtype,
                                               ReduceOp rop) {
-  check_count("reduce_scatter", count);
+  if (rop == ReduceOp::kMax) check_count("reduce_scatter (max)", count);
   const size_t chunk = count * dtype_size(dtype);
   auto op = make_op(OpKind::kReduceScatter, count, dtype);
   op->send = send;
@@ -919,7 +961,6 @@ WorkPtr MpiCommunicator::reduce_scatter_async(const void* send, void* recv, size
 }
 
 WorkPtr MpiCommunicator::all_gather_async(const void* send, void* recv, size_t count, DType dtype) {
-  check_count("all_gather", count);
   const size_t chunk = count * dtype_size(dtype);
   auto op = make_op(OpKind::kAllGather, count, dtype);
   op->send = send;
@@ -936,7 +977,6 @@ WorkPtr MpiCommunicator::all_gather_async(const void* send, void* recv, size_t c
 }
 
 WorkPtr MpiCommunicator::broadcast_bytes_async(void* buf, size_t bytes, int root) {
-  check_count("broadcast", bytes);
   ZDP_CHECK(root >= 0 && root < size_, "broadcast from root {} in a group of {} ranks", root, size_);
   ZDP_CHECK(buf != nullptr || bytes == 0, "broadcast of {} bytes from a null buffer", bytes);
   auto op = make_op(OpKind::kBroadcast, bytes, DType::kF32);
@@ -949,7 +989,6 @@ WorkPtr MpiCommunicator::broadcast_bytes_async(void* buf, size_t bytes, int root
 }
 
 WorkPtr MpiCommunicator::all_gather_bytes_async(const void* send, void* recv, size_t bytes) {
-  check_count("all_gather", bytes);
   auto op = make_op(OpKind::kAllGather, bytes, DType::kF32);
   op->bytes = true;
   op->send = send;

@@ -60,9 +60,13 @@ struct MpiOptions {
   int max_poll_sleep_us = 50;   // kPoll: the longest sleep between two rounds of tests
   double error_grace_s = 10.0;  // an error nobody waits on ends the job after this long
   int worker_nice = 0;          // the worker thread's nice value (0: inherited; < 0 needs CAP_SYS_NICE)
+  // Elements (bytes for byte payloads) one MPI call moves at most: MPI-3 counts are int, so larger
+  // broadcasts and all-gathers, and the gather phase of larger all-reduces, go in pieces (a lower
+  // value only serves tests).
+  size_t max_count = 2147483647;
 
   // Defaults overridden by ZERODP_COMM_PROGRESS, ZERODP_COMM_MAX_IN_FLIGHT,
-  // ZERODP_COMM_POLL_SLEEP_US, ZERODP_COMM_ERROR_GRACE_S and ZERODP_COMM_NICE.
+  // ZERODP_COMM_POLL_SLEEP_US, ZERODP_COMM_ERROR_GRACE_S, ZERODP_COMM_NICE and ZERODP_COMM_MAX_COUNT.
   static MpiOptions from_env();
 };
 
