@@ -16,7 +16,7 @@ using Action = std::function<int()>;
 using Registrar = void (*)(CLI::App& app, Action& action);
 
 struct CommandEntry {
-  int order;  // position in --help: 10 info, 20 init, 30 tokenize, 40 train, 50 sample, 60 ckpt, 70 estimate, 80 sweep, 90 bench
+  int order;  // position in --help: 10 info, 20 init, 30 tokenize, 40 train, 45 launch, 50 sample, 60 ckpt, 70 estimate, 80 sweep, 90 bench
   Registrar add;
 };
 
