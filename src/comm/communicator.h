@@ -93,10 +93,16 @@ class Communicator {
   // sharding: set by the engine); its collectives' bytes then count as inter-group traffic too.
   void set_successor_in_other_group(bool crosses) { successor_in_other_group_ = crosses; }
   bool successor_in_other_group() const { return successor_in_other_group_; }
+  // The collective watchdog (--comm-timeout, comm/watchdog.h): a wait on a collective issued from now
+  // on gives up after `seconds` (0: waits forever) with a RuntimeFailure naming it and the ranks that
+  // had not arrived. Splits made afterwards inherit it.
+  virtual void set_timeout(double seconds) { timeout_s_ = seconds; }
+  double timeout() const { return timeout_s_; }
 
  protected:
   TrafficLedger* traffic_ = &TrafficLedger::global();
   bool successor_in_other_group_ = false;
+  double timeout_s_ = 0;
 };
 
 // Collectives issued while one is alive go to a scratch ledger: checks, metrics and checkpoint I/O

@@ -18,6 +18,7 @@
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -25,6 +26,7 @@
 
 #include "comm/reduce_kernels.h"
 #include "comm/runtime.h"
+#include "comm/watchdog.h"
 #include "core/error.h"
 #include "core/memory.h"
 
@@ -168,9 +170,33 @@ class MpiWork final : public Work {
   explicit MpiWork(std::shared_ptr<std::atomic<bool>> failure_observed)
       : failure_observed_(std::move(failure_observed)) {}
 
+  // The watchdog: a wait longer than timeout_s (> 0) gives up, naming the collective.
+  struct Watch {
+    double timeout_s = 0;
+    std::string what;
+    uint64_t comm_id = 0, seq = 0;
+    std::shared_ptr<const std::vector<int>> world_ranks;
+    int world_rank = 0;
+  };
+  void set_watch(Watch w) { watch_ = std::move(w); }
+
   void wait() override {
     {
       std::unique_lock<std::mutex> lock(mu_);
+      if (watch_.timeout_s > 0 && !done_) {
+        lock.unlock();
+        set_waiting_on(fmt::format("{} (#{} on communicator {:016x})", watch_.what, watch_.seq + 1, watch_.comm_id));
+        lock.lock();
+        const bool done = cv_.wait_for(lock, std::chrono::duration<double>(watch_.timeout_s), [this] { return done_; });
+        lock.unlock();
+        if (!done) {  // still "waiting on" it while the others are asked (they may ask this rank too)
+          StuckCollective c{watch_.what, watch_.comm_id, watch_.seq, *watch_.world_ranks, watch_.world_rank,
+                            watch_.timeout_s};
+          throw RuntimeFailure(diagnose_stuck_collective(c));
+        }
+        set_waiting_on("");
+        lock.lock();
+      }
       cv_.wait(lock, [this] { return done_; });
     }
     if (staging_) release_staging_if_last();
@@ -216,6 +242,7 @@ class MpiWork final : public Work {
   bool done_ = false;
   std::exception_ptr error_;
   std::shared_ptr<std::atomic<bool>> failure_observed_;
+  Watch watch_;
   std::shared_ptr<ReductionStaging> staging_;  // ordered reductions only
 };
 
@@ -252,13 +279,51 @@ class MpiCommunicator::Impl {
   Impl(MPI_Comm comm, int rank, int size, const MpiOptions& options)
       : comm_(comm), rank_(rank), size_(size), options_(options),
         failure_observed_(std::make_shared<std::atomic<bool>>(false)) {
+    // The members' world ranks, for the watchdog's message and questions.
+    MPI_Group mine = MPI_GROUP_NULL, world = MPI_GROUP_NULL;
+    std::vector<int> local(static_cast<size_t>(size)), global(static_cast<size_t>(size), -1);
+    for (int i = 0; i < size; ++i) local[i] = i;
+    if (MPI_Comm_group(comm, &mine) == MPI_SUCCESS && MPI_Comm_group(MPI_COMM_WORLD, &world) == MPI_SUCCESS)
+      MPI_Group_translate_ranks(mine, size, local.data(), world, global.data());
+    if (mine != MPI_GROUP_NULL) MPI_Group_free(&mine);
+    if (world != MPI_GROUP_NULL) MPI_Group_free(&world);
+    world_ranks_ = std::make_shared<const std::vector<int>>(std::move(global));
     thread_ = std::thread([this] { run(); });
   }
+
+  // Testing aid (ZERODP_TEST_SKIP_COLLECTIVE=R:N): world rank R completes the N-th collective (0-based)
+  // of the world communicator at once, without MPI: a rank that skips a collective.
+  bool skip_for_testing(uint64_t seq) const {
+    static const std::pair<long, long> skip = [] {
+      const char* v = std::getenv("ZERODP_TEST_SKIP_COLLECTIVE");
+      long r = -1, n = -1;
+      if (v != nullptr && std::sscanf(v, "%ld:%ld", &r, &n) != 2) r = n = -1;
+      return std::make_pair(r, n);
+    }();
+    return skip.first >= 0 && id_.load() == 1 && (*world_ranks_)[static_cast<size_t>(rank_)] == skip.first &&
+           static_cast<long>(seq) == skip.second;
+  }
+
+  // The job-wide id (the same on every member) and the watchdog's timeout (0: none).
+  std::atomic<uint64_t> id_{1};
+  std::atomic<double> timeout_s_{0};
+  std::atomic<uint64_t> issued_{0}, completed_{0};
+  std::shared_ptr<const std::vector<int>> world_ranks_;
+  // Set when shutdown() left a worker stuck in a collective running (see there).
+  bool detached_ = false;
 
   ~Impl() { shutdown(false); }
 
   WorkPtr enqueue(std::unique_ptr<PendingOp> op) {
     op->work = std::make_shared<MpiWork>(failure_observed_);
+    const uint64_t seq = issued_.fetch_add(1);
+    if (skip_for_testing(seq)) {  // a rank that skips a collective (tests of the watchdog)
+      op->work->complete(nullptr);
+      completed_.fetch_add(1);
+      return op->work;
+    }
+    if (const double t = timeout_s_.load(); t > 0)
+      op->work->set_watch({t, describe(*op), id_.load(), seq, world_ranks_, (*world_ranks_)[static_cast<size_t>(rank_)]});
     WorkPtr work = op->work;
     if (op->kind != OpKind::kBarrier && op->kind != OpKind::kTask)
       op->inject_error = inject_next_.exchange(false);
@@ -307,10 +372,18 @@ class MpiCommunicator::Impl {
     }
     cv_.notify_one();
     if (thread_.joinable()) {
-      if (std::this_thread::get_id() == thread_.get_id())
+      if (std::this_thread::get_id() == thread_.get_id()) {
         thread_.detach();  // the worker itself is ending the job
-      else
+      } else if (std::uncaught_exceptions() > 0 && completed_.load() < issued_.load()) {
+        // A failure (a watchdog timeout, say) is on its way to ending the job while this worker may
+        // be blocked in a collective its peers will never join: joining it would hang. It is left
+        // running, and its Impl alive (MpiCommunicator parks it), until the job ends.
+        thread_.detach();
+        detached_ = true;
+        return true;
+      } else {
         thread_.join();
+      }
     }
     int finalized = 0;
     MPI_Finalized(&finalized);
@@ -584,6 +657,7 @@ class MpiCommunicator::Impl {
       return;
     }
     op.work->complete(nullptr);
+    completed_.fetch_add(1);
   }
 
   // The first failure makes the communicator unusable; it is what every later collective reports.
@@ -602,6 +676,7 @@ class MpiCommunicator::Impl {
                           std::chrono::milliseconds(static_cast<long>(options_.error_grace_s * 1000));
     }
     op.work->complete(std::move(error));
+    completed_.fetch_add(1);
   }
 
   void fail_mpi(PendingOp& op, int rc) {
@@ -631,6 +706,7 @@ class MpiCommunicator::Impl {
         return;
       }
       op.work->complete(nullptr);
+      completed_.fetch_add(1);
       return;
     }
     if (op.kind == OpKind::kTask) {
@@ -641,6 +717,7 @@ class MpiCommunicator::Impl {
         return;
       }
       op.work->complete(nullptr);
+      completed_.fetch_add(1);
       return;
     }
     const int rc = is_large(op) ? run_large(op) : start(op, /*nonblocking=*/false);
@@ -844,10 +921,43 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, const MpiOptions& options) : opt
 
 MpiCommunicator::~MpiCommunicator() {
   shutdown(/*free_comm=*/true);
-  std::lock_guard<std::mutex> lock(registry_mutex());
-  auto& live = registry();
-  live.erase(std::remove(live.begin(), live.end(), this), live.end());
+  {
+    std::lock_guard<std::mutex> lock(registry_mutex());
+    auto& live = registry();
+    live.erase(std::remove(live.begin(), live.end(), this), live.end());
+  }
+  if (impl_->detached_) {
+    // Its worker still runs (blocked in a collective while the job is being ended): keep what it uses.
+    static auto* parked = new std::vector<Impl*>;
+    parked->push_back(impl_.release());
+  }
 }
+
+std::optional<uint64_t> collectives_issued_on(uint64_t comm_id) {
+  std::lock_guard<std::mutex> lock(registry_mutex());
+  for (MpiCommunicator* c : registry())
+    if (c->id() == comm_id) return c->collectives_issued();
+  return std::nullopt;
+}
+
+uint64_t MpiCommunicator::id() const { return impl_->id_.load(); }
+uint64_t MpiCommunicator::collectives_issued() const { return impl_->issued_.load(); }
+
+void MpiCommunicator::set_timeout(double seconds) {
+  Communicator::set_timeout(seconds);
+  impl_->timeout_s_ = seconds;
+}
+
+namespace {
+// A split's id: from its parent's, the parent's count of splits so far and its color (so every
+// member derives the same, and different splits differ).
+uint64_t child_id(uint64_t parent, uint64_t split_number, int64_t color) {
+  uint64_t h = parent * 0x9E3779B97F4A7C15ull + split_number + 1;
+  h ^= static_cast<uint64_t>(color + 2) * 0xC2B2AE3D27D4EB4Full;
+  h ^= h >> 29;
+  return h == 1 ? 2 : h;  // 1 is the world's
+}
+}  // namespace
 
 void MpiCommunicator::shutdown(bool free_comm) { impl_->shutdown(free_comm); }
 
@@ -870,9 +980,12 @@ std::unique_ptr<MpiCommunicator> MpiCommunicator::split_mpi(int color, int key, 
               fmt::format("split(color={}, key={}) of a group of {} ranks (rank {})", color, key, w, r));
   };
   impl_->enqueue(std::move(op))->wait();
+  const uint64_t number = splits_++;
   if (out == MPI_COMM_NULL) return nullptr;
   auto sub = std::make_unique<MpiCommunicator>(out, options);
   sub->set_traffic_ledger(traffic_);
+  sub->impl_->id_ = child_id(id(), number, color);
+  sub->set_timeout(timeout());
   return sub;
 }
 
@@ -887,8 +1000,11 @@ std::unique_ptr<Communicator> MpiCommunicator::split_by_host() {
               fmt::format("split by host of a group of {} ranks (rank {})", w, r));
   };
   impl_->enqueue(std::move(op))->wait();
+  const uint64_t number = splits_++;
   auto sub = std::make_unique<MpiCommunicator>(out, options_);
   sub->set_traffic_ledger(traffic_);
+  sub->impl_->id_ = child_id(id(), number, -3);  // by host: every member's "color" alike
+  sub->set_timeout(timeout());
   return sub;
 }
 

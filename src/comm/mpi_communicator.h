@@ -40,6 +40,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -98,6 +99,11 @@ class MpiCommunicator final : public Communicator {
   WorkPtr all_gather_async(const void* send, void* recv, size_t count, DType dtype) override;
 
   const MpiOptions& options() const { return options_; }
+  // The watchdog (comm/watchdog.h): applies to collectives issued from now on, and to later splits.
+  void set_timeout(double seconds) override;
+  // The job-wide id (comm/watchdog.h) and the collectives issued on this communicator so far.
+  uint64_t id() const;
+  uint64_t collectives_issued() const;
   // The MPI communicator (MPI_COMM_NULL once shut down with free_comm).
   MPI_Comm handle() const;
 
@@ -115,8 +121,13 @@ class MpiCommunicator final : public Communicator {
   MpiOptions options_;
   int rank_ = 0;
   int size_ = 1;
+  uint64_t splits_ = 0;  // splits made so far (each derives its id from the count)
   std::unique_ptr<Impl> impl_;
 };
+
+// The collectives this process issued on the live communicator with job-wide id `comm_id`; nullopt
+// when it has none (comm/watchdog.h's status service).
+std::optional<uint64_t> collectives_issued_on(uint64_t comm_id);
 
 // The ordered reductions' pieces: elements of one chunk sent to one peer per message.
 size_t ordered_reduction_piece_elements(int group_size);

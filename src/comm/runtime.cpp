@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "comm/mpi_communicator.h"
+#include "comm/watchdog.h"
 #include "core/error.h"
 
 namespace zerodp::comm {
@@ -67,6 +68,7 @@ std::shared_ptr<Communicator> world() {
   MPI_Comm dup = MPI_COMM_NULL;
   check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &dup), "MPI_Comm_dup(MPI_COMM_WORLD)");
   g_world = std::make_shared<MpiCommunicator>(dup, MpiOptions::from_env());
+  start_status_service();  // collective, like the dup above: every rank gets here in the same order
   return g_world;
 }
 
@@ -98,6 +100,7 @@ void abort_job(int exit_code) {
 void finalize() {
   std::lock_guard<std::mutex> lock(g_mu);
   if (!runtime_initialized()) return;
+  stop_status_service();
   shutdown_all_mpi_communicators();
   g_world.reset();
   if (g_we_initialized) MPI_Finalize();

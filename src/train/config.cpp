@@ -374,6 +374,11 @@ const std::vector<FlagEntry>& flag_table() {
        ZDP_GET { return c.shuffle ? "on" : "off"; }},
       {{"--log-every", "N", "Print progress every N steps (0: never)", false},
        ZDP_SET { c.log_every = flag_int(f, v); }, ZDP_GET { return std::to_string(c.log_every); }},
+      {{"--comm-timeout", "SECONDS",
+        "A collective not done after this long ends the job (exit 1) naming it, the step and the ranks that had not "
+        "arrived, instead of hanging (0: wait forever)",
+        false},
+       ZDP_SET { c.comm_timeout = flag_number(f, v); }, ZDP_GET { return show(c.comm_timeout); }},
       {{"--inject-overflow-step", "S",
         "Testing aid: make a gradient Inf at optimizer step S (-1: never)", false},
        ZDP_SET { c.inject_overflow_step = flag_small_int(f, v); },
@@ -1210,6 +1215,8 @@ void TrainConfig::validate(int world_size) const {
   ZDP_REQUIRE(sub_group_size >= 1, "--sub-group-size (zero_optimization.sub_group_size) must be >= 1, got {}",
               sub_group_size);
   ZDP_REQUIRE(!memory_budget || *memory_budget > 0, "--memory-budget must be > 0");
+  ZDP_REQUIRE(comm_timeout >= 0 && comm_timeout <= 86400 * 7,
+              "--comm-timeout must be in [0, 604800] seconds (0: no watchdog), got {}", comm_timeout);
   ZDP_REQUIRE(log_every >= 0, "--log-every (steps_per_print) must be >= 0, got {}", log_every);
   ZDP_REQUIRE(inject_overflow_step >= -1, "--inject-overflow-step must be >= -1, got {}", inject_overflow_step);
   ZDP_REQUIRE(inject_overflow_rank >= 0 && inject_overflow_rank < world_size,
@@ -1306,6 +1313,7 @@ json TrainConfig::to_json() const {
         {"stage3_param_persistence_threshold", stage3_param_persistence_threshold},
         {"reshard_after_forward", reshard_after_forward},
         {"shard_group_size", shard_group_size == kShardGroupNode ? json("node") : json(shard_group_size)},
+        {"comm_timeout", comm_timeout},
         {"offload_optimizer", plan::offload_name(offload_optimizer)},
         {"sub_group_size", sub_group_size},
         {"offload_optimizer_buffer_count", optimizer_buffer_count},

@@ -59,6 +59,9 @@ struct TrainConfig {
   double dampening = 0.0;      // SGD
   bool nesterov = false;       // SGD
   double clip = 0.0;           // global gradient-norm clip; 0: off
+  // The collective watchdog (comm/watchdog.h): a collective not done after this many seconds ends
+  // the job (exit 1) naming it and the ranks that had not arrived; 0: wait forever.
+  double comm_timeout = 300.0;
   optim::LrScheduleParams lr_schedule;  // constant unless asked
 
   // ---- precision

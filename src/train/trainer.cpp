@@ -17,6 +17,7 @@
 #include "core/memory.h"
 #include "data/loader.h"
 #include "data/tokens.h"
+#include "comm/watchdog.h"
 #include "plan/estimator.h"
 #include "train/checkpointing.h"
 #include "train/metrics.h"
@@ -174,6 +175,8 @@ TrainResult run_training(TrainConfig cfg) {
   std::shared_ptr<comm::Communicator> world = comm::world();
   const int W = world->size(), rank = world->rank();
   cfg.finalize(W);
+  world->set_timeout(cfg.comm_timeout);
+  comm::set_activity_context("starting: reading inputs, loading");
   if (cfg.shard_group_size == TrainConfig::kShardGroupNode) {
     cfg.shard_group_size = ranks_per_host(*world);
     if (rank == 0) log::info("--shard-group-size node: {} rank{} a host", cfg.shard_group_size, cfg.shard_group_size == 1 ? "" : "s");
@@ -239,6 +242,7 @@ TrainResult run_training(TrainConfig cfg) {
   for (int64_t s = start_step; s < cfg.steps; ++s) {
     // The schedule counts applied optimizer steps: a skipped step does not advance it (DeepSpeed's).
     const double lr = schedule.lr_at(engine.optimizer_steps());
+    comm::set_activity_context(fmt::format("step {}", s));
     const auto t0 = Clock::now();
     const zero::StepResult r = engine.step(
         static_cast<int>(cfg.accum),
@@ -293,11 +297,13 @@ TrainResult run_training(TrainConfig cfg) {
                     : (r.skipped ? " | not finite: step skipped" : ""));
     }
     if (saving && cfg.save_every > 0 && (s + 1) % cfg.save_every == 0) {
+      comm::set_activity_context(fmt::format("saving the checkpoint of step {}", s + 1));
       require_finite_weights(engine, s, "a checkpoint");
       save_checkpoint(engine, s + 1, save_ctx);
       last_saved = s + 1;
     }
   }
+  comm::set_activity_context("finishing: checkpoint, ledgers, --out");
   if (saving && last_saved != cfg.steps) {
     require_finite_weights(engine, cfg.steps - 1, "a checkpoint");
     save_checkpoint(engine, cfg.steps, save_ctx);
