@@ -180,7 +180,7 @@ TEST_P(Collectives, BytePayloadsMoveAsBytes) {
     c.all_gather_bytes(mine.data(), all.data(), n);
     EXPECT_EQ(all, want) << "out of place, n=" << n;
     std::vector<uint8_t> in_place(n * static_cast<size_t>(w), 0);
-    std::memcpy(in_place.data() + static_cast<size_t>(r) * n, mine.data(), n);
+    if (n > 0) std::memcpy(in_place.data() + static_cast<size_t>(r) * n, mine.data(), n);
     c.all_gather_bytes(in_place.data() + static_cast<size_t>(r) * n, in_place.data(), n);
     EXPECT_EQ(in_place, want) << "in place, n=" << n;
     want_gather += 2 * ring_bytes_sent(CollectiveKind::kAllGather, n * static_cast<size_t>(w), w);
