@@ -8,7 +8,8 @@
   skip:    a rank that skips a collective (a testing aid: rank 2 completes the world communicator's
            41st collective without MPI): the job ends (exit 1) within 5 + 30 s; rank 2, waiting on a
            later collective, names ranks 0 and 1 as not arrived and what they wait on; they name
-           rank 2 as having gone past the collective they wait on;
+           rank 2 as having gone past the collective they wait on (each message that gets out before
+           the first rank to finish ends the job);
   usage:   --comm-timeout below 0 exits 2 naming the flag; 0 turns the watchdog off.
 
 usage: watchdog_tests.py ZERODP CASE     (CASE: sigstop | skip | usage)
@@ -82,12 +83,16 @@ elif CASE == "skip":
     err = p.stderr.decode(errors="replace")
     lines = [line for line in err.splitlines() if "did not complete within 5 s" in line]
     check(p.returncode == 1 and took < 5 + 30, f"the job ended with exit {p.returncode} after {took:.1f} s", err[-3000:])
-    check(any(line.startswith("[rank 2]") and "Not arrived: rank 0 (issued 41 collectives there" in line and
-              "waiting on" in line for line in lines),
-          "rank 2 names ranks 0 and 1 as not arrived, and what they wait on", "\n".join(lines))
-    check(any(line.startswith("[rank 0]") and "Went past it" in line and "rank 2 (issued" in line for line in lines) or
-          any(line.startswith("[rank 1]") and "Went past it" in line and "rank 2 (issued" in line for line in lines),
-          "a rank left behind names rank 2 as having gone past its collective", "\n".join(lines))
+    # Whichever rank finishes asking first ends the job, so not every rank's message may get out; each
+    # that does must tell the story from its side, and at least one must.
+    check(lines, "at least one rank printed the watchdog's message", err[-3000:])
+    for line in lines:
+        if line.startswith("[rank 2]"):
+            check("Not arrived: rank 0 (issued 41 collectives there" in line and "rank 1 (issued 41" in line and
+                  "waiting on" in line, "rank 2 names ranks 0 and 1 as not arrived, and what they wait on", line)
+        else:
+            check("Went past it" in line and "rank 2 (issued 42 there" in line,
+                  "a rank left behind names rank 2 as having gone past its collective", line)
 
 elif CASE == "usage":
     rc, so, se = run(train + ["--steps", "1", "--comm-timeout", "-1"], 2)
