@@ -6,6 +6,8 @@ cd "$(dirname "$0")/.."
 
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git
+  # The multi-host tests: network namespaces (ip), traffic shaping (tc), hostnames of their own (unshare).
+  iproute2 util-linux
   libopenmpi-dev openmpi-bin
   libopenblas-dev libopenblas-openmp-dev libdnnl-dev liburing-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev

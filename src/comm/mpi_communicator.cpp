@@ -185,7 +185,8 @@ class MpiWork final : public Work {
       std::unique_lock<std::mutex> lock(mu_);
       if (watch_.timeout_s > 0 && !done_) {
         lock.unlock();
-        set_waiting_on(fmt::format("{} (#{} on communicator {:016x})", watch_.what, watch_.seq + 1, watch_.comm_id));
+        set_waiting_on(fmt::format("{} (#{} on communicator {:016x})", watch_.what, watch_.seq + 1, watch_.comm_id),
+                       watch_.comm_id, watch_.seq);
         lock.lock();
         const bool done = cv_.wait_for(lock, std::chrono::duration<double>(watch_.timeout_s), [this] { return done_; });
         lock.unlock();
@@ -194,7 +195,7 @@ class MpiWork final : public Work {
                             watch_.timeout_s};
           throw RuntimeFailure(diagnose_stuck_collective(c));
         }
-        set_waiting_on("");
+        clear_waiting();
         lock.lock();
       }
       cv_.wait(lock, [this] { return done_; });

@@ -24,15 +24,18 @@ constexpr size_t kListed = 8;           // ranks named in each list of the messa
 
 // The answer to "where are you on communicator C?": 256 bytes.
 struct Reply {
-  uint64_t issued = 0;  // collectives this process issued on C
-  uint8_t knows = 0;    // whether it has C at all
-  char doing[247] = {};
+  uint64_t issued = 0;        // collectives this process issued on C
+  uint64_t waiting_seq = 0;   // the number on C of the collective it is blocked on, when waiting_on_c
+  uint8_t knows = 0;          // whether it has C at all
+  uint8_t waiting_on_c = 0;   // whether it is blocked on a collective of C
+  char doing[238] = {};
 };
 static_assert(sizeof(Reply) == 256);
 
 std::mutex g_text_mu;
 std::string g_context = "starting";
 std::string g_waiting;
+uint64_t g_waiting_comm = 0, g_waiting_seq = 0;  // meaningful while g_waiting is not empty
 
 struct Service {
   MPI_Comm comm = MPI_COMM_NULL;
@@ -53,6 +56,13 @@ Reply status_on(uint64_t comm_id) {
   const std::optional<uint64_t> issued = collectives_issued_on(comm_id);
   r.knows = issued.has_value() ? 1 : 0;
   r.issued = issued.value_or(0);
+  {
+    std::lock_guard<std::mutex> lock(g_text_mu);
+    if (!g_waiting.empty() && g_waiting_comm == comm_id) {
+      r.waiting_on_c = 1;
+      r.waiting_seq = g_waiting_seq;
+    }
+  }
   const std::string text = doing_now();
   std::memcpy(r.doing, text.data(), std::min(text.size(), sizeof r.doing - 1));
   return r;
@@ -109,9 +119,16 @@ std::string activity_context() {
   return g_context;
 }
 
-void set_waiting_on(const std::string& what) {
+void set_waiting_on(const std::string& what, uint64_t comm_id, uint64_t seq) {
   std::lock_guard<std::mutex> lock(g_text_mu);
   g_waiting = what;
+  g_waiting_comm = comm_id;
+  g_waiting_seq = seq;
+}
+
+void clear_waiting() {
+  std::lock_guard<std::mutex> lock(g_text_mu);
+  g_waiting.clear();
 }
 
 void start_status_service() {
@@ -186,8 +203,9 @@ std::string diagnose_stuck_collective(const StuckCollective& c) {
     const std::string doing(r.doing, strnlen(r.doing, sizeof r.doing));
     if (r.knows && r.issued > c.seq) {
       arrived.push_back(m);
-      // Past it and waiting on a later one: the members disagree on the order of their collectives.
-      if (r.issued > c.seq + 1 && m != c.my_world_rank && ahead.size() <= kListed)
+      // Blocked on a later collective of C: it went past this one, so the members disagree on their
+      // collectives. (Having issued later ones proves nothing: collectives are issued ahead, as prefetches.)
+      if (r.waiting_on_c && r.waiting_seq > c.seq && m != c.my_world_rank && ahead.size() <= kListed)
         ahead.push_back(ahead.size() < kListed ? fmt::format("rank {} (issued {} there; {})", m, r.issued, doing) : "...");
     } else if (behind.size() < kListed) {
       behind.push_back(r.knows ? fmt::format("rank {} (issued {} collective{} there; {})", m, r.issued,

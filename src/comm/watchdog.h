@@ -23,8 +23,10 @@ namespace zerodp::comm {
 void set_activity_context(const std::string& what);
 std::string activity_context();
 
-// The collective this process is blocked on (empty: none), for the status service's answers.
-void set_waiting_on(const std::string& what);
+// The collective this process is blocked on, for the status service's answers: its description, its
+// communicator's job-wide id and its 0-based number there; clear_waiting() when the wait is over.
+void set_waiting_on(const std::string& what, uint64_t comm_id, uint64_t seq);
+void clear_waiting();
 
 // Starts the status service: collective over MPI_COMM_WORLD, once (comm::world() calls it). Stopped
 // by stop_status_service() before MPI_Finalize.

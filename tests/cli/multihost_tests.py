@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""zerodp across two test hosts (network namespaces joined by a veth pair, OpenMPI over TCP between
+them, tests/scripts/zdp_hosts.py), 2 hosts x 2 ranks:
+
+  stages:  ZeRO stages 0-3 (fp32; stage 2 with G = 2, stage 3 also in bf16) give the --out weights
+           of the same job on one host, bit for bit; hybrid sharding by node (--shard-group-size
+           node: a group per host) gives the one-host run with --shard-group-size 2, bit for bit, and
+           only the across-group all-reduce crosses the link (bytes_sent_inter_group);
+  sever:   the link is cut mid-run: every rank, on both hosts, exits within --comm-timeout + 30 s with
+           the watchdog's message naming the collective, the step and the ranks across the link as
+           not answering; the link back, mpirun ends with exit 1.
+
+Where namespaces cannot be made (not root, no iproute2), prints SKIPPED with the reason and exits 77.
+
+usage: multihost_tests.py ZERODP CASE     (CASE: stages | sever)
+Exits non-zero with a message on the first failed check."""
+import os
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+import zdp_test as zt  # noqa: E402
+from zdp_test import check  # noqa: E402
+from zdp_hosts import TestHosts  # noqa: E402
+
+ZERODP, CASE = zt.driver_args(__doc__)
+why_not = TestHosts.unavailable()
+if why_not:
+    print(f"SKIPPED: no test hosts on this machine: {why_not}")
+    sys.exit(77)
+
+tmp = zt.workdir("multihost")
+tokens, init = zt.make_inputs(ZERODP, tmp, layers=2, heads=2, embd=64, vocab=256, ctx=64, seed=23,
+                              text_bytes=60000)
+train = ["train", "--init", init, "--data", tokens, "--micro-batch", "2", "--seq", "32", "--lr", "1e-3",
+         "--log-every", "0"]
+
+
+def path(name):
+    return os.path.join(tmp, name)
+
+
+def one_host(args, name):
+    out = path(f"{name}-one.safetensors")
+    rc, so, se = zt.run(ZERODP, train + args + ["--out", out], ranks=4, timeout=180)
+    check(rc == 0, f"{name}: the one-host run (4 ranks) trains", se[-2000:])
+    return out
+
+
+def two_hosts(hosts, args, name):
+    out, metrics = path(f"{name}-two.safetensors"), path(f"{name}-two.jsonl")
+    r = zt.launch(hosts.mpirun([ZERODP] + train + args + ["--out", out, "--metrics", metrics], mpi_timeout=150),
+                  timeout=180)
+    check(r.code == 0, f"{name}: the run on 2 hosts x 2 ranks trains (exit {r.code})", r.err[-3000:])
+    return out, zt.read_metrics(metrics)
+
+
+with TestHosts(tmp) as hosts:
+    if CASE == "stages":
+        cases = [("stage0", ["--zero-stage", "0", "--steps", "4"]),
+                 ("stage1", ["--zero-stage", "1", "--steps", "4"]),
+                 ("stage2-accum2", ["--zero-stage", "2", "--steps", "3", "--accum", "2"]),
+                 ("stage3", ["--zero-stage", "3", "--steps", "4"]),
+                 ("stage3-bf16", ["--zero-stage", "3", "--steps", "4", "--dtype", "bf16"])]
+        for name, args in cases:
+            two, _ = two_hosts(hosts, args, name)
+            check(zt.read_bytes(two) == zt.read_bytes(one_host(args, name)),
+                  f"{name}: 2 hosts x 2 ranks give the one-host run's weights, bit for bit")
+        for stage in ("2", "3"):
+            name = f"hybrid-stage{stage}"
+            two, metrics = two_hosts(hosts, ["--zero-stage", stage, "--steps", "4", "--shard-group-size", "node"], name)
+            one = one_host(["--zero-stage", stage, "--steps", "4", "--shard-group-size", "2"], name)
+            check(zt.read_bytes(two) == zt.read_bytes(one),
+                  f"{name}: --shard-group-size node on 2 hosts gives --shard-group-size 2 on one, bit for bit")
+            traffic = [m for m in metrics if m.get("event") == "traffic"]
+            check(len(traffic) == 4, f"{name}: a traffic event per rank", str(metrics[-4:]))
+            for t in traffic:
+                inter, sent = t["bytes_sent_inter_group"], t["bytes_sent"]
+                check(inter["all_gather"] == 0 and inter["reduce_scatter"] == 0 and inter["broadcast"] == 0 and
+                      0 < inter["all_reduce"] <= sent["all_reduce"],
+                      f"{name}: rank {t['rank']}'s gathers and reduce-scatters stay on its host; only the "
+                      f"across-group all-reduce crosses the link", str(t))
+
+    elif CASE == "sever":
+        timeout_s = 5
+        outputs = path("ranks-output")
+        cmd = hosts.mpirun([ZERODP] + train + ["--zero-stage", "3", "--steps", "1000000", "--comm-timeout",
+                                               str(timeout_s)], output_dir=outputs)
+        p = subprocess.Popen(cmd, env=zt.ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            # Training on every rank, then the cable pulled.
+            deadline = time.monotonic() + 60
+            while len(hosts.processes(ZERODP)) < 4 or not os.path.exists(os.path.join(outputs, "1", "rank.0")):
+                check(time.monotonic() < deadline and p.poll() is None, "the 4 ranks started", "")
+                time.sleep(0.2)
+            time.sleep(3)
+            ranks = hosts.processes(ZERODP)
+            check(len(ranks) == 4 and sorted(ranks.values()) == [0, 0, 1, 1], "2 ranks run on each host", str(ranks))
+            hosts.sever()
+            cut = time.monotonic()
+            while hosts.processes(ZERODP) and time.monotonic() - cut < timeout_s + 40:
+                time.sleep(0.2)
+            took = time.monotonic() - cut
+            left = hosts.processes(ZERODP)
+            check(not left, f"every rank, on both hosts, exited within --comm-timeout + 30 s of the cut "
+                  f"(took {took:.1f} s)", f"still running: {left}")
+            check(took < timeout_s + 30, f"the ranks exited {took:.1f} s after the cut, within {timeout_s} + 30 s")
+            print(f"the last rank exited {took:.1f} s after the link was cut (--comm-timeout {timeout_s})")
+            # Whichever rank of a host diagnoses first ends its host's ranks (MPI_Abort), so each host
+            # must have at least one message, and every message must tell the story from its side.
+            told = {0: [], 1: []}
+            for rank in range(4):
+                with open(os.path.join(outputs, "1", f"rank.{rank}", "stderr"), errors="replace") as f:
+                    err = f.read()
+                line = next((x for x in err.splitlines() if "(--comm-timeout)" in x), None)
+                if line is None:
+                    continue
+                across = "ranks 2-3" if rank < 2 else "ranks 0-1"
+                check(line.startswith(f"[rank {rank}] error: collective ") and "did not complete within 5 s" in
+                      line and "(step " in line and f"Not arrived: {across} did not answer" in line and
+                      "Went past" not in line,
+                      f"rank {rank}'s message names the collective, the step, and {across} (across the link) as "
+                      f"not answering", line)
+                told[rank // 2].append(rank)
+            check(told[0] and told[1], f"a rank on each host wrote the watchdog's message (its host's output "
+                  f"file): {told}")
+            # The launcher's daemons cannot talk across a cut link: mpirun ends once it is back.
+            hosts.restore()
+            try:
+                p.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                pass
+            check(p.returncode is not None and p.returncode != 0,
+                  f"mpirun ended with a failure once the link was back (exit {p.returncode})")
+        finally:
+            if p.poll() is None:
+                p.kill()
+            p.communicate()
+    else:
+        sys.exit(f"unknown case {CASE}")
+print(f"{CASE}: all checks passed")

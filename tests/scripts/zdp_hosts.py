@@ -1,0 +1,173 @@
+"""Test hosts on one machine: network namespaces joined by a veth pair, and OpenMPI run across them
+over TCP as across real machines (tests/cli/multihost_tests.py, bench/multihost/run.py).
+
+Each host is a network namespace of its own (own interfaces, own loopback, own address on the link
+10.213.0.0/24) whose processes also see a hostname of their own (a UTS namespace entered by
+`unshare -u`), so OpenMPI takes them for separate nodes: one daemon per host, shared memory only
+within a host, TCP between them. mpirun runs on host 0; it starts the daemon of host 1 through a
+launch agent (plm_rsh_agent) that enters that host's namespaces where it would otherwise ssh.
+
+    with TestHosts(workdir) as hosts:           # or TestHosts.unavailable() -> reason to skip
+        hosts.netem(delay_ms=1, rate_mbit=1000)   # the link's latency and bandwidth, both ways
+        cmd = hosts.mpirun(["zerodp", "train", ...], ranks_per_host=2)
+        hosts.sever(); hosts.restore()            # the link down, then up again
+
+Needs root, `ip` (iproute2) and `unshare` (util-linux); `tc` for netem. Everything made is removed
+on exit, processes still running in the namespaces included.
+"""
+import os
+import shutil
+import subprocess
+
+SUBNET = "10.213.0.0/24"  # the test link's addresses: 10.213.0.1 (host 0), 10.213.0.2 (host 1), ...
+
+
+def _ip(*args, check=True):
+    return subprocess.run(["ip"] + list(args), capture_output=True, text=True, check=check)
+
+
+class TestHosts:
+    """Two test hosts, h0 and h1, and the link between them."""
+
+    def __init__(self, workdir, hosts=2, tag=None):
+        if hosts != 2:
+            raise ValueError("TestHosts joins exactly 2 hosts by one veth pair")
+        self.workdir = workdir
+        self.tag = tag or f"zdp{os.getpid() % 100000}"  # names unique to this process: tests run side by side
+        self.names = [f"h{i}" for i in range(hosts)]
+        self.netns = [f"{self.tag}{n}" for n in self.names]
+        self.links = [f"{self.tag}v{i}" for i in range(hosts)]  # interface names: at most 15 characters
+        self.addresses = [f"10.213.0.{i + 1}" for i in range(hosts)]
+        self.made = []
+
+    @staticmethod
+    def unavailable():
+        """Why test hosts cannot be made here (None when they can)."""
+        if os.geteuid() != 0:
+            return "network namespaces need root"
+        for tool in ("ip", "unshare", "tc"):
+            if shutil.which(tool) is None:
+                return f"'{tool}' is not installed (iproute2, util-linux)"
+        probe = f"zdpprobe{os.getpid() % 100000}"
+        r = _ip("netns", "add", probe, check=False)
+        if r.returncode != 0:
+            return f"cannot make a network namespace: {r.stderr.strip()[:200]}"
+        _ip("netns", "del", probe, check=False)
+        return None
+
+    def __enter__(self):
+        try:
+            for ns in self.netns:
+                _ip("netns", "add", ns)
+                self.made.append(ns)
+            _ip("link", "add", self.links[0], "type", "veth", "peer", "name", self.links[1])
+            for ns, link, addr in zip(self.netns, self.links, self.addresses):
+                _ip("link", "set", link, "netns", ns)
+                _ip("-n", ns, "addr", "add", f"{addr}/24", "dev", link)
+                _ip("-n", ns, "link", "set", "lo", "up")
+                _ip("-n", ns, "link", "set", link, "up")
+        except Exception:
+            self.__exit__(None, None, None)
+            raise
+        self._write_scripts()
+        return self
+
+    def __exit__(self, *exc):
+        for ns in self.made:
+            pids = _ip("netns", "pids", ns, check=False).stdout.split()
+            for pid in pids:
+                try:
+                    os.kill(int(pid), 9)
+                except (OSError, ValueError):
+                    pass
+            _ip("netns", "del", ns, check=False)  # takes its end of the veth pair, and so the pair
+        self.made = []
+        return False
+
+    def _write_scripts(self):
+        # enter: runs a command on a host (its namespaces, its hostname).
+        self.enter = os.path.join(self.workdir, "enter-host")
+        with open(self.enter, "w") as f:
+            f.write('#!/bin/sh\n# enter-host HOST COMMAND...: run COMMAND on test host HOST\n'
+                    'host=$1; shift\n'
+                    f'exec ip netns exec "{self.tag}$host" unshare -u /bin/sh -c \'hostname "$0" && exec "$@"\' '
+                    '"$host" "$@"\n')
+        # agent: what mpirun calls instead of ssh: `agent [ssh options] HOST REMOTE COMMAND WORDS...`;
+        # like ssh it hands the words to a shell there.
+        self.agent = os.path.join(self.workdir, "launch-agent")
+        with open(self.agent, "w") as f:
+            f.write('#!/bin/sh\n# mpirun\'s launch agent for the test hosts: enters HOST instead of ssh-ing to it\n'
+                    'while [ "${1#-}" != "$1" ]; do shift; done\n'
+                    'host=$1; shift\n'
+                    f'exec ip netns exec "{self.tag}$host" unshare -u /bin/sh -c "hostname $host && $*"\n')
+        for p in (self.enter, self.agent):
+            os.chmod(p, 0o755)
+        self.hostfile = os.path.join(self.workdir, "hostfile")
+
+    def on_host(self, host, cmd):
+        """`cmd` run on test host number `host`."""
+        return [self.enter, self.names[host]] + list(cmd)
+
+    def mpirun(self, cmd, ranks_per_host=2, mpi_timeout=None, output_dir=None, extra=()):
+        """The command line that runs `cmd` on ranks_per_host ranks of each host, started from host 0
+        (ranks 0..k-1 on h0, k..2k-1 on h1), OpenMPI's messages and daemons over the test link."""
+        with open(self.hostfile, "w") as f:
+            for n in self.names:
+                f.write(f"{n} slots={ranks_per_host}\n")
+        args = ["mpirun", "--hostfile", self.hostfile, "-n", str(ranks_per_host * len(self.names)),
+                "--map-by", "slot", "--mca", "plm_rsh_agent", self.agent,
+                "--mca", "btl", "self,vader,tcp", "--mca", "btl_tcp_if_include", SUBNET,
+                "--mca", "oob_tcp_if_include", SUBNET, "-x", "OMP_NUM_THREADS"]
+        for var in sorted(os.environ):  # the test hooks a driver sets reach the other host too
+            if var.startswith("ZERODP_"):
+                args += ["-x", var]
+        if mpi_timeout:
+            args += ["--timeout", str(mpi_timeout)]
+        if output_dir:
+            args += ["--output-filename", output_dir]
+        return self.on_host(0, args + list(extra) + list(cmd))
+
+    def _tc(self, host, *args):
+        subprocess.run(["ip", "netns", "exec", self.netns[host], "tc", "qdisc"] + list(args),
+                       capture_output=True, text=True, check=True)
+
+    def netem(self, delay_ms=0.0, rate_mbit=None):
+        """Gives the link a one-way latency and a bandwidth (each direction); netem(0, None) clears it."""
+        for h, link in enumerate(self.links):
+            spec = ["delay", f"{delay_ms}ms"] if delay_ms else []
+            if rate_mbit:
+                spec += ["rate", f"{rate_mbit}mbit"]
+            if spec:
+                self._tc(h, "replace", "dev", link, "root", "netem", *spec, "limit", "100000")
+            else:
+                subprocess.run(["ip", "netns", "exec", self.netns[h], "tc", "qdisc", "del", "dev", link, "root"],
+                               capture_output=True)
+
+    def sever(self):
+        """Cuts the link (host 1's end down): packets are lost, nothing is refused, as a pulled cable."""
+        _ip("-n", self.netns[1], "link", "set", self.links[1], "down")
+
+    def restore(self):
+        _ip("-n", self.netns[1], "link", "set", self.links[1], "up")
+
+    def netns_inode(self, host):
+        """The inode of host's network namespace, as /proc/PID/ns/net shows it."""
+        return os.stat(f"/var/run/netns/{self.netns[host]}").st_ino
+
+    def processes(self, exe):
+        """{pid: host} of the running processes of executable `exe` on the test hosts."""
+        inodes = {self.netns_inode(h): h for h in range(len(self.names))}
+        found = {}
+        real = os.path.realpath(exe)
+        for d in os.listdir("/proc"):
+            if not d.isdigit():
+                continue
+            try:
+                if os.path.realpath(f"/proc/{d}/exe") != real:
+                    continue
+                ino = os.stat(f"/proc/{d}/ns/net").st_ino
+            except OSError:
+                continue
+            if ino in inodes:
+                found[int(d)] = inodes[ino]
+        return found
