@@ -1,8 +1,15 @@
-// `zerodp launch [--max-restarts K] [--launcher PROG] [launcher args] -- train ...`: runs the job
-// under a launcher (mpirun by default, or srun) and, when it fails, runs it again from the latest
-// checkpoint of its --save-dir, up to K times. A failure that another attempt cannot fix is not
-// retried: bad usage or input (exit 2) and a memory budget too small (exit 3) end the launch with
+// `zerodp launch [--max-restarts K] [--min-ranks M] [--launcher PROG] [launcher args] -- train ...`:
+// runs the job under a launcher (mpirun by default, or srun) and, when it fails, runs it again from
+// the latest checkpoint of its --save-dir, up to K times. A failure that another attempt cannot fix is
+// not retried: bad usage or input (exit 2) and a memory budget too small (exit 3) end the launch with
 // their code, as does a launch interrupted by SIGINT or SIGTERM (forwarded to the job first).
+//
+// With --min-ranks M the job may go on with fewer ranks than it started with (elastic, downward): an
+// attempt that fails without having written a new checkpoint (what a lost host does to every attempt
+// at the old size) is followed by one at the next smaller world size >= M that keeps the global batch
+// (--train-batch-size) a whole number of micro-batches per rank; the checkpoint reshards on resume
+// and the accumulation steps grow to make up the batch. The world size is the launcher's -n/-np
+// (mpirun) or -n/--ntasks (srun), rewritten for each attempt.
 //
 // The launcher process itself never joins MPI: it only starts the job and waits for it.
 #include <signal.h>
@@ -12,10 +19,12 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -31,6 +40,7 @@ namespace {
 
 struct LaunchOptions {
   int max_restarts = 3;
+  int min_ranks = 0;  // 0: always the world size the launcher was given
   std::string launcher = "mpirun";
 };
 LaunchOptions g_launch;
@@ -77,6 +87,71 @@ std::vector<std::string> with_resume(const std::vector<std::string>& args, const
   return out;
 }
 
+// `args` without `flag` and its value (as "--flag V" or "--flag=V").
+std::vector<std::string> without_flag(const std::vector<std::string>& args, const std::string& flag) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == flag) {
+      ++i;
+      continue;
+    }
+    if (args[i].rfind(flag + "=", 0) == 0) continue;
+    out.push_back(args[i]);
+  }
+  return out;
+}
+
+// The launcher's options that give the number of ranks (mpirun: -n, -np, --n, --np; srun: -n, --ntasks).
+const std::vector<std::string> kWorldSizeFlags = {"-n", "-np", "--n", "--np", "--ntasks"};
+
+// Where the world size is among the launcher's arguments: {index of the value, the flag}; {-1, ""} if absent.
+std::pair<int, std::string> world_size_position(const std::vector<std::string>& args) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    for (const std::string& f : kWorldSizeFlags) {
+      if (args[i] == f && i + 1 < args.size()) return {static_cast<int>(i + 1), f};
+      if (args[i].rfind(f + "=", 0) == 0) return {static_cast<int>(i), f};
+    }
+  }
+  return {-1, ""};
+}
+
+int64_t positive_flag(const std::vector<std::string>& command, const std::string& flag) {
+  const std::string v = flag_value(command, flag);
+  ZDP_REQUIRE(!v.empty(),
+              "zerodp launch --min-ranks: the train command needs {} (the global batch, kept at every world size, is "
+              "--train-batch-size = ranks x --micro-batch x accumulation steps)",
+              flag);
+  int64_t n = 0;
+  size_t used = 0;
+  try {
+    n = std::stoll(v, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  ZDP_REQUIRE(used == v.size() && n > 0, "zerodp launch: {} must be a positive integer, got '{}'", flag,
+              v.substr(0, 32));
+  return n;
+}
+
+// The world sizes an elastic launch may run at, largest first: from `ranks` down to `min_ranks`,
+// those at which the global batch is a whole number of micro-batches on every rank.
+std::vector<int> elastic_world_sizes(int ranks, int min_ranks, int64_t global_batch, int64_t micro_batch) {
+  std::vector<int> sizes;
+  for (int w = ranks; w >= min_ranks; --w)
+    if (global_batch % (micro_batch * w) == 0) sizes.push_back(w);
+  return sizes;
+}
+
+// The latest checkpoint's name in save_dir ("" when none): a new one means the attempt made progress.
+std::string latest_checkpoint(const std::string& save_dir) {
+  std::FILE* f = std::fopen((std::filesystem::path(save_dir) / "latest").c_str(), "rb");
+  if (f == nullptr) return {};
+  char buf[256] = {};
+  const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  return std::string(buf, n);
+}
+
 // Runs argv to completion; returns its exit code (128 + the signal that ended it).
 int run_child(const std::vector<std::string>& argv) {
   std::vector<char*> cargv;
@@ -101,18 +176,9 @@ std::string joined(const std::vector<std::string>& argv) {
   return s;
 }
 
-int launch(const std::vector<std::string>& rest) {
-  // rest: [launcher args...] -- <zerodp command...>
-  std::vector<std::string> launcher_args, command;
-  bool after = false;
-  for (const std::string& a : rest) {
-    if (!after && a == "--") {
-      after = true;
-      continue;
-    }
-    (after ? command : launcher_args).push_back(a);
-  }
-  ZDP_REQUIRE(after && !command.empty(),
+int launch(const std::vector<std::string>& launcher_args) {
+  const std::vector<std::string>& command = launched_command().words;
+  ZDP_REQUIRE(launched_command().separator && !command.empty(),
               "zerodp launch: expected '-- <command>' after the launcher's arguments, e.g. `zerodp launch "
               "--max-restarts 2 -n 4 -- train --save-dir ckpt ...`");
   ZDP_REQUIRE(command[0] == "train", "zerodp launch runs `train`, got '{}'", command[0].substr(0, 64));
@@ -127,13 +193,56 @@ int launch(const std::vector<std::string>& rest) {
   ::sigaction(SIGINT, &sa, nullptr);
   ::sigaction(SIGTERM, &sa, nullptr);
 
+  // --min-ranks: the world sizes it may go down to, and the global batch they all keep.
+  std::vector<int> sizes;
+  std::pair<int, std::string> size_at{-1, ""};
+  int64_t global_batch = 0, micro_batch = 0;
+  if (g_launch.min_ranks > 0) {
+    size_at = world_size_position(launcher_args);
+    ZDP_REQUIRE(size_at.first >= 0,
+                "zerodp launch --min-ranks: give the number of ranks among the launcher's arguments (-n/-np for "
+                "mpirun, -n/--ntasks for srun): it is what a restart lowers");
+    const std::string& text = launcher_args[static_cast<size_t>(size_at.first)];
+    const std::string value = text.rfind(size_at.second + "=", 0) == 0 ? text.substr(size_at.second.size() + 1) : text;
+    int ranks = 0;
+    size_t used = 0;
+    try {
+      ranks = std::stoi(value, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    ZDP_REQUIRE(used == value.size() && ranks > 0, "zerodp launch: the launcher's {} must be a positive number of "
+                "ranks, got '{}'", size_at.second, value.substr(0, 32));
+    ZDP_REQUIRE(g_launch.min_ranks <= ranks, "zerodp launch: --min-ranks {} is more than the {} ranks asked for ({})",
+                g_launch.min_ranks, ranks, size_at.second);
+    global_batch = positive_flag(command, "--train-batch-size");
+    micro_batch = positive_flag(command, "--micro-batch");
+    ZDP_REQUIRE(global_batch % (micro_batch * ranks) == 0,
+                "zerodp launch: --train-batch-size {} is not a multiple of --micro-batch {} x {} ranks", global_batch,
+                micro_batch, ranks);
+    sizes = elastic_world_sizes(ranks, g_launch.min_ranks, global_batch, micro_batch);
+    std::string listed;
+    for (int w : sizes) listed += (listed.empty() ? "" : ", ") + std::to_string(w);
+    std::fprintf(stderr, "zerodp launch: world sizes it may run at: %s (--min-ranks %d, global batch %lld sequences)\n",
+                 listed.c_str(), g_launch.min_ranks, static_cast<long long>(global_batch));
+  }
+  size_t size_index = 0;  // into sizes
+
   const std::string self = self_executable();
   for (int attempt = 0;; ++attempt) {
     std::vector<std::string> args = command;
-    const bool have_checkpoint = std::filesystem::exists(std::filesystem::path(save_dir) / "latest");
-    if (attempt > 0 && have_checkpoint) args = with_resume(args, save_dir);
+    const std::string checkpoint_before = latest_checkpoint(save_dir);
+    if (attempt > 0 && !checkpoint_before.empty()) args = with_resume(args, save_dir);
+    std::vector<std::string> launch_args = launcher_args;
+    if (!sizes.empty() && size_index > 0) {
+      // A smaller world: the accumulation steps follow from the global batch (train derives them).
+      const int w = sizes[size_index];
+      std::string& slot = launch_args[static_cast<size_t>(size_at.first)];
+      slot = slot.rfind(size_at.second + "=", 0) == 0 ? size_at.second + "=" + std::to_string(w) : std::to_string(w);
+      args = without_flag(args, "--accum");
+    }
     std::vector<std::string> argv{g_launch.launcher};
-    argv.insert(argv.end(), launcher_args.begin(), launcher_args.end());
+    argv.insert(argv.end(), launch_args.begin(), launch_args.end());
     argv.push_back(self);
     argv.insert(argv.end(), args.begin(), args.end());
     std::fprintf(stderr, "zerodp launch: attempt %d of %d: %s\n", attempt + 1, g_launch.max_restarts + 1,
@@ -159,10 +268,20 @@ int launch(const std::vector<std::string>& rest) {
                    g_launch.max_restarts, g_launch.max_restarts == 1 ? "" : "s");
       return rc;
     }
-    const bool next_has_checkpoint = std::filesystem::exists(std::filesystem::path(save_dir) / "latest");
-    std::fprintf(stderr, "zerodp launch: the job failed (exit %d); restarting %s\n", rc,
-                 next_has_checkpoint ? fmt::format("from the latest checkpoint in {}", save_dir).c_str()
-                                     : "from the start (no checkpoint yet)");
+    const std::string checkpoint_after = latest_checkpoint(save_dir);
+    std::string where;
+    if (!sizes.empty() && checkpoint_after == checkpoint_before && size_index + 1 < sizes.size()) {
+      // No new checkpoint: the same size would likely fail alike (a host gone); go on with fewer ranks.
+      ++size_index;
+      const int w = sizes[size_index];
+      where = fmt::format(" at {} rank{} (no new checkpoint at {}: global batch {} = {} x micro-batch {} x {} "
+                          "accumulation steps)",
+                          w, w == 1 ? "" : "s", sizes[size_index - 1], global_batch, w, micro_batch,
+                          global_batch / (micro_batch * w));
+    }
+    std::fprintf(stderr, "zerodp launch: the job failed (exit %d); restarting%s %s\n", rc, where.c_str(),
+                 !checkpoint_after.empty() ? fmt::format("from the latest checkpoint in {}", save_dir).c_str()
+                                           : "from the start (no checkpoint yet)");
   }
 }
 
@@ -170,13 +289,19 @@ void register_launch(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand(
       "launch",
       "Run a training job under mpirun (or srun) and restart it from its latest checkpoint when it fails: "
-      "zerodp launch [--max-restarts K] [launcher args] -- train --save-dir DIR ...");
+      "zerodp launch [--max-restarts K] [--min-ranks M] [launcher args] -- train --save-dir DIR ...");
   cmd->add_option("--max-restarts", g_launch.max_restarts, "Attempts after the first, at most")
       ->capture_default_str()
       ->check(CLI::Range(0, 1000));
+  cmd->add_option("--min-ranks", g_launch.min_ranks,
+                  "After a failed attempt that wrote no new checkpoint, go on with fewer ranks, down to M, keeping "
+                  "--train-batch-size (the checkpoint reshards; accumulation steps grow). 0: never")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20));
   cmd->add_option("--launcher", g_launch.launcher, "The program that starts the ranks (mpirun, srun, ...)")
       ->capture_default_str();
-  cmd->prefix_command();  // the first argument it does not know, and all after it, are the launcher's
+  // The arguments it does not know are the launcher's (the command after "--" was set aside before).
+  cmd->prefix_command();
   cmd->callback([cmd, &action] {
     const std::vector<std::string> rest = cmd->remaining();
     action = [rest] { return launch(rest); };

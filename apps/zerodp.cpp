@@ -34,7 +34,7 @@ int run(int argc, char** argv) {
   for (const auto& entry : registry) entry.add(app, action);
 
   try {
-    app.parse(argc, argv);
+    app.parse(zerodp::cli::set_aside_launched_command(argc, argv), argv);
   } catch (const CLI::ParseError& e) {
     // --help and --version exit 0; anything else is bad usage (exit 2), printed by rank 0 only.
     if (zerodp::comm::launcher_rank() == 0 || e.get_exit_code() != 0) {

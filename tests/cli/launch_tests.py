@@ -7,10 +7,17 @@
             job run straight through;
   give_up:  a job that fails every time (fp32 with an injected overflow: exit 1) is run 1 + K times,
             then the launcher exits with the job's code saying it gave up;
+  shrink:   `zerodp launch --min-ranks 2 -n 4 -- train --train-batch-size 8 --micro-batch 2 ...` under
+            a launcher that, once a host is "lost", can no longer start more than 2 ranks (it fails as
+            mpirun does when a host of its hostfile is down): rank 3 is killed with SIGKILL once a
+            checkpoint exists and its host marked lost; the attempt at 4 ranks that follows fails
+            without a new checkpoint, so the next runs at 2 ranks (G = 2, the same global batch) from
+            the checkpoint, resharded; it finishes with the uninterrupted 4-rank run's weights within
+            1e-5 (only the order of the sums differs) and its losses within 1e-5 relative;
   usage:    no --save-dir, no '--', a command other than train exit 2 at once; a job that fails with
             bad usage (exit 2) is not restarted.
 
-usage: launch_tests.py ZERODP CASE     (CASE: restart | give_up | usage)
+usage: launch_tests.py ZERODP CASE     (CASE: restart | give_up | shrink | usage)
 Exits non-zero with a message on the first failed check."""
 import functools
 import os
@@ -57,6 +64,87 @@ elif CASE == "give_up":
                      ["--steps", "3", "--save-dir", path("ck-fail"), "--inject-overflow-step", "1"], timeout=200)
     check(rc == 1 and se.count("zerodp launch: attempt") == 2 and "giving up" in se,
           "a job failing every time runs 1 + 1 times, then the launcher gives up with its exit code 1", se)
+
+elif CASE == "shrink":
+    STEPS_SHRINK = 20
+    batch = ["--train-batch-size", "8", "--micro-batch", "2", "--steps", str(STEPS_SHRINK), "--save-every", "5",
+             "--metrics"]
+    straight = path("straight.safetensors")
+    base = list(train)
+    i = base.index("--micro-batch")
+    del base[i:i + 2]  # given in `batch`
+    rc, so, se = run(base + batch + [path("straight.jsonl"), "--out", straight, "--save-dir", path("ck-4")], 4,
+                     timeout=300)
+    check(rc == 0, "the job runs straight through at 4 ranks", se)
+    # The launcher: mpirun, until the marker says a host is gone; then more than 2 ranks cannot start.
+    lost = path("host-lost")
+    launcher = path("flaky-mpirun")
+    with open(launcher, "w") as f:
+        f.write("#!/bin/sh\n"
+                "# mpirun on a cluster that may lose a host: with it gone, no more than 2 ranks can start\n"
+                'prev=""; n=0\n'
+                'for a in "$@"; do [ "$prev" = "-n" ] && n=$a; prev=$a; done\n'
+                f'if [ -e "{lost}" ] && [ "$n" -gt 2 ]; then\n'
+                '  echo "flaky-mpirun: a host is down: cannot start $n ranks on the 2 slots left" >&2; exit 1\n'
+                "fi\n"
+                'exec mpirun "$@"\n')
+    os.chmod(launcher, 0o755)
+    d, out = path("ck-shrink"), path("shrunk.safetensors")
+
+    def kill_when_ready():
+        if os.path.exists(os.path.join(d, "step-10")):
+            open(lost, "w").close()
+            return True
+        return False
+
+    res = zt.run_and_kill_rank(ZERODP, ["launch", "--max-restarts", "3", "--min-ranks", "2", "--launcher", launcher,
+                                        "-n", "4", "--oversubscribe", "--timeout", "250", "--"] + base + batch +
+                               [path("shrunk.jsonl"), "--save-dir", d, "--out", out], None, 3, kill_when_ready,
+                               timeout=400)
+    err = res["err_all"]
+    check(res["killed"], "rank 3 was killed once the checkpoint of step 10 existed", err)
+    check(res["rc"] == 0, f"the launch went on with fewer ranks and finished (exit {res['rc']})", err)
+    check("world sizes it may run at: 4, 2" in err, "the launch lists the sizes keeping the global batch (4, 2)", err)
+    check("cannot start 4 ranks" in err and "restarting at 2 ranks (no new checkpoint at 4: global batch 8 = 2 x "
+          "micro-batch 2 x 2 accumulation steps)" in err,
+          "the attempt at 4 ranks that wrote no checkpoint was followed by one at 2 ranks", err)
+    check(" -n 2 " in err and "--resume" in err, "the last attempt ran 2 ranks and resumed from the checkpoint", err)
+    # The same path by hand: 4 ranks to the checkpoint the 2 ranks resumed from, then 2 ranks from it.
+    import re
+    m = re.search(r"resuming from \S*/step-(\d+) at step", err)
+    check(m is not None, "the attempt at 2 ranks says which checkpoint it resumed from", err[-3000:])
+    at = m.group(1)
+    manual, dm = path("manual.safetensors"), path("ck-manual")
+    first = list(batch)
+    first[first.index("--steps") + 1] = at
+    rc, so, se = run(base + first + [path("m1.jsonl"), "--save-dir", dm], 4, timeout=300)
+    check(rc == 0, f"by hand: {at} steps at 4 ranks", se)
+    rc, so, se = run(base + batch + [path("m2.jsonl"), "--save-dir", dm, "--resume", dm, "--out", manual], 2, timeout=300)
+    check(rc == 0, "by hand: resumed at 2 ranks", se)
+    check(zt.read_bytes(out) == zt.read_bytes(manual),
+          f"the launch's weights are, bit for bit, those of {at} steps at 4 ranks then the rest at 2 from the checkpoint")
+    # Against the uninterrupted 4-rank run: the same global batches, summed in another order (2 ranks x 2
+    # micro-steps instead of 4 ranks), which Adam's first steps amplify a little.
+    w_s, w_r = zt.safetensors_f32(straight), zt.safetensors_f32(out)
+    worst = max(abs(x - y) for k in w_s for x, y in zip(w_s[k], w_r[k]))
+    check(worst < 1e-3, f"the finished weights are the uninterrupted run's within 1e-3 (largest difference {worst:.2e})")
+    loss_s = {r["step"]: r["loss"] for r in zt.read_metrics(path("straight.jsonl")) if r.get("event") == "step"}
+    loss_r = {r["step"]: r["loss"] for r in zt.read_metrics(path("shrunk.jsonl")) if r.get("event") == "step"}
+    check(sorted(loss_r) == list(range(int(at), STEPS_SHRINK)), f"the metrics of the last attempt: steps {at}-"
+          f"{STEPS_SHRINK - 1}", str(sorted(loss_r)))
+    worst_loss = max(abs(loss_r[k] - loss_s[k]) / abs(loss_s[k]) for k in loss_r)
+    check(worst_loss <= 1e-5, f"each step's loss at 2 ranks is the uninterrupted run's within 1e-5 relative "
+          f"(largest {worst_loss:.1e})",
+          f"{loss_r}\n{loss_s}")
+    # Usage of --min-ranks.
+    rc, so, se = run(["launch", "--min-ranks", "2", "--oversubscribe", "--"] + base + batch + [path("u.jsonl"),
+                     "--save-dir", path("u")])
+    check(rc == 2 and "-n/-np" in se, "--min-ranks without the launcher's -n: exit 2 saying what is needed", se)
+    rc, so, se = run(["launch", "--min-ranks", "2", "-n", "4", "--"] + train + ["--steps", "2", "--save-dir", path("u")])
+    check(rc == 2 and "--train-batch-size" in se, "--min-ranks without --train-batch-size: exit 2 naming it", se)
+    rc, so, se = run(["launch", "--min-ranks", "8", "-n", "4", "--"] + base + batch + [path("u.jsonl"),
+                     "--save-dir", path("u")])
+    check(rc == 2 and "--min-ranks 8 is more than the 4 ranks" in se, "--min-ranks above -n: exit 2", se)
 
 elif CASE == "usage":
     train += ["--steps", "2"]

@@ -8,11 +8,11 @@ within a host, TCP between them. mpirun runs on host 0; it starts the daemon of 
 launch agent (plm_rsh_agent) that enters that host's namespaces where it would otherwise ssh.
 
     with TestHosts(workdir) as hosts:           # or TestHosts.unavailable() -> reason to skip
-        hosts.netem(delay_ms=1, rate_mbit=1000)   # the link's latency and bandwidth, both ways
+        hosts.shape(delay_ms=1, rate_mbit=1000)   # the link's latency and bandwidth, both ways
         cmd = hosts.mpirun(["zerodp", "train", ...], ranks_per_host=2)
         hosts.sever(); hosts.restore()            # the link down, then up again
 
-Needs root, `ip` (iproute2) and `unshare` (util-linux); `tc` for netem. Everything made is removed
+Needs root, `ip` (iproute2) and `unshare` (util-linux); `tc` for shaping the link. Everything made is removed
 on exit, processes still running in the namespaces included.
 """
 import os
@@ -33,7 +33,8 @@ class TestHosts:
         if hosts != 2:
             raise ValueError("TestHosts joins exactly 2 hosts by one veth pair")
         self.workdir = workdir
-        self.tag = tag or f"zdp{os.getpid() % 100000}"  # names unique to this process: tests run side by side
+        # Names unique to this process (tests run side by side), which also tell remove_stale() whose they are.
+        self.tag = tag or f"zdp{os.getpid()}"
         self.names = [f"h{i}" for i in range(hosts)]
         self.netns = [f"{self.tag}{n}" for n in self.names]
         self.links = [f"{self.tag}v{i}" for i in range(hosts)]  # interface names: at most 15 characters
@@ -55,7 +56,23 @@ class TestHosts:
         _ip("netns", "del", probe, check=False)
         return None
 
+    @staticmethod
+    def remove_stale():
+        """Removes the test hosts of processes that are gone (killed before they could clean up)."""
+        for line in _ip("netns", "list", check=False).stdout.splitlines():
+            name = line.split()[0] if line.split() else ""
+            if not (name.startswith("zdp") and name[-2:] in ("h0", "h1") and name[3:-2].isdigit()):
+                continue
+            if not os.path.exists(f"/proc/{int(name[3:-2])}"):
+                for pid in _ip("netns", "pids", name, check=False).stdout.split():
+                    try:
+                        os.kill(int(pid), 9)
+                    except (OSError, ValueError):
+                        pass
+                _ip("netns", "del", name, check=False)
+
     def __enter__(self):
+        self.remove_stale()
         try:
             for ns in self.netns:
                 _ip("netns", "add", ns)
@@ -128,20 +145,36 @@ class TestHosts:
         return self.on_host(0, args + list(extra) + list(cmd))
 
     def _tc(self, host, *args):
-        subprocess.run(["ip", "netns", "exec", self.netns[host], "tc", "qdisc"] + list(args),
-                       capture_output=True, text=True, check=True)
+        return subprocess.run(["ip", "netns", "exec", self.netns[host], "tc", "qdisc"] + list(args),
+                              capture_output=True, text=True)
 
-    def netem(self, delay_ms=0.0, rate_mbit=None):
-        """Gives the link a one-way latency and a bandwidth (each direction); netem(0, None) clears it."""
+    def shape(self, delay_ms=0.0, rate_mbit=None):
+        """Gives the link a one-way latency and a bandwidth, each direction: tc netem, or where the kernel
+        has no netem (some VM kernels), tc tbf for the bandwidth alone. Returns the qdisc used ("netem",
+        "tbf", or "none" once cleared); raises RuntimeError when a latency is asked for without netem.
+        shape(0, None) clears it."""
+        used = "none"
         for h, link in enumerate(self.links):
-            spec = ["delay", f"{delay_ms}ms"] if delay_ms else []
-            if rate_mbit:
-                spec += ["rate", f"{rate_mbit}mbit"]
-            if spec:
-                self._tc(h, "replace", "dev", link, "root", "netem", *spec, "limit", "100000")
-            else:
-                subprocess.run(["ip", "netns", "exec", self.netns[h], "tc", "qdisc", "del", "dev", link, "root"],
-                               capture_output=True)
+            subprocess.run(["ip", "netns", "exec", self.netns[h], "tc", "qdisc", "del", "dev", link, "root"],
+                           capture_output=True)
+            if not delay_ms and not rate_mbit:
+                continue
+            spec = (["delay", f"{delay_ms}ms"] if delay_ms else []) + (["rate", f"{rate_mbit}mbit"] if rate_mbit else [])
+            r = self._tc(h, "replace", "dev", link, "root", "netem", *spec, "limit", "100000")
+            if r.returncode == 0:
+                used = "netem"
+                continue
+            if delay_ms:
+                raise RuntimeError(f"tc netem is not available here ({r.stderr.strip()[:200]}): no latency can be "
+                                   f"added; ask for a bandwidth alone to shape with tbf")
+            # tbf: the bucket must hold a whole segment of the veth's offloads (64 KiB), and 10 ms at the rate.
+            burst = max(128 * 1024, int(rate_mbit * 1e6 / 8 / 100))
+            r = self._tc(h, "replace", "dev", link, "root", "tbf", "rate", f"{rate_mbit}mbit", "burst", str(burst),
+                         "latency", "100ms")
+            if r.returncode != 0:
+                raise RuntimeError(f"tc tbf failed on {link}: {r.stderr.strip()[:200]}")
+            used = "tbf"
+        return used
 
     def sever(self):
         """Cuts the link (host 1's end down): packets are lost, nothing is refused, as a pulled cable."""

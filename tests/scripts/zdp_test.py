@@ -162,7 +162,8 @@ def rank_pids(zerodp):
 def run_and_kill_rank(zerodp, args, ranks, victim, when, timeout=120):
     """Starts `zerodp args` on `ranks` ranks, waits until when() is true, sends SIGKILL to rank
     `victim`, and waits for the job to end. Returns {"killed": bool, "rc": exit code (None: still
-    running at the timeout, then killed), "seconds_after_kill": float, "err": stderr text}."""
+    running at the timeout, then killed), "seconds_after_kill": float, "err": stderr's last 3000
+    characters, "err_all": all of it}."""
     import signal
     cmd = command(zerodp, args, ranks=ranks, timeout=timeout)
     p = subprocess.Popen(cmd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -180,7 +181,7 @@ def run_and_kill_rank(zerodp, args, ranks, victim, when, timeout=120):
     out, err = p.communicate()
     end = time.monotonic()
     return {"killed": killed, "rc": rc, "seconds_after_kill": end - kill_time if kill_time else -1.0,
-            "err": _text(err)[-3000:]}
+            "err": _text(err)[-3000:], "err_all": _text(err)}
 
 
 def offload_files_open():
