@@ -8,6 +8,9 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config git
   # The multi-host tests: network namespaces (ip), traffic shaping (tc), hostnames of their own (unshare).
   iproute2 util-linux
+  # The Slurm test (tests/cli/slurm_test.sh): a one-node cluster with munge authentication; srun's
+  # mpi/pmix plugin (slurm-wlm-basic-plugins) loads libpmix from libpmix-dev.
+  slurmctld slurmd slurm-client munge libpmix-dev procps
   libopenmpi-dev openmpi-bin
   libopenblas-dev libopenblas-openmp-dev libdnnl-dev liburing-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev

@@ -230,8 +230,13 @@ std::string diagnose_stuck_collective(const StuckCollective& c) {
                            "issued in another order)"
                          : ". Not arrived: " + missing;
   if (!arrived.empty()) msg += fmt::format(". Arrived: rank{} {}", arrived.size() == 1 ? "" : "s", rank_list(arrived));
-  if (!ahead.empty()) {
+  if (!ahead.empty() && silent.empty()) {
     msg += ". Went past it, so the ranks disagree on their collectives (one skipped or added one): ";
+    for (size_t i = 0; i < ahead.size(); ++i) msg += (i ? "; " : "") + ahead[i];
+  } else if (!ahead.empty()) {
+    // With members silent, one past it proves no disagreement: a ring may have brought it every piece
+    // it needed before the others stopped (cut off downstream of it, say).
+    msg += ". Already past it (its part done before the others went silent): ";
     for (size_t i = 0; i < ahead.size(); ++i) msg += (i ? "; " : "") + ahead[i];
   }
   return msg;

@@ -6,13 +6,19 @@ them, tests/scripts/zdp_hosts.py), 2 hosts x 2 ranks:
            of the same job on one host, bit for bit; hybrid sharding by node (--shard-group-size
            node: a group per host) gives the one-host run with --shard-group-size 2, bit for bit, and
            only the across-group all-reduce crosses the link (bytes_sent_inter_group);
+  lost_host: `zerodp launch --min-ranks 2` runs the job on both hosts; once a checkpoint exists, host
+           1 dies (every process on it killed) and its link goes down. The attempt at 4 ranks that
+           follows cannot start its daemon there and writes no checkpoint, so the launch goes on at 2
+           ranks on host 0 (G = 2, the same global batch) from the checkpoint, resharded: the same bits
+           as 4 ranks to that checkpoint and 2 ranks from it, each loss within 1e-5 of the
+           uninterrupted 4-rank run;
   sever:   the link is cut mid-run: every rank, on both hosts, exits within --comm-timeout + 30 s with
            the watchdog's message naming the collective, the step and the ranks across the link as
            not answering; the link back, mpirun ends with exit 1.
 
 Where namespaces cannot be made (not root, no iproute2), prints SKIPPED with the reason and exits 77.
 
-usage: multihost_tests.py ZERODP CASE     (CASE: stages | sever)
+usage: multihost_tests.py ZERODP CASE     (CASE: stages | lost_host | sever)
 Exits non-zero with a message on the first failed check."""
 import os
 import subprocess
@@ -56,6 +62,20 @@ def two_hosts(hosts, args, name):
     return out, zt.read_metrics(metrics)
 
 
+def stop(p):
+    """Ends a job started on the hosts, whatever state it and the link are in; returns its stderr. (Its
+    daemons and ranks hold its output pipes: they must go too, and a cut link must be mended for that.)"""
+    if p.poll() is None:
+        p.kill()
+    try:
+        return p.communicate(timeout=20)[1].decode(errors="replace")
+    except subprocess.TimeoutExpired:
+        hosts.restore()
+        hosts.kill_host(0)
+        hosts.kill_host(1)
+        return p.communicate()[1].decode(errors="replace")
+
+
 with TestHosts(tmp) as hosts:
     if CASE == "stages":
         cases = [("stage0", ["--zero-stage", "0", "--steps", "4"]),
@@ -81,6 +101,57 @@ with TestHosts(tmp) as hosts:
                       0 < inter["all_reduce"] <= sent["all_reduce"],
                       f"{name}: rank {t['rank']}'s gathers and reduce-scatters stay on its host; only the "
                       f"across-group all-reduce crosses the link", str(t))
+
+    elif CASE == "lost_host":
+        import re
+        steps = 40
+        job = train[:] + ["--train-batch-size", "8", "--zero-stage", "2", "--steps", str(steps), "--save-every", "5"]
+        del job[job.index("--micro-batch"):job.index("--micro-batch") + 2]
+        job += ["--micro-batch", "2"]
+        straight = path("straight.safetensors")
+        rc, so, se = zt.run(ZERODP, job + ["--save-dir", path("ck-straight"), "--out", straight, "--metrics",
+                                           path("straight.jsonl")], ranks=4, timeout=240)
+        check(rc == 0, "the uninterrupted run at 4 ranks", se[-2000:])
+        d, out = path("ck"), path("out.safetensors")
+        cmd = hosts.on_host(0, [ZERODP, "launch", "--max-restarts", "3", "--min-ranks", "2"] +
+                            hosts.mpirun_args(mpi_timeout=200) + ["--"] + job +
+                            ["--save-dir", d, "--out", out, "--metrics", path("out.jsonl"), "--comm-timeout", "10"])
+        p = subprocess.Popen(cmd, env=zt.ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        killed = False
+        try:
+            deadline = time.monotonic() + 240
+            while p.poll() is None and time.monotonic() < deadline:
+                if not killed and os.path.exists(os.path.join(d, "step-10")):
+                    hosts.kill_host(1)  # the machine dies ...
+                    hosts.sever()       # ... and stays unreachable
+                    killed = True
+                time.sleep(0.02)
+            rc = p.poll()
+        finally:
+            err = stop(p)
+        check(killed, "host 1 was killed once the checkpoint of step 10 existed", err[-3000:])
+        check(rc == 0, f"the launch went on at 2 ranks and finished (exit {rc})", err[-4000:])
+        attempts = re.findall(r"zerodp launch: attempt \d+ of \d+: .*? -n (\d+) ", err)
+        check(attempts[:1] == ["4"] and attempts[-1] == "2" and "restarting at 2 ranks" in err,
+              f"the attempts ran at {attempts} ranks: 4 first, 2 after an attempt that wrote no checkpoint", err[-4000:])
+        m = re.search(r"resuming from \S*/step-(\d+) at step", err)
+        check(m is not None, "the last attempt resumed from a checkpoint", err[-3000:])
+        at = m.group(1)
+        # By hand: 4 ranks (one host: the same bits as two) to that checkpoint, then 2 ranks from it.
+        dm, manual = path("ck-manual"), path("manual.safetensors")
+        first = job[:]
+        first[first.index("--steps") + 1] = at
+        rc, so, se = zt.run(ZERODP, first + ["--save-dir", dm], ranks=4, timeout=240)
+        check(rc == 0, f"by hand: {at} steps at 4 ranks", se[-2000:])
+        rc, so, se = zt.run(ZERODP, job + ["--save-dir", dm, "--resume", dm, "--out", manual], ranks=2, timeout=240)
+        check(rc == 0, "by hand: the rest at 2 ranks from the checkpoint", se[-2000:])
+        check(zt.read_bytes(out) == zt.read_bytes(manual),
+              f"the launch's weights are, bit for bit, {at} steps at 4 ranks on 2 hosts then the rest at 2 ranks")
+        loss_s = {r["step"]: r["loss"] for r in zt.read_metrics(path("straight.jsonl")) if r.get("event") == "step"}
+        loss_r = {r["step"]: r["loss"] for r in zt.read_metrics(path("out.jsonl")) if r.get("event") == "step"}
+        worst = max(abs(loss_r[k] - loss_s[k]) / abs(loss_s[k]) for k in loss_r)
+        check(sorted(loss_r) == list(range(int(at), steps)) and worst <= 1e-5,
+              f"each step's loss at 2 ranks is the uninterrupted run's within 1e-5 relative (largest {worst:.1e})")
 
     elif CASE == "sever":
         timeout_s = 5
@@ -119,7 +190,7 @@ with TestHosts(tmp) as hosts:
                 across = "ranks 2-3" if rank < 2 else "ranks 0-1"
                 check(line.startswith(f"[rank {rank}] error: collective ") and "did not complete within 5 s" in
                       line and "(step " in line and f"Not arrived: {across} did not answer" in line and
-                      "Went past" not in line,
+                      "disagree" not in line,
                       f"rank {rank}'s message names the collective, the step, and {across} (across the link) as "
                       f"not answering", line)
                 told[rank // 2].append(rank)
@@ -134,9 +205,7 @@ with TestHosts(tmp) as hosts:
             check(p.returncode is not None and p.returncode != 0,
                   f"mpirun ended with a failure once the link was back (exit {p.returncode})")
         finally:
-            if p.poll() is None:
-                p.kill()
-            p.communicate()
+            stop(p)
     else:
         sys.exit(f"unknown case {CASE}")
 print(f"{CASE}: all checks passed")

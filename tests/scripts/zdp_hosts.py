@@ -125,13 +125,14 @@ class TestHosts:
         """`cmd` run on test host number `host`."""
         return [self.enter, self.names[host]] + list(cmd)
 
-    def mpirun(self, cmd, ranks_per_host=2, mpi_timeout=None, output_dir=None, extra=()):
-        """The command line that runs `cmd` on ranks_per_host ranks of each host, started from host 0
-        (ranks 0..k-1 on h0, k..2k-1 on h1), OpenMPI's messages and daemons over the test link."""
+    def mpirun_args(self, ranks_per_host=2, mpi_timeout=None, output_dir=None):
+        """mpirun's arguments (after "mpirun") that run ranks_per_host ranks on each host (ranks 0..k-1 on
+        h0, k..2k-1 on h1), OpenMPI's messages and daemons over the test link. --novm: daemons only on
+        the hosts that run ranks (a job asking for fewer ranks than h0 holds does not need h1)."""
         with open(self.hostfile, "w") as f:
             for n in self.names:
                 f.write(f"{n} slots={ranks_per_host}\n")
-        args = ["mpirun", "--hostfile", self.hostfile, "-n", str(ranks_per_host * len(self.names)),
+        args = ["--hostfile", self.hostfile, "-n", str(ranks_per_host * len(self.names)), "--novm",
                 "--map-by", "slot", "--mca", "plm_rsh_agent", self.agent,
                 "--mca", "btl", "self,vader,tcp", "--mca", "btl_tcp_if_include", SUBNET,
                 "--mca", "oob_tcp_if_include", SUBNET, "-x", "OMP_NUM_THREADS"]
@@ -142,7 +143,11 @@ class TestHosts:
             args += ["--timeout", str(mpi_timeout)]
         if output_dir:
             args += ["--output-filename", output_dir]
-        return self.on_host(0, args + list(extra) + list(cmd))
+        return args
+
+    def mpirun(self, cmd, ranks_per_host=2, mpi_timeout=None, output_dir=None):
+        """The command line that runs `cmd` under mpirun from host 0 (see mpirun_args)."""
+        return self.on_host(0, ["mpirun"] + self.mpirun_args(ranks_per_host, mpi_timeout, output_dir) + list(cmd))
 
     def _tc(self, host, *args):
         return subprocess.run(["ip", "netns", "exec", self.netns[host], "tc", "qdisc"] + list(args),
@@ -175,6 +180,14 @@ class TestHosts:
                 raise RuntimeError(f"tc tbf failed on {link}: {r.stderr.strip()[:200]}")
             used = "tbf"
         return used
+
+    def kill_host(self, host):
+        """SIGKILL to every process on the host (its MPI daemon and ranks): a machine that died."""
+        for pid in _ip("netns", "pids", self.netns[host], check=False).stdout.split():
+            try:
+                os.kill(int(pid), 9)
+            except (OSError, ValueError):
+                pass
 
     def sever(self):
         """Cuts the link (host 1's end down): packets are lost, nothing is refused, as a pulled cable."""
