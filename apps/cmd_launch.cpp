@@ -115,22 +115,27 @@ std::pair<int, std::string> world_size_position(const std::vector<std::string>& 
   return {-1, ""};
 }
 
+// `text` as a positive integer; `what` names it in the error.
+int64_t positive_integer(const std::string& text, const std::string& what) {
+  int64_t n = 0;
+  size_t used = 0;
+  try {
+    n = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  ZDP_REQUIRE(used == text.size() && n > 0, "zerodp launch: {} must be a positive integer, got '{}'", what,
+              text.substr(0, 32));
+  return n;
+}
+
 int64_t positive_flag(const std::vector<std::string>& command, const std::string& flag) {
   const std::string v = flag_value(command, flag);
   ZDP_REQUIRE(!v.empty(),
               "zerodp launch --min-ranks: the train command needs {} (the global batch, kept at every world size, is "
               "--train-batch-size = ranks x --micro-batch x accumulation steps)",
               flag);
-  int64_t n = 0;
-  size_t used = 0;
-  try {
-    n = std::stoll(v, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  ZDP_REQUIRE(used == v.size() && n > 0, "zerodp launch: {} must be a positive integer, got '{}'", flag,
-              v.substr(0, 32));
-  return n;
+  return positive_integer(v, flag);
 }
 
 // The world sizes an elastic launch may run at, largest first: from `ranks` down to `min_ranks`,
@@ -204,19 +209,15 @@ int launch(const std::vector<std::string>& launcher_args) {
                 "mpirun, -n/--ntasks for srun): it is what a restart lowers");
     const std::string& text = launcher_args[static_cast<size_t>(size_at.first)];
     const std::string value = text.rfind(size_at.second + "=", 0) == 0 ? text.substr(size_at.second.size() + 1) : text;
-    int ranks = 0;
-    size_t used = 0;
-    try {
-      ranks = std::stoi(value, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    ZDP_REQUIRE(used == value.size() && ranks > 0, "zerodp launch: the launcher's {} must be a positive number of "
-                "ranks, got '{}'", size_at.second, value.substr(0, 32));
+    const int64_t asked = positive_integer(value, "the launcher's " + size_at.second);
+    ZDP_REQUIRE(asked <= (1 << 20), "zerodp launch: the launcher's {} {} is over the 2^20 ranks zerodp runs",
+                size_at.second, asked);
+    const int ranks = static_cast<int>(asked);
     ZDP_REQUIRE(g_launch.min_ranks <= ranks, "zerodp launch: --min-ranks {} is more than the {} ranks asked for ({})",
                 g_launch.min_ranks, ranks, size_at.second);
     global_batch = positive_flag(command, "--train-batch-size");
     micro_batch = positive_flag(command, "--micro-batch");
+    ZDP_REQUIRE(micro_batch < (int64_t{1} << 40), "zerodp launch: --micro-batch {} is too large", micro_batch);
     ZDP_REQUIRE(global_batch % (micro_batch * ranks) == 0,
                 "zerodp launch: --train-batch-size {} is not a multiple of --micro-batch {} x {} ranks", global_batch,
                 micro_batch, ranks);
