@@ -10,9 +10,16 @@ once per step, at the price of twice the model states per rank. The measured ste
 median of the steps after the first two; the bytes that crossed a group boundary come from the
 metrics' bytes_sent_inter_group.
 
-usage: run.py ZERODP OUT_DIR [--quick]      (root; writes OUT_DIR/multihost.csv and multihost.png)
+The link: a veth pair shaped with `tc netem` (latency and bandwidth) where the kernel has netem;
+otherwise the user-space wire of tests/scripts/zdp_wire.py (TUN devices, latency and bandwidth),
+or with --link tbf a veth pair shaped by `tc tbf` (bandwidth alone, no added latency). The wire's
+own forwarding runs on the same cores as the ranks.
+
+usage: run.py ZERODP OUT_DIR [--quick] [--link netem|wire|tbf]
+       (root; writes OUT_DIR/multihost-<link>.csv and multihost-<link>.png)
 """
 import csv
+import math
 import os
 import statistics
 import sys
@@ -25,14 +32,19 @@ if len(sys.argv) < 3:
     sys.exit(__doc__)
 ZERODP, OUT = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 QUICK = "--quick" in sys.argv[3:]
+LINK = sys.argv[sys.argv.index("--link") + 1] if "--link" in sys.argv[3:] else None
 why_not = TestHosts.unavailable()
 if why_not:
     sys.exit(f"run.py: no test hosts here: {why_not}")
 os.makedirs(OUT, exist_ok=True)
+if LINK is None:
+    LINK = "netem" if TestHosts.has_netem() else "wire"
+if LINK not in ("netem", "wire", "tbf"):
+    sys.exit(f"run.py: --link must be netem, wire or tbf, got {LINK}")
 
 DELAY_MS = 0.5  # one way: 1 ms round trip, a link between racks or a slow cloud network
 RATES_MBIT = [100, 1000] if QUICK else [100, 300, 1000, 3000, 10000, None]  # None: no shaping
-STEPS = 4 if QUICK else 5
+STEPS = 4 if QUICK else 8
 MODEL = dict(layers=4, heads=4, embd=256, vocab=256, ctx=64)
 
 work = zt.workdir("bench-multihost")
@@ -42,14 +54,11 @@ base = ["train", "--init", init, "--data", tokens, "--steps", str(STEPS), "--mic
 MODES = [("full", []), ("hybrid", ["--shard-group-size", "node"])]
 
 rows = []
-with TestHosts(work) as hosts:
+if LINK == "tbf":
+    DELAY_MS = 0.0
+with TestHosts(work, link="wire" if LINK == "wire" else "veth") as hosts:
     for rate in RATES_MBIT:
-        try:
-            qdisc = hosts.shape(DELAY_MS, rate)
-        except RuntimeError as e:  # no netem in this kernel: the bandwidth alone (tbf)
-            print(f"run.py: {e}; shaping the bandwidth only", flush=True)
-            DELAY_MS = 0.0
-            qdisc = hosts.shape(0.0, rate)
+        qdisc = hosts.shape(DELAY_MS, rate)
         for accum in (1, 4):
             for mode, extra in MODES:
                 metrics = os.path.join(work, f"m-{mode}-{accum}-{rate}.jsonl")
@@ -69,7 +78,7 @@ with TestHosts(work) as hosts:
                 rows.append(row)
                 print(row, flush=True)
 
-with open(os.path.join(OUT, "multihost.csv"), "w", newline="") as f:
+with open(os.path.join(OUT, f"multihost-{LINK}.csv"), "w", newline="") as f:
     w = csv.DictWriter(f, fieldnames=list(rows[0]))
     w.writeheader()
     w.writerows(rows)
@@ -81,26 +90,69 @@ try:
 except ImportError:
     sys.exit("run.py: matplotlib is missing (python3-matplotlib): the CSV is written, the plot is not")
 
+# The ring model of what crosses the link each way per step (fp32, W = 4 on 2 hosts, Ψ parameters):
+# full sharding's rings cross it once each way, carrying (W-1)/W of each of stage 3's two gathers and
+# one reduce-scatter of 4Ψ bytes, every micro-step; hybrid sends each rank's shard (4Ψ/2) once a step
+# around a ring of 2 replicas, one per host: 2 ranks x 4Ψ/2 each way. Model: the step time without
+# shaping plus those bytes at the link's rate.
+header, _, _ = zt.parse_safetensors(zt.read_bytes(init))
+psi = sum(math.prod(e["shape"]) for e in header.values())
+
+
+def crossing_bytes(mode, accum):
+    return accum * 3 * 0.75 * 4 * psi if mode == "full" else 2 * (4 * psi / 2)
+
+
 unshaped = max(r for r in RATES_MBIT if r) * 3  # where "no shaping" is drawn
-fig, ax = plt.subplots(figsize=(7, 4.2))
+fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12, 4.4), gridspec_kw={"width_ratios": [3, 2]})
 for accum, style in ((1, "-"), (4, "--")):
     for mode, color in (("full", "tab:red"), ("hybrid", "tab:blue")):
         pts = [(r["rate_mbit"] or unshaped, r["step_ms"]) for r in rows if r["accum"] == accum and r["mode"] == mode]
         pts.sort()
         label = f"{'full sharding (4 ranks)' if mode == 'full' else 'hybrid (2 per host)'}, G={accum}"
         ax.plot([p[0] for p in pts], [p[1] for p in pts], style, color=color, marker="o", label=label)
+        base_ms = next((r["step_ms"] for r in rows if r["accum"] == accum and r["mode"] == mode and not r["rate_mbit"]),
+                       None)
+        if base_ms is not None:
+            rates = sorted(r for r in RATES_MBIT if r)
+            model = [base_ms + crossing_bytes(mode, accum) / (r * 1e6 / 8) * 1e3 for r in rates]
+            ax.plot(rates, model, ":", color=color, linewidth=1, alpha=0.7)
+ax.plot([], [], ":", color="gray", label="model: unshaped step + link bytes / rate")
 ax.set_xscale("log")
 ax.set_yscale("log")
 ticks = sorted({r["rate_mbit"] or unshaped for r in rows})
 ax.set_xticks(ticks)
-ax.set_xticklabels([("veth\n(no limit)" if t == unshaped else (f"{t // 1000}G" if t >= 1000 else f"{t}M"))
+ax.set_xticklabels([("no\nlimit" if t == unshaped else (f"{t // 1000}G" if t >= 1000 else f"{t}M"))
                     for t in ticks])
-latency = f"netem latency {DELAY_MS} ms one way" if DELAY_MS else "tbf, no added latency"
+latency = {"netem": f"tc netem, latency {DELAY_MS} ms one way", "tbf": "tc tbf, no added latency",
+           "wire": f"user-space wire, latency {DELAY_MS} ms one way"}[LINK]
 ax.set_xlabel(f"link bandwidth between the 2 hosts, each way ({latency})")
 ax.set_ylabel("step time (ms, median)")
 ax.set_title("ZeRO-3 on 2 hosts x 2 ranks: full vs hybrid sharding")
 ax.grid(True, which="both", alpha=0.3)
 ax.legend(fontsize=8)
+# Right: how much faster hybrid is (full's step time over hybrid's); above 1 it pays.
+for accum, style in ((1, "-"), (4, "--")):
+    pts = []
+    for t in ticks:
+        f = [r["step_ms"] for r in rows if r["accum"] == accum and r["mode"] == "full" and (r["rate_mbit"] or unshaped) == t]
+        h = [r["step_ms"] for r in rows if r["accum"] == accum and r["mode"] == "hybrid" and (r["rate_mbit"] or unshaped) == t]
+        if f and h:
+            pts.append((t, f[0] / h[0]))
+    ax2.plot([p[0] for p in pts], [p[1] for p in pts], style, color="tab:purple", marker="o", label=f"G={accum}")
+ax2.axhline(1.0, color="gray", linewidth=1)
+ax2.set_xscale("log")
+ax2.set_yscale("log")
+ax2.set_xticks(ticks)
+ax2.set_xticklabels(ax.get_xticklabels())
+ax2.set_ylabel("full sharding step / hybrid step")
+ax2.set_title("hybrid's speed-up (above 1: hybrid pays)")
+ax2.grid(True, which="both", alpha=0.3)
+ax2.legend(fontsize=8)
 fig.tight_layout()
-fig.savefig(os.path.join(OUT, "multihost.png"), dpi=110)
-print(f"wrote {OUT}/multihost.csv and multihost.png")
+fig.savefig(os.path.join(OUT, f"multihost-{LINK}.png"), dpi=110)
+for accum in (1, 4):
+    print(f"G={accum}: bytes crossing the link each way per step (ring model): full "
+          f"{crossing_bytes('full', accum) / 1e6:.1f} MB, hybrid {crossing_bytes('hybrid', accum) / 1e6:.1f} MB "
+          f"({psi} parameters)")
+print(f"wrote {OUT}/multihost-{LINK}.csv and multihost-{LINK}.png")

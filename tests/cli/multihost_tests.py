@@ -6,6 +6,9 @@ them, tests/scripts/zdp_hosts.py), 2 hosts x 2 ranks:
            of the same job on one host, bit for bit; hybrid sharding by node (--shard-group-size
            node: a group per host) gives the one-host run with --shard-group-size 2, bit for bit, and
            only the across-group all-reduce crosses the link (bytes_sent_inter_group);
+  wire:    the hosts joined by the user-space wire (tests/scripts/zdp_wire.py: what tc netem does,
+           for kernels without it) instead of the veth pair: a 5 ms wire each way gives a TCP round
+           trip of about 10 ms, and stage 3 and hybrid sharding across it give one host's bits;
   lost_host: `zerodp launch --min-ranks 2` runs the job on both hosts; once a checkpoint exists, host
            1 dies (every process on it killed) and its link goes down. The attempt at 4 ranks that
            follows cannot start its daemon there and writes no checkpoint, so the launch goes on at 2
@@ -18,7 +21,7 @@ them, tests/scripts/zdp_hosts.py), 2 hosts x 2 ranks:
 
 Where namespaces cannot be made (not root, no iproute2), prints SKIPPED with the reason and exits 77.
 
-usage: multihost_tests.py ZERODP CASE     (CASE: stages | lost_host | sever)
+usage: multihost_tests.py ZERODP CASE     (CASE: stages | wire | lost_host | sever)
 Exits non-zero with a message on the first failed check."""
 import os
 import subprocess
@@ -76,8 +79,55 @@ def stop(p):
         return p.communicate()[1].decode(errors="replace")
 
 
-with TestHosts(tmp) as hosts:
-    if CASE == "stages":
+RTT_PROBE = """
+import socket, sys, time
+if sys.argv[1] == "serve":
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("10.213.0.2", 5701)); s.listen(1); print("listening", flush=True)
+    c, _ = s.accept()
+    while c.recv(1):
+        c.sendall(b"k")
+else:
+    c = socket.create_connection(("10.213.0.2", 5701)); c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    rtts = []
+    for _ in range(21):
+        t = time.monotonic(); c.sendall(b"x"); c.recv(1); rtts.append(time.monotonic() - t)
+    print(sorted(rtts)[10] * 1e3)
+"""
+
+
+def round_trip_ms(hosts):
+    """The median round trip of a 1-byte TCP message from host 0 to host 1 and back."""
+    server = subprocess.Popen(hosts.on_host(1, [sys.executable, "-c", RTT_PROBE, "serve"]), stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        server.stdout.readline()
+        r = subprocess.run(hosts.on_host(0, [sys.executable, "-c", RTT_PROBE, "ask"]), capture_output=True, text=True,
+                           timeout=60)
+        check(r.returncode == 0, "the round trip probe ran", r.stderr[-1000:])
+        return float(r.stdout)
+    finally:
+        server.kill()
+        server.wait()
+
+
+with TestHosts(tmp, link="wire" if CASE == "wire" else "veth") as hosts:
+    if CASE == "wire":
+        # The user-space wire (zdp_wire.py, for kernels without netem): its latency is there, and
+        # training across it gives the bits of one host.
+        base_rtt = round_trip_ms(hosts)
+        check(hosts.shape(delay_ms=5, rate_mbit=200) == "wire", "the wire takes a latency and a bandwidth")
+        rtt = round_trip_ms(hosts)
+        check(9.5 <= rtt <= 9.5 + max(5.0, 3 * base_rtt), f"a 5 ms wire each way gives a ~10 ms round trip: "
+              f"{rtt:.2f} ms (unshaped {base_rtt:.2f} ms)")
+        for name, args in (("wire-stage3", ["--zero-stage", "3", "--steps", "3"]),
+                           ("wire-hybrid", ["--zero-stage", "2", "--steps", "3", "--shard-group-size", "node"])):
+            two, _ = two_hosts(hosts, args, name)
+            one_args = args[:-2] + ["--shard-group-size", "2"] if "node" in args else args
+            check(zt.read_bytes(two) == zt.read_bytes(one_host(one_args, name)),
+                  f"{name}: 2 hosts x 2 ranks across the wire give the one-host run's weights, bit for bit")
+
+    elif CASE == "stages":
         cases = [("stage0", ["--zero-stage", "0", "--steps", "4"]),
                  ("stage1", ["--zero-stage", "1", "--steps", "4"]),
                  ("stage2-accum2", ["--zero-stage", "2", "--steps", "3", "--accum", "2"]),

@@ -1,5 +1,6 @@
-"""Test hosts on one machine: network namespaces joined by a veth pair, and OpenMPI run across them
-over TCP as across real machines (tests/cli/multihost_tests.py, bench/multihost/run.py).
+"""Test hosts on one machine: network namespaces joined by a veth pair (or by a user-space wire with
+a latency and a bandwidth, zdp_wire.py), and OpenMPI run across them over TCP as across real
+machines (tests/cli/multihost_tests.py, bench/multihost/run.py).
 
 Each host is a network namespace of its own (own interfaces, own loopback, own address on the link
 10.213.0.0/24) whose processes also see a hostname of their own (a UTS namespace entered by
@@ -18,6 +19,7 @@ on exit, processes still running in the namespaces included.
 import os
 import shutil
 import subprocess
+import sys
 
 SUBNET = "10.213.0.0/24"  # the test link's addresses: 10.213.0.1 (host 0), 10.213.0.2 (host 1), ...
 
@@ -29,9 +31,15 @@ def _ip(*args, check=True):
 class TestHosts:
     """Two test hosts, h0 and h1, and the link between them."""
 
-    def __init__(self, workdir, hosts=2, tag=None):
+    def __init__(self, workdir, hosts=2, tag=None, link="veth"):
+        """link: "veth" (a veth pair, shaped with tc) or "wire" (a TUN device on each host, joined by
+        zdp_wire.py in user space: latency and bandwidth where the kernel has no netem)."""
         if hosts != 2:
-            raise ValueError("TestHosts joins exactly 2 hosts by one veth pair")
+            raise ValueError("TestHosts joins exactly 2 hosts by one link")
+        if link not in ("veth", "wire"):
+            raise ValueError(f"link must be veth or wire, got {link}")
+        self.link = link
+        self.wire = None  # the zdp_wire.py process
         self.workdir = workdir
         # Names unique to this process (tests run side by side), which also tell remove_stale() whose they are.
         self.tag = tag or f"zdp{os.getpid()}"
@@ -71,25 +79,63 @@ class TestHosts:
                         pass
                 _ip("netns", "del", name, check=False)
 
+    @staticmethod
+    def has_netem():
+        """Whether this kernel has tc's netem (tried on a dummy veth in a namespace of its own)."""
+        probe = f"zdpnetem{os.getpid()}"
+        if _ip("netns", "add", probe, check=False).returncode != 0:
+            return False
+        try:
+            _ip("-n", probe, "link", "add", "qa", "type", "veth", "peer", "name", "qb", check=False)
+            r = subprocess.run(["ip", "netns", "exec", probe, "tc", "qdisc", "add", "dev", "qa", "root", "netem",
+                                "delay", "1ms"], capture_output=True)
+            return r.returncode == 0
+        finally:
+            _ip("netns", "del", probe, check=False)
+
     def __enter__(self):
         self.remove_stale()
         try:
             for ns in self.netns:
                 _ip("netns", "add", ns)
                 self.made.append(ns)
-            _ip("link", "add", self.links[0], "type", "veth", "peer", "name", self.links[1])
+            if self.link == "veth":
+                _ip("link", "add", self.links[0], "type", "veth", "peer", "name", self.links[1])
+                for ns, link in zip(self.netns, self.links):
+                    _ip("link", "set", link, "netns", ns)
+            else:
+                for ns, link in zip(self.netns, self.links):
+                    _ip("-n", ns, "tuntap", "add", "dev", link, "mode", "tun")
+                    _ip("-n", ns, "link", "set", "dev", link, "mtu", "64000")  # few packets: a Python wire keeps up
             for ns, link, addr in zip(self.netns, self.links, self.addresses):
-                _ip("link", "set", link, "netns", ns)
                 _ip("-n", ns, "addr", "add", f"{addr}/24", "dev", link)
                 _ip("-n", ns, "link", "set", "lo", "up")
                 _ip("-n", ns, "link", "set", link, "up")
+            if self.link == "wire":
+                self._start_wire(0.0, None)
         except Exception:
             self.__exit__(None, None, None)
             raise
         self._write_scripts()
         return self
 
+    def _start_wire(self, delay_ms, rate_mbit):
+        self._stop_wire()
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "zdp_wire.py")
+        self.wire = subprocess.Popen([sys.executable, script, self.netns[0], self.links[0], self.netns[1],
+                                      self.links[1], str(delay_ms), str(rate_mbit or 0)],
+                                     stdout=subprocess.PIPE, text=True)
+        if self.wire.stdout.readline().strip() != "ready":
+            raise RuntimeError("zdp_wire.py did not attach to the hosts' TUN devices")
+
+    def _stop_wire(self):
+        if self.wire is not None:
+            self.wire.kill()
+            self.wire.wait()
+            self.wire = None
+
     def __exit__(self, *exc):
+        self._stop_wire()
         for ns in self.made:
             pids = _ip("netns", "pids", ns, check=False).stdout.split()
             for pid in pids:
@@ -154,10 +200,13 @@ class TestHosts:
                               capture_output=True, text=True)
 
     def shape(self, delay_ms=0.0, rate_mbit=None):
-        """Gives the link a one-way latency and a bandwidth, each direction: tc netem, or where the kernel
-        has no netem (some VM kernels), tc tbf for the bandwidth alone. Returns the qdisc used ("netem",
-        "tbf", or "none" once cleared); raises RuntimeError when a latency is asked for without netem.
-        shape(0, None) clears it."""
+        """Gives the link a one-way latency and a bandwidth, each direction. A veth link: tc netem, or where
+        the kernel has no netem (some VM kernels), tc tbf for the bandwidth alone; returns the qdisc used
+        ("netem", "tbf", or "none" once cleared) and raises RuntimeError when a latency is asked for
+        without netem. A wire: its process restarted with them (returns "wire"). shape(0, None) clears it."""
+        if self.link == "wire":
+            self._start_wire(delay_ms, rate_mbit)
+            return "wire"
         used = "none"
         for h, link in enumerate(self.links):
             subprocess.run(["ip", "netns", "exec", self.netns[h], "tc", "qdisc", "del", "dev", link, "root"],
