@@ -139,11 +139,34 @@ def driver_args(usage):
 
 # ---- killing a rank ---------------------------------------------------------------------------------
 
-def rank_pids(zerodp):
-    """{world rank: pid} of the running `zerodp` processes mpirun started (from their environment)."""
-    found = {}
+def descendants(pid):
+    """The pids of every process descended from `pid` (children, theirs, ...), from /proc."""
+    children = {}
     for d in os.listdir("/proc"):
         if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])  # after the command name, which may hold spaces
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(d))
+    found, todo = set(), [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            if c not in found:
+                found.add(c)
+                todo.append(c)
+    return found
+
+
+def rank_pids(zerodp, under=None):
+    """{world rank: pid} of the running `zerodp` processes mpirun started (from their environment);
+    with `under`, only those descended from that pid (a job's mpirun: not another test's ranks)."""
+    found = {}
+    mine = descendants(under) if under is not None else None
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or (mine is not None and int(d) not in mine):
             continue
         try:
             with open(f"/proc/{d}/cmdline", "rb") as f:
@@ -170,7 +193,7 @@ def run_and_kill_rank(zerodp, args, ranks, victim, when, timeout=120):
     start, killed, kill_time = time.monotonic(), False, None
     while p.poll() is None and time.monotonic() - start < timeout:
         if not killed and when():
-            pid = rank_pids(zerodp).get(victim)
+            pid = rank_pids(zerodp, under=p.pid).get(victim)
             if pid:
                 os.kill(pid, signal.SIGKILL)
                 killed, kill_time = True, time.monotonic()
