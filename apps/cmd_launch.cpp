@@ -71,33 +71,25 @@ std::string flag_value(const std::vector<std::string>& args, const std::string& 
   return {};
 }
 
-// `args` with --resume set to `path` (replacing any --resume given).
-std::vector<std::string> with_resume(const std::vector<std::string>& args, const std::string& path) {
-  std::vector<std::string> out;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--resume") {
-      ++i;  // and its value
-      continue;
-    }
-    if (args[i].rfind("--resume=", 0) == 0) continue;
-    out.push_back(args[i]);
-  }
-  out.push_back("--resume");
-  out.push_back(path);
-  return out;
-}
-
 // `args` without `flag` and its value (as "--flag V" or "--flag=V").
 std::vector<std::string> without_flag(const std::vector<std::string>& args, const std::string& flag) {
   std::vector<std::string> out;
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == flag) {
-      ++i;
+      ++i;  // and its value
       continue;
     }
     if (args[i].rfind(flag + "=", 0) == 0) continue;
     out.push_back(args[i]);
   }
+  return out;
+}
+
+// `args` with --resume set to `path` (replacing any --resume given).
+std::vector<std::string> with_resume(const std::vector<std::string>& args, const std::string& path) {
+  std::vector<std::string> out = without_flag(args, "--resume");
+  out.push_back("--resume");
+  out.push_back(path);
   return out;
 }
 
