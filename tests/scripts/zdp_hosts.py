@@ -28,6 +28,15 @@ def _ip(*args, check=True):
     return subprocess.run(["ip"] + list(args), capture_output=True, text=True, check=check)
 
 
+def _kill_all_in(netns):
+    """SIGKILL to every process in network namespace `netns`."""
+    for pid in _ip("netns", "pids", netns, check=False).stdout.split():
+        try:
+            os.kill(int(pid), 9)
+        except (OSError, ValueError):
+            pass
+
+
 class TestHosts:
     """Two test hosts, h0 and h1, and the link between them."""
 
@@ -72,11 +81,7 @@ class TestHosts:
             if not (name.startswith("zdp") and name[-2:] in ("h0", "h1") and name[3:-2].isdigit()):
                 continue
             if not os.path.exists(f"/proc/{int(name[3:-2])}"):
-                for pid in _ip("netns", "pids", name, check=False).stdout.split():
-                    try:
-                        os.kill(int(pid), 9)
-                    except (OSError, ValueError):
-                        pass
+                _kill_all_in(name)
                 _ip("netns", "del", name, check=False)
 
     @staticmethod
@@ -137,12 +142,7 @@ class TestHosts:
     def __exit__(self, *exc):
         self._stop_wire()
         for ns in self.made:
-            pids = _ip("netns", "pids", ns, check=False).stdout.split()
-            for pid in pids:
-                try:
-                    os.kill(int(pid), 9)
-                except (OSError, ValueError):
-                    pass
+            _kill_all_in(ns)
             _ip("netns", "del", ns, check=False)  # takes its end of the veth pair, and so the pair
         self.made = []
         return False
@@ -232,11 +232,7 @@ class TestHosts:
 
     def kill_host(self, host):
         """SIGKILL to every process on the host (its MPI daemon and ranks): a machine that died."""
-        for pid in _ip("netns", "pids", self.netns[host], check=False).stdout.split():
-            try:
-                os.kill(int(pid), 9)
-            except (OSError, ValueError):
-                pass
+        _kill_all_in(self.netns[host])
 
     def sever(self):
         """Cuts the link (host 1's end down): packets are lost, nothing is refused, as a pulled cable."""
