@@ -10,7 +10,7 @@ ALLOWED = {
     "kernels": {"core"},
     "cuda": {"core"},
     "device": {"core", "kernels", "cuda", "optim"},
-    "comm": {"core"},
+    "comm": {"core", "cuda"},
     "io": {"core"},
     "model": {"core", "device"},
     "optim": {"core"},
