@@ -9,12 +9,34 @@
 #include "apps/commands.h"
 #include "comm/runtime.h"
 #include "core/cpu.h"
+#include "core/memory.h"
 #include "kernels/gemm16.h"
 #include "zerodp_build_info.h"
+#if ZERODP_HAVE_CUDA
+#include "cuda/runtime.h"
+#endif
 
 namespace zerodp::cli {
 
 namespace {
+
+// The CUDA line: whether the backend is built in, the runtime and driver, and each visible GPU.
+void print_cuda() {
+#if ZERODP_HAVE_CUDA
+  const cuda::RuntimeInfo info = cuda::query_runtime();
+  fmt::print("  CUDA:    built in (nvcc {}, runtime {}, driver {}; cuBLASLt, NCCL); training: CPU only in this "
+             "version\n",
+             ZERODP_CUDA_VERSION, cuda::version_string(info.runtime_version),
+             info.driver_version ? cuda::version_string(info.driver_version) : "none");
+  if (info.gpus.empty()) fmt::print("  GPUs:    none visible ({})\n", info.why_none);
+  for (const cuda::GpuInfo& g : info.gpus)
+    fmt::print("  GPU {}:   {} (compute capability {}.{}, {} SMs, {})\n", g.index, g.name, g.cc_major, g.cc_minor,
+               g.multiprocessors, format_bytes(g.total_memory));
+#else
+  fmt::print("  CUDA:    not built in (ZERODP_CUDA=OFF, or no nvcc when configured); CPU only\n");
+#endif
+}
+
 void register_info(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("info", "Print the version and the build's features");
   cmd->callback([&action] {
@@ -32,13 +54,7 @@ void register_info(CLI::App& app, Action& action) {
                    g.impl == kernels::Gemm16Impl::kMkl ? fmt::format("; {} threads", kernels::gemm16_mkl_max_threads()) : "");
       }
       fmt::print("  OpenMP:  {} threads (omp_get_max_threads)\n", omp_get_max_threads());
-      // The CUDA toolchain is detected and wired into the build (ZERODP_CUDA); the GPU backend
-      // (kernels, NCCL communicator) is not part of this version yet.
-      if (ZERODP_HAVE_CUDA)
-        fmt::print("  CUDA:    toolkit {} enabled in the build; GPU backend: not yet (CPU training only)\n",
-                   ZERODP_CUDA_VERSION);
-      else
-        fmt::print("  CUDA:    no (toolkit not found or ZERODP_CUDA=OFF); CPU training only\n");
+      print_cuda();
       return 0;
     };
   });

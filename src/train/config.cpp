@@ -13,6 +13,7 @@
 #include "core/fs.h"
 #include "core/json.h"
 #include "core/strings.h"
+#include "device/select.h"
 
 namespace zerodp::train {
 
@@ -228,6 +229,9 @@ const std::vector<FlagEntry>& flag_table() {
       {{"--zero-stage", "S",
         "ZeRO stage: 0 (replicated), 1 (optimizer state), 2 (+gradients), 3 (+parameters)", false},
        ZDP_SET { c.zero_stage = flag_small_int(f, v); }, ZDP_GET { return std::to_string(c.zero_stage); }},
+      {{"--device", "DEV", "Device to compute on: cpu, cuda or cuda:N (this version trains on cpu only)", false},
+       ZDP_SET { c.device = device::device_spec_name(device::parse_device_spec(v, f)); },
+       ZDP_GET { return c.device; }},
       {{"--dtype", "TYPE", "Compute dtype: fp32, bf16 or fp16 (fp32 master weights when 16-bit)", false},
        ZDP_SET { c.dtype = with_context(f, [&] { return parse_dtype(v); }); },
        ZDP_GET { return dtype_name(c.dtype); }},
@@ -1322,6 +1326,7 @@ json TrainConfig::to_json() const {
         {"offload_param_max_in_cpu", param_max_in_cpu},
         {"nvme_path", nvme_path}}},
       {"memory_budget", memory_budget ? json(*memory_budget) : json(nullptr)},
+      {"device", device},
       {"seed", seed},
       {"shuffle", shuffle},
       {"log_every", log_every},

@@ -64,6 +64,9 @@ struct TrainConfig {
   double comm_timeout = 300.0;
   optim::LrScheduleParams lr_schedule;  // constant unless asked
 
+  // ---- device (--device): cpu, cuda or cuda:N (device/select.h)
+  std::string device = "cpu";
+
   // ---- precision
   DType dtype = DType::kF32;         // compute dtype of parameters, activations, gradients
   std::optional<DType> reduce_dtype;  // dtype gradients are reduced in: the compute dtype or fp32

@@ -16,6 +16,7 @@
 #include "core/log.h"
 #include "core/memory.h"
 #include "data/loader.h"
+#include "device/select.h"
 #include "data/tokens.h"
 #include "comm/watchdog.h"
 #include "plan/estimator.h"
@@ -175,6 +176,7 @@ TrainResult run_training(TrainConfig cfg) {
   std::shared_ptr<comm::Communicator> world = comm::world();
   const int W = world->size(), rank = world->rank();
   cfg.finalize(W);
+  device::require_trainable(device::parse_device_spec(cfg.device));
   world->set_timeout(cfg.comm_timeout);
   comm::set_activity_context("starting: reading inputs, loading");
   if (cfg.shard_group_size == TrainConfig::kShardGroupNode) {

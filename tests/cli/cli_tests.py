@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """End-to-end checks of the zerodp CLI through mpirun: the memory budget (stage 2 stops with exit 3,
-stage 3 trains), DeepSpeed JSON configuration, atomic outputs, the memory report, sampling.
+stage 3 trains), DeepSpeed JSON configuration, atomic outputs, the memory report, sampling, --device.
 
-usage: cli_tests.py ZERODP CASE     (CASE: budget | ds_config | atomic_out | report | sample)
+usage: cli_tests.py ZERODP CASE     (CASE: budget | ds_config | atomic_out | report | sample | device)
 Exits non-zero with a message on the first failed check."""
 import functools
 import json
@@ -78,6 +78,24 @@ elif CASE == "atomic_out":
     check(rc == 0, "a good run writes --out", err)
     rc, out2, err = run(["sample", "--model", out_path, "--prompt", "A", "--tokens", "5", "--temperature", "0"])
     check(rc == 0 and len(out2) >= 6, "the written model loads and samples", err)
+
+elif CASE == "device":
+    # No GPU is visible here (nor, in this version, does training run on one): --device cuda exits 2 on
+    # every rank before anything is written, saying why; --device cpu is the default and trains.
+    out_path = os.path.join(tmp, "device.safetensors")
+    rc, out, err = run(base + ["--device", "cuda", "--out", out_path], 2)
+    check(rc == 2 and "--device cuda" in err and ("no GPU is visible" in err or "built without CUDA" in err
+                                                   or "trains on the CPU only" in err),
+          "--device cuda without a usable GPU exits 2 saying why", err)
+    check(not os.path.exists(out_path), "nothing was written")
+    rc, out, err = run(base + ["--device", "tpu"], 1)
+    check(rc == 2 and "expected cpu, cuda or cuda:N" in err and "'tpu'" in err, "a bad --device exits 2", err)
+    rc, out, err = run(base + ["--device", "cpu", "--out", out_path], 2)
+    check(rc == 0 and os.path.exists(out_path), "--device cpu trains", err)
+    rc, out, err = run(["info"])
+    check(rc == 0 and "CUDA:" in out, "zerodp info has a CUDA line", out + err)
+    if "built in" in out:
+        check("GPUs:    none visible" in out or "GPU 0:" in out, "info lists the visible GPUs or says why none", out)
 
 elif CASE == "report":
     m = os.path.join(tmp, "m.jsonl")

@@ -8,7 +8,7 @@ import sys
 ALLOWED = {
     "core": set(),
     "kernels": {"core"},
-    "cuda": {"core"},
+    "cuda": {"core", "optim"},
     "device": {"core", "kernels", "cuda", "optim"},
     "comm": {"core", "cuda"},
     "io": {"core"},

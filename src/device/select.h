@@ -1,0 +1,24 @@
+// Which device a run computes on (--device): "cpu", or "cuda" / "cuda:N" for a GPU. A request that
+// cannot be served is a usage error (exit 2) that says why, before anything is allocated or
+// communicated: a build without CUDA, no GPU visible (with the runtime's reason), an ordinal beyond
+// the visible GPUs.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace zerodp::device {
+
+struct DeviceSpec {
+  enum class Kind { kCpu, kCuda } kind = Kind::kCpu;
+  int ordinal = -1;  // cuda:N; -1: the rank's own (local rank modulo the GPUs visible)
+};
+
+// "cpu", "cuda", "cuda:N". Throws UsageError naming `flag` on anything else.
+DeviceSpec parse_device_spec(std::string_view text, std::string_view flag = "--device");
+std::string device_spec_name(const DeviceSpec& spec);
+
+// Throws UsageError unless this process can train on `spec`.
+void require_trainable(const DeviceSpec& spec);
+
+}  // namespace zerodp::device

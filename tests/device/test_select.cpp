@@ -1,0 +1,55 @@
+// --device: parsing, and the usage error a request the process cannot serve gets.
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "device/select.h"
+
+namespace zerodp::device {
+namespace {
+
+TEST(DeviceSelect, ParsesCpuCudaAndOrdinals) {
+  EXPECT_EQ(parse_device_spec("cpu").kind, DeviceSpec::Kind::kCpu);
+  EXPECT_EQ(parse_device_spec("cuda").kind, DeviceSpec::Kind::kCuda);
+  EXPECT_EQ(parse_device_spec("cuda").ordinal, -1);
+  EXPECT_EQ(parse_device_spec("cuda:3").ordinal, 3);
+  for (const char* name : {"cpu", "cuda", "cuda:0", "cuda:12"})
+    EXPECT_EQ(device_spec_name(parse_device_spec(name)), name);
+}
+
+TEST(DeviceSelect, RejectsAnythingElseNamingTheFlag) {
+  for (const char* bad : {"", "gpu", "CUDA", "cuda:", "cuda:-1", "cuda:x", "cuda:1x", "cuda:99999", " cpu"}) {
+    try {
+      parse_device_spec(bad, "--device");
+      ADD_FAILURE() << "'" << bad << "' was accepted";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("--device: expected cpu, cuda or cuda:N"), std::string::npos) << e.what();
+    }
+  }
+  // A long value is cut in the message, not echoed whole.
+  try {
+    parse_device_spec(std::string(5000, 'x'));
+    ADD_FAILURE();
+  } catch (const UsageError& e) {
+    EXPECT_LT(std::string(e.what()).size(), 200u);
+  }
+}
+
+TEST(DeviceSelect, CpuIsAlwaysTrainable) { EXPECT_NO_THROW(require_trainable(parse_device_spec("cpu"))); }
+
+// This version trains on the CPU only: cuda is refused with a usage error whether or not a GPU is
+// there (no GPU, no CUDA in the build, or the engine not wired to it yet), each saying which.
+TEST(DeviceSelect, CudaIsRefusedSayingWhy) {
+  try {
+    require_trainable(parse_device_spec("cuda:0"));
+    ADD_FAILURE() << "--device cuda:0 was accepted";
+  } catch (const UsageError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("--device cuda:0"), std::string::npos) << m;
+    EXPECT_TRUE(m.find("no GPU is visible") != std::string::npos || m.find("built without CUDA") != std::string::npos ||
+                m.find("trains on the CPU only") != std::string::npos || m.find("visible (ordinals") != std::string::npos)
+        << m;
+  }
+}
+
+}  // namespace
+}  // namespace zerodp::device
