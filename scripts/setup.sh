@@ -44,6 +44,8 @@ if [ "${ZERODP_NO_MKL:-0}" != 1 ]; then
 fi
 
 if [ "${1:-}" != "--no-build" ]; then
-  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "${mkl_args[@]}"
+  # ZERODP_CUDA=ON (as .ci/run sets) fails the configure when nvcc is missing instead of leaving the
+  # CUDA backend out (AUTO, the default).
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DZERODP_CUDA="${ZERODP_CUDA:-AUTO}" "${mkl_args[@]}"
   cmake --build build -j "$(nproc)"
 fi

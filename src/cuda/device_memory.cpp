@@ -1,0 +1,43 @@
+#include "cuda/device_memory.h"
+
+#include <cuda_runtime.h>
+
+#include "cuda/check.h"
+
+namespace zerodp::cuda {
+
+// Out of memory is an answer (the allocator empties its cache and tries again); any other error is
+// a failure. The runtime's error is sticky until read, so it is cleared here.
+static void* null_if_out_of_memory(cudaError_t e, void* p, const char* what) {
+  if (e == cudaErrorMemoryAllocation) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  check(e, what, __FILE__, __LINE__);
+  return p;
+}
+
+void* CudaDeviceMemory::allocate(size_t bytes) {
+  void* p = nullptr;
+  return null_if_out_of_memory(cudaMalloc(&p, bytes), p, "cudaMalloc");
+}
+
+// At process exit the runtime may be torn down before the last allocator: nothing is left to free.
+static void check_free(cudaError_t e, const char* what) {
+  if (e == cudaErrorCudartUnloading) {
+    cudaGetLastError();
+    return;
+  }
+  check(e, what, __FILE__, __LINE__);
+}
+
+void CudaDeviceMemory::free(void* p) { check_free(cudaFree(p), "cudaFree"); }
+
+void* PinnedHostMemory::allocate(size_t bytes) {
+  void* p = nullptr;
+  return null_if_out_of_memory(cudaMallocHost(&p, bytes), p, "cudaMallocHost");
+}
+
+void PinnedHostMemory::free(void* p) { check_free(cudaFreeHost(p), "cudaFreeHost"); }
+
+}  // namespace zerodp::cuda
