@@ -1,0 +1,116 @@
+// GPT-2's non-GEMM, non-attention kernels on the GPU: host-callable launchers (plain device pointers,
+// sizes and a stream), the same math as the CPU kernels of src/kernels (the reference), which each
+// .cu file restates beside its kernels. Includable from plain C++ (only cuda_runtime.h is needed);
+// the 16-bit types are core/dtype.h's bf16/fp16, raw bits with the layout of __nv_bfloat16/__half.
+//
+// Conventions:
+//   - every launcher enqueues on `stream` and checks the launch (cudaGetLastError, ZDP_CUDA_CHECK);
+//   - 16-bit values are computed in fp32 and rounded once, to nearest even, exactly as core/dtype.h
+//     rounds (NaNs included);
+//   - every reduction has a fixed order: the results are bitwise the same run to run (no float
+//     atomics). Where a launcher takes `scratch`, it is a device buffer of the size its *_scratch_*
+//     function gives; nullptr makes it allocate one with cudaMallocAsync on the stream (and free it).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "core/dtype.h"
+#include "optim/adamw.h"
+#include "optim/segment.h"
+
+namespace zerodp::cuda {
+
+// ---- encoder (kernels/encoder.h) ----------------------------------------------------------------
+// out[b,t,:] = wte[inp[b,t],:] + wpe[t,:] (fp32 out; tables in fp32 or 16 bits).
+void encoder_forward(float* out, const int32_t* inp, const float* wte, const float* wpe, int B, int T, int C,
+                     cudaStream_t stream);
+void encoder_forward(float* out, const int32_t* inp, const bf16* wte, const bf16* wpe, int B, int T, int C,
+                     cudaStream_t stream);
+void encoder_forward(float* out, const int32_t* inp, const fp16* wte, const fp16* wpe, int B, int T, int C,
+                     cudaStream_t stream);
+// dwte[v,:] += Σ_{inp[b,t]=v} dout[b,t,:] ; dwpe[t,:] += Σ_b dout[b,t,:], each summed in (b, t) order:
+// bitwise the CPU's encoder_backward. Tokens must lie in [0, V) of dwte (the data layer checks).
+void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* inp, int B, int T, int C,
+                      cudaStream_t stream);
+
+// ---- LayerNorm (kernels/layernorm.h) -----------------------------------------------------------------
+// inp [N,C] fp32; out [N,C] in the parameters' type; mean, rstd [N] fp32.
+void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
+                       const float* bias, int N, int C, cudaStream_t stream);
+void layernorm_forward(bf16* out, float* mean, float* rstd, const float* inp, const bf16* weight, const bf16* bias,
+                       int N, int C, cudaStream_t stream);
+void layernorm_forward(fp16* out, float* mean, float* rstd, const float* inp, const fp16* weight, const fp16* bias,
+                       int N, int C, cudaStream_t stream);
+// Accumulates into dinp [N,C], dweight, dbias [C] (deterministic column sums over `scratch`).
+size_t layernorm_backward_scratch_floats(int N, int C);
+void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                        const float* weight, const float* mean, const float* rstd, int N, int C, float* scratch,
+                        cudaStream_t stream);
+void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                        const bf16* weight, const float* mean, const float* rstd, int N, int C, float* scratch,
+                        cudaStream_t stream);
+void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                        const fp16* weight, const float* mean, const float* rstd, int N, int C, float* scratch,
+                        cudaStream_t stream);
+
+// ---- GELU, tanh approximation (kernels/gelu.h) -------------------------------------------------------
+void gelu_forward(float* out, const float* inp, size_t n, cudaStream_t stream);
+void gelu_forward(bf16* out, const bf16* inp, size_t n, cudaStream_t stream);
+void gelu_forward(fp16* out, const fp16* inp, size_t n, cudaStream_t stream);
+// dinp = gelu'(inp)·dout (writes; dinp may alias dout).
+void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n, cudaStream_t stream);
+void gelu_backward(float* dinp, const bf16* inp, const float* dout, size_t n, cudaStream_t stream);
+void gelu_backward(float* dinp, const fp16* inp, const float* dout, size_t n, cudaStream_t stream);
+// The elementwise part of gelu_linear_backward, fused with the bias gradient: over pre, dout [N,OC],
+//   dpre = gelu'(pre)·dout ;  dbias[c] += Σ_r dpre[r,c]   (fp32 sums, deterministic)
+// fp32: dpre written in fp32 (may alias dout). 16-bit: dpre16 = round(dpre) (the GEMM operand) and
+// the sums are of the unrounded values (kernels::gelu_round_bias_backward).
+size_t gelu_bias_backward_scratch_floats(int N, int OC);
+void gelu_bias_backward(float* dpre, float* dbias, const float* pre, const float* dout, int N, int OC,
+                        float* scratch, cudaStream_t stream);
+void gelu_bias_backward(bf16* dpre16, float* dbias, const bf16* pre, const float* dout, int N, int OC,
+                        float* scratch, cudaStream_t stream);
+void gelu_bias_backward(fp16* dpre16, float* dbias, const fp16* pre, const float* dout, int N, int OC,
+                        float* scratch, cudaStream_t stream);
+
+// ---- residual (kernels/residual.h) -------------------------------------------------------------------
+void residual_forward(float* out, const float* a, const float* b, size_t n, cudaStream_t stream);  // may alias
+void residual_backward(float* da, float* db, const float* dout, size_t n, cudaStream_t stream);
+
+// ---- softmax + cross-entropy (kernels/cross_entropy.h) ----------------------------------------------
+// losses [N]; probs [N,V] (may alias logits; nullptr: only the losses). A target outside [0, V) gives
+// a NaN loss (and, with probs, leaves the row's probabilities computed): the GPU cannot throw, the
+// data layer checks targets against V before they get here.
+void softmax_crossentropy_forward(float* losses, float* probs, const float* logits, const int32_t* targets, int N,
+                                  int V, cudaStream_t stream);
+// dlogits = dloss·(probs − onehot(target)) (writes; may alias probs). An out-of-range target: no onehot.
+void softmax_crossentropy_backward(float* dlogits, const float* probs, const int32_t* targets, float dloss, int N,
+                                   int V, cudaStream_t stream);
+
+// ---- precision (core/dtype.h, kernels/precision.h) -------------------------------------------------
+// n elements from one dtype to another, core/dtype.h's rounding bit for bit (src, dst not overlapping
+// unless the types are equal and the pointers too).
+void convert(const void* src, DType src_type, void* dst, DType dst_type, size_t n, cudaStream_t stream);
+// dst[i] = round(dst[i] + src[i]), added in fp32.
+void add_into(void* dst, DType dst_type, const void* src, DType src_type, size_t n, cudaStream_t stream);
+// *out (device memory) = Σ x[i]² in double, blocks of 4096 each summed in order, then the blocks in
+// order: fp32 gives kernels::sum_squares's bits exactly; bf16/fp16 are deterministic but summed in
+// that blocked order (the CPU sums them in one sequence).
+size_t sum_squares_scratch_doubles(size_t n);
+void sum_squares(double* out, const void* x, DType type, size_t n, double* scratch, cudaStream_t stream);
+
+// ---- AdamW (optim/adamw.h) --------------------------------------------------------------------------
+// The update of optim::adamw_update_segments over a shard's segments (offsets into p, g, m, v), in
+// ceil(segments / 48) launches, bitwise the CPU's (IEEE-rounded fp32 operations, no contraction). With
+// p16 non-null, also writes p16[i] = round(p[i]) in p16_type (bf16 or fp16: the compute copy).
+void adamw_update_segments(float* p, const float* g, float* m, float* v, const optim::ParamSegment* segments,
+                           size_t num_segments, const optim::AdamWParams& hp, int64_t t, float grad_scale,
+                           void* p16, DType p16_type, cudaStream_t stream);
+// One range: optim::adamw_update.
+void adamw_update(float* p, const float* g, float* m, float* v, size_t n, const optim::AdamWParams& hp, int64_t t,
+                  bool decay, float grad_scale, cudaStream_t stream);
+
+}  // namespace zerodp::cuda
