@@ -1,0 +1,507 @@
+#include "comm/nccl_communicator.h"
+
+#if ZERODP_WITH_CUDA
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "comm/gpu_comm_plan.h"
+#include "comm/staged_communicator.h"
+#include "core/error.h"
+#include "cuda/check.h"
+#include "cuda/ordered_sum.h"
+
+namespace zerodp::comm {
+
+bool is_device_pointer(const void* p) {
+  if (p == nullptr) return false;
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    (void)cudaGetLastError();  // clear the sticky-free error a plain host pointer may leave
+    return false;
+  }
+  return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+}
+
+namespace {
+
+// Makes `device` current for the scope (the caller's current device is restored).
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
+    if (previous_ != device) ZDP_CUDA_CHECK(cudaSetDevice(device));
+  }
+  ~DeviceGuard() {
+    int now = -1;
+    if (previous_ >= 0 && cudaGetDevice(&now) == cudaSuccess && now != previous_) (void)cudaSetDevice(previous_);
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = -1;
+};
+
+// A collective with nothing to do (no elements): done at once.
+class DoneWork final : public Work {
+ public:
+  void wait() override {}
+  bool is_completed() override { return true; }
+};
+
+cuda::OrderedOp ordered_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return cuda::OrderedOp::kSum;
+    case ReduceOp::kAvg: return cuda::OrderedOp::kAvg;
+    case ReduceOp::kMax: return cuda::OrderedOp::kMax;
+  }
+  return cuda::OrderedOp::kSum;
+}
+
+bool overlaps(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
+  const auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
+  return a_bytes > 0 && b_bytes > 0 && pa < pb + b_bytes && pb < pa + a_bytes;
+}
+
+}  // namespace
+
+// What the communicator and its Work handles share: the NCCL communicator (null once destroyed) and
+// the first failure, after which nothing more is issued.
+struct NcclCommunicator::State {
+  std::mutex mu;        // guards comm, aborted, first_error
+  std::mutex issue_mu;  // one issuing thread at a time (the GPU order is the issue order)
+  ncclComm_t comm = nullptr;
+  bool aborted = false;
+  std::string first_error;
+  std::string group;  // "rank r of W on GPU d", for messages
+
+  void record_failure(const std::string& msg) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (first_error.empty()) first_error = msg;
+  }
+  void throw_if_failed(const std::string& what) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!first_error.empty())
+      throw RuntimeFailure(fmt::format("NCCL {} ({}): the communicator failed earlier: {}", what, group, first_error));
+  }
+  // Kernels of an aborted communicator return; its peers' collectives fail in turn.
+  void abort() {
+    std::lock_guard<std::mutex> lock(mu);
+    if (comm != nullptr && !aborted) {
+      (void)ncclCommAbort(comm);
+      aborted = true;
+    }
+  }
+  // An asynchronous NCCL error (a peer gone, a network failure), or ncclSuccess.
+  ncclResult_t async_error() {
+    std::lock_guard<std::mutex> lock(mu);
+    if (comm == nullptr || aborted) return ncclSuccess;
+    ncclResult_t r = ncclSuccess;
+    if (ncclCommGetAsyncError(comm, &r) != ncclSuccess) return ncclSuccess;
+    return r == ncclInProgress ? ncclSuccess : r;
+  }
+};
+
+namespace {
+
+void check_nccl(ncclResult_t r, const char* call, const std::string& what, NcclCommunicator::State& state) {
+  if (r == ncclSuccess) return;
+  const char* detail = state.comm != nullptr ? ncclGetLastError(state.comm) : nullptr;
+  throw RuntimeFailure(fmt::format("NCCL {} ({}): {} failed: {}{}{}", what, state.group, call, ncclGetErrorString(r),
+                                   detail != nullptr && *detail != '\0' ? ": " : "", detail != nullptr ? detail : ""));
+}
+#define ZDP_NCCL(call, what, state) check_nccl((call), #call, (what), (state))
+
+// The Work of one NCCL collective: an event recorded on the communication stream after it.
+class NcclWork final : public Work {
+ public:
+  NcclWork(std::shared_ptr<NcclCommunicator::State> state, std::string what, cudaStream_t compute,
+           bool host_blocking, double timeout_s, int device)
+      : state_(std::move(state)), what_(std::move(what)), compute_(compute), host_blocking_(host_blocking),
+        timeout_s_(timeout_s), device_(device) {
+    ZDP_CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
+  }
+  ~NcclWork() override { (void)cudaEventDestroy(done_); }  // released by CUDA once it has happened
+  NcclWork(const NcclWork&) = delete;
+  NcclWork& operator=(const NcclWork&) = delete;
+
+  cudaEvent_t done() const { return done_; }
+
+  void wait() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!error_.empty()) throw RuntimeFailure(error_);
+    if (waited_) return;
+    DeviceGuard guard(device_);
+    if (host_blocking_ || timeout_s_ > 0) wait_on_host();
+    ZDP_CUDA_CHECK(cudaStreamWaitEvent(compute_, done_, 0));
+    waited_ = true;
+  }
+
+  bool is_completed() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!error_.empty() || waited_) return true;
+    const cudaError_t e = cudaEventQuery(done_);
+    if (e == cudaErrorNotReady) return false;
+    if (e != cudaSuccess) (void)cudaGetLastError();
+    return true;  // done, or failed: wait() says which
+  }
+
+ private:
+  // Polls the event (yielding, then sleeping 50 µs), watching NCCL's asynchronous errors and the deadline.
+  void wait_on_host() {
+    const auto start = std::chrono::steady_clock::now();
+    for (int round = 0;; ++round) {
+      const cudaError_t e = cudaEventQuery(done_);
+      if (e == cudaSuccess) return;
+      if (e != cudaErrorNotReady) fail(fmt::format("CUDA error while waiting: {}: {}", cudaGetErrorName(e), cudaGetErrorString(e)), false);
+      if (const ncclResult_t r = state_->async_error(); r != ncclSuccess)
+        fail(fmt::format("asynchronous NCCL error: {}", ncclGetErrorString(r)), true);
+      if (timeout_s_ > 0) {
+        const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        if (waited > timeout_s_)
+          fail(fmt::format("not done after {:.1f} s (--comm-timeout {} s): a rank did not issue it, or its GPU "
+                           "is stuck; NCCL communicator aborted",
+                           waited, timeout_s_),
+               true);
+      }
+      if (round < 1000) {
+        std::this_thread::yield();
+      } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
+    }
+  }
+
+  [[noreturn]] void fail(const std::string& why, bool abort) {
+    error_ = fmt::format("NCCL {} ({}): {}", what_, state_->group, why);
+    state_->record_failure(error_);
+    if (abort) state_->abort();
+    throw RuntimeFailure(error_);
+  }
+
+  std::shared_ptr<NcclCommunicator::State> state_;
+  const std::string what_;
+  const cudaStream_t compute_;
+  const bool host_blocking_;
+  const double timeout_s_;
+  const int device_;
+  cudaEvent_t done_ = nullptr;
+  std::mutex mu_;
+  bool waited_ = false;
+  std::string error_;
+};
+
+// "all_reduce(1024 × bf16, sum)": how errors name a collective.
+std::string describe(const char* kind, size_t count, const char* unit, const char* op = nullptr) {
+  return op != nullptr ? fmt::format("{}({} × {}, {})", kind, count, unit, op) : fmt::format("{}({} × {})", kind, count, unit);
+}
+
+// Whether a collective's buffers are host memory (then it goes through MPI); throws when some are
+// on the host and some on the device.
+bool on_host(const char* kind, std::initializer_list<const void*> buffers) {
+  int host = 0, device = 0;
+  for (const void* p : buffers) {
+    if (p == nullptr) continue;
+    (is_device_pointer(p) ? device : host) += 1;
+  }
+  ZDP_CHECK(host == 0 || device == 0, "{}: host and device buffers in one collective", kind);
+  return host > 0;
+}
+
+}  // namespace
+
+// ---- construction -------------------------------------------------------------------------------
+
+std::unique_ptr<NcclCommunicator> NcclCommunicator::create(Communicator& group, int device, const NcclOptions& options) {
+  std::unique_ptr<Communicator> own = group.split(0, group.rank());
+  ZDP_CHECK(own != nullptr, "NcclCommunicator: the private split of the group failed");
+  auto c = std::make_unique<NcclCommunicator>(std::move(own), device, options);
+  c->set_traffic_ledger(&group.traffic());
+  c->set_successor_in_other_group(group.successor_in_other_group());
+  c->set_timeout(group.timeout());
+  return c;
+}
+
+NcclCommunicator::NcclCommunicator(std::unique_ptr<Communicator> mpi_group, int device, const NcclOptions& options)
+    : mpi_(std::move(mpi_group)), options_(options), device_(device), state_(std::make_shared<State>()) {
+  ZDP_CHECK(mpi_ != nullptr, "NcclCommunicator needs an MPI group");
+  mpi_->set_traffic_ledger(&untracked_);
+  rank_ = mpi_->rank();
+  size_ = mpi_->size();
+  state_->group = fmt::format("rank {} of {} on GPU {}", rank_, size_, device_);
+  DeviceGuard guard(device_);
+
+  // Rank 0 makes the id; the MPI group carries it (host bytes) to the others.
+  ncclUniqueId id{};
+  if (rank_ == 0) ZDP_NCCL(ncclGetUniqueId(&id), "init", *state_);
+  mpi_->broadcast_bytes(&id, sizeof id, 0);
+  ncclComm_t comm = nullptr;
+  ZDP_NCCL(ncclCommInitRank(&comm, size_, id, rank_), "init", *state_);
+  state_->comm = comm;
+
+  ZDP_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  ZDP_CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
+  ZDP_CUDA_CHECK(cudaMalloc(&barrier_word_, sizeof(int)));
+  ZDP_CUDA_CHECK(cudaMemset(barrier_word_, 0, sizeof(int)));
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  // Nothing may throw here: errors are dropped, the process is usually ending with them.
+  int previous = -1;
+  (void)cudaGetDevice(&previous);
+  (void)cudaSetDevice(device_);
+  bool aborted = false;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    aborted = state_->aborted;
+  }
+  if (stream_ != nullptr) {
+    if (!aborted) (void)cudaStreamSynchronize(stream_);
+    if (scratch_ != nullptr) (void)cudaFreeAsync(scratch_, stream_);
+    (void)cudaStreamSynchronize(stream_);
+  }
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    if (state_->comm != nullptr && !state_->aborted) (void)ncclCommDestroy(state_->comm);
+    state_->comm = nullptr;
+  }
+  if (barrier_word_ != nullptr) (void)cudaFree(barrier_word_);
+  if (ready_ != nullptr) (void)cudaEventDestroy(ready_);
+  if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
+  if (previous >= 0) (void)cudaSetDevice(previous);
+}
+
+void NcclCommunicator::set_compute_stream(cudaStream_t stream) {
+  std::lock_guard<std::mutex> lock(state_->issue_mu);
+  options_.compute_stream = stream;
+}
+
+void NcclCommunicator::set_timeout(double seconds) {
+  Communicator::set_timeout(seconds);
+  mpi_->set_timeout(seconds);
+}
+
+std::unique_ptr<Communicator> NcclCommunicator::split(int color, int key) {
+  std::unique_ptr<Communicator> sub = mpi_->split(color, key);
+  if (sub == nullptr) return nullptr;
+  auto c = std::make_unique<NcclCommunicator>(std::move(sub), device_, options_);
+  c->set_traffic_ledger(traffic_);
+  c->set_timeout(timeout());
+  return c;
+}
+
+std::unique_ptr<Communicator> NcclCommunicator::split_by_host() {
+  auto c = std::make_unique<NcclCommunicator>(mpi_->split_by_host(), device_, options_);
+  c->set_traffic_ledger(traffic_);
+  c->set_timeout(timeout());
+  return c;
+}
+
+// ---- issuing ----------------------------------------------------------------------------------------
+
+template <class Enqueue>
+WorkPtr NcclCommunicator::issue(const std::string& what, bool host_blocking, Enqueue&& enqueue) {
+  std::lock_guard<std::mutex> lock(state_->issue_mu);
+  state_->throw_if_failed(what);
+  DeviceGuard guard(device_);
+  // The collective follows what the compute stream has been given so far.
+  ZDP_CUDA_CHECK(cudaEventRecord(ready_, options_.compute_stream));
+  ZDP_CUDA_CHECK(cudaStreamWaitEvent(stream_, ready_, 0));
+  auto work = std::make_shared<NcclWork>(state_, what, options_.compute_stream, host_blocking || options_.host_wait,
+                                         timeout(), device_);
+  try {
+    enqueue();
+    ZDP_CUDA_CHECK(cudaEventRecord(work->done(), stream_));
+  } catch (const std::exception& e) {
+    // Half a collective may be enqueued: the ranks no longer agree on what runs.
+    state_->record_failure(e.what());
+    throw;
+  }
+  return work;
+}
+
+void NcclCommunicator::record(CollectiveKind k, size_t count, size_t elem_bytes) {
+  traffic_->record(k, ledger_full_bytes(k, count, elem_bytes, size_), size_, successor_in_other_group_);
+}
+
+void NcclCommunicator::ensure_scratch(size_t bytes) {
+  if (bytes <= scratch_bytes_) return;
+  // Stream-ordered: the old slots are released after the collectives already enqueued have used them.
+  if (scratch_ != nullptr) ZDP_CUDA_CHECK(cudaFreeAsync(scratch_, stream_));
+  scratch_ = nullptr;
+  scratch_bytes_ = 0;
+  ZDP_CUDA_CHECK(cudaMallocAsync(&scratch_, bytes, stream_));
+  scratch_bytes_ = bytes;
+}
+
+void NcclCommunicator::enqueue_ordered(const void* send, void* buf, size_t count, DType dtype, ReduceOp op) {
+  const std::string what = send != nullptr ? "reduce_scatter" : "all_reduce";
+  const size_t es = dtype_size(dtype);
+  const AllToAllPlan plan = send != nullptr ? reduce_scatter_plan(count, size_) : all_reduce_plan(count, size_);
+  const char* src = static_cast<const char*>(send != nullptr ? send : buf);
+  ensure_scratch(plan.scratch_elements() * es);
+  char* slots = static_cast<char*>(scratch_);
+  const int r = rank_;
+  const size_t mine = plan.length(r);
+
+  // Everyone's values of chunk r into slots 0..W-1 (this rank's by a copy).
+  if (mine > 0)
+    ZDP_CUDA_CHECK(cudaMemcpyAsync(slots + plan.offset(r) * es, src + plan.offset(r) * es, mine * es,
+                                   cudaMemcpyDeviceToDevice, stream_));
+  ncclComm_t comm = state_->comm;
+  ZDP_NCCL(ncclGroupStart(), what, *state_);
+  for (int p = 0; p < size_; ++p) {
+    if (p == r) continue;
+    if (plan.length(p) > 0)
+      ZDP_NCCL(ncclSend(src + plan.offset(p) * es, plan.length(p) * es, ncclUint8, p, comm, stream_), what, *state_);
+    if (mine > 0) ZDP_NCCL(ncclRecv(slots + plan.offset(p) * es, mine * es, ncclUint8, p, comm, stream_), what, *state_);
+  }
+  ZDP_NCCL(ncclGroupEnd(), what, *state_);
+
+  if (send != nullptr) {  // reduce_scatter: the reduced chunk is the result
+    cuda::ordered_reduce(slots, plan.chunk, size_, buf, count, dtype, ordered_op(op), stream_);
+    return;
+  }
+  // all_reduce: reduce chunk r, then gather the W chunks (in the caller's buffer when they fill it).
+  char* gathered = plan.gathers_in_place() ? static_cast<char*>(buf) : slots + plan.receive_elements() * es;
+  cuda::ordered_reduce(slots, plan.chunk, size_, gathered + plan.offset(r) * es, mine, dtype, ordered_op(op), stream_);
+  ZDP_NCCL(ncclAllGather(gathered + plan.offset(r) * es, gathered, plan.chunk * es, ncclUint8, comm, stream_), what,
+           *state_);
+  if (!plan.gathers_in_place())
+    ZDP_CUDA_CHECK(cudaMemcpyAsync(buf, gathered, count * es, cudaMemcpyDeviceToDevice, stream_));
+}
+
+// ---- the collectives --------------------------------------------------------------------------------
+
+WorkPtr NcclCommunicator::barrier_async() {
+  // A one-word maximum over a zero (no arithmetic that could drift); the host waits for it.
+  return issue("barrier", /*host_blocking=*/true, [&] {
+    ZDP_NCCL(ncclAllReduce(barrier_word_, barrier_word_, 1, ncclInt32, ncclMax, state_->comm, stream_), "barrier",
+             *state_);
+  });
+}
+
+WorkPtr NcclCommunicator::broadcast_async(void* buf, size_t count, DType dtype, int root) {
+  ZDP_CHECK(root >= 0 && root < size_, "broadcast from root {} in a group of {} ranks", root, size_);
+  ZDP_CHECK(buf != nullptr || count == 0, "broadcast of {} elements from a null buffer", count);
+  record(CollectiveKind::kBroadcast, count, dtype_size(dtype));
+  if (on_host("broadcast", {buf})) return mpi_->broadcast_async(buf, count, dtype, root);
+  if (count == 0) return std::make_shared<DoneWork>();
+  const std::string what = describe("broadcast", count, dtype_name(dtype));
+  return issue(what, false, [&] {
+    ZDP_NCCL(ncclBroadcast(buf, buf, count * dtype_size(dtype), ncclUint8, root, state_->comm, stream_), what, *state_);
+  });
+}
+
+WorkPtr NcclCommunicator::broadcast_bytes_async(void* buf, size_t bytes, int root) {
+  ZDP_CHECK(root >= 0 && root < size_, "broadcast from root {} in a group of {} ranks", root, size_);
+  ZDP_CHECK(buf != nullptr || bytes == 0, "broadcast of {} bytes from a null buffer", bytes);
+  record(CollectiveKind::kBroadcast, bytes, 1);
+  if (on_host("broadcast_bytes", {buf})) return mpi_->broadcast_bytes_async(buf, bytes, root);
+  if (bytes == 0) return std::make_shared<DoneWork>();
+  const std::string what = describe("broadcast_bytes", bytes, "byte");
+  return issue(what, false, [&] {
+    ZDP_NCCL(ncclBroadcast(buf, buf, bytes, ncclUint8, root, state_->comm, stream_), what, *state_);
+  });
+}
+
+WorkPtr NcclCommunicator::all_reduce_async(void* buf, size_t count, DType dtype, ReduceOp op) {
+  ZDP_CHECK(buf != nullptr || count == 0, "all_reduce of {} elements on a null buffer", count);
+  record(CollectiveKind::kAllReduce, count, dtype_size(dtype));
+  if (on_host("all_reduce", {buf})) return mpi_->all_reduce_async(buf, count, dtype, op);
+  if (count == 0 || size_ == 1) return std::make_shared<DoneWork>();  // one rank's sum is its values
+  const std::string what = describe("all_reduce", count, dtype_name(dtype), reduce_op_name(op));
+  return issue(what, false, [&] { enqueue_ordered(nullptr, buf, count, dtype, op); });
+}
+
+WorkPtr NcclCommunicator::reduce_scatter_async(const void* send, void* recv, size_t count, DType dtype, ReduceOp op) {
+  const size_t chunk = count * dtype_size(dtype);
+  bool in_place = false;
+  if (count > 0) {
+    ZDP_CHECK(send != nullptr && recv != nullptr, "reduce_scatter of {} elements with a null buffer", count);
+    in_place = static_cast<const char*>(send) + static_cast<size_t>(rank_) * chunk == recv;
+    ZDP_CHECK(in_place || !overlaps(send, chunk * size_, recv, chunk),
+              "reduce_scatter: recv overlaps send without being send + rank·count (the in-place form)");
+  }
+  record(CollectiveKind::kReduceScatter, count, dtype_size(dtype));
+  if (on_host("reduce_scatter", {send, recv})) return mpi_->reduce_scatter_async(send, recv, count, dtype, op);
+  if (count == 0 || (size_ == 1 && in_place)) return std::make_shared<DoneWork>();
+  const std::string what = describe("reduce_scatter", count, dtype_name(dtype), reduce_op_name(op));
+  return issue(what, false, [&] {
+    if (size_ == 1) {
+      ZDP_CUDA_CHECK(cudaMemcpyAsync(recv, send, chunk, cudaMemcpyDeviceToDevice, stream_));
+    } else {
+      enqueue_ordered(send, recv, count, dtype, op);
+    }
+  });
+}
+
+WorkPtr NcclCommunicator::all_gather_async(const void* send, void* recv, size_t count, DType dtype) {
+  return all_gather_bytes_checked("all_gather", send, recv, count, dtype_size(dtype), dtype_name(dtype),
+                                  [&] { return mpi_->all_gather_async(send, recv, count, dtype); });
+}
+
+WorkPtr NcclCommunicator::all_gather_bytes_async(const void* send, void* recv, size_t bytes) {
+  return all_gather_bytes_checked("all_gather_bytes", send, recv, bytes, 1, "byte",
+                                  [&] { return mpi_->all_gather_bytes_async(send, recv, bytes); });
+}
+
+template <class OnHost>
+WorkPtr NcclCommunicator::all_gather_bytes_checked(const char* kind, const void* send, void* recv, size_t count,
+                                                   size_t elem_bytes, const char* unit, OnHost&& on_host_path) {
+  const size_t chunk = count * elem_bytes;
+  if (count > 0) {
+    ZDP_CHECK(send != nullptr && recv != nullptr, "{} of {} elements with a null buffer", kind, count);
+    const bool in_place = static_cast<char*>(recv) + static_cast<size_t>(rank_) * chunk == send;
+    ZDP_CHECK(in_place || !overlaps(send, chunk, recv, chunk * size_),
+              "{}: send overlaps recv without being recv + rank·count (the in-place form)", kind);
+  }
+  record(CollectiveKind::kAllGather, count, elem_bytes);
+  if (on_host(kind, {send, recv})) return on_host_path();
+  if (count == 0) return std::make_shared<DoneWork>();
+  const std::string what = describe(kind, count, unit);
+  return issue(what, false, [&] {
+    ZDP_NCCL(ncclAllGather(send, recv, chunk, ncclUint8, state_->comm, stream_), what, *state_);
+  });
+}
+
+// ---- the choice -------------------------------------------------------------------------------------
+
+std::unique_ptr<Communicator> make_gpu_communicator(Communicator& mpi_group, int device, cudaStream_t compute_stream) {
+  GpuCommChoice choice = GpuCommChoice::kAuto;
+  const char* env = std::getenv("ZERODP_GPU_COMM");
+  ZDP_REQUIRE(parse_gpu_comm_choice(env != nullptr ? env : "", &choice),
+              "environment variable ZERODP_GPU_COMM='{}': expected auto, nccl or staged", env != nullptr ? env : "");
+
+  DeviceIdentity me;
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0) std::strcpy(host, "?");
+  me.host = fnv1a64(host, std::strlen(host));
+  cudaDeviceProp prop{};
+  ZDP_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  me.device = fnv1a64(&prop.uuid, sizeof prop.uuid);
+  std::vector<DeviceIdentity> everyone(static_cast<size_t>(mpi_group.size()));
+  {
+    UntrackedTraffic setup(mpi_group);  // not training traffic
+    mpi_group.all_gather_bytes(&me, everyone.data(), sizeof me);
+  }
+  if (choose_gpu_backend(everyone, choice) == GpuCommBackend::kNccl) {
+    NcclOptions options;
+    options.compute_stream = compute_stream;
+    return NcclCommunicator::create(mpi_group, device, options);
+  }
+  return StagedCommunicator::create(mpi_group, device, compute_stream);
+}
+
+}  // namespace zerodp::comm
+
+#endif  // ZERODP_WITH_CUDA
