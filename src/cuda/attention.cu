@@ -1,0 +1,283 @@
+// Flash-style causal self-attention, bf16/fp16 with fp32 accumulation (cuda/attention.h). The tile
+// math each thread runs is in cuda/attention_tiling.h (fwd_row_tile, bwd_kv_row_tile, bwd_q_row_tile),
+// shared with the CPU test that runs the same tiled algorithm on the host.
+//
+//   forward:  S = scale·Q·Kᵀ ;  P = causal softmax(S) ;  O = P·V ;  L = rowwise log Σ_j e^(S_ij)
+//             one block per (b, h, query block of Br rows), one thread per query row; the key blocks
+//             right of the diagonal are never loaded; online softmax over the key blocks (FlashAttention-2).
+//   backward: D = rowsum(dO∘O) ;  P = e^(S − L) ;  dP = dO·Vᵀ ;  dS = P∘(dP − D)·scale
+//             dV += Pᵀ·dO ;  dK += dSᵀ·Q  (kernel per key block, iterating the query blocks below it)
+//             dQ += dS·K               (kernel per query block, iterating the key blocks left of it)
+//
+// Determinism: FlashAttention-2 accumulates dQ with float atomics from every key block, whose order
+// varies between runs. Here dQ has its own pass (one thread per query row, key blocks in order),
+// which recomputes S and dP (about 1.4× the backward's flops of the atomic version) but needs no
+// atomics and no T/Bc partial copies of dQ in memory. Every element of dqkv is then written by
+// exactly one thread, which adds its sum in a fixed order: identical bits on every run. The q third
+// and the k, v thirds of dqkv are disjoint, so the two kernels do not race.
+//
+// Performance plan (this version is plain fp32 FMA per thread, correctness first): (1) tensor cores:
+// a warp per 16 query rows with WMMA/mma.sync bf16 16×16×16 fragments for S = Q·Kᵀ and O += P·V (P
+// rounded to 16 bits as the CPU path does), and likewise dP, dV, dK, dQ in the backward; (2) 128-bit
+// loads of the tiles and cp.async double buffering of the next K/V tile; (3) larger tiles with
+// opted-in shared memory (up to 227 KiB on sm_90); (4) cuDNN's fused attention where available.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+
+#include "cuda/attention.h"
+#include "cuda/attention_tiling.h"
+#include "cuda/check.h"
+
+namespace zerodp::cuda {
+
+namespace {
+
+using namespace attn;
+
+template <class E>
+__device__ inline E from_f32(float x);
+template <>
+__device__ inline __nv_bfloat16 from_f32<__nv_bfloat16>(float x) {
+  return __float2bfloat16_rn(x);
+}
+template <>
+__device__ inline __half from_f32<__half>(float x) {
+  return __float2half_rn(x);
+}
+
+// Rows row0..row0+rows−1 (head columns 0..HS−1) of a global [T, stride] view into a shared tile with
+// row stride `ld`; rows ≥ T are zero (they are masked, the zeros only keep NaNs out). Consecutive
+// threads read consecutive columns of a row (coalesced).
+template <int HS, class E>
+__device__ inline void load_tile(E* tile, int ld, const E* src, ptrdiff_t stride, int row0, int rows, int T) {
+  for (int e = threadIdx.x; e < rows * HS; e += blockDim.x) {
+    const int r = e / HS, c = e % HS, t = row0 + r;
+    tile[r * ld + c] = t < T ? src[static_cast<ptrdiff_t>(t) * stride + c] : from_f32<E>(0.0f);
+  }
+}
+
+// ---- forward ----------------------------------------------------------------------------------------
+// O_i = Σ_j softmax_j(scale·q_i·k_j)·v_j over j ≤ i, by fwd_row_tile's online softmax; L_i = m + log l.
+template <int HS, class E>
+__global__ void __launch_bounds__(block_rows(HS))
+    attention_forward_kernel(E* out, float* lse, const E* qkv, int T, int C, int NH, float scale) {
+  constexpr int BR = block_rows(HS), BC = block_cols(HS), QS = padded_row(HS);
+  extern __shared__ __align__(16) unsigned char smem[];
+  E* sq = reinterpret_cast<E*>(smem);  // [BR][QS], row r is thread r's
+  E* sk = sq + BR * QS;                // [BC][HS]
+  E* sv = sk + BC * HS;                // [BC][HS]
+  const int bh = blockIdx.x, b = bh / NH, h = bh % NH;
+  const int qb = query_block_of(blockIdx.y, gridDim.y);
+  const int r = threadIdx.x, i = qb * BR + r;
+  const ptrdiff_t stride = 3 * static_cast<ptrdiff_t>(C);
+  const E* q = qkv + qkv_index(b, 0, 0, h, 0, T, C, HS);
+  const E* k = qkv + qkv_index(b, 0, 1, h, 0, T, C, HS);
+  const E* v = qkv + qkv_index(b, 0, 2, h, 0, T, C, HS);
+
+  load_tile<HS>(sq, QS, q, stride, qb * BR, BR, T);
+  float m = -INFINITY, l = 0.0f, o[HS];
+#pragma unroll
+  for (int c = 0; c < HS; ++c) o[c] = 0.0f;
+  const int nkb = key_blocks_visited(qb, T, BR, BC);
+  for (int kb = 0; kb < nkb; ++kb) {
+    __syncthreads();  // the previous tile is no longer read (and, the first time, sq is complete)
+    load_tile<HS>(sk, HS, k, stride, kb * BC, BC, T);
+    load_tile<HS>(sv, HS, v, stride, kb * BC, BC, T);
+    __syncthreads();
+    const int n = i < T ? keys_seen(i, kb * BC, T, BC) : 0;
+    if (n > 0) fwd_row_tile<HS, BC>(sq + r * QS, sk, sv, n, scale, m, l, o);
+  }
+  if (i < T) {
+    const float inv = 1.0f / l;
+    E* orow = out + out_index(b, i, h, 0, T, C, HS);
+#pragma unroll
+    for (int c = 0; c < HS; ++c) orow[c] = from_f32<E>(o[c] * inv);
+    lse[row_stat_index(b, h, i, T, NH)] = m + logf(l);
+  }
+}
+
+// ---- backward ---------------------------------------------------------------------------------------
+// D_i = Σ_c dO_ic·O_ic (fp32, from the 16-bit dO and the saved 16-bit O), one thread per row.
+template <int HS, class E>
+__global__ void attention_row_dot_kernel(float* D, const E* dout, const E* out, int B, int T, int C, int NH) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;  // (b, h, t)
+  if (row >= static_cast<int64_t>(B) * NH * T) return;
+  const int t = static_cast<int>(row % T), bh = static_cast<int>(row / T), b = bh / NH, h = bh % NH;
+  const ptrdiff_t at = out_index(b, t, h, 0, T, C, HS);
+  D[row] = dot_row<HS>(dout + at, out + at);
+}
+
+// dV_j += Σ_i P_ij·dO_i ; dK_j += Σ_i dS_ij·q_i over i ≥ j: one thread per key row j, query blocks in
+// order from the diagonal one down, each tile's rows in order (bwd_kv_row_tile).
+template <int HS, class E>
+__global__ void __launch_bounds__(block_cols(HS))
+    attention_backward_kv_kernel(float* dqkv, const E* dout, const float* lse, const float* D, const E* qkv, int T,
+                                 int C, int NH, float scale) {
+  constexpr int BR = block_rows(HS), BC = block_cols(HS), KS = padded_row(HS);
+  extern __shared__ __align__(16) unsigned char smem[];
+  E* sk = reinterpret_cast<E*>(smem);  // [BC][KS], row r is thread r's
+  E* sv = sk + BC * KS;                // [BC][KS]
+  E* sq = sv + BC * KS;                // [BR][HS]
+  E* sdo = sq + BR * HS;               // [BR][HS]
+  float* sL = reinterpret_cast<float*>(sdo + BR * HS);  // [BR]; 4-byte aligned: the offsets above are even
+  float* sD = sL + BR;                                  // [BR]
+  const int bh = blockIdx.x, b = bh / NH, h = bh % NH;
+  const int kb = key_block_of(blockIdx.y);
+  const int r = threadIdx.x, j = kb * BC + r;
+  const ptrdiff_t stride = 3 * static_cast<ptrdiff_t>(C);
+  const E* q = qkv + qkv_index(b, 0, 0, h, 0, T, C, HS);
+  const E* k = qkv + qkv_index(b, 0, 1, h, 0, T, C, HS);
+  const E* v = qkv + qkv_index(b, 0, 2, h, 0, T, C, HS);
+  const E* dO = dout + out_index(b, 0, h, 0, T, C, HS);
+  const float* Lh = lse + row_stat_index(b, h, 0, T, NH);
+  const float* Dh = D + row_stat_index(b, h, 0, T, NH);
+
+  load_tile<HS>(sk, KS, k, stride, kb * BC, BC, T);
+  load_tile<HS>(sv, KS, v, stride, kb * BC, BC, T);
+  float dk[HS], dv[HS];
+#pragma unroll
+  for (int c = 0; c < HS; ++c) dk[c] = dv[c] = 0.0f;
+  const int nqb = ceil_div(T, BR);
+  for (int qb = first_query_block(kb, BR, BC); qb < nqb; ++qb) {
+    __syncthreads();
+    load_tile<HS>(sq, HS, q, stride, qb * BR, BR, T);
+    load_tile<HS>(sdo, HS, dO, C, qb * BR, BR, T);
+    for (int e = threadIdx.x; e < BR; e += blockDim.x) {
+      const int t = qb * BR + e;
+      sL[e] = t < T ? Lh[t] : 0.0f;
+      sD[e] = t < T ? Dh[t] : 0.0f;
+    }
+    __syncthreads();
+    if (j < T)
+      bwd_kv_row_tile<HS, BR>(sk + r * KS, sv + r * KS, sq, sdo, sL, sD, qb * BR, j, rows_present(qb * BR, T, BR),
+                              scale, dk, dv);
+  }
+  if (j < T) {
+    float* dkrow = dqkv + qkv_index(b, j, 1, h, 0, T, C, HS);
+    float* dvrow = dqkv + qkv_index(b, j, 2, h, 0, T, C, HS);
+#pragma unroll
+    for (int c = 0; c < HS; ++c) {
+      dkrow[c] += dk[c];
+      dvrow[c] += dv[c];
+    }
+  }
+}
+
+// dQ_i += Σ_j dS_ij·k_j over j ≤ i: one thread per query row i, key blocks in order up to the diagonal
+// (bwd_q_row_tile).
+template <int HS, class E>
+__global__ void __launch_bounds__(block_rows(HS))
+    attention_backward_q_kernel(float* dqkv, const E* dout, const float* lse, const float* D, const E* qkv, int T,
+                                int C, int NH, float scale) {
+  constexpr int BR = block_rows(HS), BC = block_cols(HS), QS = padded_row(HS);
+  extern __shared__ __align__(16) unsigned char smem[];
+  E* sq = reinterpret_cast<E*>(smem);  // [BR][QS], row r is thread r's
+  E* sdo = sq + BR * QS;               // [BR][QS]
+  E* sk = sdo + BR * QS;               // [BC][HS]
+  E* sv = sk + BC * HS;                // [BC][HS]
+  const int bh = blockIdx.x, b = bh / NH, h = bh % NH;
+  const int qb = query_block_of(blockIdx.y, gridDim.y);
+  const int r = threadIdx.x, i = qb * BR + r;
+  const ptrdiff_t stride = 3 * static_cast<ptrdiff_t>(C);
+  const E* q = qkv + qkv_index(b, 0, 0, h, 0, T, C, HS);
+  const E* k = qkv + qkv_index(b, 0, 1, h, 0, T, C, HS);
+  const E* v = qkv + qkv_index(b, 0, 2, h, 0, T, C, HS);
+  const E* dO = dout + out_index(b, 0, h, 0, T, C, HS);
+
+  load_tile<HS>(sq, QS, q, stride, qb * BR, BR, T);
+  load_tile<HS>(sdo, QS, dO, C, qb * BR, BR, T);
+  const float Li = i < T ? lse[row_stat_index(b, h, i, T, NH)] : 0.0f;
+  const float Di = i < T ? D[row_stat_index(b, h, i, T, NH)] : 0.0f;
+  float dq[HS];
+#pragma unroll
+  for (int c = 0; c < HS; ++c) dq[c] = 0.0f;
+  const int nkb = key_blocks_visited(qb, T, BR, BC);
+  for (int kb = 0; kb < nkb; ++kb) {
+    __syncthreads();
+    load_tile<HS>(sk, HS, k, stride, kb * BC, BC, T);
+    load_tile<HS>(sv, HS, v, stride, kb * BC, BC, T);
+    __syncthreads();
+    const int n = i < T ? keys_seen(i, kb * BC, T, BC) : 0;
+    if (n > 0) bwd_q_row_tile<HS, BC>(sq + r * QS, sdo + r * QS, sk, sv, n, Li, Di, scale, dq);
+  }
+  if (i < T) {
+    float* dqrow = dqkv + qkv_index(b, i, 0, h, 0, T, C, HS);
+#pragma unroll
+    for (int c = 0; c < HS; ++c) dqrow[c] += dq[c];
+  }
+}
+
+// ---- launchers --------------------------------------------------------------------------------------
+float scale_of(int hs) { return static_cast<float>(1.0 / std::sqrt(static_cast<double>(hs))); }
+dim3 dim3_of(Grid g) { return dim3(g.x, g.y, g.z); }
+
+template <int HS, class E>
+void forward_hs(void* out, float* lse, const void* qkv, int B, int T, int C, int NH, cudaStream_t stream) {
+  static_assert(fwd_smem_bytes(HS) <= kSmemWithoutOptIn);
+  attention_forward_kernel<HS, E><<<dim3_of(query_grid(B, T, NH, HS)), block_rows(HS), fwd_smem_bytes(HS), stream>>>(
+      static_cast<E*>(out), lse, static_cast<const E*>(qkv), T, C, NH, scale_of(HS));
+  ZDP_CUDA_CHECK(cudaGetLastError());
+}
+
+template <int HS, class E>
+void backward_hs(float* dqkv, void* scratch, const void* dout, const void* out, const float* lse, const void* qkv,
+                 int B, int T, int C, int NH, cudaStream_t stream) {
+  static_assert(bwd_kv_smem_bytes(HS) <= kSmemWithoutOptIn && bwd_q_smem_bytes(HS) <= kSmemWithoutOptIn);
+  float* D = static_cast<float*>(scratch);
+  const E* dO = static_cast<const E*>(dout);
+  const E* x = static_cast<const E*>(qkv);
+  const int64_t rows = static_cast<int64_t>(B) * NH * T;
+  attention_row_dot_kernel<HS, E><<<static_cast<unsigned>((rows + kRowThreads - 1) / kRowThreads), kRowThreads, 0,
+                                    stream>>>(D, dO, static_cast<const E*>(out), B, T, C, NH);
+  ZDP_CUDA_CHECK(cudaGetLastError());
+  attention_backward_kv_kernel<HS, E><<<dim3_of(key_grid(B, T, NH, HS)), block_cols(HS), bwd_kv_smem_bytes(HS),
+                                        stream>>>(dqkv, dO, lse, D, x, T, C, NH, scale_of(HS));
+  ZDP_CUDA_CHECK(cudaGetLastError());
+  attention_backward_q_kernel<HS, E><<<dim3_of(query_grid(B, T, NH, HS)), block_rows(HS), bwd_q_smem_bytes(HS),
+                                       stream>>>(dqkv, dO, lse, D, x, T, C, NH, scale_of(HS));
+  ZDP_CUDA_CHECK(cudaGetLastError());
+}
+
+template <class E>
+void forward_typed(void* out, float* lse, const void* qkv, int B, int T, int C, int NH, cudaStream_t stream) {
+  switch (C / NH) {
+    case 32: return forward_hs<32, E>(out, lse, qkv, B, T, C, NH, stream);
+    case 64: return forward_hs<64, E>(out, lse, qkv, B, T, C, NH, stream);
+    default: return forward_hs<128, E>(out, lse, qkv, B, T, C, NH, stream);  // checked: 128
+  }
+}
+
+template <class E>
+void backward_typed(float* dqkv, void* scratch, const void* dout, const void* out, const float* lse, const void* qkv,
+                    int B, int T, int C, int NH, cudaStream_t stream) {
+  switch (C / NH) {
+    case 32: return backward_hs<32, E>(dqkv, scratch, dout, out, lse, qkv, B, T, C, NH, stream);
+    case 64: return backward_hs<64, E>(dqkv, scratch, dout, out, lse, qkv, B, T, C, NH, stream);
+    default: return backward_hs<128, E>(dqkv, scratch, dout, out, lse, qkv, B, T, C, NH, stream);
+  }
+}
+
+}  // namespace
+
+void attention_forward(DType dtype, void* out, float* lse, const void* qkv, int B, int T, int C, int NH,
+                       cudaStream_t stream) {
+  check_attention_shape("cuda attention_forward", dtype, B, T, C, NH);
+  if (dtype == DType::kBF16)
+    forward_typed<__nv_bfloat16>(out, lse, qkv, B, T, C, NH, stream);
+  else
+    forward_typed<__half>(out, lse, qkv, B, T, C, NH, stream);
+}
+
+void attention_backward(DType dtype, float* dqkv, void* scratch, const void* dout, const void* out, const float* lse,
+                        const void* qkv, int B, int T, int C, int NH, cudaStream_t stream) {
+  check_attention_shape("cuda attention_backward", dtype, B, T, C, NH);
+  if (dtype == DType::kBF16)
+    backward_typed<__nv_bfloat16>(dqkv, scratch, dout, out, lse, qkv, B, T, C, NH, stream);
+  else
+    backward_typed<__half>(dqkv, scratch, dout, out, lse, qkv, B, T, C, NH, stream);
+}
+
+}  // namespace zerodp::cuda
