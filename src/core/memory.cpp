@@ -151,12 +151,31 @@ Buffer::Buffer(size_t bytes, MemCategory c, MemTier tier, MemoryLedger& ledger) 
   ledger_ = &ledger;
 }
 
+Buffer::Buffer(size_t bytes, MemCategory c, MemTier tier, BufferSource& source, MemoryLedger& ledger)
+    : category_(c), tier_(tier) {
+  ZDP_CHECK(tier != MemTier::kNvme, "a Buffer of {} bytes of '{}' asked for in the nvme tier: NVMe bytes are "
+            "files, counted by their writer", bytes, mem_category_name(c));
+  ledger.on_alloc(tier, c, bytes);  // throws before anything is allocated
+  if (bytes > 0) {
+    try {
+      data_ = source.allocate(bytes);
+    } catch (...) {
+      ledger.on_free(tier, c, bytes);
+      throw;
+    }
+  }
+  size_ = bytes;
+  ledger_ = &ledger;
+  source_ = &source;
+}
+
 Buffer::Buffer(Buffer&& o) noexcept
     : data_(std::exchange(o.data_, nullptr)),
       size_(std::exchange(o.size_, 0)),
       category_(o.category_),
       tier_(o.tier_),
-      ledger_(std::exchange(o.ledger_, nullptr)) {}
+      ledger_(std::exchange(o.ledger_, nullptr)),
+      source_(std::exchange(o.source_, nullptr)) {}
 
 Buffer& Buffer::operator=(Buffer&& o) noexcept {
   if (this != &o) {
@@ -166,16 +185,22 @@ Buffer& Buffer::operator=(Buffer&& o) noexcept {
     category_ = o.category_;
     tier_ = o.tier_;
     ledger_ = std::exchange(o.ledger_, nullptr);
+    source_ = std::exchange(o.source_, nullptr);
   }
   return *this;
 }
 
 void Buffer::release() {
   if (ledger_ != nullptr) ledger_->on_free(tier_, category_, size_);
-  std::free(data_);
+  if (source_ != nullptr) {
+    if (data_ != nullptr) source_->deallocate(data_, size_);
+  } else {
+    std::free(data_);
+  }
   data_ = nullptr;
   size_ = 0;
   ledger_ = nullptr;
+  source_ = nullptr;
 }
 
 void fill_zero(void* p, size_t bytes) {
@@ -193,7 +218,12 @@ void fill_zero(void* p, size_t bytes) {
   }
 }
 
-void Buffer::zero() { fill_zero(data_, size_); }
+void Buffer::zero() {
+  // Bytes from a source (a GPU's) may not be addressable here: the device that gave them zeroes them.
+  ZDP_CHECK(source_ == nullptr, "Buffer::zero on {} bytes of '{}' from a buffer source: use its device's fill_zero",
+            size_, mem_category_name(category_));
+  fill_zero(data_, size_);
+}
 
 bool retain_freed_host_memory(size_t largest, size_t keep) {
 #if defined(__GLIBC__)

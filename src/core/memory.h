@@ -132,6 +132,15 @@ uint64_t physical_memory_bytes();
 // store of 124M parameters is 0.5 GB: one core's memset leaves the others idle).
 void fill_zero(void* p, size_t bytes);
 
+// Where a Buffer's bytes come from when they are not the C library's (a GPU's memory, page-locked
+// host memory): allocate throws when it has none left (a BudgetError when the memory is full).
+class BufferSource {
+ public:
+  virtual ~BufferSource() = default;
+  virtual void* allocate(size_t bytes) = 0;
+  virtual void deallocate(void* p, size_t bytes) noexcept = 0;
+};
+
 class Buffer {
  public:
   static constexpr size_t kAlignment = 64;
@@ -150,6 +159,8 @@ class Buffer {
   // In the device tier.
   Buffer(size_t bytes, MemCategory c, MemoryLedger& ledger = MemoryLedger::global())
       : Buffer(bytes, c, MemTier::kDevice, ledger) {}
+  // The same, with the bytes from `source` (which must outlive the buffer) instead of the C library.
+  Buffer(size_t bytes, MemCategory c, MemTier tier, BufferSource& source, MemoryLedger& ledger = MemoryLedger::global());
   ~Buffer() { release(); }
   Buffer(Buffer&& o) noexcept;
   Buffer& operator=(Buffer&& o) noexcept;
@@ -181,6 +192,7 @@ class Buffer {
   MemCategory category_ = MemCategory::kAct;
   MemTier tier_ = MemTier::kDevice;
   MemoryLedger* ledger_ = nullptr;
+  BufferSource* source_ = nullptr;  // null: the C library's
 };
 
 }  // namespace zerodp

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
@@ -310,3 +311,64 @@ TEST(Tensor, OwnsViewsReshapesAndSlices) {
   }
   EXPECT_EQ(MemoryLedger::global().live(MemCategory::kAct), before);
 }
+
+namespace zerodp {
+namespace {
+
+// A source that hands out heap blocks and remembers what is outstanding (as a GPU allocator would).
+class CountingSource final : public BufferSource {
+ public:
+  int live = 0;
+  size_t bytes_out = 0;
+  bool fail = false;
+  void* allocate(size_t bytes) override {
+    if (fail) throw BudgetError("source is full");
+    ++live;
+    bytes_out += bytes;
+    return std::malloc(bytes);
+  }
+  void deallocate(void* p, size_t bytes) noexcept override {
+    --live;
+    bytes_out -= bytes;
+    std::free(p);
+  }
+};
+
+TEST(BufferSource, TheLedgerCountsTheBytesAskedForAndTheSourceGetsThemBack) {
+  MemoryLedger ledger;
+  CountingSource source;
+  {
+    Buffer a(1000, MemCategory::kAct, MemTier::kDevice, source, ledger);
+    Buffer b(24, MemCategory::kComm, MemTier::kHost, source, ledger);
+    EXPECT_EQ(source.live, 2);
+    EXPECT_EQ(ledger.live(MemCategory::kAct), 1000u);
+    EXPECT_EQ(ledger.live(MemTier::kHost, MemCategory::kComm), 24u);
+    Buffer moved = std::move(a);  // the source moves with the bytes
+    EXPECT_TRUE(a.empty());
+    EXPECT_EQ(moved.size(), 1000u);
+    b = std::move(moved);  // b's own bytes go back to the source first
+    EXPECT_EQ(source.live, 1);
+    EXPECT_EQ(ledger.live(MemTier::kHost, MemCategory::kComm), 0u);
+    EXPECT_THROW(b.zero(), RuntimeFailure);  // not addressable here in general: the device zeroes it
+  }
+  EXPECT_EQ(source.live, 0);
+  EXPECT_EQ(source.bytes_out, 0u);
+  EXPECT_EQ(ledger.live_total(), 0u);
+  EXPECT_EQ(ledger.peak_total(), 1000u);
+}
+
+TEST(BufferSource, AFailedAllocationCountsNothing) {
+  MemoryLedger ledger;
+  CountingSource source;
+  source.fail = true;
+  EXPECT_THROW(Buffer(64, MemCategory::kParam, MemTier::kDevice, source, ledger), BudgetError);
+  EXPECT_EQ(ledger.live_total(), 0u);
+  // Over the budget: the source is never asked.
+  ledger.set_budget(10);
+  source.fail = false;
+  EXPECT_THROW(Buffer(64, MemCategory::kParam, MemTier::kDevice, source, ledger), BudgetError);
+  EXPECT_EQ(source.live, 0);
+}
+
+}  // namespace
+}  // namespace zerodp

@@ -1,0 +1,73 @@
+// The CUDA device: the compute seam (device/device.h) on one GPU.
+//   - memory: device buffers from a caching allocator over cudaMalloc, host buffers page-locked
+//     (cudaMallocHost, through a caching allocator too), both counted in the ledger exactly as on
+//     the CPU (the bytes asked for); what the allocators hold beyond that is reserved_bytes();
+//   - ordering: everything is issued on one compute stream and returns at once; record() is a CUDA
+//     event on it, synchronize() waits for it. Transfers run on a copy stream of their own, ordered
+//     after the compute issued before them;
+//   - GEMMs through cuBLASLt (cuda/gemm.h), conversions, sums of squares and AdamW through cuda/kernels.h.
+// A call that hands a result to the host (sum_squares) or copies into host memory (copy with a host
+// destination) waits for the compute stream first, as the CPU device's callers expect of them.
+//
+// Not yet: GPT-2's kernel tables (the model does not run on this device in this version; the kernels
+// are in cuda/ and tested there) and SGD; asking for them is a RuntimeFailure that says so.
+#pragma once
+
+#if ZERODP_WITH_CUDA
+
+#include <memory>
+#include <string>
+
+#include "device/device.h"
+
+namespace zerodp::device {
+
+class CudaDevice final : public Device {
+ public:
+  // On GPU `ordinal` (made the calling thread's current device).
+  explicit CudaDevice(int ordinal);
+  ~CudaDevice() override;
+  CudaDevice(const CudaDevice&) = delete;
+  CudaDevice& operator=(const CudaDevice&) = delete;
+
+  std::string name() const override;
+  Buffer allocate(size_t bytes, MemCategory category) override;
+  Buffer allocate_host(size_t bytes, MemCategory category) override;
+  void copy(void* dst, const void* src, size_t bytes) override;
+  void fill_zero(void* dst, size_t bytes) override;
+  void convert(const void* src, DType src_type, void* dst, DType dst_type, size_t n) override;
+  void add_into(void* dst, DType dst_type, const void* src, DType src_type, size_t n) override;
+  double sum_squares(const void* x, DType type, size_t n) override;
+  void adamw_update(float* p, const float* g, float* m, float* v, size_t n, const optim::AdamWParams& hp, int64_t t,
+                    bool decay, float grad_scale) override;
+  void sgd_update(float* p, const float* g, float* momentum, size_t n, const optim::SGDParams& hp, int64_t t,
+                  bool decay, float grad_scale) override;
+  void gemm(DType dtype, bool trans_a, bool trans_b, int M, int N, int K, float alpha, const void* A, int lda,
+            const void* B, int ldb, float beta, float* C, int ldc) override;
+  void transfer(const void* src, DType src_type, void* dst, DType dst_type, size_t n) override;
+  std::unique_ptr<Event> record_transfer() override;
+  std::unique_ptr<Event> record() override;
+  void synchronize() override;
+
+  int ordinal() const;
+  // The compute stream (a cudaStream_t), for the communicator to order its collectives after.
+  void* compute_stream() const;
+  // What the caching allocators hold from the driver (device, page-locked host): at least the
+  // ledger's live bytes of that tier, plus rounding and cached blocks.
+  size_t reserved_bytes() const;
+  size_t reserved_host_bytes() const;
+
+ protected:
+  const Gpt2Kernels<float>& gpt2_f32() const override;
+  const Gpt2Kernels<double>& gpt2_f64() const override;
+  const Gpt2Kernels<bf16>& gpt2_bf16() const override;
+  const Gpt2Kernels<fp16>& gpt2_fp16() const override;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace zerodp::device
+
+#endif  // ZERODP_WITH_CUDA

@@ -1,0 +1,168 @@
+// The CUDA device through the seam against the CPU device: the same calls, the same answers (bit for
+// bit where the operations are the same IEEE operations in the same order), the ledger's bytes, and
+// the ordering of the compute and copy streams.
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/memory.h"
+#include "device/cpu_device.h"
+#include "device/cuda_device.h"
+
+namespace zerodp::device {
+namespace {
+
+std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+// Host vector -> new device buffer, and back.
+Buffer upload(CudaDevice& dev, const void* host, size_t bytes, MemCategory c = MemCategory::kAct) {
+  Buffer b = dev.allocate(bytes, c);
+  dev.copy(b.data(), host, bytes);
+  return b;
+}
+template <class T>
+std::vector<T> download(CudaDevice& dev, const Buffer& b) {
+  std::vector<T> out(b.size() / sizeof(T));
+  dev.copy(out.data(), b.data(), b.size());  // a host destination: copy waits for it
+  return out;
+}
+
+TEST(CudaDevice, MemoryIsCountedInTheLedgerExactly) {
+  CudaDevice dev(0);
+  MemoryLedger& ledger = MemoryLedger::global();
+  const uint64_t act = ledger.live(MemCategory::kAct), host = ledger.live(MemTier::kHost, MemCategory::kComm);
+  {
+    Buffer a = dev.allocate(1000, MemCategory::kAct);
+    Buffer h = dev.allocate_host(777, MemCategory::kComm);
+    EXPECT_EQ(ledger.live(MemCategory::kAct), act + 1000);
+    EXPECT_EQ(ledger.live(MemTier::kHost, MemCategory::kComm), host + 777);
+    EXPECT_GE(dev.reserved_bytes(), 1000u);
+    EXPECT_GE(dev.reserved_host_bytes(), 777u);
+    std::memset(h.data(), 7, h.size());  // page-locked host memory is the host's to touch
+    EXPECT_THROW(a.zero(), RuntimeFailure);  // device bytes are zeroed by the device
+  }
+  EXPECT_EQ(ledger.live(MemCategory::kAct), act);
+  EXPECT_EQ(ledger.live(MemTier::kHost, MemCategory::kComm), host);
+}
+
+TEST(CudaDevice, OutOfGpuMemoryIsABudgetError) {
+  CudaDevice dev(0);
+  EXPECT_THROW(dev.allocate(size_t{1} << 50, MemCategory::kAct), BudgetError);  // a petabyte
+}
+
+TEST(CudaDevice, CopyFillAndConvertAsTheCpuDevice) {
+  CudaDevice dev(0);
+  CpuDevice cpu;
+  const size_t n = 100003;
+  const std::vector<float> x = random_floats(n, 1, 3.0f);
+  Buffer dx = upload(dev, x.data(), n * 4);
+  for (DType to : {DType::kBF16, DType::kF16}) {
+    Buffer d16 = dev.allocate(n * 2, MemCategory::kAct);
+    dev.convert(dx.data(), DType::kF32, d16.data(), to, n);
+    std::vector<uint16_t> want(n);
+    cpu.convert(x.data(), DType::kF32, want.data(), to, n);
+    EXPECT_EQ(download<uint16_t>(dev, d16), want) << dtype_name(to);
+    // add_into: dst = round(dst + src) in fp32.
+    std::vector<uint16_t> acc = want;
+    cpu.add_into(acc.data(), to, x.data(), DType::kF32, n);
+    dev.add_into(d16.data(), to, dx.data(), DType::kF32, n);
+    EXPECT_EQ(download<uint16_t>(dev, d16), acc) << dtype_name(to);
+  }
+  dev.fill_zero(dx.data(), n * 4);
+  const std::vector<float> zeros = download<float>(dev, dx);
+  EXPECT_EQ(zeros, std::vector<float>(n, 0.0f));
+}
+
+TEST(CudaDevice, SumOfSquaresIsTheCpuDevicesInFp32) {
+  CudaDevice dev(0);
+  CpuDevice cpu;
+  for (size_t n : {size_t{1}, size_t{4095}, size_t{4096}, size_t{1000001}}) {
+    const std::vector<float> x = random_floats(n, 2 + static_cast<uint32_t>(n));
+    Buffer dx = upload(dev, x.data(), n * 4);
+    EXPECT_EQ(dev.sum_squares(dx.data(), DType::kF32, n), cpu.sum_squares(x.data(), DType::kF32, n)) << n;
+  }
+}
+
+TEST(CudaDevice, AdamWIsTheCpuDevicesBitForBit) {
+  CudaDevice dev(0);
+  CpuDevice cpu;
+  const size_t n = 65537;
+  std::vector<float> p = random_floats(n, 3), g = random_floats(n, 4, 0.1f), m(n, 0.0f), v(n, 0.0f);
+  Buffer dp = upload(dev, p.data(), n * 4), dg = upload(dev, g.data(), n * 4), dm = upload(dev, m.data(), n * 4),
+         dv = upload(dev, v.data(), n * 4);
+  optim::AdamWParams hp;
+  hp.weight_decay = 0.1;
+  for (int64_t t = 1; t <= 3; ++t) {
+    cpu.adamw_update(p.data(), g.data(), m.data(), v.data(), n, hp, t, /*decay=*/t != 2, 0.5f);
+    dev.adamw_update(dp.as<float>(), dg.as<float>(), dm.as<float>(), dv.as<float>(), n, hp, t, t != 2, 0.5f);
+  }
+  EXPECT_EQ(download<float>(dev, dp), p);
+  EXPECT_EQ(download<float>(dev, dm), m);
+  EXPECT_EQ(download<float>(dev, dv), v);
+}
+
+// fp32 GEMM through cuBLASLt (TF32 off) against OpenBLAS: the same products, summed in another
+// order: within K·2^-24 of Σ|a·b| per element.
+TEST(CudaDevice, Fp32GemmAgreesWithTheCpuDevice) {
+  CudaDevice dev(0);
+  CpuDevice cpu;
+  const int M = 67, N = 129, K = 300;
+  const std::vector<float> a = random_floats(size_t(M) * K, 5), b = random_floats(size_t(K) * N, 6);
+  std::vector<float> c(size_t(M) * N, 0.0f), abs_c(size_t(M) * N, 0.0f);
+  cpu.gemm(DType::kF32, false, false, M, N, K, 1.0f, a.data(), K, b.data(), N, 0.0f, c.data(), N);
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < N; ++j)
+      for (int k = 0; k < K; ++k) abs_c[size_t(i) * N + j] += std::fabs(a[size_t(i) * K + k] * b[size_t(k) * N + j]);
+  Buffer da = upload(dev, a.data(), a.size() * 4), db = upload(dev, b.data(), b.size() * 4);
+  Buffer dc = dev.allocate(c.size() * 4, MemCategory::kAct);
+  dev.gemm(DType::kF32, false, false, M, N, K, 1.0f, da.data(), K, db.data(), N, 0.0f, dc.as<float>(), N);
+  const std::vector<float> got = download<float>(dev, dc);
+  for (size_t i = 0; i < c.size(); ++i)
+    ASSERT_LE(std::fabs(got[i] - c[i]), 4.0 * (K + 1) * 0x1p-24 * abs_c[i] + 1e-30) << i;
+}
+
+// A transfer after compute sees the compute's result; its event says when the destination is ready.
+TEST(CudaDevice, TransfersAreOrderedAfterTheComputeIssuedBeforeThem) {
+  CudaDevice dev(0);
+  const size_t n = size_t{1} << 22;
+  const std::vector<float> x = random_floats(n, 7);
+  Buffer dx = upload(dev, x.data(), n * 4);
+  Buffer host = dev.allocate_host(n * 2, MemCategory::kComm);
+  dev.fill_zero(dx.data(), n * 4);  // compute: zero it...
+  dev.transfer(dx.data(), DType::kF32, host.data(), DType::kBF16, n);  // ...then bring it down as bf16
+  std::unique_ptr<Event> done = dev.record_transfer();
+  done->wait();
+  EXPECT_TRUE(done->done());
+  const uint16_t* h = host.as<uint16_t>();
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(h[i], 0u) << i;
+  std::unique_ptr<Event> e = dev.record();
+  dev.synchronize();
+  EXPECT_TRUE(e->done());
+}
+
+TEST(CudaDevice, WhatIsNotWiredSaysSo) {
+  CudaDevice dev(0);
+  EXPECT_EQ(dev.name(), "cuda:0");
+  try {
+    dev.gpt2<bf16>();
+    ADD_FAILURE();
+  } catch (const RuntimeFailure& e) {
+    EXPECT_NE(std::string(e.what()).find("not wired"), std::string::npos);
+  }
+  float x = 0;
+  EXPECT_THROW(dev.sgd_update(&x, &x, &x, 0, optim::SGDParams{}, 1, false, 1.0f), RuntimeFailure);
+}
+
+}  // namespace
+}  // namespace zerodp::device
