@@ -1,6 +1,7 @@
 #include "plan/estimator.h"
 
 #include <algorithm>
+#include <deque>
 
 #include "core/error.h"
 #include "model/layout.h"
@@ -110,7 +111,8 @@ uint64_t prefetched_blocks(const PlanInput& in, const Units& u, uint64_t live, u
 }
 
 // Peak of `gathered` + `comm` during a step, following the engine's backward (docs/planner.md):
-// the head's backward, then each block's, with up to three reductions left in flight.
+// the head's backward, each block's, then the embedding's, micro-step after micro-step, with the
+// reductions of stages 2-3 left in flight as the engine's reducer leaves them.
 uint64_t transient_bytes(const PlanInput& in, const Units& u) {
   const uint64_t p = dtype_size(in.dtype), r = reduce_bytes(in);
   // A unit's fp32 gradient is a working buffer unless stages 0-1 accumulate straight into fp32 storage.
@@ -123,29 +125,68 @@ uint64_t transient_bytes(const PlanInput& in, const Units& u) {
   // The head: unit 0's fp32 gradient, its gathered copy and the blocks prefetched (16-bit compute
   // reads the 16-bit parameters directly: no working copy).
   const uint64_t head_ahead = s3 ? prefetched_blocks(in, u, u.p0, u.L) : 0;
-  uint64_t peak = wg0 + s3 * p * (u.p0 + head_ahead * u.pb) + head_ahead * staged;
+  const uint64_t head = wg0 + s3 * p * (u.p0 + head_ahead * u.pb) + head_ahead * staged;
   // With one rank nothing is reduced: stages 2-3 add each unit's gradient into the store at once.
   const uint64_t W = static_cast<uint64_t>(in.world);
-  const bool reduces = W > 1;
-  // One reduction in flight at stages 2-3: the unit to send and the shard to receive, except that
-  // with one micro-step the sum lands straight in the gradient shard when it is kept in the
-  // reduction dtype (zero until then: written, not added; zero/grad_reducer.h).
-  const bool received_in_place = in.accum == 1 && r == grad_bytes(in);
-  const uint64_t reduction = reduces ? (u.pb + (received_in_place ? 0 : u.sb)) * r : 0;
-  // The communicator's staging, from the first reduction of the backward until its last is waited for.
+  const bool per_unit = in.stage >= 2 && W > 1;  // a reduce-scatter launched as each unit's backward ends
+  // The communicator's staging: one buffer, grown to the largest reduction issued, freed when the
+  // last one issued is waited for. At stages 2-3 it holds a block's from the first launch and grows
+  // at unit 0's (when larger); the reducer waits for the last reductions only after the last
+  // micro-step, so it stays at its largest through the later ones. Stages 0-1: the largest from
+  // the first launch.
   const uint64_t stg = staging_bytes(in, u);
-  for (uint64_t j = 0; j < u.L; ++j) {  // the j-th block of the backward
-    const uint64_t ahead = s3 ? prefetched_blocks(in, u, u.pb, u.L - 1 - j) : 0;
-    const uint64_t in_flight = in.stage >= 2 ? std::min<uint64_t>(j, 3) * reduction : 0;
-    // While the block's backward runs: its gradient beside the reductions in flight.
-    const uint64_t during = wg0 + (work_grad ? 4 * u.pb : 0) + in_flight +
-                            (j > 0 ? stg : 0) + s3 * p * u.pb * (1 + ahead) + ahead * staged;
-    peak = std::max(peak, during);
-    if (in.stage >= 2) {
-      // When it ends: its parameters freed, its gradient launched as one more reduction (converted
-      // first when reduced in 16 bits).
-      const uint64_t launch = reduces ? std::max(r == 4 ? 0 : (4 + r) * u.pb, reduction) : 0;
-      peak = std::max(peak, wg0 + in_flight + launch + stg + s3 * p * u.pb * ahead + ahead * staged);
+  const uint64_t block_stg = per_unit ? reduction_staging_bytes(false, u.sb, r, W) : stg;
+  // Stages 2-3: the bytes each reduction in flight holds, oldest first. The reducer keeps three in
+  // flight, retiring the oldest when a fourth is launched, and waits for the rest only after the
+  // last micro-step (zero/grad_reducer.h, complete_all): a later micro-step begins with the previous
+  // one's last three (or, with one block, the last two and the one before's unit 0) in flight,
+  // through its forward and into its backward. From the fourth micro-step on, every one repeats the
+  // one before.
+  std::deque<uint64_t> open;
+  uint64_t open_bytes = 0;
+  auto launch = [&](uint64_t bytes) {
+    open.push_back(bytes);
+    open_bytes += bytes;
+    if (open.size() > 3) {
+      open_bytes -= open.front();
+      open.pop_front();
+    }
+  };
+  uint64_t peak = 0;
+  const int64_t steps = per_unit ? std::min<int64_t>(in.accum, 4) : 1;
+  for (int64_t g = 0; g < steps; ++g) {
+    // A reduction holds the unit to send (the fp32 gradient, in `gathered`, or its conversion, in
+    // `comm`) and the shard to receive, except that the first micro-step's sum lands straight in the
+    // gradient shard when it is kept in the reduction dtype (zero until then: written, not added).
+    const bool in_place = g == 0 && r == grad_bytes(in);
+    const uint64_t reduction0 = (u.p0 + (in_place ? 0 : u.s0)) * r, reduction = (u.pb + (in_place ? 0 : u.sb)) * r;
+    const uint64_t launched_stg = g > 0 ? stg : block_stg;  // once a block's reduction has been issued
+    // The forward holds the same reductions and staging beside at most the parameters the head's
+    // backward holds (which adds unit 0's gradient): the head's backward bounds it.
+    peak = std::max(peak, head + open_bytes + (g > 0 ? stg : 0));
+    for (uint64_t j = 0; j < u.L; ++j) {  // the j-th block of the backward
+      const uint64_t ahead = s3 ? prefetched_blocks(in, u, u.pb, u.L - 1 - j) : 0;
+      const uint64_t staging = g > 0 || j > 0 ? launched_stg : 0;
+      // While the block's backward runs: its gradient beside the reductions in flight.
+      const uint64_t during = wg0 + (work_grad ? 4 * u.pb : 0) + open_bytes + staging + s3 * p * u.pb * (1 + ahead) +
+                              ahead * staged;
+      peak = std::max(peak, during);
+      if (per_unit) {
+        // When it ends: its parameters freed, its gradient launched as one more reduction (converted
+        // beside it first when reduced in 16 bits), the oldest retired if that makes four.
+        const uint64_t rest = wg0 + open_bytes + s3 * p * u.pb * ahead + ahead * staged;
+        if (r != 4) peak = std::max(peak, rest + (4 + r) * u.pb + staging);
+        peak = std::max(peak, rest + reduction + launched_stg);
+        launch(reduction);
+      }
+    }
+    if (per_unit) {
+      // When the embedding's backward ends, unit 0's gradient is launched last, with no parameters
+      // gathered: converted beside it first when reduced in 16 bits, then sent from (fp32: itself)
+      // with the staging grown to its reduce-scatter.
+      if (r != 4) peak = std::max(peak, open_bytes + (4 + r) * u.p0 + launched_stg);
+      peak = std::max(peak, open_bytes + reduction0 + stg);
+      launch(reduction0);
     }
   }
   // Stages 0-1 reducing in another dtype than the stored gradient convert into buffers, up to four in flight.

@@ -6,10 +6,14 @@
           units need padding;
   act:    the predicted `act` is within 10% of the measured peak_bytes.act, with and without
           --activation-checkpointing (and the predicted total within 10% of the measured peak);
+  accum:  with gradient accumulation (--accum 2, 3) at stages 2 and 3, fp32 and bf16, the predicted
+          total within 10% of the measured peak, and what the micro-steps add to it (the
+          reductions one micro-step leaves in flight into the next) equal to what they add to the
+          measured peak, byte for byte;
   sweep:  `zerodp sweep` on a small model: every stage's largest micro-batch trains under the budget
           and the next one exits 3; the CSV and the plots are written.
 
-usage: plan_cli_tests.py ZERODP CASE     (CASE: states | act | sweep)
+usage: plan_cli_tests.py ZERODP CASE     (CASE: states | act | accum | sweep)
 Exits non-zero with a message on the first failed check."""
 import csv
 import functools
@@ -29,9 +33,9 @@ MODEL = {"layers": 2, "heads": 4, "embd": 48, "vocab": 256, "ctx": 32}
 W = 2
 
 
-def estimate(stage, dtype, fp32_accum, B, T, ckpt):
+def estimate(stage, dtype, fp32_accum, B, T, ckpt, accum=1):
     args = ["estimate", "--json", "--gpus", str(W), "--stage", str(stage), "--dtype", dtype, "--micro-batch", str(B),
-            "--seq", str(T)] + [a for k, v in MODEL.items() for a in (f"--{k}", str(v))]
+            "--seq", str(T), "--accum", str(accum)] + [a for k, v in MODEL.items() for a in (f"--{k}", str(v))]
     if fp32_accum:
         args.append("--fp32-grad-accum")
     if ckpt:
@@ -47,14 +51,14 @@ def estimate(stage, dtype, fp32_accum, B, T, ckpt):
     return s["bytes_per_rank"]
 
 
-def train(stage, dtype, fp32_accum, B, T, ckpt, metrics):
+def train(stage, dtype, fp32_accum, B, T, ckpt, metrics, accum=1):
     args = ["train", "--init", init, "--data", tokens, "--steps", "2", "--micro-batch", str(B), "--seq", str(T),
             "--zero-stage", str(stage), "--dtype", dtype, "--metrics", metrics, "--log-every", "0",
-            "--fp32-grad-accum" if fp32_accum else "--no-fp32-grad-accum"]
+            "--accum", str(accum), "--fp32-grad-accum" if fp32_accum else "--no-fp32-grad-accum"]
     if ckpt:
         args.append("--activation-checkpointing")
     rc, out, err = run(args, W)
-    check(rc == 0, f"train stage {stage} {dtype} B={B} T={T} checkpointing={ckpt}", err)
+    check(rc == 0, f"train stage {stage} {dtype} B={B} T={T} checkpointing={ckpt} accum={accum}", err)
     recs = zt.records(metrics, "memory")
     check(len(recs) == W, f"one memory record per rank ({len(recs)})")
     return recs
@@ -84,6 +88,29 @@ elif CASE == "act":
                 err = abs(want[key] - got) / got
                 check(err <= 0.10, f"stage {stage} {dtype} B={B} T={T} checkpointing={ckpt} rank {rec['rank']}: "
                                    f"{key} predicted {want[key]}, measured {got} ({100 * err:.2f}% apart)")
+elif CASE == "accum":
+    # Each micro-step after the first begins with the previous one's last reductions still in flight
+    # (the third with ones that received into buffers); bf16 without fp32 accumulation received the
+    # first micro-step's sums in place.
+    for n, (stage, dtype, fp32_accum, accums) in enumerate([(3, "fp32", True, (1, 2, 3)), (3, "bf16", True, (1, 2)),
+                                                           (2, "fp32", True, (1, 2)), (2, "bf16", True, (1, 2)),
+                                                           (2, "bf16", False, (1, 2))]):
+        base = {}  # rank: (predicted, measured) total with one micro-step
+        for G in accums:
+            what = f"stage {stage} {dtype} fp32-accum={fp32_accum} accum={G}"
+            want = estimate(stage, dtype, fp32_accum, 2, 16, False, G)["total"]
+            for rec in train(stage, dtype, fp32_accum, 2, 16, False, os.path.join(tmp, f"g{n}_{G}.jsonl"), G):
+                got = rec["peak_bytes"]["total"]
+                err = abs(want - got) / got
+                check(err <= 0.10, f"{what} rank {rec['rank']}: total predicted {want}, measured {got} "
+                                   f"({100 * err:.2f}% apart)")
+                if G == 1:
+                    base[rec["rank"]] = (want, got)
+                    continue
+                want_more, got_more = want - base[rec["rank"]][0], got - base[rec["rank"]][1]
+                peaks = {k: rec["peak_bytes"][k] for k in ("gathered", "comm")}
+                check(want_more == got_more, f"{what} rank {rec['rank']}: the micro-steps add {want_more} bytes to the "
+                                             f"predicted total, {got_more} to the measured peak ({peaks})")
 elif CASE == "sweep":
     out = os.path.join(tmp, "sweep")
     rc, so, se = run(["sweep", "--layers", "2", "--embd", "96", "--heads", "4", "--seq", "16", "--gpus", "2",

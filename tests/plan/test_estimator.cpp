@@ -230,6 +230,51 @@ TEST(Estimator, ParamOffloadMovesTheShardsAndStagesTheGathersInFlight) {
   EXPECT_LE(off.transient - plain.transient, 4 * 2 * sb);
 }
 
+// Gradient accumulation at stages 2-3: the reducer keeps three reductions in flight and waits for
+// them only after the last micro-step, so the second micro-step begins with the first one's last
+// three (unit 0's and both blocks') still in flight. Worked by hand for L2 C64 V256 N64 at W = 2,
+// fp32, stage 3: units of 20608 and 49984 elements (shards 10304 and 24992, already multiples of
+// 16); with one micro-step the peak is the second block's backward (unit 0's and its gradient, the
+// first's reduction, summed in place, the staging and its parameters); with two, the first block's
+// of the second micro-step, beside the three carried over: their fp32 gradients, 4·(p0 + 2·pb) more.
+// The third also begins with their receive buffers (the second's sums were added, not written):
+// 4·(s0 + 2·sb) more; from then on every micro-step repeats.
+TEST(Estimator, GradientAccumulationKeepsTheLastReductionsInFlight) {
+  PlanInput in;
+  in.gpt2 = model::GPT2Config{2, 4, 64, 256, 64};
+  in.world = 2;
+  in.stage = 3;
+  in.micro_batch = 2;
+  in.seq = 32;
+  const uint64_t p0 = 20608, pb = 49984, s0 = 10304, sb = 24992;
+  const uint64_t one = estimate_memory(in).transient;
+  const uint64_t staging = sb * 4 + 2 * sb * 4;  // a block's reduce-scatter: an fp32 piece and W pieces
+  EXPECT_EQ(one, 4 * p0 + 4 * pb + 4 * pb + staging + 4 * pb);
+  in.accum = 2;
+  const uint64_t two = estimate_memory(in).transient;
+  EXPECT_EQ(two - one, 4 * (p0 + 2 * pb));
+  in.accum = 3;
+  const uint64_t three = estimate_memory(in).transient;
+  EXPECT_EQ(three - two, 4 * (s0 + 2 * sb));
+  in.accum = 8;
+  EXPECT_EQ(estimate_memory(in).transient, three);
+  // Stage 2 carries the same reductions; stage 1 reduces once, after the last micro-step; one rank
+  // reduces nothing.
+  in.stage = 2;
+  in.accum = 1;
+  const uint64_t stage2 = estimate_memory(in).transient;
+  in.accum = 2;
+  EXPECT_EQ(estimate_memory(in).transient - stage2, 4 * (p0 + 2 * pb));
+  for (auto [stage, world] : {std::pair{1, 2}, std::pair{3, 1}}) {
+    in.stage = stage;
+    in.world = world;
+    in.accum = 1;
+    const uint64_t base = estimate_memory(in).transient;
+    in.accum = 3;
+    EXPECT_EQ(estimate_memory(in).transient, base) << "stage " << stage << ", W = " << world;
+  }
+}
+
 // Parameters to nvme: max_in_cpu keeps the units whose shards fit in host memory, in unit order (the
 // embeddings first); the host holds buffer_count + 2 buffers of the largest shard left in the file.
 TEST(Estimator, ParamNvmeKeepsWhatMaxInCpuHoldsInHostMemory) {
