@@ -17,6 +17,7 @@
 #include "comm/staged_communicator.h"
 #include "core/error.h"
 #include "cuda/check.h"
+#include "cuda/device_guard.h"
 #include "cuda/ordered_sum.h"
 
 namespace zerodp::comm {
@@ -33,23 +34,7 @@ bool is_device_pointer(const void* p) {
 
 namespace {
 
-// Makes `device` current for the scope (the caller's current device is restored).
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
-    if (previous_ != device) ZDP_CUDA_CHECK(cudaSetDevice(device));
-  }
-  ~DeviceGuard() {
-    int now = -1;
-    if (previous_ >= 0 && cudaGetDevice(&now) == cudaSuccess && now != previous_) (void)cudaSetDevice(previous_);
-  }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int previous_ = -1;
-};
+using cuda::DeviceGuard;
 
 // A collective with nothing to do (no elements): done at once.
 class DoneWork final : public Work {

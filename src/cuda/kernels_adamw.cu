@@ -24,27 +24,8 @@ namespace {
 
 namespace tl = tiling;
 
-struct AdamScalars {
-  float decay_factor, beta1, one_minus_beta1, beta2, one_minus_beta2, neg_step_size, bias2_sqrt, eps, grad_scale;
-};
-
-// optim/adamw.cpp's adamw_scalars, expression for expression.
-AdamScalars adam_scalars(const optim::AdamWParams& hp, int64_t t, float grad_scale) {
-  const double td = static_cast<double>(t);
-  const double bias1 = 1.0 - std::pow(hp.beta1, td);
-  const double bias2 = 1.0 - std::pow(hp.beta2, td);
-  AdamScalars s;
-  s.decay_factor = static_cast<float>(1.0 - hp.lr * hp.weight_decay);
-  s.beta1 = static_cast<float>(hp.beta1);
-  s.one_minus_beta1 = static_cast<float>(1.0 - hp.beta1);
-  s.beta2 = static_cast<float>(hp.beta2);
-  s.one_minus_beta2 = static_cast<float>(1.0 - hp.beta2);
-  s.neg_step_size = static_cast<float>(-(hp.lr / bias1));
-  s.bias2_sqrt = static_cast<float>(std::sqrt(bias2));
-  s.eps = static_cast<float>(hp.eps);
-  s.grad_scale = grad_scale;
-  return s;
-}
+// The per-step scalars are optim/adamw.h's (optim::adamw_scalars), so both updates start from the same floats.
+using AdamScalars = optim::AdamWScalars;
 
 struct AdamBatch {
   int count;
@@ -94,8 +75,7 @@ __global__ void __launch_bounds__(tl::kAdamBlock)
 void adamw_update_segments(float* p, const float* g, float* m, float* v, const optim::ParamSegment* segments,
                            size_t num_segments, const optim::AdamWParams& hp, int64_t t, float grad_scale,
                            void* p16, DType p16_type, cudaStream_t stream) {
-  if (t < 1) ZDP_CUDA_CHECK(cudaErrorInvalidValue);  // the CPU's "t = step + 1 must be >= 1"
-  const AdamScalars s = adam_scalars(hp, t, grad_scale);
+  const AdamScalars s = optim::adamw_scalars(hp, t, grad_scale);
   const int mode = p16 == nullptr ? 0 : (p16_type == DType::kBF16 ? 1 : (p16_type == DType::kF16 ? 2 : -1));
   if (mode < 0) ZDP_CUDA_CHECK(cudaErrorInvalidValue);  // an fp32 "copy" is p itself
   uint16_t* h = static_cast<uint16_t*>(p16);

@@ -7,61 +7,10 @@
 #include <algorithm>
 
 #include "cuda/check.h"
+#include "cuda/elementwise_tiling.h"  // core/dtype.h's conversions, bit for bit, on host and device
 
 namespace zerodp::cuda {
 namespace {
-
-__device__ __forceinline__ float bits_to_f32(uint32_t u) { return __uint_as_float(u); }
-
-// The conversions of core/dtype.h, bit for bit, on the device.
-__device__ __forceinline__ float bf16_widen(uint16_t h) { return bits_to_f32(static_cast<uint32_t>(h) << 16); }
-
-__device__ __forceinline__ uint16_t bf16_narrow(float f) {
-  uint32_t u = __float_as_uint(f);
-  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((u >> 16) | 0x0040u);
-  u += 0x7FFFu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
-}
-
-__device__ __forceinline__ float fp16_widen(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  const uint32_t exp = (h >> 10) & 0x1Fu;
-  uint32_t mant = h & 0x3FFu;
-  if (exp == 0x1F) return bits_to_f32(sign | 0x7F800000u | (mant << 13));
-  if (exp != 0) return bits_to_f32(sign | ((exp + 112u) << 23) | (mant << 13));
-  if (mant == 0) return bits_to_f32(sign);
-  uint32_t e = 113;
-  while ((mant & 0x400u) == 0) {
-    mant <<= 1;
-    --e;
-  }
-  return bits_to_f32(sign | (e << 23) | ((mant & 0x3FFu) << 13));
-}
-
-__device__ __forceinline__ uint16_t fp16_narrow(float f) {
-  const uint32_t u = __float_as_uint(f);
-  const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
-  const uint32_t x = u & 0x7FFFFFFFu;
-  if (x > 0x7F800000u) return sign | 0x7E00u | static_cast<uint16_t>((x >> 13) & 0x3FFu);
-  if (x >= 0x477FF000u) return sign | 0x7C00u;
-  if (x >= 0x38800000u) {
-    const uint32_t e = (x >> 23) - 112u;
-    const uint32_t mant = x & 0x7FFFFFu;
-    uint32_t h = (e << 10) | (mant >> 13);
-    const uint32_t rem = mant & 0x1FFFu;
-    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;
-    return sign | static_cast<uint16_t>(h);
-  }
-  if (x <= 0x33000000u) return sign;
-  const uint32_t e = x >> 23;
-  const uint32_t m = (x & 0x7FFFFFu) | 0x800000u;
-  const uint32_t shift = 126u - e;
-  uint32_t h = m >> shift;
-  const uint32_t rem = m & ((1u << shift) - 1u);
-  const uint32_t half = 1u << (shift - 1u);
-  if (rem > half || (rem == half && (h & 1u))) ++h;
-  return sign | static_cast<uint16_t>(h);
-}
 
 struct F32 {
   using T = float;
@@ -70,13 +19,13 @@ struct F32 {
 };
 struct BF16 {
   using T = uint16_t;
-  __device__ static float widen(uint16_t x) { return bf16_widen(x); }
-  __device__ static uint16_t narrow(float x) { return bf16_narrow(x); }
+  __device__ static float widen(uint16_t x) { return tiling::bf16_bits_to_f32(x); }
+  __device__ static uint16_t narrow(float x) { return tiling::f32_to_bf16_bits(x); }
 };
 struct FP16 {
   using T = uint16_t;
-  __device__ static float widen(uint16_t x) { return fp16_widen(x); }
-  __device__ static uint16_t narrow(float x) { return fp16_narrow(x); }
+  __device__ static float widen(uint16_t x) { return tiling::f16_bits_to_f32(x); }
+  __device__ static uint16_t narrow(float x) { return tiling::f32_to_f16_bits(x); }
 };
 
 template <class D, OrderedOp Op>

@@ -7,19 +7,6 @@
 
 namespace zerodp::optim {
 
-namespace {
-
-// The per-step scalars, rounded once from double (see adamw.h).
-struct AdamWScalars {
-  float decay_factor;  // 1 − lr·wd
-  float beta1, one_minus_beta1;
-  float beta2, one_minus_beta2;
-  float neg_step_size;  // −lr / (1 − β1^t)
-  float bias2_sqrt;     // sqrt(1 − β2^t)
-  float eps;
-  float grad_scale;
-};
-
 AdamWScalars adamw_scalars(const AdamWParams& hp, int64_t t, float grad_scale) {
   ZDP_CHECK(t >= 1, "AdamW step count t = step + 1 must be >= 1, got {}", t);
   const double td = static_cast<double>(t);
@@ -37,6 +24,8 @@ AdamWScalars adamw_scalars(const AdamWParams& hp, int64_t t, float grad_scale) {
   s.grad_scale = grad_scale;
   return s;
 }
+
+namespace {
 
 // One contiguous run; kDecay is a template argument so the loop body has no branch and vectorizes.
 template <bool kDecay>

@@ -36,6 +36,21 @@ struct AdamWParams {
   double weight_decay = 0.01;
 };
 
+// The per-step scalars, rounded once from double: what every implementation of the update (this one,
+// the GPU's in cuda/kernels_adamw.cu) computes each element with, so that they agree bit for bit.
+struct AdamWScalars {
+  float decay_factor;  // 1 − lr·wd
+  float beta1, one_minus_beta1;
+  float beta2, one_minus_beta2;
+  float neg_step_size;  // −lr / (1 − β1^t)
+  float bias2_sqrt;     // sqrt(1 − β2^t)
+  float eps;
+  float grad_scale;
+};
+
+// Throws RuntimeFailure unless t >= 1.
+AdamWScalars adamw_scalars(const AdamWParams& hp, int64_t t, float grad_scale);
+
 // Updates n elements in place. t = step + 1 (>= 1). `decay`: whether this range gets weight decay.
 // grad_scale multiplies every gradient first (gradient clipping, loss-scale removal); the update
 // then sees g·grad_scale, rounded to float, exactly as if the gradients had been scaled beforehand.
