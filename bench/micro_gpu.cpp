@@ -1,0 +1,237 @@
+// The GPU backend's pieces at GPT-2 124M's shapes (B·T = 8 × 1024 tokens, C 768, 12 heads, vocabulary
+// 50304), timed with CUDA events on one stream (Google Benchmark's manual time):
+//   - bf16 GEMMs through cuBLASLt (cuda/gemm.h), forward and both backward layouts, and 8192³;
+//   - the flash attention forward and backward (cuda/attention.h), causal flops counted;
+//   - LayerNorm forward and backward, the multi-tensor AdamW over 124M parameters (GB/s moved).
+// TFLOP/s = flops / time; "of peak" against the dense bf16 peak of the GPU when it is an H100 or H200
+// (989.4 TFLOP/s, SXM). Without a GPU it says so and exits 77.
+//   ./micro_gpu [--benchmark_filter=Gemm]
+#include <benchmark/benchmark.h>
+
+#if ZERODP_WITH_CUDA
+
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "cuda/attention.h"
+#include "cuda/check.h"
+#include "cuda/gemm.h"
+#include "cuda/kernels.h"
+#include "cuda/runtime.h"
+
+namespace {
+
+using zerodp::DType;
+namespace cuda = zerodp::cuda;
+
+constexpr int kTokens = 8 * 1024, kC = 768, kNH = 12, kV = 50304;
+double g_peak_tflops = 0;  // 0: unknown GPU
+
+// A device allocation filled with small values (zeros are too easy on some units), freed at scope end.
+class DeviceArray {
+ public:
+  explicit DeviceArray(size_t bytes) : bytes_(bytes) {
+    ZDP_CUDA_CHECK(cudaMalloc(&p_, bytes));
+    ZDP_CUDA_CHECK(cudaMemset(p_, 0x3c, bytes));  // 0x3c3c: 0.0115 in bf16, 1.06 in fp16
+  }
+  ~DeviceArray() { cudaFree(p_); }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  template <class T = void>
+  T* get() const {
+    return static_cast<T*>(p_);
+  }
+
+ private:
+  void* p_ = nullptr;
+  size_t bytes_;
+};
+
+// Runs `body` once per iteration between two events on `stream`; the iteration's time is the GPU's.
+template <class F>
+void time_on_gpu(benchmark::State& state, cudaStream_t stream, F&& body) {
+  cudaEvent_t start, stop;
+  ZDP_CUDA_CHECK(cudaEventCreate(&start));
+  ZDP_CUDA_CHECK(cudaEventCreate(&stop));
+  body();  // warm-up: plans, first-touch
+  ZDP_CUDA_CHECK(cudaStreamSynchronize(stream));
+  for (auto _ : state) {
+    ZDP_CUDA_CHECK(cudaEventRecord(start, stream));
+    body();
+    ZDP_CUDA_CHECK(cudaEventRecord(stop, stream));
+    ZDP_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    ZDP_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    state.SetIterationTime(ms * 1e-3);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+}
+
+void report_flops(benchmark::State& state, double flops) {
+  state.counters["TFLOP/s"] = benchmark::Counter(flops * 1e-12, benchmark::Counter::kIsIterationInvariantRate);
+  if (g_peak_tflops > 0)
+    state.counters["of_peak"] =
+        benchmark::Counter(flops * 1e-12 / g_peak_tflops, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// range: M, N, K, layout (0: NN forward, 1: NT dinp = dout·Wᵀ, 2: TN dW = inpᵀ·dout).
+void BM_GemmBf16(benchmark::State& state) {
+  const int M = static_cast<int>(state.range(0)), N = static_cast<int>(state.range(1)),
+            K = static_cast<int>(state.range(2)), layout = static_cast<int>(state.range(3));
+  cudaStream_t stream;
+  ZDP_CUDA_CHECK(cudaStreamCreate(&stream));
+  {
+    cuda::GemmContext ctx(stream);
+    DeviceArray a(size_t(M) * K * 2), b(size_t(K) * N * 2), c(size_t(M) * N * 2);
+    cuda::GemmArgs g;
+    g.ab_type = g.c_type = DType::kBF16;
+    g.M = M;
+    g.N = N;
+    g.K = K;
+    g.trans_a = layout == 2;
+    g.trans_b = layout == 1;
+    g.A = a.get();
+    g.lda = g.trans_a ? M : K;
+    g.B = b.get();
+    g.ldb = g.trans_b ? K : N;
+    g.C = c.get();
+    g.ldc = N;
+    time_on_gpu(state, stream, [&] { ctx.gemm(g); });
+    report_flops(state, 2.0 * M * N * K);
+    static const char* names[] = {"NN", "NT", "TN"};
+    state.SetLabel(names[layout]);
+  }
+  cudaStreamDestroy(stream);
+}
+
+// The block's and the head's GEMMs at 8192 tokens, in the three layouts a step runs, and a large square.
+void gemm_args(benchmark::internal::Benchmark* b) {
+  const int shapes[][3] = {{kTokens, 3 * kC, kC}, {kTokens, kC, kC}, {kTokens, 4 * kC, kC},
+                           {kTokens, kC, 4 * kC}, {kTokens, kV, kC}};
+  for (const auto& s : shapes)
+    for (int layout = 0; layout < 3; ++layout) b->Args({s[0], s[1], s[2], layout});
+  b->Args({8192, 8192, 8192, 0});
+}
+BENCHMARK(BM_GemmBf16)->Apply(gemm_args)->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+// range: T (B = 8192 / T sequences), direction (0 forward, 1 backward). Causal flops: QKᵀ and PV over
+// the lower triangle, 2·2·B·NH·(T²/2)·hs forward; the backward recomputes P and does four products.
+void BM_AttentionBf16(benchmark::State& state) {
+  const int T = static_cast<int>(state.range(0)), B = kTokens / T, backward = static_cast<int>(state.range(1));
+  const int hs = kC / kNH;
+  cudaStream_t stream;
+  ZDP_CUDA_CHECK(cudaStreamCreate(&stream));
+  {
+    DeviceArray qkv(size_t(B) * T * 3 * kC * 2), out(size_t(B) * T * kC * 2), lse(size_t(B) * kNH * T * 4),
+        dout(size_t(B) * T * kC * 2), dqkv(size_t(B) * T * 3 * kC * 4),
+        scratch(cuda::attention_backward_scratch_bytes(B, T, kNH));
+    cuda::attention_forward(DType::kBF16, out.get(), lse.get<float>(), qkv.get(), B, T, kC, kNH, stream);
+    const double causal = double(B) * kNH * (double(T) * (T + 1) / 2) * hs;
+    if (backward == 0) {
+      time_on_gpu(state, stream, [&] {
+        cuda::attention_forward(DType::kBF16, out.get(), lse.get<float>(), qkv.get(), B, T, kC, kNH, stream);
+      });
+      report_flops(state, 4.0 * causal);
+    } else {
+      time_on_gpu(state, stream, [&] {
+        cuda::attention_backward(DType::kBF16, dqkv.get<float>(), scratch.get(), dout.get(), out.get(),
+                                 lse.get<float>(), qkv.get(), B, T, kC, kNH, stream);
+      });
+      report_flops(state, 10.0 * causal);  // S and dP recomputed per pass: QKᵀ, dO·Vᵀ, PᵀdO, dSᵀQ, dS·K
+    }
+    state.SetLabel(backward ? "backward" : "forward");
+  }
+  cudaStreamDestroy(stream);
+}
+BENCHMARK(BM_AttentionBf16)->Args({1024, 0})->Args({1024, 1})->Args({256, 0})->Args({256, 1})
+    ->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+void report_bytes(benchmark::State& state, double bytes) {
+  state.counters["GB/s"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_LayerNormBf16(benchmark::State& state) {
+  const int N = kTokens, C = kC, backward = static_cast<int>(state.range(0));
+  cudaStream_t stream;
+  ZDP_CUDA_CHECK(cudaStreamCreate(&stream));
+  {
+    DeviceArray inp(size_t(N) * C * 4), out(size_t(N) * C * 2), w(C * 2), b(C * 2), mean(N * 4), rstd(N * 4),
+        dinp(size_t(N) * C * 4), dw(C * 4), db(C * 4), dout(size_t(N) * C * 4),
+        scratch(cuda::layernorm_backward_scratch_floats(N, C) * 4);
+    using zerodp::bf16;
+    cuda::layernorm_forward(out.get<bf16>(), mean.get<float>(), rstd.get<float>(), inp.get<float>(), w.get<bf16>(),
+                            b.get<bf16>(), N, C, stream);
+    if (backward == 0) {
+      time_on_gpu(state, stream, [&] {
+        cuda::layernorm_forward(out.get<bf16>(), mean.get<float>(), rstd.get<float>(), inp.get<float>(),
+                                w.get<bf16>(), b.get<bf16>(), N, C, stream);
+      });
+      report_bytes(state, double(N) * C * (4 + 2));  // fp32 in, bf16 out
+    } else {
+      time_on_gpu(state, stream, [&] {
+        cuda::layernorm_backward(dinp.get<float>(), dw.get<float>(), db.get<float>(), dout.get<float>(),
+                                 inp.get<float>(), w.get<bf16>(), mean.get<float>(), rstd.get<float>(), N, C,
+                                 scratch.get<float>(), stream);
+      });
+      report_bytes(state, double(N) * C * (4 + 4 + 4 + 4));  // dout, inp in; dinp read and written
+    }
+    state.SetLabel(backward ? "backward" : "forward");
+  }
+  cudaStreamDestroy(stream);
+}
+BENCHMARK(BM_LayerNormBf16)->Arg(0)->Arg(1)->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+// AdamW over GPT-2 124M's parameters (124,475,904), the bf16 compute copy written in the same pass:
+// p, g, m, v read, p, m, v written, p16 written: 30 bytes a parameter.
+void BM_AdamW124M(benchmark::State& state) {
+  const size_t n = 124475904;
+  cudaStream_t stream;
+  ZDP_CUDA_CHECK(cudaStreamCreate(&stream));
+  {
+    DeviceArray p(n * 4), g(n * 4), m(n * 4), v(n * 4), p16(n * 2);
+    ZDP_CUDA_CHECK(cudaMemset(m.get(), 0, n * 4));
+    ZDP_CUDA_CHECK(cudaMemset(v.get(), 0, n * 4));
+    const zerodp::optim::ParamSegment seg{0, n, true};
+    zerodp::optim::AdamWParams hp;
+    int64_t t = 1;
+    time_on_gpu(state, stream, [&] {
+      cuda::adamw_update_segments(p.get<float>(), g.get<float>(), m.get<float>(), v.get<float>(), &seg, 1, hp, t++,
+                                  1.0f, p16.get(), DType::kBF16, stream);
+    });
+    report_bytes(state, 30.0 * n);
+  }
+  cudaStreamDestroy(stream);
+}
+BENCHMARK(BM_AdamW124M)->UseManualTime()->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const cuda::RuntimeInfo info = cuda::query_runtime();
+  if (info.gpus.empty()) {
+    std::printf("SKIPPED: no GPU visible (%s)\n", info.why_none.c_str());
+    return 77;
+  }
+  const std::string& name = info.gpus[0].name;
+  if (name.find("H100") != std::string::npos || name.find("H200") != std::string::npos) g_peak_tflops = 989.4;
+  std::printf("GPU 0: %s; bf16 dense peak %s\n", name.c_str(),
+              g_peak_tflops > 0 ? "989.4 TFLOP/s (H100/H200 SXM)" : "unknown (no of_peak column)");
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
+
+#else  // no CUDA in this build
+
+#include <cstdio>
+int main() {
+  std::printf("SKIPPED: this build has no CUDA backend (ZERODP_CUDA=OFF or no nvcc)\n");
+  return 77;
+}
+
+#endif
