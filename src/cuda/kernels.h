@@ -90,6 +90,14 @@ void softmax_crossentropy_forward(float* losses, float* probs, const float* logi
 void softmax_crossentropy_backward(float* dlogits, const float* probs, const int32_t* targets, float dloss, int N,
                                    int V, cudaStream_t stream);
 
+// ---- bias (kernels/matmul.h's linear layer, where cuBLASLt's epilogues do not fit) ----------------
+// out[r,c] += bias[c] (fp32 out, 16-bit or fp32 bias): one fp32 addition, the CPU's.
+void bias_add_rows(float* out, const float* bias, int N, int OC, cudaStream_t stream);
+void bias_add_rows(float* out, const bf16* bias, int N, int OC, cudaStream_t stream);
+void bias_add_rows(float* out, const fp16* bias, int N, int OC, cudaStream_t stream);
+// dbias[c] += Σ_r dout[r,c], each column summed in row order by one thread: kernels::bias_backward's bits.
+void bias_backward(float* dbias, const float* dout, int N, int OC, cudaStream_t stream);
+
 // ---- precision (core/dtype.h, kernels/precision.h) -------------------------------------------------
 // n elements from one dtype to another, core/dtype.h's rounding bit for bit (src, dst not overlapping
 // unless the types are equal and the pointers too).

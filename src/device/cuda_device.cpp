@@ -5,7 +5,10 @@
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
+#include <type_traits>
+
 #include "core/error.h"
+#include "cuda/attention.h"
 #include "cuda/caching_allocator.h"
 #include "cuda/check.h"
 #include "cuda/device_memory.h"
@@ -72,6 +75,163 @@ bool is_host_pointer(const void* p) {
 
 }  // namespace
 
+namespace {
+
+// What GPT-2's kernels (plain function pointers, device/device.h) issue their work on: the process's
+// CUDA device (one a process: one rank drives one GPU).
+struct ActiveDevice {
+  cudaStream_t stream = nullptr;
+  cuda::GemmContext* gemm = nullptr;
+};
+ActiveDevice* g_active = nullptr;
+
+ActiveDevice& active() {
+  ZDP_CHECK(g_active != nullptr, "a CUDA kernel of the GPT-2 table was called with no CUDA device alive");
+  return *g_active;
+}
+
+// GPT-2's kernels for 16-bit compute type P on the GPU, with the CPU's semantics (device/device.h,
+// kernels/*.h): the same outputs written or accumulated, GEMMs through cuBLASLt on P operands with fp32
+// accumulation, statistics in fp32. Two differences of layout, invisible to the model:
+//   - attention saves nothing in `att` (the CPU's probabilities): the forward keeps only its output,
+//     and the backward recomputes the forward into `scratch` to get O and the row log-sum-exp it needs
+//     (flash attention's trade of a forward's flops for the T×T memory);
+//   - linear_forward into the fp32 stream adds the bias after the GEMM (cuda/kernels_bias.cu), and the
+//     fp32 bias gradients are column sums in row order (the CPU's bits) rather than cuBLASLt's epilogue.
+template <class P>
+struct CudaGpt2 {
+  static constexpr DType kType = std::is_same_v<P, bf16> ? DType::kBF16 : DType::kF16;
+  static cudaStream_t stream() { return active().stream; }
+
+  // C[M,N] (c_type) = op(A)·op(B) (+ beta·C), A and B in P, row-major.
+  static void gemm(bool ta, bool tb, int M, int N, int K, const void* A, int lda, const void* B, int ldb, void* C,
+                   DType c_type, int ldc, float beta, cuda::GemmEpilogue epilogue = cuda::GemmEpilogue::kNone,
+                   const void* bias = nullptr) {
+    cuda::GemmArgs g;
+    g.ab_type = kType;
+    g.c_type = c_type;
+    g.trans_a = ta;
+    g.trans_b = tb;
+    g.M = M;
+    g.N = N;
+    g.K = K;
+    g.beta = beta;
+    g.A = A;
+    g.lda = lda;
+    g.B = B;
+    g.ldb = ldb;
+    g.C = C;
+    g.ldc = ldc;
+    g.epilogue = epilogue;
+    g.bias = const_cast<void*>(bias);
+    active().gemm->gemm(g);
+  }
+
+  static void encoder_forward(float* out, const int32_t* inp, const P* wte, const P* wpe, int B, int T, int C) {
+    cuda::encoder_forward(out, inp, wte, wpe, B, T, C, stream());
+  }
+  static void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* inp, int B, int T, int C) {
+    cuda::encoder_backward(dwte, dwpe, dout, inp, B, T, C, stream());
+  }
+  static void layernorm_forward(P* out, float* mean, float* rstd, const float* inp, const P* w, const P* b, int N,
+                                int C) {
+    cuda::layernorm_forward(out, mean, rstd, inp, w, b, N, C, stream());
+  }
+  static void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp, const P* w,
+                                 const float* mean, const float* rstd, int N, int C) {
+    cuda::layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C, nullptr, stream());
+  }
+  // out[N,OC] = inp[N,C]·W[C,OC] + bias, rounded once to P by the GEMM's bias epilogue.
+  static void linear_forward(P* out, const P* inp, const P* w, const P* b, int N, int C, int OC, float*) {
+    gemm(false, false, N, OC, C, inp, C, w, OC, out, kType, OC, 0.0f,
+         b != nullptr ? cuda::GemmEpilogue::kBias : cuda::GemmEpilogue::kNone, b);
+  }
+  static void linear_forward_acc(float* out, const P* inp, const P* w, const P* b, int N, int C, int OC, float*) {
+    gemm(false, false, N, OC, C, inp, C, w, OC, out, DType::kF32, OC, 0.0f);
+    if (b != nullptr) cuda::bias_add_rows(out, b, N, OC, stream());
+  }
+  // dinp = dout16·Wᵀ (written), dW += inpᵀ·dout16, over dout16 = round(dout) already in `dout16`.
+  static void linear_weight_grads(float* dinp, float* dw, const P* dout16, const P* inp, const P* w, int N, int C,
+                                  int OC) {
+    if (dinp != nullptr) gemm(false, true, N, C, OC, dout16, OC, w, OC, dinp, DType::kF32, C, 0.0f);
+    gemm(true, false, C, OC, N, inp, C, dout16, OC, dw, DType::kF32, OC, 1.0f);
+  }
+  static void linear_backward(float* dinp, float* dw, float* db, const float* dout, const P* inp, const P* w, int N,
+                              int C, int OC, P* operand16) {
+    cuda::convert(dout, DType::kF32, operand16, kType, static_cast<size_t>(N) * OC, stream());
+    if (db != nullptr) cuda::bias_backward(db, dout, N, OC, stream());
+    linear_weight_grads(dinp, dw, operand16, inp, w, N, C, OC);
+  }
+  // logits[N,V] = inp·wteᵀ.
+  static void head_forward(float* logits, const P* inp, const P* wte, int N, int C, int V) {
+    gemm(false, true, N, V, C, inp, C, wte, C, logits, DType::kF32, V, 0.0f);
+  }
+  static void head_backward(float* dinp, float* dwte, const float* dlogits, const P* inp, const P* wte, int N, int C,
+                            int V, P* operand16) {
+    cuda::convert(dlogits, DType::kF32, operand16, kType, static_cast<size_t>(N) * V, stream());
+    if (dinp != nullptr) gemm(false, false, N, C, V, operand16, V, wte, C, dinp, DType::kF32, C, 0.0f);
+    gemm(true, false, V, C, N, operand16, V, inp, C, dwte, DType::kF32, C, 1.0f);
+  }
+
+  // Scratch: the recomputed output O [B,T,C] in P, the row log-sum-exp [B,NH,T] and the backward's
+  // D [B,NH,T], each on a 256-byte boundary.
+  static size_t aligned(size_t bytes) { return (bytes + 255) / 256 * 256; }
+  static size_t o_bytes(int B, int T, int C) { return aligned(static_cast<size_t>(B) * T * C * sizeof(P)); }
+  static size_t lse_bytes(int B, int T, int NH) { return aligned(static_cast<size_t>(B) * NH * T * sizeof(float)); }
+  static size_t attention_scratch_bytes(int B, int T, int C, int NH) {
+    return o_bytes(B, T, C) + lse_bytes(B, T, NH) + aligned(cuda::attention_backward_scratch_bytes(B, T, NH));
+  }
+  static void attention_forward(P* out, P*, const P* qkv, void* scratch, int B, int T, int C, int NH) {
+    float* lse = reinterpret_cast<float*>(static_cast<char*>(scratch) + o_bytes(B, T, C));
+    cuda::attention_forward(kType, out, lse, qkv, B, T, C, NH, stream());
+  }
+  static void attention_backward(float* dqkv, void* scratch, const float* dout, P* operand16, const P* qkv, const P*,
+                                 int B, int T, int C, int NH) {
+    char* base = static_cast<char*>(scratch);
+    P* o = reinterpret_cast<P*>(base);
+    float* lse = reinterpret_cast<float*>(base + o_bytes(B, T, C));
+    void* d = base + o_bytes(B, T, C) + lse_bytes(B, T, NH);
+    cuda::convert(dout, DType::kF32, operand16, kType, static_cast<size_t>(B) * T * C, stream());
+    cuda::attention_forward(kType, o, lse, qkv, B, T, C, NH, stream());  // the same bits as the forward's
+    cuda::attention_backward(kType, dqkv, d, operand16, o, lse, qkv, B, T, C, NH, stream());
+  }
+  static void gelu_forward(P* out, const P* inp, size_t n) { cuda::gelu_forward(out, inp, n, stream()); }
+  static void gelu_backward(float* dinp, const P* inp, const float* dout, size_t n) {
+    cuda::gelu_backward(dinp, inp, dout, n, stream());
+  }
+  // dpre16 = round(gelu'(pre)·dgelu) into operand16 with the bias gradient of the unrounded values, then
+  // the linear layer's GEMMs on it (dpre is not written: the 16-bit path leaves it alone, as the CPU's).
+  static void gelu_linear_backward(float* dinp, float* dw, float* db, float*, const float* dgelu, const P* pre,
+                                   const P* inp, const P* w, int N, int C, int OC, P* operand16) {
+    cuda::gelu_bias_backward(operand16, db, pre, dgelu, N, OC, nullptr, stream());
+    linear_weight_grads(dinp, dw, operand16, inp, w, N, C, OC);
+  }
+  static void residual_forward(float* out, const float* a, const float* b, size_t n) {
+    cuda::residual_forward(out, a, b, n, stream());
+  }
+  static void softmax_crossentropy_forward(float* losses, float* probs, const float* logits, const int32_t* targets,
+                                           int N, int V) {
+    cuda::softmax_crossentropy_forward(losses, probs, logits, targets, N, V, stream());
+  }
+  static void softmax_crossentropy_backward(float* dlogits, const float* probs, const int32_t* targets, float dloss,
+                                            int N, int V) {
+    cuda::softmax_crossentropy_backward(dlogits, probs, targets, dloss, N, V, stream());
+  }
+
+  static const Gpt2Kernels<P>& table() {
+    static const Gpt2Kernels<P> t = {
+        &encoder_forward,    &encoder_backward,   &layernorm_forward, &layernorm_backward,
+        &linear_forward,     &linear_forward_acc, &linear_backward,   &head_forward,
+        &head_backward,      &attention_scratch_bytes, &attention_forward, &attention_backward,
+        &gelu_forward,       &gelu_backward,      &gelu_linear_backward, &residual_forward,
+        &softmax_crossentropy_forward, &softmax_crossentropy_backward,
+    };
+    return t;
+  }
+};
+
+}  // namespace
+
 struct CudaDevice::Impl {
   int ordinal;
   cudaStream_t compute = nullptr;
@@ -82,6 +242,7 @@ struct CudaDevice::Impl {
   AllocatorSource host_memory{host_raw, "out of page-locked host memory"};
   std::unique_ptr<cuda::GemmContext> gemm;
   double* sum_result = nullptr;  // page-locked: sum_squares' answer lands here
+  ActiveDevice active_;
 
   explicit Impl(int n) : ordinal(n) {
     ZDP_CUDA_CHECK(cudaSetDevice(n));
@@ -89,8 +250,12 @@ struct CudaDevice::Impl {
     ZDP_CUDA_CHECK(cudaStreamCreateWithFlags(&copies, cudaStreamNonBlocking));
     ZDP_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&sum_result), sizeof(double)));
     gemm = std::make_unique<cuda::GemmContext>(compute);
+    ZDP_CHECK(g_active == nullptr, "a second CUDA device in one process (cuda:{}): one rank drives one GPU", n);
+    active_ = {compute, gemm.get()};
+    g_active = &active_;
   }
   ~Impl() {
+    g_active = nullptr;
     gemm.reset();
     cudaStreamSynchronize(compute);
     cudaStreamSynchronize(copies);
@@ -186,16 +351,15 @@ void CudaDevice::synchronize() {
 namespace {
 [[noreturn]] void no_gpt2_table(const char* type) {
   throw RuntimeFailure(fmt::format(
-      "GPT-2's {} kernels are not wired into the CUDA device in this version (they are in src/cuda and tested "
-      "with ctest -L gpu); train with --device cpu",
+      "GPT-2's {} kernels do not run on the CUDA device (its attention is 16-bit only): use --dtype bf16 or fp16",
       type));
 }
 }  // namespace
 
 const Gpt2Kernels<float>& CudaDevice::gpt2_f32() const { no_gpt2_table("fp32"); }
 const Gpt2Kernels<double>& CudaDevice::gpt2_f64() const { no_gpt2_table("fp64"); }
-const Gpt2Kernels<bf16>& CudaDevice::gpt2_bf16() const { no_gpt2_table("bf16"); }
-const Gpt2Kernels<fp16>& CudaDevice::gpt2_fp16() const { no_gpt2_table("fp16"); }
+const Gpt2Kernels<bf16>& CudaDevice::gpt2_bf16() const { return CudaGpt2<bf16>::table(); }
+const Gpt2Kernels<fp16>& CudaDevice::gpt2_fp16() const { return CudaGpt2<fp16>::table(); }
 
 }  // namespace zerodp::device
 
