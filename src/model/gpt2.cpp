@@ -1,7 +1,6 @@
 #include "model/gpt2.h"
 
 #include <algorithm>
-#include <cstring>
 #include <type_traits>
 
 #include "core/error.h"
@@ -214,8 +213,9 @@ double GPT2<F>::forward(const int32_t* inputs, const int32_t* targets, UnitAcces
     ZDP_CHECK(inputs[i] >= 0 && inputs[i] < V, "input token {} at position {} is outside [0, {})", inputs[i], i, V);
     ZDP_CHECK(targets[i] >= 0 && targets[i] < V, "target token {} at position {} is outside [0, {})", targets[i], i, V);
   }
-  std::memcpy(a.inputs, inputs, sizeof(int32_t) * BT);
-  std::memcpy(a.targets, targets, sizeof(int32_t) * BT);
+  // The device's memory: copied through it (a GPU's is not the host's).
+  dev_.copy(a.inputs, inputs, sizeof(int32_t) * BT);
+  dev_.copy(a.targets, targets, sizeof(int32_t) * BT);
 
   forward_trunk(a.inputs, B, T, units);
 
@@ -229,8 +229,10 @@ double GPT2<F>::forward(const int32_t* inputs, const int32_t* targets, UnitAcces
   }
   units.end(ParamLayout::kEmbeddingUnit, UnitPhase::kHeadForward);
 
+  host_losses_.resize(static_cast<size_t>(BT));
+  dev_.copy(host_losses_.data(), a.losses, sizeof(Acc) * BT);  // a host destination: waits for the device
   double sum = 0;
-  for (int i = 0; i < BT; ++i) sum += static_cast<double>(a.losses[i]);
+  for (int i = 0; i < BT; ++i) sum += static_cast<double>(host_losses_[i]);
   last_B_ = B;
   last_T_ = T;
   return sum / BT;
@@ -305,7 +307,8 @@ void GPT2<F>::next_token_logits(const int32_t* inputs, int t, UnitAccess<F>& uni
   for (int i = 0; i < t; ++i)
     ZDP_REQUIRE(inputs[i] >= 0 && inputs[i] < V, "token {} is outside the vocabulary [0, {})", inputs[i], V);
   Acts& a = *acts_;
-  forward_trunk(inputs, 1, t, units);
+  dev_.copy(a.inputs, inputs, sizeof(int32_t) * t);
+  forward_trunk(a.inputs, 1, t, units);
   units.begin(ParamLayout::kEmbeddingUnit, UnitPhase::kHeadForward);
   const F* p = units.params(ParamLayout::kEmbeddingUnit);
   const Acc* last = a.res[g.n_layer] + static_cast<size_t>(t - 1) * C;

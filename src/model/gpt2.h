@@ -108,7 +108,7 @@ class GPT2 {
   // Runs the forward pass of a micro-batch ([B, T] token ids, targets in [0, V)) and returns the mean
   // cross-entropy over its B·T tokens. Keeps what backward needs.
   double forward(const int32_t* inputs, const int32_t* targets, UnitAccess<F>& units);
-  // The per-token losses of the last forward, [B·T].
+  // The per-token losses of the last forward, [B·T], in the device's memory.
   const Acc* losses() const;
   // Backward of the last forward: the gradient of Σ_tokens dloss·loss_token, accumulated into
   // units.grads(u). dloss = loss scale / number of tokens the step's loss averages over.
@@ -130,6 +130,7 @@ class GPT2 {
   device::Device& dev_;
   const device::Gpt2Kernels<F>& k_;
   std::unique_ptr<Acts> acts_;
+  std::vector<Acc> host_losses_;  // the last forward's per-token losses, read back to sum them
   int last_B_ = 0, last_T_ = 0;
 };
 
