@@ -76,26 +76,13 @@ uint64_t reduction_staging_bytes(bool all_reduce, uint64_t count, uint64_t r, ui
   return piece * 4 + W * piece * r;
 }
 
-// The communicator's one staging buffer grows to the largest reduction in flight: the largest of the
-// gradient reductions (stage 0: the buckets' all-reduces, formed as the engine's
-// plan_buckets does; stages 1-3: each unit's reduce-scatter of its shard) and the step's sum of two
-// fp32 scalars (loss and squared norm).
+// Stages 2-3: the communicator's one staging buffer grows to the largest reduction in flight: the
+// largest of the units' reduce-scatters of their shards and the step's sum of two fp32 scalars (loss
+// and squared norm).
 uint64_t staging_bytes(const PlanInput& in, const Units& u) {
   const uint64_t W = static_cast<uint64_t>(in.world), r = reduce_bytes(in);
-  uint64_t most = reduction_staging_bytes(true, 2, 4, W);
-  if (in.stage == 0) {
-    uint64_t size = 0;
-    for (uint64_t k = u.L + 1; k-- > 0;) {  // blocks from the last, then unit 0
-      size += k == 0 ? u.p0 : u.pb;
-      if (size >= in.reduce_bucket_size || k == 0) {
-        most = std::max(most, reduction_staging_bytes(true, size, r, W));
-        size = 0;
-      }
-    }
-  } else {
-    most = std::max({most, reduction_staging_bytes(false, u.s0, r, W), reduction_staging_bytes(false, u.sb, r, W)});
-  }
-  return most;
+  return std::max({reduction_staging_bytes(true, 2, 4, W), reduction_staging_bytes(false, u.s0, r, W),
+                   reduction_staging_bytes(false, u.sb, r, W)});
 }
 
 // Stage 3 prefetches up to four units ahead of the one in use, within the limits on what may be live
@@ -110,15 +97,14 @@ uint64_t prefetched_blocks(const PlanInput& in, const Units& u, uint64_t live, u
   return k;
 }
 
-// Peak of `gathered` + `comm` during a step, following the engine's backward (docs/planner.md):
-// the head's backward, each block's, then the embedding's, micro-step after micro-step, with the
-// reductions of stages 2-3 left in flight as the engine's reducer leaves them.
-uint64_t transient_bytes(const PlanInput& in, const Units& u) {
+// Peak of `gathered` + `comm` during a step at stages 2-3, following the engine's backward
+// (docs/planner.md): the head's backward, each block's, then the embedding's, micro-step after
+// micro-step, with the reductions left in flight as the engine's reducer leaves them.
+uint64_t transient_bytes_stages23(const PlanInput& in, const Units& u) {
   const uint64_t p = dtype_size(in.dtype), r = reduce_bytes(in);
-  // A unit's fp32 gradient is a working buffer unless stages 0-1 accumulate straight into fp32 storage.
-  const bool work_grad = in.stage >= 2 || !(in.dtype == DType::kF32 || in.fp32_grad_accum);
   const uint64_t s3 = in.stage == 3 ? 1 : 0;
-  const uint64_t wg0 = work_grad ? 4 * u.p0 : 0;  // unit 0's gradient stays open through the backward
+  // Each unit's fp32 gradient is a working buffer (`gathered`); unit 0's stays open through the backward.
+  const uint64_t wg0 = 4 * u.p0;
   // Parameter offload: each gather in flight holds its shard in a device staging buffer (comm) until
   // it is waited for; the unit in use has been waited for, the ones prefetched ahead have not.
   const uint64_t staged = in.stage == 3 && in.offload_param != Offload::kNone ? p * u.sb : 0;
@@ -126,17 +112,16 @@ uint64_t transient_bytes(const PlanInput& in, const Units& u) {
   // reads the 16-bit parameters directly: no working copy).
   const uint64_t head_ahead = s3 ? prefetched_blocks(in, u, u.p0, u.L) : 0;
   const uint64_t head = wg0 + s3 * p * (u.p0 + head_ahead * u.pb) + head_ahead * staged;
-  // With one rank nothing is reduced: stages 2-3 add each unit's gradient into the store at once.
+  // With one rank nothing is reduced: each unit's gradient is added into the store at once.
   const uint64_t W = static_cast<uint64_t>(in.world);
-  const bool per_unit = in.stage >= 2 && W > 1;  // a reduce-scatter launched as each unit's backward ends
+  const bool per_unit = W > 1;  // a reduce-scatter launched as each unit's backward ends
   // The communicator's staging: one buffer, grown to the largest reduction issued, freed when the
-  // last one issued is waited for. At stages 2-3 it holds a block's from the first launch and grows
-  // at unit 0's (when larger); the reducer waits for the last reductions only after the last
-  // micro-step, so it stays at its largest through the later ones. Stages 0-1: the largest from
-  // the first launch.
+  // last one issued is waited for. It holds a block's from the first launch and grows at unit 0's
+  // (when larger); the reducer waits for the last reductions only after the last micro-step, so it
+  // stays at its largest through the later ones.
   const uint64_t stg = staging_bytes(in, u);
   const uint64_t block_stg = per_unit ? reduction_staging_bytes(false, u.sb, r, W) : stg;
-  // Stages 2-3: the bytes each reduction in flight holds, oldest first. The reducer keeps three in
+  // The bytes each reduction in flight holds, oldest first. The reducer keeps three in
   // flight, retiring the oldest when a fourth is launched, and waits for the rest only after the
   // last micro-step (zero/grad_reducer.h, complete_all): a later micro-step begins with the previous
   // one's last three (or, with one block, the last two and the one before's unit 0) in flight,
@@ -168,7 +153,7 @@ uint64_t transient_bytes(const PlanInput& in, const Units& u) {
       const uint64_t ahead = s3 ? prefetched_blocks(in, u, u.pb, u.L - 1 - j) : 0;
       const uint64_t staging = g > 0 || j > 0 ? launched_stg : 0;
       // While the block's backward runs: its gradient beside the reductions in flight.
-      const uint64_t during = wg0 + (work_grad ? 4 * u.pb : 0) + open_bytes + staging + s3 * p * u.pb * (1 + ahead) +
+      const uint64_t during = wg0 + 4 * u.pb + open_bytes + staging + s3 * p * u.pb * (1 + ahead) +
                               ahead * staged;
       peak = std::max(peak, during);
       if (per_unit) {
@@ -189,9 +174,61 @@ uint64_t transient_bytes(const PlanInput& in, const Units& u) {
       launch(reduction0);
     }
   }
-  // Stages 0-1 reducing in another dtype than the stored gradient convert into buffers, up to four in flight.
-  if (in.stage <= 1 && r != grad_bytes(in) && in.world > 1)
-    peak = std::max(peak, wg0 + std::min<uint64_t>(4, u.L) * (u.pb + u.sb) * r);
+  return peak;
+}
+
+// Peak of `gathered` + `comm` during a step at stages 0-1 (docs/planner.md). Only the last
+// micro-step reduces, after nothing of the earlier ones is left in flight, so it bounds the step:
+// it is followed as the engine's reducer runs it (zero/grad_reducer.h), each unit's gradient
+// stored in backward order (the blocks from the last, then unit 0) and a reduction launched as
+// soon as it can be: stage 0 a bucket's all-reduce once its last unit (its lowest) is stored, stage
+// 1 each unit's reduce-scatter. A reduction in the stored gradient's dtype runs in place; in
+// another, the reducer converts into buffers of the reduction dtype that the reduction holds until
+// it is retired (stage 0: the bucket; stage 1: the unit and the shard to receive). Three stay in
+// flight, a fourth's buffers allocated before the oldest is retired. The communicator's staging is
+// grown (the old buffer freed first) when a reduction that needs more is issued, after its
+// conversion buffers exist, and held until the last reduction issued is waited for: through the
+// rest of the backward.
+uint64_t transient_bytes_stages01(const PlanInput& in, const Units& u) {
+  const uint64_t W = static_cast<uint64_t>(in.world), r = reduce_bytes(in);
+  // A unit's fp32 gradient is a working buffer (`gathered`) unless the backward accumulates straight
+  // into fp32 storage; it is freed once added into the store, before the unit's reduction is launched.
+  const bool work_grad = !(in.dtype == DType::kF32 || in.fp32_grad_accum);
+  const uint64_t wg0 = work_grad ? 4 * u.p0 : 0;  // unit 0's stays open until the embedding's backward ends
+  const uint64_t wgb = work_grad ? 4 * u.pb : 0;
+  // The head's backward, and a block's beside unit 0's gradient: all there is with one rank.
+  uint64_t peak = wg0 + (u.L > 0 ? wgb : 0);
+  if (W <= 1) return peak;
+  const bool convert = r != grad_bytes(in);
+  std::deque<uint64_t> open;  // conversion bytes of the reductions in flight, oldest first
+  uint64_t open_bytes = 0, stg = 0;
+  // `rest`: what else is live when the reduction is launched (unit 0's gradient while blocks are).
+  auto launch = [&](uint64_t rest, uint64_t bytes, uint64_t staging) {
+    stg = std::max(stg, staging);
+    peak = std::max(peak, rest + open_bytes + bytes + stg);
+    open.push_back(bytes);
+    open_bytes += bytes;
+    if (open.size() > 3) {
+      open_bytes -= open.front();
+      open.pop_front();
+    }
+  };
+  uint64_t bucket = 0;  // stage 0: elements of the bucket being filled (as the reducer's plan_buckets)
+  for (uint64_t k = u.L + 1; k-- > 0;) {  // the units as their gradients are stored
+    const uint64_t P = k == 0 ? u.p0 : u.pb, S = k == 0 ? u.s0 : u.sb;
+    // While the unit's backward runs: its gradient (unit 0's is wg0) beside what is in flight.
+    peak = std::max(peak, wg0 + (k > 0 ? wgb : 0) + open_bytes + stg);
+    const uint64_t rest = k > 0 ? wg0 : 0;
+    if (in.stage == 1) {
+      launch(rest, convert ? (P + S) * r : 0, reduction_staging_bytes(false, S, r, W));
+    } else {
+      bucket += P;
+      if (bucket >= in.reduce_bucket_size || k == 0) {
+        launch(rest, convert ? bucket * r : 0, reduction_staging_bytes(true, bucket, r, W));
+        bucket = 0;
+      }
+    }
+  }
   return peak;
 }
 
@@ -357,7 +394,7 @@ MemoryEstimate estimate_memory(const PlanInput& in) {
     // unit at stages 1-3 (the rest of the units it keeps whole is gathered).
     const uint64_t kept = in.stage >= 1 ? std::max(std::min(u.s0, u.n0), std::min(u.sb, u.nb)) : std::max(u.n0, u.nb);
     chunk = 4 * std::min<uint64_t>(uint64_t{1} << 18, kept);
-    m.transient = transient_bytes(in, u);
+    m.transient = in.stage <= 1 ? transient_bytes_stages01(in, u) : transient_bytes_stages23(in, u);
   }
   m.act = act_live + chunk;
   m.total = m.param + m.grad + m.master + m.optim + act_live + std::max(chunk, m.transient);

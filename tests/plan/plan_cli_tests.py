@@ -10,10 +10,13 @@
           total within 10% of the measured peak, and what the micro-steps add to it (the
           reductions one micro-step leaves in flight into the next) equal to what they add to the
           measured peak, byte for byte;
+  stages01: at stages 0 and 1 in bf16, with and without --fp32-grad-accum, --accum 1 and 2 (and
+          --reduce-dtype fp32; and a vocabulary-heavy model whose unit 0 outweighs the blocks), the
+          predicted total EQUAL to the measured peak of every rank, byte for byte;
   sweep:  `zerodp sweep` on a small model: every stage's largest micro-batch trains under the budget
           and the next one exits 3; the CSV and the plots are written.
 
-usage: plan_cli_tests.py ZERODP CASE     (CASE: states | act | accum | sweep)
+usage: plan_cli_tests.py ZERODP CASE     (CASE: states | act | accum | stages01 | sweep)
 Exits non-zero with a message on the first failed check."""
 import csv
 import functools
@@ -33,9 +36,11 @@ MODEL = {"layers": 2, "heads": 4, "embd": 48, "vocab": 256, "ctx": 32}
 W = 2
 
 
-def estimate(stage, dtype, fp32_accum, B, T, ckpt, accum=1):
+def estimate(stage, dtype, fp32_accum, B, T, ckpt, accum=1, reduce_dtype=None, model=None):
     args = ["estimate", "--json", "--gpus", str(W), "--stage", str(stage), "--dtype", dtype, "--micro-batch", str(B),
-            "--seq", str(T), "--accum", str(accum)] + [a for k, v in MODEL.items() for a in (f"--{k}", str(v))]
+            "--seq", str(T), "--accum", str(accum)] + [a for k, v in (model or MODEL).items() for a in (f"--{k}", str(v))]
+    if reduce_dtype:
+        args += ["--reduce-dtype", reduce_dtype]
     if fp32_accum:
         args.append("--fp32-grad-accum")
     if ckpt:
@@ -51,12 +56,15 @@ def estimate(stage, dtype, fp32_accum, B, T, ckpt, accum=1):
     return s["bytes_per_rank"]
 
 
-def train(stage, dtype, fp32_accum, B, T, ckpt, metrics, accum=1):
+def train(stage, dtype, fp32_accum, B, T, ckpt, metrics, accum=1, reduce_dtype=None, inputs=None):
+    tokens, init = inputs or (model_tokens, model_init)
     args = ["train", "--init", init, "--data", tokens, "--steps", "2", "--micro-batch", str(B), "--seq", str(T),
             "--zero-stage", str(stage), "--dtype", dtype, "--metrics", metrics, "--log-every", "0",
             "--accum", str(accum), "--fp32-grad-accum" if fp32_accum else "--no-fp32-grad-accum"]
     if ckpt:
         args.append("--activation-checkpointing")
+    if reduce_dtype:
+        args += ["--reduce-dtype", reduce_dtype]
     rc, out, err = run(args, W)
     check(rc == 0, f"train stage {stage} {dtype} B={B} T={T} checkpointing={ckpt} accum={accum}", err)
     recs = zt.records(metrics, "memory")
@@ -65,7 +73,7 @@ def train(stage, dtype, fp32_accum, B, T, ckpt, metrics, accum=1):
 
 
 tmp = zt.workdir("plan")
-tokens, init = zt.make_inputs(ZERODP, tmp, **MODEL, seed=3, text_bytes=20000)
+model_tokens, model_init = zt.make_inputs(ZERODP, tmp, **MODEL, seed=3, text_bytes=20000)
 text = os.path.join(tmp, "text.txt")  # the corpus excerpt make_inputs tokenized
 
 if CASE == "states":
@@ -111,6 +119,26 @@ elif CASE == "accum":
                 peaks = {k: rec["peak_bytes"][k] for k in ("gathered", "comm")}
                 check(want_more == got_more, f"{what} rank {rec['rank']}: the micro-steps add {want_more} bytes to the "
                                              f"predicted total, {got_more} to the measured peak ({peaks})")
+elif CASE == "stages01":
+    # Stages 0-1 reduce after the last micro-step only: stage 0 all-reduces buckets in place, stage 1
+    # reduce-scatters each unit in place, and a reduction in another dtype than the stored gradient
+    # holds conversion buffers (beside the communicator's staging) until it is retired.
+    heavy = {"layers": 2, "heads": 4, "embd": 32, "vocab": 2048, "ctx": 32}  # unit 0 over twice a block
+    heavy_dir = os.path.join(tmp, "heavy")
+    os.makedirs(heavy_dir)
+    heavy_inputs = zt.make_inputs(ZERODP, heavy_dir, **heavy, seed=3, text_bytes=20000)
+    cases = [(stage, fp32_accum, G, None, None) for stage in (0, 1) for fp32_accum in (False, True) for G in (1, 2)]
+    cases += [(0, False, 1, "fp32", None), (1, False, 1, "fp32", None),
+              (1, False, 1, None, heavy), (1, True, 1, None, heavy), (0, True, 1, None, heavy)]
+    for n, (stage, fp32_accum, G, red, model) in enumerate(cases):
+        what = (f"stage {stage} bf16 fp32-accum={fp32_accum} accum={G} reduce-dtype={red or 'bf16'}"
+                f"{' V2048' if model else ''}")
+        want = estimate(stage, "bf16", fp32_accum, 2, 16, False, G, red, model)["total"]
+        for rec in train(stage, "bf16", fp32_accum, 2, 16, False, os.path.join(tmp, f"z{n}.jsonl"), G, red,
+                         heavy_inputs if model else None):
+            peaks = {k: rec["peak_bytes"][k] for k in ("gathered", "comm", "grad", "act")}
+            check(want == rec["peak_bytes"]["total"], f"{what} rank {rec['rank']}: total predicted {want}, "
+                                                      f"measured {rec['peak_bytes']['total']} ({peaks})")
 elif CASE == "sweep":
     out = os.path.join(tmp, "sweep")
     rc, so, se = run(["sweep", "--layers", "2", "--embd", "96", "--heads", "4", "--seq", "16", "--gpus", "2",

@@ -275,6 +275,64 @@ TEST(Estimator, GradientAccumulationKeepsTheLastReductionsInFlight) {
   }
 }
 
+// Stages 0-1 reduce after the last micro-step only, in backward order (blocks from the last, then
+// unit 0): stage 1 each unit's reduce-scatter, stage 0 each bucket's all-reduce once its lowest unit
+// is stored. In another dtype than the stored gradient a reduction holds conversion buffers (stage 1:
+// the unit and its shard; stage 0: the bucket) until it is retired, three kept in flight and a
+// fourth's allocated before the oldest retires; the communicator's staging is held beside them at the
+// largest issued so far. Values worked by hand, each equal to what `zerodp train --metrics` measured
+// as the peak of gathered + comm on both ranks (docs/planner.md).
+TEST(Estimator, StagesZeroOneHoldTheConversionsOfTheReductionsInFlight) {
+  PlanInput in;
+  in.gpt2 = model::GPT2Config{5, 4, 48, 256, 32};
+  in.world = 2;
+  in.dtype = DType::kBF16;
+  in.micro_batch = 2;
+  in.seq = 16;
+  const uint64_t p0 = 13920, pb = 28288, sb = 14144;
+  const uint64_t wg0 = 4 * p0, wgb = 4 * pb;  // the fp32 working gradients (bf16 storage)
+  auto transient = [&](int stage, bool fp32_accum, bool reduce_fp32, uint64_t bucket) {
+    in.stage = stage;
+    in.fp32_grad_accum = fp32_accum;
+    in.reduce_fp32 = reduce_fp32;
+    in.reduce_bucket_size = bucket;
+    uint64_t t = 0;
+    for (int64_t G : {1, 2, 3}) {  // the earlier micro-steps leave nothing in flight
+      in.accum = G;
+      const uint64_t got = estimate_memory(in).transient;
+      if (G > 1) {
+        EXPECT_EQ(got, t) << "stage " << stage << " accum " << G;
+      }
+      t = got;
+    }
+    return t;
+  };
+  // Stage 1, fp32 gradients reduced in bf16: at the fourth block's launch, four blocks' conversions
+  // (P + S bf16 each) beside a block's reduce-scatter staging (an fp32 piece and W bf16 pieces).
+  EXPECT_EQ(transient(1, true, false, 25'000'000), 4 * (pb + sb) * 2 + (4 + 2 * 2) * sb);  // 452608
+  // bf16 gradients reduced in fp32: the same, with unit 0's working gradient still open beside them
+  // (a block's was freed when added into the store, before its reduction was launched).
+  EXPECT_EQ(transient(1, false, true, 25'000'000), wg0 + 4 * (pb + sb) * 4 + (4 + 2 * 4) * sb);  // 904320
+  // In the stored dtype the reduce-scatter runs in place: a block's backward beside the staging.
+  EXPECT_EQ(transient(1, false, false, 25'000'000), wg0 + wgb + (4 + 2 * 2) * sb);
+  // Stage 0, one bucket of everything, launched when unit 0 is stored: the working gradients are
+  // freed by then, and the all-reduce (W·count·size > 256 KiB) stages its longest chunk, Ψ/W.
+  const uint64_t psi = p0 + 5 * pb;
+  EXPECT_EQ(transient(0, false, false, 25'000'000), (4 + 2 * 2) * (psi / 2));  // in place: the staging only
+  EXPECT_EQ(transient(0, false, true, 25'000'000), psi * 4 + (4 + 2 * 4) * (psi / 2));
+  // Buckets of 30000 elements: {5, 4}, {3, 2}, {1, 0}; all three in flight at the last launch, beside
+  // the two-block bucket's staging (the largest).
+  EXPECT_EQ(transient(0, false, true, 30'000), 2 * (2 * pb) * 4 + (pb + p0) * 4 + (4 + 2 * 4) * pb);  // 960896
+  // fp32 gradients in bf16: a two-block bucket's all-reduce is small enough (W·count·2 ≤ 256 KiB) to
+  // gather everyone's whole buffer.
+  EXPECT_EQ(transient(0, true, false, 30'000), 2 * (2 * pb) * 2 + (pb + p0) * 2 + (4 + 2 * 2) * 2 * pb);  // 763328
+  // Buckets of 60000: {5, 4, 3}, {2, 1, 0}, the staging of the first (chunks of 3·pb/2) kept.
+  EXPECT_EQ(transient(0, false, true, 60'000), 3 * pb * 4 + (2 * pb + p0) * 4 + (4 + 2 * 4) * (3 * pb / 2));  // 1130624
+  // One rank reduces nothing: the head's gradient beside a block's.
+  in.world = 1;
+  EXPECT_EQ(transient(1, false, true, 25'000'000), 4 * (13920 + 28272));  // unpadded at W = 1
+}
+
 // Parameters to nvme: max_in_cpu keeps the units whose shards fit in host memory, in unit order (the
 // embeddings first); the host holds buffer_count + 2 buffers of the largest shard left in the file.
 TEST(Estimator, ParamNvmeKeepsWhatMaxInCpuHoldsInHostMemory) {
