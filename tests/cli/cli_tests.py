@@ -94,7 +94,7 @@ elif CASE == "device":
     check(rc == 0 and os.path.exists(out_path), "--device cpu trains", err)
     rc, out, err = run(["info"])
     check(rc == 0 and "CUDA:" in out, "zerodp info has a CUDA line", out + err)
-    if "built in" in out:
+    if "CUDA:    built in" in out:
         check("GPUs:    none visible" in out or "GPU 0:" in out, "info lists the visible GPUs or says why none", out)
 
 elif CASE == "report":
