@@ -16,6 +16,7 @@ namespace zerodp::device {
 class CpuDevice final : public Device {
  public:
   std::string name() const override { return "cpu"; }
+  bool host_addressable() const override { return true; }
   Buffer allocate(size_t bytes, MemCategory category) override;
   Buffer allocate_host(size_t bytes, MemCategory category) override;
   void copy(void* dst, const void* src, size_t bytes) override;

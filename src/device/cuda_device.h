@@ -33,6 +33,7 @@ class CudaDevice final : public Device {
   CudaDevice& operator=(const CudaDevice&) = delete;
 
   std::string name() const override;
+  bool host_addressable() const override { return false; }
   Buffer allocate(size_t bytes, MemCategory category) override;
   Buffer allocate_host(size_t bytes, MemCategory category) override;
   void copy(void* dst, const void* src, size_t bytes) override;

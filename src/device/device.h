@@ -82,6 +82,10 @@ class Device {
   virtual ~Device() = default;
   // "cpu" (and, with issue 15, "cuda:N").
   virtual std::string name() const = 0;
+  // Whether the host reads and writes this device's memory in place (the CPU device: it is the
+  // host's RAM). Where it does not (a GPU), host-side code (loading, checkpoints, consolidation, the
+  // batch's tokens) goes through host buffers: device/host_access.h.
+  virtual bool host_addressable() const = 0;
 
   // ---- memory ------------------------------------------------------------------------------------
   // `bytes` of this device's memory in the ledger under `category` (64-byte aligned), in the device

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/memory.h"
+#include "device/host_access.h"
 #include "io/run_dir.h"
 #include "zero/comm_clock.h"
 #include "zero/grad_reducer.h"
@@ -80,7 +81,9 @@ struct Engine::Impl {
         world(c.size()),
         replica0(c.rank() < st.W) {
     const int U = l.num_units();
-    tokens = cfg.dev().allocate(2 * sizeof(int32_t) * cfg.micro_batch * cfg.seq, MemCategory::kAct);
+    // Filled by the host (the batch source); the model copies it to the device.
+    tokens = device::allocate_host_visible(cfg.dev(), 2 * sizeof(int32_t) * cfg.micro_batch * cfg.seq,
+                                           MemCategory::kAct);
     work_grad.resize(U);
     param_ptr.assign(U, nullptr);
     grad_ptr.assign(U, nullptr);
@@ -197,7 +200,9 @@ struct Engine::Impl {
       const UnitShard& s = st.unit(inject_unit);
       if (s.own_begin < s.own_end) {
         const float inf = std::numeric_limits<float>::infinity();
-        convert(&inf, DType::kF32, st.grad_at(inject_unit, s.own_begin), gdt, 1);
+        unsigned char bits[sizeof(float)];
+        convert(&inf, DType::kF32, bits, gdt, 1);
+        cfg.dev().copy(st.grad_at(inject_unit, s.own_begin), bits, dtype_size(gdt));
       }
     }
 
@@ -379,9 +384,16 @@ void Engine::visit_owned(const std::function<void(const OwnedRange&)>& visit) co
     const UnitShard& s = shards_.unit(u);
     StatesInHost in_host(m.st, u);  // NVMe offload: the unit's states, read from the file
     OwnedRange r{u, s.own_begin, s.own_end, nullptr, {}};
+    // On a GPU the range is copied into host memory for the visit (on the CPU: read in place).
+    std::vector<device::HostRead> reads;
     if (s.own_begin < s.own_end) {
-      r.weights = m.st.weights_at(u, s.own_begin);
-      for (int k = 0; k < num_optimizer_states(); ++k) r.states.push_back(m.st.state_at(k, u, s.own_begin));
+      const size_t bytes = (s.own_end - s.own_begin) * sizeof(float);
+      reads.reserve(1 + static_cast<size_t>(num_optimizer_states()));
+      r.weights = reads.emplace_back(m.st.dev, m.st.weights_at(u, s.own_begin), bytes, MemCategory::kGathered)
+                      .as<float>();
+      for (int k = 0; k < num_optimizer_states(); ++k)
+        r.states.push_back(
+            reads.emplace_back(m.st.dev, m.st.state_at(k, u, s.own_begin), bytes, MemCategory::kGathered).as<float>());
     }
     visit(r);
   }

@@ -55,10 +55,11 @@ void GradReducer::launch_bucket(int b) {
     p.work = comm_.all_reduce_async(data, count, gdt, comm::ReduceOp::kSum);
   } else {
     p.send = cfg_.dev().allocate(count * dtype_size(rdt), MemCategory::kComm);
-    convert(data, gdt, p.send.data(), rdt, count);
+    device::Device* dev = &cfg_.dev();
+    dev->convert(data, gdt, p.send.data(), rdt, count);
     p.work = comm_.all_reduce_async(p.send.data(), count, rdt, comm::ReduceOp::kSum);
     void* tmp = p.send.data();
-    p.on_done = [tmp, data, count, rdt, gdt] { convert(tmp, rdt, data, gdt, count); };
+    p.on_done = [dev, tmp, data, count, rdt, gdt] { dev->convert(tmp, rdt, data, gdt, count); };
   }
   push(std::move(p));
 }
@@ -75,11 +76,12 @@ void GradReducer::launch_reduce_scatter_in_place(int u) {
   } else {
     p.send = cfg_.dev().allocate(s.padded * dtype_size(rdt), MemCategory::kComm);
     p.recv = cfg_.dev().allocate(s.shard * dtype_size(rdt), MemCategory::kComm);
-    convert(data, gdt, p.send.data(), rdt, s.padded);
+    device::Device* dev = &cfg_.dev();
+    dev->convert(data, gdt, p.send.data(), rdt, s.padded);
     p.work = comm_.reduce_scatter_async(p.send.data(), p.recv.data(), s.shard, rdt, comm::ReduceOp::kSum);
     void* recv = p.recv.data();
     const size_t n = s.shard;
-    p.on_done = [recv, own, n, rdt, gdt] { convert(recv, rdt, own, gdt, n); };
+    p.on_done = [dev, recv, own, n, rdt, gdt] { dev->convert(recv, rdt, own, gdt, n); };
   }
   push(std::move(p));
 }
@@ -96,7 +98,7 @@ void GradReducer::reduce_to_shard(int u, Buffer grad) {
     // Nothing to reduce: the micro-step's gradient goes into the store as at stages 0-1, without a
     // detour through the reduction dtype, so that one rank trains alike at every stage.
     if (write) {
-      convert(grad.data(), DType::kF32, dst, gdt, s.shard);
+      dev->convert(grad.data(), DType::kF32, dst, gdt, s.shard);
     } else {
       dev->add_into(dst, gdt, grad.data(), DType::kF32, s.shard);
     }
@@ -107,7 +109,7 @@ void GradReducer::reduce_to_shard(int u, Buffer grad) {
     p.send = std::move(grad);
   } else {
     p.send = dev->allocate(s.padded * dtype_size(rdt), MemCategory::kComm);
-    convert(grad.data(), DType::kF32, p.send.data(), rdt, s.padded);
+    dev->convert(grad.data(), DType::kF32, p.send.data(), rdt, s.padded);
     grad.release();
   }
   const size_t n = s.shard;
@@ -118,7 +120,7 @@ void GradReducer::reduce_to_shard(int u, Buffer grad) {
     p.work = comm_.reduce_scatter_async(p.send.data(), p.recv.data(), n, rdt, comm::ReduceOp::kSum);
     void* recv = p.recv.data();
     if (write) {
-      p.on_done = [recv, dst, n, rdt, gdt] { convert(recv, rdt, dst, gdt, n); };
+      p.on_done = [dev, recv, dst, n, rdt, gdt] { dev->convert(recv, rdt, dst, gdt, n); };
     } else {
       p.on_done = [dev, recv, dst, n, rdt, gdt] { dev->add_into(dst, gdt, recv, rdt, n); };
     }
@@ -159,10 +161,11 @@ void GradReducer::reduce_across_groups() {
       clock_.wait(replicas_->all_reduce_async(own, s.shard, gdt, comm::ReduceOp::kSum));
       continue;
     }
-    Buffer tmp = cfg_.dev().allocate(s.shard * dtype_size(rdt), MemCategory::kComm);
-    convert(own, gdt, tmp.data(), rdt, s.shard);
+    device::Device& dev = cfg_.dev();
+    Buffer tmp = dev.allocate(s.shard * dtype_size(rdt), MemCategory::kComm);
+    dev.convert(own, gdt, tmp.data(), rdt, s.shard);
     clock_.wait(replicas_->all_reduce_async(tmp.data(), s.shard, rdt, comm::ReduceOp::kSum));
-    convert(tmp.data(), rdt, own, gdt, s.shard);
+    dev.convert(tmp.data(), rdt, own, gdt, s.shard);
   }
 }
 

@@ -10,6 +10,7 @@ namespace zerodp::zero {
 ModelStates::ModelStates(const model::ParamLayout& l, const ShardLayout& s, const EngineConfig& cfg)
     : layout(l),
       sh(s),
+      dev(cfg.dev()),
       W(s.world()),
       r(s.rank()),
       stage(cfg.stage),

@@ -52,6 +52,7 @@ struct ModelStates {
 
   const model::ParamLayout& layout;
   const ShardLayout& sh;
+  device::Device& dev;  // where the states live (the host tier ones too: its allocate_host)
   const int W, r, stage;
   const DType pdt;  // parameters (compute dtype)
   const DType gdt;  // persistent gradients

@@ -5,10 +5,12 @@
 #include <cstring>
 
 #include "core/memory.h"
+#include "device/host_access.h"
 
 namespace zerodp::zero {
 
 void load_states(ModelStates& st, const StateSource& source, bool with_states) {
+  device::Device& dev = st.dev;
   // The elements of unit u this rank reads: all of them at stage 0, its own range otherwise.
   auto reads = [&st](int u) {
     const UnitShard& s = st.unit(u);
@@ -16,8 +18,13 @@ void load_states(ModelStates& st, const StateSource& source, bool with_states) {
   };
   size_t largest = 0;
   for (int u = 0; u < st.num_units(); ++u) largest = std::max(largest, reads(u).second - reads(u).first);
-  Buffer tmp(std::min(kWorkChunk, largest) * sizeof(float), MemCategory::kAct);
+  const size_t chunk_bytes = std::min(kWorkChunk, largest) * sizeof(float);
+  // The source writes into host memory (vals); on a GPU each chunk is copied up into dvals, which
+  // the conversion into the parameters reads. On the CPU, vals is both.
+  Buffer tmp = device::allocate_host_visible(dev, chunk_bytes, MemCategory::kAct);
+  Buffer tmp_device = dev.host_addressable() ? Buffer() : dev.allocate(chunk_bytes, MemCategory::kAct);
   float* vals = tmp.as<float>();
+  float* dvals = dev.host_addressable() ? vals : tmp_device.as<float>();
   for (int u = 0; u < st.num_units(); ++u) {
     const auto [keep_b, keep_e] = reads(u);
     const auto [b, e] = st.update_range(u);
@@ -26,40 +33,61 @@ void load_states(ModelStates& st, const StateSource& source, bool with_states) {
     for (size_t c = keep_b; c < keep_e; c += kWorkChunk) {
       const size_t n = std::min(kWorkChunk, keep_e - c);
       source(-1, u, c, n, vals);
-      convert(vals, DType::kF32, nvme_shard ? nvme_shard + (c - keep_b) * dtype_size(st.pdt) : st.param_at(u, c),
-              st.pdt, n);
+      if (nvme_shard) {
+        convert(vals, DType::kF32, nvme_shard + (c - keep_b) * dtype_size(st.pdt), st.pdt, n);  // host memory
+      } else {
+        device::copy_from_host(dev, dvals, vals, n * sizeof(float));  // (nothing on the CPU: the same bytes)
+        dev.convert(dvals, DType::kF32, st.param_at(u, c), st.pdt, n);
+      }
       const size_t mb = std::max(b, c), me = std::min(e, c + n);
-      if (st.has_master && mb < me) std::memcpy(st.weights_at(u, mb), vals + (mb - c), (me - mb) * sizeof(float));
+      if (st.has_master && mb < me) dev.copy(st.weights_at(u, mb), dvals + (mb - c), (me - mb) * sizeof(float));
     }
-    if (with_states && b < e)
-      for (int k = 0; k < st.num_states; ++k) source(k, u, b, e - b, st.state_at(k, u, b));
+    if (with_states && b < e) {
+      for (int k = 0; k < st.num_states; ++k) {
+        if (dev.host_addressable()) {
+          source(k, u, b, e - b, st.state_at(k, u, b));
+          continue;
+        }
+        for (size_t c = b; c < e; c += kWorkChunk) {
+          const size_t n = std::min(kWorkChunk, e - c);
+          source(k, u, c, n, vals);
+          device::copy_from_host(dev, st.state_at(k, u, c), vals, n * sizeof(float));
+        }
+      }
+    }
     in_host.write_back();
     if (nvme_shard) st.param_swap->commit(u);
   }
+  // The last conversions read dvals: they finish before it is freed (a no-op on the CPU).
+  dev.synchronize();
   if (st.param_swap) st.param_swap->flush();
 }
 
 void consolidate_weights(ModelStates& st, comm::Communicator& comm, bool root,
                          const std::function<void(int unit, const float* data)>& sink) {
+  device::Device& dev = st.dev;
   // Full fp32 weights are already on every rank for fp32 stages 0-2 (the parameters, equal to the
   // host masters of an offloaded run) and for 16-bit stage 0 (the masters).
   comm::UntrackedTraffic untracked(comm);
   for (int u = 0; u < st.num_units(); ++u) {
     const UnitShard& s = st.unit(u);
     if (!st.mixed && st.param_whole[u]) {
-      if (root) sink(u, reinterpret_cast<const float*>(st.param_at(u, 0)));
+      if (root) sink(u, device::HostRead(dev, st.param_at(u, 0), s.numel * sizeof(float), MemCategory::kGathered)
+                            .as<float>());
       continue;
     }
     if (st.mixed && st.stage == 0) {
-      if (root) sink(u, st.weights_at(u, 0));
+      if (root) sink(u, device::HostRead(dev, st.weights_at(u, 0), s.numel * sizeof(float), MemCategory::kGathered)
+                            .as<float>());
       continue;
     }
-    Buffer full(s.padded * sizeof(float), MemCategory::kGathered);
-    Buffer mine(s.shard * sizeof(float), MemCategory::kComm);
-    mine.zero();
+    // Gathered in host memory (a GPU communicator sends host buffers through MPI).
+    Buffer full = device::allocate_host_visible(dev, s.padded * sizeof(float), MemCategory::kGathered);
+    Buffer mine = device::allocate_host_visible(dev, s.shard * sizeof(float), MemCategory::kComm);
+    std::memset(mine.data(), 0, mine.size());
     if (s.own_begin < s.own_end) {
       StatesInHost in_host(st, u);  // NVMe offload: the unit's masters, read from the file
-      std::memcpy(mine.data(), st.weights_at(u, s.own_begin), (s.own_end - s.own_begin) * sizeof(float));
+      dev.copy(mine.data(), st.weights_at(u, s.own_begin), (s.own_end - s.own_begin) * sizeof(float));
     }
     comm.all_gather(mine.data(), full.data(), s.shard, DType::kF32);
     if (root) sink(u, full.as<float>());
@@ -67,16 +95,14 @@ void consolidate_weights(ModelStates& st, comm::Communicator& comm, bool root,
 }
 
 bool all_weights_finite(ModelStates& st, comm::Communicator& comm) {
+  // A sum of squares in double is finite exactly when every element is (a float's square is below
+  // 2^256, far from double's range), and the device computes it where the weights are.
   float bad = 0.0f;
   for (int u = 0; u < st.num_units() && bad == 0.0f; ++u) {
     const auto [b, e] = st.update_range(u);
+    if (b >= e) continue;
     StatesInHost in_host(st, u);  // NVMe offload: the unit's masters, read from the file
-    const float* w = b < e ? st.weights_at(u, b) : nullptr;
-    for (size_t i = 0; i < e - b; ++i)
-      if (!std::isfinite(w[i])) {
-        bad = 1.0f;
-        break;
-      }
+    if (!std::isfinite(st.dev.sum_squares(st.weights_at(u, b), DType::kF32, e - b))) bad = 1.0f;
   }
   comm::UntrackedTraffic untracked(comm);
   comm.all_reduce(&bad, 1, DType::kF32, comm::ReduceOp::kMax);
