@@ -11,14 +11,15 @@
 
 #include "core/error.h"
 #include "cuda/check.h"
+#include "cuda/cublaslt_api.h"
 
 namespace zerodp::cuda {
 
 namespace {
 
 [[noreturn]] void lt_fail(cublasStatus_t status, const char* call, const std::string& what) {
-  throw RuntimeFailure(fmt::format("{} failed: {} ({}) for {}", call, cublasLtGetStatusName(status),
-                                   cublasLtGetStatusString(status), what));
+  throw RuntimeFailure(fmt::format("{} failed: {} ({}) for {}", call, cublaslt().GetStatusName(status),
+                                   cublaslt().GetStatusString(status), what));
 }
 
 // ZDP_LT(call, what): a cuBLASLt call, its status turned into a RuntimeFailure naming the call,
@@ -94,16 +95,16 @@ struct Plan {
   Plan& operator=(const Plan&) = delete;
   ~Plan() {
     // Destroy calls only free host memory; their status has nothing to report at this point.
-    if (a != nullptr) cublasLtMatrixLayoutDestroy(a);
-    if (b != nullptr) cublasLtMatrixLayoutDestroy(b);
-    if (c != nullptr) cublasLtMatrixLayoutDestroy(c);
-    if (desc != nullptr) cublasLtMatmulDescDestroy(desc);
+    if (a != nullptr) cublaslt().MatrixLayoutDestroy(a);
+    if (b != nullptr) cublaslt().MatrixLayoutDestroy(b);
+    if (c != nullptr) cublaslt().MatrixLayoutDestroy(c);
+    if (desc != nullptr) cublaslt().MatmulDescDestroy(desc);
   }
 };
 
 template <class T>
 void set_desc(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const T& value, const std::string& what) {
-  ZDP_LT(cublasLtMatmulDescSetAttribute(d, attr, &value, sizeof(value)), what);
+  ZDP_LT(cublaslt().MatmulDescSetAttribute(d, attr, &value, sizeof(value)), what);
 }
 
 // The pointers an epilogue reads or writes live on the descriptor; set them for this call.
@@ -154,7 +155,7 @@ struct GemmContext::Impl {
       cudaStreamSynchronize(stream);
       cudaFree(workspace);
     }
-    if (handle != nullptr) cublasLtDestroy(handle);
+    if (handle != nullptr) cublaslt().Destroy(handle);
   }
 
   // The cached plan for `key`, made on first use (supported == false: cuBLASLt has no algorithm).
@@ -166,7 +167,7 @@ struct GemmContext::Impl {
     auto p = std::make_unique<Plan>();
 
     const cublasComputeType_t compute = key.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-    ZDP_LT(cublasLtMatmulDescCreate(&p->desc, compute, CUDA_R_32F), what);
+    ZDP_LT(cublaslt().MatmulDescCreate(&p->desc, compute, CUDA_R_32F), what);
     const int32_t op_a = lt.a.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
     const int32_t op_b = lt.b.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
     set_desc(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, op_a, what);
@@ -185,18 +186,18 @@ struct GemmContext::Impl {
     set_epilogue_pointers(*p, a, what);
 
     const cudaDataType_t ab = cuda_type(key.ab_type), c = cuda_type(key.c_type);
-    ZDP_LT(cublasLtMatrixLayoutCreate(&p->a, ab, lt.a.rows, lt.a.cols, lt.a.ld), what);
-    ZDP_LT(cublasLtMatrixLayoutCreate(&p->b, ab, lt.b.rows, lt.b.cols, lt.b.ld), what);
-    ZDP_LT(cublasLtMatrixLayoutCreate(&p->c, c, lt.c.rows, lt.c.cols, lt.c.ld), what);
+    ZDP_LT(cublaslt().MatrixLayoutCreate(&p->a, ab, lt.a.rows, lt.a.cols, lt.a.ld), what);
+    ZDP_LT(cublaslt().MatrixLayoutCreate(&p->b, ab, lt.b.rows, lt.b.cols, lt.b.ld), what);
+    ZDP_LT(cublaslt().MatrixLayoutCreate(&p->c, c, lt.c.rows, lt.c.cols, lt.c.ld), what);
 
     cublasLtMatmulPreference_t pref = nullptr;
-    ZDP_LT(cublasLtMatmulPreferenceCreate(&pref), what);
+    ZDP_LT(cublaslt().MatmulPreferenceCreate(&pref), what);
     struct PrefGuard {
       cublasLtMatmulPreference_t p;
-      ~PrefGuard() { cublasLtMatmulPreferenceDestroy(p); }
+      ~PrefGuard() { cublaslt().MatmulPreferenceDestroy(p); }
     } guard{pref};
     const uint64_t max_workspace = kWorkspaceBytes;
-    ZDP_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_workspace,
+    ZDP_LT(cublaslt().MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_workspace,
                                                 sizeof(max_workspace)),
            what);
     // cuBLASLt's A is our B and its B our A (the swap).
@@ -205,13 +206,13 @@ struct GemmContext::Impl {
         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
     for (int i = 0; i < 4; ++i)
-      ZDP_LT(cublasLtMatmulPreferenceSetAttribute(pref, align_attr[i], &align[i], sizeof(align[i])), what);
+      ZDP_LT(cublaslt().MatmulPreferenceSetAttribute(pref, align_attr[i], &align[i], sizeof(align[i])), what);
 
     // One result, the heuristic's first choice: the same for the same key on the same GPU and library.
     cublasLtMatmulHeuristicResult_t result{};
     int count = 0;
     const cublasStatus_t st =
-        cublasLtMatmulAlgoGetHeuristic(handle, p->desc, p->a, p->b, p->c, p->c, pref, 1, &result, &count);
+        cublaslt().MatmulAlgoGetHeuristic(handle, p->desc, p->a, p->b, p->c, p->c, pref, 1, &result, &count);
     if (st == CUBLAS_STATUS_SUCCESS && count > 0 && result.state == CUBLAS_STATUS_SUCCESS) {
       p->algo = result.algo;
       p->workspace = result.workspaceSize;
@@ -225,7 +226,7 @@ struct GemmContext::Impl {
 
 GemmContext::GemmContext(cudaStream_t stream) : impl_(std::make_unique<Impl>()) {
   impl_->stream = stream;
-  ZDP_LT(cublasLtCreate(&impl_->handle), "the GEMM context");
+  ZDP_LT(cublaslt().Create(&impl_->handle), "the GEMM context");
   ZDP_CUDA_CHECK(cudaMalloc(&impl_->workspace, kWorkspaceBytes));
 }
 
@@ -262,7 +263,7 @@ void GemmContext::gemm(const GemmArgs& args) {
   if (epilogue_pointers) set_epilogue_pointers(p, args, describe(key));
   const float alpha = args.alpha, beta = args.beta;
   // The swap (gemm_layout.h): cuBLASLt's A is our B, its B our A; C is read and written in place (D = C).
-  const cublasStatus_t st = cublasLtMatmul(impl_->handle, p.desc, &alpha, args.B, p.a, args.A, p.b, &beta, args.C,
+  const cublasStatus_t st = cublaslt().Matmul(impl_->handle, p.desc, &alpha, args.B, p.a, args.A, p.b, &beta, args.C,
                                            p.c, args.C, p.c, &p.algo, impl_->workspace, p.workspace, impl_->stream);
   if (st != CUBLAS_STATUS_SUCCESS) lt_fail(st, "cublasLtMatmul", describe(key));
 }
