@@ -24,8 +24,8 @@ namespace {
 void print_cuda() {
 #if ZERODP_HAVE_CUDA
   const cuda::RuntimeInfo info = cuda::query_runtime();
-  fmt::print("  CUDA:    built in (nvcc {}, runtime {}, driver {}; cuBLASLt, NCCL); training: CPU only in this "
-             "version\n",
+  fmt::print("  CUDA:    built in (nvcc {}, runtime {}, driver {}; cuBLASLt, NCCL); training: --device cuda, bf16 "
+             "or fp16\n",
              ZERODP_CUDA_VERSION, cuda::version_string(info.runtime_version),
              info.driver_version ? cuda::version_string(info.driver_version) : "none");
   if (info.gpus.empty()) fmt::print("  GPUs:    none visible ({})\n", info.why_none);

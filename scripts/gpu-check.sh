@@ -1,12 +1,11 @@
 #!/usr/bin/env bash
 # On a machine with an NVIDIA GPU: installs what is missing, builds zerodp with CUDA for that GPU's
-# architecture, and runs every GPU test (ctest label gpu: each kernel, the cuBLASLt GEMMs and the
-# NCCL / host-staged communicator against the CPU implementation). Without a GPU it says so and
-# exits 77 (skipped).
-#
-# Training GPT-2 124M on the GPU next to PyTorch (issue 15, point 5) is not here yet: the engine does
-# not run its steps on the CUDA device in this version (`zerodp train --device cuda` says so), so
-# there is no training step to time. This script prints that line rather than a number.
+# architecture, runs every GPU test (ctest label gpu: each kernel, the cuBLASLt GEMMs, the NCCL /
+# host-staged communicator against the CPU implementation, whole training runs through the CLI), the
+# micro-benchmarks, then trains GPT-2 124M in bf16 at stages 0-3 on the GPU (W=1, and W=2 on the same
+# GPU over host staging) next to PyTorch on the same model and batch (bench/gpu/run.sh) and prints the
+# table of tokens/s, MFU and peak memory (bench/gpu/report.py) for docs/benchmarks.md. Without a GPU
+# it says so and exits 77 (skipped).
 #
 # Environment: BUILD [build-gpu]  the build directory;  ARCH  CUDA architectures (default: the
 # GPU's own compute capability, e.g. 90 for H100/H200);  OUT [runs/gpu-check]  where figures go.
@@ -40,6 +39,9 @@ mkdir -p "$OUT"
 { nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv; date -u
   "$BUILD/bench/micro_gpu" --benchmark_min_time=0.2; } 2>&1 | tee "$OUT/micro_gpu.txt" || status=$?
 
-echo "gpu-check: GPT-2 124M training on the GPU: not run (the engine does not run on the CUDA device in this version)"
+# GPT-2 124M: zerodp at stages 0-3 (W=1, W=2) and PyTorch (eager, torch.compile); B, STEPS and the
+# rest through bench/gpu/run.sh's environment.
+Z="$BUILD/zerodp" OUT="$OUT/train" bash bench/gpu/run.sh || status=$?
+python3 bench/gpu/report.py --check "$OUT/train" | tee "$OUT/train/report.md" || status=$?
 echo "gpu-check: exit $status"
 exit $status

@@ -213,7 +213,9 @@ def free_port():
 
 
 def add_optimizer_args(ap):
-    """The AdamW and clipping flags, named and defaulted as zerodp train's (shared with bench/peers)."""
+    """The AdamW and clipping flags, named as zerodp train's (shared with bench/peers). The defaults are the
+    benchmarks' settings (weight decay 0.1, clip 1.0), which the run scripts pass to zerodp explicitly: its own
+    defaults are 0.01 and no clipping."""
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--beta1", type=float, default=0.9)
     ap.add_argument("--beta2", type=float, default=0.999)

@@ -225,6 +225,7 @@ struct CudaGpt2 {
         &head_backward,      &attention_scratch_bytes, &attention_forward, &attention_backward,
         &gelu_forward,       &gelu_backward,      &gelu_linear_backward, &residual_forward,
         &softmax_crossentropy_forward, &softmax_crossentropy_backward,
+        /*attention_uses_att=*/false,
     };
     return t;
   }

@@ -67,6 +67,10 @@ struct Gpt2Kernels {
                                        int V);
   void (*softmax_crossentropy_backward)(Acc* dlogits, const Acc* probs, const int32_t* targets, Acc dloss, int N,
                                         int V);
+  // Whether attention_forward writes the probabilities into `att` [B,NH,T,T] for the backward (the
+  // CPU's kernels); a flash attention (the GPU's) keeps what it needs in its scratch and leaves `att`
+  // alone, so the model does not allocate it.
+  bool attention_uses_att = true;
 };
 
 // A point in a device's queue of work.

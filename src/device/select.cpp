@@ -43,17 +43,28 @@ void require_trainable(const DeviceSpec& spec) {
   if (spec.ordinal >= static_cast<int>(info.gpus.size()))
     throw UsageError(fmt::format("--device {}: only {} GPU{} visible (ordinals 0-{})", name, info.gpus.size(),
                                  info.gpus.size() == 1 ? " is" : "s are", info.gpus.size() - 1));
-  // The kernels, GEMMs and NCCL communicator are built and tested (ctest -L gpu), but the engine
-  // does not run its steps on them yet: say so rather than train on the CPU behind the user's back.
-  const cuda::GpuInfo& gpu = info.gpus[spec.ordinal < 0 ? 0 : spec.ordinal];
-  throw UsageError(fmt::format("--device {}: {} is visible, but this version of zerodp trains on the CPU only "
-                               "(its GPU kernels and communicator are built, not yet wired into the engine); "
-                               "train with --device cpu",
-                               name, gpu.name));
 #else
   throw UsageError(fmt::format("--device {}: this zerodp was built without CUDA (ZERODP_CUDA=OFF, or no nvcc "
                                "when it was configured); train with --device cpu",
                                name));
+#endif
+}
+
+GpuChoice choose_gpu(const DeviceSpec& spec, int local_rank) {
+  require_trainable(spec);
+  ZDP_REQUIRE(spec.kind == DeviceSpec::Kind::kCuda, "choose_gpu: --device {} is not a GPU", device_spec_name(spec));
+#if ZERODP_WITH_CUDA
+  const cuda::RuntimeInfo info = cuda::query_runtime();
+  const int count = static_cast<int>(info.gpus.size());
+  GpuChoice c;
+  c.ordinal = spec.ordinal >= 0 ? spec.ordinal : (local_rank < 0 ? 0 : local_rank % count);
+  const cuda::GpuInfo& gpu = info.gpus[static_cast<size_t>(c.ordinal)];
+  c.name = gpu.name;
+  c.memory_bytes = gpu.total_memory;
+  return c;
+#else
+  (void)local_rank;
+  return {};  // not reached: require_trainable threw
 #endif
 }
 

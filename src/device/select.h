@@ -4,6 +4,7 @@
 // the visible GPUs.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -20,5 +21,15 @@ std::string device_spec_name(const DeviceSpec& spec);
 
 // Throws UsageError unless this process can train on `spec`.
 void require_trainable(const DeviceSpec& spec);
+
+// The GPU a rank of a `spec` run computes on: cuda:N → GPU N; cuda → its local rank (its place
+// among the ranks of its host) modulo the GPUs visible, so that a host's ranks spread over its GPUs
+// and share them round-robin when there are more ranks than GPUs. Throws as require_trainable does.
+struct GpuChoice {
+  int ordinal = 0;
+  std::string name;           // "NVIDIA H200"
+  uint64_t memory_bytes = 0;  // its total memory
+};
+GpuChoice choose_gpu(const DeviceSpec& spec, int local_rank);
 
 }  // namespace zerodp::device

@@ -91,7 +91,7 @@ struct GPT2<F>::Acts {
       a.ln1_rstd = c.take<Acc>(BT);
       a.qkv = c.take<P>(BT * 3 * C);
       a.atty = c.take<P>(BT * C);
-      a.att = c.take<P>(static_cast<size_t>(B) * NH * T * T);
+      a.att = k.attention_uses_att ? c.take<P>(static_cast<size_t>(B) * NH * T * T) : nullptr;
       a.res2 = c.take<Acc>(BT * C);
       a.ln2 = c.take<P>(BT * C);
       a.ln2_mean = c.take<Acc>(BT);

@@ -229,7 +229,7 @@ const std::vector<FlagEntry>& flag_table() {
       {{"--zero-stage", "S",
         "ZeRO stage: 0 (replicated), 1 (optimizer state), 2 (+gradients), 3 (+parameters)", false},
        ZDP_SET { c.zero_stage = flag_small_int(f, v); }, ZDP_GET { return std::to_string(c.zero_stage); }},
-      {{"--device", "DEV", "Device to compute on: cpu, cuda or cuda:N (this version trains on cpu only)", false},
+      {{"--device", "DEV", "Device to compute on: cpu, cuda (the local rank's GPU) or cuda:N; on a GPU with --dtype bf16 or fp16", false},
        ZDP_SET { c.device = device::device_spec_name(device::parse_device_spec(v, f)); },
        ZDP_GET { return c.device; }},
       {{"--dtype", "TYPE", "Compute dtype: fp32, bf16 or fp16 (fp32 master weights when 16-bit)", false},

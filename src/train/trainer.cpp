@@ -23,6 +23,7 @@
 #include "train/checkpointing.h"
 #include "train/metrics.h"
 #include "train/report.h"
+#include "train/run_device.h"
 
 namespace zerodp::train {
 
@@ -110,7 +111,9 @@ std::string nonfinite_what(const model::ParamLayout& layout, const zero::StepRes
 // halfway through (or by the kernel's OOM killer): the model states and activations one rank keeps
 // (the planner's exact parts; its transient buffers come on top). Ranks sharing the machine each
 // need theirs, so this is the least a run asks of it.
-void check_fits_in_memory(const TrainConfig& cfg, const model::GPT2Config& mc, int W, const std::string& source) {
+// On a GPU (gpu_memory > 0) the states and activations are the GPU's, what offload moves the host's.
+void check_fits_in_memory(const TrainConfig& cfg, const model::GPT2Config& mc, int W, const std::string& source,
+                          uint64_t gpu_memory) {
   const CheckedSize act_bound = CheckedSize(cfg.micro_batch) * mc.checked_sequence_activations() * 4;
   ZDP_REQUIRE(act_bound.within(int64_t{1} << 62),
               "--micro-batch {} of GPT-2 {} ({}) would need more than 2^62 bytes of activations", cfg.micro_batch,
@@ -135,6 +138,16 @@ void check_fits_in_memory(const TrainConfig& cfg, const model::GPT2Config& mc, i
   in.param_max_in_cpu = static_cast<uint64_t>(cfg.param_max_in_cpu);
   const plan::MemoryEstimate e = plan::estimate_memory(in);
   // What offload moves to the host is this machine's memory all the same.
+  if (gpu_memory > 0) {
+    const uint64_t on_gpu = e.param + e.grad + e.master + e.optim + e.act;
+    ZDP_REQUIRE(on_gpu <= gpu_memory,
+                "GPT-2 {} ({}) at ZeRO stage {} on {} rank{} needs {} of GPU memory a rank ({} of activations for "
+                "--micro-batch {} --seq {}), more than the GPU's {}: use a higher --zero-stage, more ranks, a smaller "
+                "--micro-batch or --activation-checkpointing (`zerodp estimate` plans it)",
+                mc.summary(), source, cfg.zero_stage, W, W == 1 ? "" : "s", format_bytes(on_gpu), format_bytes(e.act),
+                cfg.micro_batch, cfg.seq, format_bytes(gpu_memory));
+    return;
+  }
   const uint64_t states = e.param + e.grad + e.master + e.optim + e.host;
   const uint64_t have = physical_memory_bytes();
   ZDP_REQUIRE(have == 0 || states + e.act <= have,
@@ -176,7 +189,9 @@ TrainResult run_training(TrainConfig cfg) {
   std::shared_ptr<comm::Communicator> world = comm::world();
   const int W = world->size(), rank = world->rank();
   cfg.finalize(W);
-  device::require_trainable(device::parse_device_spec(cfg.device));
+  const device::DeviceSpec device_spec = device::parse_device_spec(cfg.device);
+  device::require_trainable(device_spec);
+  check_device_support(cfg, device_spec);
   world->set_timeout(cfg.comm_timeout);
   comm::set_activity_context("starting: reading inputs, loading");
   if (cfg.shard_group_size == TrainConfig::kShardGroupNode) {
@@ -201,7 +216,9 @@ TrainResult run_training(TrainConfig cfg) {
   }
   ZDP_REQUIRE(cfg.seq <= mc.n_ctx, "--seq {} exceeds the model's context n_ctx = {} ({})", cfg.seq, mc.n_ctx,
               resume ? resume->dir() : cfg.init_path);
-  check_fits_in_memory(cfg, mc, W, resume ? resume->dir() : cfg.init_path);
+  // The rank's device and the communicator the engine uses (on a GPU: NCCL or host staging).
+  const RunDevice run_device = open_run_device(device_spec, world);
+  check_fits_in_memory(cfg, mc, W, resume ? resume->dir() : cfg.init_path, run_device.memory_bytes);
   if (!cfg.save_dir.empty() && rank == 0) ckpt::make_save_dir(cfg.save_dir);
   const data::TokenFile tokens = data::TokenFile::open(cfg.data_path, mc.vocab_size);
   const data::BatchLoader loader(tokens, W, rank, static_cast<int>(cfg.micro_batch), static_cast<int>(cfg.seq),
@@ -211,7 +228,9 @@ TrainResult run_training(TrainConfig cfg) {
 
   MemoryLedger::global().set_budget(cfg.memory_budget);
   MetricsWriter metrics(cfg.metrics_path, rank == 0);
-  zero::Engine engine(layout, world, engine_config(cfg));
+  zero::EngineConfig engine_cfg = engine_config(cfg);
+  engine_cfg.device = run_device.device();
+  zero::Engine engine(layout, run_device.comm, engine_cfg);
   int64_t start_step = 0;
   if (resume) {
     start_step = restore_checkpoint(engine, *resume);
@@ -233,8 +252,10 @@ TrainResult run_training(TrainConfig cfg) {
   int64_t last_saved = -1;
 
   const int64_t tokens_per_step = cfg.tokens_per_step(W);
-  log::info("training GPT-2 {} ({} parameters) on {} rank{}: ZeRO stage {}, {}, B={} T={} G={} ({} tokens/step), {} steps",
-            mc.summary(), layout.total_numel(), W, W == 1 ? "" : "s", cfg.zero_stage, dtype_name(cfg.dtype),
+  log::info("training GPT-2 {} ({} parameters) on {} rank{} ({}): ZeRO stage {}, {}, B={} T={} G={} ({} tokens/step), "
+            "{} steps",
+            mc.summary(), layout.total_numel(), W, W == 1 ? "" : "s", run_device.description, cfg.zero_stage,
+            dtype_name(cfg.dtype),
             cfg.micro_batch, cfg.seq, cfg.accum, tokens_per_step, cfg.steps);
 
   TrainResult result;

@@ -244,6 +244,9 @@ struct Engine::Impl {
     if (clip > 0) coef = std::min(1.0, clip / (res.grad_norm + 1e-6));
     optimizer.update(lr, static_cast<float>(coef / scale));
     if (stage >= 1 && N > 1) gatherer.gather_after_update();
+    // A step ends when its work has (on a GPU the update and the gathers are still queued here), so
+    // that its time is its own and what it wrote may be read.
+    cfg.dev().synchronize();
     res.comm_wait_ms = clock.wait_ms;
     return res;
   }

@@ -1,0 +1,66 @@
+#include "train/run_device.h"
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "plan/estimator.h"
+#if ZERODP_WITH_CUDA
+#include "comm/nccl_communicator.h"
+#include "comm/staged_communicator.h"
+#include "device/cuda_device.h"
+#endif
+
+namespace zerodp::train {
+
+void check_device_support(const TrainConfig& cfg, const device::DeviceSpec& spec) {
+  if (spec.kind == device::DeviceSpec::Kind::kCpu) return;
+  const std::string name = device::device_spec_name(spec);
+  // The GPU's GPT-2 kernels are 16-bit with fp32 accumulation (cuda/kernels.h); fp32 compute is the
+  // CPU's reference path.
+  ZDP_REQUIRE(cfg.dtype != DType::kF32,
+              "--device {}: fp32 compute runs on the CPU only; train on the GPU with --dtype bf16 (or fp16)", name);
+  ZDP_REQUIRE(cfg.optimizer_spec().kind == optim::OptimizerKind::kAdamW,
+              "--device {}: the GPU's optimizer is AdamW (a fused multi-tensor kernel); --optimizer sgd runs on the "
+              "CPU only",
+              name);
+  // Offloading moves states to the host and updates them there: the GPU build does not yet have the
+  // host-side update and the pinned transfers it needs.
+  ZDP_REQUIRE(cfg.offload_optimizer == plan::Offload::kNone && cfg.offload_param == plan::Offload::kNone,
+              "--device {}: optimizer and parameter offload (--offload-optimizer, --offload-param) are not supported "
+              "on the GPU in this version",
+              name);
+}
+
+RunDevice open_run_device(const device::DeviceSpec& spec, std::shared_ptr<comm::Communicator> world) {
+  RunDevice run;
+  if (spec.kind == device::DeviceSpec::Kind::kCpu) {
+    run.comm = std::move(world);
+    run.description = "cpu";
+    return run;
+  }
+#if ZERODP_WITH_CUDA
+  int local_rank = 0;
+  if (spec.ordinal < 0) {
+    comm::UntrackedTraffic untracked(*world);  // not training traffic
+    local_rank = world->split_by_host()->rank();
+  }
+  const device::GpuChoice gpu_choice = device::choose_gpu(spec, local_rank);
+  const int ordinal = gpu_choice.ordinal;
+  auto gpu = std::make_unique<device::CudaDevice>(ordinal);
+  std::unique_ptr<comm::Communicator> gpu_comm =
+      comm::make_gpu_communicator(*world, ordinal, static_cast<cudaStream_t>(gpu->compute_stream()));
+  const bool staged = dynamic_cast<comm::StagedCommunicator*>(gpu_comm.get()) != nullptr;
+  run.description = fmt::format("{} ({}), {}", gpu->name(), gpu_choice.name,
+                                staged ? "host-staged collectives through MPI" : "NCCL");
+  // The world stays alive under the GPU communicator: its traffic ledger is the world's.
+  run.comm = std::shared_ptr<comm::Communicator>(gpu_comm.release(),
+                                                 [world](comm::Communicator* c) { delete c; });
+  run.memory_bytes = gpu_choice.memory_bytes;
+  run.owned = std::move(gpu);
+  return run;
+#else
+  throw UsageError(fmt::format("--device {}: this zerodp was built without CUDA", device::device_spec_name(spec)));
+#endif
+}
+
+}  // namespace zerodp::train

@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""Whole training runs of `zerodp train --device cuda` against themselves and the CPU (ctest label gpu).
+Without a GPU (or without CUDA in the build) it prints SKIPPED and exits 77, which ctest reports as
+skipped, never as passed.
+
+usage: train_gpu_tests.py ZERODP CASE
+  stages    bf16 at stages 0-3, W=1 (NCCL's single rank) and W=2 (two ranks, one GPU: host staging; or
+            NCCL where there are two GPUs): every stage gives the same losses bit for bit at each W, as on
+            the CPU; the first step's loss agrees with the CPU's bf16 run within 5e-3 relative and the
+            later ones within 2e-2; the model states in the memory record (param, grad, master, optim)
+            are the CPU run's byte for byte; an fp16 run (dynamic loss scaling) trains.
+  resume    a W=2 stage 3 GPU run saved at step 2 and resumed gives the losses of the uninterrupted run
+            bit for bit; its checkpoint resumes on the CPU at W=1 stage 1 (resharded) and its --out
+            (consolidated on the GPU through host memory) samples on the CPU.
+  refusals  what the GPU does not do in this version (fp32 compute, SGD, offload) exits 2 saying so.
+"""
+import functools
+import math
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+import zdp_test as zt  # noqa: E402
+from zdp_test import check, records  # noqa: E402
+
+ZERODP, CASE = zt.driver_args(__doc__)
+run = functools.partial(zt.run, ZERODP)
+
+rc, info, err = run(["info"])
+if "CUDA:    built in" not in info or "GPU 0:" not in info:
+    print("SKIPPED: no GPU visible to this zerodp (or CUDA not built in):\n" + info + err)
+    sys.exit(77)
+
+tmp = zt.workdir("gpu-train")
+# Head size 64 (the flash attention's), a vocabulary that is not a multiple of 64 (the padding paths).
+tokens, init = zt.make_inputs(ZERODP, tmp, layers=2, heads=2, embd=128, vocab=320, ctx=128, seed=11,
+                              text_bytes=200000)
+STEPS = 4
+common = ["train", "--init", init, "--data", tokens, "--steps", str(STEPS), "--micro-batch", "4", "--seq", "128",
+          "--lr", "1e-3"]
+base = common + ["--dtype", "bf16"]
+
+
+def train(name, extra, ranks=None, timeout=300):
+    m = os.path.join(tmp, f"{name}.jsonl")
+    rc, out, err = run(base + extra + ["--metrics", m], ranks, timeout=timeout)
+    check(rc == 0, f"{name}: trains", err[-3000:])
+    steps = records(m, "step")
+    check(len(steps) == STEPS and all(math.isfinite(s["loss"]) for s in steps), f"{name}: {STEPS} finite losses",
+          str(steps))
+    return [s["loss"] for s in steps], records(m, "memory"), err
+
+
+STATE_CATEGORIES = ("param", "grad", "master", "optim")
+
+if CASE == "stages":
+    for W in (1, 2):
+        ranks = W if W > 1 else None
+        cpu, cpu_mem, _ = train(f"cpu-w{W}", ["--device", "cpu", "--zero-stage", "0"], ranks)
+        first = None
+        for stage in range(4):
+            losses, mem, err = train(f"gpu-w{W}-s{stage}", ["--device", "cuda", "--zero-stage", str(stage)], ranks)
+            check("cuda:" in err, f"W={W} stage {stage}: the log names the GPU it trained on", err[-2000:])
+            if first is None:
+                first = losses
+                check(abs(losses[0] - cpu[0]) <= 5e-3 * abs(cpu[0]),
+                      f"W={W}: the first loss agrees with the CPU's bf16 run (GPU {losses[0]!r}, CPU {cpu[0]!r})")
+                check(all(abs(g - c) <= 2e-2 * abs(c) for g, c in zip(losses, cpu)),
+                      f"W={W}: every loss within 2e-2 of the CPU's (GPU {losses}, CPU {cpu})")
+            else:
+                check(losses == first, f"W={W}: stage {stage} gives stage 0's losses bit for bit ({losses} vs {first})")
+            if stage == 0:
+                for g, c in zip(mem, cpu_mem):
+                    for cat in STATE_CATEGORIES:
+                        check(g["peak_bytes"].get(cat) == c["peak_bytes"].get(cat),
+                              f"W={W} rank {g['rank']}: peak {cat} bytes on the GPU are the CPU's "
+                              f"({g['peak_bytes'].get(cat)} vs {c['peak_bytes'].get(cat)})")
+    m = os.path.join(tmp, "fp16.jsonl")
+    rc, out, err = run(common + ["--device", "cuda", "--zero-stage", "2", "--dtype", "fp16", "--metrics", m], timeout=300)
+    check(rc == 0 and all(math.isfinite(s["loss"]) or s["skipped"] for s in records(m, "step")),
+          "fp16 with dynamic loss scaling trains on the GPU", err[-3000:])
+
+elif CASE == "resume":
+    full, _, _ = train("full", ["--device", "cuda", "--zero-stage", "3"], 2)
+    ck = os.path.join(tmp, "ck")
+    m = os.path.join(tmp, "first.jsonl")
+    rc, out, err = run(base + ["--device", "cuda", "--zero-stage", "3", "--save-dir", ck, "--save-every", "2",
+                               "--steps", "2", "--metrics", m], 2, timeout=300)
+    check(rc == 0, "the first half saves a checkpoint", err[-3000:])
+    m2 = os.path.join(tmp, "second.jsonl")
+    rc, out, err = run(base + ["--device", "cuda", "--zero-stage", "3", "--resume", ck, "--metrics", m2], 2,
+                       timeout=300)
+    check(rc == 0, "the GPU run resumes", err[-3000:])
+    second = [s["loss"] for s in records(m2, "step")]
+    check(second == full[2:], f"the resumed losses are the uninterrupted run's bit for bit ({second} vs {full[2:]})")
+    m3 = os.path.join(tmp, "cpu.jsonl")
+    rc, out, err = run(base + ["--device", "cpu", "--zero-stage", "1", "--resume", ck, "--metrics", m3], None,
+                       timeout=300)
+    check(rc == 0, "the GPU's checkpoint resumes on the CPU at W=1 stage 1", err[-3000:])
+    cpu = [s["loss"] for s in records(m3, "step")]
+    check(all(math.isfinite(x) for x in cpu) and len(cpu) == 2, f"the CPU continues it ({cpu})")
+    out_path = os.path.join(tmp, "out.safetensors")
+    rc, out, err = run(base + ["--device", "cuda", "--zero-stage", "3", "--out", out_path], 2, timeout=300)
+    check(rc == 0 and os.path.exists(out_path), "a GPU run writes --out", err[-3000:])
+    rc, text, err = run(["sample", "--model", out_path, "--prompt", "A", "--tokens", "5", "--temperature", "0"])
+    check(rc == 0 and len(text) >= 6, "the GPU's --out samples on the CPU", err)
+
+elif CASE == "refusals":
+    for extra, says in ((["--dtype", "fp32"], "fp32 compute runs on the CPU only"),
+                        (["--dtype", "bf16", "--optimizer", "sgd"], "--optimizer sgd"),
+                        (["--dtype", "bf16", "--zero-stage", "2", "--offload-optimizer", "cpu"], "offload")):
+        rc, out, err = run(common + ["--device", "cuda"] + extra)
+        check(rc == 2 and "--device cuda" in err and says in err, f"{' '.join(extra)} on the GPU exits 2 saying so",
+              err[-2000:])
+
+else:
+    sys.exit(f"unknown case {CASE}")
+print(f"train_gpu_tests {CASE}: all checks passed")
