@@ -143,6 +143,7 @@ GemmKey gemm_key(const GemmArgs& a) {
 struct GemmContext::Impl {
   cublasLtHandle_t handle = nullptr;
   void* workspace = nullptr;
+  bool owns_workspace = false;  // cudaMalloc'ed here (else the caller's)
   cudaStream_t stream = nullptr;
   std::mutex mutex;
   std::unordered_map<GemmKey, std::unique_ptr<Plan>, GemmKeyHash> plans;
@@ -151,10 +152,8 @@ struct GemmContext::Impl {
     plans.clear();
     // Nothing may still run on the workspace when it is freed; errors here cannot be reported from
     // a destructor and would already have surfaced on the stream.
-    if (workspace != nullptr) {
-      cudaStreamSynchronize(stream);
-      cudaFree(workspace);
-    }
+    if (workspace != nullptr) cudaStreamSynchronize(stream);
+    if (owns_workspace) cudaFree(workspace);
     if (handle != nullptr) cublaslt().Destroy(handle);
   }
 
@@ -224,10 +223,14 @@ struct GemmContext::Impl {
   }
 };
 
-GemmContext::GemmContext(cudaStream_t stream) : impl_(std::make_unique<Impl>()) {
+GemmContext::GemmContext(cudaStream_t stream, void* workspace) : impl_(std::make_unique<Impl>()) {
   impl_->stream = stream;
   ZDP_LT(cublaslt().Create(&impl_->handle), "the GEMM context");
-  ZDP_CUDA_CHECK(cudaMalloc(&impl_->workspace, kWorkspaceBytes));
+  impl_->workspace = workspace;
+  if (workspace == nullptr) {
+    ZDP_CUDA_CHECK(cudaMalloc(&impl_->workspace, kWorkspaceBytes));
+    impl_->owns_workspace = true;
+  }
 }
 
 GemmContext::~GemmContext() = default;

@@ -69,7 +69,9 @@ class GemmContext {
   static constexpr size_t kWorkspaceBytes = size_t{32} << 20;
 
   // On the current device; every GEMM is issued on `stream` (0: the legacy default stream).
-  explicit GemmContext(cudaStream_t stream);
+  // workspace: kWorkspaceBytes of device memory the caller owns and keeps until this is destroyed
+  // (the CUDA device's, in its ledger); null: one cudaMalloc'ed here.
+  explicit GemmContext(cudaStream_t stream, void* workspace = nullptr);
   ~GemmContext();
   GemmContext(const GemmContext&) = delete;
   GemmContext& operator=(const GemmContext&) = delete;

@@ -241,6 +241,7 @@ struct CudaDevice::Impl {
   cuda::PinnedHostMemory host_raw;
   AllocatorSource device_memory{device_raw, "out of GPU memory"};
   AllocatorSource host_memory{host_raw, "out of page-locked host memory"};
+  Buffer gemm_workspace;  // cuBLASLt's, counted in the ledger (act: the GEMMs' working memory)
   std::unique_ptr<cuda::GemmContext> gemm;
   double* sum_result = nullptr;  // page-locked: sum_squares' answer lands here
   ActiveDevice active_;
@@ -250,7 +251,8 @@ struct CudaDevice::Impl {
     ZDP_CUDA_CHECK(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
     ZDP_CUDA_CHECK(cudaStreamCreateWithFlags(&copies, cudaStreamNonBlocking));
     ZDP_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&sum_result), sizeof(double)));
-    gemm = std::make_unique<cuda::GemmContext>(compute);
+    gemm_workspace = Buffer(cuda::GemmContext::kWorkspaceBytes, MemCategory::kAct, MemTier::kDevice, device_memory);
+    gemm = std::make_unique<cuda::GemmContext>(compute, gemm_workspace.data());
     ZDP_CHECK(g_active == nullptr, "a second CUDA device in one process (cuda:{}): one rank drives one GPU", n);
     active_ = {compute, gemm.get()};
     g_active = &active_;
@@ -258,6 +260,7 @@ struct CudaDevice::Impl {
   ~Impl() {
     g_active = nullptr;
     gemm.reset();
+    gemm_workspace.release();
     cudaStreamSynchronize(compute);
     cudaStreamSynchronize(copies);
     cudaFreeHost(sum_result);
