@@ -100,6 +100,16 @@ class Communicator {
   double timeout() const { return timeout_s_; }
 
  protected:
+  // What a split's child inherits from its parent: the traffic ledger and the timeout (for the GPU
+  // backends, whose children wrap a split of their private MPI group). Null stays null.
+  std::unique_ptr<Communicator> inherit(std::unique_ptr<Communicator> child) const {
+    if (child != nullptr) {
+      child->set_traffic_ledger(traffic_);
+      child->set_timeout(timeout_s_);
+    }
+    return child;
+  }
+
   TrafficLedger* traffic_ = &TrafficLedger::global();
   bool successor_in_other_group_ = false;
   double timeout_s_ = 0;

@@ -278,17 +278,11 @@ void NcclCommunicator::set_timeout(double seconds) {
 std::unique_ptr<Communicator> NcclCommunicator::split(int color, int key) {
   std::unique_ptr<Communicator> sub = mpi_->split(color, key);
   if (sub == nullptr) return nullptr;
-  auto c = std::make_unique<NcclCommunicator>(std::move(sub), device_, options_);
-  c->set_traffic_ledger(traffic_);
-  c->set_timeout(timeout());
-  return c;
+  return inherit(std::make_unique<NcclCommunicator>(std::move(sub), device_, options_));
 }
 
 std::unique_ptr<Communicator> NcclCommunicator::split_by_host() {
-  auto c = std::make_unique<NcclCommunicator>(mpi_->split_by_host(), device_, options_);
-  c->set_traffic_ledger(traffic_);
-  c->set_timeout(timeout());
-  return c;
+  return inherit(std::make_unique<NcclCommunicator>(mpi_->split_by_host(), device_, options_));
 }
 
 // ---- issuing ----------------------------------------------------------------------------------------

@@ -183,17 +183,11 @@ void StagedCommunicator::set_timeout(double seconds) {
 std::unique_ptr<Communicator> StagedCommunicator::split(int color, int key) {
   std::unique_ptr<Communicator> sub = mpi_->split(color, key);
   if (sub == nullptr) return nullptr;
-  auto c = std::make_unique<StagedCommunicator>(std::move(sub), device_, compute_);
-  c->set_traffic_ledger(traffic_);
-  c->set_timeout(timeout());
-  return c;
+  return inherit(std::make_unique<StagedCommunicator>(std::move(sub), device_, compute_));
 }
 
 std::unique_ptr<Communicator> StagedCommunicator::split_by_host() {
-  auto c = std::make_unique<StagedCommunicator>(mpi_->split_by_host(), device_, compute_);
-  c->set_traffic_ledger(traffic_);
-  c->set_timeout(timeout());
-  return c;
+  return inherit(std::make_unique<StagedCommunicator>(mpi_->split_by_host(), device_, compute_));
 }
 
 void StagedCommunicator::record(CollectiveKind k, size_t count, size_t elem_bytes) {

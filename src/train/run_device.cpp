@@ -6,7 +6,6 @@
 #include "plan/estimator.h"
 #if ZERODP_WITH_CUDA
 #include "comm/nccl_communicator.h"
-#include "comm/staged_communicator.h"
 #include "device/cuda_device.h"
 #endif
 
@@ -49,7 +48,7 @@ RunDevice open_run_device(const device::DeviceSpec& spec, std::shared_ptr<comm::
   auto gpu = std::make_unique<device::CudaDevice>(ordinal);
   std::unique_ptr<comm::Communicator> gpu_comm =
       comm::make_gpu_communicator(*world, ordinal, static_cast<cudaStream_t>(gpu->compute_stream()));
-  const bool staged = dynamic_cast<comm::StagedCommunicator*>(gpu_comm.get()) != nullptr;
+  const bool staged = gpu_comm->backend() == "staged";
   run.description = fmt::format("{} ({}), {}", gpu->name(), gpu_choice.name,
                                 staged ? "host-staged collectives through MPI" : "NCCL");
   // The world stays alive under the GPU communicator: its traffic ledger is the world's.
