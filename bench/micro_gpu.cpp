@@ -12,6 +12,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -120,8 +121,13 @@ BENCHMARK(BM_GemmBf16)->Apply(gemm_args)->UseManualTime()->Unit(benchmark::kMicr
 
 // range: T (B = 8192 / T sequences), direction (0 forward, 1 backward). Causal flops: QKᵀ and PV over
 // the lower triangle, 2·2·B·NH·(T²/2)·hs forward; the backward recomputes P and does four products.
+// Args: T, direction (0 forward, 1 backward), kernel (0 tensor cores, 1 FMA). The flops are the
+// model's (forward 4·causal; backward 10·causal: QKᵀ, dO·Vᵀ, PᵀdO, dSᵀQ, dS·K), whatever a kernel
+// recomputes; the tensor-core backward executes 14·causal (dQ's pass recomputes S and dP).
 void BM_AttentionBf16(benchmark::State& state) {
-  const int T = static_cast<int>(state.range(0)), B = kTokens / T, backward = static_cast<int>(state.range(1));
+  const int T = static_cast<int>(state.range(0)), B = std::max(1, kTokens / T), backward = static_cast<int>(state.range(1));
+  const cuda::AttentionKernel kernel =
+      state.range(2) == 0 ? cuda::AttentionKernel::kTensorCore : cuda::AttentionKernel::kFma;
   const int hs = kC / kNH;
   cudaStream_t stream;
   ZDP_CUDA_CHECK(cudaStreamCreate(&stream));
@@ -129,25 +135,28 @@ void BM_AttentionBf16(benchmark::State& state) {
     DeviceArray qkv(size_t(B) * T * 3 * kC * 2), out(size_t(B) * T * kC * 2), lse(size_t(B) * kNH * T * 4),
         dout(size_t(B) * T * kC * 2), dqkv(size_t(B) * T * 3 * kC * 4),
         scratch(cuda::attention_backward_scratch_bytes(B, T, kNH));
-    cuda::attention_forward(DType::kBF16, out.get(), lse.get<float>(), qkv.get(), B, T, kC, kNH, stream);
+    cuda::attention_forward_with(kernel, DType::kBF16, out.get(), lse.get<float>(), qkv.get(), B, T, kC, kNH, stream);
     const double causal = double(B) * kNH * (double(T) * (T + 1) / 2) * hs;
     if (backward == 0) {
       time_on_gpu(state, stream, [&] {
-        cuda::attention_forward(DType::kBF16, out.get(), lse.get<float>(), qkv.get(), B, T, kC, kNH, stream);
+        cuda::attention_forward_with(kernel, DType::kBF16, out.get(), lse.get<float>(), qkv.get(), B, T, kC, kNH,
+                                     stream);
       });
       report_flops(state, 4.0 * causal);
     } else {
       time_on_gpu(state, stream, [&] {
-        cuda::attention_backward(DType::kBF16, dqkv.get<float>(), scratch.get(), dout.get(), out.get(),
-                                 lse.get<float>(), qkv.get(), B, T, kC, kNH, stream);
+        cuda::attention_backward_with(kernel, DType::kBF16, dqkv.get<float>(), scratch.get(), dout.get(), out.get(),
+                                      lse.get<float>(), qkv.get(), B, T, kC, kNH, stream);
       });
-      report_flops(state, 10.0 * causal);  // S and dP recomputed per pass: QKᵀ, dO·Vᵀ, PᵀdO, dSᵀQ, dS·K
+      report_flops(state, 10.0 * causal);
     }
-    state.SetLabel(backward ? "backward" : "forward");
+    state.SetLabel(std::string(cuda::attention_kernel_name(kernel)) + (backward ? " backward" : " forward"));
   }
   cudaStreamDestroy(stream);
 }
-BENCHMARK(BM_AttentionBf16)->Args({1024, 0})->Args({1024, 1})->Args({256, 0})->Args({256, 1})
+BENCHMARK(BM_AttentionBf16)
+    ->Args({1024, 0, 0})->Args({1024, 1, 0})->Args({1024, 0, 1})->Args({1024, 1, 1})
+    ->Args({256, 0, 0})->Args({256, 1, 0})->Args({1000, 0, 0})->Args({1000, 1, 0})
     ->UseManualTime()->Unit(benchmark::kMicrosecond);
 
 void report_bytes(benchmark::State& state, double bytes) {
@@ -228,6 +237,7 @@ int main(int argc, char** argv) {
 
 #else  // no CUDA in this build
 
+#include <algorithm>
 #include <cstdio>
 int main() {
   std::printf("SKIPPED: this build has no CUDA backend (ZERODP_CUDA=OFF or no nvcc)\n");

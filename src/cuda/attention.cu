@@ -16,11 +16,9 @@
 // exactly one thread, which adds its sum in a fixed order: identical bits on every run. The q third
 // and the k, v thirds of dqkv are disjoint, so the two kernels do not race.
 //
-// Performance plan (this version is plain fp32 FMA per thread, correctness first): (1) tensor cores:
-// a warp per 16 query rows with WMMA/mma.sync bf16 16×16×16 fragments for S = Q·Kᵀ and O += P·V (P
-// rounded to 16 bits as the CPU path does), and likewise dP, dV, dK, dQ in the backward; (2) 128-bit
-// loads of the tiles and cp.async double buffering of the next K/V tile; (3) larger tiles with
-// opted-in shared memory (up to 227 KiB on sm_90); (4) cuDNN's fused attention where available.
+// These are the FMA kernels (plain fp32 per thread, no tensor cores): the reference implementation and
+// the fallback. The tensor-core kernels are in cuda/attention_tc.cu; attention.cpp chooses
+// (cuda/attention_choice.h, ZERODP_ATTENTION).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -28,6 +26,7 @@
 #include <cmath>
 
 #include "cuda/attention.h"
+#include "cuda/attention_impl.h"
 #include "cuda/attention_tiling.h"
 #include "cuda/check.h"
 
@@ -262,22 +261,25 @@ void backward_typed(float* dqkv, void* scratch, const void* dout, const void* ou
 
 }  // namespace
 
-void attention_forward(DType dtype, void* out, float* lse, const void* qkv, int B, int T, int C, int NH,
-                       cudaStream_t stream) {
-  check_attention_shape("cuda attention_forward", dtype, B, T, C, NH);
+namespace detail {
+
+// The shape was checked by the caller (attention.cpp).
+void fma_attention_forward(DType dtype, void* out, float* lse, const void* qkv, int B, int T, int C, int NH,
+                           cudaStream_t stream) {
   if (dtype == DType::kBF16)
     forward_typed<__nv_bfloat16>(out, lse, qkv, B, T, C, NH, stream);
   else
     forward_typed<__half>(out, lse, qkv, B, T, C, NH, stream);
 }
 
-void attention_backward(DType dtype, float* dqkv, void* scratch, const void* dout, const void* out, const float* lse,
-                        const void* qkv, int B, int T, int C, int NH, cudaStream_t stream) {
-  check_attention_shape("cuda attention_backward", dtype, B, T, C, NH);
+void fma_attention_backward(DType dtype, float* dqkv, void* scratch, const void* dout, const void* out,
+                            const float* lse, const void* qkv, int B, int T, int C, int NH, cudaStream_t stream) {
   if (dtype == DType::kBF16)
     backward_typed<__nv_bfloat16>(dqkv, scratch, dout, out, lse, qkv, B, T, C, NH, stream);
   else
     backward_typed<__half>(dqkv, scratch, dout, out, lse, qkv, B, T, C, NH, stream);
 }
+
+}  // namespace detail
 
 }  // namespace zerodp::cuda

@@ -1,14 +1,20 @@
 // Causal multi-head self-attention on the GPU, flash-style (no T×T matrix in memory), for 16-bit
 // compute (bf16 or fp16 operands, fp32 accumulation and softmax statistics). The math is that of
-// kernels/attention.h (and attention16_forward/backward); the kernels are in cuda/attention.cu, their
-// tiling and index arithmetic in cuda/attention_tiling.h.
+// kernels/attention.h (and attention16_forward/backward). Two implementations, same contract:
+//   tensor cores (cuda/attention_tc.cu; tiling, schedule and register layouts in
+//     cuda/attention_tc_tiling.h, warp code in cuda/attention_tc_warp.h): mma.sync m16n8k16 with fp32
+//     accumulation; P and dS enter their products rounded to the 16-bit format (as attention16 does);
+//   FMA (cuda/attention.cu, cuda/attention_tiling.h): fp32 per thread, no tensor cores.
+// attention_forward/backward choose (cuda/attention_choice.h): tensor cores where they can run (head
+// size 32, 64 or 128, sm_80+, aligned pointers), unless the environment variable ZERODP_ATTENTION says
+// "fma" (or "tc": tensor cores or an error). Either forward's O and L serve either backward.
 //
 //   forward:  out [B,T,C] (16-bit) and L [B,NH,T] (fp32 logsumexp of each row of scaled scores) from
 //             qkv [B,T,3C] (16-bit). Only out and L are saved for the backward.
 //   backward: dqkv [B,T,3C] (fp32) += the gradient, from dout [B,T,C] (16-bit, already rounded, as the
 //             CPU path's dout16), out, L and qkv. Like attention16_backward it ADDS into dqkv.
 //             Deterministic: no atomics; every element of dqkv is accumulated by one thread in a fixed
-//             order, so two runs give the same bits.
+//             order, so two runs (of the same implementation) give the same bits.
 //
 // Supported: head size hs = C/NH of 32, 64 or 128; B·NH < 2^31; T up to 65535·32. Other shapes throw
 // (RuntimeFailure) before anything is launched. Pointers are device pointers; the work is queued on
@@ -20,6 +26,7 @@
 #include <cstddef>
 
 #include "core/dtype.h"
+#include "cuda/attention_choice.h"
 
 namespace zerodp::cuda {
 
@@ -36,5 +43,18 @@ void attention_forward(DType dtype, void* out, float* lse, const void* qkv, int 
 // scratch: at least attention_backward_scratch_bytes(B, T, NH) bytes of device memory, contents ignored.
 void attention_backward(DType dtype, float* dqkv, void* scratch, const void* dout, const void* out, const float* lse,
                         const void* qkv, int B, int T, int C, int NH, cudaStream_t stream);
+
+// The implementation attention_forward/backward run for head size C/NH on the current device with
+// aligned pointers, as ZERODP_ATTENTION asks (read on every call). Throws UsageError as the calls would
+// for a value other than auto, tc or fma, or for "tc" where the tensor cores cannot run.
+AttentionKernel attention_kernel_for(int C, int NH);
+
+// The same calls with the implementation given (tests, benchmarks): kTensorCore throws (RuntimeFailure)
+// where the tensor-core kernels cannot run this shape on this device with these pointers.
+void attention_forward_with(AttentionKernel kernel, DType dtype, void* out, float* lse, const void* qkv, int B, int T,
+                            int C, int NH, cudaStream_t stream);
+void attention_backward_with(AttentionKernel kernel, DType dtype, float* dqkv, void* scratch, const void* dout,
+                             const void* out, const float* lse, const void* qkv, int B, int T, int C, int NH,
+                             cudaStream_t stream);
 
 }  // namespace zerodp::cuda

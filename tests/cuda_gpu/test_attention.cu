@@ -1,7 +1,9 @@
-// The flash-style CUDA attention (cuda/attention.h) against the CPU kernels (kernels/attention.h) on the
-// same rounded inputs: the fp32/double attention_forward/backward run in double on the 16-bit values
-// (exact widening), so that they are the truth, and attention16_forward/backward, the CPU's own 16-bit
-// path. Then determinism (two runs, identical bits) and the rejected shapes.
+// The flash-style CUDA attention's FMA kernels (cuda/attention.cu, run through attention_forward_with /
+// attention_backward_with(AttentionKernel::kFma); the tensor-core kernels, which attention_forward/backward
+// choose by default on sm_80+, have their own test, test_attention_tc.cu) against the CPU kernels
+// (kernels/attention.h) on the same rounded inputs: the fp32/double attention_forward/backward run in
+// double on the 16-bit values (exact widening), so that they are the truth, and
+// attention16_forward/backward, the CPU's own 16-bit path. Then determinism (two runs, identical bits) and the rejected shapes.
 //
 // Tolerances, with u the unit roundoff of the 16-bit format (bf16: 8-bit significand, u = 2^-8;
 // fp16: 11 bits, u = 2^-11):
@@ -94,8 +96,9 @@ GpuResult run_gpu(const Problem& p) {
   qkv.upload(p.qkv);
   dout.upload(p.dout);
   dqkv.upload(p.dqkv0);
-  attention_forward(p.t, out.p, lse.p, qkv.p, s.B, s.T, p.C, s.NH, nullptr);
-  attention_backward(p.t, dqkv.p, scratch.p, dout.p, out.p, lse.p, qkv.p, s.B, s.T, p.C, s.NH, nullptr);
+  attention_forward_with(AttentionKernel::kFma, p.t, out.p, lse.p, qkv.p, s.B, s.T, p.C, s.NH, nullptr);
+  attention_backward_with(AttentionKernel::kFma, p.t, dqkv.p, scratch.p, dout.p, out.p, lse.p, qkv.p, s.B, s.T, p.C,
+                          s.NH, nullptr);
   ZDP_CUDA_CHECK(cudaDeviceSynchronize());
   return GpuResult{out.download(), lse.download(), dqkv.download()};
 }
