@@ -86,8 +86,12 @@ struct CpuGpt2 {
       kernels::attention_forward(out, att, qkv, B, T, C, NH);
     }
   }
-  static void attention_backward(Acc* dqkv, void* scratch, const Acc* dout, P* operand16, const P* qkv, const P* att,
-                                 int B, int T, int C, int NH) {
+  // The probabilities [B,NH,T,T].
+  static size_t attention_saved_bytes(int B, int T, int NH) {
+    return static_cast<size_t>(B) * NH * T * T * sizeof(P);
+  }
+  static void attention_backward(Acc* dqkv, void* scratch, const Acc* dout, P* operand16, const P* qkv, const P*,
+                                 const P* att, int B, int T, int C, int NH) {
     if constexpr (k16) {
       kernels::round_to(operand16, dout, static_cast<size_t>(B) * T * C);
       kernels::attention16_backward(dqkv, scratch, operand16, qkv, att, B, T, C, NH);
@@ -108,6 +112,7 @@ struct CpuGpt2 {
         &head_forward,
         &head_backward,
         &attention_scratch_bytes,
+        &attention_saved_bytes,
         &attention_forward,
         &attention_backward,
         &kernels::gelu_forward<P, P>,

@@ -93,9 +93,8 @@ ActiveDevice& active() {
 // GPT-2's kernels for 16-bit compute type P on the GPU, with the CPU's semantics (device/device.h,
 // kernels/*.h): the same outputs written or accumulated, GEMMs through cuBLASLt on P operands with fp32
 // accumulation, statistics in fp32. Two differences of layout, invisible to the model:
-//   - attention saves nothing in `att` (the CPU's probabilities): the forward keeps only its output,
-//     and the backward recomputes the forward into `scratch` to get O and the row log-sum-exp it needs
-//     (flash attention's trade of a forward's flops for the T×T memory);
+//   - attention saves its row log-sum-exp [B,NH,T] in `att` (where the CPU keeps the probabilities:
+//     attention_saved_bytes says how much), and the backward reads it with the forward's output;
 //   - linear_forward into the fp32 stream adds the bias after the GEMM (cuda/kernels_bias.cu), and the
 //     fp32 bias gradients are column sums in row order (the CPU's bits) rather than cuBLASLt's epilogue.
 template <class P>
@@ -173,27 +172,21 @@ struct CudaGpt2 {
     gemm(true, false, V, C, N, operand16, V, inp, C, dwte, DType::kF32, C, 1.0f);
   }
 
-  // Scratch: the recomputed output O [B,T,C] in P, the row log-sum-exp [B,NH,T] and the backward's
-  // D [B,NH,T], each on a 256-byte boundary.
-  static size_t aligned(size_t bytes) { return (bytes + 255) / 256 * 256; }
-  static size_t o_bytes(int B, int T, int C) { return aligned(static_cast<size_t>(B) * T * C * sizeof(P)); }
-  static size_t lse_bytes(int B, int T, int NH) { return aligned(static_cast<size_t>(B) * NH * T * sizeof(float)); }
-  static size_t attention_scratch_bytes(int B, int T, int C, int NH) {
-    return o_bytes(B, T, C) + lse_bytes(B, T, NH) + aligned(cuda::attention_backward_scratch_bytes(B, T, NH));
+  // Flash attention: the forward saves its row log-sum-exp L [B,NH,T] (fp32) in the block's `att`
+  // and the output in `out` (the model keeps it: c_proj's input); the backward reads both, so
+  // nothing T×T is kept and nothing is recomputed. Scratch: the backward's D [B,NH,T].
+  static size_t attention_scratch_bytes(int B, int T, int, int NH) {
+    return cuda::attention_backward_scratch_bytes(B, T, NH);
   }
-  static void attention_forward(P* out, P*, const P* qkv, void* scratch, int B, int T, int C, int NH) {
-    float* lse = reinterpret_cast<float*>(static_cast<char*>(scratch) + o_bytes(B, T, C));
-    cuda::attention_forward(kType, out, lse, qkv, B, T, C, NH, stream());
+  static size_t attention_saved_bytes(int B, int T, int NH) { return static_cast<size_t>(B) * NH * T * sizeof(float); }
+  static void attention_forward(P* out, P* att, const P* qkv, void*, int B, int T, int C, int NH) {
+    cuda::attention_forward(kType, out, reinterpret_cast<float*>(att), qkv, B, T, C, NH, stream());
   }
-  static void attention_backward(float* dqkv, void* scratch, const float* dout, P* operand16, const P* qkv, const P*,
-                                 int B, int T, int C, int NH) {
-    char* base = static_cast<char*>(scratch);
-    P* o = reinterpret_cast<P*>(base);
-    float* lse = reinterpret_cast<float*>(base + o_bytes(B, T, C));
-    void* d = base + o_bytes(B, T, C) + lse_bytes(B, T, NH);
+  static void attention_backward(float* dqkv, void* scratch, const float* dout, P* operand16, const P* qkv,
+                                 const P* out, const P* att, int B, int T, int C, int NH) {
     cuda::convert(dout, DType::kF32, operand16, kType, static_cast<size_t>(B) * T * C, stream());
-    cuda::attention_forward(kType, o, lse, qkv, B, T, C, NH, stream());  // the same bits as the forward's
-    cuda::attention_backward(kType, dqkv, d, operand16, o, lse, qkv, B, T, C, NH, stream());
+    cuda::attention_backward(kType, dqkv, scratch, operand16, out, reinterpret_cast<const float*>(att), qkv, B, T, C,
+                             NH, stream());
   }
   static void gelu_forward(P* out, const P* inp, size_t n) { cuda::gelu_forward(out, inp, n, stream()); }
   static void gelu_backward(float* dinp, const P* inp, const float* dout, size_t n) {
@@ -222,10 +215,10 @@ struct CudaGpt2 {
     static const Gpt2Kernels<P> t = {
         &encoder_forward,    &encoder_backward,   &layernorm_forward, &layernorm_backward,
         &linear_forward,     &linear_forward_acc, &linear_backward,   &head_forward,
-        &head_backward,      &attention_scratch_bytes, &attention_forward, &attention_backward,
+        &head_backward,      &attention_scratch_bytes, &attention_saved_bytes, &attention_forward,
+        &attention_backward,
         &gelu_forward,       &gelu_backward,      &gelu_linear_backward, &residual_forward,
         &softmax_crossentropy_forward, &softmax_crossentropy_backward,
-        /*attention_uses_att=*/false,
     };
     return t;
   }

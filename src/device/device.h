@@ -49,11 +49,15 @@ struct Gpt2Kernels {
   void (*head_forward)(Acc* logits, const P* inp, const P* wte, int N, int C, int V);
   void (*head_backward)(Acc* dinp, Acc* dwte, const Acc* dlogits, const P* inp, const P* wte, int N, int C, int V,
                         P* operand16);
-  // Working memory the attention needs (bytes), then its two directions over it.
+  // Working memory the attention needs (bytes), shared by every block; what its forward saves in
+  // `att` for the backward, per block (bytes): the CPU's softmax probabilities [B,NH,T,T] in P, a
+  // flash attention's row log-sum-exp [B,NH,T] in fp32; then its two directions. The backward gets
+  // the forward's output `out` too (a flash attention's D = rowsum(dO∘O) needs it).
   size_t (*attention_scratch_bytes)(int B, int T, int C, int NH);
+  size_t (*attention_saved_bytes)(int B, int T, int NH);
   void (*attention_forward)(P* out, P* att, const P* qkv, void* scratch, int B, int T, int C, int NH);
-  void (*attention_backward)(Acc* dqkv, void* scratch, const Acc* dout, P* operand16, const P* qkv, const P* att,
-                             int B, int T, int C, int NH);
+  void (*attention_backward)(Acc* dqkv, void* scratch, const Acc* dout, P* operand16, const P* qkv, const P* out,
+                             const P* att, int B, int T, int C, int NH);
   void (*gelu_forward)(P* out, const P* inp, size_t n);
   void (*gelu_backward)(Acc* dinp, const P* inp, const Acc* dout, size_t n);
   // The MLP's first linear layer backward through the GELU after it, fused (kernels/gelu.h):
@@ -67,10 +71,6 @@ struct Gpt2Kernels {
                                        int V);
   void (*softmax_crossentropy_backward)(Acc* dlogits, const Acc* probs, const int32_t* targets, Acc dloss, int N,
                                         int V);
-  // Whether attention_forward writes the probabilities into `att` [B,NH,T,T] for the backward (the
-  // CPU's kernels); a flash attention (the GPU's) keeps what it needs in its scratch and leaves `att`
-  // alone, so the model does not allocate it.
-  bool attention_uses_att = true;
 };
 
 // A point in a device's queue of work.

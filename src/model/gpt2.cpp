@@ -46,7 +46,7 @@ struct LayerActs {
   Acc *ln1_mean, *ln1_rstd;  // and its statistics [BT]
   P* qkv;                    // [BT,3C]
   P* atty;                   // attention output before c_proj [BT,C]
-  P* att;                    // softmax probabilities [B,NH,T,T]
+  P* att;                    // what the attention saves: the CPU's softmax probabilities [B,NH,T,T]
   Acc* res2;                 // residual stream after attention [BT,C]
   P* ln2;                    // LayerNorm 2
   Acc *ln2_mean, *ln2_rstd;
@@ -91,7 +91,8 @@ struct GPT2<F>::Acts {
       a.ln1_rstd = c.take<Acc>(BT);
       a.qkv = c.take<P>(BT * 3 * C);
       a.atty = c.take<P>(BT * C);
-      a.att = k.attention_uses_att ? c.take<P>(static_cast<size_t>(B) * NH * T * T) : nullptr;
+      // What the attention's forward saves for its backward (the device's kernels say how much).
+      a.att = reinterpret_cast<P*>(c.take<char>(k.attention_saved_bytes(B, T, static_cast<int>(NH))));
       a.res2 = c.take<Acc>(BT * C);
       a.ln2 = c.take<P>(BT * C);
       a.ln2_mean = c.take<Acc>(BT);
@@ -283,7 +284,7 @@ void GPT2<F>::backward(Acc dloss, UnitAccess<F>& units) {
     k_.linear_backward(a.datty, dw(kAttnProjW), dw(kAttnProjB), a.dres, x.atty, w(kAttnProjW), BT, C, C,
                     a.operand16);
     zero(a.dqkv, 3 * n);
-    k_.attention_backward(a.dqkv, a.att_scratch, a.datty, a.operand16, x.qkv, x.att, B, T, C, NH);
+    k_.attention_backward(a.dqkv, a.att_scratch, a.datty, a.operand16, x.qkv, x.atty, x.att, B, T, C, NH);
     k_.linear_backward(a.dln, dw(kAttnW), dw(kAttnB), a.dqkv, x.ln1, w(kAttnW), BT, C, 3 * C, a.operand16);
     k_.layernorm_backward(a.dres, dw(kLn1W), dw(kLn1B), a.dln, a.res[l], w(kLn1W), x.ln1_mean, x.ln1_rstd, BT, C);
     units.end(u, UnitPhase::kBlockBackward);

@@ -46,6 +46,9 @@ namespace zerodp::zero {
 // bounded by this many elements, so that it stays small beside the activations whatever the unit
 // sizes.
 constexpr size_t kWorkChunk = size_t{1} << 18;
+// The optimizer's elements per update call on a device the host does not address (a GPU): each call
+// is a kernel launch, so fewer and larger ones (16 MiB of widened fp32 gradient at most).
+constexpr size_t kDeviceWorkChunk = size_t{1} << 22;
 
 struct ModelStates {
   ModelStates(const model::ParamLayout& layout, const ShardLayout& shards, const EngineConfig& config);

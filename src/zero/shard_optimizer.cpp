@@ -24,12 +24,14 @@ void ShardOptimizer::update(double lr, float grad_scale) {
   for (int u = 0; u < st_.num_units(); ++u)
     largest = std::max(largest, st_.update_range(u).second - st_.update_range(u).first);
   device::Device& dev = cfg_.dev();
-  Buffer g32 = dev.allocate(gdt == DType::kF32 ? 0 : std::min(kWorkChunk, largest) * sizeof(float), MemCategory::kAct);
+  // On the CPU a chunk's widened gradient stays in cache; on a GPU each call is a launch.
+  const size_t chunk = dev.host_addressable() ? kWorkChunk : kDeviceWorkChunk;
+  Buffer g32 = dev.allocate(gdt == DType::kF32 ? 0 : std::min(chunk, largest) * sizeof(float), MemCategory::kAct);
   for (int u = 0; u < st_.num_units(); ++u) {
     const auto [b, e] = st_.update_range(u);
     for (const Segment& seg : unit_segments(st_.layout, u, b, e)) {
-      for (size_t c = seg.begin; c < seg.begin + seg.count; c += kWorkChunk) {
-        const size_t n = std::min(kWorkChunk, seg.begin + seg.count - c);
+      for (size_t c = seg.begin; c < seg.begin + seg.count; c += chunk) {
+        const size_t n = std::min(chunk, seg.begin + seg.count - c);
         const float* g;
         if (gdt == DType::kF32) {
           g = st_.grad_store.as<float>() + st_.grad_index(u, c);

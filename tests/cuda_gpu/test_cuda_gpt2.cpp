@@ -140,8 +140,8 @@ TEST_F(CudaGpt2Table, AttentionForwardAndBackward) {
   expect_close(out.download(gpu), out.host, 1.0 / 64, "attention_forward");
   auto dout = twin<float>(gpu, size_t(N) * C, 1.0f), dqkv = twin<float>(gpu, size_t(N) * 3 * C, 0.25f);
   auto op16 = twin<bf16>(gpu, size_t(N) * C, 0);
-  g.attention_backward(dqkv.d(), gscratch.data(), dout.d(), op16.d(), qkv.d(), att.d(), B, T, C, NH);
-  c.attention_backward(dqkv.h(), cscratch.data(), dout.h(), op16.h(), qkv.h(), att.h(), B, T, C, NH);
+  g.attention_backward(dqkv.d(), gscratch.data(), dout.d(), op16.d(), qkv.d(), out.d(), att.d(), B, T, C, NH);
+  c.attention_backward(dqkv.h(), cscratch.data(), dout.h(), op16.h(), qkv.h(), out.h(), att.h(), B, T, C, NH);
   expect_close(dqkv.download(gpu), dqkv.host, 1.0 / 64, "attention_backward (accumulated into dqkv)");
 }
 
