@@ -1,0 +1,196 @@
+// The engine on a device whose memory the host does not address (Device::host_addressable false),
+// which is how it runs on a GPU: the batch's tokens, loading, the checkpoint visit and restore, and
+// consolidation go through host buffers and copies (device/host_access.h) instead of touching the
+// states in place. Here that device is the CPU device saying so (every byte is still RAM), so the
+// GPU's paths run on the W ranks of this binary and must give the direct paths' results bit for bit:
+// losses, gradient norms, consolidated weights, every owned weight and optimizer state, and a
+// restore from them.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "comm/runtime.h"
+#include "device/cpu_device.h"
+#include "model/init.h"
+#include "model/layout.h"
+#include "zero/engine.h"
+#include "zero/model_states.h"
+
+using namespace zerodp;
+using namespace zerodp::zero;
+
+namespace {
+
+// The CPU device with the GPU's answer to host_addressable(); everything else is the CPU's.
+class StagedCpuDevice final : public device::Device {
+ public:
+  std::string name() const override { return "cpu (staged like a GPU)"; }
+  bool host_addressable() const override { return false; }
+  Buffer allocate(size_t bytes, MemCategory c) override { return cpu_.allocate(bytes, c); }
+  Buffer allocate_host(size_t bytes, MemCategory c) override { return cpu_.allocate_host(bytes, c); }
+  void copy(void* dst, const void* src, size_t bytes) override { cpu_.copy(dst, src, bytes); }
+  void fill_zero(void* dst, size_t bytes) override { cpu_.fill_zero(dst, bytes); }
+  void convert(const void* src, DType st, void* dst, DType dt, size_t n) override { cpu_.convert(src, st, dst, dt, n); }
+  void add_into(void* dst, DType dt, const void* src, DType st, size_t n) override { cpu_.add_into(dst, dt, src, st, n); }
+  double sum_squares(const void* x, DType t, size_t n) override { return cpu_.sum_squares(x, t, n); }
+  void gemm(DType dtype, bool ta, bool tb, int M, int N, int K, float alpha, const void* A, int lda, const void* B,
+            int ldb, float beta, float* C, int ldc) override {
+    cpu_.gemm(dtype, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  }
+  void adamw_update(float* p, const float* g, float* m, float* v, size_t n, const optim::AdamWParams& hp, int64_t t,
+                    bool decay, float grad_scale) override {
+    cpu_.adamw_update(p, g, m, v, n, hp, t, decay, grad_scale);
+  }
+  void sgd_update(float* p, const float* g, float* mom, size_t n, const optim::SGDParams& hp, int64_t t, bool decay,
+                  float grad_scale) override {
+    cpu_.sgd_update(p, g, mom, n, hp, t, decay, grad_scale);
+  }
+  void transfer(const void* src, DType st, void* dst, DType dt, size_t n) override { cpu_.transfer(src, st, dst, dt, n); }
+  std::unique_ptr<device::Event> record_transfer() override { return cpu_.record_transfer(); }
+  std::unique_ptr<device::Event> record() override { return cpu_.record(); }
+  void synchronize() override { cpu_.synchronize(); }
+
+ protected:
+  const device::Gpt2Kernels<float>& gpt2_f32() const override { return cpu_.gpt2<float>(); }
+  const device::Gpt2Kernels<double>& gpt2_f64() const override { return cpu_.gpt2<double>(); }
+  const device::Gpt2Kernels<bf16>& gpt2_bf16() const override { return cpu_.gpt2<bf16>(); }
+  const device::Gpt2Kernels<fp16>& gpt2_fp16() const override { return cpu_.gpt2<fp16>(); }
+
+ private:
+  device::CpuDevice cpu_;
+};
+
+model::GPT2Config small_model() { return {2, 4, 48, 64, 32}; }  // units that need padding
+// Unit 0 (wte 2100×128 + wpe + ln_f) is over kWorkChunk = 2^18 elements: loading and restoring
+// it at stage 0 (whole units) takes several chunks.
+model::GPT2Config chunked_model() { return {1, 4, 128, 2100, 16}; }
+
+// Everything a run leaves that the host reads: per step loss and norm, rank 0's consolidated
+// weights, and this rank's owned weights and optimizer states (the checkpoint's view).
+struct Seen {
+  std::vector<double> losses, norms;
+  std::vector<std::vector<float>> consolidated;
+  std::vector<std::vector<float>> owned;  // per unit: weights, then each state, concatenated
+};
+
+Seen visit(Engine& engine) {
+  Seen s;
+  engine.visit_owned([&](const Engine::OwnedRange& r) {
+    std::vector<float>& v = s.owned.emplace_back();
+    if (r.begin >= r.end) return;
+    v.assign(r.weights, r.weights + (r.end - r.begin));
+    for (const float* st : r.states) v.insert(v.end(), st, st + (r.end - r.begin));
+  });
+  return s;
+}
+
+Seen train(EngineConfig cfg, device::Device* dev, int steps, const model::GPT2Config& model = small_model()) {
+  cfg.device = dev;
+  const model::ParamLayout layout(model);
+  std::shared_ptr<comm::Communicator> comm = comm::world()->split(0, comm::world()->rank());
+  const int W = comm->size(), r = comm->rank();
+  Engine engine(layout, comm, cfg);
+  engine.load([&](int u, size_t b, size_t n, float* dst) {
+    model::init_unit_range(layout.config(), layout, u, b, n, 91, dst);
+  });
+  std::vector<double> losses, norms;
+  for (int s = 0; s < steps; ++s) {
+    const StepResult res = engine.step(
+        2,
+        [&](int g, int32_t* in, int32_t* tg) {
+          for (int i = 0; i < cfg.micro_batch * cfg.seq; ++i) {
+            const int x = ((s * W + r) * 7 + g * 3 + i * 5) % 64;
+            in[i] = x;
+            tg[i] = (x * 3 + 1) % 64;  // within every model's vocabulary
+          }
+        },
+        3e-3, 1.0);
+    losses.push_back(res.loss);
+    norms.push_back(res.grad_norm);
+  }
+  EXPECT_TRUE(engine.weights_finite());
+  Seen seen = visit(engine);
+  seen.losses = losses;
+  seen.norms = norms;
+  seen.consolidated.resize(layout.num_units());
+  engine.consolidate([&](int u, const float* d) { seen.consolidated[u].assign(d, d + layout.unit_numel(u)); });
+  return seen;
+}
+
+EngineConfig config(int stage, DType dtype) {
+  EngineConfig c;
+  c.stage = stage;
+  c.dtype = dtype;
+  c.micro_batch = 2;
+  c.seq = 16;
+  c.optimizer.weight_decay = 0.1;
+  c.reduce_bucket_size = 3000;  // several buckets at stage 0
+  return c;
+}
+
+void expect_same(const Seen& got, const Seen& want, const std::string& what) {
+  EXPECT_EQ(got.losses, want.losses) << what;
+  EXPECT_EQ(got.norms, want.norms) << what;
+  ASSERT_EQ(got.owned.size(), want.owned.size()) << what;
+  for (size_t u = 0; u < want.owned.size(); ++u)
+    EXPECT_TRUE(got.owned[u] == want.owned[u]) << what << ": owned weights or states of unit " << u << " differ";
+  if (comm::world()->rank() != 0) return;
+  for (size_t u = 0; u < want.consolidated.size(); ++u)
+    EXPECT_TRUE(got.consolidated[u] == want.consolidated[u]) << what << ": consolidated unit " << u << " differs";
+}
+
+}  // namespace
+
+TEST(HostStaging, GpuPathsGiveTheDirectPathsBits) {
+  StagedCpuDevice staged;
+  for (DType dt : {DType::kBF16, DType::kF32}) {
+    for (int stage = 0; stage <= 3; ++stage) {
+      if (dt == DType::kF32 && stage != 2) continue;  // the fp32 paths once
+      const EngineConfig cfg = config(stage, dt);
+      const std::string what = std::string(dtype_name(dt)) + " stage " + std::to_string(stage);
+      expect_same(train(cfg, &staged, 2), train(cfg, nullptr, 2), what);
+    }
+  }
+  const EngineConfig cfg = config(0, DType::kBF16);
+  ASSERT_GT(model::ParamLayout(chunked_model()).unit_numel(0), kWorkChunk);
+  expect_same(train(cfg, &staged, 1, chunked_model()), train(cfg, nullptr, 1, chunked_model()),
+              "bf16 stage 0, a unit loaded in several chunks");
+}
+
+// A checkpoint's states restored through the staged paths (load_state reads into host memory, then
+// copies up chunk by chunk) are the states visited, and training on from them gives the direct run's
+// next steps.
+TEST(HostStaging, StatesRestoredThroughHostBuffersAreTheVisitedOnes) {
+  StagedCpuDevice staged;
+  // Stage 0 restores whole units, which are a rank's own range only when it is alone: there, with a
+  // unit restored in several chunks.
+  std::vector<std::pair<int, model::GPT2Config>> cases = {{1, small_model()}, {3, small_model()}};
+  if (comm::world()->size() == 1) cases.emplace_back(0, chunked_model());
+  for (const auto& [stage, model_config] : cases) {
+    const model::ParamLayout layout(model_config);
+    const EngineConfig cfg = config(stage, DType::kBF16);
+    const Seen trained = train(cfg, nullptr, 1, model_config);
+    EngineConfig scfg = cfg;
+    scfg.device = &staged;
+    std::shared_ptr<comm::Communicator> comm = comm::world()->split(0, comm::world()->rank());
+    Engine engine(layout, comm, scfg);
+    // The rank's own ranges, as a checkpoint reader hands them out (weights -1, states 0..).
+    const int states = engine.num_optimizer_states();
+    engine.load_state([&](int state, int u, size_t begin, size_t count, float* dst) {
+      const UnitShard& s = engine.shards().unit(u);
+      ASSERT_GE(begin, s.own_begin);
+      ASSERT_LE(begin + count, s.own_end);
+      const size_t len = s.own_end - s.own_begin;
+      const float* src = trained.owned[static_cast<size_t>(u)].data() + static_cast<size_t>(state + 1) * len;
+      std::memcpy(dst, src + (begin - s.own_begin), count * sizeof(float));
+    });
+    EXPECT_EQ(states, 2);
+    const Seen restored = visit(engine);
+    ASSERT_EQ(restored.owned.size(), trained.owned.size());
+    for (size_t u = 0; u < trained.owned.size(); ++u)
+      EXPECT_TRUE(restored.owned[u] == trained.owned[u]) << "stage " << stage << ": unit " << u << " restored wrong";
+  }
+}
