@@ -11,6 +11,7 @@
 #include "apps/commands.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "device/select.h"
 #include "plan/activations.h"
 #include "plan/estimator.h"
 #include "plan/presets.h"
@@ -29,6 +30,7 @@ struct EstimateOptions {
   std::string reduce_dtype;
   int64_t micro_batch = 1, accum = 1;
   bool activation_checkpointing = false;
+  std::string device = "cpu";
   std::string offload_optimizer = "none", offload_param = "none";
   uint64_t sub_group_size = 1'000'000'000;
   uint64_t buffer_count = 4;
@@ -100,6 +102,9 @@ plan::PlanInput plan_input(const EstimateOptions& o) {
   in.seq = o.seq;
   in.accum = o.accum;
   in.activation_checkpointing = o.activation_checkpointing;
+  const device::DeviceSpec device = device::parse_device_spec(o.device);
+  in.gpu = device.kind == device::DeviceSpec::Kind::kCuda;
+  ZDP_REQUIRE(!in.gpu || in.dtype != DType::kF32, "--device {}: the GPU computes in bf16 or fp16 (--dtype)", o.device);
   in.offload_optimizer = plan::parse_offload(o.offload_optimizer, "--offload-optimizer");
   in.offload_param = plan::parse_offload(o.offload_param, "--offload-param");
   in.sub_group_size = o.sub_group_size;
@@ -176,13 +181,13 @@ int run_estimate(const EstimateOptions& o) {
       fmt::print("  stage {}: host {} {}, nvme {} {}\n", e.stage, size_text(e.memory.host, gib), unit,
                  size_text(e.memory.nvme, gib), unit);
   }
-  const char* act_kind = in.dtype == DType::kF32 ? "fp32" : "16-bit compute";
+  const char* act_kind = in.dtype == DType::kF32 ? "fp32" : in.gpu ? "16-bit compute, GPU layout" : "16-bit compute";
   fmt::print("\nact: activations ({}), token buffers, load chunk; working: peak of gathered + comm;\n"
              "total: the peak of all categories together. traffic: bytes each rank sends (ring accounting).\n",
              act_kind);
   if (in.gpt2) {
     const int64_t T = in.seq_len();
-    const plan::ActivationBytes a = plan::gpt2_activation_bytes(*in.gpt2, in.micro_batch, T, false, in.dtype);
+    const plan::ActivationBytes a = plan::gpt2_activation_bytes(*in.gpt2, in.micro_batch, T, false, in.dtype, in.gpu);
     fmt::print("Activations of one block: {} {} in zerodp ({}); {} {} by Korthikanti et al. 2022 (16-bit)\n",
                size_text(a.per_block, gib), unit, act_kind,
                size_text(static_cast<uint64_t>(plan::korthikanti_layer_bytes(T, in.micro_batch, in.gpt2->n_embd,
@@ -213,6 +218,10 @@ void register_estimate(CLI::App& app, Action& action) {
   cmd->add_option("--micro-batch", o.micro_batch, "Sequences per rank per micro-step B")->capture_default_str();
   cmd->add_option("--accum", o.accum, "Micro-steps per optimizer step G")->capture_default_str();
   cmd->add_flag("--activation-checkpointing", o.activation_checkpointing, "Keep only block inputs, recompute in backward");
+  cmd->add_option("--device", o.device,
+                  "cpu, or cuda: the GPU's activation layout (flash attention: no T×T probabilities kept), cuBLASLt's "
+                  "workspace")
+      ->capture_default_str();
   cmd->add_option("--offload-optimizer", o.offload_optimizer,
                   "cpu or nvme: the optimizer offload (fp32 masters and optimizer states off the device)")
       ->capture_default_str();

@@ -358,6 +358,13 @@ const Gpt2Kernels<double>& CudaDevice::gpt2_f64() const { no_gpt2_table("fp64");
 const Gpt2Kernels<bf16>& CudaDevice::gpt2_bf16() const { return CudaGpt2<bf16>::table(); }
 const Gpt2Kernels<fp16>& CudaDevice::gpt2_fp16() const { return CudaGpt2<fp16>::table(); }
 
+template <class P>
+const Gpt2Kernels<P>& cuda_gpt2_kernels() {
+  return CudaGpt2<P>::table();
+}
+template const Gpt2Kernels<bf16>& cuda_gpt2_kernels<bf16>();
+template const Gpt2Kernels<fp16>& cuda_gpt2_kernels<fp16>();
+
 }  // namespace zerodp::device
 
 #endif  // ZERODP_WITH_CUDA

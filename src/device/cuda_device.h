@@ -71,6 +71,11 @@ class CudaDevice final : public Device {
   std::unique_ptr<Impl> impl_;
 };
 
+// The CUDA device's GPT-2 tables (bf16, fp16), readable without a GPU: their sizing entries
+// (attention_scratch_bytes, attention_saved_bytes) are host arithmetic, for the planner's tests.
+template <class P>
+const Gpt2Kernels<P>& cuda_gpt2_kernels();
+
 }  // namespace zerodp::device
 
 #endif  // ZERODP_WITH_CUDA

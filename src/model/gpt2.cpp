@@ -120,13 +120,26 @@ struct GPT2<F>::Acts {
 
 namespace {
 template <typename F>
-size_t carved_bytes(const GPT2Config& config, int B, int T, bool checkpointing) {
+size_t carved_bytes(const GPT2Config& config, int B, int T, bool checkpointing, const device::Gpt2Kernels<F>& k) {
   Carver counter;
   typename GPT2<F>::Acts acts;
-  acts.carve(counter, config, B, T, checkpointing, device::default_device().gpt2<F>());
+  acts.carve(counter, config, B, T, checkpointing, k);
   return counter.used;
 }
+template <typename F>
+size_t carved_bytes(const GPT2Config& config, int B, int T, bool checkpointing) {
+  return carved_bytes<F>(config, B, T, checkpointing, device::default_device().gpt2<F>());
+}
 }  // namespace
+
+template <class P>
+size_t activation_bytes_with(const GPT2Config& config, int B, int T, bool checkpointing,
+                             const device::Gpt2Kernels<P>& kernels) {
+  return carved_bytes<P>(config, B, T, checkpointing, kernels) + 2 * static_cast<size_t>(B) * T * sizeof(int32_t);
+}
+template size_t activation_bytes_with<float>(const GPT2Config&, int, int, bool, const device::Gpt2Kernels<float>&);
+template size_t activation_bytes_with<bf16>(const GPT2Config&, int, int, bool, const device::Gpt2Kernels<bf16>&);
+template size_t activation_bytes_with<fp16>(const GPT2Config&, int, int, bool, const device::Gpt2Kernels<fp16>&);
 
 size_t activation_bytes(const GPT2Config& config, int B, int T, bool checkpointing, DType compute) {
   const size_t arrays = compute == DType::kF32 ? carved_bytes<float>(config, B, T, checkpointing)

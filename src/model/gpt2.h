@@ -85,6 +85,12 @@ class ResidentUnits : public UnitAccess<P> {
 // stream entering each block is kept; one block's activations are recomputed in backward.
 size_t activation_bytes(const GPT2Config& config, int B, int T, bool checkpointing = false,
                         DType compute = DType::kF32);
+// The same for a kernel table's layout rather than the default device's (what another device's
+// kernels save and need: tests compare the planner's GPU formula with the CUDA table, which can be
+// read without a GPU).
+template <class P>
+size_t activation_bytes_with(const GPT2Config& config, int B, int T, bool checkpointing,
+                             const device::Gpt2Kernels<P>& kernels);
 
 template <typename F>
 class GPT2 {

@@ -11,7 +11,7 @@ constexpr uint64_t kF32 = 4, kI32 = 4;
 namespace {
 
 // 16-bit compute: each array rounded up to 64 bytes (R), 16-bit arrays 2 bytes an element.
-ActivationBytes activation_bytes_16bit(const model::GPT2Config& g, int64_t B, int64_t T, bool checkpointing) {
+ActivationBytes activation_bytes_16bit(const model::GPT2Config& g, int64_t B, int64_t T, bool checkpointing, bool gpu) {
   auto R = [](uint64_t bytes) { return (bytes + 63) / 64 * 64; };
   const uint64_t bs = static_cast<uint64_t>(B) * static_cast<uint64_t>(T);
   const uint64_t h = static_cast<uint64_t>(g.n_embd), a = static_cast<uint64_t>(g.n_head);
@@ -21,7 +21,9 @@ ActivationBytes activation_bytes_16bit(const model::GPT2Config& g, int64_t B, in
   // One block's saved set without its output: ln1, atty, ln2 (16-bit [bs,h]), four statistics
   // (fp32 [bs]), qkv (16-bit [bs,3h]), probabilities (16-bit [a·b,s,s]), res2 (fp32 [bs,h]), fch and
   // fch_gelu (16-bit [bs,4h]).
-  const uint64_t block_set = 3 * R(k16 * bs * h) + 4 * R(kF32 * bs) + R(k16 * 3 * bs * h) + R(k16 * a * b * s * s) +
+  // (The GPU's flash attention keeps its row log-sum-exp instead of the probabilities.)
+  const uint64_t saved = gpu ? R(kF32 * a * b * s) : R(k16 * a * b * s * s);
+  const uint64_t block_set = 3 * R(k16 * bs * h) + 4 * R(kF32 * bs) + R(k16 * 3 * bs * h) + saved +
                              R(kF32 * bs * h) + 2 * R(k16 * 4 * bs * h);
   const uint64_t block_output = R(kF32 * bs * h);
   ActivationBytes r;
@@ -33,8 +35,10 @@ ActivationBytes activation_bytes_16bit(const model::GPT2Config& g, int64_t B, in
   // operands [bs, max(4h, V)] and per (b, head) one row block of fp32 scores, 16-bit dS and fp32 output.
   const uint64_t rows = std::min<uint64_t>(s, kAttentionScratchRows);
   const uint64_t head_scratch = R(kF32 * rows * s) + R(k16 * rows * s) + R(kF32 * rows * hs);
+  // (The GPU's: the flash backward's D, fp32 [a·b,s]; the last array, so not rounded up.)
+  const uint64_t attention_scratch = gpu ? kF32 * a * b * s : a * b * head_scratch;
   r.backward = 3 * R(kF32 * bs * h) + R(kF32 * 3 * bs * h) + R(kF32 * 4 * bs * h) + R(kF32 * 4 * bs * h) +
-               R(k16 * bs * std::max(4 * h, V)) + a * b * head_scratch;
+               R(k16 * bs * std::max(4 * h, V)) + attention_scratch;
   r.tokens = kI32 * 2 * bs;
   return r;
 }
@@ -42,8 +46,8 @@ ActivationBytes activation_bytes_16bit(const model::GPT2Config& g, int64_t B, in
 }  // namespace
 
 ActivationBytes gpt2_activation_bytes(const model::GPT2Config& g, int64_t B, int64_t T, bool checkpointing,
-                                      DType compute) {
-  if (compute != DType::kF32) return activation_bytes_16bit(g, B, T, checkpointing);
+                                      DType compute, bool gpu) {
+  if (compute != DType::kF32) return activation_bytes_16bit(g, B, T, checkpointing, gpu);
   const uint64_t bs = static_cast<uint64_t>(B) * static_cast<uint64_t>(T);
   const uint64_t h = static_cast<uint64_t>(g.n_embd), a = static_cast<uint64_t>(g.n_head);
   const uint64_t V = static_cast<uint64_t>(g.vocab_size), L = static_cast<uint64_t>(g.n_layer);

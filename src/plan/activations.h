@@ -32,6 +32,11 @@
 
 namespace zerodp::plan {
 
+// The GPU's layout (--device cuda, 16-bit compute only): the same arrays, but the attention is a
+// flash attention (cuda/attention.h): each block keeps its row log-sum-exp, fp32 [a·b,s], instead of
+// the probabilities, and the backward's scratch is its D, fp32 [a·b,s] (device/cuda_device.cpp's
+// attention_saved_bytes and attention_scratch_bytes).
+//
 // Rows of the attention backward's scratch: kernels/attention.h's kAttentionRowBlock (plan may not
 // include kernels; a test checks the two agree).
 inline constexpr int64_t kAttentionScratchRows = 64;
@@ -48,7 +53,7 @@ struct ActivationBytes {
 // The activations the model allocates for micro-batches of B sequences of T tokens, computing in
 // `compute` (fp32, or bf16/fp16 16-bit compute).
 ActivationBytes gpt2_activation_bytes(const model::GPT2Config& config, int64_t B, int64_t T, bool checkpointing,
-                                      DType compute = DType::kF32);
+                                      DType compute = DType::kF32, bool gpu = false);
 
 // Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models", eq. (1):
 // bytes one transformer layer keeps with 16-bit activations and dropout, s·b·h·(34 + 5·a·s/h).

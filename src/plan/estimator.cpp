@@ -387,13 +387,17 @@ MemoryEstimate estimate_memory(const PlanInput& in) {
   if (in.gpt2) {
     const Units u = units_of(*in.gpt2, static_cast<uint64_t>(in.world));
     const int64_t T = in.seq_len();
-    act_live = gpt2_activation_bytes(*in.gpt2, in.micro_batch, T, in.activation_checkpointing, in.dtype).total() +
-               2 * 4 * static_cast<uint64_t>(in.micro_batch) * static_cast<uint64_t>(T);  // the engine's tokens
+    act_live = gpt2_activation_bytes(*in.gpt2, in.micro_batch, T, in.activation_checkpointing, in.dtype, in.gpu).total();
+    // The engine's tokens (on a GPU in host memory), or cuBLASLt's workspace (the GPU's, for its life).
+    act_live += in.gpu ? kGpuGemmWorkspaceBytes : 2 * 4 * static_cast<uint64_t>(in.micro_batch) * static_cast<uint64_t>(T);
     // Loading (and widening 16-bit gradients) goes through a chunk of at most 2^18 fp32 values,
     // no larger than the largest range the rank reads: whole units at stage 0, its own range of each
     // unit at stages 1-3 (the rest of the units it keeps whole is gathered).
     const uint64_t kept = in.stage >= 1 ? std::max(std::min(u.s0, u.n0), std::min(u.sb, u.nb)) : std::max(u.n0, u.nb);
     chunk = 4 * std::min<uint64_t>(uint64_t{1} << 18, kept);
+    // On a GPU the optimizer widens 16-bit gradients 2^22 elements at a time (zero/model_states.h).
+    const bool widens = in.dtype != DType::kF32 && !in.fp32_grad_accum;
+    if (in.gpu && widens) chunk = std::max(chunk, 4 * std::min<uint64_t>(uint64_t{1} << 22, kept));
     m.transient = in.stage <= 1 ? transient_bytes_stages01(in, u) : transient_bytes_stages23(in, u);
   }
   m.act = act_live + chunk;

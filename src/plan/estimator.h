@@ -33,6 +33,9 @@ enum class Offload : uint8_t { kNone, kCpu, kNvme };
 Offload parse_offload(std::string_view text, std::string_view flag);
 const char* offload_name(Offload o);
 
+// cuBLASLt's workspace on a GPU (cuda/gemm.h's GemmContext::kWorkspaceBytes; a test checks they agree).
+inline constexpr uint64_t kGpuGemmWorkspaceBytes = uint64_t{32} << 20;
+
 struct PlanInput {
   // GPT-2 dimensions (padding and activations modelled) or, when unset, a bare parameter count.
   std::optional<model::GPT2Config> gpt2;
@@ -52,6 +55,10 @@ struct PlanInput {
   int64_t seq = 0;          // T; 0 means the model's n_ctx
   int64_t accum = 1;        // G micro-steps per optimizer step
   bool activation_checkpointing = false;
+  // On a GPU (--device cuda, 16-bit compute): the flash attention's activations, cuBLASLt's
+  // workspace, the batch's tokens in host memory, the optimizer's larger widening chunk. Not yet
+  // checked against a GPU's ledger.
+  bool gpu = false;
 
   // The engine's gradient buckets (stages 0-1) and stage-3 prefetch limits (elements), as zerodp
   // train's defaults.

@@ -130,6 +130,7 @@ void check_fits_in_memory(const TrainConfig& cfg, const model::GPT2Config& mc, i
   in.seq = cfg.seq;
   in.accum = cfg.accum;
   in.activation_checkpointing = cfg.activation_checkpointing;
+  in.gpu = gpu_memory > 0;
   in.offload_optimizer = cfg.offload_optimizer;
   in.sub_group_size = static_cast<uint64_t>(cfg.sub_group_size);
   in.optimizer_buffer_count = static_cast<uint64_t>(cfg.optimizer_buffer_count);
