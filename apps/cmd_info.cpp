@@ -10,6 +10,7 @@
 #include "comm/runtime.h"
 #include "core/cpu.h"
 #include "core/memory.h"
+#include "kernels/blas_info.h"
 #include "kernels/gemm16.h"
 #include "zerodp_build_info.h"
 #if ZERODP_HAVE_CUDA
@@ -46,7 +47,9 @@ void register_info(CLI::App& app, Action& action) {
       fmt::print("zerodp {} ({}, {} build, {})\n", ZERODP_VERSION, ZERODP_GIT_REV, ZERODP_BUILD_TYPE,
                  ZERODP_CXX_COMPILER);
       fmt::print("  MPI:     {}\n", mpi);
-      fmt::print("  BLAS:    {} ({} threads)\n", openblas_get_config(), openblas_get_num_threads());
+      fmt::print("  BLAS:    {} ({} threads); {}\n", openblas_get_config(), openblas_get_num_threads(),
+                 kernels::blas_core_summary());
+      if (const std::string w = kernels::blas_core_warning(); !w.empty()) fmt::print("  warning: {}\n", w);
       fmt::print("  CPU:     {} ({})\n", cpu_model_name(), cpu_features_string());
       for (DType t : {DType::kBF16, DType::kF16}) {
         const kernels::Gemm16Info& g = kernels::gemm16_info(t);

@@ -29,6 +29,12 @@
 #                           same OUT (its results are kept and pooled with the new rounds)
 #   DOCS [docs/benchmarks_peers.md] NOTES [bench/peers/notes.md]  the page written, and its commentary
 #   QUICK=1                 a fast check: 4 steps, 1 warm-up, 1 round, docs left alone
+#   KEEP_OPENBLAS_CORETYPE [0]  1: keep OPENBLAS_CORETYPE from the environment. By default the script
+#                           unsets it, so that OpenBLAS (zerodp's fp32 GEMMs; the peers do not use it)
+#                           picks its kernels by CPUID as on a machine where nobody set it: some of
+#                           this workplace's machines set Haswell, which holds an AVX-512 CPU to AVX2
+#                           kernels (about half the fp32 GEMM speed on an AMD Zen 5). env.txt records
+#                           the value found and the kernels zerodp ran.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -49,6 +55,8 @@ WRITE_DOCS=${WRITE_DOCS:-1}
 if [[ "${QUICK:-0}" == 1 ]]; then
   STEPS=4 WARMUP=1 ROUNDS=1 WRITE_DOCS=${WRITE_DOCS_QUICK:-0}
 fi
+OPENBLAS_CORETYPE_FOUND=${OPENBLAS_CORETYPE-(unset)}
+[[ "${KEEP_OPENBLAS_CORETYPE:-0}" == 1 ]] || unset OPENBLAS_CORETYPE
 LR_FLAGS=(--lr 1e-3 --beta1 0.9 --beta2 0.999 --eps 1e-8 --weight-decay 0.1 --clip 1.0)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_base_warn_component_unused=0
 log() { printf '%s\n' "$*" >&2; }
@@ -94,6 +102,7 @@ fi
   echo "isa=$(grep -o -w -E 'avx512f|avx512_bf16|amx_bf16|amx_tile' /proc/cpuinfo | sort -u | tr '\n' ' ')"
   echo "zerodp=$("$Z" --version 2>/dev/null | head -1) ($(git rev-parse --short HEAD 2>/dev/null || echo ?)$(git diff --quiet HEAD -- src apps 2>/dev/null || echo ', uncommitted changes in src/apps'))"
   echo "blas=$("$Z" info | sed -n 's/^  BLAS:[[:space:]]*//p' | sed 's/ ([0-9]* threads)//')"
+  echo "openblas_coretype_env=$OPENBLAS_CORETYPE_FOUND (run with: ${OPENBLAS_CORETYPE-unset})"
   echo "mpi=$("$Z" info | sed -n 's/^  MPI:[[:space:]]*//p')"
   echo "gemm16=$("$Z" info | sed -n 's/^  bf16 GEMM:[[:space:]]*//p')"
   echo "torch=$("$PY" -c 'import torch; print(torch.__version__, "(cuda", torch.version.cuda, "build; CPU ISA", torch.backends.cpu.get_cpu_capability() + ")")' 2>/dev/null)"

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "kernels/attention.h"
+#include "kernels/blas_info.h"
 #include "kernels/cross_entropy.h"
 #include "kernels/encoder.h"
 #include "kernels/gelu.h"
@@ -198,5 +199,7 @@ Device& default_device() {
   static CpuDevice cpu;
   return cpu;
 }
+
+std::string cpu_gemm_warning() { return kernels::blas_core_warning(); }
 
 }  // namespace zerodp::device

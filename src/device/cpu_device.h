@@ -49,4 +49,8 @@ class CpuDevice final : public Device {
   std::unique_ptr<TransferQueue> transfers_;
 };
 
+// Why this CPU's fp32 GEMMs may run below its speed (OpenBLAS held to kernels without the CPU's AVX-512,
+// kernels/blas_info.h), as a sentence for a warning; empty when nothing is in the way.
+std::string cpu_gemm_warning();
+
 }  // namespace zerodp::device

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "device/cpu_device.h"
 #include "plan/estimator.h"
 #if ZERODP_WITH_CUDA
 #include "comm/nccl_communicator.h"
@@ -35,6 +36,7 @@ RunDevice open_run_device(const device::DeviceSpec& spec, std::shared_ptr<comm::
   if (spec.kind == device::DeviceSpec::Kind::kCpu) {
     run.comm = std::move(world);
     run.description = "cpu";
+    run.warning = device::cpu_gemm_warning();
     return run;
   }
 #if ZERODP_WITH_CUDA

@@ -20,6 +20,7 @@ struct RunDevice {
   std::shared_ptr<comm::Communicator> comm;  // the engine's communicator
   std::string description;  // "cpu", or "cuda:0 (NVIDIA H200), NCCL"
   uint64_t memory_bytes = 0;  // the GPU's memory (0 on the CPU: the machine's RAM is what bounds it)
+  std::string warning;  // what slows this device down that the user can change (rank 0 logs it), or empty
   device::Device* device() const { return owned.get(); }  // for EngineConfig::device (null: the CPU)
 };
 

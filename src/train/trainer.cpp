@@ -258,6 +258,7 @@ TrainResult run_training(TrainConfig cfg) {
             mc.summary(), layout.total_numel(), W, W == 1 ? "" : "s", run_device.description, cfg.zero_stage,
             dtype_name(cfg.dtype),
             cfg.micro_batch, cfg.seq, cfg.accum, tokens_per_step, cfg.steps);
+  if (rank == 0 && !run_device.warning.empty()) log::warn("{}", run_device.warning);
 
   TrainResult result;
   double total_ms = 0;

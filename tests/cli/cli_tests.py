@@ -96,6 +96,22 @@ elif CASE == "device":
     check(rc == 0 and "CUDA:" in out, "zerodp info has a CUDA line", out + err)
     if "CUDA:    built in" in out:
         check("GPUs:    none visible" in out or "GPU 0:" in out, "info lists the visible GPUs or says why none", out)
+    # OpenBLAS held by OPENBLAS_CORETYPE to its AVX2 kernels: info says so, and on a CPU with AVX-512
+    # (this machine's flags) both info and a training run warn that fp32 GEMMs leave it unused.
+    with open("/proc/cpuinfo") as f:
+        avx512 = "avx512f" in f.read().split()
+    rc, out, err = run(["info"], env={"OPENBLAS_CORETYPE": "Haswell"})
+    blas = [l for l in out.splitlines() if l.startswith("  BLAS:")]
+    check(rc == 0 and len(blas) == 1 and "Haswell kernels (chosen by OPENBLAS_CORETYPE=Haswell" in blas[0],
+          "info names the OpenBLAS kernels and that OPENBLAS_CORETYPE chose them", out + err)
+    check(("warning: OpenBLAS runs its Haswell kernels, without AVX-512" in out) == avx512,
+          f"info warns exactly when the CPU has AVX-512 ({avx512})", out)
+    rc, out, err = run(base + ["--device", "cpu"], 2, env={"OPENBLAS_CORETYPE": "Haswell"})
+    check(rc == 0 and (err.count("OPENBLAS_CORETYPE=Haswell is set") == (1 if avx512 else 0)),
+          "training warns once (rank 0) when fp32 GEMMs leave AVX-512 unused", err)
+    rc, out, err = run(["info"], env={"OPENBLAS_CORETYPE": "SkylakeX"})
+    check(rc == 0 and "SkylakeX kernels (chosen by OPENBLAS_CORETYPE=SkylakeX)" in out and "warning: OpenBLAS" not in out,
+          "AVX-512 kernels chosen by OPENBLAS_CORETYPE: no warning", out + err)
 
 elif CASE == "report":
     m = os.path.join(tmp, "m.jsonl")
