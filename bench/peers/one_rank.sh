@@ -8,7 +8,9 @@
 #
 # Environment (defaults in brackets): BUILD [build], VENV [runs/peers-venv] (made by bench/peers/run.sh),
 #   OUT [runs/bench-one-rank], THREADS [nproc], ROUNDS [2], STEPS [8] WARMUP [2],
-#   MODELS ["124m l4"] (124m: GPT-2 small L12 C768 H12 V50257 at B4 T256; l4: L4 C256 H4 V256 at B8 T128)
+#   MODELS ["124m l4"] (124m: GPT-2 small L12 C768 H12 V50257 at B4 T256; l4: L4 C256 H4 V256 at B8 T128),
+#   KEEP_OPENBLAS_CORETYPE [0] (as in bench/peers/run.sh: by default OPENBLAS_CORETYPE is unset so that
+#   OpenBLAS picks its kernels by CPUID; the table names the kernels zerodp ran)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -17,6 +19,7 @@ THREADS=${THREADS:-$(nproc)} ROUNDS=${ROUNDS:-2} STEPS=${STEPS:-8} WARMUP=${WARM
 Z=$(cd "$BUILD" && pwd)/zerodp
 PY=$(cd "$VENV/bin" && pwd)/python
 [[ -x "$Z" && -x "$PY" ]] || { echo "one_rank.sh: needs $BUILD/zerodp and the venv $VENV (bench/peers/run.sh makes it)" >&2; exit 2; }
+[[ "${KEEP_OPENBLAS_CORETYPE:-0}" == 1 ]] || unset OPENBLAS_CORETYPE
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=$THREADS
 mkdir -p "$OUT"
 rm -f "$OUT"/*.json "$OUT"/*.jsonl
@@ -43,9 +46,11 @@ for ((r = 1; r <= ROUNDS; r++)); do
   done
 done
 /usr/bin/python3 - "$OUT" "$WARMUP" "$THREADS" "$(lscpu | sed -n 's/^Model name:[[:space:]]*//p' | head -1)" \
-  "$("$PY" -c 'import torch; print(torch.__version__)' 2>/dev/null)" <<'PY' | tee "$OUT/one_rank.md"
+  "$("$PY" -c 'import torch; print(torch.__version__)' 2>/dev/null)" \
+  "$("$Z" info | sed -n 's/^  BLAS:.*); //p')" <<'PY' | tee "$OUT/one_rank.md"
 import glob, json, os, statistics, sys
-out, warm, threads, cpu, torch_version = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+out, warm, threads, cpu, torch_version, blas = (sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5],
+                                               sys.argv[6])
 def times(path):
     if path.endswith(".jsonl"):
         steps = [json.loads(l) for l in open(path) if '"ms"' in l]
@@ -55,7 +60,7 @@ def times(path):
     return j["ms"][warm:], j["loss"][0]
 names = {"124m": "GPT-2 small 124M, B4 T256", "l4": "GPT-2 L4 C256 H4 V256, B8 T128"}
 tokens = {"124m": 4 * 256, "l4": 8 * 128}
-print(f"One rank, {threads} threads, {cpu}; PyTorch {torch_version}. ms/step: median over the steps after "
+print(f"One rank, {threads} threads, {cpu}; PyTorch {torch_version}; zerodp's fp32 GEMMs: OpenBLAS's {blas}. ms/step: median over the steps after "
       f"the first {warm} of every round, rounds pooled.\n")
 print("| model | dtype | zerodp ms/step | PyTorch ms/step | zerodp tokens/s | PyTorch tokens/s | zerodp / PyTorch | loss at step 0 (zerodp, PyTorch) |")
 print("|---|---|---:|---:|---:|---:|---:|---|")
