@@ -2,6 +2,8 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
+
 #include "cuda/check.h"
 
 namespace zerodp::cuda {
@@ -35,9 +37,28 @@ void CudaDeviceMemory::free(void* p) { check_free(cudaFree(p), "cudaFree"); }
 
 void* PinnedHostMemory::allocate(size_t bytes) {
   void* p = nullptr;
-  return null_if_out_of_memory(cudaMallocHost(&p, bytes), p, "cudaMallocHost");
+  p = null_if_out_of_memory(cudaMallocHost(&p, bytes), p, "cudaMallocHost");
+  if (p == nullptr || reinterpret_cast<uintptr_t>(p) % kAlignment == 0) return p;
+  check_free(cudaFreeHost(p), "cudaFreeHost");
+  void* raw = nullptr;
+  raw = null_if_out_of_memory(cudaMallocHost(&raw, bytes + kAlignment - 1), raw, "cudaMallocHost");
+  if (raw == nullptr) return nullptr;
+  const uintptr_t at = (reinterpret_cast<uintptr_t>(raw) + kAlignment - 1) / kAlignment * kAlignment;
+  void* aligned = reinterpret_cast<void*>(at);
+  std::lock_guard<std::mutex> lock(mu_);
+  shifted_[aligned] = raw;
+  return aligned;
 }
 
-void PinnedHostMemory::free(void* p) { check_free(cudaFreeHost(p), "cudaFreeHost"); }
+void PinnedHostMemory::free(void* p) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = shifted_.find(p); it != shifted_.end()) {
+      p = it->second;
+      shifted_.erase(it);
+    }
+  }
+  check_free(cudaFreeHost(p), "cudaFreeHost");
+}
 
 }  // namespace zerodp::cuda

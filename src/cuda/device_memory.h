@@ -3,6 +3,9 @@
 // to and from the GPU need to run asynchronously, and what offloading keeps its tensors in).
 #pragma once
 
+#include <mutex>
+#include <unordered_map>
+
 #include "cuda/caching_allocator.h"
 
 namespace zerodp::cuda {
@@ -13,10 +16,19 @@ class CudaDeviceMemory final : public RawMemory {
   void free(void* p) override;
 };
 
+// Blocks start on a 4096-byte boundary, as the CPU's host tier does (Buffer::kHostAlignment): NVMe
+// offload reads and writes them with O_DIRECT. cudaMallocHost gives whole pages in practice; a block
+// that does not start on one is allocated again 4095 bytes longer and handed out from its first
+// boundary.
 class PinnedHostMemory final : public RawMemory {
  public:
+  static constexpr size_t kAlignment = 4096;
   void* allocate(size_t bytes) override;  // nullptr when no page-locked memory is left
   void free(void* p) override;
+
+ private:
+  std::mutex mu_;
+  std::unordered_map<void*, void*> shifted_;  // aligned block -> what cudaMallocHost returned
 };
 
 }  // namespace zerodp::cuda

@@ -14,6 +14,7 @@
 #include "cuda/device_memory.h"
 #include "cuda/gemm.h"
 #include "cuda/kernels.h"
+#include "device/cpu_device.h"
 
 namespace zerodp::device {
 
@@ -237,6 +238,7 @@ struct CudaDevice::Impl {
   Buffer gemm_workspace;  // cuBLASLt's, counted in the ledger (act: the GEMMs' working memory)
   std::unique_ptr<cuda::GemmContext> gemm;
   double* sum_result = nullptr;  // page-locked: sum_squares' answer lands here
+  CpuDevice host;  // computes on the page-locked host buffers (offload)
   ActiveDevice active_;
 
   explicit Impl(int n) : ordinal(n) {
@@ -271,6 +273,8 @@ int CudaDevice::ordinal() const { return impl_->ordinal; }
 void* CudaDevice::compute_stream() const { return impl_->compute; }
 size_t CudaDevice::reserved_bytes() const { return impl_->device_memory.allocator().reserved(); }
 size_t CudaDevice::reserved_host_bytes() const { return impl_->host_memory.allocator().reserved(); }
+
+Device& CudaDevice::host() { return impl_->host; }
 
 Buffer CudaDevice::allocate(size_t bytes, MemCategory category) {
   return Buffer(bytes, category, MemTier::kDevice, impl_->device_memory);

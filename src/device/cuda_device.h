@@ -34,6 +34,8 @@ class CudaDevice final : public Device {
 
   std::string name() const override;
   bool host_addressable() const override { return false; }
+  // The CPU device: ZeRO-Offload's update runs on the host's cores, on the page-locked buffers.
+  Device& host() override;
   Buffer allocate(size_t bytes, MemCategory category) override;
   Buffer allocate_host(size_t bytes, MemCategory category) override;
   void copy(void* dst, const void* src, size_t bytes) override;

@@ -90,6 +90,10 @@ class Device {
   // host's RAM). Where it does not (a GPU), host-side code (loading, checkpoints, consolidation, the
   // batch's tokens) goes through host buffers: device/host_access.h.
   virtual bool host_addressable() const = 0;
+  // The device that computes on this device's host memory (allocate_host's): ZeRO-Offload's update
+  // of the host's weights and optimizer states, conversions between host buffers. The CPU device is
+  // its own; a GPU's is the CPU device (its kernels would reach page-locked memory only across PCIe).
+  virtual Device& host() { return *this; }
 
   // ---- memory ------------------------------------------------------------------------------------
   // `bytes` of this device's memory in the ledger under `category` (64-byte aligned), in the device

@@ -23,11 +23,11 @@ void check_device_support(const TrainConfig& cfg, const device::DeviceSpec& spec
               "--device {}: the GPU's optimizer is AdamW (a fused multi-tensor kernel); --optimizer sgd runs on the "
               "CPU only",
               name);
-  // Offloading moves states to the host and updates them there: the GPU build does not yet have the
-  // host-side update and the pinned transfers it needs.
-  ZDP_REQUIRE(cfg.offload_optimizer == plan::Offload::kNone && cfg.offload_param == plan::Offload::kNone,
-              "--device {}: optimizer and parameter offload (--offload-optimizer, --offload-param) are not supported "
-              "on the GPU in this version",
+  // ZeRO-Offload's optimizer runs on the host's cores over page-locked memory (Device::host()).
+  // Parameter offload would gather stage 3's shards from host memory: not on the GPU in this version.
+  ZDP_REQUIRE(cfg.offload_param == plan::Offload::kNone,
+              "--device {}: parameter offload (--offload-param) is not supported on the GPU in this version; "
+              "--offload-optimizer cpu|nvme is",
               name);
 }
 

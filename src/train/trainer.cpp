@@ -147,6 +147,11 @@ void check_fits_in_memory(const TrainConfig& cfg, const model::GPT2Config& mc, i
                 "--micro-batch or --activation-checkpointing (`zerodp estimate` plans it)",
                 mc.summary(), source, cfg.zero_stage, W, W == 1 ? "" : "s", format_bytes(on_gpu), format_bytes(e.act),
                 cfg.micro_batch, cfg.seq, format_bytes(gpu_memory));
+    const uint64_t have = physical_memory_bytes();
+    ZDP_REQUIRE(have == 0 || e.host <= have,
+                "GPT-2 {} ({}) at ZeRO stage {} on {} rank{} offloads {} a rank to page-locked host memory, more than "
+                "this machine's {}: use more ranks, --offload-optimizer nvme or a higher --zero-stage",
+                mc.summary(), source, cfg.zero_stage, W, W == 1 ? "" : "s", format_bytes(e.host), format_bytes(have));
     return;
   }
   const uint64_t states = e.param + e.grad + e.master + e.optim + e.host;

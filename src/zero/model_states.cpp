@@ -55,15 +55,16 @@ ModelStates::ModelStates(const model::ParamLayout& l, const ShardLayout& s, cons
   cfg.dev().fill_zero(param_store.data(), param_store.size());
   if (host_elems > 0) {
     param_host = cfg.dev().allocate_host(host_elems * dtype_size(pdt), MemCategory::kParam);
-    cfg.dev().fill_zero(param_host.data(), param_host.size());
+    cfg.dev().host().fill_zero(param_host.data(), param_host.size());
   }
   // What offload moves lives in host memory: same bytes, same categories, the other tier.
   auto allocate = [&](size_t bytes, MemCategory c) {
     return offload ? cfg.dev().allocate_host(bytes, c) : cfg.dev().allocate(bytes, c);
   };
+  device::Device& where = offload ? cfg.dev().host() : cfg.dev();  // zeroes them where they are
   if (has_master && !optim_nvme) {
     master = allocate((stage == 0 ? full : shard) * sizeof(float), MemCategory::kMaster);
-    cfg.dev().fill_zero(master.data(), master.size());
+    where.fill_zero(master.data(), master.size());
   }
   grad_store = cfg.dev().allocate((stage <= 1 ? full : shard) * dtype_size(gdt), MemCategory::kGrad);
   cfg.dev().fill_zero(grad_store.data(), grad_store.size());
@@ -71,11 +72,11 @@ ModelStates::ModelStates(const model::ParamLayout& l, const ShardLayout& s, cons
   // Optimizer state: AdamW's m and v, or SGD's momentum buffer (none without momentum).
   if (num_states >= 1 && !optim_nvme) {
     opt_m = allocate(state_elems * sizeof(float), MemCategory::kOptim);
-    cfg.dev().fill_zero(opt_m.data(), opt_m.size());
+    where.fill_zero(opt_m.data(), opt_m.size());
   }
   if (num_states >= 2 && !optim_nvme) {
     opt_v = allocate(state_elems * sizeof(float), MemCategory::kOptim);
-    cfg.dev().fill_zero(opt_v.data(), opt_v.size());
+    where.fill_zero(opt_v.data(), opt_v.size());
   }
   // fp32 whatever the gradient's dtype: 16-bit gradients are widened on their way down.
   if (offload)

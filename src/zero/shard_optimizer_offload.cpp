@@ -3,7 +3,8 @@
 // sub_group_size elements. For each sub-group: its gradient comes down from the device's gradient
 // storage into a host staging buffer (widened to fp32 on the way when stored in 16 bits), the
 // update runs on the host's fp32 weights and states, and the updated weights go back up into the
-// device's parameters (rounded to the compute dtype, or copied in fp32 runs). The moves down and up
+// device's parameters (rounded to the compute dtype, or copied in fp32 runs). The host's work runs on
+// dev.host() (on a GPU, the CPU's kernels on page-locked memory). The moves down and up
 // run on the device's transfer queue, overlapping the updates of the neighbouring sub-groups. The update is the same
 // element-wise arithmetic on the same values as without offload, so the results are the same bits.
 // With the optimizer on NVMe the sub-group's weights and states are in a slot of OptimizerSwap,
@@ -39,6 +40,7 @@ void ShardOptimizer::update_offloaded(double lr, float grad_scale, int64_t t) {
   const optim::AdamWParams adam = optim::adamw_params(cfg_.optimizer, lr);
   const optim::SGDParams sgd = optim::sgd_params(cfg_.optimizer, lr);
   device::Device& dev = cfg_.dev();
+  device::Device& host = dev.host();  // the update and the conversions between host buffers run there
   const size_t total = st_.sh.total_shard();
   const size_t groups = (total + st_.sub_group - 1) / st_.sub_group;
   // Sub-group g's gradient is staged in buffer g % K (K = 2 with two sub-groups or more): g+1's comes
@@ -101,9 +103,9 @@ void ShardOptimizer::update_offloaded(double lr, float grad_scale, int64_t t) {
         float* m = st_.num_states >= 1 ? state(0, u, c) : nullptr;
         float* grad = staged(g, u, c);
         if (adamw)
-          dev.adamw_update(weights(u, c), grad, m, state(1, u, c), n, adam, t, seg.decay, grad_scale);
+          host.adamw_update(weights(u, c), grad, m, state(1, u, c), n, adam, t, seg.decay, grad_scale);
         else
-          dev.sgd_update(weights(u, c), grad, m, n, sgd, t, seg.decay, grad_scale);
+          host.sgd_update(weights(u, c), grad, m, n, sgd, t, seg.decay, grad_scale);
       }
     });
     // Up: the updated weights into the parameters, in the compute dtype: into the device's parameters
@@ -112,14 +114,14 @@ void ShardOptimizer::update_offloaded(double lr, float grad_scale, int64_t t) {
     for_each_piece(st_, first, last, [&](int u, size_t b, size_t e) {
       if (!st_.param_on_nvme(u)) {
         if (st_.param_on_host(u))
-          dev.convert(weights(u, b), DType::kF32, st_.param_at(u, b), st_.pdt, e - b);
+          host.convert(weights(u, b), DType::kF32, st_.param_at(u, b), st_.pdt, e - b);
         else
           dev.transfer(weights(u, b), DType::kF32, st_.param_at(u, b), st_.pdt, e - b);
         return;
       }
       const UnitShard& s = st_.unit(u);
       char* shard = st_.param_swap->staging(u) ? st_.param_swap->stage_pointer() : st_.param_swap->stage(u);
-      dev.convert(weights(u, b), DType::kF32, shard + (b - s.own_begin) * dtype_size(st_.pdt), st_.pdt, e - b);
+      host.convert(weights(u, b), DType::kF32, shard + (b - s.own_begin) * dtype_size(st_.pdt), st_.pdt, e - b);
       if (e == s.own_end) st_.param_swap->commit(u);
     });
     up[slot] = dev.record_transfer();

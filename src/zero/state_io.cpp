@@ -102,7 +102,8 @@ bool all_weights_finite(ModelStates& st, comm::Communicator& comm) {
     const auto [b, e] = st.update_range(u);
     if (b >= e) continue;
     StatesInHost in_host(st, u);  // NVMe offload: the unit's masters, read from the file
-    if (!std::isfinite(st.dev.sum_squares(st.weights_at(u, b), DType::kF32, e - b))) bad = 1.0f;
+    device::Device& where = st.offload ? st.dev.host() : st.dev;  // the masters' memory: host with offload
+    if (!std::isfinite(where.sum_squares(st.weights_at(u, b), DType::kF32, e - b))) bad = 1.0f;
   }
   comm::UntrackedTraffic untracked(comm);
   comm.all_reduce(&bad, 1, DType::kF32, comm::ReduceOp::kMax);

@@ -12,7 +12,12 @@ usage: train_gpu_tests.py ZERODP CASE
   resume    a W=2 stage 3 GPU run saved at step 2 and resumed gives the losses of the uninterrupted run
             bit for bit; its checkpoint resumes on the CPU at W=1 stage 1 (resharded) and its --out
             (consolidated on the GPU through host memory) samples on the CPU.
-  refusals  what the GPU does not do in this version (fp32 compute, SGD, offload) exits 2 saying so.
+  offload   ZeRO-Offload on the GPU (--offload-optimizer cpu, then nvme), W=2 stage 2: the first loss is
+            the run's without offload bit for bit (no update has happened), the later ones within 1e-2
+            (the update runs on the CPU's AdamW instead of the GPU's); the masters and optimizer states
+            are in host memory (the memory record's host tier), none on the GPU.
+  refusals  what the GPU does not do in this version (fp32 compute, SGD, parameter offload) exits 2
+            saying so.
 """
 import functools
 import math
@@ -105,10 +110,29 @@ elif CASE == "resume":
     rc, text, err = run(["sample", "--model", out_path, "--prompt", "A", "--tokens", "5", "--temperature", "0"])
     check(rc == 0 and len(text) >= 6, "the GPU's --out samples on the CPU", err)
 
+elif CASE == "offload":
+    plain, _, _ = train("plain", ["--device", "cuda", "--zero-stage", "2"], 2)
+    nvme_dir = os.path.join(tmp, "nvme")
+    os.makedirs(nvme_dir, exist_ok=True)
+    for where in ("cpu", "nvme"):
+        extra = ["--device", "cuda", "--zero-stage", "2", "--offload-optimizer", where]
+        if where == "nvme":
+            extra += ["--nvme-path", nvme_dir]
+        losses, mem, err = train(f"offload-{where}", extra, 2)
+        check(losses[0] == plain[0], f"{where}: the first loss is the plain run's bit for bit ({losses[0]} vs {plain[0]})")
+        check(all(abs(a - b) <= 1e-2 * abs(b) for a, b in zip(losses, plain)),
+              f"{where}: every loss within 1e-2 of the plain run's ({losses} vs {plain})")
+        for rec in mem:
+            check(rec["peak_bytes"].get("master") == 0 and rec["peak_bytes"].get("optim") == 0,
+                  f"{where} rank {rec['rank']}: no master or optimizer state on the GPU ({rec['peak_bytes']})")
+            tier = rec["host_bytes"] if where == "cpu" else rec["nvme_bytes"]
+            check(tier.get("master", 0) > 0 and tier.get("optim", 0) > 0,
+                  f"{where} rank {rec['rank']}: masters and states in the {where} tier ({tier})")
+
 elif CASE == "refusals":
     for extra, says in ((["--dtype", "fp32"], "fp32 compute runs on the CPU only"),
                         (["--dtype", "bf16", "--optimizer", "sgd"], "--optimizer sgd"),
-                        (["--dtype", "bf16", "--zero-stage", "2", "--offload-optimizer", "cpu"], "offload")):
+                        (["--dtype", "bf16", "--zero-stage", "3", "--offload-param", "cpu"], "--offload-param")):
         rc, out, err = run(common + ["--device", "cuda"] + extra)
         check(rc == 2 and "--device cuda" in err and says in err, f"{' '.join(extra)} on the GPU exits 2 saying so",
               err[-2000:])

@@ -4,10 +4,19 @@
 // states in place. Here that device is the CPU device saying so (every byte is still RAM), so the
 // GPU's paths run on the W ranks of this binary and must give the direct paths' results bit for bit:
 // losses, gradient norms, consolidated weights, every owned weight and optimizer state, and a
-// restore from them.
+// restore from them. Its host tier is memory it will not compute on, as a GPU's kernels should not
+// (they would reach page-locked memory across PCIe): ZeRO-Offload's update and the conversions
+// between host buffers must go to Device::host(), here a plain CPU device, or the test fails.
+#include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <random>
 #include <string>
 #include <vector>
@@ -24,30 +33,82 @@ using namespace zerodp::zero;
 
 namespace {
 
-// The CPU device with the GPU's answer to host_addressable(); everything else is the CPU's.
+// Host memory whose live blocks are known, so that a device can refuse to compute on it.
+class TrackedHostMemory final : public BufferSource {
+ public:
+  void* allocate(size_t bytes) override {
+    // Page-aligned as every host tier is (NVMe offload reads and writes it with O_DIRECT).
+    constexpr size_t kAlign = Buffer::kHostAlignment;
+    void* p = std::aligned_alloc(kAlign, (std::max<size_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign);
+    if (p == nullptr) throw std::bad_alloc();
+    std::lock_guard<std::mutex> lock(mu_);
+    live_[static_cast<const char*>(p)] = bytes;
+    return p;
+  }
+  void deallocate(void* p, size_t) noexcept override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      live_.erase(static_cast<const char*>(p));
+    }
+    std::free(p);
+  }
+  // Whether p lies in a live block.
+  bool contains(const void* p) const {
+    const char* c = static_cast<const char*>(p);
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = live_.upper_bound(c);
+    if (it == live_.begin()) return false;
+    --it;
+    return c < it->first + std::max<size_t>(it->second, 1);
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::map<const char*, size_t> live_;
+};
+
+// The CPU device with the GPU's answer to host_addressable(), a host tier of its own that its
+// kernels refuse (a computation there counts in host_computations() and fails the test), and a
+// plain CPU device as its host(); everything else is the CPU's.
 class StagedCpuDevice final : public device::Device {
  public:
   std::string name() const override { return "cpu (staged like a GPU)"; }
   bool host_addressable() const override { return false; }
+  Device& host() override { return host_cpu_; }
   Buffer allocate(size_t bytes, MemCategory c) override { return cpu_.allocate(bytes, c); }
-  Buffer allocate_host(size_t bytes, MemCategory c) override { return cpu_.allocate_host(bytes, c); }
+  Buffer allocate_host(size_t bytes, MemCategory c) override { return Buffer(bytes, c, MemTier::kHost, host_memory_); }
   void copy(void* dst, const void* src, size_t bytes) override { cpu_.copy(dst, src, bytes); }
-  void fill_zero(void* dst, size_t bytes) override { cpu_.fill_zero(dst, bytes); }
-  void convert(const void* src, DType st, void* dst, DType dt, size_t n) override { cpu_.convert(src, st, dst, dt, n); }
-  void add_into(void* dst, DType dt, const void* src, DType st, size_t n) override { cpu_.add_into(dst, dt, src, st, n); }
-  double sum_squares(const void* x, DType t, size_t n) override { return cpu_.sum_squares(x, t, n); }
+  void fill_zero(void* dst, size_t bytes) override {
+    not_on_host("fill_zero", dst);
+    cpu_.fill_zero(dst, bytes);
+  }
+  void convert(const void* src, DType st, void* dst, DType dt, size_t n) override {
+    if (n > 0 && on_host(src) && on_host(dst)) refused("convert between host buffers");
+    cpu_.convert(src, st, dst, dt, n);
+  }
+  void add_into(void* dst, DType dt, const void* src, DType st, size_t n) override {
+    not_on_host("add_into", dst);
+    cpu_.add_into(dst, dt, src, st, n);
+  }
+  double sum_squares(const void* x, DType t, size_t n) override {
+    not_on_host("sum_squares", x);
+    return cpu_.sum_squares(x, t, n);
+  }
   void gemm(DType dtype, bool ta, bool tb, int M, int N, int K, float alpha, const void* A, int lda, const void* B,
             int ldb, float beta, float* C, int ldc) override {
     cpu_.gemm(dtype, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   }
   void adamw_update(float* p, const float* g, float* m, float* v, size_t n, const optim::AdamWParams& hp, int64_t t,
                     bool decay, float grad_scale) override {
+    not_on_host("adamw_update", p);
     cpu_.adamw_update(p, g, m, v, n, hp, t, decay, grad_scale);
   }
   void sgd_update(float* p, const float* g, float* mom, size_t n, const optim::SGDParams& hp, int64_t t, bool decay,
                   float grad_scale) override {
+    not_on_host("sgd_update", p);
     cpu_.sgd_update(p, g, mom, n, hp, t, decay, grad_scale);
   }
+  int host_computations() const { return host_computations_; }
   void transfer(const void* src, DType st, void* dst, DType dt, size_t n) override { cpu_.transfer(src, st, dst, dt, n); }
   std::unique_ptr<device::Event> record_transfer() override { return cpu_.record_transfer(); }
   std::unique_ptr<device::Event> record() override { return cpu_.record(); }
@@ -60,7 +121,19 @@ class StagedCpuDevice final : public device::Device {
   const device::Gpt2Kernels<fp16>& gpt2_fp16() const override { return cpu_.gpt2<fp16>(); }
 
  private:
+  bool on_host(const void* p) const { return host_memory_.contains(p); }
+  void not_on_host(const char* what, const void* p) {
+    if (on_host(p)) refused(what);
+  }
+  void refused(const std::string& what) {
+    ++host_computations_;
+    ADD_FAILURE() << "the device computed on host memory: " << what << " (it belongs to Device::host())";
+  }
+
   device::CpuDevice cpu_;
+  device::CpuDevice host_cpu_;
+  TrackedHostMemory host_memory_;
+  int host_computations_ = 0;
 };
 
 model::GPT2Config small_model() { return {2, 4, 48, 64, 32}; }  // units that need padding
@@ -158,6 +231,49 @@ TEST(HostStaging, GpuPathsGiveTheDirectPathsBits) {
   ASSERT_GT(model::ParamLayout(chunked_model()).unit_numel(0), kWorkChunk);
   expect_same(train(cfg, &staged, 1, chunked_model()), train(cfg, nullptr, 1, chunked_model()),
               "bf16 stage 0, a unit loaded in several chunks");
+}
+
+// ZeRO-Offload on a device that is not the host's: the gradient comes down on the transfer queue,
+// the update runs on Device::host() over the host tier, the weights go up; the same bits as the
+// direct run without offload, with sub-groups cutting through units, and with the optimizer on NVMe.
+TEST(HostStaging, OptimizerOffloadUpdatesOnTheHost) {
+  const std::string dir = "/tmp/zerodp-staged-nvme-" + std::to_string(::getppid());  // the ranks' launcher
+  std::filesystem::create_directories(dir);
+  for (DType dt : {DType::kBF16, DType::kF32}) {
+    for (int stage = 1; stage <= 3; ++stage) {
+      for (bool nvme : {false, true}) {
+        if (nvme && (dt == DType::kF32 || stage == 2)) continue;
+        StagedCpuDevice staged;
+        const EngineConfig plain = config(stage, dt);
+        EngineConfig off = plain;
+        off.offload_optimizer = true;
+        off.sub_group_size = 700;  // several sub-groups, cutting through units
+        if (nvme) {
+          off.offload_optimizer_nvme = true;
+          off.nvme_path = dir;
+        }
+        const std::string what = std::string(dtype_name(dt)) + " stage " + std::to_string(stage) +
+                                 (nvme ? ", optimizer on nvme" : ", optimizer on cpu");
+        expect_same(train(off, &staged, 2), train(plain, nullptr, 2), what);
+        EXPECT_EQ(staged.host_computations(), 0) << what;
+      }
+    }
+  }
+  comm::world()->barrier();
+  if (comm::world()->rank() == 0) std::filesystem::remove_all(dir);
+}
+
+// The tracker itself: a device computing on its host tier is caught.
+TEST(HostStaging, ComputingOnTheHostTierIsCaught) {
+  StagedCpuDevice staged;
+  Buffer host = staged.allocate_host(256, MemCategory::kOptim);
+  Buffer dev = staged.allocate(256, MemCategory::kOptim);
+  staged.fill_zero(dev.data(), dev.size());
+  EXPECT_EQ(staged.host_computations(), 0);
+  staged.host().fill_zero(host.data(), host.size());  // the host's own device: allowed
+  EXPECT_EQ(staged.host_computations(), 0);
+  EXPECT_NONFATAL_FAILURE(staged.fill_zero(host.as<char>() + 100, 8), "computed on host memory");
+  EXPECT_EQ(staged.host_computations(), 1);
 }
 
 // A checkpoint's states restored through the staged paths (load_state reads into host memory, then
