@@ -16,6 +16,7 @@
 #include "comm/gpu_comm_plan.h"
 #include "comm/staged_communicator.h"
 #include "core/error.h"
+#include "core/memory.h"
 #include "cuda/check.h"
 #include "cuda/device_guard.h"
 #include "cuda/ordered_sum.h"
@@ -254,6 +255,12 @@ NcclCommunicator::~NcclCommunicator() {
     if (scratch_ != nullptr) (void)cudaFreeAsync(scratch_, stream_);
     (void)cudaStreamSynchronize(stream_);
   }
+  if (scratch_ != nullptr) {
+    try {
+      MemoryLedger::global().on_free(MemTier::kDevice, MemCategory::kComm, scratch_bytes_);
+    } catch (...) {  // a destructor: the ledger's own check failing is not worth an abort
+    }
+  }
   {
     std::lock_guard<std::mutex> lock(state_->mu);
     if (state_->comm != nullptr && !state_->aborted) (void)ncclCommDestroy(state_->comm);
@@ -312,13 +319,25 @@ void NcclCommunicator::record(CollectiveKind k, size_t count, size_t elem_bytes)
   traffic_->record(k, ledger_full_bytes(k, count, elem_bytes, size_), size_, successor_in_other_group_);
 }
 
+// The slots are GPU memory like any other: counted in the ledger (comm, device tier) while held, so
+// that the memory report and --memory-budget see them (the MPI backend's staging is a Buffer).
 void NcclCommunicator::ensure_scratch(size_t bytes) {
   if (bytes <= scratch_bytes_) return;
+  MemoryLedger& ledger = MemoryLedger::global();
   // Stream-ordered: the old slots are released after the collectives already enqueued have used them.
-  if (scratch_ != nullptr) ZDP_CUDA_CHECK(cudaFreeAsync(scratch_, stream_));
+  if (scratch_ != nullptr) {
+    ZDP_CUDA_CHECK(cudaFreeAsync(scratch_, stream_));
+    ledger.on_free(MemTier::kDevice, MemCategory::kComm, scratch_bytes_);
+  }
   scratch_ = nullptr;
   scratch_bytes_ = 0;
-  ZDP_CUDA_CHECK(cudaMallocAsync(&scratch_, bytes, stream_));
+  ledger.on_alloc(MemTier::kDevice, MemCategory::kComm, bytes);  // over a budget: throws, nothing held
+  try {
+    ZDP_CUDA_CHECK(cudaMallocAsync(&scratch_, bytes, stream_));
+  } catch (...) {
+    ledger.on_free(MemTier::kDevice, MemCategory::kComm, bytes);
+    throw;
+  }
   scratch_bytes_ = bytes;
 }
 

@@ -11,6 +11,7 @@
 #include "comm/gpu_comm_plan.h"
 #include "comm/nccl_communicator.h"
 #include "core/error.h"
+#include "core/memory.h"
 #include "cuda/check.h"
 #include "cuda/device_guard.h"
 
@@ -33,7 +34,13 @@ class StagedCommunicator::Pool {
   ~Pool() {
     (void)cudaSetDevice(device);
     (void)cudaStreamSynchronize(copy);
-    for (Block& b : blocks_) (void)cudaFreeHost(b.data);
+    for (Block& b : blocks_) {
+      (void)cudaFreeHost(b.data);
+      try {
+        MemoryLedger::global().on_free(MemTier::kHost, MemCategory::kComm, b.bytes);
+      } catch (...) {  // a destructor
+      }
+    }
     (void)cudaStreamDestroy(copy);
   }
   Pool(const Pool&) = delete;
@@ -53,6 +60,8 @@ class StagedCommunicator::Pool {
       b.bytes = std::max<size_t>(bytes, size_t{64} << 10);  // small payloads share one size
       DeviceGuard guard(pool->device);
       ZDP_CUDA_CHECK(cudaMallocHost(&b.data, b.bytes));
+      // Page-locked host memory the collectives stage through: the ledger's host tier, comm.
+      MemoryLedger::global().on_alloc(MemTier::kHost, MemCategory::kComm, b.bytes);
       pool->blocks_.push_back(b);
     }
     pool->blocks_[best].busy = true;

@@ -83,6 +83,7 @@ namespace {
 struct ActiveDevice {
   cudaStream_t stream = nullptr;
   cuda::GemmContext* gemm = nullptr;
+  BufferSource* memory = nullptr;  // the device's caching allocator, for the kernels' working memory
 };
 ActiveDevice* g_active = nullptr;
 
@@ -90,6 +91,11 @@ ActiveDevice& active() {
   ZDP_CHECK(g_active != nullptr, "a CUDA kernel of the GPT-2 table was called with no CUDA device alive");
   return *g_active;
 }
+
+// A kernel's working memory (column-sum partials), in the ledger under act like the CPU's activations'
+// scratch. Freed when the call returns, with the kernel maybe still running: the next user of the
+// block is issued on the same stream, after it (cuda/caching_allocator.h).
+Buffer kernel_scratch(size_t bytes) { return Buffer(bytes, MemCategory::kAct, MemTier::kDevice, *active().memory); }
 
 // GPT-2's kernels for 16-bit compute type P on the GPU, with the CPU's semantics (device/device.h,
 // kernels/*.h): the same outputs written or accumulated, GEMMs through cuBLASLt on P operands with fp32
@@ -139,7 +145,8 @@ struct CudaGpt2 {
   }
   static void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp, const P* w,
                                  const float* mean, const float* rstd, int N, int C) {
-    cuda::layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C, nullptr, stream());
+    Buffer partials = kernel_scratch(cuda::layernorm_backward_scratch_floats(N, C) * sizeof(float));
+    cuda::layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C, partials.as<float>(), stream());
   }
   // out[N,OC] = inp[N,C]·W[C,OC] + bias, rounded once to P by the GEMM's bias epilogue.
   static void linear_forward(P* out, const P* inp, const P* w, const P* b, int N, int C, int OC, float*) {
@@ -197,7 +204,8 @@ struct CudaGpt2 {
   // the linear layer's GEMMs on it (dpre is not written: the 16-bit path leaves it alone, as the CPU's).
   static void gelu_linear_backward(float* dinp, float* dw, float* db, float*, const float* dgelu, const P* pre,
                                    const P* inp, const P* w, int N, int C, int OC, P* operand16) {
-    cuda::gelu_bias_backward(operand16, db, pre, dgelu, N, OC, nullptr, stream());
+    Buffer partials = kernel_scratch(cuda::gelu_bias_backward_scratch_floats(N, OC) * sizeof(float));
+    cuda::gelu_bias_backward(operand16, db, pre, dgelu, N, OC, partials.as<float>(), stream());
     linear_weight_grads(dinp, dw, operand16, inp, w, N, C, OC);
   }
   static void residual_forward(float* out, const float* a, const float* b, size_t n) {
@@ -249,7 +257,7 @@ struct CudaDevice::Impl {
     gemm_workspace = Buffer(cuda::GemmContext::kWorkspaceBytes, MemCategory::kAct, MemTier::kDevice, device_memory);
     gemm = std::make_unique<cuda::GemmContext>(compute, gemm_workspace.data());
     ZDP_CHECK(g_active == nullptr, "a second CUDA device in one process (cuda:{}): one rank drives one GPU", n);
-    active_ = {compute, gemm.get()};
+    active_ = {compute, gemm.get(), &device_memory};
     g_active = &active_;
   }
   ~Impl() {
