@@ -23,12 +23,8 @@ void check_device_support(const TrainConfig& cfg, const device::DeviceSpec& spec
               "--device {}: the GPU's optimizer is AdamW (a fused multi-tensor kernel); --optimizer sgd runs on the "
               "CPU only",
               name);
-  // ZeRO-Offload's optimizer runs on the host's cores over page-locked memory (Device::host()).
-  // Parameter offload would gather stage 3's shards from host memory: not on the GPU in this version.
-  ZDP_REQUIRE(cfg.offload_param == plan::Offload::kNone,
-              "--device {}: parameter offload (--offload-param) is not supported on the GPU in this version; "
-              "--offload-optimizer cpu|nvme is",
-              name);
+  // Offload needs nothing more of the GPU: ZeRO-Offload's update runs on the host's cores over
+  // page-locked memory (Device::host()), and stage 3's gathers copy their shards up from it.
 }
 
 RunDevice open_run_device(const device::DeviceSpec& spec, std::shared_ptr<comm::Communicator> world) {

@@ -39,8 +39,11 @@ void load_states(ModelStates& st, const StateSource& source, bool with_states) {
         device::copy_from_host(dev, dvals, vals, n * sizeof(float));  // (nothing on the CPU: the same bytes)
         dev.convert(dvals, DType::kF32, st.param_at(u, c), st.pdt, n);
       }
+      // The masters from where this chunk's values are: dvals was not filled for a shard on NVMe (whose
+      // masters are host memory: NVMe parameters need the optimizer offloaded).
+      const float* from = nvme_shard ? vals : dvals;
       const size_t mb = std::max(b, c), me = std::min(e, c + n);
-      if (st.has_master && mb < me) dev.copy(st.weights_at(u, mb), dvals + (mb - c), (me - mb) * sizeof(float));
+      if (st.has_master && mb < me) dev.copy(st.weights_at(u, mb), from + (mb - c), (me - mb) * sizeof(float));
     }
     if (with_states && b < e) {
       for (int k = 0; k < st.num_states; ++k) {

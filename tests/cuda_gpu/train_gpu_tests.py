@@ -15,9 +15,11 @@ usage: train_gpu_tests.py ZERODP CASE
   offload   ZeRO-Offload on the GPU (--offload-optimizer cpu, then nvme), W=2 stage 2: the first loss is
             the run's without offload bit for bit (no update has happened), the later ones within 1e-2
             (the update runs on the CPU's AdamW instead of the GPU's); the masters and optimizer states
-            are in host memory (the memory record's host tier), none on the GPU.
-  refusals  what the GPU does not do in this version (fp32 compute, SGD, parameter offload) exits 2
-            saying so.
+            are in host memory (the memory record's host tier), none on the GPU. Then stage 3 with the
+            parameters offloaded too (cpu, then nvme): the optimizer-offloaded stage 3 run's losses bit
+            for bit (the same update, the shards copied up for each gather), no parameter shard on the
+            GPU.
+  refusals  what the GPU does not do in this version (fp32 compute, SGD) exits 2 saying so.
 """
 import functools
 import math
@@ -129,10 +131,20 @@ elif CASE == "offload":
             check(tier.get("master", 0) > 0 and tier.get("optim", 0) > 0,
                   f"{where} rank {rec['rank']}: masters and states in the {where} tier ({tier})")
 
+    s3 = ["--device", "cuda", "--zero-stage", "3", "--offload-optimizer", "cpu"]
+    opt_only, _, _ = train("offload-s3", s3, 2)
+    for where in ("cpu", "nvme"):
+        extra = s3 + ["--offload-param", where] + (["--nvme-path", nvme_dir] if where == "nvme" else [])
+        losses, mem, err = train(f"offload-param-{where}", extra, 2)
+        check(losses == opt_only, f"parameters on {where}: the optimizer-offloaded run's losses bit for bit "
+                                  f"({losses} vs {opt_only})")
+        for rec in mem:
+            check(rec["peak_bytes"].get("param") == 0,
+                  f"parameters on {where}, rank {rec['rank']}: no parameter shard on the GPU ({rec['peak_bytes']})")
+
 elif CASE == "refusals":
     for extra, says in ((["--dtype", "fp32"], "fp32 compute runs on the CPU only"),
-                        (["--dtype", "bf16", "--optimizer", "sgd"], "--optimizer sgd"),
-                        (["--dtype", "bf16", "--zero-stage", "3", "--offload-param", "cpu"], "--offload-param")):
+                        (["--dtype", "bf16", "--optimizer", "sgd"], "--optimizer sgd")):
         rc, out, err = run(common + ["--device", "cuda"] + extra)
         check(rc == 2 and "--device cuda" in err and says in err, f"{' '.join(extra)} on the GPU exits 2 saying so",
               err[-2000:])
