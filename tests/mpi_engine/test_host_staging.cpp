@@ -317,16 +317,33 @@ TEST(HostStaging, ComputingOnTheHostTierIsCaught) {
 // next steps.
 TEST(HostStaging, StatesRestoredThroughHostBuffersAreTheVisitedOnes) {
   StagedCpuDevice staged;
+  enum class Offload { kNone, kOptimizerCpu, kOptimizerNvme, kParamNvme };
+  struct Case {
+    int stage;
+    model::GPT2Config model;
+    Offload offload;
+  };
   // Stage 0 restores whole units, which are a rank's own range only when it is alone: there, with a
-  // unit restored in several chunks.
-  std::vector<std::pair<int, model::GPT2Config>> cases = {{1, small_model()}, {3, small_model()}};
-  if (comm::world()->size() == 1) cases.emplace_back(0, chunked_model());
-  for (const auto& [stage, model_config] : cases) {
+  // unit restored in several chunks. Into offloaded states too (a checkpoint resumes with or without
+  // offload): the masters and states in host memory or on NVMe, stage 3's shards on NVMe.
+  std::vector<Case> cases = {{1, small_model(), Offload::kNone},
+                             {3, small_model(), Offload::kNone},
+                             {2, small_model(), Offload::kOptimizerCpu},
+                             {3, small_model(), Offload::kOptimizerNvme},
+                             {3, small_model(), Offload::kParamNvme}};
+  if (comm::world()->size() == 1) cases.push_back({0, chunked_model(), Offload::kNone});
+  const std::string dir = "/tmp/zerodp-staged-restore-" + std::to_string(::getppid());
+  std::filesystem::create_directories(dir);
+  for (const auto& [stage, model_config, offload] : cases) {
     const model::ParamLayout layout(model_config);
     const EngineConfig cfg = config(stage, DType::kBF16);
     const Seen trained = train(cfg, nullptr, 1, model_config);
     EngineConfig scfg = cfg;
     scfg.device = &staged;
+    scfg.offload_optimizer = offload != Offload::kNone;
+    scfg.offload_optimizer_nvme = offload == Offload::kOptimizerNvme;
+    scfg.offload_param = scfg.offload_param_nvme = offload == Offload::kParamNvme;
+    scfg.nvme_path = dir;
     std::shared_ptr<comm::Communicator> comm = comm::world()->split(0, comm::world()->rank());
     Engine engine(layout, comm, scfg);
     // The rank's own ranges, as a checkpoint reader hands them out (weights -1, states 0..).
@@ -343,6 +360,10 @@ TEST(HostStaging, StatesRestoredThroughHostBuffersAreTheVisitedOnes) {
     const Seen restored = visit(engine);
     ASSERT_EQ(restored.owned.size(), trained.owned.size());
     for (size_t u = 0; u < trained.owned.size(); ++u)
-      EXPECT_TRUE(restored.owned[u] == trained.owned[u]) << "stage " << stage << ": unit " << u << " restored wrong";
+      EXPECT_TRUE(restored.owned[u] == trained.owned[u])
+          << "stage " << stage << ", offload " << static_cast<int>(offload) << ": unit " << u << " restored wrong";
   }
+  EXPECT_EQ(staged.host_computations(), 0);
+  comm::world()->barrier();
+  if (comm::world()->rank() == 0) std::filesystem::remove_all(dir);
 }
