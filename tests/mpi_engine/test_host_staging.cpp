@@ -201,6 +201,8 @@ EngineConfig config(int stage, DType dtype) {
   c.seq = 16;
   c.optimizer.weight_decay = 0.1;
   c.reduce_bucket_size = 3000;  // several buckets at stage 0
+  c.loss_scale.enabled = dtype == DType::kF16;  // fp16: dynamic loss scaling, fp32 accumulation
+  c.fp32_grad_accum = dtype == DType::kF16;
   return c;
 }
 
@@ -219,9 +221,9 @@ void expect_same(const Seen& got, const Seen& want, const std::string& what) {
 
 TEST(HostStaging, GpuPathsGiveTheDirectPathsBits) {
   StagedCpuDevice staged;
-  for (DType dt : {DType::kBF16, DType::kF32}) {
+  for (DType dt : {DType::kBF16, DType::kF32, DType::kF16}) {
     for (int stage = 0; stage <= 3; ++stage) {
-      if (dt == DType::kF32 && stage != 2) continue;  // the fp32 paths once
+      if (dt != DType::kBF16 && stage != 2) continue;  // the fp32 and fp16 paths once
       const EngineConfig cfg = config(stage, dt);
       const std::string what = std::string(dtype_name(dt)) + " stage " + std::to_string(stage);
       expect_same(train(cfg, &staged, 2), train(cfg, nullptr, 2), what);
