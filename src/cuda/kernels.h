@@ -19,6 +19,7 @@
 
 #include "core/dtype.h"
 #include "optim/adamw.h"
+#include "optim/sgd.h"
 #include "optim/segment.h"
 
 namespace zerodp::cuda {
@@ -120,5 +121,10 @@ void adamw_update_segments(float* p, const float* g, float* m, float* v, const o
 // One range: optim::adamw_update.
 void adamw_update(float* p, const float* g, float* m, float* v, size_t n, const optim::AdamWParams& hp, int64_t t,
                   bool decay, float grad_scale, cudaStream_t stream);
+
+// ---- SGD (optim/sgd.h) ------------------------------------------------------------------------------
+// optim::sgd_update on one range, bitwise the CPU's (IEEE-rounded fp32 operations in its order).
+void sgd_update(float* p, const float* g, float* buf, size_t n, const optim::SGDParams& hp, int64_t t, bool decay,
+                float grad_scale, cudaStream_t stream);
 
 }  // namespace zerodp::cuda

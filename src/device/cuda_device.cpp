@@ -325,8 +325,10 @@ void CudaDevice::adamw_update(float* p, const float* g, float* m, float* v, size
   cuda::adamw_update(p, g, m, v, n, hp, t, decay, grad_scale, impl_->compute);
 }
 
-void CudaDevice::sgd_update(float*, const float*, float*, size_t, const optim::SGDParams&, int64_t, bool, float) {
-  throw RuntimeFailure("SGD on the CUDA device is not implemented in this version: use AdamW (--optimizer adamw)");
+void CudaDevice::sgd_update(float* p, const float* g, float* momentum, size_t n, const optim::SGDParams& hp,
+                            int64_t t, bool decay, float grad_scale) {
+  ZDP_CHECK(momentum != nullptr || hp.momentum == 0.0 || n == 0, "SGD with momentum needs a buffer");
+  cuda::sgd_update(p, g, momentum, n, hp, t, decay, grad_scale, impl_->compute);
 }
 
 void CudaDevice::gemm(DType dtype, bool trans_a, bool trans_b, int M, int N, int K, float alpha, const void* A,

@@ -5,14 +5,13 @@
 //   - ordering: everything is issued on one compute stream and returns at once; record() is a CUDA
 //     event on it, synchronize() waits for it. Transfers run on a copy stream of their own, ordered
 //     after the compute issued before them;
-//   - GEMMs through cuBLASLt (cuda/gemm.h), conversions, sums of squares and AdamW through cuda/kernels.h.
+//   - GEMMs through cuBLASLt (cuda/gemm.h), conversions, sums of squares, AdamW and SGD through
+//     cuda/kernels.h.
 //   - GPT-2's kernels in bf16 and fp16 (cuda/kernels.h, cuda/attention.h, GEMMs through cuBLASLt), with
 //     the CPU's semantics; fp32 and fp64 compute are the CPU's only (the attention is 16-bit).
 // A call that hands a result to the host (sum_squares) or copies into host memory (copy with a host
 // destination) waits for the compute stream first, as the CPU device's callers expect of them.
 // One CUDA device a process (one rank drives one GPU).
-//
-// Not yet: SGD (a RuntimeFailure that says so).
 #pragma once
 
 #if ZERODP_WITH_CUDA

@@ -7,19 +7,6 @@
 
 namespace zerodp::optim {
 
-namespace {
-
-struct SGDScalars {
-  float neg_lr;
-  float weight_decay;
-  float momentum;
-  float one_minus_dampening;
-  float grad_scale;
-  bool first_step;  // t = 1: the momentum buffer starts as the first direction
-  bool use_momentum;
-  bool nesterov;
-};
-
 SGDScalars sgd_scalars(const SGDParams& hp, int64_t t, float grad_scale) {
   ZDP_CHECK(t >= 1, "SGD step count t = step + 1 must be >= 1, got {}", t);
   ZDP_CHECK(!hp.nesterov || (hp.momentum > 0 && hp.dampening == 0),
@@ -35,6 +22,8 @@ SGDScalars sgd_scalars(const SGDParams& hp, int64_t t, float grad_scale) {
   s.nesterov = hp.nesterov;
   return s;
 }
+
+namespace {
 
 // kDecay: add wd·p to the gradient. kMomentum: 0 none, 1 first step (buf = d), 2 running buffer.
 template <bool kDecay, int kMomentum, bool kNesterov>

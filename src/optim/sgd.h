@@ -27,6 +27,22 @@ struct SGDParams {
   bool nesterov = false;
 };
 
+// The per-step scalars, rounded once from double: what every implementation of the update (this one,
+// the GPU's in cuda/kernels_sgd.cu) computes each element with, so that they agree bit for bit.
+struct SGDScalars {
+  float neg_lr;
+  float weight_decay;
+  float momentum;
+  float one_minus_dampening;
+  float grad_scale;
+  bool first_step;  // t = 1: the momentum buffer starts as the first direction
+  bool use_momentum;
+  bool nesterov;
+};
+
+// Throws RuntimeFailure unless t >= 1, or for nesterov without momentum or with dampening.
+SGDScalars sgd_scalars(const SGDParams& hp, int64_t t, float grad_scale);
+
 // Updates n elements in place; t = step + 1 (>= 1). buf: the momentum buffer (n floats; its
 // contents are ignored and overwritten at t = 1). OpenMP-parallel when the range is large.
 void sgd_update(float* p, const float* g, float* buf, size_t n, const SGDParams& hp, int64_t t,

@@ -25,7 +25,7 @@ struct RunDevice {
 };
 
 // Throws UsageError when `cfg` asks the GPU for something this version does not do there (fp32
-// compute, SGD), naming the flag: checked before any input is read.
+// compute), naming the flag: checked before any input is read.
 void check_device_support(const TrainConfig& cfg, const device::DeviceSpec& spec);
 
 // Opens the rank's device and its communicator (collective over `world` when spec is a GPU).
