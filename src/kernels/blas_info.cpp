@@ -1,26 +1,20 @@
 #include "kernels/blas_info.h"
 
-#include <algorithm>
-#include <cctype>
 #include <cstdlib>
 
 #include <cblas.h>
 #include <fmt/format.h>
 
 #include "core/cpu.h"
+#include "core/strings.h"
 
 namespace zerodp::kernels {
 
 namespace {
 
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return s;
-}
-
 // OpenBLAS's kernel sets whose GEMMs are written with AVX-512 (driver/others/dynamic.c's core names).
 bool core_uses_avx512(const std::string& name) {
-  const std::string n = lower(name);
+  const std::string n = to_lower(name);
   return n == "skylakex" || n == "cooperlake" || n == "sapphirerapids";
 }
 
@@ -32,8 +26,7 @@ BlasCore read_blas_core() {
     core.forced_by = env;
     if (core.forced_by.size() > 32) core.forced_by = core.forced_by.substr(0, 29) + "...";
   }
-  core.avx512 = core_uses_avx512(core.name);
-  core.narrower = !core.avx512 && cpu_features().avx512f;
+  core.narrower = !core_uses_avx512(core.name) && cpu_features().avx512f;
   return core;
 }
 

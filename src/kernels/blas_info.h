@@ -12,7 +12,6 @@ namespace zerodp::kernels {
 struct BlasCore {
   std::string name;         // openblas_get_corename(): "Haswell", "SkylakeX", "Cooperlake", ...
   std::string forced_by;    // OPENBLAS_CORETYPE's value when set (at most 32 characters), else empty
-  bool avx512 = false;      // the set's GEMM kernels use AVX-512
   bool narrower = false;    // no AVX-512 kernels, on a CPU with AVX-512
 };
 const BlasCore& blas_core();

@@ -19,8 +19,6 @@ void check_device_support(const TrainConfig& cfg, const device::DeviceSpec& spec
   // CPU's reference path.
   ZDP_REQUIRE(cfg.dtype != DType::kF32,
               "--device {}: fp32 compute runs on the CPU only; train on the GPU with --dtype bf16 (or fp16)", name);
-  // Offload needs nothing more of the GPU: ZeRO-Offload's update runs on the host's cores over
-  // page-locked memory (Device::host()), and stage 3's gathers copy their shards up from it.
 }
 
 RunDevice open_run_device(const device::DeviceSpec& spec, std::shared_ptr<comm::Communicator> world) {
