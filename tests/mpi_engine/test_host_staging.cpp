@@ -25,6 +25,7 @@
 #include "device/cpu_device.h"
 #include "model/init.h"
 #include "model/layout.h"
+#include "tests/mpi_engine/small_engine.h"
 #include "zero/engine.h"
 #include "zero/model_states.h"
 
@@ -136,7 +137,7 @@ class StagedCpuDevice final : public device::Device {
   int host_computations_ = 0;
 };
 
-model::GPT2Config small_model() { return {2, 4, 48, 64, 32}; }  // units that need padding
+model::GPT2Config small_model() { return engine_tests::padded_model(); }  // units that need padding
 // Unit 0 (wte 2100×128 + wpe + ln_f) is over kWorkChunk = 2^18 elements: loading and restoring
 // it at stage 0 (whole units) takes several chunks.
 model::GPT2Config chunked_model() { return {1, 4, 128, 2100, 16}; }
@@ -194,15 +195,8 @@ Seen train(EngineConfig cfg, device::Device* dev, int steps, const model::GPT2Co
 }
 
 EngineConfig config(int stage, DType dtype) {
-  EngineConfig c;
-  c.stage = stage;
-  c.dtype = dtype;
-  c.micro_batch = 2;
-  c.seq = 16;
-  c.optimizer.weight_decay = 0.1;
+  EngineConfig c = engine_tests::small_engine_config(stage, dtype);
   c.reduce_bucket_size = 3000;  // several buckets at stage 0
-  c.loss_scale.enabled = dtype == DType::kF16;  // fp16: dynamic loss scaling, fp32 accumulation
-  c.fp32_grad_accum = dtype == DType::kF16;
   return c;
 }
 

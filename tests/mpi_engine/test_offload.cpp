@@ -19,6 +19,7 @@
 #include "core/memory.h"
 #include "model/init.h"
 #include "model/layout.h"
+#include "tests/mpi_engine/small_engine.h"
 #include "zero/engine.h"
 
 using namespace zerodp;
@@ -26,7 +27,7 @@ using namespace zerodp::zero;
 
 namespace {
 
-model::GPT2Config offload_model() { return {2, 4, 48, 64, 32}; }  // units that need padding
+model::GPT2Config offload_model() { return engine_tests::padded_model(); }
 
 struct Trained {
   std::vector<double> losses, norms;
@@ -83,14 +84,7 @@ Trained train(const EngineConfig& cfg, int steps) {
 
 EngineConfig config(int stage, DType dtype, bool offload, size_t sub_group = 1'000'000'000,
                     bool offload_param = false) {
-  EngineConfig c;
-  c.stage = stage;
-  c.dtype = dtype;
-  c.micro_batch = 2;
-  c.seq = 16;
-  c.optimizer.weight_decay = 0.1;
-  c.loss_scale.enabled = dtype == DType::kF16;
-  c.fp32_grad_accum = dtype == DType::kF16;
+  EngineConfig c = engine_tests::small_engine_config(stage, dtype);
   c.offload_optimizer = offload;
   c.sub_group_size = sub_group;
   c.offload_param = offload_param;

@@ -1,0 +1,26 @@
+// What the engine tests that compare one run with another (offload against none, the GPU's staged
+// paths against the direct ones) train: a 2-block GPT-2 whose units need padding, at micro-batch 2 ×
+// 16 tokens, AdamW with weight decay 0.1, and in fp16 dynamic loss scaling with fp32 accumulation.
+#pragma once
+
+#include "core/dtype.h"
+#include "model/config.h"
+#include "zero/config.h"
+
+namespace zerodp::zero::engine_tests {
+
+inline model::GPT2Config padded_model() { return {2, 4, 48, 64, 32}; }  // L2 H4 C48 V64 N32
+
+inline EngineConfig small_engine_config(int stage, DType dtype) {
+  EngineConfig c;
+  c.stage = stage;
+  c.dtype = dtype;
+  c.micro_batch = 2;
+  c.seq = 16;
+  c.optimizer.weight_decay = 0.1;
+  c.loss_scale.enabled = dtype == DType::kF16;
+  c.fp32_grad_accum = dtype == DType::kF16;
+  return c;
+}
+
+}  // namespace zerodp::zero::engine_tests
