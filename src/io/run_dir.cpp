@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cctype>
 #include <cerrno>
 #include <cstring>
@@ -47,22 +48,28 @@ std::string sanitized_host() {
   return h.empty() ? "unknown" : h.substr(0, 64);
 }
 
-// Parses "zerodp-offload.<host>.<pid>.<start>"; false when the name is not one of ours.
+// Parses "zerodp-offload.<host>.<pid>.<start>.<run>" (and the older form without <run>); false when
+// the name is not one of ours. The host has no '.' (sanitized_host).
 bool parse_run_dir_name(const std::string& name, ProcessIdentity& id) {
   if (name.rfind(kPrefix, 0) != 0) return false;
-  const std::string rest = name.substr(std::strlen(kPrefix));
-  const size_t b = rest.rfind('.');
-  if (b == std::string::npos || b == 0) return false;
-  const size_t a = rest.rfind('.', b - 1);
-  if (a == std::string::npos || a == 0) return false;
-  const std::string pid = rest.substr(a + 1, b - a - 1), start = rest.substr(b + 1);
+  std::vector<std::string> fields;
+  std::string rest = name.substr(std::strlen(kPrefix));
+  for (size_t at = 0;;) {
+    const size_t dot = rest.find('.', at);
+    fields.push_back(rest.substr(at, dot == std::string::npos ? std::string::npos : dot - at));
+    if (dot == std::string::npos) break;
+    at = dot + 1;
+  }
   auto digits = [](const std::string& s) {
     return !s.empty() && s.size() <= 19 && s.find_first_not_of("0123456789") == std::string::npos;
   };
-  if (!digits(pid) || !digits(start)) return false;
-  id.host = rest.substr(0, a);
-  id.pid = std::stoll(pid);
-  id.start_ticks = std::stoull(start);
+  if (fields.size() != 3 && fields.size() != 4) return false;
+  for (size_t i = 1; i < fields.size(); ++i)
+    if (!digits(fields[i])) return false;
+  if (fields[0].empty()) return false;
+  id.host = fields[0];
+  id.pid = std::stoll(fields[1]);
+  id.start_ticks = std::stoull(fields[2]);
   return true;
 }
 
@@ -101,8 +108,14 @@ bool process_alive(int64_t pid, uint64_t start_ticks) {
   return now != 0 && now == start_ticks;
 }
 
-std::string run_dir_name(const ProcessIdentity& owner) {
-  return std::string(kPrefix) + owner.host + "." + std::to_string(owner.pid) + "." + std::to_string(owner.start_ticks);
+uint64_t next_run_number() {
+  static std::atomic<uint64_t> next{0};
+  return next++;
+}
+
+std::string run_dir_name(const ProcessIdentity& owner, uint64_t run) {
+  return std::string(kPrefix) + owner.host + "." + std::to_string(owner.pid) + "." + std::to_string(owner.start_ticks) +
+         "." + std::to_string(run);
 }
 
 int remove_stale_run_dirs(const std::string& nvme_path) {

@@ -1,13 +1,15 @@
 // The per-run directory under --nvme-path that a run's offload files are created in:
 //
-//   <nvme_path>/zerodp-offload.<host>.<pid>.<start>
+//   <nvme_path>/zerodp-offload.<host>.<pid>.<start>.<run>
 //
 // named after the process of rank 0 (host name, pid, and its start time in clock ticks since boot,
-// which tells a live process from a later one that reuses the pid): two runs never share one, and
-// every rank of a run uses the same (the name is broadcast). Inside, each rank creates its own files
+// which tells a live process from a later one that reuses the pid) and the number of the run within
+// it (engines made one after another in one process: a rank still leaving the last one's directory
+// must not remove it from under the next): two runs never share one, and every rank of a run uses the
+// same (the name is broadcast). Inside, each rank creates its own files
 // (rank<r>-<what>), unlinked as soon as they are open (direct_file.h), so the directory is empty
 // while the run trains, and the first rank to finish removes it (the others' files have no names
-// in it).
+// in it; the engine waits for every rank to have made its files before any can finish).
 //
 // A run that is killed leaves the empty directory. The next run on the same host removes the ones it
 // can prove are stale: named after this host, for a process that no longer exists (no such pid, or
@@ -30,8 +32,12 @@ ProcessIdentity this_process();
 // Whether the process is alive: same pid, same start time, not a zombie (false when /proc says otherwise).
 bool process_alive(int64_t pid, uint64_t start_ticks);
 
-// "zerodp-offload.<host>.<pid>.<start>" (the host's name with any character but [A-Za-z0-9-] as '-').
-std::string run_dir_name(const ProcessIdentity& owner);
+// 0, 1, 2, ...: the number of each run (engine) this process names a directory for.
+uint64_t next_run_number();
+
+// "zerodp-offload.<host>.<pid>.<start>.<run>" (the host's name with any character but [A-Za-z0-9-] as
+// '-').
+std::string run_dir_name(const ProcessIdentity& owner, uint64_t run);
 
 // Removes the stale run directories of this host under nvme_path (their files first: only names a
 // run creates); returns how many. Errors are ignored (a directory another run removes at the same

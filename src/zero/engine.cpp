@@ -329,17 +329,24 @@ Engine::Engine(const model::ParamLayout& layout, std::shared_ptr<comm::Communica
   }
   comm::Communicator& group = group_comm_ ? *group_comm_ : *comm_;
   impl_ = std::make_unique<Impl>(*this, layout_, shards_, *comm_, group, replica_comm_.get(), config_);
+  if (run_dir_) {
+    // Every rank has created (and unlinked) its offload files: from here a rank that finishes first
+    // may remove the empty directory (io/run_dir.h) without taking it from under a rank still setting
+    // up. Training's collectives would order that too, but an engine only loaded and read has none.
+    comm::UntrackedTraffic untracked(*comm_);
+    comm_->barrier();
+  }
 }
 
 Engine::~Engine() = default;
 
-// Every rank uses the directory named after rank 0's process (broadcast: the ranks of one run agree
-// on it, and no other run has it); first, each rank removes what killed runs of its host left.
+// Every rank uses the directory named after rank 0's process and its run number (broadcast: the
+// ranks of one run agree on it, and no other run, in this process or another, has it); first, each rank removes what killed runs of its host left.
 void Engine::make_nvme_run_dir() {
   io::remove_stale_run_dirs(config_.nvme_path);
   char name[257] = {};  // 256 bytes travel; the last stays the terminator
   if (comm_->rank() == 0) {
-    const std::string mine = io::run_dir_name(io::this_process());
+    const std::string mine = io::run_dir_name(io::this_process(), io::next_run_number());
     ZDP_CHECK(mine.size() < sizeof name - 1, "offload directory name of {} bytes", mine.size());
     std::memcpy(name, mine.data(), mine.size());
   }

@@ -40,9 +40,13 @@ TEST_F(RunDirTest, ThisProcessIsAliveAndNamedByIt) {
   EXPECT_TRUE(process_alive(me.pid, me.start_ticks));
   EXPECT_FALSE(process_alive(me.pid, me.start_ticks + 1));  // the same pid, another process
   EXPECT_FALSE(process_alive(dead_pid(), me.start_ticks));
-  const std::string name = run_dir_name(me);
-  EXPECT_EQ(name, "zerodp-offload." + me.host + "." + std::to_string(me.pid) + "." + std::to_string(me.start_ticks));
+  const std::string name = run_dir_name(me, 7);
+  EXPECT_EQ(name,
+            "zerodp-offload." + me.host + "." + std::to_string(me.pid) + "." + std::to_string(me.start_ticks) + ".7");
   EXPECT_EQ(name.find('/'), std::string::npos);
+  // Runs one after another in one process get directories of their own.
+  const uint64_t first = next_run_number();
+  EXPECT_NE(run_dir_name(me, first), run_dir_name(me, next_run_number()));
 }
 
 TEST_F(RunDirTest, RemovesOnlyWhatIsProvablyStale) {
@@ -52,21 +56,28 @@ TEST_F(RunDirTest, RemovesOnlyWhatIsProvablyStale) {
   reused.start_ticks = me.start_ticks + 12345;  // this pid, started at another time: not the owner
   other_host.host = me.host + "-elsewhere";
   other_host.pid = dead_pid();
-  for (const ProcessIdentity& p : {me, gone, reused, other_host}) fs::create_directory(root_ / run_dir_name(p));
-  std::ofstream(root_ / run_dir_name(gone) / "rank0-optim") << "left by a crash before unlink";
+  for (const ProcessIdentity& p : {me, gone, reused, other_host}) fs::create_directory(root_ / run_dir_name(p, 0));
+  std::ofstream(root_ / run_dir_name(gone, 0) / "rank0-optim") << "left by a crash before unlink";
+  // The name of earlier versions (no run number), left by a crash: stale too.
+  const std::string old_form = "zerodp-offload." + gone.host + "." + std::to_string(gone.pid) + "." +
+                               std::to_string(gone.start_ticks);
+  fs::create_directory(root_ / old_form);
   fs::create_directory(root_ / "zerodp-offload.not-ours");
+  fs::create_directory(root_ / ("zerodp-offload." + me.host + ".1.2.3.4"));  // five fields: not ours
   fs::create_directory(root_ / "data");
-  EXPECT_EQ(remove_stale_run_dirs(root_.string()), 2);
-  EXPECT_TRUE(fs::exists(root_ / run_dir_name(me)));
-  EXPECT_FALSE(fs::exists(root_ / run_dir_name(gone)));
-  EXPECT_FALSE(fs::exists(root_ / run_dir_name(reused)));
-  EXPECT_TRUE(fs::exists(root_ / run_dir_name(other_host)));
+  EXPECT_EQ(remove_stale_run_dirs(root_.string()), 3);
+  EXPECT_TRUE(fs::exists(root_ / run_dir_name(me, 0)));
+  EXPECT_FALSE(fs::exists(root_ / run_dir_name(gone, 0)));
+  EXPECT_FALSE(fs::exists(root_ / old_form));
+  EXPECT_FALSE(fs::exists(root_ / run_dir_name(reused, 0)));
+  EXPECT_TRUE(fs::exists(root_ / run_dir_name(other_host, 0)));
+  EXPECT_TRUE(fs::exists(root_ / ("zerodp-offload." + me.host + ".1.2.3.4")));
   EXPECT_TRUE(fs::exists(root_ / "zerodp-offload.not-ours"));
   EXPECT_TRUE(fs::exists(root_ / "data"));
 }
 
 TEST_F(RunDirTest, ADirectoryPerRunRemovedAtTheEnd) {
-  const std::string name = run_dir_name(this_process());
+  const std::string name = run_dir_name(this_process(), next_run_number());
   {
     RunDir a(root_.string(), name);
     RunDir b(root_.string(), name);  // a second rank of the same run joins it
