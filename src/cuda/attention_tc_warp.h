@@ -133,6 +133,30 @@ ZDP_HD ZDP_TC_INLINE void add_pair_f32(float* p, float x, float y) {
 template <class W, class T>
 using LanesOf = typename W::template Lanes<T>;
 
+// acc[2n] and acc[2n+1] (two C fragments of 8 columns) += A·Bᵀ over the head dimension, for each
+// 16-column block n < NBLK with active(n): A is the 16 rows from a_row0 of sa, B the rows 16n.. of sb
+// (both row-major in shared memory with leading dimension tc_ld(HS)). The products every tile makes:
+// S = Q·Kᵀ and dP = dO·Vᵀ (by query rows), Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ (by key rows).
+template <Fmt16 F, int HS, int NBLK, class W, class Acc, class Active>
+ZDP_HD ZDP_TC_INLINE void mma_abt(const W& w, Acc& acc, const uint16_t* sa, int a_row0, const uint16_t* sb,
+                                  const Active& active) {
+  constexpr int LD = tc_ld(HS), KK = HS / 16;
+  ZDP_ATTN_UNROLL
+  for (int kk = 0; kk < KK; ++kk) {
+    LanesOf<W, uint32_t[4]> a;
+    w.template ldsm_x4<false>(ZDP_LANE(a[ln]), sa, ZDP_LANE(ldsm_a_offset(ln, a_row0, 16 * kk, LD)));
+    ZDP_ATTN_UNROLL
+    for (int n = 0; n < NBLK; ++n) {
+      if (active(n)) {
+        LanesOf<W, uint32_t[4]> b;
+        w.template ldsm_x4<false>(ZDP_LANE(b[ln]), sb, ZDP_LANE(ldsm_bt_offset(ln, 16 * n, 16 * kk, LD)));
+        w.template mma<F>(ZDP_LANE(acc[ln][2 * n]), ZDP_LANE(a[ln]), ZDP_LANE(b[ln]));
+        w.template mma<F>(ZDP_LANE(acc[ln][2 * n + 1]), ZDP_LANE(a[ln]), ZDP_LANE(b[ln] + 2));
+      }
+    }
+  }
+}
+
 // ---- forward ----------------------------------------------------------------------------------------
 // A lane's running state for its two rows (slots, c_slot) over the key tiles.
 template <int HS>
@@ -161,7 +185,7 @@ ZDP_HD ZDP_TC_INLINE void fwd_warp_init(const W& w, LanesOf<W, FwdLane<HS>>& st)
 template <Fmt16 F, int HS, int BC, class Frag, class W>
 ZDP_HD ZDP_TC_INLINE void fwd_warp_tile(const W& w, LanesOf<W, FwdLane<HS>>& st, const uint16_t* sq, int q_row0,
                                         const uint16_t* sk, const uint16_t* sv, int i0, int j0, int T, float c) {
-  constexpr int LD = tc_ld(HS), KK = HS / 16, NB = BC / 8, KJ = BC / 16;
+  constexpr int LD = tc_ld(HS), NB = BC / 8, KJ = BC / 16;
   const int nkj = active_key_blocks16(i0, j0, T, BC);
   if (nkj == 0) return;  // no pair visible: the tile would change nothing
   const bool masked = !all_visible(i0, kTcWarpRows, j0, BC, T);
@@ -175,20 +199,7 @@ ZDP_HD ZDP_TC_INLINE void fwd_warp_tile(const W& w, LanesOf<W, FwdLane<HS>>& st,
       for (int e = 0; e < 4; ++e) s[ln][nb][e] = 0.0f;
     }
   });
-  ZDP_ATTN_UNROLL
-  for (int kk = 0; kk < KK; ++kk) {
-    LanesOf<W, uint32_t[4]> a;
-    w.template ldsm_x4<false>(ZDP_LANE(a[ln]), sq, ZDP_LANE(ldsm_a_offset(ln, q_row0, 16 * kk, LD)));
-    ZDP_ATTN_UNROLL
-    for (int kj = 0; kj < KJ; ++kj) {
-      if (kj < nkj) {
-        LanesOf<W, uint32_t[4]> b;
-        w.template ldsm_x4<false>(ZDP_LANE(b[ln]), sk, ZDP_LANE(ldsm_bt_offset(ln, 16 * kj, 16 * kk, LD)));
-        w.template mma<F>(ZDP_LANE(s[ln][2 * kj]), ZDP_LANE(a[ln]), ZDP_LANE(b[ln]));
-        w.template mma<F>(ZDP_LANE(s[ln][2 * kj + 1]), ZDP_LANE(a[ln]), ZDP_LANE(b[ln] + 2));
-      }
-    }
-  }
+  mma_abt<F, HS, KJ, W>(w, s, sq, q_row0, sk, [&](int kj) { return kj < nkj; });
 
   // Mask, and each row's max over the tile (the lane's columns, then the quad's).
   LanesOf<W, float[2]> mx;
@@ -321,7 +332,7 @@ template <Fmt16 F, int HS, int BQ, class Frag, class W>
 ZDP_HD ZDP_TC_INLINE void kv_warp_tile(const W& w, LanesOf<W, KvLane<HS>>& st, const uint16_t* sk, const uint16_t* sv,
                                        int k_row0, const uint16_t* sq, const uint16_t* sdo, const float* sL,
                                        const float* sD, int j0, int i0, int T, float c, float scale) {
-  constexpr int LD = tc_ld(HS), KK = HS / 16, NQ = BQ / 8, KQ = BQ / 16;
+  constexpr int LD = tc_ld(HS), NQ = BQ / 8, KQ = BQ / 16;
   bool act[KQ];
   bool any = false;
   ZDP_ATTN_UNROLL
@@ -341,20 +352,7 @@ ZDP_HD ZDP_TC_INLINE void kv_warp_tile(const W& w, LanesOf<W, KvLane<HS>>& st, c
     }
   });
   // Sᵀ = K·Qᵀ.
-  ZDP_ATTN_UNROLL
-  for (int kk = 0; kk < KK; ++kk) {
-    LanesOf<W, uint32_t[4]> a;
-    w.template ldsm_x4<false>(ZDP_LANE(a[ln]), sk, ZDP_LANE(ldsm_a_offset(ln, k_row0, 16 * kk, LD)));
-    ZDP_ATTN_UNROLL
-    for (int kq = 0; kq < KQ; ++kq) {
-      if (act[kq]) {
-        LanesOf<W, uint32_t[4]> b;
-        w.template ldsm_x4<false>(ZDP_LANE(b[ln]), sq, ZDP_LANE(ldsm_bt_offset(ln, 16 * kq, 16 * kk, LD)));
-        w.template mma<F>(ZDP_LANE(s[ln][2 * kq]), ZDP_LANE(a[ln]), ZDP_LANE(b[ln]));
-        w.template mma<F>(ZDP_LANE(s[ln][2 * kq + 1]), ZDP_LANE(a[ln]), ZDP_LANE(b[ln] + 2));
-      }
-    }
-  }
+  mma_abt<F, HS, KQ, W>(w, s, sk, k_row0, sq, [&](int kq) { return act[kq]; });
 
   // Pᵀ = 2^(Sᵀ·c − L·log2 e), 0 where invisible: kept in fp32 (in s) for dS, and rounded into A fragments
   // (rows = keys, k = queries) for dV.
@@ -393,20 +391,7 @@ ZDP_HD ZDP_TC_INLINE void kv_warp_tile(const W& w, LanesOf<W, KvLane<HS>>& st, c
   }
 
   // dPᵀ = V·dOᵀ.
-  ZDP_ATTN_UNROLL
-  for (int kk = 0; kk < KK; ++kk) {
-    LanesOf<W, uint32_t[4]> a;
-    w.template ldsm_x4<false>(ZDP_LANE(a[ln]), sv, ZDP_LANE(ldsm_a_offset(ln, k_row0, 16 * kk, LD)));
-    ZDP_ATTN_UNROLL
-    for (int kq = 0; kq < KQ; ++kq) {
-      if (act[kq]) {
-        LanesOf<W, uint32_t[4]> b;
-        w.template ldsm_x4<false>(ZDP_LANE(b[ln]), sdo, ZDP_LANE(ldsm_bt_offset(ln, 16 * kq, 16 * kk, LD)));
-        w.template mma<F>(ZDP_LANE(dp[ln][2 * kq]), ZDP_LANE(a[ln]), ZDP_LANE(b[ln]));
-        w.template mma<F>(ZDP_LANE(dp[ln][2 * kq + 1]), ZDP_LANE(a[ln]), ZDP_LANE(b[ln] + 2));
-      }
-    }
-  }
+  mma_abt<F, HS, KQ, W>(w, dp, sv, k_row0, sdo, [&](int kq) { return act[kq]; });
 
   // dSᵀ = Pᵀ∘(dPᵀ − D)·scale (fp32 Pᵀ), rounded into A fragments.
   LanesOf<W, uint32_t[KQ][4]> ds16;
@@ -496,7 +481,7 @@ template <Fmt16 F, int HS, int BC, class Frag, class W>
 ZDP_HD ZDP_TC_INLINE void q_warp_tile(const W& w, LanesOf<W, QLane<HS>>& st, const uint16_t* sq, const uint16_t* sdo,
                                       int q_row0, const uint16_t* sk, const uint16_t* sv, int i0, int j0, int T,
                                       float c, float scale) {
-  constexpr int LD = tc_ld(HS), KK = HS / 16, NB = BC / 8, KJ = BC / 16;
+  constexpr int LD = tc_ld(HS), NB = BC / 8, KJ = BC / 16;
   const int nkj = active_key_blocks16(i0, j0, T, BC);
   if (nkj == 0) return;
   const bool masked = !all_visible(i0, kTcWarpRows, j0, BC, T);
@@ -510,34 +495,8 @@ ZDP_HD ZDP_TC_INLINE void q_warp_tile(const W& w, LanesOf<W, QLane<HS>>& st, con
     }
   });
   // S = Q·Kᵀ, dP = dO·Vᵀ.
-  ZDP_ATTN_UNROLL
-  for (int kk = 0; kk < KK; ++kk) {
-    LanesOf<W, uint32_t[4]> a;
-    w.template ldsm_x4<false>(ZDP_LANE(a[ln]), sq, ZDP_LANE(ldsm_a_offset(ln, q_row0, 16 * kk, LD)));
-    ZDP_ATTN_UNROLL
-    for (int kj = 0; kj < KJ; ++kj) {
-      if (kj < nkj) {
-        LanesOf<W, uint32_t[4]> b;
-        w.template ldsm_x4<false>(ZDP_LANE(b[ln]), sk, ZDP_LANE(ldsm_bt_offset(ln, 16 * kj, 16 * kk, LD)));
-        w.template mma<F>(ZDP_LANE(s[ln][2 * kj]), ZDP_LANE(a[ln]), ZDP_LANE(b[ln]));
-        w.template mma<F>(ZDP_LANE(s[ln][2 * kj + 1]), ZDP_LANE(a[ln]), ZDP_LANE(b[ln] + 2));
-      }
-    }
-  }
-  ZDP_ATTN_UNROLL
-  for (int kk = 0; kk < KK; ++kk) {
-    LanesOf<W, uint32_t[4]> a;
-    w.template ldsm_x4<false>(ZDP_LANE(a[ln]), sdo, ZDP_LANE(ldsm_a_offset(ln, q_row0, 16 * kk, LD)));
-    ZDP_ATTN_UNROLL
-    for (int kj = 0; kj < KJ; ++kj) {
-      if (kj < nkj) {
-        LanesOf<W, uint32_t[4]> b;
-        w.template ldsm_x4<false>(ZDP_LANE(b[ln]), sv, ZDP_LANE(ldsm_bt_offset(ln, 16 * kj, 16 * kk, LD)));
-        w.template mma<F>(ZDP_LANE(dp[ln][2 * kj]), ZDP_LANE(a[ln]), ZDP_LANE(b[ln]));
-        w.template mma<F>(ZDP_LANE(dp[ln][2 * kj + 1]), ZDP_LANE(a[ln]), ZDP_LANE(b[ln] + 2));
-      }
-    }
-  }
+  mma_abt<F, HS, KJ, W>(w, s, sq, q_row0, sk, [&](int kj) { return kj < nkj; });
+  mma_abt<F, HS, KJ, W>(w, dp, sdo, q_row0, sv, [&](int kj) { return kj < nkj; });
 
   // dS = P∘(dP − D)·scale with P = 2^(S·c − L·log2 e) (0 where invisible), rounded into A fragments.
   LanesOf<W, uint32_t[KJ][4]> ds16;
