@@ -157,6 +157,40 @@ ZDP_HD ZDP_TC_INLINE void mma_abt(const W& w, Acc& acc, const uint16_t* sa, int 
   }
 }
 
+// acc(ln)[2m] and acc(ln)[2m+1] += A·B over 16-row k-blocks kb < KB with active(kb), in order, for each
+// 16-column block m < HS/16: A the lane's fragments a16[ln][kb] (16 rows × 16 k, already in registers:
+// probabilities or dS), B the rows 16kb.. of sb read transposed (row-major in shared memory, leading
+// dimension tc_ld(HS)). The products into the kept accumulators: O += P·V, dQ += dS·K (k = keys) and
+// dV += Pᵀ·dO, dK += dSᵀ·Q (k = queries).
+template <Fmt16 F, int HS, int KB, class W, class AccOf, class A16, class Active>
+ZDP_HD ZDP_TC_INLINE void mma_frag_b(const W& w, const AccOf& acc, const A16& a16, const uint16_t* sb,
+                                     const Active& active) {
+  constexpr int LD = tc_ld(HS);
+  ZDP_ATTN_UNROLL
+  for (int kb = 0; kb < KB; ++kb) {
+    if (!active(kb)) continue;
+    ZDP_ATTN_UNROLL
+    for (int m = 0; m < HS / 16; ++m) {
+      LanesOf<W, uint32_t[4]> b;
+      w.template ldsm_x4<true>(ZDP_LANE(b[ln]), sb, ZDP_LANE(ldsm_b_trans_offset(ln, 16 * kb, 16 * m, LD)));
+      w.template mma<F>(ZDP_LANE(acc(ln)[2 * m]), ZDP_LANE(a16[ln][kb]), ZDP_LANE(b[ln]));
+      w.template mma<F>(ZDP_LANE(acc(ln)[2 * m + 1]), ZDP_LANE(a16[ln][kb]), ZDP_LANE(b[ln] + 2));
+    }
+  }
+}
+
+// Every lane's N C fragments set to 0.
+template <class W, int N>
+ZDP_HD ZDP_TC_INLINE void zero_frags(const W& w, LanesOf<W, float[N][4]>& f) {
+  w.each([&](int ln) {
+    ZDP_ATTN_UNROLL
+    for (int n = 0; n < N; ++n) {
+      ZDP_ATTN_UNROLL
+      for (int e = 0; e < 4; ++e) f[ln][n][e] = 0.0f;
+    }
+  });
+}
+
 // ---- forward ----------------------------------------------------------------------------------------
 // A lane's running state for its two rows (slots, c_slot) over the key tiles.
 template <int HS>
@@ -185,20 +219,14 @@ ZDP_HD ZDP_TC_INLINE void fwd_warp_init(const W& w, LanesOf<W, FwdLane<HS>>& st)
 template <Fmt16 F, int HS, int BC, class Frag, class W>
 ZDP_HD ZDP_TC_INLINE void fwd_warp_tile(const W& w, LanesOf<W, FwdLane<HS>>& st, const uint16_t* sq, int q_row0,
                                         const uint16_t* sk, const uint16_t* sv, int i0, int j0, int T, float c) {
-  constexpr int LD = tc_ld(HS), NB = BC / 8, KJ = BC / 16;
+  constexpr int NB = BC / 8, KJ = BC / 16;
   const int nkj = active_key_blocks16(i0, j0, T, BC);
   if (nkj == 0) return;  // no pair visible: the tile would change nothing
   const bool masked = !all_visible(i0, kTcWarpRows, j0, BC, T);
 
   // S = Q·Kᵀ over the active 16-key blocks, k-blocks of 16 head columns in order.
   LanesOf<W, float[NB][4]> s;
-  w.each([&](int ln) {
-    ZDP_ATTN_UNROLL
-    for (int nb = 0; nb < NB; ++nb) {
-      ZDP_ATTN_UNROLL
-      for (int e = 0; e < 4; ++e) s[ln][nb][e] = 0.0f;
-    }
-  });
+  zero_frags<W, NB>(w, s);
   mma_abt<F, HS, KJ, W>(w, s, sq, q_row0, sk, [&](int kj) { return kj < nkj; });
 
   // Mask, and each row's max over the tile (the lane's columns, then the quad's).
@@ -255,18 +283,7 @@ ZDP_HD ZDP_TC_INLINE void fwd_warp_tile(const W& w, LanesOf<W, FwdLane<HS>>& st,
   });
 
   // O += P·V: k-blocks of 16 keys in order, V's tile read transposed.
-  ZDP_ATTN_UNROLL
-  for (int kj = 0; kj < KJ; ++kj) {
-    if (kj < nkj) {
-      ZDP_ATTN_UNROLL
-      for (int nb2 = 0; nb2 < HS / 16; ++nb2) {
-        LanesOf<W, uint32_t[4]> b;
-        w.template ldsm_x4<true>(ZDP_LANE(b[ln]), sv, ZDP_LANE(ldsm_b_trans_offset(ln, 16 * kj, 16 * nb2, LD)));
-        w.template mma<F>(ZDP_LANE(st[ln].o[2 * nb2]), ZDP_LANE(p16[ln][kj]), ZDP_LANE(b[ln]));
-        w.template mma<F>(ZDP_LANE(st[ln].o[2 * nb2 + 1]), ZDP_LANE(p16[ln][kj]), ZDP_LANE(b[ln] + 2));
-      }
-    }
-  }
+  mma_frag_b<F, HS, KJ, W>(w, ZDP_LANE(st[ln].o), p16, sv, [&](int kj) { return kj < nkj; });
 }
 
 // After the last tile: l over the quad, O = o/l rounded to 16 bits into out (rows i0.., row stride
@@ -332,7 +349,7 @@ template <Fmt16 F, int HS, int BQ, class Frag, class W>
 ZDP_HD ZDP_TC_INLINE void kv_warp_tile(const W& w, LanesOf<W, KvLane<HS>>& st, const uint16_t* sk, const uint16_t* sv,
                                        int k_row0, const uint16_t* sq, const uint16_t* sdo, const float* sL,
                                        const float* sD, int j0, int i0, int T, float c, float scale) {
-  constexpr int LD = tc_ld(HS), NQ = BQ / 8, KQ = BQ / 16;
+  constexpr int NQ = BQ / 8, KQ = BQ / 16;
   bool act[KQ];
   bool any = false;
   ZDP_ATTN_UNROLL
@@ -344,13 +361,8 @@ ZDP_HD ZDP_TC_INLINE void kv_warp_tile(const W& w, LanesOf<W, KvLane<HS>>& st, c
   const bool masked = !all_visible(i0, BQ, j0, kTcWarpRows, T);
 
   LanesOf<W, float[NQ][4]> s, dp;
-  w.each([&](int ln) {
-    ZDP_ATTN_UNROLL
-    for (int nb = 0; nb < NQ; ++nb) {
-      ZDP_ATTN_UNROLL
-      for (int e = 0; e < 4; ++e) s[ln][nb][e] = dp[ln][nb][e] = 0.0f;
-    }
-  });
+  zero_frags<W, NQ>(w, s);
+  zero_frags<W, NQ>(w, dp);
   // Sᵀ = K·Qᵀ.
   mma_abt<F, HS, KQ, W>(w, s, sk, k_row0, sq, [&](int kq) { return act[kq]; });
 
@@ -378,17 +390,7 @@ ZDP_HD ZDP_TC_INLINE void kv_warp_tile(const W& w, LanesOf<W, KvLane<HS>>& st, c
   });
 
   // dV += Pᵀ·dO: k-blocks of 16 queries in order, dO read transposed.
-  ZDP_ATTN_UNROLL
-  for (int kq = 0; kq < KQ; ++kq) {
-    if (!act[kq]) continue;
-    ZDP_ATTN_UNROLL
-    for (int nb2 = 0; nb2 < HS / 16; ++nb2) {
-      LanesOf<W, uint32_t[4]> b;
-      w.template ldsm_x4<true>(ZDP_LANE(b[ln]), sdo, ZDP_LANE(ldsm_b_trans_offset(ln, 16 * kq, 16 * nb2, LD)));
-      w.template mma<F>(ZDP_LANE(st[ln].dv[2 * nb2]), ZDP_LANE(p16[ln][kq]), ZDP_LANE(b[ln]));
-      w.template mma<F>(ZDP_LANE(st[ln].dv[2 * nb2 + 1]), ZDP_LANE(p16[ln][kq]), ZDP_LANE(b[ln] + 2));
-    }
-  }
+  mma_frag_b<F, HS, KQ, W>(w, ZDP_LANE(st[ln].dv), p16, sdo, [&](int kq) { return act[kq]; });
 
   // dPᵀ = V·dOᵀ.
   mma_abt<F, HS, KQ, W>(w, dp, sv, k_row0, sdo, [&](int kq) { return act[kq]; });
@@ -414,17 +416,7 @@ ZDP_HD ZDP_TC_INLINE void kv_warp_tile(const W& w, LanesOf<W, KvLane<HS>>& st, c
   });
 
   // dK += dSᵀ·Q: k-blocks of 16 queries in order, Q read transposed.
-  ZDP_ATTN_UNROLL
-  for (int kq = 0; kq < KQ; ++kq) {
-    if (!act[kq]) continue;
-    ZDP_ATTN_UNROLL
-    for (int nb2 = 0; nb2 < HS / 16; ++nb2) {
-      LanesOf<W, uint32_t[4]> b;
-      w.template ldsm_x4<true>(ZDP_LANE(b[ln]), sq, ZDP_LANE(ldsm_b_trans_offset(ln, 16 * kq, 16 * nb2, LD)));
-      w.template mma<F>(ZDP_LANE(st[ln].dk[2 * nb2]), ZDP_LANE(ds16[ln][kq]), ZDP_LANE(b[ln]));
-      w.template mma<F>(ZDP_LANE(st[ln].dk[2 * nb2 + 1]), ZDP_LANE(ds16[ln][kq]), ZDP_LANE(b[ln] + 2));
-    }
-  }
+  mma_frag_b<F, HS, KQ, W>(w, ZDP_LANE(st[ln].dk), ds16, sq, [&](int kq) { return act[kq]; });
 }
 
 // dK, dV added into dqkv (dk_h, dv_h: the head's column 0 of key row 0 in the k and v thirds; row stride
@@ -481,19 +473,14 @@ template <Fmt16 F, int HS, int BC, class Frag, class W>
 ZDP_HD ZDP_TC_INLINE void q_warp_tile(const W& w, LanesOf<W, QLane<HS>>& st, const uint16_t* sq, const uint16_t* sdo,
                                       int q_row0, const uint16_t* sk, const uint16_t* sv, int i0, int j0, int T,
                                       float c, float scale) {
-  constexpr int LD = tc_ld(HS), NB = BC / 8, KJ = BC / 16;
+  constexpr int NB = BC / 8, KJ = BC / 16;
   const int nkj = active_key_blocks16(i0, j0, T, BC);
   if (nkj == 0) return;
   const bool masked = !all_visible(i0, kTcWarpRows, j0, BC, T);
 
   LanesOf<W, float[NB][4]> s, dp;
-  w.each([&](int ln) {
-    ZDP_ATTN_UNROLL
-    for (int nb = 0; nb < NB; ++nb) {
-      ZDP_ATTN_UNROLL
-      for (int e = 0; e < 4; ++e) s[ln][nb][e] = dp[ln][nb][e] = 0.0f;
-    }
-  });
+  zero_frags<W, NB>(w, s);
+  zero_frags<W, NB>(w, dp);
   // S = Q·Kᵀ, dP = dO·Vᵀ.
   mma_abt<F, HS, KJ, W>(w, s, sq, q_row0, sk, [&](int kj) { return kj < nkj; });
   mma_abt<F, HS, KJ, W>(w, dp, sdo, q_row0, sv, [&](int kj) { return kj < nkj; });
@@ -522,17 +509,7 @@ ZDP_HD ZDP_TC_INLINE void q_warp_tile(const W& w, LanesOf<W, QLane<HS>>& st, con
   });
 
   // dQ += dS·K: k-blocks of 16 keys in order, K's tile read transposed.
-  ZDP_ATTN_UNROLL
-  for (int kj = 0; kj < KJ; ++kj) {
-    if (kj >= nkj) continue;
-    ZDP_ATTN_UNROLL
-    for (int nb2 = 0; nb2 < HS / 16; ++nb2) {
-      LanesOf<W, uint32_t[4]> b;
-      w.template ldsm_x4<true>(ZDP_LANE(b[ln]), sk, ZDP_LANE(ldsm_b_trans_offset(ln, 16 * kj, 16 * nb2, LD)));
-      w.template mma<F>(ZDP_LANE(st[ln].dq[2 * nb2]), ZDP_LANE(ds16[ln][kj]), ZDP_LANE(b[ln]));
-      w.template mma<F>(ZDP_LANE(st[ln].dq[2 * nb2 + 1]), ZDP_LANE(ds16[ln][kj]), ZDP_LANE(b[ln] + 2));
-    }
-  }
+  mma_frag_b<F, HS, KJ, W>(w, ZDP_LANE(st[ln].dq), ds16, sk, [&](int kj) { return kj < nkj; });
 }
 
 // dQ added into dqkv (dq_h: the head's column 0 of row 0 in the q third; row stride `stride`).
