@@ -1078,12 +1078,19 @@ WorkPtr MpiCommunicator::reduce_scatter_async(const void* send, void* recv, size
 }
 
 WorkPtr MpiCommunicator::all_gather_async(const void* send, void* recv, size_t count, DType dtype) {
-  const size_t chunk = count * dtype_size(dtype);
-  auto op = make_op(OpKind::kAllGather, count, dtype);
+  return all_gather_op(send, recv, count, dtype, /*bytes=*/false);
+}
+
+// count: elements of dtype, or bytes (dtype then ignored: the op moves MPI_BYTE).
+WorkPtr MpiCommunicator::all_gather_op(const void* send, void* recv, size_t count, DType dtype, bool bytes) {
+  const size_t chunk = bytes ? count : count * dtype_size(dtype);
+  auto op = make_op(OpKind::kAllGather, count, bytes ? DType::kF32 : dtype);
+  op->bytes = bytes;
   op->send = send;
   op->recv = recv;
   if (count > 0) {
-    ZDP_CHECK(send != nullptr && recv != nullptr, "all_gather of {} elements with a null buffer", count);
+    ZDP_CHECK(send != nullptr && recv != nullptr, "all_gather of {} {} with a null buffer", count,
+              bytes ? "bytes" : "elements");
     op->in_place = static_cast<char*>(recv) + static_cast<size_t>(rank_) * chunk == send;
     ZDP_CHECK(op->in_place || !overlaps(send, chunk, recv, chunk * size_),
               "all_gather: send overlaps recv without being recv + rank·count (the in-place form)");
@@ -1106,19 +1113,7 @@ WorkPtr MpiCommunicator::broadcast_bytes_async(void* buf, size_t bytes, int root
 }
 
 WorkPtr MpiCommunicator::all_gather_bytes_async(const void* send, void* recv, size_t bytes) {
-  auto op = make_op(OpKind::kAllGather, bytes, DType::kF32);
-  op->bytes = true;
-  op->send = send;
-  op->recv = recv;
-  if (bytes > 0) {
-    ZDP_CHECK(send != nullptr && recv != nullptr, "all_gather of {} bytes with a null buffer", bytes);
-    op->in_place = static_cast<char*>(recv) + static_cast<size_t>(rank_) * bytes == send;
-    ZDP_CHECK(op->in_place || !overlaps(send, bytes, recv, bytes * size_),
-              "all_gather: send overlaps recv without being recv + rank·count (the in-place form)");
-  }
-  WorkPtr work = impl_->enqueue(std::move(op));
-  traffic_->record(CollectiveKind::kAllGather, bytes * size_, size_, successor_in_other_group_);
-  return work;
+  return all_gather_op(send, recv, bytes, DType::kF32, /*bytes=*/true);
 }
 
 }  // namespace zerodp::comm

@@ -118,6 +118,8 @@ class MpiCommunicator final : public Communicator {
   class Impl;
 
  private:
+  WorkPtr all_gather_op(const void* send, void* recv, size_t count, DType dtype, bool bytes);
+
   MpiOptions options_;
   int rank_ = 0;
   int size_ = 1;
