@@ -88,19 +88,9 @@ void BM_GemmBf16(benchmark::State& state) {
   {
     cuda::GemmContext ctx(stream);
     DeviceArray a(size_t(M) * K * 2), b(size_t(K) * N * 2), c(size_t(M) * N * 2);
-    cuda::GemmArgs g;
-    g.ab_type = g.c_type = DType::kBF16;
-    g.M = M;
-    g.N = N;
-    g.K = K;
-    g.trans_a = layout == 2;
-    g.trans_b = layout == 1;
-    g.A = a.get();
-    g.lda = g.trans_a ? M : K;
-    g.B = b.get();
-    g.ldb = g.trans_b ? K : N;
-    g.C = c.get();
-    g.ldc = N;
+    const bool ta = layout == 2, tb = layout == 1;
+    const cuda::GemmArgs g = cuda::gemm_args(DType::kBF16, DType::kBF16, ta, tb, M, N, K, a.get(), ta ? M : K, b.get(),
+                                             tb ? K : N, c.get(), N);
     time_on_gpu(state, stream, [&] { ctx.gemm(g); });
     report_flops(state, 2.0 * M * N * K);
     static const char* names[] = {"NN", "NT", "TN"};

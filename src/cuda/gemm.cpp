@@ -273,23 +273,7 @@ void GemmContext::gemm(const GemmArgs& args) {
 
 void GemmContext::gemm(DType dtype, bool trans_a, bool trans_b, int M, int N, int K, float alpha, const void* A,
                        int lda, const void* B, int ldb, float beta, float* C, int ldc) {
-  GemmArgs a;
-  a.ab_type = dtype;
-  a.c_type = DType::kF32;
-  a.trans_a = trans_a;
-  a.trans_b = trans_b;
-  a.M = M;
-  a.N = N;
-  a.K = K;
-  a.alpha = alpha;
-  a.beta = beta;
-  a.A = A;
-  a.lda = lda;
-  a.B = B;
-  a.ldb = ldb;
-  a.C = C;
-  a.ldc = ldc;
-  gemm(a);
+  gemm(gemm_args(dtype, DType::kF32, trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, alpha, beta));
 }
 
 }  // namespace zerodp::cuda

@@ -64,6 +64,29 @@ struct GemmArgs {
   bool allow_tf32 = false;  // fp32 operands only: CUBLAS_COMPUTE_32F_FAST_TF32
 };
 
+// The product C[M,N] = alpha·op(A)·op(B) + beta·C of row-major operands (A and B in ab_type, C in
+// c_type) with no epilogue: the fields every call sets; the caller adds an epilogue or TF32.
+inline GemmArgs gemm_args(DType ab_type, DType c_type, bool trans_a, bool trans_b, int M, int N, int K, const void* A,
+                          int lda, const void* B, int ldb, void* C, int ldc, float alpha = 1.0f, float beta = 0.0f) {
+  GemmArgs g;
+  g.ab_type = ab_type;
+  g.c_type = c_type;
+  g.trans_a = trans_a;
+  g.trans_b = trans_b;
+  g.M = M;
+  g.N = N;
+  g.K = K;
+  g.alpha = alpha;
+  g.beta = beta;
+  g.A = A;
+  g.lda = lda;
+  g.B = B;
+  g.ldb = ldb;
+  g.C = C;
+  g.ldc = ldc;
+  return g;
+}
+
 class GemmContext {
  public:
   static constexpr size_t kWorkspaceBytes = size_t{32} << 20;

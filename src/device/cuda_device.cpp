@@ -113,21 +113,7 @@ struct CudaGpt2 {
   static void gemm(bool ta, bool tb, int M, int N, int K, const void* A, int lda, const void* B, int ldb, void* C,
                    DType c_type, int ldc, float beta, cuda::GemmEpilogue epilogue = cuda::GemmEpilogue::kNone,
                    const void* bias = nullptr) {
-    cuda::GemmArgs g;
-    g.ab_type = kType;
-    g.c_type = c_type;
-    g.trans_a = ta;
-    g.trans_b = tb;
-    g.M = M;
-    g.N = N;
-    g.K = K;
-    g.beta = beta;
-    g.A = A;
-    g.lda = lda;
-    g.B = B;
-    g.ldb = ldb;
-    g.C = C;
-    g.ldc = ldc;
+    cuda::GemmArgs g = cuda::gemm_args(kType, c_type, ta, tb, M, N, K, A, lda, B, ldb, C, ldc, 1.0f, beta);
     g.epilogue = epilogue;
     g.bias = const_cast<void*>(bias);
     active().gemm->gemm(g);

@@ -179,22 +179,8 @@ TEST_F(CudaGemm, MatchesCpuForAllDtypesAndTransposes) {
             dA.upload(A.data(), A.bytes());
             dB.upload(B.data(), B.bytes());
             dC.upload(C0.data(), C0.bytes());
-            GemmArgs g;
-            g.ab_type = t;
-            g.c_type = ct;
-            g.trans_a = ta;
-            g.trans_b = tb;
-            g.M = c.M;
-            g.N = c.N;
-            g.K = c.K;
-            g.alpha = alpha;
-            g.beta = beta;
-            g.A = dA.get();
-            g.lda = lda;
-            g.B = dB.get();
-            g.ldb = ldb;
-            g.C = dC.get();
-            g.ldc = ldc;
+            const GemmArgs g = gemm_args(t, ct, ta, tb, c.M, c.N, c.K, dA.get(), lda, dB.get(), ldb, dC.get(), ldc,
+                                         alpha, beta);
             ctx_->gemm(g);
             const std::vector<float> got = read_values(dC, ct, C0.w.size());
             const std::string what = describe(gemm_key(g));
@@ -235,16 +221,7 @@ TEST_F(CudaGemm, Tf32IsAnExplicitOption) {
   DevBuf dA(A.bytes()), dB(B.bytes()), dC(want.size() * 4);
   dA.upload(A.data(), A.bytes());
   dB.upload(B.data(), B.bytes());
-  GemmArgs g;
-  g.M = M;
-  g.N = N;
-  g.K = K;
-  g.A = dA.get();
-  g.lda = K;
-  g.B = dB.get();
-  g.ldb = N;
-  g.C = dC.get();
-  g.ldc = N;
+  GemmArgs g = gemm_args(DType::kF32, DType::kF32, false, false, M, N, K, dA.get(), K, dB.get(), N, dC.get(), N);
   g.allow_tf32 = true;
   ctx_->gemm(g);
   expect_close(dC.download<float>(want.size()), want, mag, M, N, N, 2.0 / 1024 + kSumSlack * (K + 1) * kEps, 0.0,
@@ -289,18 +266,7 @@ TEST_F(CudaGemm, BiasEpilogueMatchesLinearForward) {
     dB.upload(w.data(), w.bytes());
     dBias.upload(bias.data(), bias.bytes());
     for (DType ct : {t, DType::kF32}) {
-      GemmArgs g;
-      g.ab_type = t;
-      g.c_type = ct;
-      g.M = N;
-      g.N = OC;
-      g.K = C;
-      g.A = dA.get();
-      g.lda = C;
-      g.B = dB.get();
-      g.ldb = OC;
-      g.C = dC.get();
-      g.ldc = OC;
+      GemmArgs g = gemm_args(t, ct, false, false, N, OC, C, dA.get(), C, dB.get(), OC, dC.get(), OC);
       g.epilogue = GemmEpilogue::kBias;
       g.bias = dBias.get();
       g.bias_type = t;  // the model's bias is in the compute dtype, whatever the output's
@@ -338,17 +304,7 @@ TEST_F(CudaGemm, GeluAuxEpilogueMatchesLinearForwardThenGelu) {
   dA.upload(inp.data(), inp.bytes());
   dB.upload(w.data(), w.bytes());
   dBias.upload(bias.data(), bias.bytes());
-  GemmArgs g;
-  g.ab_type = g.c_type = t;
-  g.M = N;
-  g.N = OC;
-  g.K = C;
-  g.A = dA.get();
-  g.lda = C;
-  g.B = dB.get();
-  g.ldb = OC;
-  g.C = dC.get();
-  g.ldc = OC;
+  GemmArgs g = gemm_args(t, t, false, false, N, OC, C, dA.get(), C, dB.get(), OC, dC.get(), OC);
   g.epilogue = GemmEpilogue::kBiasGeluAux;
   g.bias = dBias.get();
   g.aux = dAux.get();
@@ -390,18 +346,7 @@ TEST_F(CudaGemm, DGeluBiasGradEpilogueMatchesGeluBackward) {
   dA.upload(dout.data(), dout.bytes());
   dB.upload(wproj.data(), wproj.bytes());
   dAux.upload(pre.data(), pre.bytes());
-  GemmArgs g;
-  g.ab_type = g.c_type = t;
-  g.trans_b = true;
-  g.M = N;
-  g.N = OC;
-  g.K = C;
-  g.A = dA.get();
-  g.lda = C;
-  g.B = dB.get();
-  g.ldb = C;
-  g.C = dC.get();
-  g.ldc = OC;
+  GemmArgs g = gemm_args(t, t, false, true, N, OC, C, dA.get(), C, dB.get(), C, dC.get(), OC);
   g.epilogue = GemmEpilogue::kDGeluBiasGrad;
   g.bias = dGrad.get();
   g.bias_type = DType::kF32;  // the bias gradient in fp32, as the model keeps it
@@ -456,20 +401,7 @@ TEST_F(CudaGemm, BiasGradEpilogueGivesTheColumnSumsOfDout) {
     dA.upload(inp.data(), inp.bytes());
     dB.upload(dout.data(), dout.bytes());
     dC.upload(dw0.data(), dw0.bytes());
-    GemmArgs g;
-    g.ab_type = t;
-    g.c_type = DType::kF32;
-    g.trans_a = true;
-    g.M = C;
-    g.N = OC;
-    g.K = N;
-    g.beta = 1.0f;
-    g.A = dA.get();
-    g.lda = C;
-    g.B = dB.get();
-    g.ldb = OC;
-    g.C = dC.get();
-    g.ldc = OC;
+    GemmArgs g = gemm_args(t, DType::kF32, true, false, C, OC, N, dA.get(), C, dB.get(), OC, dC.get(), OC, 1.0f, 1.0f);
     g.epilogue = GemmEpilogue::kBiasGradB;
     g.bias = dGrad.get();
     g.bias_type = DType::kF32;
@@ -492,19 +424,7 @@ TEST_F(CudaGemm, RepeatedCallsAreBitwiseIdentical) {
   DevBuf dA(inp.bytes()), dB(dout.bytes()), dC(static_cast<size_t>(C) * OC * 4), dGrad(OC * 4);
   dA.upload(inp.data(), inp.bytes());
   dB.upload(dout.data(), dout.bytes());
-  GemmArgs g;
-  g.ab_type = t;
-  g.c_type = DType::kF32;
-  g.trans_a = true;
-  g.M = C;
-  g.N = OC;
-  g.K = N;
-  g.A = dA.get();
-  g.lda = C;
-  g.B = dB.get();
-  g.ldb = OC;
-  g.C = dC.get();
-  g.ldc = OC;
+  GemmArgs g = gemm_args(t, DType::kF32, true, false, C, OC, N, dA.get(), C, dB.get(), OC, dC.get(), OC);
   g.epilogue = GemmEpilogue::kBiasGradB;
   g.bias = dGrad.get();
   g.bias_type = DType::kF32;
@@ -527,15 +447,8 @@ TEST_F(CudaGemm, RepeatedCallsAreBitwiseIdentical) {
 
 TEST_F(CudaGemm, BadArgumentsAreUsageErrorsNamingTheOperand) {
   DevBuf buf(4096);
-  GemmArgs g;
-  g.ab_type = DType::kBF16;
-  g.M = 4;
-  g.N = 8;
-  g.K = 16;
-  g.A = g.B = g.C = buf.get();
-  g.lda = 8;  // < K
-  g.ldb = 8;
-  g.ldc = 8;
+  GemmArgs g = gemm_args(DType::kBF16, DType::kF32, false, false, 4, 8, 16, buf.get(), /*lda < K*/ 8, buf.get(), 8,
+                         buf.get(), 8);
   try {
     ctx_->gemm(g);
     ADD_FAILURE() << "lda < K accepted";
