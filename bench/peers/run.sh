@@ -11,7 +11,8 @@
 #   DeepSpeed (from PyPI) ZeRO 1, 2, 3 on its CPU accelerator (DS_ACCELERATOR=cpu) over gloo;
 #             bf16 = `bf16.enabled`
 # The peers run bench/peers/peer_train.py (model, weights, data from bench/train/torch_gpt2.py).
-# Then bench/peers/report.py prints the tables and writes docs/benchmarks_peers.md (WRITE_DOCS=0: not).
+# Then bench/peers/report.py prints the tables and writes docs/benchmarks_peers.md and its plot, docs/benchmarks_peers.png
+# (WRITE_DOCS=0: neither).
 #
 # Environment (defaults in brackets):
 #   BUILD [build]           zerodp build directory (configured and `zerodp` built if missing)
@@ -175,5 +176,6 @@ sed -i '/^load_end=/d' "$res/env.txt"
 echo "load_end=$(cut -d' ' -f1-3 /proc/loadavg)" >>"$res/env.txt"
 
 docs=()
-[[ "$WRITE_DOCS" == 1 ]] && docs=(--write-docs "${DOCS:-docs/benchmarks_peers.md}" --notes "${NOTES:-bench/peers/notes.md}")
+DOCS=${DOCS:-docs/benchmarks_peers.md}
+[[ "$WRITE_DOCS" == 1 ]] && docs=(--write-docs "$DOCS" --notes "${NOTES:-bench/peers/notes.md}" --plot "${DOCS%.md}.png")
 /usr/bin/python3 bench/peers/report.py "$res" --warmup "$WARMUP" "${docs[@]}"
