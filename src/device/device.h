@@ -103,6 +103,9 @@ class Device {
   // of the device; a GPU device will give page-locked memory), in the ledger's host tier under
   // `category`, 64-byte aligned, outside the budget.
   virtual Buffer allocate_host(size_t bytes, MemCategory category) = 0;
+  // In the compute queue's order. Into host memory it returns once the bytes are there; into device
+  // memory it may return at once (a GPU's copy runs later, in its stream), so a host source stays as it
+  // is until an event recorded after the copy is done, or synchronize().
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;
   virtual void fill_zero(void* dst, size_t bytes) = 0;
   // n elements from one dtype to another (core/dtype.h's rounding).

@@ -53,9 +53,10 @@ void ParamGatherer::launch_reads() {
     reading_.pop_front();
     const UnitShard& s = st_.unit(u);
     const size_t bytes = s.shard * dtype_size(st_.pdt);
-    // Up from the host read buffer into the device buffer the collective sends from.
+    // Up from the host read buffer into the device buffer the collective sends from; the buffer is
+    // read into again only after that copy has run (on a GPU it is queued behind the compute).
     cfg_.dev().copy(staging_[u].data(), st_.param_swap->wait_read(read_slot_[u]), bytes);
-    st_.param_swap->release_read(read_slot_[u]);
+    st_.param_swap->release_read(read_slot_[u], cfg_.dev().record());
     read_slot_[u] = -1;
     work_[u] = comm_.all_gather_async(staging_[u].data(), gathered_[u].data(), s.shard, st_.pdt);
     state_[u] = State::kInFlight;

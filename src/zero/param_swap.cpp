@@ -24,10 +24,13 @@ ParamSwap::ParamSwap(const std::string& dir, int rank, const std::vector<size_t>
   for (int k = 0; k < read_buffers; ++k) read_.push_back(dev_.allocate_host(largest, MemCategory::kParam));
   reading_.assign(read_.size(), 0);
   read_busy_.assign(read_.size(), false);
+  read_drain_.resize(read_.size());
   for (Buffer& w : write_) w = dev_.allocate_host(largest, MemCategory::kParam);
 }
 
 ParamSwap::~ParamSwap() {
+  for (auto& e : read_drain_)  // the device's copies out of the read buffers, before they are freed
+    if (e) e->wait();
   file_.reset();  // waits for the writes in flight (from write_, still alive), closes
   MemoryLedger::global().on_free(MemTier::kNvme, MemCategory::kParam, total_);
 }
@@ -36,18 +39,29 @@ int ParamSwap::read_async(int u) {
   ZDP_CHECK(bytes_[u] > 0, "unit {} has no offloaded shard", u);
   ZDP_CHECK(staged_unit_ < 0, "unit {} read while unit {} is being rewritten", u, staged_unit_);
   flush();  // a unit written a moment ago is read as written
-  for (size_t k = 0; k < read_.size(); ++k) {
-    if (read_busy_[k]) continue;
-    read_busy_[k] = true;
-    reading_[k] = file_->read_async(read_[k].data(), bytes_[u], offset_[u]);
-    return static_cast<int>(k);
+  // A free buffer whose last copy out has run; else the one whose copy was queued first, after it has.
+  int take = -1;
+  for (size_t k = 0; k < read_.size() && take < 0; ++k)
+    if (!read_busy_[k] && drained(k)) take = static_cast<int>(k);
+  for (size_t k = 0; k < read_.size() && take < 0; ++k)
+    if (!read_busy_[k]) take = static_cast<int>(k);
+  if (take >= 0) {
+    if (read_drain_[take]) read_drain_[take]->wait();
+    read_drain_[take].reset();
+    read_busy_[take] = true;
+    reading_[take] = file_->read_async(read_[take].data(), bytes_[u], offset_[u]);
+    return take;
   }
   ZDP_CHECK(false, "unit {}: all {} parameter read buffers are in use", u, read_.size());
   return -1;
 }
 
+bool ParamSwap::drained(size_t k) const { return !read_drain_[k] || read_drain_[k]->done(); }
+
 bool ParamSwap::read_buffer_free() const {
-  return std::find(read_busy_.begin(), read_busy_.end(), false) != read_busy_.end();
+  for (size_t k = 0; k < read_.size(); ++k)
+    if (!read_busy_[k] && drained(k)) return true;
+  return false;
 }
 
 const char* ParamSwap::wait_read(int slot) {
@@ -56,8 +70,9 @@ const char* ParamSwap::wait_read(int slot) {
   return read_[slot].as<char>();
 }
 
-void ParamSwap::release_read(int slot) {
+void ParamSwap::release_read(int slot, std::unique_ptr<device::Event> copied_out) {
   wait_read(slot);
+  read_drain_[slot] = std::move(copied_out);
   read_busy_[slot] = false;
 }
 

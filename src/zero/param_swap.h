@@ -42,9 +42,14 @@ class ParamSwap {
   // Starts reading unit u's shard into a free read buffer (there must be one) and returns the
   // buffer's index; wait_read() returns the shard once it is there, valid until release_read().
   int read_async(int u);
+  // Whether read_async() can start now without waiting: a buffer neither being read nor still being
+  // copied out of (a prefetch waits for neither).
   bool read_buffer_free() const;
   const char* wait_read(int slot);
-  void release_read(int slot);
+  // The caller is done with the buffer once `copied_out` is: the device's copy out of it (on a GPU a
+  // copy from page-locked memory runs later, in the stream's order) must have run before another read
+  // may fill it. read_async() waits for that event when it takes the buffer; null: nothing to wait for.
+  void release_read(int slot, std::unique_ptr<device::Event> copied_out);
   // A host buffer for unit u's whole shard, its padding zero; fill it, then commit(u).
   char* stage(int u);
   void commit(int u);
@@ -64,6 +69,8 @@ class ParamSwap {
   std::vector<Buffer> read_;
   std::vector<io::DirectFile::Ticket> reading_;
   std::vector<bool> read_busy_;
+  std::vector<std::unique_ptr<device::Event>> read_drain_;  // per buffer: the copy out of it, until run
+  bool drained(size_t k) const;
   Buffer write_[2];
   io::DirectFile::Ticket pending_[2] = {0, 0};
   int next_ = 0;          // the write buffer stage() hands out next

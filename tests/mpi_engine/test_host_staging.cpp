@@ -15,7 +15,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <cstring>
+#include <deque>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <string>
@@ -70,15 +72,32 @@ class TrackedHostMemory final : public BufferSource {
 
 // The CPU device with the GPU's answer to host_addressable(), a host tier of its own that its
 // kernels refuse (a computation there counts in host_computations() and fails the test), and a
-// plain CPU device as its host(); everything else is the CPU's.
+// plain CPU device as its host(); everything else is the CPU's, with one more check:
+//
+// A GPU runs a copy out of page-locked memory later, in its compute stream's order (copy() returns at
+// once), so the host source must stay as it was until the caller knows the copy has run: an event
+// recorded after it is done, the device synchronized, a copy into host memory (which waits for the
+// stream), a sum of squares (whose answer the host reads), or a transfer's event (the copy queue waits
+// for the compute stream). Here every copy out of the host tier keeps a snapshot of its source and is
+// "in flight" until one of those; then the source must still equal the snapshot, or the GPU would have
+// copied bytes written after the copy was issued (rewritten_sources() counts them; each fails the test).
 class StagedCpuDevice final : public device::Device {
  public:
   std::string name() const override { return "cpu (staged like a GPU)"; }
   bool host_addressable() const override { return false; }
   Device& host() override { return host_cpu_; }
-  Buffer allocate(size_t bytes, MemCategory c) override { return cpu_.allocate(bytes, c); }
+  Buffer allocate(size_t bytes, MemCategory c) override { return Buffer(bytes, c, MemTier::kDevice, device_memory_); }
   Buffer allocate_host(size_t bytes, MemCategory c) override { return Buffer(bytes, c, MemTier::kHost, host_memory_); }
-  void copy(void* dst, const void* src, size_t bytes) override { cpu_.copy(dst, src, bytes); }
+  void copy(void* dst, const void* src, size_t bytes) override {
+    // Into host memory the GPU's copy() waits for the stream, this copy included: nothing stays in flight.
+    const bool to_host = !device_memory_.contains(dst);
+    if (to_host) settle(issued_);
+    cpu_.copy(dst, src, bytes);
+    if (!to_host && bytes > 0 && on_host(src)) {
+      std::lock_guard<std::mutex> lock(mu_);
+      in_flight_.push_back({++issued_, static_cast<const char*>(src), std::string(static_cast<const char*>(src), bytes)});
+    }
+  }
   void fill_zero(void* dst, size_t bytes) override {
     not_on_host("fill_zero", dst);
     cpu_.fill_zero(dst, bytes);
@@ -93,6 +112,7 @@ class StagedCpuDevice final : public device::Device {
   }
   double sum_squares(const void* x, DType t, size_t n) override {
     not_on_host("sum_squares", x);
+    settle(issued_);  // the host reads the answer: the stream has run up to here
     return cpu_.sum_squares(x, t, n);
   }
   void gemm(DType dtype, bool ta, bool tb, int M, int N, int K, float alpha, const void* A, int lda, const void* B,
@@ -110,10 +130,21 @@ class StagedCpuDevice final : public device::Device {
     cpu_.sgd_update(p, g, mom, n, hp, t, decay, grad_scale);
   }
   int host_computations() const { return host_computations_; }
-  void transfer(const void* src, DType st, void* dst, DType dt, size_t n) override { cpu_.transfer(src, st, dst, dt, n); }
-  std::unique_ptr<device::Event> record_transfer() override { return cpu_.record_transfer(); }
-  std::unique_ptr<device::Event> record() override { return cpu_.record(); }
-  void synchronize() override { cpu_.synchronize(); }
+  int rewritten_sources() const { return rewritten_sources_; }
+  void transfer(const void* src, DType st, void* dst, DType dt, size_t n) override {
+    transfer_after_ = issued_;  // the copy queue waits for the compute stream's work so far
+    cpu_.transfer(src, st, dst, dt, n);
+  }
+  std::unique_ptr<device::Event> record_transfer() override {
+    return std::make_unique<SettlingEvent>(*this, transfer_after_, cpu_.record_transfer());
+  }
+  std::unique_ptr<device::Event> record() override {
+    return std::make_unique<SettlingEvent>(*this, issued_, cpu_.record());
+  }
+  void synchronize() override {
+    settle(issued_);
+    cpu_.synchronize();
+  }
 
  protected:
   const device::Gpt2Kernels<float>& gpt2_f32() const override { return cpu_.gpt2<float>(); }
@@ -131,10 +162,56 @@ class StagedCpuDevice final : public device::Device {
     ADD_FAILURE() << "the device computed on host memory: " << what << " (it belongs to Device::host())";
   }
 
+  // An event of this device: done once the one it wraps is, and then the copies up to `upto` have run.
+  class SettlingEvent final : public device::Event {
+   public:
+    SettlingEvent(StagedCpuDevice& dev, uint64_t upto, std::unique_ptr<device::Event> inner)
+        : dev_(dev), upto_(upto), inner_(std::move(inner)) {}
+    bool done() const override {
+      if (!inner_->done()) return false;
+      dev_.settle(upto_);
+      return true;
+    }
+    void wait() override {
+      inner_->wait();
+      dev_.settle(upto_);
+    }
+
+   private:
+    StagedCpuDevice& dev_;
+    uint64_t upto_;
+    std::unique_ptr<device::Event> inner_;
+  };
+
+  // The copies issued up to number `upto` are known to have run: their sources must be unchanged.
+  void settle(uint64_t upto) {
+    std::lock_guard<std::mutex> lock(mu_);
+    while (!in_flight_.empty() && in_flight_.front().seq <= upto) {
+      const InFlightCopy& c = in_flight_.front();
+      if (std::memcmp(c.src, c.snapshot.data(), c.snapshot.size()) != 0) {
+        ++rewritten_sources_;
+        ADD_FAILURE() << "the host source of copy " << c.seq << " (" << c.snapshot.size()
+                      << " bytes) was rewritten before the copy was known to have run";
+      }
+      in_flight_.pop_front();
+    }
+  }
+
+  struct InFlightCopy {
+    uint64_t seq;
+    const char* src;
+    std::string snapshot;
+  };
   device::CpuDevice cpu_;
   device::CpuDevice host_cpu_;
   TrackedHostMemory host_memory_;
+  TrackedHostMemory device_memory_;  // only to tell the device's own memory apart
   int host_computations_ = 0;
+  std::mutex mu_;
+  std::deque<InFlightCopy> in_flight_;
+  uint64_t issued_ = 0;          // copies out of the host tier so far
+  uint64_t transfer_after_ = 0;  // the copies the latest transfer was queued after
+  int rewritten_sources_ = 0;
 };
 
 model::GPT2Config small_model() { return engine_tests::padded_model(); }  // units that need padding
@@ -306,6 +383,32 @@ TEST(HostStaging, ComputingOnTheHostTierIsCaught) {
   EXPECT_EQ(staged.host_computations(), 0);
   EXPECT_NONFATAL_FAILURE(staged.fill_zero(host.as<char>() + 100, 8), "computed on host memory");
   EXPECT_EQ(staged.host_computations(), 1);
+}
+
+// A copy out of the host tier is in flight until the caller knows it has run; a source rewritten before
+// that is caught when it is known, and one rewritten after it is not.
+TEST(HostStaging, ARewrittenSourceOfACopyInFlightIsCaught) {
+  StagedCpuDevice staged;
+  Buffer host = staged.allocate_host(256, MemCategory::kParam);
+  Buffer dev = staged.allocate(256, MemCategory::kParam);
+  Buffer back = staged.allocate_host(256, MemCategory::kParam);
+  std::memset(host.data(), 1, host.size());
+  staged.copy(dev.data(), host.data(), host.size());
+  std::unique_ptr<device::Event> copied = staged.record();
+  copied->wait();
+  std::memset(host.data(), 2, host.size());  // after the event: allowed
+  staged.copy(dev.data(), host.data(), host.size());
+  staged.copy(back.data(), dev.data(), dev.size());  // into host memory: waits for the stream
+  std::memset(host.data(), 3, host.size());          // allowed
+  EXPECT_EQ(staged.rewritten_sources(), 0);
+
+  staged.copy(dev.data(), host.data(), host.size());
+  std::unique_ptr<device::Event> later = staged.record();
+  host.as<char>()[255] = 4;  // before anything says the copy has run
+  EXPECT_NONFATAL_FAILURE(staged.synchronize(), "was rewritten before the copy was known to have run");
+  EXPECT_EQ(staged.rewritten_sources(), 1);
+  EXPECT_TRUE(later->done());  // settled already: nothing more to report
+  EXPECT_EQ(staged.rewritten_sources(), 1);
 }
 
 // A checkpoint's states restored through the staged paths (load_state reads into host memory, then
