@@ -234,13 +234,21 @@ NcclCommunicator::NcclCommunicator(std::unique_ptr<Communicator> mpi_group, int 
   ZDP_NCCL(ncclCommInitRank(&comm, size_, id, rank_), "init", *state_);
   state_->comm = comm;
 
-  ZDP_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-  ZDP_CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
-  ZDP_CUDA_CHECK(cudaMalloc(&barrier_word_, sizeof(int)));
-  ZDP_CUDA_CHECK(cudaMemset(barrier_word_, 0, sizeof(int)));
+  try {  // a constructor that throws runs no destructor: what is made so far is released here
+    ZDP_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    ZDP_CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
+    ZDP_CUDA_CHECK(cudaMalloc(&barrier_word_, sizeof(int)));
+    ZDP_CUDA_CHECK(cudaMemset(barrier_word_, 0, sizeof(int)));
+  } catch (...) {
+    release();
+    throw;
+  }
 }
 
-NcclCommunicator::~NcclCommunicator() {
+NcclCommunicator::~NcclCommunicator() { release(); }
+
+// Whatever of the communicator exists (each part may be missing); the handles are null afterwards.
+void NcclCommunicator::release() noexcept {
   // Nothing may throw here: errors are dropped, the process is usually ending with them.
   int previous = -1;
   (void)cudaGetDevice(&previous);
@@ -269,6 +277,10 @@ NcclCommunicator::~NcclCommunicator() {
   if (barrier_word_ != nullptr) (void)cudaFree(barrier_word_);
   if (ready_ != nullptr) (void)cudaEventDestroy(ready_);
   if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
+  barrier_word_ = nullptr;
+  ready_ = nullptr;
+  stream_ = nullptr;
+  scratch_ = nullptr;
   if (previous >= 0) (void)cudaSetDevice(previous);
 }
 
@@ -357,11 +369,16 @@ void NcclCommunicator::enqueue_ordered(const void* send, void* buf, size_t count
                                    cudaMemcpyDeviceToDevice, stream_));
   ncclComm_t comm = state_->comm;
   ZDP_NCCL(ncclGroupStart(), what, *state_);
-  for (int p = 0; p < size_; ++p) {
-    if (p == r) continue;
-    if (plan.length(p) > 0)
-      ZDP_NCCL(ncclSend(src + plan.offset(p) * es, plan.length(p) * es, ncclUint8, p, comm, stream_), what, *state_);
-    if (mine > 0) ZDP_NCCL(ncclRecv(slots + plan.offset(p) * es, mine * es, ncclUint8, p, comm, stream_), what, *state_);
+  try {
+    for (int p = 0; p < size_; ++p) {
+      if (p == r) continue;
+      if (plan.length(p) > 0)
+        ZDP_NCCL(ncclSend(src + plan.offset(p) * es, plan.length(p) * es, ncclUint8, p, comm, stream_), what, *state_);
+      if (mine > 0) ZDP_NCCL(ncclRecv(slots + plan.offset(p) * es, mine * es, ncclUint8, p, comm, stream_), what, *state_);
+    }
+  } catch (...) {
+    (void)ncclGroupEnd();  // left open, the group would take in this thread's later NCCL calls
+    throw;
   }
   ZDP_NCCL(ncclGroupEnd(), what, *state_);
 

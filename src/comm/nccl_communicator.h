@@ -21,7 +21,7 @@
 //
 // Memory: the all-to-all receives into device scratch of W chunks (2·W for an all-reduce whose
 // count W does not divide), grown on demand with cudaMallocAsync on the communication stream and
-// kept; it is not in the memory ledger.
+// kept; the memory ledger counts it (comm, device tier) while it is held.
 //
 // Host buffers: collectives on host memory (counters, checksums, text) go through the MPI group the
 // communicator was made from, so code written for the CPU keeps working; mixing host and device
@@ -93,6 +93,7 @@ class NcclCommunicator final : public Communicator {
   struct State;  // shared with the Work handles (the NCCL communicator, its failure)
 
  private:
+  void release() noexcept;
   template <class Enqueue>
   WorkPtr issue(const std::string& what, bool host_blocking, Enqueue&& enqueue);
   void ensure_scratch(size_t bytes);

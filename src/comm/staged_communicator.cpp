@@ -206,10 +206,13 @@ void StagedCommunicator::record(CollectiveKind k, size_t count, size_t elem_byte
 StagedCommunicator::Staged StagedCommunicator::stage(size_t block_bytes, const void* device_src, size_t offset,
                                                      size_t bytes) {
   Staged s{Pool::lease(pool_, block_bytes)};
+  DeviceGuard guard(device_);
+  // The copy stream waits for the compute stream's work so far, also where nothing goes up (a
+  // broadcast's receivers): the copy back in wait() must land after what that work does to the
+  // destination.
+  ZDP_CUDA_CHECK(cudaEventRecord(ready_, compute_));
+  ZDP_CUDA_CHECK(cudaStreamWaitEvent(pool_->copy, ready_, 0));
   if (bytes > 0) {
-    DeviceGuard guard(device_);
-    ZDP_CUDA_CHECK(cudaEventRecord(ready_, compute_));
-    ZDP_CUDA_CHECK(cudaStreamWaitEvent(pool_->copy, ready_, 0));
     ZDP_CUDA_CHECK(cudaMemcpyAsync(s.block.get() + offset, device_src, bytes, cudaMemcpyDeviceToHost, pool_->copy));
     ZDP_CUDA_CHECK(cudaStreamSynchronize(pool_->copy));  // MPI reads the block as soon as it is issued
   }

@@ -11,8 +11,8 @@
 // result is back in device memory, so anything enqueued afterwards, on any stream, sees it.
 // is_completed() says the MPI part is done; the copy back still happens in wait().
 //
-// Pinned blocks are sized on demand and kept for reuse (one per collective in flight); they are not
-// in the memory ledger. Host buffers go straight to MPI. Traffic is recorded as by the MPI backend
+// Pinned blocks are sized on demand and kept for reuse (one per collective in flight); the memory
+// ledger counts them (comm, host tier). Host buffers go straight to MPI. Traffic is recorded as by the MPI backend
 // (the private MPI group records into a ledger of its own). Timeouts are the MPI watchdog's.
 #pragma once
 

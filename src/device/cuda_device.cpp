@@ -236,25 +236,34 @@ struct CudaDevice::Impl {
   ActiveDevice active_;
 
   explicit Impl(int n) : ordinal(n) {
-    ZDP_CUDA_CHECK(cudaSetDevice(n));
-    ZDP_CUDA_CHECK(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
-    ZDP_CUDA_CHECK(cudaStreamCreateWithFlags(&copies, cudaStreamNonBlocking));
-    ZDP_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&sum_result), sizeof(double)));
-    gemm_workspace = Buffer(cuda::GemmContext::kWorkspaceBytes, MemCategory::kAct, MemTier::kDevice, device_memory);
-    gemm = std::make_unique<cuda::GemmContext>(compute, gemm_workspace.data());
     ZDP_CHECK(g_active == nullptr, "a second CUDA device in one process (cuda:{}): one rank drives one GPU", n);
+    ZDP_CUDA_CHECK(cudaSetDevice(n));
+    try {  // a constructor that throws runs no destructor: what is made so far is released here
+      ZDP_CUDA_CHECK(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
+      ZDP_CUDA_CHECK(cudaStreamCreateWithFlags(&copies, cudaStreamNonBlocking));
+      ZDP_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&sum_result), sizeof(double)));
+      gemm_workspace = Buffer(cuda::GemmContext::kWorkspaceBytes, MemCategory::kAct, MemTier::kDevice, device_memory);
+      gemm = std::make_unique<cuda::GemmContext>(compute, gemm_workspace.data());
+    } catch (...) {
+      release();
+      throw;
+    }
     active_ = {compute, gemm.get(), &device_memory};
     g_active = &active_;
   }
-  ~Impl() {
-    g_active = nullptr;
+  ~Impl() { release(); }
+  // Whatever exists of the streams, the GEMM context and its workspace, and the sum's landing place.
+  void release() noexcept {
+    if (g_active == &active_) g_active = nullptr;
     gemm.reset();
     gemm_workspace.release();
-    cudaStreamSynchronize(compute);
-    cudaStreamSynchronize(copies);
-    cudaFreeHost(sum_result);
-    cudaStreamDestroy(copies);
-    cudaStreamDestroy(compute);
+    if (compute != nullptr) cudaStreamSynchronize(compute);
+    if (copies != nullptr) cudaStreamSynchronize(copies);
+    if (sum_result != nullptr) cudaFreeHost(sum_result);
+    if (copies != nullptr) cudaStreamDestroy(copies);
+    if (compute != nullptr) cudaStreamDestroy(compute);
+    sum_result = nullptr;
+    copies = compute = nullptr;
   }
   void launched() { ZDP_CUDA_CHECK(cudaGetLastError()); }
 };
