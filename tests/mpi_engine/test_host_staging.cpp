@@ -81,6 +81,7 @@ class TrackedHostMemory final : public BufferSource {
 // for the compute stream). Here every copy out of the host tier keeps a snapshot of its source and is
 // "in flight" until one of those; then the source must still equal the snapshot, or the GPU would have
 // copied bytes written after the copy was issued (rewritten_sources() counts them; each fails the test).
+// Transfers likewise, whatever their source: until their queue's event (or a synchronize) says so.
 class StagedCpuDevice final : public device::Device {
  public:
   std::string name() const override { return "cpu (staged like a GPU)"; }
@@ -91,12 +92,9 @@ class StagedCpuDevice final : public device::Device {
   void copy(void* dst, const void* src, size_t bytes) override {
     // Into host memory the GPU's copy() waits for the stream, this copy included: nothing stays in flight.
     const bool to_host = !device_memory_.contains(dst);
-    if (to_host) settle(issued_);
+    if (to_host) settle(copies_.issued, 0);
     cpu_.copy(dst, src, bytes);
-    if (!to_host && bytes > 0 && on_host(src)) {
-      std::lock_guard<std::mutex> lock(mu_);
-      in_flight_.push_back({++issued_, static_cast<const char*>(src), std::string(static_cast<const char*>(src), bytes)});
-    }
+    if (!to_host && bytes > 0 && on_host(src)) copies_.issue(src, bytes, mu_);
   }
   void fill_zero(void* dst, size_t bytes) override {
     not_on_host("fill_zero", dst);
@@ -112,7 +110,7 @@ class StagedCpuDevice final : public device::Device {
   }
   double sum_squares(const void* x, DType t, size_t n) override {
     not_on_host("sum_squares", x);
-    settle(issued_);  // the host reads the answer: the stream has run up to here
+    settle(copies_.issued, 0);  // the host reads the answer: the stream has run up to here
     return cpu_.sum_squares(x, t, n);
   }
   void gemm(DType dtype, bool ta, bool tb, int M, int N, int K, float alpha, const void* A, int lda, const void* B,
@@ -132,18 +130,19 @@ class StagedCpuDevice final : public device::Device {
   int host_computations() const { return host_computations_; }
   int rewritten_sources() const { return rewritten_sources_; }
   void transfer(const void* src, DType st, void* dst, DType dt, size_t n) override {
-    transfer_after_ = issued_;  // the copy queue waits for the compute stream's work so far
+    transfer_after_ = copies_.issued;  // the copy queue waits for the compute stream's work so far
+    if (n > 0) transfers_.issue(src, n * dtype_size(st), mu_);
     cpu_.transfer(src, st, dst, dt, n);
   }
   std::unique_ptr<device::Event> record_transfer() override {
-    return std::make_unique<SettlingEvent>(*this, transfer_after_, cpu_.record_transfer());
+    return std::make_unique<SettlingEvent>(*this, transfer_after_, transfers_.issued, cpu_.record_transfer());
   }
   std::unique_ptr<device::Event> record() override {
-    return std::make_unique<SettlingEvent>(*this, issued_, cpu_.record());
+    return std::make_unique<SettlingEvent>(*this, copies_.issued, 0, cpu_.record());
   }
   void synchronize() override {
-    settle(issued_);
     cpu_.synchronize();
+    settle(copies_.issued, transfers_.issued);
   }
 
  protected:
@@ -162,54 +161,70 @@ class StagedCpuDevice final : public device::Device {
     ADD_FAILURE() << "the device computed on host memory: " << what << " (it belongs to Device::host())";
   }
 
-  // An event of this device: done once the one it wraps is, and then the copies up to `upto` have run.
+  // An event of this device: done once the one it wraps is, and then the copies up to number `copies`
+  // and the transfers up to number `transfers` have run.
   class SettlingEvent final : public device::Event {
    public:
-    SettlingEvent(StagedCpuDevice& dev, uint64_t upto, std::unique_ptr<device::Event> inner)
-        : dev_(dev), upto_(upto), inner_(std::move(inner)) {}
+    SettlingEvent(StagedCpuDevice& dev, uint64_t copies, uint64_t transfers, std::unique_ptr<device::Event> inner)
+        : dev_(dev), copies_(copies), transfers_(transfers), inner_(std::move(inner)) {}
     bool done() const override {
       if (!inner_->done()) return false;
-      dev_.settle(upto_);
+      dev_.settle(copies_, transfers_);
       return true;
     }
     void wait() override {
       inner_->wait();
-      dev_.settle(upto_);
+      dev_.settle(copies_, transfers_);
     }
 
    private:
     StagedCpuDevice& dev_;
-    uint64_t upto_;
+    uint64_t copies_, transfers_;
     std::unique_ptr<device::Event> inner_;
   };
 
-  // The copies issued up to number `upto` are known to have run: their sources must be unchanged.
-  void settle(uint64_t upto) {
+  // Copies (or transfers) in issue order, each with a snapshot of its source.
+  struct InFlight {
+    struct Entry {
+      uint64_t seq;
+      const char* src;
+      std::string snapshot;
+    };
+    explicit InFlight(const char* w) : what(w) {}
+    const char* what;
+    std::deque<Entry> entries;
+    uint64_t issued = 0;
+    void issue(const void* src, size_t bytes, std::mutex& mu) {
+      std::lock_guard<std::mutex> lock(mu);
+      entries.push_back({++issued, static_cast<const char*>(src), std::string(static_cast<const char*>(src), bytes)});
+    }
+  };
+
+  // The copies up to number `copies` and the transfers up to number `transfers` are known to have run:
+  // their sources must be unchanged.
+  void settle(uint64_t copies, uint64_t transfers) {
     std::lock_guard<std::mutex> lock(mu_);
-    while (!in_flight_.empty() && in_flight_.front().seq <= upto) {
-      const InFlightCopy& c = in_flight_.front();
-      if (std::memcmp(c.src, c.snapshot.data(), c.snapshot.size()) != 0) {
-        ++rewritten_sources_;
-        ADD_FAILURE() << "the host source of copy " << c.seq << " (" << c.snapshot.size()
-                      << " bytes) was rewritten before the copy was known to have run";
+    for (auto [q, upto] : {std::pair{&copies_, copies}, std::pair{&transfers_, transfers}}) {
+      while (!q->entries.empty() && q->entries.front().seq <= upto) {
+        const InFlight::Entry& c = q->entries.front();
+        if (std::memcmp(c.src, c.snapshot.data(), c.snapshot.size()) != 0) {
+          ++rewritten_sources_;
+          ADD_FAILURE() << "the source of " << q->what << " " << c.seq << " (" << c.snapshot.size()
+                        << " bytes) was rewritten before the " << q->what << " was known to have run";
+        }
+        q->entries.pop_front();
       }
-      in_flight_.pop_front();
     }
   }
 
-  struct InFlightCopy {
-    uint64_t seq;
-    const char* src;
-    std::string snapshot;
-  };
   device::CpuDevice cpu_;
   device::CpuDevice host_cpu_;
   TrackedHostMemory host_memory_;
   TrackedHostMemory device_memory_;  // only to tell the device's own memory apart
   int host_computations_ = 0;
   std::mutex mu_;
-  std::deque<InFlightCopy> in_flight_;
-  uint64_t issued_ = 0;          // copies out of the host tier so far
+  InFlight copies_{"copy"};  // the compute queue's copies out of the host tier
+  InFlight transfers_{"transfer"};
   uint64_t transfer_after_ = 0;  // the copies the latest transfer was queued after
   int rewritten_sources_ = 0;
 };
