@@ -21,28 +21,29 @@
 # into ZERODP_DEPS_PREFIX [/opt/zerodp-deps] instead of running scripts/setup.sh (which needs apt and
 # the network);  PY_TORCH  a Python with torch and numpy for the PyTorch peer (default: the first of
 # /opt/torch/.venv/bin/python3 and python3 that imports both; bench/gpu/run.sh otherwise makes a venv
-# from PyPI);  TEST_REGEX  narrows the test phase to the gpu tests whose names match.
+# from PyPI);  TEST_REGEX  narrows the test phase to the gpu tests whose names match;  TEST_JOBS [4]
+# gpu tests at once (one GPU has room for them);  ZERODP_COMMIT  the commit `zerodp --version` names
+# where the tree has no .git.
 #
 # ---- On the device machine of this workplace (no network; each command at most 10 minutes) ----------
 # 1. Here, once (with network): `bash scripts/gpu-deps.sh fetch` puts the .deb files of Open MPI,
 #    OpenBLAS, fmt, spdlog, GoogleTest, Google Benchmark, nlohmann-json, CLI11 and liburing (27
 #    packages, about 18 MiB) into .gpudeps/, which .gitignore ignores: it travels only when carried.
-# 2. Each device call: `run` with carry [".gpudeps"] and the command `bash scripts/gpu-check.sh PHASE...`,
-#    best wrapped so that the results come back in one file:
-#        R=$OUT; OUT=runs/gpu-check bash scripts/gpu-check.sh build test; s=$?; tar -czf $R/gpu-check.tgz --ignore-failed-read --exclude=data runs/gpu-check build-gpu/Testing/Temporary; exit $s
+# 2. Each device call: `run` with carry [".gpudeps"] and a command that keeps within the 10 minutes
+#    and brings the results back in one file even when cut short (C = `git rev-parse --short HEAD`
+#    here, as .git does not travel):
+#        set -o pipefail; R=$OUT; export ZERODP_COMMIT=C; OUT=runs/gpu-check timeout -k 15 540 bash scripts/gpu-check.sh build test bench 2>&1 | tee runs/gpu-check.log; s=$?; tar -czf $R/gpu-check.tgz --ignore-failed-read --exclude=data runs/gpu-check runs/gpu-check.log build-gpu/Testing/Temporary; exit $s
 #    (the tool's own $OUT is the folder whose files come back, at most 8 of them and 16 MiB each:
 #    hence one tarball, without the GPT-2 weights in data/; gpu-check.sh's OUT names its figures'
 #    folder and is set explicitly so that the two do not mix).
-# 3. All phases together would outlast the 10-minute limit: one or two phases per call, e.g. `build`
-#    (a fresh machine compiles everything: minutes on its 16 cores), then `test`, then `bench train`
-#    (or `train` alone, with STAGES / WORLDS / PEER_MODES of bench/gpu/run.sh to split it further,
-#    each split into its own OUT, as run.sh clears its OUT's earlier results). BUILD (ignored by git)
-#    and /opt/zerodp-deps stay on the machine only while it is warm, about 30 s after a call on
-#    nvidia-h200: make the next call at once and its build step is a no-op (a build cut off at the
-#    limit also resumes there). A call that finds a fresh machine installs the packages again
-#    (seconds) and rebuilds from scratch before its phase, so leave room for that.
-# If two ranks fail in Open MPI's shared-memory transport with "process_vm_readv" errors (a sandbox
-# that refuses cross-process memory access), OMPI_MCA_btl_vader_single_copy_mechanism=none avoids it.
+# 3. Plan on a fresh machine for every call: it is given back about 30 s after a call, and the build
+#    (about 250 steps, minutes on its 16 cores) is too large to carry. So: one call `build test bench`,
+#    then one `train` (which builds only the zerodp binary; RUN_TIMEOUT=120 STEPS=20 keep it short,
+#    and STAGES / WORLDS / PEER_MODES of bench/gpu/run.sh split it further, each split into its own OUT,
+#    as run.sh clears its OUT's earlier results).
+# In a sandbox that refuses cross-process memory access (gVisor: `uname -r` says 4.4.0), Open MPI's
+# shared-memory transport fails with "process_vm_readv" errors: this script then sets
+# OMPI_MCA_btl_vader_single_copy_mechanism=none for every mpirun.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -87,6 +88,10 @@ else
   bash scripts/setup.sh --no-build
 fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+if [[ $(uname -r) == 4.4.0 ]]; then  # gVisor's kernel: no process_vm_readv between the ranks
+  export OMPI_MCA_btl_vader_single_copy_mechanism=none
+  echo "gpu-check: gVisor sandbox: Open MPI's single-copy shared memory turned off"
+fi
 
 # The PyTorch peer: a Python that already has torch (the GPU image's own) rather than a venv from PyPI,
 # which a machine without network cannot make.
@@ -117,9 +122,19 @@ if ! compgen -G "/usr/local/cuda/lib64/libnccl.so" >/dev/null && ! compgen -G "/
 fi
 
 # ---- build (every phase: a no-op when up to date) ------------------------------------------------------
+# nvcc named outright: CMakeLists.txt looks in /usr/local/cuda only when CUDA is AUTO, CMake on PATH.
+nvcc=$(command -v nvcc || true)
+[[ -z $nvcc && -x /usr/local/cuda/bin/nvcc ]] && nvcc=/usr/local/cuda/bin/nvcc
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DZERODP_CUDA=ON -DZERODP_BUILD_BENCH=ON \
-      -DCMAKE_CUDA_ARCHITECTURES="$ARCH" "${deps_cmake_args[@]}" "${nccl_args[@]}"
-cmake --build "$BUILD" -j "$(nproc)"
+      -DCMAKE_CUDA_ARCHITECTURES="$ARCH" ${nvcc:+-DCMAKE_CUDA_COMPILER="$nvcc"} "${deps_cmake_args[@]}" \
+      "${nccl_args[@]}"
+# Everything for the build and test phases; the other phases need only their binaries.
+targets=()
+if ! wants build && ! wants test; then
+  targets=(--target zerodp)
+  wants bench && targets+=(micro_gpu)
+fi
+cmake --build "$BUILD" -j "$(nproc)" "${targets[@]}"
 "$BUILD/zerodp" info
 
 status=0
@@ -127,11 +142,15 @@ OUT=${OUT:-runs/gpu-check}
 mkdir -p "$OUT"
 
 if wants test; then
-  ctest --test-dir "$BUILD" -L gpu ${TEST_REGEX:+-R "$TEST_REGEX"} --output-on-failure --timeout 900 || status=$?
-  # The CPU-side tests of the CUDA code (index and tiling arithmetic, the allocator, the GEMM layout
-  # mapping, the communicator's plan) run everywhere; run them here too.
-  ctest --test-dir "$BUILD" -R "test_cuda|Tiling|CachingAllocator|GemmLayout|GpuCommPlan|CudaRuntime" \
-        --output-on-failure || status=$?
+  ctest --test-dir "$BUILD" -L gpu ${TEST_REGEX:+-R "$TEST_REGEX"} -j "${TEST_JOBS:-4}" --output-on-failure \
+        --timeout 900 || status=$?
+  # The CPU-side tests of the CUDA code (index and tiling arithmetic, the tensor-core attention's host
+  # emulation, the allocator, the GEMM layout mapping, the communicator's plan) run everywhere; here
+  # too, on this machine's compiler and libraries.
+  if [[ -z ${TEST_REGEX:-} ]]; then
+    "$BUILD/tests/test_cuda" || status=$?
+    ctest --test-dir "$BUILD" -R "GpuCommPlan" --output-on-failure || status=$?
+  fi
 fi
 
 if wants bench; then
@@ -142,7 +161,7 @@ fi
 if wants train; then
   # GPT-2 124M: zerodp at stages 0-3 (W=1, W=2) and PyTorch (eager, torch.compile); B, STEPS and the
   # rest through bench/gpu/run.sh's environment.
-  Z="$BUILD/zerodp" OUT="$OUT/train" bash bench/gpu/run.sh || status=$?
+  Z="$BUILD/zerodp" OUT="$OUT/train" RUN_TIMEOUT=${RUN_TIMEOUT:-150} bash bench/gpu/run.sh || status=$?
   python3 bench/gpu/report.py --check "$OUT/train" | tee "$OUT/train/report.md" || status=$?
 fi
 echo "gpu-check: phases ${phases[*]}: exit $status"

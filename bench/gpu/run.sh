@@ -37,7 +37,7 @@
 #   LAYERS [12] HEADS [12] EMBD [768] VOCAB [50304] SEQ [1024] DEVICE [cuda]  the model and device; the
 #                              defaults are the benchmark, other values are for checking this script
 #                              on a CPU (bench/gpu/test_bench_gpu.py runs it with DEVICE=cpu)
-#   COMMIT                     the commit recorded in env.txt (default: git rev-parse --short HEAD)
+#   COMMIT                     the commit recorded in env.txt (default: ZERODP_COMMIT, else git rev-parse --short HEAD)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -151,7 +151,7 @@ smi_field() {  # $1 = nvidia-smi --query-gpu field, of the GPU the runs use
   echo "gpu_index=$GPU_INDEX"
   echo "gpus=1"
   echo "cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name:[[:space:]]*//p' | head -1)"
-  echo "commit=${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo '?')}"
+  echo "commit=${COMMIT:-${ZERODP_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo "?")}}"
   echo "zerodp=$("$Z" --version 2>/dev/null | head -1)"
   echo "zerodp_cuda=$("$Z" info 2>/dev/null | sed -n 's/^  CUDA:[[:space:]]*//p' | head -1)"
   echo "zerodp_gpus=$("$Z" info 2>/dev/null | sed -n 's/^  GPUs:[[:space:]]*//p' | head -1)"
