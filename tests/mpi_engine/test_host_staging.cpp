@@ -36,8 +36,9 @@ using namespace zerodp::zero;
 
 namespace {
 
-// Host memory whose live blocks are known, so that a device can refuse to compute on it.
-class TrackedHostMemory final : public BufferSource {
+// Memory whose live blocks are known, so that a device can tell its tiers apart (and refuse to compute
+// on its host tier).
+class TrackedMemory final : public BufferSource {
  public:
   void* allocate(size_t bytes) override {
     // Page-aligned as every host tier is (NVMe offload reads and writes it with O_DIRECT).
@@ -219,8 +220,8 @@ class StagedCpuDevice final : public device::Device {
 
   device::CpuDevice cpu_;
   device::CpuDevice host_cpu_;
-  TrackedHostMemory host_memory_;
-  TrackedHostMemory device_memory_;  // only to tell the device's own memory apart
+  TrackedMemory host_memory_;
+  TrackedMemory device_memory_;  // only to tell the device's own memory apart
   int host_computations_ = 0;
   std::mutex mu_;
   InFlight copies_{"copy"};  // the compute queue's copies out of the host tier
