@@ -8,8 +8,9 @@
 # it says so and exits 77 (skipped).
 #
 # Usage: scripts/gpu-check.sh [PHASE...]   PHASE: build, test, bench, train, or all (the default).
-#   build  install the dependencies, configure and build (every other phase does this first: a no-op
-#          when BUILD is up to date, a full build on a fresh machine)
+#   build  install the dependencies, configure and build everything (every other phase does this
+#          first: test builds everything, bench and train only their binaries; a no-op when BUILD is
+#          up to date)
 #   test   ctest -L gpu, and the CPU-side tests of the CUDA code
 #   bench  bench/micro_gpu into OUT/micro_gpu.txt
 #   train  bench/gpu/run.sh (GPT-2 124M, zerodp stages 0-3 at W=1,2, PyTorch eager and compiled) and
@@ -32,14 +33,14 @@
 # 2. Each device call: `run` with carry [".gpudeps"] and a command that keeps within the 10 minutes
 #    and brings the results back in one file even when cut short (C = `git rev-parse --short HEAD`
 #    here, as .git does not travel):
-#        set -o pipefail; R=$OUT; export ZERODP_COMMIT=C; OUT=runs/gpu-check timeout -k 15 540 bash scripts/gpu-check.sh build test bench 2>&1 | tee runs/gpu-check.log; s=$?; tar -czf $R/gpu-check.tgz --ignore-failed-read --exclude=data runs/gpu-check runs/gpu-check.log build-gpu/Testing/Temporary; exit $s
+#        set -o pipefail; mkdir -p runs; R=$OUT; export ZERODP_COMMIT=C; OUT=runs/gpu-check timeout -k 15 540 bash scripts/gpu-check.sh build test bench 2>&1 | tee runs/gpu-check.log; s=$?; tar -czf $R/gpu-check.tgz --ignore-failed-read --exclude=data runs/gpu-check runs/gpu-check.log build-gpu/Testing/Temporary; exit $s
 #    (the tool's own $OUT is the folder whose files come back, at most 8 of them and 16 MiB each:
 #    hence one tarball, without the GPT-2 weights in data/; gpu-check.sh's OUT names its figures'
 #    folder and is set explicitly so that the two do not mix).
 # 3. Plan on a fresh machine for every call: it is given back about 30 s after a call, and the build
 #    (about 250 steps, minutes on its 16 cores) is too large to carry. So: one call `build test bench`,
-#    then one `train` (which builds only the zerodp binary; RUN_TIMEOUT=120 STEPS=20 keep it short,
-#    and STAGES / WORLDS / PEER_MODES of bench/gpu/run.sh split it further, each split into its own OUT,
+#    then one `train` (which builds only the zerodp binary; each run's RUN_TIMEOUT is 150 s here, and
+#    STEPS=20 keeps it short; STAGES / WORLDS / PEER_MODES of bench/gpu/run.sh split it further, each split into its own OUT,
 #    as run.sh clears its OUT's earlier results).
 # In a sandbox that refuses cross-process memory access (gVisor: `uname -r` says 4.4.0), Open MPI's
 # shared-memory transport fails with "process_vm_readv" errors: this script then sets
