@@ -13,6 +13,8 @@ PACKAGES=(
   slurmctld slurmd slurm-client munge libpmix-dev procps
   libopenmpi-dev openmpi-bin
   libopenblas-dev libopenblas-openmp-dev libdnnl-dev liburing-dev
+  # Tokenizers' pre-tokenization regexes (\p{L}, \p{N}, lookahead), with its JIT.
+  libpcre2-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-pip python3-numpy python3-torch python3-matplotlib

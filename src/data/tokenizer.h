@@ -1,0 +1,51 @@
+// Tokenizers (contract §11): text to token ids and back. Two kinds behind one interface:
+//   - bytes: one token per byte, its value (V = 256), what `zerodp tokenize` does without --tokenizer;
+//   - byte-level BPE read from a Hugging Face `tokenizer.json` (GPT-2, Llama 3, Qwen 2, SmolLM, OLMo):
+//     its ids are those of the `tokenizers` library's encode(text, add_special_tokens=False).
+// A Tokenizer is immutable once loaded and safe to share between threads (encode may be called from
+// many threads at once).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace zerodp::data {
+
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+
+  // Appends the ids of `text` (any bytes; a BPE tokenizer expects UTF-8 and treats invalid sequences
+  // as the library does) to `out`. Special and added tokens written literally in the text are
+  // recognised as `tokenizers` does.
+  virtual void encode(std::string_view text, std::vector<uint32_t>& out) const = 0;
+  std::vector<uint32_t> encode(std::string_view text) const {
+    std::vector<uint32_t> out;
+    encode(text, out);
+    return out;
+  }
+  // The bytes of `ids` (decode(encode(x)) == x). An id >= vocab_size() is a UsageError naming it.
+  virtual std::string decode(std::span<const uint32_t> ids) const = 0;
+
+  // One more than the largest id (added and special tokens included).
+  virtual int64_t vocab_size() const = 0;
+  // The end-of-text token put before each document by `zerodp tokenize` (GPT-2's <|endoftext|>,
+  // Llama 3's <|begin_of_text|>), if the tokenizer has one.
+  virtual std::optional<uint32_t> eos_id() const = 0;
+  // "bytes (V = 256)" or "BPE 'path' (V = 50257, GPT-2 pattern)" for logs.
+  virtual std::string describe() const = 0;
+};
+
+// The byte tokenizer (V = 256; no end-of-text token).
+std::unique_ptr<Tokenizer> byte_tokenizer();
+// Reads a Hugging Face tokenizer.json (bounded and validated: a malformed file is a UsageError naming
+// the file and the key).
+std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path);
+
+}  // namespace zerodp::data
