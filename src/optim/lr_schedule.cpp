@@ -28,6 +28,7 @@ const char* lr_schedule_name(LrScheduleKind k) {
     case LrScheduleKind::kWarmupLR: return "WarmupLR";
     case LrScheduleKind::kWarmupDecayLR: return "WarmupDecayLR";
     case LrScheduleKind::kWarmupCosineLR: return "WarmupCosineLR";
+    case LrScheduleKind::kWSD: return "WSD";
   }
   return "?";
 }
@@ -38,9 +39,10 @@ LrScheduleKind parse_lr_schedule(std::string_view name) {
   if (n == "warmuplr" || n == "warmup") return LrScheduleKind::kWarmupLR;
   if (n == "warmupdecaylr" || n == "warmup-decay" || n == "linear") return LrScheduleKind::kWarmupDecayLR;
   if (n == "warmupcosinelr" || n == "cosine") return LrScheduleKind::kWarmupCosineLR;
+  if (n == "wsd" || n == "warmup-stable-decay") return LrScheduleKind::kWSD;
   throw UsageError(fmt::format(
       "unknown learning-rate schedule '{}' (expected constant, warmup (WarmupLR), warmup-decay "
-      "(WarmupDecayLR) or cosine (WarmupCosineLR))",
+      "(WarmupDecayLR), cosine (WarmupCosineLR) or wsd (warmup-stable-decay))",
       name));
 }
 
@@ -51,6 +53,23 @@ WarmupType parse_warmup_type(std::string_view name) {
   if (n == "linear") return WarmupType::kLinear;
   if (n == "log") return WarmupType::kLog;
   throw UsageError(fmt::format("unknown warmup type '{}' (expected linear or log)", name));
+}
+
+const char* decay_type_name(DecayType d) {
+  switch (d) {
+    case DecayType::kLinear: return "linear";
+    case DecayType::kCosine: return "cosine";
+    case DecayType::kOneMinusSqrt: return "1-sqrt";
+  }
+  return "?";
+}
+
+DecayType parse_decay_type(std::string_view name) {
+  const std::string n = to_lower(name);
+  if (n == "linear") return DecayType::kLinear;
+  if (n == "cosine" || n == "cos") return DecayType::kCosine;
+  if (n == "1-sqrt" || n == "1_sqrt" || n == "one-minus-sqrt") return DecayType::kOneMinusSqrt;
+  throw UsageError(fmt::format("unknown decay type '{}' (expected linear, cosine or 1-sqrt)", name));
 }
 
 LrSchedule::LrSchedule(const LrScheduleParams& params, double base_lr, int64_t run_steps)
@@ -67,10 +86,21 @@ LrSchedule::LrSchedule(const LrScheduleParams& params, double base_lr, int64_t r
   warmup_ = params.warmup_num_steps == 0 ? 0 : std::max<int64_t>(2, params.warmup_num_steps);
   total_ = params.total_num_steps > 0 ? params.total_num_steps : run_steps;
   const bool decays = params.kind == LrScheduleKind::kWarmupDecayLR ||
-                      params.kind == LrScheduleKind::kWarmupCosineLR;
+                      params.kind == LrScheduleKind::kWarmupCosineLR || params.kind == LrScheduleKind::kWSD;
   ZDP_REQUIRE(!decays || total_ > 0,
               "learning-rate schedule {}: total_num_steps must be > 0 (or the run's steps), got {}",
               lr_schedule_name(params.kind), total_);
+  if (params.kind == LrScheduleKind::kWSD) {
+    ZDP_REQUIRE(params.decay_num_steps >= 0,
+                "learning-rate schedule WSD: --decay-steps (decay_num_steps) must be >= 0, got {}",
+                params.decay_num_steps);
+    // W + D <= T, compared without forming W + D (huge values cannot overflow).
+    ZDP_REQUIRE(warmup_ <= total_ && params.decay_num_steps <= total_ - warmup_,
+                "learning-rate schedule WSD: --warmup-steps {}{} + --decay-steps {} do not fit in the {} total "
+                "steps (--total-steps, or --steps when it is 0): the warmup and the decay tail must not overlap",
+                warmup_, warmup_ != params.warmup_num_steps ? " (1 means 2, as in DeepSpeed)" : "",
+                params.decay_num_steps, total_);
+  }
 }
 
 double LrSchedule::warmup_fraction(int64_t step) const {
@@ -107,6 +137,19 @@ double LrSchedule::lr_at(int64_t step) const {
       const double ratio = c + (1.0 - c) * (1.0 + std::cos(std::numbers::pi * q)) / 2.0;
       return base_lr_ * std::max(0.0, ratio);
     }
+    case LrScheduleKind::kWSD: {
+      if (warming) return low + (peak - low) * warmup_fraction(step);
+      const int64_t decay = params_.decay_num_steps;
+      const int64_t decay_start = total_ - decay;
+      if (decay == 0 || step < decay_start) return peak;
+      const double q = std::min(1.0, static_cast<double>(step - decay_start + 1) / static_cast<double>(decay));
+      double g = 1.0 - q;  // linear
+      if (params_.decay_type == DecayType::kCosine)
+        g = (1.0 + std::cos(std::numbers::pi * q)) / 2.0;
+      else if (params_.decay_type == DecayType::kOneMinusSqrt)
+        g = 1.0 - std::sqrt(q);
+      return low + (peak - low) * std::max(0.0, g);
+    }
   }
   return base_lr_;
 }
@@ -127,6 +170,17 @@ std::string LrSchedule::describe() const {
     case LrScheduleKind::kWarmupCosineLR:
       return fmt::format("WarmupCosineLR(lr={}, {}, total={}, warmup_min_ratio={}, cos_min_ratio={})",
                          base_lr_, warm, total_, params_.warmup_min_ratio, params_.cos_min_ratio);
+    case LrScheduleKind::kWSD: {
+      const int64_t decay = params_.decay_num_steps;
+      const int64_t stable = total_ - warmup_ - decay;
+      const auto range = [](int64_t n, int64_t first) {
+        return n > 0 ? fmt::format(" (steps {}..{})", first, first + n - 1) : std::string();
+      };
+      return fmt::format("WSD(min_lr={}, max_lr={}, {}, stable={}{}, decay={} {}{}, total={})",
+                         params_.warmup_min_lr, params_.warmup_max_lr.value_or(base_lr_), warm, stable,
+                         range(stable, warmup_), decay, decay_type_name(params_.decay_type),
+                         range(decay, total_ - decay), total_);
+    }
   }
   return "?";
 }

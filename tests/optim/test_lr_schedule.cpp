@@ -2,7 +2,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <numbers>
+#include <string>
 
 #include "core/error.h"
 #include "optim/lr_schedule.h"
@@ -115,6 +117,116 @@ TEST(LrSchedule, RejectsBadParameters) {
   EXPECT_THROW(LrSchedule(q, 1e-3, 10), UsageError);
 }
 
+// WSD over T = 100 steps: warmup W = 10 from 0.1 to 1.1, stable at 1.1, the last D = 20 steps a decay to 0.1.
+LrScheduleParams wsd(int64_t warmup, int64_t decay, DecayType type, int64_t total = 100) {
+  LrScheduleParams p = params(LrScheduleKind::kWSD, warmup);
+  p.warmup_min_lr = 0.1;
+  p.warmup_max_lr = 1.1;
+  p.total_num_steps = total;
+  p.decay_num_steps = decay;
+  p.decay_type = type;
+  return p;
+}
+
+TEST(LrSchedule, WsdLinearBoundaries) {
+  const LrSchedule s(wsd(10, 20, DecayType::kLinear), 1.0, 5);
+  EXPECT_EQ(s.lr_at(0), 0.1);                       // first warmup step: min
+  EXPECT_DOUBLE_EQ(s.lr_at(1), 0.1 + 1.0 * 0.1);
+  EXPECT_DOUBLE_EQ(s.lr_at(9), 0.1 + 1.0 * 0.9);    // last warmup step: below the peak
+  EXPECT_EQ(s.lr_at(10), 1.1);                      // first stable step
+  EXPECT_EQ(s.lr_at(45), 1.1);
+  EXPECT_EQ(s.lr_at(79), 1.1);                      // last stable step: T − D − 1
+  EXPECT_DOUBLE_EQ(s.lr_at(80), 0.1 + 1.0 * (1 - 1.0 / 20));  // first decay step, already one step down
+  EXPECT_DOUBLE_EQ(s.lr_at(89), 0.1 + 1.0 * 0.5);
+  EXPECT_DOUBLE_EQ(s.lr_at(98), 0.1 + 1.0 * (1.0 / 20));
+  EXPECT_EQ(s.lr_at(99), 0.1);                      // last step: min exactly
+  EXPECT_EQ(s.lr_at(100), 0.1);                     // past the end: stays there
+  EXPECT_EQ(s.lr_at(100000), 0.1);
+}
+
+TEST(LrSchedule, WsdCosineAndOneMinusSqrtTails) {
+  const LrSchedule c(wsd(10, 20, DecayType::kCosine), 1.0, 5);
+  EXPECT_EQ(c.lr_at(79), 1.1);
+  EXPECT_DOUBLE_EQ(c.lr_at(80), 0.1 + (1 + std::cos(std::numbers::pi / 20)) / 2);
+  EXPECT_DOUBLE_EQ(c.lr_at(89), 0.1 + 0.5);  // q = 1/2
+  EXPECT_EQ(c.lr_at(99), 0.1);               // cos(π) = −1: min exactly
+  EXPECT_EQ(c.lr_at(150), 0.1);
+  const LrSchedule r(wsd(10, 20, DecayType::kOneMinusSqrt), 1.0, 5);
+  EXPECT_EQ(r.lr_at(79), 1.1);
+  EXPECT_DOUBLE_EQ(r.lr_at(80), 0.1 + (1 - std::sqrt(1.0 / 20)));
+  EXPECT_DOUBLE_EQ(r.lr_at(84), 0.1 + 0.5);  // q = 1/4
+  EXPECT_EQ(r.lr_at(99), 0.1);
+}
+
+TEST(LrSchedule, WsdEdgeShapes) {
+  // No decay: the peak to the end, like WarmupLR.
+  const LrSchedule flat(wsd(10, 0, DecayType::kLinear), 1.0, 5);
+  EXPECT_EQ(flat.lr_at(99), 1.1);
+  EXPECT_EQ(flat.lr_at(500), 1.1);
+  // W + D = T: no stable phase; the decay starts right after warmup.
+  const LrSchedule tight(wsd(10, 90, DecayType::kLinear), 1.0, 5);
+  EXPECT_DOUBLE_EQ(tight.lr_at(9), 0.1 + 0.9);
+  EXPECT_DOUBLE_EQ(tight.lr_at(10), 0.1 + (1 - 1.0 / 90));
+  EXPECT_EQ(tight.lr_at(99), 0.1);
+  // No warmup, the whole run a decay of one step: step 0 is already at min.
+  const LrSchedule one(wsd(0, 1, DecayType::kLinear, 1), 1.0, 5);
+  EXPECT_EQ(one.lr_at(0), 0.1);
+  // No warmup: stable from step 0; the length is the run's steps; the peak the optimizer's lr.
+  LrScheduleParams p = params(LrScheduleKind::kWSD, 0);
+  p.decay_num_steps = 4;
+  const LrSchedule run(p, 2e-3, /*run_steps=*/40);
+  EXPECT_EQ(run.total_steps(), 40);
+  EXPECT_EQ(run.lr_at(0), 2e-3);
+  EXPECT_EQ(run.lr_at(35), 2e-3);
+  EXPECT_DOUBLE_EQ(run.lr_at(36), 2e-3 * 0.75);
+  EXPECT_EQ(run.lr_at(39), 0.0);
+  // Log warmup as the other schedules.
+  LrScheduleParams l = wsd(100, 10, DecayType::kLinear, 1000);
+  l.warmup_type = WarmupType::kLog;
+  l.warmup_min_lr = 0;
+  l.warmup_max_lr.reset();
+  const LrSchedule lg(l, 2e-3, 1);
+  EXPECT_DOUBLE_EQ(lg.lr_at(9), 2e-3 * 0.5);  // ln(10) / ln(100)
+  EXPECT_DOUBLE_EQ(lg.lr_at(99), 2e-3);       // ln(100) / ln(100): the last warmup step reaches the peak
+  EXPECT_EQ(lg.lr_at(989), 2e-3);
+  EXPECT_DOUBLE_EQ(lg.lr_at(990), 2e-3 * 0.9);
+}
+
+std::string usage_message(const LrScheduleParams& p, double lr, int64_t run_steps) {
+  try {
+    LrSchedule s(p, lr, run_steps);
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(LrSchedule, WsdRejectsWhatDoesNotFit) {
+  std::string m = usage_message(wsd(10, -1, DecayType::kLinear), 1.0, 5);
+  EXPECT_NE(m.find("--decay-steps"), std::string::npos) << m;
+  EXPECT_NE(m.find(">= 0"), std::string::npos) << m;
+  m = usage_message(wsd(10, 91, DecayType::kLinear), 1.0, 5);  // 10 + 91 > 100
+  EXPECT_NE(m.find("--warmup-steps 10"), std::string::npos) << m;
+  EXPECT_NE(m.find("--decay-steps 91"), std::string::npos) << m;
+  EXPECT_NE(m.find("100 total"), std::string::npos) << m;
+  m = usage_message(wsd(1, 99, DecayType::kLinear), 1.0, 5);  // one warmup step means two
+  EXPECT_NE(m.find("1 means 2"), std::string::npos) << m;
+  EXPECT_NO_THROW(LrSchedule(wsd(1, 98, DecayType::kLinear), 1.0, 5));
+  EXPECT_THROW(LrSchedule(wsd(101, 0, DecayType::kLinear), 1.0, 5), UsageError);
+  EXPECT_THROW(LrSchedule(wsd(0, 0, DecayType::kLinear, 0), 1.0, 0), UsageError);  // no length at all
+  EXPECT_THROW(LrSchedule(wsd(0, std::numeric_limits<int64_t>::max(), DecayType::kLinear), 1.0, 5),
+               UsageError);
+}
+
+TEST(LrSchedule, WsdDescribe) {
+  const std::string d = LrSchedule(wsd(10, 20, DecayType::kCosine), 1.0, 5).describe();
+  EXPECT_NE(d.find("WSD("), std::string::npos) << d;
+  EXPECT_NE(d.find("warmup=10 linear"), std::string::npos) << d;
+  EXPECT_NE(d.find("stable=70 (steps 10..79)"), std::string::npos) << d;
+  EXPECT_NE(d.find("decay=20 cosine (steps 80..99)"), std::string::npos) << d;
+  EXPECT_NE(d.find("total=100"), std::string::npos) << d;
+}
+
 TEST(LrSchedule, NamesParse) {
   EXPECT_EQ(parse_lr_schedule("WarmupCosineLR"), LrScheduleKind::kWarmupCosineLR);
   EXPECT_EQ(parse_lr_schedule("cosine"), LrScheduleKind::kWarmupCosineLR);
@@ -124,9 +236,15 @@ TEST(LrSchedule, NamesParse) {
   EXPECT_THROW(parse_lr_schedule("OneCycle"), UsageError);
   EXPECT_EQ(parse_warmup_type("LOG"), WarmupType::kLog);
   EXPECT_THROW(parse_warmup_type("exp"), UsageError);
+  EXPECT_EQ(parse_lr_schedule("wsd"), LrScheduleKind::kWSD);
+  EXPECT_EQ(parse_lr_schedule("Warmup-Stable-Decay"), LrScheduleKind::kWSD);
   for (auto k : {LrScheduleKind::kConstant, LrScheduleKind::kWarmupLR, LrScheduleKind::kWarmupDecayLR,
-                 LrScheduleKind::kWarmupCosineLR})
+                 LrScheduleKind::kWarmupCosineLR, LrScheduleKind::kWSD})
     EXPECT_EQ(parse_lr_schedule(lr_schedule_name(k)), k);
+  for (auto d : {DecayType::kLinear, DecayType::kCosine, DecayType::kOneMinusSqrt})
+    EXPECT_EQ(parse_decay_type(decay_type_name(d)), d);
+  EXPECT_EQ(parse_decay_type("COSINE"), DecayType::kCosine);
+  EXPECT_THROW(parse_decay_type("exp"), UsageError);
 }
 
 TEST(LrSchedule, DescribeNamesTheSchedule) {
