@@ -114,16 +114,17 @@ auto with_context(std::string_view where, Fn&& fn) {
 std::string show(double x) { return fmt::format("{}", x); }
 std::string show(bool x) { return x ? "true" : "false"; }
 
-// --min-lr: the floor of the schedule in force. WarmupLR/WarmupDecayLR start and end at
+// --min-lr: the floor of the schedule in force. WarmupLR/WarmupDecayLR/WSD start and end at
 // warmup_min_lr; WarmupCosineLR ends at cos_min_ratio·lr.
 void set_min_lr(TrainConfig& c, double min_lr) {
   switch (c.lr_schedule.kind) {
     case LrScheduleKind::kConstant:
       throw UsageError(
-          "--min-lr needs a schedule: --lr-schedule warmup, warmup-decay or cosine (or a scheduler "
+          "--min-lr needs a schedule: --lr-schedule warmup, warmup-decay, cosine or wsd (or a scheduler "
           "in --config)");
     case LrScheduleKind::kWarmupLR:
     case LrScheduleKind::kWarmupDecayLR:
+    case LrScheduleKind::kWSD:
       c.lr_schedule.warmup_min_lr = min_lr;
       return;
     case LrScheduleKind::kWarmupCosineLR:
@@ -199,7 +200,9 @@ const std::vector<FlagEntry>& flag_table() {
       {{"--clip", "X", "Clip the global gradient norm to X (0: no clipping)", false},
        ZDP_SET { c.clip = flag_number(f, v); }, ZDP_GET { return show(c.clip); }},
       {{"--lr-schedule", "NAME",
-        "constant, warmup (WarmupLR), warmup-decay (WarmupDecayLR) or cosine (WarmupCosineLR)", false},
+        "constant, warmup (WarmupLR), warmup-decay (WarmupDecayLR), cosine (WarmupCosineLR) or wsd "
+        "(warmup-stable-decay: warmup, then --lr until the last --decay-steps steps, then a decay to --min-lr)",
+        false},
        ZDP_SET {
          const LrScheduleKind kind = with_context(f, [&] { return optim::parse_lr_schedule(v); });
          if (kind == LrScheduleKind::kConstant)
@@ -213,19 +216,43 @@ const std::vector<FlagEntry>& flag_table() {
        ZDP_SET {
          c.lr_schedule.warmup_num_steps = flag_int(f, v);
          ZDP_REQUIRE(c.lr_schedule.kind != LrScheduleKind::kConstant || c.lr_schedule.warmup_num_steps == 0,
-                     "--warmup-steps needs a schedule: --lr-schedule warmup, warmup-decay or cosine (or a "
-                     "scheduler in --config)");
+                     "--warmup-steps needs a schedule: --lr-schedule warmup, warmup-decay, cosine or wsd (or "
+                     "a scheduler in --config)");
        },
        ZDP_GET { return std::to_string(c.lr_schedule.warmup_num_steps); }},
       {{"--warmup-type", "TYPE", "Warmup curve: linear or log", false},
        ZDP_SET { c.lr_schedule.warmup_type = with_context(f, [&] { return optim::parse_warmup_type(v); }); },
        ZDP_GET { return optim::warmup_type_name(c.lr_schedule.warmup_type); }},
       {{"--min-lr", "X",
-        "Floor of the schedule: where warmup starts and decay ends (cosine: where decay ends)", false},
+        "Floor of the schedule: where warmup starts and decay ends (cosine: where decay ends; wsd: both)",
+        false},
        ZDP_SET { set_min_lr(c, flag_number(f, v)); }, ZDP_GET { return ""; }},
-      {{"--total-steps", "N", "Steps over which the schedule decays (0: --steps)", false},
+      {{"--total-steps", "N", "Steps over which the schedule decays (0: --steps); wsd: its length T", false},
        ZDP_SET { c.lr_schedule.total_num_steps = flag_int(f, v); },
        ZDP_GET { return std::to_string(c.lr_schedule.total_num_steps); }},
+      {{"--decay-steps", "N",
+        "wsd: the decay tail's length D, the last D of the schedule's steps (steps T-D .. T-1; the last is at "
+        "--min-lr); 0: no decay. Warmup + D must fit in T",
+        false},
+       ZDP_SET {
+         c.lr_schedule.decay_num_steps = flag_int(f, v);
+         ZDP_REQUIRE(c.lr_schedule.kind == LrScheduleKind::kWSD,
+                     "--decay-steps needs --lr-schedule wsd (the {} schedule has no decay tail of its own length)",
+                     optim::lr_schedule_name(c.lr_schedule.kind));
+       },
+       ZDP_GET {  // shown for wsd only: the other schedules take no --decay-steps
+         return c.lr_schedule.kind == LrScheduleKind::kWSD ? std::to_string(c.lr_schedule.decay_num_steps) : "";
+       }},
+      {{"--decay-type", "TYPE", "wsd: the decay tail's shape: linear, cosine or 1-sqrt", false},
+       ZDP_SET {
+         c.lr_schedule.decay_type = with_context(f, [&] { return optim::parse_decay_type(v); });
+         ZDP_REQUIRE(c.lr_schedule.kind == LrScheduleKind::kWSD,
+                     "--decay-type needs --lr-schedule wsd (the {} schedule's decay has a fixed shape)",
+                     optim::lr_schedule_name(c.lr_schedule.kind));
+       },
+       ZDP_GET {
+         return c.lr_schedule.kind == LrScheduleKind::kWSD ? optim::decay_type_name(c.lr_schedule.decay_type) : "";
+       }},
       {{"--zero-stage", "S",
         "ZeRO stage: 0 (replicated), 1 (optimizer state), 2 (+gradients), 3 (+parameters)", false},
        ZDP_SET { c.zero_stage = flag_small_int(f, v); }, ZDP_GET { return std::to_string(c.zero_stage); }},
@@ -347,6 +374,11 @@ const std::vector<FlagEntry>& flag_table() {
        ZDP_GET { return c.memory_budget ? std::to_string(*c.memory_budget) : ""; }},
       {{"--metrics", "PATH", "Write per-step metrics (JSON Lines) here, from rank 0", false},
        ZDP_SET { c.metrics_path = std::string(v); }, ZDP_GET { return c.metrics_path; }},
+      {{"--log-csv", "PATH",
+        "Also write one CSV row per optimizer step here, from rank 0: step, tokens (trained so far), loss, "
+        "grad_norm, lr, ms, val_loss, val_tokens (the last two on the steps an eval ran)",
+        false},
+       ZDP_SET { c.log_csv_path = std::string(v); }, ZDP_GET { return c.log_csv_path; }},
       {{"--out", "PATH", "Write the trained weights (F32 safetensors, atomically) here", false},
        ZDP_SET { c.out_path = std::string(v); }, ZDP_GET { return c.out_path; }},
       {{"--save-dir", "DIR", "Write sharded checkpoints to DIR/step-<n>/ (atomically; DIR/latest names the newest)",
@@ -712,7 +744,8 @@ void read_optimizer(const DsReader& r, const json& sec, TrainConfig& cfg) {
 void read_scheduler(const DsReader& r, const json& sec, TrainConfig& cfg) {
   r.object(sec, "scheduler");
   const auto type_it = sec.find("type");
-  if (type_it == sec.end()) r.fail("scheduler.type is required (WarmupLR, WarmupDecayLR or WarmupCosineLR)");
+  if (type_it == sec.end())
+    r.fail("scheduler.type is required (WarmupLR, WarmupDecayLR, WarmupCosineLR or zerodp's WSD)");
   const LrScheduleParams before = cfg.lr_schedule;
   if (!is_auto(*type_it)) {
     const std::string& type = r.string(*type_it, "scheduler.type");
@@ -727,13 +760,16 @@ void read_scheduler(const DsReader& r, const json& sec, TrainConfig& cfg) {
       p.kind = LrScheduleKind::kWarmupDecayLR;
     else if (t == "warmupcosinelr")
       p.kind = LrScheduleKind::kWarmupCosineLR;
+    else if (t == "wsd")
+      p.kind = LrScheduleKind::kWSD;  // zerodp's: DeepSpeed has no warmup-stable-decay scheduler
     else
-      r.fail("scheduler.type", "WarmupLR, WarmupDecayLR or WarmupCosineLR", *type_it);
+      r.fail("scheduler.type", "WarmupLR, WarmupDecayLR, WarmupCosineLR or WSD", *type_it);
     cfg.lr_schedule = p;
   }
   const LrScheduleKind kind = cfg.lr_schedule.kind;
   const bool cosine = kind == LrScheduleKind::kWarmupCosineLR;
-  const bool decays = kind == LrScheduleKind::kWarmupDecayLR || cosine;
+  const bool wsd = kind == LrScheduleKind::kWSD;
+  const bool decays = kind == LrScheduleKind::kWarmupDecayLR || cosine || wsd;
   LrScheduleParams& p = cfg.lr_schedule;
   for (const auto& [key, v] : sec.items()) {
     if (key == "type") continue;
@@ -771,6 +807,19 @@ void read_scheduler(const DsReader& r, const json& sec, TrainConfig& cfg) {
         p.warmup_min_ratio = a ? before.warmup_min_ratio : r.non_negative(pv, path);
       } else if (cosine && name == "cos_min_ratio") {
         p.cos_min_ratio = a ? before.cos_min_ratio : r.non_negative(pv, path);
+      } else if (wsd && name == "decay_num_steps") {
+        p.decay_num_steps = a ? before.decay_num_steps : r.integer(pv, path, 0);
+      } else if (wsd && name == "decay_type") {
+        if (a) {
+          p.decay_type = before.decay_type;
+          continue;
+        }
+        const std::string d = r.string(pv, path);
+        try {
+          p.decay_type = optim::parse_decay_type(d);
+        } catch (const UsageError&) {
+          r.fail(path, "\"linear\", \"cosine\" or \"1-sqrt\"", pv);
+        }
       } else {
         r.unknown(path, pv);
       }
@@ -1222,6 +1271,8 @@ void TrainConfig::validate(int world_size) const {
   ZDP_REQUIRE(comm_timeout >= 0 && comm_timeout <= 86400 * 7,
               "--comm-timeout must be in [0, 604800] seconds (0: no watchdog), got {}", comm_timeout);
   ZDP_REQUIRE(log_every >= 0, "--log-every (steps_per_print) must be >= 0, got {}", log_every);
+  ZDP_REQUIRE(log_csv_path.empty() || (log_csv_path != metrics_path && log_csv_path != out_path),
+              "--log-csv '{}' names the same file as --metrics or --out: give it a path of its own", log_csv_path);
   ZDP_REQUIRE(inject_overflow_step >= -1, "--inject-overflow-step must be >= -1, got {}", inject_overflow_step);
   ZDP_REQUIRE(inject_overflow_rank >= 0 && inject_overflow_rank < world_size,
               "--inject-overflow-rank must be a rank in 0..{}, got {}", world_size - 1, inject_overflow_rank);
@@ -1274,11 +1325,16 @@ json TrainConfig::to_json() const {
       schedule["warmup_min_lr"] = p.warmup_min_lr;
       schedule["warmup_max_lr"] = p.warmup_max_lr.value_or(lr);
     }
+    if (p.kind == LrScheduleKind::kWSD) {
+      schedule["decay_num_steps"] = p.decay_num_steps;
+      schedule["decay_type"] = optim::decay_type_name(p.decay_type);
+    }
   }
   return json{
       {"init", init_path},
       {"data", data_path},
       {"metrics", metrics_path},
+      {"log_csv", log_csv_path},
       {"out", out_path},
       {"config", config_path},
       {"save_dir", save_dir},

@@ -33,6 +33,7 @@ struct TrainConfig {
   std::string init_path;     // --init: the initial weights (safetensors)
   std::string data_path;     // --data: the token file
   std::string metrics_path;  // --metrics: JSON Lines written by rank 0; empty: none
+  std::string log_csv_path;  // --log-csv: one CSV row per step (train/metrics.h CsvLog), rank 0; empty: none
   std::string out_path;      // --out: the trained weights, F32 safetensors; empty: not written
   std::string config_path;   // --config: the DeepSpeed-style JSON that was read; empty: none
   // ---- checkpoints (docs/checkpoints.md)
@@ -178,7 +179,8 @@ struct TrainConfig {
 // train_batch_size, steps_per_print, optimizer.{type, params.{lr, betas, eps, weight_decay,
 // adam_w_mode, bias_correction, amsgrad, torch_adam, momentum, dampening, nesterov}},
 // scheduler.{type, params.{warmup_min_lr, warmup_max_lr, warmup_num_steps, warmup_type,
-// total_num_steps, warmup_min_ratio, cos_min_ratio}}, zero_optimization.{stage,
+// total_num_steps, warmup_min_ratio, cos_min_ratio, decay_num_steps and decay_type (type "WSD",
+// zerodp's warmup-stable-decay: DeepSpeed has none)}}, zero_optimization.{stage,
 // reduce_bucket_size, allgather_bucket_size, overlap_comm, contiguous_gradients,
 // stage3_prefetch_bucket_size, stage3_max_live_parameters, stage3_param_persistence_threshold,
 // reshard_after_forward (zerodp's), offload_optimizer.{device ("cpu", "nvme" or "none"), nvme_path,

@@ -134,4 +134,66 @@ void MetricsWriter::commit() {
     throw RuntimeFailure(fmt::format("finishing metrics file '{}': {}", path_, std::strerror(errno)));
 }
 
+CsvLog::CsvLog(std::string path, bool active) : path_(std::move(path)) {
+  if (!active || path_.empty()) return;
+  partial_ = path_ + ".partial";
+  file_ = std::fopen(partial_.c_str(), "w");
+  if (file_ == nullptr)
+    throw UsageError(fmt::format("cannot write --log-csv file '{}': {}", partial_, std::strerror(errno)));
+  write_line(kHeader);
+}
+
+CsvLog::~CsvLog() {
+  if (file_ != nullptr) std::fclose(file_);  // not committed: <path> keeps what it had
+}
+
+void CsvLog::write_line(const std::string& line) {
+  const std::string text = line + "\n";
+  if (std::fwrite(text.data(), 1, text.size(), file_) != text.size() || std::fflush(file_) != 0)
+    throw RuntimeFailure(fmt::format("writing --log-csv file '{}': {}", partial_, std::strerror(errno)));
+}
+
+void CsvLog::flush_held() {
+  if (!held_) return;
+  const Row& r = *held_;
+  std::string line = std::to_string(r.step);
+  if (r.train)
+    line += fmt::format(",{},{},{},{},{:.3f}", r.tokens_trained, r.train->loss, r.train->grad_norm, r.train->lr,
+                        r.train->ms);
+  else
+    line += ",,,,,";
+  if (r.val_loss)
+    line += fmt::format(",{},{}", *r.val_loss, r.val_tokens);
+  else
+    line += ",,";
+  held_.reset();
+  write_line(line);
+}
+
+void CsvLog::record_step(const StepRecord& r, int64_t tokens_trained) {
+  if (file_ == nullptr) return;
+  flush_held();
+  held_ = Row{r.step, r, tokens_trained, std::nullopt, 0};
+}
+
+void CsvLog::record_eval(int64_t step, double val_loss, int64_t tokens) {
+  if (file_ == nullptr) return;
+  if (!held_ || held_->step != step) {
+    flush_held();
+    held_ = Row{step, std::nullopt, 0, std::nullopt, 0};
+  }
+  held_->val_loss = val_loss;
+  held_->val_tokens = tokens;
+}
+
+void CsvLog::commit() {
+  if (file_ == nullptr) return;
+  flush_held();
+  const bool ok = std::fflush(file_) == 0 && fsync(fileno(file_)) == 0;
+  std::fclose(file_);
+  file_ = nullptr;
+  if (!ok || std::rename(partial_.c_str(), path_.c_str()) != 0)
+    throw RuntimeFailure(fmt::format("finishing --log-csv file '{}': {}", path_, std::strerror(errno)));
+}
+
 }  // namespace zerodp::train

@@ -8,6 +8,7 @@
 #include <array>
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -71,6 +72,53 @@ class MetricsWriter {
  private:
   std::string path_, partial_;
   std::FILE* file_ = nullptr;
+};
+
+// The --log-csv file (rank 0): a header, then one row per optimizer step,
+//     step,tokens,loss,grad_norm,lr,ms,val_loss,val_tokens
+// with tokens the tokens trained up to and including the step (the trainer passes (s + 1)·W·G·B·T,
+// so a resumed run counts from step 0 too), and val_loss and val_tokens (the tokens evaluated) filled
+// on the row of the step an evaluation ran after, empty on the others. Numbers are written in their
+// shortest exact form ("0.001", "1e-05"), ms with 3 decimals. Like MetricsWriter: written as
+// <path>.partial and renamed over <path> by commit(), so a failed run leaves an earlier file intact.
+//
+// A step's row is held back until the next record_step() (or commit()), so that the trainer can call
+//     csv.record_step(rec, tokens_trained);      // after each optimizer step
+//     csv.record_eval(s, val_loss, eval_tokens);  // after the eval that follows step s, if one ran
+// in that order and the eval lands on step s's row.
+class CsvLog {
+ public:
+  // An empty path or a rank other than 0 makes a log that writes nothing.
+  CsvLog(std::string path, bool active);
+  ~CsvLog();
+  CsvLog(const CsvLog&) = delete;
+  CsvLog& operator=(const CsvLog&) = delete;
+
+  static constexpr const char* kHeader = "step,tokens,loss,grad_norm,lr,ms,val_loss,val_tokens";
+
+  void record_step(const StepRecord& r, int64_t tokens_trained);
+  // The validation loss measured after step `step` over `tokens` tokens. On the latest step's row when
+  // `step` is that step (a second eval of the same step replaces the first); otherwise on a row of its
+  // own with only step, val_loss and val_tokens (an eval before this run's first step, e.g. right
+  // after --resume).
+  void record_eval(int64_t step, double val_loss, int64_t tokens);
+  // Writes the held row, flushes, fsyncs and renames <path>.partial to <path>.
+  void commit();
+
+ private:
+  struct Row {
+    int64_t step = 0;
+    std::optional<StepRecord> train;
+    int64_t tokens_trained = 0;
+    std::optional<double> val_loss;
+    int64_t val_tokens = 0;
+  };
+  void write_line(const std::string& line);
+  void flush_held();
+
+  std::string path_, partial_;
+  std::FILE* file_ = nullptr;
+  std::optional<Row> held_;
 };
 
 }  // namespace zerodp::train

@@ -234,6 +234,7 @@ TrainResult run_training(TrainConfig cfg) {
 
   MemoryLedger::global().set_budget(cfg.memory_budget);
   MetricsWriter metrics(cfg.metrics_path, rank == 0);
+  CsvLog csv_log(cfg.log_csv_path, rank == 0);  // --log-csv; an eval's loss goes in by csv_log.record_eval()
   zero::EngineConfig engine_cfg = engine_config(cfg);
   engine_cfg.device = run_device.device();
   zero::Engine engine(layout, run_device.comm, engine_cfg);
@@ -294,6 +295,7 @@ TrainResult run_training(TrainConfig cfg) {
     rec.loss_scale = r.loss_scale;
     rec.comm_wait_ms = r.comm_wait_ms;
     metrics.write(step_json(rec));
+    csv_log.record_step(rec, (s + 1) * tokens_per_step);
     // The non-finite policy (contract §10): nothing reached the weights; decide whether to go on.
     if (r.nonfinite) {
       // Every rank takes the same decision; the barrier lets rank 0 finish its metrics record of the
@@ -361,6 +363,7 @@ TrainResult run_training(TrainConfig cfg) {
   }
   world->barrier();
   metrics.commit();
+  csv_log.commit();
   if (cfg.offload_optimizer == plan::Offload::kNvme) {
     const zero::Engine::NvmeTraffic t = engine.nvme_traffic();
     log::info("nvme offload (rank 0): {} read, {} written; the updates moved {} in {:.3f} s ({:.1f} MB/s)",

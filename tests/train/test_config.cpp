@@ -202,7 +202,7 @@ TEST(DsConfig, SchedulerSectionsAndTheirDefaults) {
   EXPECT_TRUE(contains(usage_error([&] {
                          apply_ds_config(e, R"({"scheduler": {"type": "OneCycle", "params": {}}})", "c.json");
                        }),
-                       "c.json: scheduler.type must be WarmupLR, WarmupDecayLR or WarmupCosineLR, got \"OneCycle\""));
+                       "c.json: scheduler.type must be WarmupLR, WarmupDecayLR, WarmupCosineLR or WSD, got \"OneCycle\""));
   EXPECT_TRUE(contains(usage_error([&] {
                          apply_ds_config(e, R"({"scheduler": {"type": "WarmupLR", "params": {"warmup_type": "exp"}}})",
                                          "c.json");
