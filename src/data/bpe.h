@@ -1,0 +1,92 @@
+// Byte-level BPE (contract §11): the tokenizer of a Hugging Face `tokenizer.json` (GPT-2, Llama 3,
+// Qwen 2, SmolLM, OLMo), with the ids of the `tokenizers` library's encode(text,
+// add_special_tokens=False).
+//
+// Encoding a text, as `tokenizers` does it:
+//   1. added tokens (`added_tokens`, special or not) written literally in the text are found first,
+//      leftmost-longest, honouring their single_word / lstrip / rstrip flags; tokens that are not
+//      `normalized` are split out first, the others then in the remaining pieces (with no normalizer
+//      the two passes differ only in that order). Each added token is its id;
+//   2. every other piece is pre-tokenized: the pre-tokenizer's steps in order (Split by a regex or a
+//      string with its behaviour and `invert`, Digits, ByteLevel with GPT-2's regex when use_regex,
+//      the prefix space when add_prefix_space). Regexes run in PCRE2 (UTF, UCP, JIT);
+//   3. each pre-token's bytes become GPT-2's printable characters (bytes_to_unicode) and BPE merges
+//      them, lowest merge rank first, leftmost first among equal ranks; with ignore_merges a pre-token
+//      that is itself in the vocabulary is that token.
+// Ids are computed on bytes throughout: the vocabulary's strings are mapped back to bytes once, when
+// loading, and the merges become a table (left id, right id) -> (rank, merged id).
+//
+// Invalid UTF-8 (which the Python library cannot be given: it takes str): the regexes are compiled
+// with PCRE2_MATCH_INVALID_UTF, under which no pattern item matches a byte of an invalid sequence,
+// so such bytes fall in the gaps between matches and become pre-tokens of their own (with Split's
+// Isolated behaviour), encoded by their byte tokens. decode(encode(x)) == x holds for any bytes when
+// the vocabulary has all 256 byte tokens, as every byte-level BPE trained with ByteLevel's alphabet
+// does. A byte whose token is missing is dropped, as `tokenizers` drops characters missing from a
+// vocabulary without an unk_token.
+//
+// Known differences from `tokenizers` (its regexes run in Oniguruma): PCRE2's \s also matches
+// U+180E MONGOLIAN VOWEL SEPARATOR, which Oniguruma's (Unicode White_Space) does not.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "data/tokenizer.h"
+
+namespace zerodp::data {
+
+// Bounds on a tokenizer.json (docs/limits.md).
+struct BpeLimits {
+  static constexpr size_t kMaxFileBytes = size_t{64} << 20;   // the file (Llama 3's is 9 MB)
+  static constexpr size_t kMaxVocab = size_t{1} << 22;        // ids, added tokens included (Llama 3: 128,256)
+  static constexpr size_t kMaxMerges = size_t{1} << 22;       // merges (Llama 3: 280,147)
+  static constexpr size_t kMaxTokenBytes = 1024;              // one vocabulary string or added token
+  static constexpr size_t kMaxPatternBytes = 4096;            // one pre-tokenizer regex
+  static constexpr size_t kMaxPreTokenizers = 16;             // steps of a Sequence
+};
+
+class BpeModel;  // bpe.cpp
+
+// A piece of a text that encodes on its own: the ids of a text are the concatenation of the ids of
+// its chunks, in order. Chunks let one document be encoded by several threads.
+struct TextChunk {
+  static constexpr uint32_t kText = 0xFFFFFFFFu;
+  uint32_t added = kText;  // an added token's id, or kText for text encoded from [begin, end)
+  size_t begin = 0, end = 0;           // the chunk's bytes in the text
+  size_t seg_begin = 0, seg_end = 0;   // the piece between added tokens it belongs to (what the
+                                       // pre-tokenizer's regexes see, lookaheads included)
+};
+
+class BpeTokenizer final : public Tokenizer {
+ public:
+  // Parses and validates a tokenizer.json's text; `name` names it in messages ("tokenizer 'x.json'").
+  static std::unique_ptr<BpeTokenizer> from_json(std::string_view json_text, const std::string& name);
+  ~BpeTokenizer() override;
+
+  void encode(std::string_view text, std::vector<uint32_t>& out) const override;
+  std::string decode(std::span<const uint32_t> ids) const override;
+  int64_t vocab_size() const override;
+  std::optional<uint32_t> eos_id() const override;
+  std::string describe() const override;
+
+  // Splits `text` into chunks of about `target_bytes` (added tokens first, then text pieces cut only
+  // where the pre-tokenizer provably never joins across the cut: after a '\n' and before a letter,
+  // for the regexes of GPT-2, Llama 3 and Qwen 2; other pre-tokenizers cut at added tokens only).
+  void chunk(std::string_view text, size_t target_bytes, std::vector<TextChunk>& chunks) const;
+  // Appends the ids of one chunk of `text`.
+  void encode_chunk(std::string_view text, const TextChunk& c, std::vector<uint32_t>& out) const;
+
+ private:
+  explicit BpeTokenizer(std::unique_ptr<BpeModel> m);
+  std::unique_ptr<BpeModel> m_;
+};
+
+// GPT-2's byte-to-character table (bytes_to_unicode): the code point that stands for byte b in a
+// byte-level vocabulary. Printable Latin-1 bytes stand for themselves; the others for 256, 257, ...
+uint32_t byte_level_char(uint8_t b);
+
+}  // namespace zerodp::data
