@@ -57,7 +57,7 @@ uint64_t WindowPermutation::operator()(uint64_t i) const {
 
 // ---- BatchLoader ---------------------------------------------------------------------------------
 
-BatchLoader::BatchLoader(const TokenFile& tokens, int world_size, int rank, int micro_batch, int seq_len,
+BatchLoader::BatchLoader(const TokenStream& tokens, int world_size, int rank, int micro_batch, int seq_len,
                          int accum, ShuffleSpec shuffle)
     : tokens_(&tokens), W_(world_size), r_(rank), B_(micro_batch), T_(seq_len), G_(accum), shuffle_(shuffle) {
   ZDP_REQUIRE(world_size > 0, "world size must be positive, got {}", world_size);
@@ -65,12 +65,12 @@ BatchLoader::BatchLoader(const TokenFile& tokens, int world_size, int rank, int 
   ZDP_REQUIRE(micro_batch > 0, "--micro-batch must be positive, got {}", micro_batch);
   ZDP_REQUIRE(seq_len > 0, "--seq must be positive, got {}", seq_len);
   ZDP_REQUIRE(accum > 0, "--accum must be positive, got {}", accum);
-  ZDP_CHECK(tokens.size() > 0, "token file '{}' is empty", tokens.path());
+  ZDP_CHECK(tokens.size() > 0, "token stream {} is empty", tokens.describe());
   if (shuffle_.enabled) {
     windows_ = (tokens.size() - 1) / static_cast<uint64_t>(T_);
     ZDP_REQUIRE(windows_ >= 1,
-                "'{}': {} tokens hold no window of --seq {} + 1 tokens to shuffle (--shuffle on needs at least {})",
-                tokens.path(), tokens.size(), T_, static_cast<uint64_t>(T_) + 1);
+                "{}: {} tokens hold no window of --seq {} + 1 tokens to shuffle (--shuffle on needs at least {})",
+                tokens.describe(), tokens.size(), T_, static_cast<uint64_t>(T_) + 1);
   }
 }
 
@@ -99,30 +99,53 @@ size_t BatchLoader::sequence_start(uint64_t q) const {
 
 void BatchLoader::load(uint64_t step, int micro_step, int32_t* inputs, int32_t* targets) const {
   const size_t n = tokens_per_micro_batch();
-  const size_t num_tokens = tokens_->size();
-  const uint16_t* tok = tokens_->tokens();
   if (shuffle_.enabled) {
-    // Window by window; a window never runs past the end (K·T + 1 ≤ N).
+    // Window by window; a window never runs past the end of the stream (K·T + 1 ≤ N), but may
+    // straddle two shards.
     const uint64_t q0 = first_sequence(step, micro_step);
     const size_t T = static_cast<size_t>(T_);
     for (size_t b = 0; b < static_cast<size_t>(B_); ++b) {
-      const uint16_t* w = tok + sequence_start(q0 + b);
-      for (size_t t = 0; t < T; ++t) {
-        inputs[b * T + t] = w[t];
-        targets[b * T + t] = w[t + 1];
-      }
+      const uint64_t w = sequence_start(q0 + b);
+      tokens_->read(w, T, inputs + b * T);
+      tokens_->read(w + 1, T, targets + b * T);
     }
     return;
   }
-  size_t pos = offset(step, micro_step);
-  // Token k of the window (k = 0..n) is an input for k < n and a target for k > 0.
-  int32_t prev = tok[pos];
-  for (size_t k = 0; k < n; ++k) {
-    if (++pos == num_tokens) pos = 0;
-    const int32_t next = tok[pos];
-    inputs[k] = prev;
-    targets[k] = next;
-    prev = next;
+  // The B·T+1 tokens from the offset: inputs the first B·T, targets the last B·T (both wrap around
+  // the stream's end).
+  const uint64_t pos = offset(step, micro_step);
+  tokens_->read(pos, n, inputs);
+  tokens_->read(pos + 1, n, targets);
+}
+
+// ---- EvalWindows ---------------------------------------------------------------------------------
+
+EvalWindows::EvalWindows(uint64_t windows, int world_size, int rank, int micro_batch, int seq_len)
+    : K_(windows), W_(world_size), r_(rank), B_(micro_batch), T_(seq_len) {
+  ZDP_REQUIRE(windows >= 1, "validation needs at least one window of --seq {} tokens", seq_len);
+  ZDP_REQUIRE(world_size > 0, "world size must be positive, got {}", world_size);
+  ZDP_REQUIRE(rank >= 0 && rank < world_size, "rank {} is outside [0, {})", rank, world_size);
+  ZDP_REQUIRE(micro_batch > 0, "--micro-batch must be positive, got {}", micro_batch);
+  ZDP_REQUIRE(seq_len > 0, "--seq must be positive, got {}", seq_len);
+  const uint64_t per_rank = (K_ + static_cast<uint64_t>(W_) - 1) / static_cast<uint64_t>(W_);  // rank 0's, the most
+  passes_ = (per_rank + static_cast<uint64_t>(B_) - 1) / static_cast<uint64_t>(B_);
+}
+
+int64_t EvalWindows::window(uint64_t pass, int b) const {
+  ZDP_CHECK(pass < passes_ && b >= 0 && b < B_, "slot {} of pass {} ({} passes of {})", b, pass, passes_, B_);
+  const u128 q = (static_cast<u128>(pass) * static_cast<u128>(B_) + static_cast<u128>(b)) * static_cast<u128>(W_) +
+                 static_cast<u128>(r_);
+  return q < K_ ? static_cast<int64_t>(q) : -1;
+}
+
+void EvalWindows::load(const TokenStream& tokens, uint64_t pass, int32_t* inputs, int32_t* targets) const {
+  const size_t T = static_cast<size_t>(T_);
+  ZDP_CHECK(tokens.size() >= K_ * T + 1, "{} tokens for {} windows of {}", tokens.size(), K_, T);
+  for (int b = 0; b < B_; ++b) {
+    const int64_t q = window(pass, b);
+    const uint64_t start = static_cast<uint64_t>(q < 0 ? 0 : q) * T;
+    tokens.read(start, T, inputs + static_cast<size_t>(b) * T);
+    tokens.read(start + 1, T, targets + static_cast<size_t>(b) * T);
   }
 }
 

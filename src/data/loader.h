@@ -8,18 +8,23 @@
 // at off = ((s·G + g)·W + r)·B·T (positions modulo the number of tokens); inputs are the first B·T
 // of them, targets the last B·T, both [B, T]: sequence q starts at token q·T.
 //
-// Shuffled (--shuffle on --seed S): the file is cut into K = ⌊(N − 1)/T⌋ windows of T+1 tokens
+// Positions index the data's whole stream (data/dataset.h: one file, or shards read end to end), N
+// its number of tokens.
+//
+// Shuffled (--shuffle on --seed S): the stream is cut into K = ⌊(N − 1)/T⌋ windows of T+1 tokens
 // (window w is tokens [w·T, w·T + T], inputs its first T, targets its last T), and every epoch
 // reads each window once, in an order drawn from the seed: sequence q reads window π_e(q mod K) of
 // epoch e = ⌊q / K⌋, where π_e is a pseudo-random permutation of [0, K) keyed by (S, e). Being a
 // function of q alone, the order is the same at every world size, stage and split, and a resumed
-// run continues it exactly; nothing but the seed needs to be stored.
+// run continues it exactly; nothing but the seed needs to be stored. Windows may straddle shards.
+//
+// Validation (contract §11, EvalWindows below) reads the first K windows of T tokens of its stream.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
-#include "data/tokens.h"
+#include "data/dataset.h"
 
 namespace zerodp::data {
 
@@ -47,8 +52,8 @@ struct ShuffleSpec {
 class BatchLoader {
  public:
   // UsageError naming the parameter when a size is not positive, the rank is outside [0, W), or
-  // (shuffled) the file holds no window of T+1 tokens. `tokens` must outlive the loader.
-  BatchLoader(const TokenFile& tokens, int world_size, int rank, int micro_batch, int seq_len, int accum = 1,
+  // (shuffled) the stream holds no window of T+1 tokens. `tokens` must outlive the loader.
+  BatchLoader(const TokenStream& tokens, int world_size, int rank, int micro_batch, int seq_len, int accum = 1,
               ShuffleSpec shuffle = {});
 
   // The first token position of (step, micro_step) for this rank in order (--shuffle off), already
@@ -71,10 +76,36 @@ class BatchLoader {
  private:
   uint64_t first_sequence(uint64_t step, int micro_step) const;
 
-  const TokenFile* tokens_;
+  const TokenStream* tokens_;
   int W_, r_, B_, T_, G_;
   ShuffleSpec shuffle_;
   uint64_t windows_ = 0;
+};
+
+// Validation windows (contract §11): the first K windows of T tokens of a stream, window q being
+// its tokens q·T .. q·T+T−1 as inputs and the T tokens one further as targets (so the stream must
+// hold K·T + 1 tokens), split over W ranks for forward passes of B windows each: rank r takes the
+// windows r, r+W, r+2W, ... in that order, B a pass. Every rank runs the same number of passes,
+// ⌈⌈K/W⌉/B⌉ (stage 3 gathers parameters collectively); a slot past the rank's last window is
+// padding: it holds window 0 again and its loss is not counted. So every window is counted exactly
+// once, whatever W and B.
+class EvalWindows {
+ public:
+  // UsageError when K < 1, a size is not positive or the rank is outside [0, W).
+  EvalWindows(uint64_t windows, int world_size, int rank, int micro_batch, int seq_len);
+
+  uint64_t windows() const { return K_; }
+  uint64_t passes() const { return passes_; }
+  // The window in slot b of pass p on this rank, or -1 for a padding slot.
+  int64_t window(uint64_t pass, int b) const;
+  // Fills inputs[B·T] and targets[B·T] (row-major [B, T]) of pass p from `tokens` (which must hold
+  // K·T + 1 tokens); padding slots read window 0.
+  void load(const TokenStream& tokens, uint64_t pass, int32_t* inputs, int32_t* targets) const;
+
+ private:
+  uint64_t K_;
+  int W_, r_, B_, T_;
+  uint64_t passes_;
 };
 
 }  // namespace zerodp::data

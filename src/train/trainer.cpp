@@ -15,9 +15,9 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/memory.h"
+#include "data/dataset.h"
 #include "data/loader.h"
 #include "device/select.h"
-#include "data/tokens.h"
 #include "comm/watchdog.h"
 #include "plan/estimator.h"
 #include "train/checkpointing.h"
@@ -226,7 +226,7 @@ TrainResult run_training(TrainConfig cfg) {
   const RunDevice run_device = open_run_device(device_spec, world);
   check_fits_in_memory(cfg, mc, W, resume ? resume->dir() : cfg.init_path, run_device.memory_bytes);
   if (!cfg.save_dir.empty() && rank == 0) ckpt::make_save_dir(cfg.save_dir);
-  const data::TokenFile tokens = data::TokenFile::open(cfg.data_path, mc.vocab_size);
+  const data::TokenStream tokens = data::TokenStream::open(cfg.data_path, mc.vocab_size);
   const data::BatchLoader loader(tokens, W, rank, static_cast<int>(cfg.micro_batch), static_cast<int>(cfg.seq),
                                  static_cast<int>(cfg.accum), {cfg.shuffle, cfg.seed});
   const optim::LrSchedule schedule = cfg.make_lr_schedule();

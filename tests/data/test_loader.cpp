@@ -19,20 +19,22 @@ class LoaderTest : public ::testing::Test {
  protected:
   // A token file of n tokens with values (i * 7919 + 13) % 1000: no short period, so a misplaced
   // window shows.
-  const TokenFile& make(size_t n) {
+  const TokenStream& make(size_t n) {
     const char* tmp = std::getenv("TMPDIR");
     path_ = std::string(tmp && *tmp ? tmp : "/tmp") + "/zerodp_loader_" + std::to_string(::getpid()) + ".bin";
     tokens_.resize(n);
     for (size_t i = 0; i < n; ++i) tokens_[i] = static_cast<uint16_t>((i * 7919 + 13) % 1000);
     write_token_file(path_, tokens_.data(), n);
-    file_ = TokenFile::open(path_, 1000);
+    std::vector<TokenFile> one;
+    one.push_back(TokenFile::open(path_, 1000));
+    file_ = TokenStream(std::move(one));
     return file_;
   }
   void TearDown() override { ::unlink(path_.c_str()); }
 
   std::string path_;
   std::vector<uint16_t> tokens_;
-  TokenFile file_;
+  TokenStream file_;
 };
 
 struct Geometry {
@@ -41,7 +43,7 @@ struct Geometry {
 
 // The global batch of `step` as one [W·G·B, T] array of inputs and one of targets, concatenated in
 // (micro-step, rank) order.
-void global_batch(const TokenFile& f, Geometry g, int T, uint64_t step, std::vector<int32_t>* in,
+void global_batch(const TokenStream& f, Geometry g, int T, uint64_t step, std::vector<int32_t>* in,
                   std::vector<int32_t>* tgt, ShuffleSpec shuffle = {}) {
   in->clear();
   tgt->clear();
@@ -58,7 +60,7 @@ void global_batch(const TokenFile& f, Geometry g, int T, uint64_t step, std::vec
 }
 
 TEST_F(LoaderTest, FollowsTheContractFormula) {
-  const TokenFile& f = make(5003);
+  const TokenStream& f = make(5003);
   const int W = 3, B = 2, T = 16, G = 2;
   std::vector<int32_t> x(B * T), y(B * T);
   for (uint64_t s : {0u, 1u, 7u, 40u}) {
@@ -80,7 +82,7 @@ TEST_F(LoaderTest, FollowsTheContractFormula) {
 
 TEST_F(LoaderTest, SameGlobalBatchesHoweverSplit) {
   // 8 sequences of 16 tokens a step; 1000 tokens, so the steps wrap around the file several times.
-  const TokenFile& f = make(1000);
+  const TokenStream& f = make(1000);
   const int T = 16;
   const Geometry splits[] = {{1, 8, 1}, {4, 2, 1}, {2, 2, 2}, {1, 1, 8}, {8, 1, 1}};
   for (uint64_t step = 0; step < 30; ++step) {
@@ -97,7 +99,7 @@ TEST_F(LoaderTest, SameGlobalBatchesHoweverSplit) {
 }
 
 TEST_F(LoaderTest, WrapsAroundTheEndOfTheFile) {
-  const TokenFile& f = make(10);  // shorter than one window: positions cycle
+  const TokenStream& f = make(10);  // shorter than one window: positions cycle
   const BatchLoader loader(f, 1, 0, 2, 8, 1);
   std::vector<int32_t> x(16), y(16);
   loader.load(0, 0, x.data(), y.data());
@@ -117,7 +119,7 @@ TEST_F(LoaderTest, WrapsAroundTheEndOfTheFile) {
 }
 
 TEST_F(LoaderTest, BadGeometryIsRefused) {
-  const TokenFile& f = make(100);
+  const TokenStream& f = make(100);
   EXPECT_THROW(BatchLoader(f, 0, 0, 1, 1, 1), UsageError);
   EXPECT_THROW(BatchLoader(f, 2, 2, 1, 1, 1), UsageError);
   EXPECT_THROW(BatchLoader(f, 2, -1, 1, 1, 1), UsageError);
@@ -167,7 +169,7 @@ TEST(WindowPermutation, DependsOnSeedAndEpochAndShuffles) {
 }
 
 TEST_F(LoaderTest, ShuffledEpochsReadEveryWindowOnceInTheSameOrderHoweverSplit) {
-  const TokenFile& f = make(16 * 50 + 7);  // K = 50 windows of 17 tokens, 6 tokens left over
+  const TokenStream& f = make(16 * 50 + 7);  // K = 50 windows of 17 tokens, 6 tokens left over
   const int T = 16;
   const ShuffleSpec shuffle{true, 99};
   const BatchLoader probe(f, 1, 0, 8, T, 1, shuffle);
@@ -205,7 +207,7 @@ TEST_F(LoaderTest, ShuffledEpochsReadEveryWindowOnceInTheSameOrderHoweverSplit) 
 }
 
 TEST_F(LoaderTest, ShufflingNeedsOneWholeWindow) {
-  const TokenFile& f = make(16);
+  const TokenStream& f = make(16);
   EXPECT_THROW(BatchLoader(f, 1, 0, 1, 16, 1, {true, 1}), UsageError);  // 16 tokens: no window of 17
   EXPECT_NO_THROW(BatchLoader(f, 1, 0, 1, 15, 1, {true, 1}));
   EXPECT_NO_THROW(BatchLoader(f, 1, 0, 1, 16, 1));  // in order, positions wrap

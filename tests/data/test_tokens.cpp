@@ -106,8 +106,13 @@ TEST_F(TokenFileTest, BadFilesAreRefused) {
   expect_refused(short_header, 256, {"bad header", "1024"});
 
   const std::string version = path("version.bin");
-  write_file_atomic(version, header(20240520, 2, 2) + le16({1, 2}));
-  expect_refused(version, 256, {"bad header", "version 2"});
+  write_file_atomic(version, header(20240520, 3, 2) + le16({1, 2}));
+  expect_refused(version, 256, {"bad header", "version 3"});
+
+  // Version 2 is uint32: two uint16 tokens' bytes are one uint32 token, not the two announced.
+  const std::string width = path("width.bin");
+  write_file_atomic(width, header(20240520, 2, 2) + le16({1, 2}));
+  expect_refused(width, 256, {"bad header", "announces 2 tokens", "4 bytes", "a file of 1028 bytes"});
 
   const std::string count = path("count.bin");
   write_file_atomic(count, header(20240520, 1, 3) + le16({1, 2}));
@@ -127,6 +132,49 @@ TEST_F(TokenFileTest, BadFilesAreRefused) {
   EXPECT_EQ(TokenFile::open(big, 257).size(), 5u);
 
   expect_refused(path("missing.bin"), 256, {"No such file"});
+}
+
+std::string le32(const std::vector<uint32_t>& tokens) {
+  std::string out;
+  for (uint32_t t : tokens)
+    for (int b = 0; b < 4; ++b) out.push_back(static_cast<char>((t >> (8 * b)) & 0xFF));
+  return out;
+}
+
+TEST_F(TokenFileTest, Uint32Tokens) {
+  const std::string f = path("u32.bin");
+  const std::vector<uint32_t> tokens = {0, 65535, 65536, 151642, 7};
+  write_file_atomic(f, llmc_header(tokens.size(), 4) + le32(tokens));
+  EXPECT_EQ(read_file(f).substr(0, 12), header(20240520, 2, 5).substr(0, 12));
+  const TokenFile t = TokenFile::open(f, 151643);
+  EXPECT_TRUE(t.has_llmc_header());
+  EXPECT_EQ(t.token_bytes(), 4);
+  EXPECT_EQ(t.tokens16(), nullptr);
+  ASSERT_NE(t.tokens32(), nullptr);
+  ASSERT_EQ(t.size(), tokens.size());
+  for (size_t i = 0; i < tokens.size(); ++i) EXPECT_EQ(t[i], tokens[i]);
+  std::vector<int32_t> copied(3);
+  t.copy(2, 3, copied.data());
+  EXPECT_EQ(copied, (std::vector<int32_t>{65536, 151642, 7}));
+  // Any token at or over the vocabulary is refused with its position and value, above 65535 too.
+  expect_refused(f, 151642, {"token 151642", "position 3", "151642"});
+  expect_refused(f, 65536, {"token 65536", "position 2"});
+  // uint16 files still read as before.
+  const std::string g = path("u16.bin");
+  write_token_file(g, std::vector<uint16_t>{3, 4}.data(), 2);
+  EXPECT_EQ(TokenFile::open(g, 5).token_bytes(), 2);
+  EXPECT_EQ(TokenFile::open(g, 5)[1], 4u);
+}
+
+TEST_F(TokenFileTest, TheMagicAlwaysMeansAHeader) {
+  // Raw uint16 tokens 0xD888, 0x0134 spell the magic: such a file is read as a header, and refused
+  // when the header does not hold, whatever a raw reading would give.
+  const std::string f = path("magic_raw.bin");
+  write_file_atomic(f, le16({0xD888, 0x0134, 5, 6, 7, 8}));
+  expect_refused(f, 65536, {"bad header", "1024"});
+  const std::string g = path("magic_count.bin");
+  write_file_atomic(g, header(20240520, 2, 3) + le32({1, 2}));
+  expect_refused(g, 256, {"announces 3 tokens", "8 bytes", "a file of 1032 bytes"});
 }
 
 TEST_F(TokenFileTest, TokenOutOfRangeFoundInALargeFile) {

@@ -2,7 +2,8 @@
 // written to an anonymous in-memory file (memfd_create, created once) that is opened as
 // /proc/self/fd/N, so no disk is touched. Each input is opened with a byte-level vocabulary (256,
 // the demo's) and GPT-2's (50257), so that both the accepted path and the bad-token path run. An
-// accepted file must have exactly as many tokens as its bytes allow, all below the vocabulary.
+// accepted file must have exactly as many tokens as its bytes allow (uint16, or uint32 under a
+// header), all below the vocabulary.
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -56,10 +57,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     zerodp::fuzz::only_zerodp_errors("tokens", [&] {
       const auto f = zerodp::data::TokenFile::open(path, vocab);
       const size_t header = f.has_llmc_header() ? zerodp::data::kLlmcHeaderBytes : 0;
-      if (size < header || f.size() != (size - header) / 2 || f.size() == 0)
+      const size_t width = static_cast<size_t>(f.token_bytes());
+      if ((width != 2 && width != 4) || (width == 4 && header == 0))
+        zerodp::fuzz::property_failed("tokens", "a token width other than uint16, or uint32 without a header");
+      if (size < header || f.size() != (size - header) / width || f.size() == 0)
         zerodp::fuzz::property_failed("tokens", "the token count does not match the file's size");
       for (size_t i = 0; i < f.size(); ++i)
-        if (f[i] >= vocab) zerodp::fuzz::property_failed("tokens", "an accepted token is not below the vocabulary");
+        if (f[i] >= static_cast<uint32_t>(vocab)) zerodp::fuzz::property_failed("tokens", "an accepted token is not below the vocabulary");
     });
   }
   return 0;
