@@ -232,7 +232,7 @@ const std::vector<FlagEntry>& flag_table() {
        ZDP_GET { return std::to_string(c.lr_schedule.total_num_steps); }},
       {{"--decay-steps", "N",
         "wsd: the decay tail's length D, the last D of the schedule's steps (steps T-D .. T-1; the last is at "
-        "--min-lr); 0: no decay. Warmup + D must fit in T",
+        "--min-lr); 0 (the default): no decay. Warmup + D must fit in T",
         false},
        ZDP_SET {
          c.lr_schedule.decay_num_steps = flag_int(f, v);
@@ -243,7 +243,7 @@ const std::vector<FlagEntry>& flag_table() {
        ZDP_GET {  // shown for wsd only: the other schedules take no --decay-steps
          return c.lr_schedule.kind == LrScheduleKind::kWSD ? std::to_string(c.lr_schedule.decay_num_steps) : "";
        }},
-      {{"--decay-type", "TYPE", "wsd: the decay tail's shape: linear, cosine or 1-sqrt", false},
+      {{"--decay-type", "TYPE", "wsd: the decay tail's shape: linear (the default), cosine or 1-sqrt", false},
        ZDP_SET {
          c.lr_schedule.decay_type = with_context(f, [&] { return optim::parse_decay_type(v); });
          ZDP_REQUIRE(c.lr_schedule.kind == LrScheduleKind::kWSD,
