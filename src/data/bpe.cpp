@@ -231,7 +231,7 @@ class Regex {
     if (code_ == nullptr) {
       PCRE2_UCHAR msg[256];
       pcre2_get_error_message(err, msg, sizeof msg);
-      throw UsageError(fmt::format("{}: regex {} does not compile at offset {}: {}", where, describe_text(pattern),
+      throw UsageError(fmt::format("{}: regex \"{}\" does not compile at offset {}: {}", where, describe_text(pattern),
                                    offset, reinterpret_cast<const char*>(msg)));
     }
     jit_ = pcre2_jit_compile(code_, PCRE2_JIT_COMPLETE) == 0;

@@ -67,6 +67,7 @@ class BpeTokenizer final : public Tokenizer {
   static std::unique_ptr<BpeTokenizer> from_json(std::string_view json_text, const std::string& name);
   ~BpeTokenizer() override;
 
+  using Tokenizer::encode;
   void encode(std::string_view text, std::vector<uint32_t>& out) const override;
   std::string decode(std::span<const uint32_t> ids) const override;
   int64_t vocab_size() const override;

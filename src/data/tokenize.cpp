@@ -117,7 +117,8 @@ void encode_item(const Tokenizer& tok, const std::vector<Input>& inputs, const I
   const Input& in = inputs[it.input];
   const std::string_view text = in.text();
   const auto* bpe = dynamic_cast<const BpeTokenizer*>(&tok);
-  const std::optional<uint32_t> eos_id = eos ? tok.eos_id() : std::nullopt;
+  std::optional<uint32_t> eos_id;
+  if (eos) eos_id = tok.eos_id();
   if (!it.jsonl) {
     if (it.eos_first) {
       r.documents = 1;
