@@ -10,13 +10,14 @@ curve as an exponential average does), and the validation loss of every eval (ma
 the tokens trained so far, into one PNG. The legend names each file (its file name, or --label, one per file, in order).
 
 What it reads of each file:
-  {"event":"step","step":s,"loss":x,"tokens":n,...}  n = the tokens of that one step (W·G·B·T)
-  {"event":"eval","step":s,"val_loss":x,"tokens":n}  n = the tokens evaluated, not trained
-Other events (memory, traffic, ...) are skipped. The tokens trained at step s are the sum of the
-step events' "tokens" up to and including s; a file that starts at a step s0 > 0 (a resumed run)
-counts s0 more steps of its first step's size before it. An eval at step s sits at the tokens
-trained through step s (it ran after that step). A step whose loss is null (not finite: a skipped
-step) is counted but not drawn.
+  {"event":"step","step":s,"loss":x,"tokens":n,...}  s 0-based; n = the tokens of that one step (W·G·B·T)
+  {"event":"eval","step":k,"val_loss":x,"tokens":n}  after k steps done (0-based steps 0 .. k-1);
+                                                     n = the tokens evaluated, not trained
+Other events (memory, traffic, ...) are skipped. A step's point sits at the tokens trained through
+it: the sum of the step events' "tokens" up to and including it; a file that starts at a step
+s0 > 0 (a resumed run) counts s0 more steps of its first step's size before it. An eval after k
+steps sits at the tokens trained through step k - 1 (0 for k = 0). A step whose loss is null (not
+finite: a skipped step) is counted but not drawn.
 
 Runs with Debian's python3-matplotlib (/usr/bin/python3). Exit codes: 0 done; 2 bad usage or a
 bad metrics file (a message on stderr names the file and the line)."""
@@ -42,7 +43,7 @@ def is_int(x):
 
 
 class Run:
-    """One metrics file: its steps (step -> (tokens of the step, loss or None)) and evals (step -> val_loss)."""
+    """One metrics file: its steps (step -> (tokens of the step, loss or None)) and evals (steps done -> val_loss)."""
 
     def __init__(self, path, label):
         self.path = path
@@ -63,8 +64,12 @@ class Run:
             out[s] = total
         return out
 
-    def tokens_at(self, step, cumulative):
-        """Tokens trained through `step`, also for a step without its own step event."""
+    def tokens_after(self, steps_done, cumulative):
+        """Tokens trained by the first `steps_done` steps (an eval event's "step"), also where the
+        file has no event for step steps_done - 1."""
+        step = steps_done - 1
+        if step < 0:
+            return 0
         if step in cumulative:
             return cumulative[step]
         if not cumulative:
@@ -157,7 +162,7 @@ def plot(runs, out, title, smooth, log_y):
             ax.plot(xs, ys, color=color, alpha=0.25, lw=0.8)
             ax.plot(xs, moving_average(ys, smooth), color=color, lw=1.8, label=f"{run.label}: train")
         if run.evals:
-            ev = [(run.tokens_at(s, cumulative), run.evals[s]) for s in sorted(run.evals)]
+            ev = [(run.tokens_after(k, cumulative), run.evals[k]) for k in sorted(run.evals)]
             xs, ys = zip(*ev)
             ax.plot(xs, ys, ls="--", lw=1, color=color, marker="o", ms=6, mfc="white", mew=1.6,
                     label=f"{run.label}: val")

@@ -82,10 +82,12 @@ class MetricsWriter {
 // shortest exact form ("0.001", "1e-05"), ms with 3 decimals. Like MetricsWriter: written as
 // <path>.partial and renamed over <path> by commit(), so a failed run leaves an earlier file intact.
 //
-// A step's row is held back until the next record_step() (or commit()), so that the trainer can call
-//     csv.record_step(rec, tokens_trained);      // after each optimizer step
-//     csv.record_eval(s, val_loss, eval_tokens);  // after the eval that follows step s, if one ran
-// in that order and the eval lands on step s's row.
+// A step's row is held back until the next record_step() (or commit()), so that the trainer can call,
+// for the 0-based step s,
+//     csv.record_step(rec, (s + 1) * tokens_per_step);   // after the step
+//     csv.record_eval(s, val_loss, eval_tokens);          // after the eval that follows it, if one ran
+// in that order, and the eval lands on step s's row. (record_eval takes the 0-based step, the CSV's
+// step column; eval_json's "step" is the steps done, s + 1.)
 class CsvLog {
  public:
   // An empty path or a rank other than 0 makes a log that writes nothing.
@@ -97,10 +99,10 @@ class CsvLog {
   static constexpr const char* kHeader = "step,tokens,loss,grad_norm,lr,ms,val_loss,val_tokens";
 
   void record_step(const StepRecord& r, int64_t tokens_trained);
-  // The validation loss measured after step `step` over `tokens` tokens. On the latest step's row when
-  // `step` is that step (a second eval of the same step replaces the first); otherwise on a row of its
-  // own with only step, val_loss and val_tokens (an eval before this run's first step, e.g. right
-  // after --resume).
+  // The validation loss over `tokens` tokens measured after the 0-based step `step`. On that step's row
+  // when it is the latest recorded one (a second eval there replaces the first); otherwise on a row of
+  // its own with only step, val_loss and val_tokens (an eval before this run's first step: -1 before
+  // any training, or the step before a resumed run's first).
   void record_eval(int64_t step, double val_loss, int64_t tokens);
   // Writes the held row, flushes, fsyncs and renames <path>.partial to <path>.
   void commit();

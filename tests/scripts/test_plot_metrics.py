@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """Checks of scripts/plot_metrics.py (/usr/bin/python3 tests/scripts/test_plot_metrics.py).
 
-Two small hand-made metrics files: a run of 40 steps of 1024 tokens with an eval every 10 steps and
-after the last, and a run resumed at step 20 with steps of 2048 tokens, a null (skipped) loss and the
+Two small hand-made metrics files: a run of 40 steps of 1024 tokens with an eval before the first
+step and every 10 steps (the eval event's "step" is the steps done, as train/metrics.h eval_json
+writes it), and a run resumed at step 20 with steps of 2048 tokens, a null (skipped) loss and the
 memory and traffic events at the end. The tokens trained at each eval are worked out by hand; the PNG
 is read back (signature and size); bad inputs end with exit 2 and a message naming the file and line.
 Exit 77 (skipped) without matplotlib.
@@ -39,19 +40,19 @@ def step(s, loss, tokens):
 
 
 def first_run():
-    recs = []
+    recs = [{"event": "eval", "step": 0, "val_loss": 5.6, "tokens": 4096}]
     for s in range(40):
         recs.append(step(s, 5.5 * math.exp(-s / 30) + 0.05 * math.sin(s), 1024))
         if (s + 1) % 10 == 0:
-            recs.append({"event": "eval", "step": s, "val_loss": 5.6 * math.exp(-s / 35), "tokens": 4096})
+            recs.append({"event": "eval", "step": s + 1, "val_loss": 5.6 * math.exp(-s / 35), "tokens": 4096})
     return recs
 
 
 def resumed_run():
     recs = [step(s, 4.0 - 0.03 * (s - 20), 2048) for s in range(20, 40)]
     recs[5]["loss"] = None  # a skipped step: not finite, dumped as null
-    recs.append({"event": "eval", "step": 29, "val_loss": 3.9, "tokens": 8192})
-    recs.append({"event": "eval", "step": 39, "val_loss": 3.7, "tokens": 8192})
+    recs.append({"event": "eval", "step": 30, "val_loss": 3.9, "tokens": 8192})
+    recs.append({"event": "eval", "step": 40, "val_loss": 3.7, "tokens": 8192})
     recs.append({"event": "memory", "rank": 0, "peak_bytes": {"total": 1}, "live_bytes": {"total": 1}})
     recs.append({"event": "traffic", "rank": 0, "bytes_sent": {"all_reduce": 0}})
     return recs
@@ -81,14 +82,15 @@ class PlotMetrics(unittest.TestCase):
         cum = a.trained_tokens()
         self.assertEqual(cum[0], 1024)
         self.assertEqual(cum[39], 40 * 1024)
-        self.assertEqual([a.tokens_at(s, cum) for s in sorted(a.evals)], [10240, 20480, 30720, 40960])
+        self.assertEqual([a.tokens_after(k, cum) for k in sorted(a.evals)], [0, 10240, 20480, 30720, 40960])
         b = mod.read_run(self.b, "b")
         cum = b.trained_tokens()
         self.assertEqual(cum[20], 21 * 2048)  # resumed: 20 earlier steps of the first step's size
-        self.assertEqual(b.tokens_at(29, cum), 30 * 2048)
+        self.assertEqual(b.tokens_after(30, cum), 30 * 2048)
         self.assertIsNone(b.steps[25][1])  # the null loss is kept out of the curve, its tokens counted
         self.assertEqual(cum[26] - cum[25], 2048)
-        self.assertEqual(b.tokens_at(5, cum), 6 * 2048)  # before the first step event
+        self.assertEqual(b.tokens_after(6, cum), 6 * 2048)  # before the first step event
+        self.assertEqual(b.tokens_after(45, cum), 45 * 2048)  # after the last
         self.assertEqual(mod.moving_average([1.0, 2.0, 3.0, 4.0, 5.0], 1), [1.5, 2.0, 3.0, 4.0, 4.5])
         self.assertEqual(mod.moving_average([1.0, 3.0], 0), [1.0, 3.0])
         self.assertEqual(mod.default_smoothing([a, b]), 1)
@@ -97,7 +99,7 @@ class PlotMetrics(unittest.TestCase):
         out = self.path("loss.png")
         r = run(self.a, self.b, "--out", out, "--title", "test run", "--label", "fresh", "--label", "resumed")
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertIn("2 runs, 60 steps, 6 evals", r.stdout)
+        self.assertIn("2 runs, 60 steps, 7 evals", r.stdout)
         with open(out, "rb") as f:
             head = f.read(24)
         self.assertEqual(head[:8], b"\x89PNG\r\n\x1a\n")

@@ -155,9 +155,10 @@ TEST(CsvLog, OneRowPerStepWithTheEvalOnItsStep) {
     CsvLog csv(path, true);
     csv.record_step(step(0, 5.5), 256);
     csv.record_step(step(1, 5.25), 512);
-    csv.record_eval(1, 5.0, 4096);
+    csv.record_eval(1, 5.0, 4096);  // after step 1: on its row
     csv.record_step(step(2, 5.0), 768);
-    csv.record_eval(2, 4.75, 4096);
+    csv.record_eval(2, 4.0, 4096);
+    csv.record_eval(2, 4.75, 4096);  // the same eval again: replaces it
     csv.commit();
   }
   EXPECT_EQ(read_text(path), std::string(CsvLog::kHeader) +
@@ -172,13 +173,15 @@ TEST(CsvLog, AnEvalWithoutItsStepGetsARowOfItsOwn) {
   const TempDir dir;
   const std::string path = dir.file("log.csv");
   CsvLog csv(path, true);
-  csv.record_eval(9, 6.5, 1024);  // e.g. before the first step of a resumed run
+  csv.record_eval(9, 6.5, 1024);  // e.g. before the first step of a run resumed at step 10
   csv.record_step(step(10, 5.5), 11 * 256);
+  csv.record_eval(-1, 7.5, 1024);  // out of order, and before any training: a row of its own all the same
   csv.commit();
   EXPECT_EQ(read_text(path), std::string(CsvLog::kHeader) +
                                  "\n"
                                  "9,,,,,,6.5,1024\n"
-                                 "10,2816,5.5,0.5,0.001,12.250,,\n");
+                                 "10,2816,5.5,0.5,0.001,12.250,,\n"
+                                 "-1,,,,,,7.5,1024\n");
 }
 
 TEST(CsvLog, AFailedRunLeavesTheEarlierFile) {
