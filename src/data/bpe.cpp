@@ -249,6 +249,10 @@ class Regex {
     const int rc = jit_ ? pcre2_jit_match(code_, p, n, from, 0, s.data, s.context)
                         : pcre2_match(code_, p, n, from, 0, s.data, s.context);
     if (rc == PCRE2_ERROR_NOMATCH) return false;
+    if (rc == PCRE2_ERROR_MATCHLIMIT || rc == PCRE2_ERROR_JIT_STACKLIMIT || rc == PCRE2_ERROR_DEPTHLIMIT ||
+        rc == PCRE2_ERROR_HEAPLIMIT)
+      throw UsageError(fmt::format("pre-tokenizer regex \"{}\" backtracks past PCRE2's limits on a text",
+                                   describe_text(pattern_)));
     if (rc < 0) {
       PCRE2_UCHAR msg[256];
       pcre2_get_error_message(rc, msg, sizeof msg);
@@ -861,7 +865,12 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::from_json(std::string_view json_text
     }
   }
 
-  // id -> bytes
+  // id -> bytes. Ids are (nearly) dense in real files; holes are allowed only as many as there are
+  // tokens, so that the table below is sized by what the file holds, never by an id it merely names.
+  const size_t given = entries.size() + m->added.size();
+  if (size_t{max_id} >= 2 * given + 1024)
+    r.fail("model.vocab", fmt::format("id {} is far beyond the {} tokens the file gives (ids must be nearly dense)",
+                                      max_id, given));
   const size_t V = size_t{max_id} + 1;
   m->token_bytes.assign(V, std::string());
   m->has_token.assign(V, 0);
