@@ -1,5 +1,9 @@
-// `zerodp sample --model F --prompt TEXT --tokens N [--temperature X] [--top-k K] [--seed S]`
+// `zerodp sample --model F [--tokenizer tokenizer.json] --prompt TEXT --tokens N [--temperature X]
+// [--top-k K] [--seed S]`: the prompt encoded by the tokenizer (bytes without one), the continuation
+// decoded and printed as it is drawn, ending at the tokenizer's end-of-text token.
 #include <unistd.h>
+
+#include <cstdio>
 
 #include <fmt/format.h>
 
@@ -7,13 +11,15 @@
 #include "ckpt/gpt2_weights.h"
 #include "core/error.h"
 #include "core/memory.h"
+#include "data/tokenizer.h"
 #include "model/gpt2.h"
 #include "train/sample.h"
 
 namespace zerodp::cli {
 namespace {
 
-std::string g_model, g_prompt = "\n";
+std::string g_model, g_tokenizer, g_prompt = "\n";
+bool g_no_stop = false;
 train::SampleOptions g_opts;
 
 // The sampler holds every weight in fp32 and the activations of one full context. A model file can be
@@ -32,22 +38,41 @@ void check_fits_in_memory(const std::string& path) {
               format_bytes(have));
 }
 
+int run_sample() {
+  check_fits_in_memory(g_model);
+  const std::unique_ptr<data::Tokenizer> tokenizer =
+      g_tokenizer.empty() ? data::byte_tokenizer() : data::load_tokenizer(g_tokenizer);
+  const std::vector<uint32_t> prompt = tokenizer->encode(g_prompt);
+  train::SampleOptions opts = g_opts;
+  opts.vocab_limit = tokenizer->vocab_size();
+  if (!g_no_stop) opts.stop_token = tokenizer->eos_id();
+  // Each token's bytes as it comes (a character split over two tokens is whole once both are out).
+  opts.on_token = [&](uint32_t id) {
+    const uint32_t one[1] = {id};
+    const std::string bytes = tokenizer->decode(one);
+    std::fwrite(bytes.data(), 1, bytes.size(), stdout);
+    std::fflush(stdout);
+  };
+  std::fwrite(g_prompt.data(), 1, g_prompt.size(), stdout);
+  std::fflush(stdout);
+  train::generate(g_model, prompt, opts);
+  std::fputc('\n', stdout);
+  return 0;
+}
+
 void register_sample(CLI::App& app, Action& action) {
-  auto* cmd = app.add_subcommand("sample", "Generate text from a trained model (byte-level tokens)");
+  auto* cmd = app.add_subcommand("sample", "Generate text from a trained model (GPT-2 safetensors)");
   cmd->add_option("--model", g_model, "Model weights (safetensors)")->required();
+  cmd->add_option("--tokenizer", g_tokenizer,
+                  "Hugging Face tokenizer.json (byte-level BPE) that made the training tokens; without it, bytes "
+                  "(V = 256)");
   cmd->add_option("--prompt", g_prompt, "Text to continue")->capture_default_str();
-  cmd->add_option("--tokens", g_opts.tokens, "Tokens to generate")->capture_default_str();
+  cmd->add_option("--tokens", g_opts.tokens, "Tokens to generate, at most")->capture_default_str();
   cmd->add_option("--temperature", g_opts.temperature, "Softmax temperature (0: greedy)")->capture_default_str();
   cmd->add_option("--top-k", g_opts.top_k, "Sample among the k most likely tokens (0: all)")->capture_default_str();
   cmd->add_option("--seed", g_opts.seed, "Random seed")->capture_default_str();
-  cmd->callback([&action] {
-    action = [] {
-      check_fits_in_memory(g_model);
-      const auto tokens = train::generate(g_model, g_prompt, g_opts);
-      fmt::print("{}{}\n", g_prompt, train::detokenize(tokens));
-      return 0;
-    };
-  });
+  cmd->add_flag("--no-stop", g_no_stop, "Go on past the tokenizer's end-of-text token instead of stopping there");
+  cmd->callback([&action] { action = run_sample; });
 }
 const CommandRegistration registration(50, register_sample);
 

@@ -86,7 +86,7 @@ if [[ -n $deps ]]; then
   # (ZERODP_NO_MKL=1: none was fetched, so the bf16 GEMMs on the CPU take the fp32 fallback).
   read -r -a deps_cmake_args <<<"$ZERODP_CMAKE_ARGS"
 else
-  bash scripts/setup.sh --no-build
+  bash scripts/setup.sh --tests --no-build
 fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 if [[ $(uname -r) == 4.4.0 ]]; then  # gVisor's kernel: no process_vm_readv between the ranks

@@ -48,6 +48,7 @@ ROOTS=(
   libgtest-dev libgmock-dev                       # tests/
   libbenchmark-dev                                # bench/ (ZERODP_BUILD_BENCH=ON)
   liburing-dev                                    # the NVMe offload files' I/O
+  libpcre2-dev                                    # the tokenizers' pre-tokenization regexes
 )
 # Installed only where the system lacks their sonames (see the header).
 FALLBACK=(libgfortran5 libudev1)
