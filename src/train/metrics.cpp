@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <exception>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -144,7 +145,14 @@ CsvLog::CsvLog(std::string path, bool active) : path_(std::move(path)) {
 }
 
 CsvLog::~CsvLog() {
-  if (file_ != nullptr) std::fclose(file_);  // not committed: <path> keeps what it had
+  if (file_ == nullptr) return;
+  // Not committed (the run failed): <path> keeps what it had; <path>.partial gets the held row too,
+  // the failed step's, as the metrics file has it.
+  try {
+    flush_held();
+  } catch (const std::exception&) {  // a destructor does not throw; the run's own error is the one to see
+  }
+  std::fclose(file_);
 }
 
 void CsvLog::write_line(const std::string& line) {

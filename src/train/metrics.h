@@ -80,7 +80,8 @@ class MetricsWriter {
 // so a resumed run counts from step 0 too), and val_loss and val_tokens (the tokens evaluated) filled
 // on the row of the step an evaluation ran after, empty on the others. Numbers are written in their
 // shortest exact form ("0.001", "1e-05"), ms with 3 decimals. Like MetricsWriter: written as
-// <path>.partial and renamed over <path> by commit(), so a failed run leaves an earlier file intact.
+// <path>.partial and renamed over <path> by commit(), so a failed run leaves an earlier file intact
+// (and its rows, the last step's included, in <path>.partial).
 //
 // A step's row is held back until the next record_step() (or commit()), so that the trainer can call,
 // for the 0-based step s,
