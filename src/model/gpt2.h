@@ -116,6 +116,8 @@ class GPT2 {
   double forward(const int32_t* inputs, const int32_t* targets, UnitAccess<F>& units);
   // The per-token losses of the last forward, [B·T], in the device's memory.
   const Acc* losses() const;
+  // The same, read back into host memory by the forward (row-major [B, T]).
+  const std::vector<Acc>& host_losses() const { return host_losses_; }
   // Backward of the last forward: the gradient of Σ_tokens dloss·loss_token, accumulated into
   // units.grads(u). dloss = loss scale / number of tokens the step's loss averages over.
   void backward(Acc dloss, UnitAccess<F>& units);

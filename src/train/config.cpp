@@ -151,7 +151,10 @@ const std::vector<FlagEntry>& flag_table() {
        ZDP_SET { c.config_path = std::string(v); }, ZDP_GET { return c.config_path; }},
       {{"--init", "PATH", "Initial weights (safetensors, e.g. from `zerodp init`); required", false},
        ZDP_SET { c.init_path = std::string(v); }, ZDP_GET { return c.init_path; }},
-      {{"--data", "PATH", "Token file (uint16, raw or llm.c layout); required", false},
+      {{"--data", "PATH",
+        "Training tokens: a token file (raw uint16, or llm.c layout with uint16 or uint32 tokens), a directory (its "
+        "*.bin files) or a glob, the files read in sorted name order as one stream; required",
+        false},
        ZDP_SET { c.data_path = std::string(v); }, ZDP_GET { return c.data_path; }},
       {{"--steps", "K", "Optimizer steps to run", false},
        ZDP_SET { c.steps = flag_int(f, v); }, ZDP_GET { return std::to_string(c.steps); }},
@@ -410,6 +413,19 @@ const std::vector<FlagEntry>& flag_table() {
        ZDP_GET { return c.shuffle ? "on" : "off"; }},
       {{"--log-every", "N", "Print progress every N steps (0: never)", false},
        ZDP_SET { c.log_every = flag_int(f, v); }, ZDP_GET { return std::to_string(c.log_every); }},
+      {{"--val-data", "PATH",
+        "Validation tokens (a file, directory or glob, as --data): the mean loss over the first --eval-tokens of "
+        "them, every --eval-every steps and after the last step, the same at every world size, stage and batch split",
+        false},
+       ZDP_SET { c.val_data_path = std::string(v); }, ZDP_GET { return c.val_data_path; }},
+      {{"--eval-every", "N", "With --val-data: evaluate after every N steps, and after the last (0: after the last only)",
+        false},
+       ZDP_SET { c.eval_every = flag_int(f, v); }, ZDP_GET { return std::to_string(c.eval_every); }},
+      {{"--eval-tokens", "E",
+        "With --val-data: evaluate floor(E/T) windows of --seq T tokens from its start (0: the first 1048576 tokens, "
+        "or all its windows when it holds fewer)",
+        false},
+       ZDP_SET { c.eval_tokens = flag_int(f, v); }, ZDP_GET { return std::to_string(c.eval_tokens); }},
       {{"--comm-timeout", "SECONDS",
         "A collective not done after this long ends the job (exit 1) naming it, the step and the ranks that had not "
         "arrived, instead of hanging (0: wait forever)",
@@ -1271,6 +1287,11 @@ void TrainConfig::validate(int world_size) const {
   ZDP_REQUIRE(comm_timeout >= 0 && comm_timeout <= 86400 * 7,
               "--comm-timeout must be in [0, 604800] seconds (0: no watchdog), got {}", comm_timeout);
   ZDP_REQUIRE(log_every >= 0, "--log-every (steps_per_print) must be >= 0, got {}", log_every);
+  ZDP_REQUIRE(eval_every >= 0 && eval_every <= kMaxSteps, "--eval-every must be in [0, 2^40], got {}", eval_every);
+  ZDP_REQUIRE(eval_tokens >= 0 && eval_tokens <= (int64_t{1} << 50), "--eval-tokens must be in [0, 2^50], got {}",
+              eval_tokens);
+  ZDP_REQUIRE(!val_data_path.empty() || (eval_every == 0 && eval_tokens == 0),
+              "--eval-every and --eval-tokens need --val-data (the validation tokens)");
   ZDP_REQUIRE(log_csv_path.empty() || (log_csv_path != metrics_path && log_csv_path != out_path),
               "--log-csv '{}' names the same file as --metrics or --out: give it a path of its own", log_csv_path);
   ZDP_REQUIRE(inject_overflow_step >= -1, "--inject-overflow-step must be >= -1, got {}", inject_overflow_step);
@@ -1386,6 +1407,7 @@ json TrainConfig::to_json() const {
       {"seed", seed},
       {"shuffle", shuffle},
       {"log_every", log_every},
+      {"eval", {{"val_data", val_data_path}, {"eval_every", eval_every}, {"eval_tokens", eval_tokens}}},
       {"inject_overflow", {{"step", inject_overflow_step}, {"rank", inject_overflow_rank}, {"unit", inject_overflow_unit}}},
   };
 }

@@ -31,7 +31,7 @@ namespace zerodp::train {
 struct TrainConfig {
   // ---- files
   std::string init_path;     // --init: the initial weights (safetensors)
-  std::string data_path;     // --data: the token file
+  std::string data_path;     // --data: the token file, a directory of *.bin shards or a glob (data/dataset.h)
   std::string metrics_path;  // --metrics: JSON Lines written by rank 0; empty: none
   std::string log_csv_path;  // --log-csv: one CSV row per step (train/metrics.h CsvLog), rank 0; empty: none
   std::string out_path;      // --out: the trained weights, F32 safetensors; empty: not written
@@ -134,6 +134,13 @@ struct TrainConfig {
   bool shuffle = false;
   bool seed_set = false, shuffle_set = false;
   int64_t log_every = 1;  // print a progress line every this many steps; 0: never
+  // ---- validation (contract §11, train/evaluate.h): the mean token cross-entropy over the first
+  // ⌊eval_tokens/T⌋ windows of T tokens of val_data (a file, directory or glob, as --data), after
+  // every eval_every steps and after the last step; 0: after the last step only. eval_tokens 0: the
+  // first 2^20 tokens, or the whole stream's windows when it holds fewer.
+  std::string val_data_path;  // --val-data; empty: no validation
+  int64_t eval_every = 0;     // --eval-every
+  int64_t eval_tokens = 0;    // --eval-tokens
   // Testing aid for fp16 overflow handling: rank inject_overflow_rank's gradient becomes Inf at
   // optimizer step inject_overflow_step (0-based; -1: never).
   int inject_overflow_step = -1;

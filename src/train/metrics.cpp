@@ -21,6 +21,10 @@ nlohmann::json step_json(const StepRecord& r) {
   return j;
 }
 
+nlohmann::json eval_json(int64_t steps_done, double val_loss, uint64_t tokens) {
+  return {{"event", "eval"}, {"step", steps_done}, {"val_loss", val_loss}, {"tokens", tokens}};
+}
+
 namespace {
 
 // {"param":n,...,"act":n,"total":n}: one number per category of a tier, and the tier's total.

@@ -40,6 +40,9 @@ struct RankLedgers {
 };
 
 nlohmann::json step_json(const StepRecord& r);
+// {"event":"eval","step":s,"val_loss":x,"tokens":n} (contract §11): the validation loss after s
+// optimizer steps (the eval that follows 0-based step s − 1), over n = K·T tokens.
+nlohmann::json eval_json(int64_t steps_done, double val_loss, uint64_t tokens);
 // {"event":"memory","rank":r,"peak_bytes":{...},"live_bytes":{...},"host_bytes":{...},"nvme_bytes":{...}}:
 // peak and live bytes of the device tier, and the peak bytes of the host and nvme tiers, each keyed by
 // category and "total".

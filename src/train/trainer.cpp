@@ -21,6 +21,7 @@
 #include "comm/watchdog.h"
 #include "plan/estimator.h"
 #include "train/checkpointing.h"
+#include "train/evaluate.h"
 #include "train/metrics.h"
 #include "train/report.h"
 #include "train/run_device.h"
@@ -229,6 +230,14 @@ TrainResult run_training(TrainConfig cfg) {
   const data::TokenStream tokens = data::TokenStream::open(cfg.data_path, mc.vocab_size);
   const data::BatchLoader loader(tokens, W, rank, static_cast<int>(cfg.micro_batch), static_cast<int>(cfg.seq),
                                  static_cast<int>(cfg.accum), {cfg.shuffle, cfg.seed});
+  // Validation (contract §11): its stream and windows are checked here, before anything is allocated.
+  std::optional<data::TokenStream> val;
+  uint64_t val_windows = 0;
+  if (!cfg.val_data_path.empty()) {
+    val.emplace(data::TokenStream::open(cfg.val_data_path, mc.vocab_size));
+    val_windows = validation_windows(*val, cfg.eval_tokens, cfg.seq, "--eval-tokens");
+  }
+  const uint64_t val_tokens = val_windows * static_cast<uint64_t>(cfg.seq);
   const optim::LrSchedule schedule = cfg.make_lr_schedule();
   const model::ParamLayout layout(mc);
 
@@ -270,6 +279,11 @@ TrainResult run_training(TrainConfig cfg) {
   double total_ms = 0;
   int64_t skipped_steps = 0;
   const bool loss_scaling = cfg.dtype == DType::kF16;
+  if (val)
+    log::info("validation: {} windows of {} tokens ({} tokens) of {}, {}", val_windows, cfg.seq, val_tokens,
+              val->describe(),
+              cfg.eval_every > 0 ? fmt::format("every {} steps and after the last", cfg.eval_every)
+                                 : std::string("after the last step"));
   for (int64_t s = start_step; s < cfg.steps; ++s) {
     // The schedule counts applied optimizer steps: a skipped step does not advance it (DeepSpeed's).
     const double lr = schedule.lr_at(engine.optimizer_steps());
@@ -320,13 +334,27 @@ TrainResult run_training(TrainConfig cfg) {
                   skipped_steps);
       }
     }
-    if (cfg.log_every > 0 && (s % cfg.log_every == 0 || s + 1 == cfg.steps)) {
-      log::info("step {:>{}}/{} | loss {:.4f} | grad norm {:.4f} | lr {:.3e} | {:.0f} tok/s | {:.1f} ms{}", s + 1,
+    // Validation after s + 1 steps: every --eval-every steps and after the last. Forward passes only,
+    // outside the step's time and traffic; training goes on bitwise as without it.
+    std::optional<double> val_loss;
+    if (val && ((cfg.eval_every > 0 && (s + 1) % cfg.eval_every == 0) || s + 1 == cfg.steps)) {
+      comm::set_activity_context(fmt::format("evaluating after step {}", s));
+      val_loss = validation_loss(engine, *world, *val, val_windows);
+      metrics.write(eval_json(s + 1, *val_loss, val_tokens));
+      csv_log.record_eval(s, *val_loss, static_cast<int64_t>(val_tokens));
+    }
+    const bool progress = cfg.log_every > 0 && (s % cfg.log_every == 0 || s + 1 == cfg.steps);
+    if (progress) {
+      log::info("step {:>{}}/{} | loss {:.4f} | grad norm {:.4f} | lr {:.3e} | {:.0f} tok/s | {:.1f} ms{}{}", s + 1,
                 fmt::formatted_size("{}", cfg.steps), cfg.steps, r.loss, r.grad_norm, lr,
                 tokens_per_step / (ms / 1000.0), ms,
                 r.skipped && loss_scaling
                     ? fmt::format(" | overflow: step skipped, loss scale now {}", engine.loss_scaler().scale())
-                    : (r.skipped ? " | not finite: step skipped" : ""));
+                    : (r.skipped ? " | not finite: step skipped" : ""),
+                val_loss ? fmt::format(" | val loss {:.4f}", *val_loss) : std::string());
+    } else if (val_loss) {
+      log::info("step {:>{}}/{} | val loss {:.4f} ({} tokens)", s + 1, fmt::formatted_size("{}", cfg.steps), cfg.steps,
+                *val_loss, val_tokens);
     }
     if (saving && cfg.save_every > 0 && (s + 1) % cfg.save_every == 0) {
       comm::set_activity_context(fmt::format("saving the checkpoint of step {}", s + 1));

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <exception>
 #include <limits>
+#include <optional>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -28,6 +29,8 @@ struct ModelRunner {
   virtual ~ModelRunner() = default;
   virtual double forward(const int32_t* inputs, const int32_t* targets) = 0;
   virtual void backward(float dloss) = 0;
+  // Adds each of the last forward's B sequences' summed token losses (in double) to `out`.
+  virtual void append_sequence_losses(int B, int T, std::vector<double>& out) const = 0;
 };
 
 // The engine proper: the model's view of the units (parameters in the compute dtype when a unit's
@@ -170,6 +173,31 @@ struct Engine::Impl {
     reducer.reduce_to_shard(u, std::move(work_grad[u]));
   }
 
+  // ---- evaluation: forward passes only ----------------------------------------------------------
+  std::vector<double> evaluate(uint64_t passes, const EvalSource& batches) {
+    // Not training traffic; the group's collectives count in the world's ledger (hybrid sharding).
+    const comm::UntrackedTraffic untracked(comm);
+    std::optional<comm::UntrackedTraffic> untracked_group;
+    if (&group != &comm) untracked_group.emplace(group);
+    const int B = cfg.micro_batch, T = cfg.seq;
+    int32_t* inputs = tokens.as<int32_t>();
+    int32_t* targets = inputs + static_cast<size_t>(B) * T;
+    std::vector<double> sums;
+    sums.reserve(static_cast<size_t>(passes) * static_cast<size_t>(B));
+    gatherer.set_forward_only(true);
+    for (uint64_t p = 0; p < passes; ++p) {
+      batches(p, inputs, targets);
+      model->forward(inputs, targets);
+      model->append_sequence_losses(B, T, sums);
+      // The head keeps unit 0 for a backward that does not come, and without reshard_after_forward
+      // every block stays too: stage 3 frees them all (waiting for any gather still in flight).
+      for (int u = 0; u < st.num_units(); ++u) release_gathered(u);
+    }
+    gatherer.set_forward_only(false);
+    cfg.dev().synchronize();
+    return sums;
+  }
+
   // ---- the step -------------------------------------------------------------------------------
   StepResult step(int accum, const BatchSource& batches, double lr, double clip) {
     ZDP_REQUIRE(accum >= 1, "gradient accumulation steps must be at least 1, got {}", accum);
@@ -263,6 +291,15 @@ struct TypedRunner final : ModelRunner, model::UnitAccess<P> {
     return gpt2.forward(inputs, targets, *this);
   }
   void backward(float dloss) override { gpt2.backward(dloss, *this); }
+  void append_sequence_losses(int B, int T, std::vector<double>& out) const override {
+    const auto& losses = gpt2.host_losses();
+    ZDP_CHECK(losses.size() == static_cast<size_t>(B) * T, "{} losses for {} sequences of {}", losses.size(), B, T);
+    for (int b = 0; b < B; ++b) {
+      double sum = 0;
+      for (int t = 0; t < T; ++t) sum += static_cast<double>(losses[static_cast<size_t>(b) * T + t]);
+      out.push_back(sum);
+    }
+  }
   void begin(int u, UnitPhase phase) override { impl.begin(u, phase); }
   void end(int u, UnitPhase phase) override { impl.end(u, phase); }
   const P* params(int u) override { return static_cast<const P*>(impl.params(u)); }
@@ -413,6 +450,10 @@ void Engine::set_optimizer_steps(int64_t steps) { impl_->optimizer.set_steps(ste
 
 StepResult Engine::step(int accum, const BatchSource& batches, double lr, double clip) {
   return impl_->step(accum, batches, lr, clip);
+}
+
+std::vector<double> Engine::evaluate(uint64_t passes, const EvalSource& batches) {
+  return impl_->evaluate(passes, batches);
 }
 
 int64_t Engine::optimizer_steps() const { return impl_->optimizer.steps(); }

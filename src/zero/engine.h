@@ -36,6 +36,8 @@ namespace zerodp::zero {
 using UnitSource = std::function<void(int unit, size_t begin, size_t count, float* dst)>;
 // Produces micro-step g's batch of this rank: inputs and targets, [B, T] each.
 using BatchSource = std::function<void(int micro_step, int32_t* inputs, int32_t* targets)>;
+// Produces evaluation pass p's batch of this rank: inputs and targets, [B, T] each.
+using EvalSource = std::function<void(uint64_t pass, int32_t* inputs, int32_t* targets)>;
 
 struct StepResult {
   double loss = 0;        // mean token cross-entropy over the global batch
@@ -68,6 +70,15 @@ class Engine {
   // nonfinite; with loss scaling (fp16) the scaler records the overflow. What to do next (stop or
   // go on) is the caller's policy.
   StepResult step(int accum, const BatchSource& batches, double lr, double clip);
+  // Forward passes only (validation, contract §11): `passes` micro-batches of B sequences of T tokens
+  // from `batches`, each through the model's forward in the compute dtype, as training's forward
+  // computes. Returns every sequence's summed token cross-entropy in double, B a pass, in pass order.
+  // No gradient, no optimizer, no loss-scale or step count: training after it is bitwise what it would
+  // have been. Collective: every rank calls it with the same `passes` (stage 3 gathers each unit
+  // before its forward and releases every gathered unit after each pass, the head's unit 0 included).
+  // Its collectives are kept out of the traffic ledger (contract §9's bytes are training's); its
+  // memory is the training forward's (activations, stage 3's gathered units), nothing persistent.
+  std::vector<double> evaluate(uint64_t passes, const EvalSource& batches);
   // Whether every weight this rank updates (fp32 parameters or masters) is finite, on all ranks
   // (collective): checked before anything is written to a file.
   bool weights_finite();

@@ -89,7 +89,9 @@ bool ParamGatherer::release(int u) {
 void ParamGatherer::prefetch() {
   if (!cfg_.overlap_comm) return;
   size_t ahead = 0;
-  for (size_t k = cursor_ + 1; k < schedule_.size() && k <= cursor_ + 4; ++k) {
+  // The forward's uses are the schedule's first U + 1 (embed, blocks, head).
+  const size_t end = forward_only_ ? static_cast<size_t>(st_.num_units()) + 1 : schedule_.size();
+  for (size_t k = cursor_ + 1; k < end && k <= cursor_ + 4; ++k) {
     const int v = schedule_[k];
     if (state_[v] != State::kSharded) continue;
     if (st_.param_on_nvme(v) && !st_.param_swap->read_buffer_free()) break;  // offload_param.buffer_count

@@ -42,6 +42,10 @@ class ParamGatherer {
   // Stages 1-3: re-assembles the whole units from every rank's updated shard.
   void gather_after_update();
 
+  // Forward passes only (evaluation): prefetch no further than the head's forward, since no backward
+  // follows; the caller releases every unit after each pass.
+  void set_forward_only(bool on) { forward_only_ = on; }
+
   bool in_flight() const;
   void park(std::vector<Buffer>& keep);
 
@@ -66,6 +70,7 @@ class ParamGatherer {
   // Parameter uses in one micro-step: embed, blocks, head (forward); head, blocks reversed (backward).
   std::vector<int> schedule_;
   size_t cursor_ = 0;
+  bool forward_only_ = false;
 };
 
 }  // namespace zerodp::zero

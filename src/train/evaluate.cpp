@@ -1,0 +1,257 @@
+#include "train/evaluate.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "ckpt/gpt2_weights.h"
+#include "core/error.h"
+#include "core/fs.h"
+#include "core/memory.h"
+#include "data/tokenizer.h"
+#include "model/gpt2.h"
+
+namespace zerodp::train {
+
+uint64_t validation_windows(const data::TokenStream& val, int64_t eval_tokens, int64_t seq, const std::string& flag) {
+  ZDP_REQUIRE(seq > 0, "--seq must be positive, got {}", seq);
+  ZDP_REQUIRE(eval_tokens >= 0, "{} must be >= 0 (0: the default), got {}", flag, eval_tokens);
+  const uint64_t N = val.size(), T = static_cast<uint64_t>(seq);
+  if (eval_tokens == 0) {
+    const uint64_t K = std::min<uint64_t>(static_cast<uint64_t>(kDefaultEvalTokens), N - 1) / T;
+    ZDP_REQUIRE(K >= 1, "{}: {} tokens hold no validation window of --seq {} tokens (it needs {} tokens: T + 1)",
+                val.describe(), N, seq, T + 1);
+    return K;
+  }
+  const uint64_t E = static_cast<uint64_t>(eval_tokens);
+  ZDP_REQUIRE(E >= T, "{} {} is less than one window of --seq {} tokens", flag, eval_tokens, seq);
+  const uint64_t K = E / T;
+  ZDP_REQUIRE(N >= K * T + 1,
+              "{} {} asks for {} windows of {} tokens, which need {} tokens of validation data (K*T + 1), but {} "
+              "holds {} (at most {} {} at --seq {})",
+              flag, eval_tokens, K, T, K * T + 1, val.describe(), N, flag, (N - 1) / T * T, seq);
+  return K;
+}
+
+double counted_loss_sum(const data::EvalWindows& split, const std::vector<double>& sums) {
+  const int B = static_cast<int>(sums.size() / std::max<uint64_t>(split.passes(), 1));
+  ZDP_CHECK(sums.size() == split.passes() * static_cast<uint64_t>(B), "{} sums for {} passes", sums.size(),
+            split.passes());
+  double total = 0;
+  for (uint64_t p = 0; p < split.passes(); ++p)
+    for (int b = 0; b < B; ++b)
+      if (split.window(p, b) >= 0) total += sums[p * static_cast<uint64_t>(B) + static_cast<uint64_t>(b)];
+  return total;
+}
+
+namespace {
+
+// Every rank's sum, added in rank order (the same bits on every rank): all-gathered as bytes, outside
+// the traffic ledger.
+double sum_in_rank_order(comm::Communicator& world, double mine) {
+  const int W = world.size();
+  std::vector<double> all(static_cast<size_t>(W));
+  {
+    const comm::UntrackedTraffic untracked(world);
+    world.all_gather_bytes(&mine, all.data(), sizeof(double));
+  }
+  double total = 0;
+  for (double x : all) total += x;
+  return total;
+}
+
+}  // namespace
+
+double validation_loss(zero::Engine& engine, comm::Communicator& world, const data::TokenStream& val,
+                       uint64_t windows) {
+  const int B = engine.config().micro_batch, T = engine.config().seq;
+  const data::EvalWindows split(windows, world.size(), world.rank(), B, T);
+  const std::vector<double> sums =
+      engine.evaluate(split.passes(), [&](uint64_t pass, int32_t* inputs, int32_t* targets) {
+        split.load(val, pass, inputs, targets);
+      });
+  const double total = sum_in_rank_order(world, counted_loss_sum(split, sums));
+  return total / (static_cast<double>(windows) * static_cast<double>(T));
+}
+
+namespace {
+
+// A model file's weights in fp32, every unit resident, for one process's forward passes.
+struct ResidentModel {
+  ckpt::GPT2Weights weights;
+  model::ParamLayout layout;
+  std::vector<Buffer> units;
+  std::vector<const float*> params;
+
+  explicit ResidentModel(const std::string& path)
+      : weights(ckpt::GPT2Weights::open(path)), layout(weights.config()) {
+    for (int u = 0; u < layout.num_units(); ++u) {
+      units.emplace_back(layout.unit_numel(u) * sizeof(float), MemCategory::kParam);
+      weights.read_unit_range(layout, u, 0, layout.unit_numel(u), units.back().as<float>());
+      params.push_back(units.back().as<float>());
+    }
+  }
+  model::ResidentUnits<float> access() const {
+    return model::ResidentUnits<float>(params, std::vector<float*>(params.size(), nullptr));
+  }
+};
+
+}  // namespace
+
+EvalResult evaluate_model_file(const std::string& model_path, const std::string& data, int64_t eval_tokens,
+                               int64_t seq, int64_t micro_batch) {
+  ZDP_REQUIRE(micro_batch > 0 && micro_batch <= (int64_t{1} << 20), "--micro-batch must be in [1, 2^20], got {}",
+              micro_batch);
+  ZDP_REQUIRE(seq > 0, "--seq must be positive, got {}", seq);
+  const ResidentModel m(model_path);
+  const model::GPT2Config& mc = m.layout.config();
+  ZDP_REQUIRE(seq <= mc.n_ctx, "--seq {} exceeds the model's context n_ctx = {} ('{}')", seq, mc.n_ctx, model_path);
+  ZDP_REQUIRE(micro_batch * seq <= (int64_t{1} << 31) - 1, "--micro-batch {} x --seq {} is over 2^31 tokens",
+              micro_batch, seq);
+  const data::TokenStream val = data::TokenStream::open(data, mc.vocab_size);
+  EvalResult r;
+  r.windows = validation_windows(val, eval_tokens, seq, "--tokens");
+  r.tokens = r.windows * static_cast<uint64_t>(seq);
+  const int B = static_cast<int>(micro_batch), T = static_cast<int>(seq);
+  const data::EvalWindows split(r.windows, 1, 0, B, T);
+  model::GPT2<float> gpt2(m.layout, B, T);
+  model::ResidentUnits<float> access = m.access();
+  std::vector<int32_t> inputs(static_cast<size_t>(B) * T), targets(inputs.size());
+  std::vector<double> sums;
+  for (uint64_t p = 0; p < split.passes(); ++p) {
+    split.load(val, p, inputs.data(), targets.data());
+    gpt2.forward(inputs.data(), targets.data(), access);
+    const auto& losses = gpt2.host_losses();
+    for (int b = 0; b < B; ++b) {
+      double sum = 0;
+      for (int t = 0; t < T; ++t) sum += static_cast<double>(losses[static_cast<size_t>(b) * T + t]);
+      sums.push_back(sum);
+    }
+  }
+  r.val_loss = counted_loss_sum(split, sums) / static_cast<double>(r.tokens);
+  return r;
+}
+
+// ---- multiple choice -----------------------------------------------------------------------------------
+
+namespace {
+
+struct ChoiceItem {
+  size_t line = 0;  // 1-based, for messages
+  std::vector<uint32_t> context;
+  std::vector<std::vector<uint32_t>> endings;
+  size_t label = 0;
+};
+
+std::vector<ChoiceItem> read_choices(const std::string& path, const data::Tokenizer& tok) {
+  const std::string text = read_small_file(path, kMaxChoiceFileBytes);
+  std::vector<ChoiceItem> items;
+  size_t line_no = 0;
+  for (size_t begin = 0; begin < text.size();) {
+    size_t end = text.find('\n', begin);
+    if (end == std::string::npos) end = text.size();
+    ++line_no;
+    const std::string_view line(text.data() + begin, end - begin);
+    begin = end + 1;
+    const auto where = [&] { return fmt::format("'{}' line {}", path, line_no); };
+    ZDP_REQUIRE(line.size() <= kMaxChoiceLineBytes, "{}: {} bytes, over the {} allowed a line", where(), line.size(),
+                kMaxChoiceLineBytes);
+    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::exception& e) {
+      throw UsageError(fmt::format("{}: not JSON: {}", where(), e.what()));
+    }
+    ZDP_REQUIRE(j.is_object(), "{}: expected an object {{\"context\", \"endings\", \"label\"}}", where());
+    const auto ctx = j.find("context");
+    const auto ends = j.find("endings");
+    const auto label = j.find("label");
+    ZDP_REQUIRE(ctx != j.end() && ctx->is_string(), "{}: \"context\" must be a string", where());
+    ZDP_REQUIRE(ends != j.end() && ends->is_array() && !ends->empty(), "{}: \"endings\" must be a non-empty array",
+                where());
+    ZDP_REQUIRE(ends->size() <= kMaxEndings, "{}: {} endings, over the {} allowed", where(), ends->size(), kMaxEndings);
+    ZDP_REQUIRE(label != j.end() && label->is_number_integer() && label->get<int64_t>() >= 0 &&
+                    label->get<int64_t>() < static_cast<int64_t>(ends->size()),
+                "{}: \"label\" must be an integer in [0, {})", where(), ends->size());
+    ChoiceItem item;
+    item.line = line_no;
+    item.label = static_cast<size_t>(label->get<int64_t>());
+    item.context = tok.encode(ctx->get_ref<const std::string&>());
+    ZDP_REQUIRE(!item.context.empty(), "{}: the context encodes to no token (an ending's first token needs one before it)",
+                where());
+    for (size_t e = 0; e < ends->size(); ++e) {
+      const nlohmann::json& x = (*ends)[e];
+      ZDP_REQUIRE(x.is_string(), "{}: ending {} must be a string", where(), e);
+      item.endings.push_back(tok.encode(x.get_ref<const std::string&>()));
+      ZDP_REQUIRE(!item.endings.back().empty(), "{}: ending {} encodes to no token", where(), e);
+    }
+    items.push_back(std::move(item));
+  }
+  ZDP_REQUIRE(!items.empty(), "'{}' holds no item", path);
+  return items;
+}
+
+}  // namespace
+
+ChoiceResult score_choices(const std::string& model_path, const std::string& choices_path,
+                           const std::string& tokenizer_path) {
+  const std::unique_ptr<data::Tokenizer> tok =
+      tokenizer_path.empty() ? data::byte_tokenizer() : data::load_tokenizer(tokenizer_path);
+  const ResidentModel m(model_path);
+  const model::GPT2Config& mc = m.layout.config();
+  ZDP_REQUIRE(tok->vocab_size() <= mc.vocab_size,
+              "the tokenizer's vocabulary of {} is larger than the model's {} ('{}'): not this model's tokenizer",
+              tok->vocab_size(), mc.vocab_size, model_path);
+  const std::vector<ChoiceItem> items = read_choices(choices_path, *tok);
+  // One forward a (context, ending), padded to the longest: attention is causal, so what follows a
+  // position never changes its loss.
+  size_t longest = 0;
+  for (const ChoiceItem& it : items) {
+    for (size_t e = 0; e < it.endings.size(); ++e) {
+      const size_t inputs = it.context.size() + it.endings[e].size() - 1;
+      ZDP_REQUIRE(inputs <= static_cast<size_t>(mc.n_ctx),
+                  "'{}' line {}: the context and ending {} hold {} tokens, more than the model's context n_ctx = {} and one more (the last token is only a target)",
+                  choices_path, it.line, e, inputs + 1, mc.n_ctx);
+      longest = std::max(longest, inputs);
+    }
+  }
+  const int T = static_cast<int>(longest);
+  model::GPT2<float> gpt2(m.layout, 1, T);
+  model::ResidentUnits<float> access = m.access();
+  std::vector<int32_t> inputs(static_cast<size_t>(T)), targets(static_cast<size_t>(T));
+  ChoiceResult r;
+  for (const ChoiceItem& it : items) {
+    size_t best = 0;
+    double best_loss = std::numeric_limits<double>::infinity();
+    for (size_t e = 0; e < it.endings.size(); ++e) {
+      std::vector<uint32_t> ids = it.context;
+      ids.insert(ids.end(), it.endings[e].begin(), it.endings[e].end());
+      std::fill(inputs.begin(), inputs.end(), 0);
+      std::fill(targets.begin(), targets.end(), 0);
+      for (size_t i = 0; i + 1 < ids.size(); ++i) {
+        inputs[i] = static_cast<int32_t>(ids[i]);
+        targets[i] = static_cast<int32_t>(ids[i + 1]);
+      }
+      gpt2.forward(inputs.data(), targets.data(), access);
+      const auto& losses = gpt2.host_losses();
+      // The ending's tokens are the targets at positions |context| − 1 .. |ids| − 2.
+      double sum = 0;
+      for (size_t i = it.context.size() - 1; i + 1 < ids.size(); ++i) sum += static_cast<double>(losses[i]);
+      const double mean = sum / static_cast<double>(it.endings[e].size());
+      if (mean < best_loss) {
+        best_loss = mean;
+        best = e;
+      }
+    }
+    r.correct += best == it.label ? 1 : 0;
+    ++r.total;
+  }
+  return r;
+}
+
+}  // namespace zerodp::train
