@@ -349,6 +349,7 @@ class BpeModel {
   bool two_passes = false;
   std::vector<PreStep> steps;
   bool prefix_space = false;
+  bool byte_level = false;  // a ByteLevel pre-tokenizer step was given
   bool cuttable = false;
   std::optional<uint32_t> eos;
   std::string pattern_label;
@@ -742,6 +743,7 @@ void read_pre_tokenizer(const Reader& r, const json& v, const std::string& key, 
   }
   PreStep step;
   if (type == "ByteLevel") {
+    m.byte_level = true;
     const bool prefix = r.boolean(v, key, "add_prefix_space", false);
     if (prefix) {
       if (!m.steps.empty()) r.fail(key + ".add_prefix_space", "true is supported only on the first pre-tokenizer");
@@ -794,7 +796,13 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::from_json(std::string_view json_text
   auto m = std::make_unique<BpeModel>();
   m->name = name;
 
-  check_null_or(r, root, "normalizer", "only a null normalizer is supported");
+  if (const json* n = r.opt(root, "normalizer")) {  // null, or an empty Sequence (the same)
+    const bool empty_sequence = n->is_object() && n->value("type", json()) == "Sequence" &&
+                                n->contains("normalizers") && (*n)["normalizers"].is_array() &&
+                                (*n)["normalizers"].empty();
+    if (!empty_sequence)
+      r.fail("normalizer", fmt::format("only a null normalizer is supported (got {})", describe_json(*n)));
+  }
   check_null_or(r, root, "truncation", "must be null (truncation would change the ids)");
   check_null_or(r, root, "padding", "must be null (padding would change the ids)");
 
@@ -935,7 +943,13 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::from_json(std::string_view json_text
   }
 
   // pre-tokenizer, decoder
-  if (const json* pt = r.opt(root, "pre_tokenizer")) read_pre_tokenizer(r, *pt, "pre_tokenizer", *m, true);
+  {
+    const json* pt = r.opt(root, "pre_tokenizer");
+    if (!pt) r.fail("pre_tokenizer", "must be ByteLevel or a Sequence with ByteLevel (byte-level BPE), got null");
+    read_pre_tokenizer(r, *pt, "pre_tokenizer", *m, true);
+    if (!m->byte_level)
+      r.fail("pre_tokenizer", "has no ByteLevel step: only byte-level BPE is supported");
+  }
   {
     const json* d = r.opt(root, "decoder");
     if (!d) r.fail("decoder", "must be a ByteLevel decoder, got null");

@@ -216,6 +216,9 @@ TEST(BpeTokenizer, MalformedFilesNameFileAndKey) {
       {"added content", [](json& j) { j["added_tokens"][0]["content"] = ""; }, "added_tokens[0].content"},
       {"added flag", [](json& j) { j["added_tokens"][0]["lstrip"] = "yes"; }, "added_tokens[0].lstrip"},
       {"truncation", [](json& j) { j["truncation"] = {{"max_length", 5}}; }, "truncation"},
+      {"no pre-tokenizer", [](json& j) { j["pre_tokenizer"] = nullptr; }, "pre_tokenizer"},
+      {"no byte level",
+       [](json& j) { j["pre_tokenizer"] = {{"type", "Digits"}, {"individual_digits", true}}; }, "no ByteLevel step"},
   };
   for (const Case& c : cases) {
     json j = tiny({{"a", "b"}, {"b", "c"}});
