@@ -24,11 +24,12 @@
 //                      g(q) = 1 − q (linear), (1 + cos(π·q)) / 2 (cosine), 1 − sqrt(q) (1-sqrt)
 // where min = warmup_min_lr and max = warmup_max_lr (the optimizer's lr when unset).
 //
-// WSD's boundaries, with D = decay_num_steps ≥ 0 and W + D ≤ T (checked): the last warmup step
-// W − 1 is at min + (max − min)·f(W − 1), below max; steps W .. T − D − 1 are at max; the first
-// decay step T − D is already one step down (linear: max − (max − min)/D); the last step T − 1 is
-// at min exactly (q = 1 for every decay type), and so is every step after it. D = 0: no decay,
-// max to the end (WarmupLR). W + D = T: no stable phase.
+// WSD's boundaries, with D = decay_num_steps ≥ 0 and W + D ≤ T (checked): step 0 is at min (with
+// a warmup); the last warmup step W − 1 is at min + (max − min)·f(W − 1) (linear: below max; log:
+// f = 1, max already); steps W .. T − D − 1 are at max; the first decay step T − D is already one
+// step down (linear: max − (max − min)/D); the last step T − 1 is at min exactly (q = 1 for every
+// decay type), and so is every step after it. D = 0: no decay, max to the end (WarmupLR). W + D = T:
+// no stable phase. --min-lr sets min, as for WarmupDecayLR: warmup starts there and decay ends there.
 #pragma once
 
 #include <cstdint>
