@@ -356,6 +356,7 @@ class BpeModel {
   size_t merges_count = 0;
   uint64_t serial = next_model_serial.fetch_add(1);
   std::unique_ptr<Regex> word_char;  // \w at a position (single_word)
+  std::unique_ptr<Regex> letter;     // \p{L} at a position (cuts)
 
   // ---- added tokens
   // Splits text[b, e) on the added tokens of pass `pass` (0: not normalized, 1: normalized; with
@@ -976,6 +977,7 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::from_json(std::string_view json_text
     std::stable_sort(list.begin(), list.end(),
                      [&](uint32_t x, uint32_t y) { return m->added[x].content.size() > m->added[y].content.size(); });
   m->word_char = std::make_unique<Regex>("\\w", name);
+  m->letter = std::make_unique<Regex>("\\p{L}", name);
 
   // end of text: the first of these that is an added token
   for (const char* s : {"<|endoftext|>", "<|begin_of_text|>", "<|end_of_text|>", "<|im_end|>", "</s>", "<eos>", "<s>"}) {
@@ -1032,8 +1034,10 @@ void BpeTokenizer::chunk(std::string_view text, size_t target_bytes, std::vector
         const size_t nl = text.find('\n', at);
         if (nl == std::string_view::npos || nl + 1 >= p.e) break;
         const auto c = static_cast<uint8_t>(text[nl + 1]);
-        // ASCII letters, or a non-ASCII character the word regex calls a letter (\w minus digits, _).
-        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
+        // A letter (\p{L}): ASCII at once, other characters through PCRE2.
+        size_t ms, me;
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+            (c >= 0x80 && m_->letter->find(text.data(), std::min(p.e, nl + 5), nl + 1, ms, me) && ms == nl + 1)) {
           cut = nl + 1;
           break;
         }

@@ -24,6 +24,16 @@
 // does. A byte whose token is missing is dropped, as `tokenizers` drops characters missing from a
 // vocabulary without an unk_token.
 //
+// End-of-text (eos_id()): the first of these that is an added token: <|endoftext|> (GPT-2, Qwen 2,
+// SmolLM, OLMo), <|begin_of_text|> (Llama 3, which puts it before each document), <|end_of_text|>,
+// <|im_end|>, </s>, <eos>, <s>; none otherwise.
+//
+// Not supported, and refused when loading (a UsageError naming the key) rather than encoded
+// differently: normalizers other than null, a pre-tokenizer without a ByteLevel step, pre-tokenizers
+// other than ByteLevel, Split, Digits and Sequence, add_prefix_space on a step other than the first,
+// byte_fallback, dropout, word prefixes and suffixes, decoders other than ByteLevel, truncation and
+// padding.
+//
 // Known differences from `tokenizers` (its regexes run in Oniguruma): PCRE2's \s also matches
 // U+180E MONGOLIAN VOWEL SEPARATOR, which Oniguruma's (Unicode White_Space) does not.
 #pragma once
