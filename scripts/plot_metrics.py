@@ -19,8 +19,10 @@ s0 > 0 (a resumed run) counts s0 more steps of its first step's size before it. 
 steps sits at the tokens trained through step k - 1 (0 for k = 0). A step whose loss is null (not
 finite: a skipped step) is counted but not drawn.
 
-Runs with Debian's python3-matplotlib (/usr/bin/python3). Exit codes: 0 done; 2 bad usage or a
-bad metrics file (a message on stderr names the file and the line)."""
+Runs with Debian's python3-matplotlib (/usr/bin/python3); started by another python3 that has no
+matplotlib (a virtual environment, pyenv), it runs itself again under /usr/bin/python3. Exit codes:
+0 done; 1 no matplotlib at all; 2 bad usage or a bad metrics file (a message on stderr names the
+file and the line)."""
 import argparse
 import json
 import math
@@ -28,6 +30,7 @@ import os
 import sys
 
 EXIT_USAGE = 2
+SYSTEM_PYTHON = "/usr/bin/python3"
 
 
 class InputError(Exception):
@@ -181,6 +184,24 @@ def plot(runs, out, title, smooth, log_y):
     os.replace(tmp, out)
 
 
+def ensure_matplotlib(argv):
+    """Returns when matplotlib imports; otherwise runs this script under /usr/bin/python3 (once), or
+    exits 1 saying what is missing."""
+    try:
+        import matplotlib  # noqa: F401
+        return
+    except ImportError:
+        pass
+    here = os.path.realpath(sys.executable or "")
+    if (os.path.exists(SYSTEM_PYTHON) and here != os.path.realpath(SYSTEM_PYTHON)
+            and not os.environ.get("ZERODP_PLOT_REEXEC")):
+        os.environ["ZERODP_PLOT_REEXEC"] = "1"
+        os.execv(SYSTEM_PYTHON, [SYSTEM_PYTHON, os.path.abspath(__file__), *argv])
+    print(f"plot_metrics.py: matplotlib is missing ({sys.executable}): install Debian's python3-matplotlib "
+          f"(scripts/setup.sh does) and run it with {SYSTEM_PYTHON}", file=sys.stderr)
+    sys.exit(1)
+
+
 def main(argv):
     ap = argparse.ArgumentParser(
         description="Train and validation loss against tokens trained, from `zerodp train --metrics` files.")
@@ -205,6 +226,7 @@ def main(argv):
         print(f"plot_metrics.py: {e}", file=sys.stderr)
         return EXIT_USAGE
     smooth = default_smoothing(runs) if args.smooth is None else args.smooth
+    ensure_matplotlib(argv)
     try:
         plot(runs, args.out, args.title, smooth, args.log_y)
     except OSError as e:

@@ -5,8 +5,8 @@ Two small hand-made metrics files: a run of 40 steps of 1024 tokens with an eval
 step and every 10 steps (the eval event's "step" is the steps done, as train/metrics.h eval_json
 writes it), and a run resumed at step 20 with steps of 2048 tokens, a null (skipped) loss and the
 memory and traffic events at the end. The tokens trained at each eval are worked out by hand; the PNG
-is read back (signature and size); bad inputs end with exit 2 and a message naming the file and line.
-Exit 77 (skipped) without matplotlib.
+is read back (signature and size); bad inputs end with exit 2 and a message naming the file and line;
+no matplotlib, exit 1 saying so. Exit 77 (skipped) without matplotlib.
 """
 import importlib.util
 import json
@@ -146,6 +146,19 @@ class PlotMetrics(unittest.TestCase):
         r = run(bad, "--out", self.path("x.png"))
         self.assertEqual(r.returncode, 2)
         self.assertIn("not a text file", r.stderr)
+
+    def test_without_matplotlib_exits_1_saying_so(self):
+        shadow = self.path("shadow/matplotlib")
+        os.makedirs(shadow)
+        with open(os.path.join(shadow, "__init__.py"), "w") as f:
+            f.write("raise ImportError('no matplotlib here')\n")
+        env = dict(os.environ, PYTHONPATH=self.path("shadow"), ZERODP_PLOT_REEXEC="1")
+        out = self.path("x.png")
+        r = subprocess.run([sys.executable, SCRIPT, self.a, "--out", out], capture_output=True, text=True,
+                           timeout=120, env=env)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("matplotlib is missing", r.stderr)
+        self.assertFalse(os.path.exists(out))
 
     def test_bad_usage_exits_2(self):
         self.assertEqual(run().returncode, 2)  # no file
