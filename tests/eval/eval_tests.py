@@ -12,6 +12,9 @@ usage: eval_tests.py ZERODP CASE
   shards   a token file split into 3 shards of uneven sizes (one of them uint32) trains to the same bits
            as the file (losses, --out bytes), in order and shuffled, read as a directory and as a glob;
            the validation loss of shards equals the file's
+  variants hybrid sharding, parameter offload (cpu, nvme), units kept gathered, activation checkpointing
+           at stage 3: training the same bits, traffic and memory with --val-data as without, the val loss
+           the plain run's
   resume   a run resumed from a checkpoint evaluates at the same steps, to the same bits
   dtypes   bf16 and fp16 runs evaluate in their compute dtype: the same at stages 0 and 3, within 2% of fp32's
   choices  `zerodp eval --choices` picks the ending PyTorch's mean ending loss picks, item by item
@@ -132,6 +135,30 @@ if CASE == "splits":
         check(zt.read_bytes(o0) == zt.read_bytes(o1), f"stage {stage}: the same --out bytes with --val-data")
         check(records(m0, "traffic") == records(m1, "traffic"), f"stage {stage}: the same traffic (eval's is not counted)")
         check(records(m0, "memory") == records(m1, "memory"), f"stage {stage}: the same memory peaks")
+
+elif CASE == "variants":
+    # What stage 3 gathers differently (hybrid groups, parameters offloaded to host memory or NVMe, units
+    # kept gathered from forward to backward, recomputed blocks): evaluation still leaves training's bits,
+    # traffic and memory as without it, and gives the plain run's val loss to rounding.
+    variants = {"hybrid": (4, ["--shard-group-size", "2"]),
+                "offload_cpu": (2, ["--offload-param", "cpu", "--offload-optimizer", "cpu"]),
+                "offload_nvme": (2, ["--offload-param", "nvme", "--offload-optimizer", "cpu", "--nvme-path", tmp]),
+                "keep_gathered": (3, ["--reshard-after-forward=false", "--max-live-parameters", "3000"]),
+                "checkpointing": (2, ["--activation-checkpointing"])}
+    m, _, _ = train(2, ["--val-data", val, "--eval-tokens", str(E)], "plain", 2, 1, 3, steps=2)
+    plain = records(m, "eval")[-1]["val_loss"]
+    for name, (W, extra) in variants.items():
+        B = 4 // W if W != 3 else 1
+        m0, o0, _ = train(W, extra, f"{name}_without", B, 1, 3, steps=2)
+        m1, o1, _ = train(W, extra + ["--val-data", val, "--eval-every", "1", "--eval-tokens", str(E)], f"{name}_with", B,
+                          1, 3, steps=2)
+        check(steps_without_time(m0) == steps_without_time(m1) and zt.read_bytes(o0) == zt.read_bytes(o1),
+              f"{name}: the same losses and --out bytes with --val-data")
+        check(records(m0, "traffic") == records(m1, "traffic") and records(m0, "memory") == records(m1, "memory"),
+              f"{name}: the same traffic and memory with --val-data")
+        if W != 3:  # W = 3 trains another global batch
+            got = records(m1, "eval")[-1]["val_loss"]
+            check(abs(got - plain) <= 2e-5, f"{name}: the plain run's val loss within 2e-5 ({got} vs {plain})")
 
 elif CASE == "shards":
     toks = read_tokens(tokens)
