@@ -259,6 +259,41 @@ elif CASE == "choices":
     with open(mj) as f:
         j = json.loads(f.read())
     check(j["event"] == "choices" and j["correct"] == expected and j["total"] == 3, "--metrics holds the result", str(j))
+    # With a BPE tokenizer: the context and each ending are encoded on their own (the ids `zerodp tokenize
+    # --no-eos` gives each text), and each item's winner is PyTorch's (one item a file, label 0: 1/1 when
+    # ending 0 wins).
+    tk = os.path.join(zt.SRC, "data", "tokenizers", "shakespeare-bpe-1024", "tokenizer.json")
+    bpe_model = os.path.join(tmp, "bpe.safetensors")
+    check(run(["init", "--out", bpe_model, "--layers", "2", "--heads", "2", "--embd", "32", "--vocab", "1024", "--ctx",
+               "64", "--seed", "9"]).code == 0, "init a BPE-vocabulary model")
+    cfg, weights = ref_train.load_gpt2(bpe_model)
+    p = {n: torch.tensor(w, dtype=torch.float64) for n, w in weights.items()}
+
+    def bpe_ids(text):
+        src, dst = os.path.join(tmp, "piece.txt"), os.path.join(tmp, "piece.bin")
+        with open(src, "w") as f:
+            f.write(text)
+        r = run(["tokenize", "--tokenizer", tk, "--text", src, "--out", dst, "--no-eos"])
+        check(r.code == 0, f"tokenize {text!r}", r.text)
+        return read_tokens(dst)
+
+    bpe_items = [("ROMEO: I will", [" go", " zzq", " not"]), ("JULIET: O", [" Romeo", " xq"]),
+                 ("First Citizen:\nWe are", [" accounted poor", " ZZ", " the"])]
+    for k, (c, ends) in enumerate(bpe_items):
+        ctx = bpe_ids(c)
+        means = []
+        for e in ends:
+            ids = ctx + bpe_ids(e)
+            with torch.no_grad():
+                losses = ref_train.token_losses(p, cfg, torch.tensor([ids[:-1]]), torch.tensor([ids[1:]]))[0]
+            means.append(losses[len(ctx) - 1:].mean().item())
+        want = 1 if min(range(len(means)), key=lambda i: means[i]) == 0 else 0
+        one = os.path.join(tmp, f"bpe_{k}.jsonl")
+        with open(one, "w") as f:
+            f.write(json.dumps({"context": c, "endings": ends, "label": 0}) + "\n")
+        r = run(["eval", "--model", bpe_model, "--choices", one, "--tokenizer", tk])
+        check(r.code == 0 and f"({want}/1)" in r.out, f"BPE item {k}: the winner PyTorch picks ({want}/1; means {means})",
+              r.text)
     long_item = os.path.join(tmp, "long.jsonl")
     with open(long_item, "w") as f:
         f.write(json.dumps({"context": "a" * 40, "endings": ["b"], "label": 0}) + "\n")
