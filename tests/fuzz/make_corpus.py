@@ -117,6 +117,10 @@ def main():
         put("tokens", "bad_short_header.bin", struct.pack("<3i", 20240520, 1, 1))
         put("tokens", "bad_odd_length.bin", b"\x01\x00\x02")
         put("tokens", "bad_token_65535.bin", b"\x01\x00\xff\xff")
+        # uint32 tokens (header [1] = 2), above uint16's range; an unknown width
+        put("tokens", "llmc_u32.bin", struct.pack("<3i", 20240520, 2, 4) + bytes(1024 - 12)
+            + struct.pack("<4I", 5, 50256, 70000, 0))
+        put("tokens", "bad_llmc_version3.bin", struct.pack("<3i", 20240520, 3, 1) + bytes(1024 - 12) + b"\x01\x00")
 
         # ---- manifests
         m3 = read("ck3/step-2/manifest.json")
