@@ -168,34 +168,58 @@ class WordCache {
   }
   uint64_t owner() const { return owner_; }
 
-  // The cached ids of `key`, or nullptr.
+  // The cached ids of `key`, or nullptr (valid until the next insert).
   const uint32_t* find(uint64_t h, std::string_view key, uint32_t& n) const {
     for (size_t i = h & mask_;; i = (i + 1) & mask_) {
       const Slot& s = slots_[i];
       if (s.key_len == 0) return nullptr;
-      if (s.hash == h && s.key_len == key.size() && std::memcmp(keys_.data() + s.key_off, key.data(), key.size()) == 0) {
-        n = s.ids_len;
-        return ids_.data() + s.ids_off;
+      if (s.hash == h && s.key_len == key.size() &&
+          std::memcmp(key.size() <= kInline ? s.key : keys_.data() + s.key_off(), key.data(), key.size()) == 0) {
+        n = s.n_ids;
+        return s.n_ids == 1 ? &s.ids : ids_.data() + s.ids;
       }
     }
   }
   void insert(uint64_t h, std::string_view key, const uint32_t* ids, uint32_t n) {
     if (count_ >= kMaxEntries) reset(owner_);
     if (2 * (count_ + 1) > slots_.size()) grow();
-    Slot s{h, static_cast<uint32_t>(keys_.size()), static_cast<uint32_t>(key.size()),
-           static_cast<uint32_t>(ids_.size()), n};
-    keys_.append(key);
-    ids_.insert(ids_.end(), ids, ids + n);
+    Slot s;
+    s.hash = h;
+    s.key_len = static_cast<uint16_t>(key.size());
+    if (key.size() <= kInline) {
+      std::memcpy(s.key, key.data(), key.size());
+    } else {
+      const uint64_t off = keys_.size();
+      std::memcpy(s.key, &off, sizeof off);
+      keys_.append(key);
+    }
+    s.n_ids = static_cast<uint16_t>(n);
+    if (n == 1) {
+      s.ids = ids[0];
+    } else {
+      s.ids = static_cast<uint32_t>(ids_.size());
+      ids_.insert(ids_.end(), ids, ids + n);
+    }
     place(s);
     ++count_;
   }
 
  private:
+  static constexpr size_t kInline = 16;
+  // 32 bytes: short keys and single ids live in the slot itself (one cache line holds two).
   struct Slot {
     uint64_t hash = 0;
-    uint32_t key_off = 0, key_len = 0;  // key_len 0: empty (pre-tokens are never empty)
-    uint32_t ids_off = 0, ids_len = 0;
+    char key[kInline] = {};  // the key when key_len <= kInline, else its offset in keys_
+    uint16_t key_len = 0;    // 0: empty (pre-tokens are never empty)
+    uint16_t n_ids = 0;      // at most kMaxKeyBytes (one id per byte at most)
+    uint32_t ids = 0;        // the id when n_ids == 1, else the offset in ids_
+    uint64_t key_off() const {
+      uint64_t off;
+      std::memcpy(&off, key, sizeof off);
+      return off;
+    }
   };
+  static_assert(sizeof(Slot) == 32);
   void place(const Slot& s) {
     size_t i = s.hash & mask_;
     while (slots_[i].key_len != 0) i = (i + 1) & mask_;
@@ -346,6 +370,7 @@ class BpeModel {
   // Added tokens by first byte, longest first; split_first: those not normalized (matched first).
   std::vector<uint32_t> by_first[256];
   bool first_byte[2][256] = {};
+  int single_first[2] = {-1, -1};  // the only first byte of a pass's added tokens, if only one
   bool two_passes = false;
   std::vector<PreStep> steps;
   bool prefix_space = false;
@@ -367,7 +392,11 @@ class BpeModel {
     size_t i = 0;
     const bool* first = first_byte[pass];
     while (i < s.size()) {
-      if (!first[static_cast<uint8_t>(s[i])]) {
+      if (single_first[pass] >= 0) {
+        const void* hit_at = std::memchr(s.data() + i, single_first[pass], s.size() - i);
+        if (!hit_at) break;
+        i = static_cast<size_t>(static_cast<const char*>(hit_at) - s.data());
+      } else if (!first[static_cast<uint8_t>(s[i])]) {
         ++i;
         continue;
       }
@@ -972,6 +1001,12 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::from_json(std::string_view json_text
     const auto c = static_cast<uint8_t>(a.content[0]);
     const int pass = m->two_passes && a.normalized ? 1 : 0;
     m->first_byte[pass][c] = true;
+  }
+  for (int pass = 0; pass < 2; ++pass) {
+    int count = 0, only = -1;
+    for (int c = 0; c < 256; ++c)
+      if (m->first_byte[pass][c]) ++count, only = c;
+    if (count == 1) m->single_first[pass] = only;
   }
   for (auto& list : m->by_first)
     std::stable_sort(list.begin(), list.end(),

@@ -120,6 +120,7 @@ void encode_item(const Tokenizer& tok, const std::vector<Input>& inputs, const I
   std::optional<uint32_t> eos_id;
   if (eos) eos_id = tok.eos_id();
   if (!it.jsonl) {
+    r.ids.reserve((in.chunks.empty() || it.end == it.begin ? 0 : in.chunks[it.end - 1].end - in.chunks[it.begin].begin) / 2 + 16);
     if (it.eos_first) {
       r.documents = 1;
       if (eos_id) r.ids.push_back(*eos_id);
@@ -280,11 +281,17 @@ void run_items(const Tokenizer& tok, const TokenizeOptions& o, std::vector<Input
                Progress* progress, TokenizeResult& res, Emit&& emit) {
   const int threads = o.threads > 0 ? o.threads : std::max(1, omp_get_max_threads());
   const size_t batch = static_cast<size_t>(threads) * 8;
-  std::vector<ItemResult> results;
+  // Kept from batch to batch with their capacity: fresh id vectors would cost page faults each time.
+  std::vector<ItemResult> results(std::min(batch, items.size()));
   size_t done_bytes = 0;
   for (size_t b = 0; b < items.size(); b += batch) {
     const size_t e = std::min(items.size(), b + batch);
-    results.assign(e - b, ItemResult{});
+    for (size_t i = b; i < e; ++i) {
+      ItemResult& r = results[i - b];
+      r.ids.clear();
+      r.bytes = r.documents = 0;
+      r.error = nullptr;
+    }
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
     for (size_t i = b; i < e; ++i) {
       try {
@@ -293,14 +300,14 @@ void run_items(const Tokenizer& tok, const TokenizeOptions& o, std::vector<Input
         results[i - b].error = std::current_exception();
       }
     }
-    for (ItemResult& r : results) {
+    for (size_t i = b; i < e; ++i) {
+      const ItemResult& r = results[i - b];
       if (r.error) std::rethrow_exception(r.error);
       emit(std::span<const uint32_t>(r.ids));
       res.tokens += r.ids.size();
       res.bytes += r.bytes;
       res.documents += r.documents;
       done_bytes += r.bytes;
-      std::vector<uint32_t>().swap(r.ids);
     }
     if (progress) progress->update(done_bytes);
   }
