@@ -61,6 +61,11 @@ DOCS = [
     "a",
     "KING RICHARD III:\nNow is the winter of our discontent\nMade glorious summer by this sun of York;",
     "x" * 300 + " " * 200 + "7" * 50,
+    # where two regex engines could disagree
+    "it'ſ x KK IT'S 's's'S x'LL'll",
+    "a᠎b ab x  y   a 　　x v",
+    "﻿hi a‍‍b 😀😀 1١٢٣ ½⅕",
+    "  \n  \n\r\r\n\n a\x00b ́start x" + "́" * 40,
 ]
 
 
