@@ -419,6 +419,27 @@ TEST_F(TokenizeFiles, ShardsJsonLinesAndFailuresLeaveOutputsAlone) {
   EXPECT_THROW(tokenize_files(*tok, bad), UsageError);
 }
 
+TEST_F(TokenizeFiles, LargeVocabularyWritesUint32) {
+  json j = tiny({{"a", "b"}});
+  for (int i = 0; i < 70000; ++i) j["model"]["vocab"][fmt::format("w{}", i)] = 258 + i;
+  const auto tok = load(j);
+  ASSERT_EQ(tok->vocab_size(), 70258);
+  write_file_atomic(path("t.txt"), "ab w69999 c");
+  TokenizeOptions o;
+  o.texts = {path("t.txt")};
+  o.out = path("t.bin");
+  o.progress = false;
+  tokenize_files(*tok, o);
+  const std::string bytes = read_file(path("t.bin"));
+  EXPECT_EQ(bytes.substr(0, 1024).substr(4, 4), std::string("\x02\0\0\0", 4));  // header [1] = 2: uint32
+  std::vector<uint32_t> want = {*tok->eos_id()};
+  tok->encode("ab w69999 c", want);
+  EXPECT_EQ(read_tokens(path("t.bin"), tok->vocab_size()), want);
+  EXPECT_EQ(bytes.size(), 1024 + 4 * want.size());
+  detokenize_file(*tok, path("t.bin"), path("back.txt"));
+  EXPECT_EQ(read_file(path("back.txt")), "<|endoftext|>ab w69999 c");
+}
+
 TEST_F(TokenizeFiles, ByteTokenizerMatchesTokenizeBytes) {
   std::string text = "First Citizen:\nBefore we proceed";
   text += std::string("\xc3\xa9\0", 3);
