@@ -1,6 +1,7 @@
 #include "data/tokenize.h"
 
 #include <omp.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -216,7 +217,24 @@ class Sink {
   }
 
  private:
-  void open(const std::string& path) { writers_.push_back(std::make_unique<TokenWriter>(path, vocab_)); }
+  // Each file stays open (a temporary) until all are published: as many descriptors as shards. The
+  // soft limit is raised to the hard one when needed; past that, a usage error before anything is
+  // published.
+  void open(const std::string& path) {
+    rlimit lim{};
+    if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY && writers_.size() + 64 >= lim.rlim_cur) {
+      if (lim.rlim_cur < lim.rlim_max) {
+        lim.rlim_cur = lim.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &lim);
+        getrlimit(RLIMIT_NOFILE, &lim);
+      }
+      ZDP_REQUIRE(lim.rlim_cur == RLIM_INFINITY || writers_.size() + 64 < lim.rlim_cur,
+                  "tokenize: more than {} output files at once (the open-file limit): give a larger --shard-tokens "
+                  "than {}",
+                  writers_.size(), o_.shard_tokens);
+    }
+    writers_.push_back(std::make_unique<TokenWriter>(path, vocab_));
+  }
 
   const TokenizeOptions& o_;
   int64_t vocab_;
