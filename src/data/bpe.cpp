@@ -156,7 +156,7 @@ constexpr uint32_t kNoRank = std::numeric_limits<uint32_t>::max();
 class WordCache {
  public:
   static constexpr size_t kMaxKeyBytes = 128;  // longer pre-tokens are not cached
-  static constexpr size_t kMaxEntries = size_t{1} << 20;
+  static constexpr size_t kMaxEntries = size_t{1} << 18;  // then it starts afresh (~20 MB a thread)
 
   void reset(uint64_t owner) {
     owner_ = owner;
@@ -245,12 +245,42 @@ std::atomic<uint64_t> next_model_serial{1};
 
 // ---- PCRE2 --------------------------------------------------------------------------------------
 
+// `tokenizers` runs its regexes in Oniguruma, whose \s is Unicode's White_Space; PCRE2's (with UCP)
+// also takes U+180E MONGOLIAN VOWEL SEPARATOR. \s and \S become \p{White_Space} and \P{White_Space}
+// (inside character classes too); escaped backslashes and \Q...\E stay as written.
+std::string oniguruma_spaces(const std::string& p) {
+  std::string out;
+  out.reserve(p.size() + 32);
+  for (size_t i = 0; i < p.size(); ++i) {
+    if (p[i] != '\\' || i + 1 == p.size()) {
+      out += p[i];
+      continue;
+    }
+    const char c = p[i + 1];
+    if (c == 's' || c == 'S') {
+      out += c == 's' ? "\\p{White_Space}" : "\\P{White_Space}";
+    } else if (c == 'Q') {
+      const size_t e = p.find("\\E", i + 2);
+      const size_t stop = e == std::string::npos ? p.size() : e + 2;
+      out.append(p, i, stop - i);
+      i = stop - 1;
+      continue;
+    } else {
+      out += '\\';
+      out += c;
+    }
+    ++i;
+  }
+  return out;
+}
+
 class Regex {
  public:
   Regex(const std::string& pattern, const std::string& where) : pattern_(pattern) {
     int err = 0;
     PCRE2_SIZE offset = 0;
-    code_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+    const std::string compiled = oniguruma_spaces(pattern);
+    code_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(compiled.data()), compiled.size(),
                           PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &err, &offset, nullptr);
     if (code_ == nullptr) {
       PCRE2_UCHAR msg[256];
@@ -584,10 +614,17 @@ class BpeModel {
       return;
     }
     const PreStep& st = steps[k];
+    auto next = [&](size_t b, size_t e) {
+      if (k + 1 == steps.size()) encode_word(subject.substr(b, e - b), out);
+      else pretokenize(k + 1, subject.substr(b, e - b), 0, e - b, out);
+    };
     // One buffer pair per depth, sized once (a reference into them must survive the recursion).
     thread_local std::vector<std::vector<Piece>> levels(BpeLimits::kMaxPreTokenizers + 1);
     std::vector<Piece>& pieces = levels[k];
     pieces.clear();
+    // Isolated (every pre-tokenizer of GPT-2, Llama 3, Qwen 2): each match and each gap is a piece,
+    // passed on as soon as found.
+    const bool stream = st.behavior == Behavior::kIsolated;
     // Matches and the gaps between them, covering [from, to).
     size_t gap = from, pos = from;
     while (pos < to) {
@@ -603,9 +640,18 @@ class BpeModel {
         pos = ms + utf8_len(static_cast<uint8_t>(subject[ms]));
         continue;
       }
-      if (gap < ms) pieces.push_back({gap, ms, st.invert});
-      pieces.push_back({ms, me, !st.invert});
+      if (stream) {
+        if (gap < ms) next(gap, ms);
+        next(ms, me);
+      } else {
+        if (gap < ms) pieces.push_back({gap, ms, st.invert});
+        pieces.push_back({ms, me, !st.invert});
+      }
       gap = pos = me;
+    }
+    if (stream) {
+      if (gap < to) next(gap, to);
+      return;
     }
     if (gap < to) pieces.push_back({gap, to, st.invert});
     // Group by behaviour (tokenizers' NormalizedString::split).
@@ -613,7 +659,7 @@ class BpeModel {
     std::vector<Piece>& g = grouped_levels[k];
     g.clear();
     switch (st.behavior) {
-      case Behavior::kIsolated: g = pieces; break;
+      case Behavior::kIsolated: break;  // streamed above
       case Behavior::kRemoved:
         for (const Piece& p : pieces)
           if (!p.match) g.push_back(p);
@@ -648,14 +694,8 @@ class BpeModel {
         break;
       }
     }
-    for (const Piece& p : g) {
-      if (p.e <= p.b) continue;
-      if (k + 1 == steps.size()) {
-        encode_word(subject.substr(p.b, p.e - p.b), out);
-      } else {
-        pretokenize(k + 1, subject.substr(p.b, p.e - p.b), 0, p.e - p.b, out);
-      }
-    }
+    for (const Piece& p : g)
+      if (p.e > p.b) next(p.b, p.e);
   }
 
   // A piece of text between added tokens, or a chunk [from, to) of one ([sb, se)).

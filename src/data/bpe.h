@@ -34,9 +34,10 @@
 // byte_fallback, dropout, word prefixes and suffixes, decoders other than ByteLevel, truncation and
 // padding.
 //
-// Regexes: `tokenizers` runs them in Oniguruma, zerodp in PCRE2. They agree on GPT-2's, Llama 3's
-// and Qwen 2's patterns for every text tests/tokenizer tries (Unicode spaces such as U+0085, U+180E,
-// U+2028 and U+3000, long s and Kelvin sign under (?i), combining marks, digits of other scripts).
+// Regexes: `tokenizers` runs them in Oniguruma, zerodp in PCRE2. Oniguruma's \s is Unicode's
+// White_Space, PCRE2's also takes U+180E: patterns are compiled with \s, \S written as
+// \p{White_Space}, \P{White_Space}. With that they agree on every pattern and text tests/tokenizer
+// tries (Unicode spaces, long s and Kelvin sign under (?i), combining marks, other scripts' digits).
 #pragma once
 
 #include <cstddef>

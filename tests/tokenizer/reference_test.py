@@ -10,6 +10,8 @@ Cases:
                 text, combining marks; as one text file (--no-eos), as JSON Lines documents (each
                 preceded by the end-of-text token), and as a 3 MB text cut for 2 threads; then
                 --decode gives the text back byte for byte; the shards of --out-prefix hold the stream.
+  shapes        other pre-tokenizers (Split's behaviours, invert, a string pattern, Digits, ByteLevel's
+                prefix space) and added tokens' flags, each against tokenizers on the same texts.
   malformed     broken tokenizer.json files: exit 2, a message naming the file and the key.
   bytes         invalid UTF-8 through a BPE tokenizer round-trips through --decode; the byte
                 tokenizer's file is byte for byte llm.c's uint16 layout.
@@ -196,6 +198,47 @@ def reference_case(zerodp, kind, tmp):
     print("%s: %d documents, %d-token big text: ids identical to tokenizers'" % (kind, len(DOCS), len(want)))
 
 
+def shapes_case(zerodp, tmp):
+    """Pre-tokenizers beyond GPT-2's and Llama 3's: every Split behaviour, invert, a string pattern,
+    Digits, ByteLevel's prefix space, added tokens with lstrip/rstrip/single_word/normalized."""
+    from tokenizers import AddedToken, Regex, pre_tokenizers as pt
+    shakespeare = os.path.join(ROOT, "data", "tinyshakespeare.txt")
+    bl = pt.ByteLevel(add_prefix_space=False, use_regex=False)
+    shapes = {
+        "removed": pt.Sequence([pt.Split(Regex(r"\s+"), behavior="removed"), bl]),
+        "merged_prev": pt.Sequence([pt.Split(Regex(r"[,.;:!?]"), behavior="merged_with_previous"), bl]),
+        "merged_next": pt.Sequence([pt.Split(" ", behavior="merged_with_next"), bl]),
+        "contiguous": pt.Sequence([pt.Split(Regex(r"\p{P}"), behavior="contiguous"), bl]),
+        "invert": pt.Sequence([pt.Split(Regex(r"\p{L}+"), behavior="removed", invert=True), bl]),
+        "digits": pt.Sequence([pt.Digits(individual_digits=True), pt.ByteLevel(add_prefix_space=False)]),
+        "digits_runs": pt.Sequence([pt.Digits(individual_digits=False), pt.ByteLevel(add_prefix_space=False)]),
+        "prefix_space": pt.ByteLevel(add_prefix_space=True),
+    }
+    for name, pre in shapes.items():
+        tok = train_tokenizers.train_gpt2([shakespeare], 400)
+        tok.pre_tokenizer = pre
+        tok.add_tokens([AddedToken("[X]", lstrip=True, rstrip=True, normalized=False),
+                        AddedToken("cat", single_word=True, normalized=True)])
+        tok.add_special_tokens([AddedToken("<sep>", normalized=False)])
+        tj = os.path.join(tmp, name + ".json")
+        tok.save(tj)
+        docs = DOCS + ["a  [X]  b [X]x", "cat cats concat (cat) cat.", "x<sep>y <sep> z"]
+        for i, doc in enumerate(docs):
+            if not doc:
+                continue
+            p = os.path.join(tmp, "%s%d.txt" % (name, i))
+            with open(p, "w", encoding="utf-8", newline="") as f:
+                f.write(doc)
+            want = tok.encode(doc, add_special_tokens=False).ids
+            r = run(zerodp, ["tokenize", "--tokenizer", tj, "--text", p, "--out", p + ".bin", "--no-eos"], ok=bool(want))
+            if not want:  # (all removed: no tokens, which a token file may not be)
+                if r.returncode != 2:
+                    fail("%s doc %d: no tokens, exit %d, expected 2" % (name, i, r.returncode))
+                continue
+            compare("%s doc %d %r" % (name, i, doc[:40]), read_ids(p + ".bin"), want)
+        print("%s: %d documents, ids identical to tokenizers'" % (name, len(docs)))
+
+
 def malformed_case(zerodp, tmp):
     shakespeare = os.path.join(ROOT, "data", "tinyshakespeare.txt")
     tok = train_tokenizers.train_gpt2([shakespeare], 400)
@@ -297,6 +340,8 @@ def main():
     with tempfile.TemporaryDirectory(prefix="zerodp-tokenizer-") as tmp:
         if case in ("gpt2", "llama3"):
             reference_case(zerodp, case, tmp)
+        elif case == "shapes":
+            shapes_case(zerodp, tmp)
         elif case == "malformed":
             malformed_case(zerodp, tmp)
         elif case == "bytes":
