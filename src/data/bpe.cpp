@@ -1051,7 +1051,8 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::from_json(std::string_view json_text
   for (auto& list : m->by_first)
     std::stable_sort(list.begin(), list.end(),
                      [&](uint32_t x, uint32_t y) { return m->added[x].content.size() > m->added[y].content.size(); });
-  m->word_char = std::make_unique<Regex>("\\w", name);
+  // Rust's regex \w, what tokenizers' single_word tests: Unicode word characters.
+  m->word_char = std::make_unique<Regex>("[\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\p{Join_Control}]", name);
   m->letter = std::make_unique<Regex>("\\p{L}", name);
 
   // end of text: the first of these that is an added token

@@ -222,7 +222,7 @@ def shapes_case(zerodp, tmp):
         tok.add_special_tokens([AddedToken("<sep>", normalized=False)])
         tj = os.path.join(tmp, name + ".json")
         tok.save(tj)
-        docs = DOCS + ["a  [X]  b [X]x", "cat cats concat (cat) cat.", "x<sep>y <sep> z"]
+        docs = DOCS + ["a  [X]  b [X]x", "cat cats concat (cat) cat. écat caté cat́ cat_ _cat 1cat cat‍", "x<sep>y <sep> z"]
         for i, doc in enumerate(docs):
             if not doc:
                 continue
