@@ -285,8 +285,10 @@ class Regex {
     if (code_ == nullptr) {
       PCRE2_UCHAR msg[256];
       pcre2_get_error_message(err, msg, sizeof msg);
-      throw UsageError(fmt::format("{}: regex \"{}\" does not compile at offset {}: {}", where, describe_text(pattern),
-                                   offset, reinterpret_cast<const char*>(msg)));
+      // (the offset is in the pattern as written only when no \s was rewritten)
+      const std::string at = compiled == pattern ? fmt::format(" at offset {}", offset) : std::string();
+      throw UsageError(fmt::format("{}: regex \"{}\" does not compile{}: {}", where, describe_text(pattern), at,
+                                   reinterpret_cast<const char*>(msg)));
     }
     jit_ = pcre2_jit_compile(code_, PCRE2_JIT_COMPLETE) == 0;
   }
