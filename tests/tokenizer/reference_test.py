@@ -198,6 +198,10 @@ def reference_case(zerodp, kind, tmp):
     print("%s: %d documents, %d-token big text: ids identical to tokenizers'" % (kind, len(DOCS), len(want)))
 
 
+QWEN2_PATTERN = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
+                 r"""|\s*[\r\n]+|\s+(?!\S)|\s+""")
+
+
 def shapes_case(zerodp, tmp):
     """Pre-tokenizers beyond GPT-2's and Llama 3's: every Split behaviour, invert, a string pattern,
     Digits, ByteLevel's prefix space, added tokens with lstrip/rstrip/single_word/normalized."""
@@ -213,6 +217,7 @@ def shapes_case(zerodp, tmp):
         "digits": pt.Sequence([pt.Digits(individual_digits=True), pt.ByteLevel(add_prefix_space=False)]),
         "digits_runs": pt.Sequence([pt.Digits(individual_digits=False), pt.ByteLevel(add_prefix_space=False)]),
         "prefix_space": pt.ByteLevel(add_prefix_space=True),
+        "qwen2": pt.Sequence([pt.Split(Regex(QWEN2_PATTERN), behavior="isolated"), bl]),
     }
     for name, pre in shapes.items():
         tok = train_tokenizers.train_gpt2([shakespeare], 400)
@@ -236,6 +241,17 @@ def shapes_case(zerodp, tmp):
                     fail("%s doc %d: no tokens, exit %d, expected 2" % (name, i, r.returncode))
                 continue
             compare("%s doc %d %r" % (name, i, doc[:40]), read_ids(p + ".bin"), want)
+        if name == "qwen2":  # a pattern zerodp cuts big texts at: 2 threads on 2.4 MB
+            with open(shakespeare, encoding="utf-8") as f:
+                big = f.read()[:800000] + "\n".join(DOCS) * 20 + "\nEnd"
+                big = big * 2
+            bp = os.path.join(tmp, "qwen2-big.txt")
+            with open(bp, "w", encoding="utf-8", newline="") as f:
+                f.write(big)
+            if "Qwen 2 pattern" not in run(zerodp, ["tokenize", "--tokenizer", tj, "--text", bp, "--out", bp + ".bin",
+                                                    "--no-eos", "--threads", "2"]).stdout:
+                fail("qwen2: the pattern was not recognised")
+            compare("qwen2 big text, 2 threads", read_ids(bp + ".bin"), tok.encode(big, add_special_tokens=False).ids)
         print("%s: %d documents, ids identical to tokenizers'" % (name, len(docs)))
 
 
