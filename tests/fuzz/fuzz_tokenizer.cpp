@@ -1,8 +1,13 @@
 // libFuzzer target: zerodp::data::BpeTokenizer::from_json, the reader of Hugging Face tokenizer.json
 // files (bounded and validated: every bad file a zerodp::Error). A file that loads then encodes a
 // fixed multilingual text and the input's own bytes (regexes, added tokens and merges from the file
-// meet text of any kind); every id must be below the vocabulary and decode without error, and with
-// all 256 byte tokens in the vocabulary the text must come back byte for byte.
+// meet text of any kind); every id must be below the vocabulary and decode without error. (Whether the
+// text comes back whole depends on the file: Removed splits, stripped added tokens and a prefix space
+// change it, in tokenizers too; tests/tokenizer checks the round trip where it holds.)
+// Seeds (corpus/tokenizer/, not written by make_corpus.py): GPT-2- and Llama-3-shaped files trained by
+// tests/tokenizer/train_tokenizers.py with 272 tokens, hand-made ones for Sequence/Digits/Split(String,
+// MergedWithNext), an inverted Removed split with an empty lookahead match, merges as pairs, a prefix
+// space, an unk_token and added tokens with every flag, and one with a bad merge.
 #include <cstddef>
 #include <cstdint>
 #include <string>
