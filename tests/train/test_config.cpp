@@ -18,6 +18,7 @@
 #include "apps/train_options.h"
 #include "core/error.h"
 #include "train/config.h"
+#include "train/usage_error.h"
 
 namespace zerodp::train {
 namespace {
@@ -26,20 +27,8 @@ using optim::LrScheduleKind;
 using optim::OptimizerKind;
 using optim::WarmupType;
 
-// The UsageError message `fn` throws ("" when it throws nothing; other exceptions propagate).
-template <typename Fn>
-std::string usage_error(Fn&& fn) {
-  try {
-    fn();
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "";
-}
-
-bool contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
+using testing::contains;
+using testing::usage_error;
 
 bool has_warning_about(const std::vector<std::string>& warnings, const std::string& key) {
   return std::any_of(warnings.begin(), warnings.end(),

@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "train/config.h"
+#include "train/usage_error.h"
 #include "train/metrics.h"
 
 namespace zerodp::train {
@@ -23,19 +24,8 @@ using optim::DecayType;
 using optim::LrScheduleKind;
 using Flags = std::vector<std::pair<std::string, std::string>>;
 
-template <typename Fn>
-std::string usage_error(Fn&& fn) {
-  try {
-    fn();
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "";
-}
-
-bool contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
+using testing::contains;
+using testing::usage_error;
 
 // A fresh directory under the temporary directory, removed with everything in it when the test ends.
 class TempDir {
