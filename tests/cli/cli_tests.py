@@ -2,11 +2,12 @@
 """End-to-end checks of the zerodp CLI through mpirun: the memory budget (stage 2 stops with exit 3,
 stage 3 trains), DeepSpeed JSON configuration, atomic outputs, the memory report, sampling, --device.
 
-usage: cli_tests.py ZERODP CASE     (CASE: budget | ds_config | atomic_out | report | sample | device)
+usage: cli_tests.py ZERODP CASE     (CASE: budget | ds_config | atomic_out | report | sample | sample_bpe | device)
 Exits non-zero with a message on the first failed check."""
 import functools
 import json
 import os
+import struct
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
@@ -139,6 +140,38 @@ elif CASE == "sample":
     check(out2 == out, "sampling is deterministic in the seed")
     rc, out, err = run(["sample", "--model", os.path.join(tmp, "missing.safetensors"), "--prompt", "x"])
     check(rc == 2 and "missing.safetensors" in err, "a missing model exits 2 naming it", err)
+elif CASE == "sample_bpe":
+    # The repository's BPE tokenizer (V = 1024, <|endoftext|> = id 0) on a model whose vocabulary is
+    # padded to 1100: the ids 1024..1099 have logits but no text, and must never be drawn.
+    tok = os.path.join(zt.SRC, "data", "tokenizers", "shakespeare-bpe-1024", "tokenizer.json")
+    model = os.path.join(tmp, "v1100.safetensors")
+    rc, out, err = run(["init", "--out", model, "--layers", "2", "--heads", "2", "--embd", "32", "--vocab", "1100",
+                        "--ctx", "32", "--seed", "7"])
+    check(rc == 0, "init of a V = 1100 model", err)
+    args = ["sample", "--model", model, "--tokenizer", tok, "--prompt", "ROMEO:", "--tokens", "60", "--seed", "3"]
+    rc, out, err = run(args + ["--no-stop"])
+    check(rc == 0 and out.startswith("ROMEO:") and len(out) > len("ROMEO:\n"),
+          "sample --tokenizer prints the prompt and a decoded continuation (no id past the tokenizer's drawn)", err)
+    rc2, out2, _ = run(args + ["--no-stop"])
+    check(out2 == out, "sampling with a tokenizer is deterministic in the seed")
+    # ln_f zeroed: every logit is 0, so greedy sampling draws id 0, the end-of-text token, first.
+    header, _, data = zt.parse_safetensors(zt.read_bytes(model))
+    blob = bytearray(zt.read_bytes(model))
+    start = 8 + struct.unpack("<Q", bytes(blob[:8]))[0]
+    for name in ("ln_f.weight", "ln_f.bias"):
+        b, e = header[name]["data_offsets"]
+        blob[start + b:start + e] = bytes(e - b)
+    flat = os.path.join(tmp, "flat.safetensors")
+    with open(flat, "wb") as f:
+        f.write(blob)
+    greedy = ["sample", "--model", flat, "--tokenizer", tok, "--prompt", "ROMEO:", "--tokens", "5", "--temperature", "0"]
+    rc, out, err = run(greedy)
+    check(rc == 0 and out == "ROMEO:\n", f"generation stops at the end-of-text token (got {out!r})", err)
+    rc, out, err = run(greedy + ["--no-stop"])
+    check(rc == 0 and out == "ROMEO:" + "<|endoftext|>" * 5 + "\n",
+          f"--no-stop goes on past it, decoding it as its text (got {out!r})", err)
+    rc, out, err = run(["sample", "--model", init, "--tokenizer", tok, "--prompt", "x"])
+    check(rc == 2 and "1024" in err and "256" in err, "a tokenizer larger than the model's vocabulary exits 2", err)
 else:
     sys.exit(f"unknown case {CASE}")
 print(f"{CASE}: all checks passed")
