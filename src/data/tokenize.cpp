@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -293,42 +294,53 @@ void check_options(const TokenizeOptions& o) {
   ZDP_REQUIRE(o.threads >= 0 && o.threads <= 4096, "tokenize: --threads must be in 1..4096, got {}", o.threads);
 }
 
-// Runs every item through the tokenizer in batches, in parallel, handing the ids to `emit` in order.
+// Runs every item through the tokenizer in parallel, handing the ids to `emit` in item order. Each
+// thread emits its item as soon as every earlier one is out (an ordered loop), so the writing overlaps
+// the other threads' encoding instead of leaving them idle at a barrier; a thread holds at most one
+// finished item, so memory stays bounded whatever the input's size.
 template <class Emit>
 void run_items(const Tokenizer& tok, const TokenizeOptions& o, std::vector<Input>& inputs, const std::vector<Item>& items,
                Progress* progress, TokenizeResult& res, Emit&& emit) {
   const int threads = o.threads > 0 ? o.threads : std::max(1, omp_get_max_threads());
-  const size_t batch = static_cast<size_t>(threads) * 8;
-  // Kept from batch to batch with their capacity: fresh id vectors would cost page faults each time.
-  std::vector<ItemResult> results(std::min(batch, items.size()));
+  std::exception_ptr error;      // the first failure, in item order (written in the ordered block)
+  std::atomic<bool> failed{false};  // read outside it, to skip the work after a failure
   size_t done_bytes = 0;
-  for (size_t b = 0; b < items.size(); b += batch) {
-    const size_t e = std::min(items.size(), b + batch);
-    for (size_t i = b; i < e; ++i) {
-      ItemResult& r = results[i - b];
+#pragma omp parallel num_threads(threads)
+  {
+    // Kept from item to item with its capacity: a fresh id vector would cost page faults each time.
+    ItemResult r;
+#pragma omp for ordered schedule(dynamic, 1)
+    for (size_t i = 0; i < items.size(); ++i) {
       r.ids.clear();
       r.bytes = r.documents = 0;
       r.error = nullptr;
-    }
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
-    for (size_t i = b; i < e; ++i) {
-      try {
-        encode_item(tok, inputs, items[i], !o.no_eos, results[i - b]);
-      } catch (...) {
-        results[i - b].error = std::current_exception();
+      if (!failed.load(std::memory_order_relaxed)) {
+        try {
+          encode_item(tok, inputs, items[i], !o.no_eos, r);
+        } catch (...) {
+          r.error = std::current_exception();
+        }
+      }
+#pragma omp ordered
+      {
+        if (!error) {
+          try {
+            if (r.error) std::rethrow_exception(r.error);
+            emit(std::span<const uint32_t>(r.ids));
+            res.tokens += r.ids.size();
+            res.bytes += r.bytes;
+            res.documents += r.documents;
+            done_bytes += r.bytes;
+            if (progress) progress->update(done_bytes);
+          } catch (...) {
+            error = std::current_exception();
+            failed.store(true, std::memory_order_relaxed);
+          }
+        }
       }
     }
-    for (size_t i = b; i < e; ++i) {
-      const ItemResult& r = results[i - b];
-      if (r.error) std::rethrow_exception(r.error);
-      emit(std::span<const uint32_t>(r.ids));
-      res.tokens += r.ids.size();
-      res.bytes += r.bytes;
-      res.documents += r.documents;
-      done_bytes += r.bytes;
-    }
-    if (progress) progress->update(done_bytes);
   }
+  if (error) std::rethrow_exception(error);
 }
 
 std::vector<Input> open_inputs(const TokenizeOptions& o, size_t& total) {
