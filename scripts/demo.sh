@@ -27,7 +27,7 @@ mpirun -n "$RANKS" --oversubscribe build/zerodp train \
   --init "$out/init.safetensors" --data "$out/shakespeare_train_*.bin" \
   --val-data "$out/shakespeare_val_000000.bin" --eval-every 100 --eval-tokens 32640 \
   --steps "$STEPS" --micro-batch 4 --seq 128 --zero-stage "$STAGE" \
-  --lr 3e-3 --lr-schedule wsd --warmup-steps 30 --decay-steps $((STEPS / 5)) --min-lr 3e-4 \
+  --lr 3e-3 --lr-schedule wsd --warmup-steps $((STEPS / 20)) --decay-steps $((STEPS / 5)) --min-lr 3e-4 \
   --weight-decay 0.1 --beta2 0.95 --clip 1.0 \
   --log-every 50 --metrics "$out/metrics.jsonl" --out "$out/final.safetensors"
 
