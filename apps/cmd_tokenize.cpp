@@ -89,8 +89,8 @@ void register_tokenize(CLI::App& app, Action& action) {
       o.threads = f.threads;
       const data::TokenizeResult r = data::tokenize_files(*tok, o);
       const std::string where = r.files.size() == 1 ? r.files[0] : fmt::format("{} files {}_*.bin", r.files.size(), f.out_prefix);
-      fmt::print("wrote {}: {} tokens (vocabulary {}) from {} documents, {:.1f} MB in {:.2f} s, {:.1f} MB/s ({})\n",
-                 where, r.tokens, tok->vocab_size(), r.documents, r.bytes / 1e6, r.seconds,
+      fmt::print("wrote {}: {} tokens (vocabulary {}) from {} document{}, {:.1f} MB in {:.2f} s, {:.1f} MB/s ({})\n",
+                 where, r.tokens, tok->vocab_size(), r.documents, r.documents == 1 ? "" : "s", r.bytes / 1e6, r.seconds,
                  r.seconds > 0 ? r.bytes / 1e6 / r.seconds : 0.0, tok->describe());
       return 0;
     };

@@ -234,7 +234,7 @@ def main(argv):
         return EXIT_USAGE
     steps = sum(len(r.steps) for r in runs)
     evals = sum(len(r.evals) for r in runs)
-    print(f"wrote {args.out}: {len(runs)} run{'s' if len(runs) != 1 else ''}, {steps} steps, {evals} evals")
+    print(f"wrote {args.out}: {len(runs)} run{'s' if len(runs) != 1 else ''}, {steps} steps, {evals} eval{'s' if evals != 1 else ''}")
     return 0
 
 
