@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """When does hybrid sharding pay? Step time on 2 test hosts x 2 ranks (network namespaces joined by a
-veth pair, tests/scripts/zdp_hosts.py) against the bandwidth of the link between them (tc netem,
+veth pair, tests/pylib/zdptest/hosts.py) against the bandwidth of the link between them (tc netem,
 each direction, with a fixed latency), for ZeRO stage 3 sharded over all 4 ranks (full sharding) and
 over the 2 ranks of each host (hybrid: --shard-group-size node), at 1 and 4 accumulation micro-steps.
 
@@ -11,7 +11,7 @@ median of the steps after the first two; the bytes that crossed a group boundary
 metrics' bytes_sent_inter_group.
 
 The link: a veth pair shaped with `tc netem` (latency and bandwidth) where the kernel has netem;
-otherwise the user-space wire of tests/scripts/zdp_wire.py (TUN devices, latency and bandwidth),
+otherwise the user-space wire of tests/pylib/zdptest/wire.py (TUN devices, latency and bandwidth),
 or with --link tbf a veth pair shaped by `tc tbf` (bandwidth alone, no added latency). The wire's
 own forwarding runs on the same cores as the ranks.
 
@@ -24,9 +24,9 @@ import os
 import statistics
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "scripts"))
-import zdp_test as zt  # noqa: E402
-from zdp_hosts import TestHosts  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "pylib"))
+from zdptest import harness as zt  # noqa: E402
+from zdptest.hosts import TestHosts  # noqa: E402
 
 if len(sys.argv) < 3:
     sys.exit(__doc__)

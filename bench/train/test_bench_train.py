@@ -21,11 +21,11 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "scripts"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "pylib"))
 
 import flops  # noqa: E402
 import report  # noqa: E402
-import zdp_test as zt  # noqa: E402
+from zdptest import harness as zt  # noqa: E402
 
 checks = zt.Checks(prefix="FAIL: ")  # every check runs; the failed ones are listed at the end
 check = checks.check

@@ -22,9 +22,8 @@ import os
 import shutil
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
-import zdp_test as zt  # noqa: E402
-from zdp_test import check, crc32c, read_bytes, safetensors_f32, steps_of  # noqa: E402
+from zdptest import harness as zt
+from zdptest.harness import check, crc32c, read_bytes, safetensors_f32, steps_of
 
 ZERODP, CASE = zt.driver_args(__doc__)
 run = functools.partial(zt.run, ZERODP, timeout=150)  # run(args, ranks=None, timeout=150, env=None)

@@ -23,9 +23,8 @@ import functools
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
-import zdp_test as zt  # noqa: E402
-from zdp_test import check  # noqa: E402
+from zdptest import harness as zt
+from zdptest.harness import check
 
 ZERODP, CASE = zt.driver_args(__doc__)
 run = functools.partial(zt.run, ZERODP)  # run(args, ranks=None, timeout=120)

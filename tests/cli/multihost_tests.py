@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """zerodp across two test hosts (network namespaces joined by a veth pair, OpenMPI over TCP between
-them, tests/scripts/zdp_hosts.py), 2 hosts x 2 ranks:
+them, tests/pylib/zdptest/hosts.py), 2 hosts x 2 ranks:
 
   stages:  ZeRO stages 0-3 (fp32; stage 2 with G = 2, stage 3 also in bf16) give the --out weights
            of the same job on one host, bit for bit; hybrid sharding by node (--shard-group-size
            node: a group per host) gives the one-host run with --shard-group-size 2, bit for bit, and
            only the across-group all-reduce crosses the link (bytes_sent_inter_group);
-  wire:    the hosts joined by the user-space wire (tests/scripts/zdp_wire.py: what tc netem does,
+  wire:    the hosts joined by the user-space wire (tests/pylib/zdptest/wire.py: what tc netem does,
            for kernels without it) instead of the veth pair: a 5 ms wire each way gives a TCP round
            trip of about 10 ms, and stage 3 and hybrid sharding across it give one host's bits;
   lost_host: `zerodp launch --min-ranks 2` runs the job on both hosts; once a checkpoint exists, host
@@ -28,10 +28,9 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
-import zdp_test as zt  # noqa: E402
-from zdp_test import check  # noqa: E402
-from zdp_hosts import TestHosts  # noqa: E402
+from zdptest import harness as zt
+from zdptest.harness import check
+from zdptest.hosts import TestHosts
 
 ZERODP, CASE = zt.driver_args(__doc__)
 why_not = TestHosts.unavailable()
@@ -113,7 +112,7 @@ def round_trip_ms(hosts):
 
 with TestHosts(tmp, link="wire" if CASE == "wire" else "veth") as hosts:
     if CASE == "wire":
-        # The user-space wire (zdp_wire.py, for kernels without netem): its latency is there, and
+        # The user-space wire (zdptest/wire.py, for kernels without netem): its latency is there, and
         # training across it gives the bits of one host.
         base_rtt = round_trip_ms(hosts)
         check(hosts.shape(delay_ms=5, rate_mbit=200) == "wire", "the wire takes a latency and a bandwidth")

@@ -25,9 +25,8 @@ import json
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
-import zdp_test as zt  # noqa: E402
-from zdp_test import check, records  # noqa: E402
+from zdptest import harness as zt
+from zdptest.harness import check, records
 
 ZERODP, CASE = zt.driver_args(__doc__)
 run = functools.partial(zt.run, ZERODP)  # run(args, ranks=None, timeout=120)

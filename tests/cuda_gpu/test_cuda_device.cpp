@@ -6,6 +6,7 @@
 #include <random>
 #include <vector>
 
+#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include "core/dtype.h"
@@ -184,13 +185,41 @@ TEST(CudaDevice, TransfersAreOrderedAfterTheComputeIssuedBeforeThem) {
 TEST(CudaDevice, WhatIsNotWiredSaysSo) {
   CudaDevice dev(0);
   EXPECT_EQ(dev.name(), "cuda:0");
+  EXPECT_FALSE(dev.supports(DType::kF32));
+  EXPECT_TRUE(dev.supports(DType::kBF16));
+  EXPECT_TRUE(dev.supports(DType::kF16));
   try {
     dev.gpt2<float>();
     ADD_FAILURE();
   } catch (const RuntimeFailure& e) {
     EXPECT_NE(std::string(e.what()).find("--dtype bf16"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(CudaDevice(0), RuntimeFailure);  // one a process
+}
+
+// Two devices in one process, driven in turn from one thread: each keeps its own streams, allocator and
+// GEMM handle, and each call runs on its own GPU whichever is current (cuda:1 where there is one, else
+// a second device on GPU 0).
+TEST(CudaDevice, TwoDevicesLiveSideBySide) {
+  int gpus = 0;
+  ASSERT_EQ(cudaGetDeviceCount(&gpus), cudaSuccess);
+  CudaDevice a(0);
+  CudaDevice b(gpus > 1 ? 1 : 0);
+  EXPECT_NE(a.compute_stream(), b.compute_stream());
+  const size_t n = 4096;
+  const std::vector<float> x = random_floats(n, 7);
+  Buffer xa = upload(a, x.data(), n * sizeof(float));
+  Buffer xb = upload(b, x.data(), n * sizeof(float));
+  const Gpt2Kernels<bf16>& ka = a.gpt2<bf16>();
+  const Gpt2Kernels<bf16>& kb = b.gpt2<bf16>();
+  EXPECT_NE(&ka, &kb);
+  Buffer ya = a.allocate(n * sizeof(float), MemCategory::kAct);
+  Buffer yb = b.allocate(n * sizeof(float), MemCategory::kAct);
+  ka.residual_forward(ya.as<float>(), xa.as<float>(), xa.as<float>(), n);  // b's GPU is current here
+  kb.residual_forward(yb.as<float>(), xb.as<float>(), xb.as<float>(), n);
+  EXPECT_EQ(a.sum_squares(ya.data(), DType::kF32, n), b.sum_squares(yb.data(), DType::kF32, n));
+  const std::vector<float> ra = download<float>(a, ya), rb = download<float>(b, yb);
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(ra[i], 2.0f * x[i]) << i;
+  EXPECT_EQ(0, std::memcmp(ra.data(), rb.data(), n * sizeof(float)));
 }
 
 }  // namespace

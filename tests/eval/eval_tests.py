@@ -6,7 +6,7 @@ usage: eval_tests.py ZERODP CASE
   splits   val_loss the same (within 2e-5) at (W=1,B=4), (W=2,B=2), (W=3,B=1), (W=2,B=1) x stages 0-3
            (fp32; every run trains the same global batch of 12 sequences, G making up the rest, and
            evaluates E = 1000 tokens: 31 windows, divisible by no W·B); `zerodp eval` on each --out file
-           prints the run's last val_loss; an independent PyTorch computation (tests/reference/ref_train.py's
+           prints the run's last val_loss; an independent PyTorch computation (tests/pylib/zdptest/ref_train.py's
            GPT-2, in float64) of the val loss of the final weights agrees within 2e-5; training with
            --val-data gives the same bits (losses, grad norms, --out bytes, traffic, memory) as without it
   shards   a token file split into 3 shards of uneven sizes (one of them uint32) trains to the same bits
@@ -25,11 +25,10 @@ import os
 import struct
 import sys
 
+from zdptest import harness as zt
+from zdptest.harness import check, records
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "scripts"))
-sys.path.insert(0, os.path.join(HERE, "..", "reference"))
-import zdp_test as zt  # noqa: E402
-from zdp_test import check, records  # noqa: E402
 
 ZERODP, CASE = zt.driver_args(__doc__)
 
@@ -87,7 +86,7 @@ def torch_val_loss(model_path, val_path, e_tokens, seq):
     """The contract's validation loss of a model file, computed in float64 by the reference GPT-2."""
     import numpy as np
     import torch
-    import ref_train
+    from zdptest import ref_train
     cfg, weights = ref_train.load_gpt2(model_path)
     p = {n: torch.tensor(w, dtype=torch.float64) for n, w in weights.items()}
     toks = np.array(read_tokens(val_path), dtype=np.int64)
@@ -226,7 +225,7 @@ elif CASE == "dtypes":
 
 elif CASE == "choices":
     import torch
-    import ref_train
+    from zdptest import ref_train
     m, out, _ = train(1, [], "model", 4, 1, 0, steps=20)
     items = []
     # Short enough for the model's 32 positions (bytes: one token each).

@@ -25,8 +25,7 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
-import zdp_test as zt  # noqa: E402
+from zdptest import harness as zt
 
 ZERODP, CASE = zt.driver_args(__doc__)
 WORK = zt.workdir(f"hostile-{CASE}")
@@ -41,7 +40,7 @@ AS_CAP = 8 << 30
 
 def run_measured(args, timeout=60):
     """Runs zerodp `args` under the address-space cap, reaping it with os.wait4 to get its own peak
-    RSS: (Result, peak RSS in kB). zdp_test's launch() reports no memory, hence this local helper."""
+    RSS: (Result, peak RSS in kB). The harness's launch() reports no memory, hence this local helper."""
     def cap():
         resource.setrlimit(resource.RLIMIT_AS, (AS_CAP, AS_CAP))
     start = time.monotonic()

@@ -25,10 +25,8 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "scripts"))
-import zdp_test as zt  # noqa: E402
-from zdp_test import Checks, read_metrics  # noqa: E402
+from zdptest import harness as zt
+from zdptest.harness import Checks, read_metrics
 
 try:
     import numpy as np
@@ -36,8 +34,9 @@ try:
 except ImportError as e:
     sys.exit(f"compare.py: FAIL: {sys.executable} cannot import numpy/torch ({e}). The reference tests need "
              "Debian's python3-torch and python3-numpy under /usr/bin/python3: run scripts/setup.sh.")
-sys.path.insert(0, HERE)
-import ref_train as rt  # noqa: E402
+from zdptest import ref_train as rt  # noqa: E402  (after the check that torch imports)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 MODEL = {"layers": 2, "heads": 4, "embd": 64, "vocab": 256, "ctx": 64}
 SEQ = 64
@@ -71,7 +70,7 @@ BAD_CASES = ["bad_truncated_safetensors", "bad_tensor_shape", "bad_token", "bad_
 
 
 def run(cmd, timeout):
-    """Runs a command (printed first) in zdp_test's environment for ranks; returns (exit code, stdout +
+    """Runs a command (printed first) in the harness's environment for ranks; returns (exit code, stdout +
     stderr, seconds). Exit None on timeout."""
     r = zt.launch(cmd, timeout, echo=True)
     return r.code, r.text, r.secs

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Checks of the reference itself (ref_train.py), before it is trusted to judge zerodp: its file
+"""Checks of the reference itself (zdptest/ref_train.py), before it is trusted to judge zerodp: its file
 readers, its reading of §5, its pieces of §1 against torch.nn.functional, its gradients against
 finite differences and float32 against float64, that splitting the global batch changes nothing,
 and its AdamW against torch.optim.AdamW. Run: /usr/bin/python3 test_ref_train.py (unittest)."""
@@ -20,10 +20,8 @@ except ImportError as e:
     sys.exit(f"test_ref_train.py: FAIL: {sys.executable} cannot import numpy/torch ({e}). The reference tests "
              "need Debian's python3-torch and python3-numpy under /usr/bin/python3: run scripts/setup.sh.")
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
-import ref_train as rt  # noqa: E402
-from zdp_test import read_metrics  # noqa: E402
+from zdptest import ref_train as rt  # noqa: E402  (after the check that torch imports)
+from zdptest.harness import read_metrics
 
 torch.set_num_threads(1)
 
@@ -398,7 +396,7 @@ class CommandLineTest(TmpDirCase):
 
 class RegistrationTest(unittest.TestCase):
     def test_every_compare_case_is_a_ctest_entry(self):
-        import compare  # noqa: E402 (imported here: it is not needed by the checks above)
+        import compare  # (imported here: it is not needed by the checks above)
         import re
         with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "CMakeLists.txt")) as f:
             text = f.read()

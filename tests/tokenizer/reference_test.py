@@ -23,10 +23,10 @@ import subprocess
 import sys
 import tempfile
 
+import train_tokenizers  # this script's folder, first on sys.path
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, HERE)
-import train_tokenizers  # noqa: E402
 
 # Text the tokenizers never saw in training (they train on Shakespeare).
 DOCS = [

@@ -2,13 +2,13 @@
 """A wire with a latency and a bandwidth between two test hosts, in user space: what `tc netem`
 does, for kernels built without it (CONFIG_NET_SCH_NETEM off, as on some VM kernels).
 
-Each host gets a TUN device (made by zdp_hosts.py, addressed and up in the host's network namespace);
+Each host gets a TUN device (made by hosts.py, addressed and up in the host's network namespace);
 this process attaches to both, reads every IP packet one host sends and writes it into the other
 after the wire's delay, at the wire's rate: a packet leaves when the wire has finished sending the
 ones before it (len·8/rate each), then arrives `delay` later. A queue longer than `queue_ms` of
 sending drops the packet, as a router's would, and TCP slows down. Each direction is its own wire.
 
-usage: zdp_wire.py NETNS_A DEV_A NETNS_B DEV_B DELAY_MS RATE_MBIT [QUEUE_MS]
+usage: wire.py NETNS_A DEV_A NETNS_B DEV_B DELAY_MS RATE_MBIT [QUEUE_MS]
        (RATE_MBIT 0: no limit; runs until killed; prints "ready" once attached)
 """
 import ctypes

@@ -1,5 +1,5 @@
 """Test hosts on one machine: network namespaces joined by a veth pair (or by a user-space wire with
-a latency and a bandwidth, zdp_wire.py), and OpenMPI run across them over TCP as across real
+a latency and a bandwidth, wire.py), and OpenMPI run across them over TCP as across real
 machines (tests/cli/multihost_tests.py, bench/multihost/run.py).
 
 Each host is a network namespace of its own (own interfaces, own loopback, own address on the link
@@ -42,13 +42,13 @@ class TestHosts:
 
     def __init__(self, workdir, hosts=2, tag=None, link="veth"):
         """link: "veth" (a veth pair, shaped with tc) or "wire" (a TUN device on each host, joined by
-        zdp_wire.py in user space: latency and bandwidth where the kernel has no netem)."""
+        wire.py in user space: latency and bandwidth where the kernel has no netem)."""
         if hosts != 2:
             raise ValueError("TestHosts joins exactly 2 hosts by one link")
         if link not in ("veth", "wire"):
             raise ValueError(f"link must be veth or wire, got {link}")
         self.link = link
-        self.wire = None  # the zdp_wire.py process
+        self.wire = None  # the wire.py process
         self.workdir = workdir
         # Names unique to this process (tests run side by side), which also tell remove_stale() whose they are.
         self.tag = tag or f"zdp{os.getpid()}"
@@ -126,12 +126,12 @@ class TestHosts:
 
     def _start_wire(self, delay_ms, rate_mbit):
         self._stop_wire()
-        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "zdp_wire.py")
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "wire.py")
         self.wire = subprocess.Popen([sys.executable, script, self.netns[0], self.links[0], self.netns[1],
                                       self.links[1], str(delay_ms), str(rate_mbit or 0)],
                                      stdout=subprocess.PIPE, text=True)
         if self.wire.stdout.readline().strip() != "ready":
-            raise RuntimeError("zdp_wire.py did not attach to the hosts' TUN devices")
+            raise RuntimeError("wire.py did not attach to the hosts' TUN devices")
 
     def _stop_wire(self):
         if self.wire is not None:

@@ -1,14 +1,12 @@
 """Shared helpers of the Python test drivers (tests/cli, tests/ckpt_mpi, tests/plan, tests/reference,
-tests/hostile, bench/train, ...): the environment ranks run in, launching `zerodp` alone or through
+tests/hostile, bench/multihost, ...): the environment ranks run in, launching `zerodp` alone or through
 mpirun with a timeout, checks that stop the driver with a message (or collect every failure), and
 readers of the outputs (metrics JSON Lines, safetensors).
 
-Import it from a driver with
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
-    import zdp_test as zt
+    from zdptest import harness as zt
 
-Standard library only: the drivers run under whichever python3 CMake found (the reference drivers
-under /usr/bin/python3 with numpy and torch).
+(ctest and pytest put tests/pylib on PYTHONPATH.) Standard library only: the drivers run under
+whichever python3 CMake found (the reference drivers under /usr/bin/python3 with numpy and torch).
 """
 import json
 import os
@@ -18,8 +16,8 @@ import sys
 import tempfile
 import time
 
-# The repository root (tests/scripts/ is two levels down).
-SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# The repository root (this file is tests/pylib/zdptest/harness.py).
+SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 # The text every driver tokenizes a piece of.
 CORPUS = os.path.join(SRC, "data", "tinyshakespeare.txt")
 
