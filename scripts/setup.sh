@@ -27,6 +27,8 @@ TEST_PACKAGES=(
   slurmctld slurmd slurm-client munge libpmix-dev procps
   # The PyTorch reference (tests/reference) and the tokenizer tests' venv (tokenizers, tiktoken from PyPI).
   python3-pip python3-numpy python3-torch python3-venv
+  # pytest, to run the Python tests one case at a time (pytest.ini; ctest runs them all).
+  python3-pytest
   # The fuzz build (scripts/fuzz.sh): Clang 14 with libFuzzer and the sanitizer runtimes, its OpenMP,
   # and llvm-symbolizer for the reports' stacks.
   clang-14 libclang-rt-14-dev libomp-14-dev llvm-14
