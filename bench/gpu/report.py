@@ -6,12 +6,12 @@
 Reads OUT/env.txt (machine, versions, settings), OUT/status.txt (each run's exit status), zerodp's
 metrics (OUT/zerodp-wW-sS.jsonl, contract §9: the per-step records' "ms" and "tokens", rank 0's
 clock; the per-rank "memory" records' peak_bytes.total), the PyTorch peer's JSON (OUT/torch-*.json)
-and the nvidia-smi samples (OUT/*.smi). Only the standard library.
+and the nvidia-smi samples (OUT/*.smi). Only the standard library (and tests/pylib's zdptest).
 
 Columns:
   ms/step       the median of the steps after the first --warmup (default: env.txt's warmup)
   tokens/s      tokens of a step over all ranks (W·B·T) / that median
-  MFU           the causal matmul FLOPs of bench/train/flops.py for all ranks' tokens / the median /
+  MFU           the causal matmul FLOPs of zdptest/flops.py for all ranks' tokens / the median /
                 (GPUs × the GPU's dense bf16 peak, bench/gpu/gpu_peak.py); the W = 2 ranks share
                 one GPU, so their FLOPs add up against one peak
   peak memory   per rank, the most of any rank: zerodp's exact ledger (peak_bytes.total: the bytes
@@ -23,19 +23,19 @@ Columns:
                 ranks, CUDA contexts and caches included (sampled every 200 ms)
 """
 import argparse
-import json
 import os
 import re
 import statistics
 import subprocess
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, "..", "train"))
+import gpu_peak
 
-import flops  # noqa: E402  (bench/train)
-import gpu_peak  # noqa: E402
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "pylib"))
+from zdptest import bench_report as br  # noqa: E402
+from zdptest import flops  # noqa: E402
+from zdptest.harness import read_metrics  # noqa: E402
 
 GIB = 1024 ** 3
 MEMORY_KEYS = {"event", "rank", "peak_bytes", "live_bytes", "host_bytes", "nvme_bytes"}
@@ -50,15 +50,7 @@ class RunError(Exception):
 
 
 def read_env(out):
-    env = {}
-    path = os.path.join(out, "env.txt")
-    if os.path.exists(path):
-        with open(path) as f:
-            for line in f:
-                k, sep, v = line.rstrip("\n").partition("=")
-                if sep:
-                    env[k] = v
-    return env
+    return br.read_env(out, missing_ok=True)
 
 
 def read_status(out):
@@ -98,11 +90,7 @@ def zerodp_result(out, tag, warmup, env):
     if not os.path.exists(path):
         partial = os.path.exists(path + ".partial")
         raise RunError("exit 0 but no metrics file" + (" (only the unfinished .partial)" if partial else ""))
-    records = []
-    with open(path) as f:
-        for line in f:
-            if line.strip():
-                records.append(json.loads(line))
+    records = read_metrics(path)
     steps = [r for r in records if r.get("event") == "step"]
     mem = sorted((r for r in records if r.get("event") == "memory"), key=lambda r: r.get("rank", 0))
     if not steps:
@@ -127,14 +115,9 @@ def zerodp_result(out, tag, warmup, env):
 
 
 def peer_result(out, tag, warmup):
-    path = os.path.join(out, tag + ".json")
-    text = ""
-    if os.path.exists(path):
-        with open(path) as f:
-            text = f.read().strip()
-    if not text:
+    j = br.last_json_line(os.path.join(out, tag + ".json"))
+    if j is None:
         raise RunError("exit 0 but no JSON result on stdout")
-    j = json.loads(text.splitlines()[-1])
     cfg, B, T = j["model"], int(j["micro_batch"]), int(j["seq"])
     ms = [float(x) for x in j["ms"]]
     return dict(ms=ms, timed=timed(ms, warmup), tokens=B * T,
@@ -239,7 +222,7 @@ def comparison(rows):
         missing = "zerodp at W = 1" if not z else "PyTorch"
         return f"No comparison: no result of {missing}."
     best = max(z, key=lambda r: r["tokens_per_s"])
-    parts = [f"{best['tokens_per_s'] / p['tokens_per_s']:.2f}x {runner_label(p)} ({p['tokens_per_s']:.0f} tokens/s)"
+    parts = [f"{br.ratio(best['tokens_per_s'] / p['tokens_per_s'])} {runner_label(p)} ({p['tokens_per_s']:.0f} tokens/s)"
              for p in t]
     return (f"zerodp's fastest at W = 1 (ZeRO stage {best['stage']}, {best['tokens_per_s']:.0f} tokens/s) runs at "
             + ", ".join(parts) + ".")
@@ -260,10 +243,8 @@ def render(out, warmup=None, peak_tflops=None):
              f"Optimizer on both sides: AdamW {env.get('optimizer', '?')}. "
              + (f"MFU against the {note}" if peak else f"MFU: {note}")
              + (f", {env.get('gpus')} GPUs" if env.get("gpus", "1") != "1" else "") + ".",
-             "",
-             "| runner | W | ZeRO stage | ms/step | tokens/s | MFU | peak memory / rank (GiB) | reserved / rank (GiB) "
-             "| GPU used, nvidia-smi (GiB) | loss at last step |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             ""]
+    cells = []
     for r in rows:
         stage = str(r["stage"]) if r["stage"] is not None else "-"
         mfu = "n/a" if r["mfu"] is None else f"{100 * r['mfu']:.1f}%"
@@ -271,9 +252,11 @@ def render(out, warmup=None, peak_tflops=None):
         if r["mem_ranks"] and len(set(r["mem_ranks"])) > 1:
             mem += " (" + " / ".join(gib(m) for m in r["mem_ranks"]) + ")"
         loss = "n/a" if r["loss"] is None else f"{r['loss']:.4f}"
-        lines.append(f"| {runner_label(r)} | {r['world']} | {stage} | {r['median_ms']:.1f} | {r['tokens_per_s']:.0f} | "
-                     f"{mfu} | {mem} | {gib(r['reserved'])} | {gib(r['smi'])} | {loss} |")
-    lines += ["", comparison(rows)]
+        cells.append([runner_label(r), str(r["world"]), stage, f"{r['median_ms']:.1f}", f"{r['tokens_per_s']:.0f}",
+                      mfu, mem, gib(r["reserved"]), gib(r["smi"]), loss])
+    lines += [br.table(["runner", "W", "ZeRO stage", "ms/step", "tokens/s", "MFU", "peak memory / rank (GiB)",
+                        "reserved / rank (GiB)", "GPU used, nvidia-smi (GiB)", "loss at last step"], cells),
+              "", comparison(rows)]
     if failed:
         lines += ["", "Failed or not run:"]
         lines += [f"- `{tag}`: {reason}" for tag, reason in failed]

@@ -43,7 +43,7 @@ MPI_ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CO
 # The tiny model every check here trains: GPT-2 L2 H2 C64 V256 N64, B = 2, T = 64.
 TINY = dict(layers=2, heads=2, embd=64, vocab=256, ctx=64)
 B, T = 2, 64
-# Step FLOPs of one rank's micro-batch (bench/train/flops.py's causal count), by hand, n = B·T = 128:
+# Step FLOPs of one rank's micro-batch (tests/pylib/zdptest/flops.py's causal count), by hand, n = B·T = 128:
 #   per block  dense 24·n·C² = 24·128·4096 = 12,582,912; attention 2·B·C·T·(T+1) = 2·2·64·64·65 = 1,064,960
 #   2 blocks   2·13,647,872 = 27,295,744;  head 2·n·C·V = 2·128·64·256 = 4,194,304
 #   forward    31,490,048;  step (×3) 94,470,144

@@ -34,15 +34,15 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "train"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "pylib"))
 
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-import flops  # noqa: E402  (bench/train: step_flops, the causal matmul count report.py uses too)
 import gpu_peak  # noqa: E402
+from zdptest import flops  # noqa: E402  (step_flops, the causal matmul count report.py uses too)
 import torch_gpt2  # noqa: E402  (bench/train: build_model, read_tokens, batch, param_groups, flags)
 
 HAVE_SDPA = hasattr(F, "scaled_dot_product_attention")

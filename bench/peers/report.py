@@ -8,21 +8,13 @@ time of a whole step); tokens/s = 2 ranks x 8 x 128 tokens / median. A runner wi
 is listed as failed with the one-line reason taken from its log.
 """
 import argparse
-import glob
-import json
 import os
 import re
-import importlib.util
 import statistics
 import sys
 
-# bench/train/report.py (same file name as this one, so loaded by path): read_env, env.txt as a dict.
-_TRAIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "train")
-sys.path.insert(0, _TRAIN)  # for its own imports (flops)
-_spec = importlib.util.spec_from_file_location("train_report", os.path.join(_TRAIN, "report.py"))
-_train_report = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_train_report)
-read_env = _train_report.read_env
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "pylib"))
+from zdptest import bench_report as br  # noqa: E402
 
 TOKENS = 2 * 8 * 128
 LABELS = {
@@ -53,15 +45,10 @@ def read_run(res, tag):
     jl = os.path.join(res, tag + ".jsonl")
     js = os.path.join(res, tag + ".json")
     if os.path.exists(jl):
-        steps = [json.loads(l) for l in open(jl) if l.strip()]
-        steps = [s for s in steps if s.get("event") == "step"]
+        steps = br.step_records(jl)
         return ([s["ms"] for s in steps], [s["loss"] for s in steps]) if steps else None
-    if os.path.exists(js):
-        lines = [l for l in open(js).read().splitlines() if l.startswith("{")]
-        if lines:
-            j = json.loads(lines[-1])
-            return j["ms"], j["loss"]
-    return None
+    j = br.last_json_line(js, objects_only=True)
+    return (j["ms"], j["loss"]) if j is not None else None
 
 
 def reason(res, tag):
@@ -119,20 +106,20 @@ def tables(table, dtypes):
         if not rows:
             continue
         out.append(f"### {dt}\n")
-        out.append("| runner | ms/step | rounds' medians | tokens/s (both ranks) | loss at step 0 | CPUs busy before (rounds) |")
-        out.append("|---|---:|---|---:|---:|---|")
+        cells = []
         for r, e in rows:
             if "ms" in e:
                 extra = f" ({len(e['fails'])} round(s) failed)" if e["fails"] else ""
-                out.append(f"| {LABELS[r]} | {fmt_ms(e['ms'])} | {'/'.join(f'{m:.0f}' for m in e['medians'])}{extra} | "
-                           f"{e['tps']:.0f} | {e['loss0']:.4f} | {'/'.join(e['loads'])} |")
+                cells.append([LABELS[r], fmt_ms(e["ms"]), "/".join(f"{m:.0f}" for m in e["medians"]) + extra,
+                              f"{e['tps']:.0f}", f"{e['loss0']:.4f}", "/".join(e["loads"])])
             else:
-                out.append(f"| {LABELS[r]} | failed | {e['reason']} | | | {'/'.join(e['loads'])} |")
+                cells.append([LABELS[r], "failed", e["reason"], "", "", "/".join(e["loads"])])
+        out.append(br.table(["runner", "ms/step", "rounds' medians", "tokens/s (both ranks)", "loss at step 0",
+                             "CPUs busy before (rounds)"], cells, align=["---", "---:", "---", "---:", "---:", "---"]))
         out.append("")
         out.append(f"**{dt}: each zerodp stage against its best peer of the same sharding** (ratio = zerodp "
                    "tokens/s ÷ best peer tokens/s = peer ms ÷ zerodp ms; > 1 means zerodp is faster)\n")
-        out.append("| stage | zerodp ms/step | peers (ms/step) | best peer | zerodp / best peer |")
-        out.append("|---|---:|---|---|---:|")
+        cells = []
         for s, peers in PEERS_OF_STAGE.items():
             z = table.get((f"zerodp-s{s}", dt))
             zms = z.get("ms") if z else None
@@ -143,10 +130,11 @@ def tables(table, dtypes):
                              for p in peers)
             if ok:
                 best, bms = min(ok, key=lambda x: x[1])
-                ratio = f"{bms / zms:.2f}x" if zms else "n/a"
-                out.append(f"| {s} | {zdesc} | {desc} | {LABELS[best]} | {ratio} |")
+                cells.append([str(s), zdesc, desc, LABELS[best], br.ratio(bms / zms) if zms else "n/a"])
             else:
-                out.append(f"| {s} | {zdesc} | {desc} | none ran | n/a |")
+                cells.append([str(s), zdesc, desc, "none ran", "n/a"])
+        out.append(br.table(["stage", "zerodp ms/step", "peers (ms/step)", "best peer", "zerodp / best peer"], cells,
+                            align=["---", "---:", "---", "---", "---:"]))
         out.append("")
     return "\n".join(out)
 
@@ -154,10 +142,7 @@ def tables(table, dtypes):
 def plot(table, dtypes, env, path):
     """Tokens/s of every runner, grouped by the ZeRO stage whose sharding it has, one panel per dtype;
     each zerodp bar is labelled with its ratio to the best peer of its group."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = br.pyplot()
     colors = {"zerodp": "#1f5fa8", "PyTorch": "#e08a2c", "DeepSpeed": "#4c9a4c"}
     fig, axes = plt.subplots(1, len(dtypes), figsize=(6.2 * len(dtypes), 4.4), squeeze=False)
     for ax, dt in zip(axes[0], dtypes):
@@ -193,9 +178,7 @@ def plot(table, dtypes, env, path):
     fig.suptitle(f"W = 2 ranks × 1 thread, GPT-2 L4 C256, B8 T128: zerodp against its peers "
                  f"({env.get('cpu', '?')}, {env.get('date', '?')})", fontsize=10)
     fig.tight_layout(rect=(0, 0.06, 1, 1))
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    print(f"wrote {path}")
+    br.save_figure(fig, path, dpi=110)
 
 
 def main():
@@ -207,7 +190,7 @@ def main():
     ap.add_argument("--notes", metavar="FILE", default=os.path.join(HERE, "notes.md"),
                     help="the commentary put into FILE (default bench/peers/notes.md)")
     args = ap.parse_args()
-    env = read_env(args.results)
+    env = br.read_env(args.results)
     table = collect(args.results, args.warmup, None)
     dtypes = [d for d in ("fp32", "bf16") if any(k[1] == d for k in table)]
     body = tables(table, dtypes)
@@ -216,15 +199,7 @@ def main():
         plot(table, dtypes, env, args.plot)
     if not args.write_docs:
         return
-    cmds = []
-    path = os.path.join(args.results, "commands.txt")
-    if os.path.exists(path):
-        seen = set()
-        for line in open(path):
-            name, _, cmd = line.rstrip("\n").partition("\t")
-            if name not in seen:
-                seen.add(name)
-                cmds.append(cmd)
+    cmds = br.unique_commands(args.results) or []
     notes = ""
     npath = args.notes
     if os.path.exists(npath):
@@ -287,8 +262,7 @@ zerodp init --out data/l4c256.safetensors --layers 4 --heads 4 --embd 256 --voca
 {chr(10).join(cmds)}
 ```
 """
-    with open(args.write_docs, "w") as f:
-        f.write(doc)
+    br.write_atomically(args.write_docs, doc)
     print(f"wrote {args.write_docs}")
 
 

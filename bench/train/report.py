@@ -7,7 +7,7 @@ such as the "Communication" section, is left as it is.
 Timing: every run's first --warmup steps are dropped; the per-step times of the remaining steps of all
 rounds of the same configuration are pooled and their median is the figure (ms per step); tokens/s =
 tokens per step / median. zerodp's times come from its metrics ("ms" of each step, rank 0), PyTorch's
-from bench/train/torch_gpt2.py (rank 0). GFLOP/s use bench/train/flops.py's causal count.
+from bench/train/torch_gpt2.py (rank 0). GFLOP/s use zdptest/flops.py's causal count (tests/pylib).
 """
 import argparse
 import glob
@@ -17,8 +17,10 @@ import re
 import statistics
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import flops  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "pylib"))
+from zdptest import bench_report as br  # noqa: E402
+from zdptest import flops  # noqa: E402
+from zdptest.bench_report import median, replace_section  # noqa: E402,F401  (replace_section: test_bench_train.py)
 
 ONE_RANK = [  # tag, label, L, H, C, V, B, T
     ("l4c256", "GPT-2 L4 C256 H4 V256", 4, 4, 256, 256, 8, 128),
@@ -30,21 +32,11 @@ SECTION_W2 = "## ZeRO stages against PyTorch DDP (W = 2)"
 NOTES_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
-def read_env(res):
-    env = {}
-    with open(os.path.join(res, "env.txt")) as f:
-        for line in f:
-            k, _, v = line.rstrip("\n").partition("=")
-            env[k] = v
-    return env
-
-
 def zerodp_runs(res, pattern):
     """[(ms list, comm_wait_ms list, losses)] of every round's metrics file."""
     runs = []
     for path in sorted(glob.glob(os.path.join(res, pattern))):
-        steps = [json.loads(l) for l in open(path) if l.strip()]
-        steps = [s for s in steps if s.get("event") == "step"]
+        steps = br.step_records(path)
         runs.append(([s["ms"] for s in steps], [s.get("comm_wait_ms", 0.0) for s in steps],
                      [s["loss"] for s in steps]))
     return runs
@@ -53,10 +45,9 @@ def zerodp_runs(res, pattern):
 def torch_runs(res, pattern):
     runs = []
     for path in sorted(glob.glob(os.path.join(res, pattern))):
-        text = open(path).read().strip()
-        if not text:
+        j = br.last_json_line(path)
+        if j is None:
             continue
-        j = json.loads(text.splitlines()[-1])
         runs.append((j["ms"], [0.0] * len(j["ms"]), j["loss"]))
     return runs
 
@@ -66,10 +57,6 @@ def pooled(runs, warmup, column=0):
     for r in runs:
         vals.extend(r[column][warmup:])
     return vals
-
-
-def median(vals):
-    return statistics.median(vals) if vals else float("nan")
 
 
 def peaks(res):
@@ -143,14 +130,14 @@ def one_rank_rows(res, threads, warmup, warmup_124m, torch_blas):
 
 
 def one_rank_table(rows):
-    head = ("| model | batch | implementation | ms/step | rounds' medians | tokens/s | GFLOP/s | of sgemm peak | "
-            "speed vs fastest PyTorch | loss at step 0 | load avg (others' CPU %) |")
-    lines = [head, "|" + "---|" * 11]
+    header = ["model", "batch", "implementation", "ms/step", "rounds' medians", "tokens/s", "GFLOP/s", "of sgemm peak",
+              "speed vs fastest PyTorch", "loss at step 0", "load avg (others' CPU %)"]
+    cells = []
     for r in rows:
         loss0 = f"{r['loss0']:.4f}" if r["loss0"] is not None else "?"
-        lines.append(f"| {r['model']} | {r['batch']} | {r['impl']} | {r['ms']:.1f} | {r['rounds']} | {r['tok_s']:.0f} | "
-                     f"{r['gflops']:.1f} | {100 * r['frac']:.1f}% | {r['vs_torch']:.2f}x | {loss0} | {r['load']} |")
-    return "\n".join(lines)
+        cells.append([r["model"], r["batch"], r["impl"], f"{r['ms']:.1f}", r["rounds"], f"{r['tok_s']:.0f}",
+                      f"{r['gflops']:.1f}", f"{100 * r['frac']:.1f}%", br.ratio(r["vs_torch"]), loss0, r["load"]])
+    return br.table(header, cells)
 
 
 # ---- two ranks --------------------------------------------------------------------------------------
@@ -188,35 +175,29 @@ def w2_rows(res, warmup, threads1_peak):
 
 
 def w2_table(rows):
-    lines = ["| run | ms/step | rounds' medians | tokens/s (both ranks) | speed vs DDP | GFLOP/s (of 2 x 1-thread peak) | "
-             "comm wait ms/step, median (mean) | comm wait share | load avg (others' CPU %) |",
-             "|" + "---|" * 9]
+    header = ["run", "ms/step", "rounds' medians", "tokens/s (both ranks)", "speed vs DDP", "GFLOP/s (of 2 x 1-thread peak)",
+              "comm wait ms/step, median (mean)", "comm wait share", "load avg (others' CPU %)"]
+    cells = []
     for r in rows:
         if "wait_ms" in r:
             wait = f"{r['wait_ms']:.1f} ({r['wait_mean_ms']:.1f})"
             share = f"{100 * r['wait_mean_ms'] / r['ms']:.1f}%"
         else:
             wait, share = "n/a", "n/a"
-        lines.append(f"| {r['impl']} | {r['ms']:.1f} | {r['rounds']} | {r['tok_s']:.0f} | {r['vs_ddp']:.2f}x | "
-                     f"{r['gflops']:.1f} ({100 * r['frac']:.0f}%) | {wait} | {share} | {r['load']} |")
-    return "\n".join(lines)
+        cells.append([r["impl"], f"{r['ms']:.1f}", r["rounds"], f"{r['tok_s']:.0f}", br.ratio(r["vs_ddp"]),
+                      f"{r['gflops']:.1f} ({100 * r['frac']:.0f}%)", wait, share, r["load"]])
+    return br.table(header, cells)
 
 
 # ---- docs -------------------------------------------------------------------------------------------
 
 def commands_block(res, prefixes):
     """The commands of the runs whose names start with one of `prefixes`, once each (rounds repeat them)."""
-    seen, out = set(), []
-    path = os.path.join(res, "commands.txt")
-    if not os.path.exists(path):
+    cmds = br.unique_commands(res, key=lambda name: re.sub(r"-(r\d+|start|end)$", "", name),
+                              keep=lambda name: any(name.startswith(p) for p in prefixes))
+    if cmds is None:
         return ""
-    for line in open(path):
-        name, _, cmd = line.rstrip("\n").partition("\t")
-        key = re.sub(r"-(r\d+|start|end)$", "", name)
-        if any(name.startswith(p) for p in prefixes) and key not in seen:
-            seen.add(key)
-            out.append(re.sub(r"-r\d+\.jsonl", "-rN.jsonl", cmd))
-    return "```\n" + "\n".join(out) + "\n```"
+    return "```\n" + "\n".join(re.sub(r"-r\d+\.jsonl", "-rN.jsonl", c) for c in cmds) + "\n```"
 
 
 def notes(name):
@@ -258,7 +239,7 @@ def one_rank_section(env, res, rows, peak, pk, threads, warmup, warmup_124m):
         f"{warmup} (L4) / {warmup_124m} (124M) of every round. "
         "GFLOP/s count every matmul at 2·M·N·K forward and twice that backward: the four linear layers of "
         "each block, attention QKᵀ and P·V counted causally (query t meets t+1 keys), and the tied LM head "
-        "(bench/train/flops.py; elementwise work not counted). "
+        "(tests/pylib/zdptest/flops.py; elementwise work not counted). "
         f"sgemm peak: `zerodp bench-train sgemm` (cblas_sgemm 2048³, the OpenBLAS the kernels use, "
         f"{threads} threads), the best of the measurements at the start of every round and at the end: "
         f"**{peak:.1f} GFLOP/s** ({peak_runs}). "
@@ -296,17 +277,6 @@ def w2_section(env, res, rows, pk, warmup):
     ])
 
 
-def replace_section(text, heading, body):
-    """Replaces the section that starts at `heading` (up to the next '## ' heading) or appends it."""
-    pattern = re.compile(r"^" + re.escape(heading) + r"[^\n]*\n.*?(?=^## |\Z)", re.S | re.M)
-    new = body.rstrip() + "\n\n"
-    if pattern.search(text):
-        return pattern.sub(lambda _: new, text, count=1)
-    if text and not text.endswith("\n\n"):
-        text = text.rstrip("\n") + "\n\n"
-    return text + new
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("results")
@@ -315,7 +285,7 @@ def main():
     ap.add_argument("--warmup-124m", type=int, default=2)
     ap.add_argument("--write-docs", metavar="FILE")
     a = ap.parse_args()
-    env = read_env(a.results)
+    env = br.read_env(a.results)
     torch_blas = env.get("torch_blas", "openmp").split()
     pk = peaks(a.results)
     rows, peak = one_rank_rows(a.results, a.threads, a.warmup, a.warmup_124m, torch_blas)
@@ -330,10 +300,7 @@ def main():
         text = replace_section(text, SECTION_ONE,
                                one_rank_section(env, a.results, rows, peak, pk, a.threads, a.warmup, a.warmup_124m))
         text = replace_section(text, SECTION_W2, w2_section(env, a.results, wrows, pk, a.warmup))
-        tmp = path + ".tmp"
-        with open(tmp, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
+        br.write_atomically(path, text)
         print(f"\nwrote the two training sections of {path}")
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Checks of the training benchmark's own logic (registered with ctest as bench_train_*):
 
-  flops     flops.py's matmul count equals the 2·M·N·K of every matmul PyTorch actually runs in a
+  flops     zdptest/flops.py's matmul count equals the 2·M·N·K of every matmul PyTorch actually runs in a
             forward + backward of torch_gpt2.py's model (counted at the aten level, dense attention,
             which is what that model computes), for a few shapes; the causal count is the dense one
             less the masked products.
@@ -20,11 +20,10 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "pylib"))
 
-import flops  # noqa: E402
-import report  # noqa: E402
+import report  # noqa: E402  (bench/train/report.py, this script's folder)
+from zdptest import flops  # noqa: E402
 from zdptest import harness as zt  # noqa: E402
 
 checks = zt.Checks(prefix="FAIL: ")  # every check runs; the failed ones are listed at the end
