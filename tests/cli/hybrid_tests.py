@@ -41,11 +41,9 @@ def path(name):
 def trained(tag, ranks, extra, steps=3, micro_batch=2):
     """Runs training; returns (weights {name: values}, weights bytes, [(loss, grad_norm)], memory records)."""
     out, m = path(f"{tag}.safetensors"), path(f"{tag}.jsonl")
-    rc, so, se = run(base + ["--micro-batch", str(micro_batch), "--steps", str(steps), "--out", out, "--metrics", m]
-                     + extra, ranks)
-    check(rc == 0, f"{tag} trains", se)
-    return (zt.safetensors_f32(out), zt.read_bytes(out), [(s["loss"], s["grad_norm"]) for s in records(m, "step")],
-            records(m, "memory"))
+    blob, steps_, memory = zt.trained(ZERODP, base + ["--micro-batch", str(micro_batch), "--steps", str(steps), "--out",
+                                                      out, "--metrics", m] + extra, ranks, out, m, tag)
+    return zt.safetensors_f32(out), blob, steps_, memory
 
 
 def close(a, b, rel):

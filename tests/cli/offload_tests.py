@@ -76,9 +76,7 @@ def buffer_count_config(count):
 def trained(tag, ranks, extra, steps=3):
     """Runs training; returns (weights bytes, [(loss, grad_norm)], memory records)."""
     out, m = path(f"{tag}.safetensors"), path(f"{tag}.jsonl")
-    rc, so, se = run(base + ["--steps", str(steps), "--out", out, "--metrics", m] + extra, ranks)
-    check(rc == 0, f"{tag} trains", se)
-    return zt.read_bytes(out), [(s["loss"], s["grad_norm"]) for s in records(m, "step")], records(m, "memory")
+    return zt.trained(ZERODP, base + ["--steps", str(steps), "--out", out, "--metrics", m] + extra, ranks, out, m, tag)
 
 
 def predicted(W, stage, dtype, sub_group, device="cpu", buffers=4):
@@ -92,10 +90,6 @@ def predicted(W, stage, dtype, sub_group, device="cpu", buffers=4):
     check(rc == 0, f"estimate W={W} stage {stage} {dtype} with offload", se)
     s = json.loads(so)["stages"][0]
     return s["bytes_per_rank"], s["offloaded_bytes_per_rank"]["host"], s["offloaded_bytes_per_rank"]["nvme"]
-
-
-def tier(rec, name):
-    return {k: rec[name][k] for k in ("param", "grad", "master", "optim", "total")}
 
 
 def check_memory(what, plain_records, records_, prediction):
@@ -113,8 +107,8 @@ def check_memory(what, plain_records, records_, prediction):
         check({k: live[k] for k in ("param", "grad", "master", "optim")} ==
               {k: device[k] for k in ("param", "grad", "master", "optim")},
               f"{what} rank {r}: the device's model states are the planner's", f"{live}\n{device}")
-        check(tier(rec, "host_bytes") == host, f"{what} rank {r}: host_bytes {tier(rec, 'host_bytes')} == the planner's {host}")
-        check(tier(rec, "nvme_bytes") == nvme, f"{what} rank {r}: nvme_bytes {tier(rec, 'nvme_bytes')} == the planner's {nvme}")
+        check(zt.model_states(rec, "host_bytes") == host, f"{what} rank {r}: host_bytes {zt.model_states(rec, 'host_bytes')} == the planner's {host}")
+        check(zt.model_states(rec, "nvme_bytes") == nvme, f"{what} rank {r}: nvme_bytes {zt.model_states(rec, 'nvme_bytes')} == the planner's {nvme}")
 
 
 if CASE == "same_bits":
@@ -180,7 +174,7 @@ elif CASE == "usage":
     rc, so, se = run(base + ["--steps", "1", "--config", nv, "--metrics", m], 2)
     check(rc == 0 and "pipeline_read" in se, "the config's nvme offload trains; pipeline_read is noted as ignored", se)
     _, host_pred, nvme_pred = predicted(2, 2, "fp32", 3000, "nvme", 3)
-    check(all(tier(r, "host_bytes") == host_pred and tier(r, "nvme_bytes") == nvme_pred for r in records(m, "memory")),
+    check(all(zt.model_states(r, "host_bytes") == host_pred and zt.model_states(r, "nvme_bytes") == nvme_pred for r in records(m, "memory")),
           "nvme_path, buffer_count (3 slots) and sub_group_size (3072 on nvme) are honoured", records(m, "memory"))
     check(not os.path.exists(stale), "the stale run directory of a dead process was removed")
     check(os.path.exists(foreign), "another host's run directory was left alone")

@@ -55,9 +55,7 @@ def path(name):
 def trained(tag, ranks, extra, steps=3):
     """Runs training; returns (weights bytes, [(loss, grad_norm)], memory records)."""
     out, m = path(f"{tag}.safetensors"), path(f"{tag}.jsonl")
-    rc, so, se = run(base + ["--steps", str(steps), "--out", out, "--metrics", m] + extra, ranks)
-    check(rc == 0, f"{tag} trains", se)
-    return zt.read_bytes(out), [(s["loss"], s["grad_norm"]) for s in records(m, "step")], records(m, "memory")
+    return zt.trained(ZERODP, base + ["--steps", str(steps), "--out", out, "--metrics", m] + extra, ranks, out, m, tag)
 
 
 def predicted(W, dtype, offload_optimizer, param="cpu", extra=()):
@@ -71,10 +69,6 @@ def predicted(W, dtype, offload_optimizer, param="cpu", extra=()):
     check(rc == 0, f"estimate W={W} {dtype} with parameter offload", se)
     s = json.loads(so)["stages"][0]
     return s["bytes_per_rank"], s["offloaded_bytes_per_rank"]["host"], s["offloaded_bytes_per_rank"]["nvme"]
-
-
-def tier(rec, name):
-    return {k: rec[name][k] for k in ("param", "grad", "master", "optim", "total")}
 
 
 if CASE == "same_bits":
@@ -101,9 +95,9 @@ if CASE == "same_bits":
                 check({k: live[k] for k in ("param", "grad", "master", "optim")} ==
                       {k: device[k] for k in ("param", "grad", "master", "optim")},
                       f"{what} rank {r}: the device's model states are the planner's", f"{live}\n{device}")
-                got = tier(rec, "host_bytes")
+                got = zt.model_states(rec, "host_bytes")
                 check(got == host and got["param"] > 0, f"{what} rank {r}: host_bytes {got} == the planner's {host}")
-                got = tier(rec, "nvme_bytes")
+                got = zt.model_states(rec, "nvme_bytes")
                 check(got == nvme and (got["param"] > 0) == (param == "nvme"),
                       f"{what} rank {r}: nvme_bytes {got} == the planner's {nvme}")
 
@@ -152,9 +146,9 @@ elif CASE == "usage":
         _, host, nvme = predicted(2, "fp32", "cpu", "nvme", ["--param-buffer-count", str(count),
                                                              "--max-in-cpu", str(max_in_cpu)])
         for r in records(m, "memory"):
-            check(tier(r, "host_bytes") == host and tier(r, "nvme_bytes") == nvme and r["peak_bytes"]["param"] == 0,
+            check(zt.model_states(r, "host_bytes") == host and zt.model_states(r, "nvme_bytes") == nvme and r["peak_bytes"]["param"] == 0,
                   f"{what} rank {r['rank']}: the shards in the tiers the planner says "
-                  f"(host {tier(r, 'host_bytes')} == {host}, nvme {tier(r, 'nvme_bytes')} == {nvme})")
+                  f"(host {zt.model_states(r, 'host_bytes')} == {host}, nvme {zt.model_states(r, 'nvme_bytes')} == {nvme})")
             check((r["nvme_bytes"]["param"] > 0) == in_file and (r["host_bytes"]["param"] > 0),
                   f"{what} rank {r['rank']}: parameters in the file: {in_file}", r)
         check(os.listdir(NVME_DIR) == [], "nothing left under --nvme-path", os.listdir(NVME_DIR))

@@ -22,7 +22,6 @@ usage: eval_tests.py ZERODP CASE
 Needs /usr/bin/python3 with torch and numpy (Debian's python3-torch) for the reference computations."""
 import json
 import os
-import struct
 import sys
 
 from zdptest import harness as zt
@@ -67,21 +66,6 @@ def steps_without_time(m):
     return [{k: v for k, v in s.items() if k not in ("ms", "comm_wait_ms")} for s in records(m, "step")]
 
 
-def read_tokens(path):
-    blob = zt.read_bytes(path)
-    magic, version, count = struct.unpack("<3i", blob[:12])
-    assert magic == 20240520
-    width = 2 if version == 1 else 4
-    return list(struct.unpack(f"<{count}{'H' if width == 2 else 'I'}", blob[1024:1024 + count * width]))
-
-
-def write_tokens(path, toks, width):
-    body = struct.pack(f"<{len(toks)}{'H' if width == 2 else 'I'}", *toks)
-    header = struct.pack("<3i", 20240520, 1 if width == 2 else 2, len(toks)) + b"\0" * (1024 - 12)
-    with open(path, "wb") as f:
-        f.write(header + body)
-
-
 def torch_val_loss(model_path, val_path, e_tokens, seq):
     """The contract's validation loss of a model file, computed in float64 by the reference GPT-2."""
     import numpy as np
@@ -89,7 +73,7 @@ def torch_val_loss(model_path, val_path, e_tokens, seq):
     from zdptest import ref_train
     cfg, weights = ref_train.load_gpt2(model_path)
     p = {n: torch.tensor(w, dtype=torch.float64) for n, w in weights.items()}
-    toks = np.array(read_tokens(val_path), dtype=np.int64)
+    toks = np.array(zt.read_token_file(val_path), dtype=np.int64)
     K = e_tokens // seq
     inputs = torch.tensor(np.stack([toks[q * seq:q * seq + seq] for q in range(K)]))
     targets = torch.tensor(np.stack([toks[q * seq + 1:q * seq + seq + 1] for q in range(K)]))
@@ -160,19 +144,20 @@ elif CASE == "variants":
             check(abs(got - plain) <= 2e-5, f"{name}: the plain run's val loss within 2e-5 ({got} vs {plain})")
 
 elif CASE == "shards":
-    toks = read_tokens(tokens)
+    toks = zt.read_token_file(tokens)
     shard_dir = os.path.join(tmp, "shards")
     os.makedirs(shard_dir)
     cuts = [0, 7001, 7013, len(toks)]  # uneven: 7001, 12 and the rest
     for i in range(3):
-        write_tokens(os.path.join(shard_dir, f"part_{i:06d}.bin"), toks[cuts[i]:cuts[i + 1]], 4 if i == 1 else 2)
+        zt.write_token_file(os.path.join(shard_dir, f"part_{i:06d}.bin"), toks[cuts[i]:cuts[i + 1]],
+                            4 if i == 1 else 2)
     with open(os.path.join(shard_dir, "README"), "w") as f:
         f.write("not a shard")
-    vals = read_tokens(val)
+    vals = zt.read_token_file(val)
     val_dir = os.path.join(tmp, "val_shards")
     os.makedirs(val_dir)
-    write_tokens(os.path.join(val_dir, "v_b.bin"), vals[500:], 4)
-    write_tokens(os.path.join(val_dir, "v_a.bin"), vals[:500], 2)  # a is read first, whatever was written first
+    zt.write_token_file(os.path.join(val_dir, "v_b.bin"), vals[500:], 4)
+    zt.write_token_file(os.path.join(val_dir, "v_a.bin"), vals[:500], 2)  # a is read first, whatever was written first
     for shuffle in ("off", "on"):
         common = ["--shuffle", shuffle, "--seed", "11", "--eval-tokens", str(E)]
         m0, o0, _ = train(2, common + ["--val-data", val], f"file_{shuffle}", 2, 2, 2, steps=8)
@@ -274,7 +259,7 @@ elif CASE == "choices":
             f.write(text)
         r = run(["tokenize", "--tokenizer", tk, "--text", src, "--out", dst, "--no-eos"])
         check(r.code == 0, f"tokenize {text!r}", r.text)
-        return read_tokens(dst)
+        return zt.read_token_file(dst)
 
     bpe_items = [("ROMEO: I will", [" go", " zzq", " not"]), ("JULIET: O", [" Romeo", " xq"]),
                  ("First Citizen:\nWe are", [" accounted poor", " ZZ", " the"])]

@@ -128,31 +128,11 @@ def with_metadata(key, value):
     return edit
 
 
-def crc32c(data):
-    """CRC-32C (Castagnoli), as manifest.crc32c holds it."""
-    table = crc32c.table
-    if table is None:
-        table = []
-        for i in range(256):
-            c = i
-            for _ in range(8):
-                c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
-            table.append(c)
-        crc32c.table = table
-    crc = 0xFFFFFFFF
-    for b in data:
-        crc = table[(crc ^ b) & 0xFF] ^ (crc >> 8)
-    return crc ^ 0xFFFFFFFF
-
-
-crc32c.table = None
-
-
 def write_manifest(ckpt_dir, text):
     with open(os.path.join(ckpt_dir, "manifest.json"), "w") as f:
         f.write(text)
     with open(os.path.join(ckpt_dir, "manifest.crc32c"), "w") as f:
-        f.write(f"{crc32c(text.encode()):08x}  manifest.json\n")
+        f.write(f"{zt.crc32c(text.encode()):08x}  manifest.json\n")
 
 
 def damaged_checkpoint(name, edit=None, text_edit=None):

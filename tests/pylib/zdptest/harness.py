@@ -251,6 +251,42 @@ def steps_of(path):
     return {r["step"]: r for r in records(path, "step")}
 
 
+# A token file (docs/formats): a 1024-byte header of int32 magic, version (1: uint16 ids, 2: uint32)
+# and count, then the ids.
+TOKENS_MAGIC, TOKENS_HEADER_BYTES = 20240520, 1024
+
+
+def read_token_file(path):
+    """The ids of a token file, as a list."""
+    blob = read_bytes(path)
+    magic, version, count = struct.unpack("<3i", blob[:12])
+    if magic != TOKENS_MAGIC or version not in (1, 2):
+        fail(f"{path}: not a token file (magic {magic}, version {version})")
+    code, width = ("H", 2) if version == 1 else ("I", 4)
+    return list(struct.unpack(f"<{count}{code}", blob[TOKENS_HEADER_BYTES:TOKENS_HEADER_BYTES + count * width]))
+
+
+def write_token_file(path, ids, width):
+    """A token file of `ids` at `width` bytes an id (2 or 4)."""
+    code = "H" if width == 2 else "I"
+    header = struct.pack("<3i", TOKENS_MAGIC, 1 if width == 2 else 2, len(ids))
+    with open(path, "wb") as f:
+        f.write(header + bytes(TOKENS_HEADER_BYTES - len(header)) + struct.pack(f"<{len(ids)}{code}", *ids))
+
+
+def model_states(record, tier):
+    """The model-state bytes of one tier (peak_bytes, live_bytes, host_bytes, nvme_bytes) of a memory record."""
+    return {k: record[tier][k] for k in ("param", "grad", "master", "optim", "total")}
+
+
+def trained(zerodp, args, ranks, out, metrics, what):
+    """Runs `zerodp args` (a training run writing `out` and `metrics`) and checks it exits 0; returns
+    (the bytes of out, [(loss, grad_norm)] a step, the memory records)."""
+    rc, _, err = run(zerodp, args, ranks)
+    check(rc == 0, f"{what} trains", err)
+    return read_bytes(out), [(s["loss"], s["grad_norm"]) for s in records(metrics, "step")], records(metrics, "memory")
+
+
 def parse_safetensors(blob):
     """(header without __metadata__, metadata, data section) of a safetensors file's bytes."""
     (n,) = struct.unpack("<Q", blob[:8])
@@ -271,17 +307,25 @@ def safetensors_f32(path):
     return {name: f32_values(data, entry) for name, entry in header.items()}
 
 
-def crc32c(data):
-    """CRC-32C as docs/checkpoints.md defines it, written independently of zerodp's."""
+def _crc32c_table():
     table = []
     for b in range(256):
         c = b
         for _ in range(8):
             c = (c >> 1) ^ (0x82F63B78 if c & 1 else 0)
         table.append(c)
+    return table
+
+
+_CRC32C_TABLE = _crc32c_table()
+
+
+def crc32c(data):
+    """CRC-32C (Castagnoli) as docs/checkpoints.md defines it (manifest.crc32c), written independently
+    of zerodp's."""
     c = 0xFFFFFFFF
     for b in data:
-        c = (c >> 8) ^ table[(c ^ b) & 0xFF]
+        c = (c >> 8) ^ _CRC32C_TABLE[(c ^ b) & 0xFF]
     return c ^ 0xFFFFFFFF
 
 
