@@ -29,12 +29,11 @@ import sys
 import tempfile
 import unittest
 
+import gpu_peak  # this script's folder, first on sys.path
+import report
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
-sys.path.insert(0, HERE)
-
-import gpu_peak  # noqa: E402
-import report  # noqa: E402
 
 GIB = 1024 ** 3
 MPI_ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",

@@ -7,7 +7,9 @@ case, compare.py --case NAME, test_bench_train.py PART) is collected here from `
 of the build (ZERODP_BUILD, by default build/ at the repository root), and its items run ctest's own
 command in ctest's environment, working directory and timeout, so that a case passes under pytest
 exactly when it does under ctest. Files ctest runs without arguments (unittest modules such as
-test_ref_train.py) are left to pytest's own collection, a test method at a time.
+test_ref_train.py) are left to pytest's own collection, a test method at a time, and need no build.
+A shell script ctest runs with arguments (tests/tokenizer/run.sh, which runs reference_test.py in its
+venv) is collected the same way when named on the command line: `pytest tests/tokenizer/run.sh -k gpt2`.
 
 The item is named test_<case>, the case being the command's last argument where the ctest name ends
 with it (cli_budget runs `cli_tests.py ZERODP budget`), the ctest name otherwise.
@@ -29,7 +31,7 @@ def build_dir():
 def _script_of(command):
     """The Python file a ctest command runs, or None (a shell command, a C++ binary)."""
     for arg in command[1:2]:
-        if arg.endswith(".py") and os.path.isfile(arg):
+        if arg.endswith((".py", ".sh")) and os.path.isfile(arg):
             return os.path.realpath(arg)
     return None
 
@@ -51,13 +53,18 @@ def driver_tests(config):
     """{realpath of a driver: [ctest test, ...]} for the files ctest runs with arguments (cached)."""
     cached = getattr(config, "_zerodp_driver_tests", None)
     if cached is None:
-        cached = {}
-        for test in _ctest_listing(build_dir()):
-            command = test.get("command") or []
-            script = _script_of(command)
-            if script and len(command) > 2:
-                cached.setdefault(script, []).append(test)
+        try:
+            cached = {}
+            for test in _ctest_listing(build_dir()):
+                command = test.get("command") or []
+                script = _script_of(command)
+                if script and len(command) > 2:
+                    cached.setdefault(script, []).append(test)
+        except pytest.UsageError as e:
+            cached = e
         config._zerodp_driver_tests = cached
+    if isinstance(cached, pytest.UsageError):
+        raise cached
     return cached
 
 
@@ -141,7 +148,22 @@ class DriverFile(pytest.File):
 
 
 def pytest_pycollect_makemodule(module_path, parent):
-    """A driver becomes its ctest cases instead of being imported (importing it would run it)."""
-    if os.path.realpath(module_path) in driver_tests(parent.config):
+    """A driver becomes its ctest cases instead of being imported (importing it would run it). A
+    unittest module (test_*.py) is looked up only where the build's tests can be listed."""
+    if module_path.name.startswith("test_"):
+        try:
+            drivers = driver_tests(parent.config)
+        except pytest.UsageError:
+            return None
+    else:
+        drivers = driver_tests(parent.config)
+    if os.path.realpath(module_path) in drivers:
         return DriverFile.from_parent(parent, path=module_path)
+    return None
+
+
+def pytest_collect_file(file_path, parent):
+    if file_path.suffix == ".sh" and parent.session.isinitpath(file_path):
+        if os.path.realpath(file_path) in driver_tests(parent.config):
+            return DriverFile.from_parent(parent, path=file_path)
     return None
