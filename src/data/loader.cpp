@@ -2,22 +2,13 @@
 
 #include "core/error.h"
 #include "core/rng.h"
+#include "data/hash.h"
 
 namespace zerodp::data {
 
 namespace {
 
 using u128 = unsigned __int128;
-
-// splitmix64's finaliser: a bijective 64-bit mix, used as the Feistel round function.
-uint64_t mix64(uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  x ^= x >> 31;
-  return x;
-}
 
 }  // namespace
 

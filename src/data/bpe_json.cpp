@@ -1,0 +1,407 @@
+// Loading a byte-level BPE tokenizer (bpe.h) from a tokenizer.json: each part of the file read and
+// checked in turn, every refusal a UsageError naming the file and the key.
+#include <algorithm>
+#include <iterator>
+#include <unordered_map>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "core/json.h"
+#include "data/bpe.h"
+#include "data/bpe_model.h"
+#include "data/byte_level.h"
+
+namespace zerodp::data {
+
+using nlohmann::json;
+
+namespace {
+
+class Reader {
+ public:
+  explicit Reader(const std::string& name) : name_(name) {}
+  [[noreturn]] void fail(const std::string& key, const std::string& what) const {
+    throw UsageError(fmt::format("{}: {}: {}", name_, key, what));
+  }
+  const json& get(const json& obj, const std::string& path, const char* key) const {
+    auto it = obj.find(key);
+    if (it == obj.end()) fail(path.empty() ? key : path + "." + key, "missing");
+    return *it;
+  }
+  const json* opt(const json& obj, const char* key) const {
+    auto it = obj.find(key);
+    return it == obj.end() || it->is_null() ? nullptr : &*it;
+  }
+  const json& object(const json& v, const std::string& key) const {
+    if (!v.is_object()) fail(key, fmt::format("must be an object, got {}", describe_json(v)));
+    return v;
+  }
+  const json& array(const json& v, const std::string& key) const {
+    if (!v.is_array()) fail(key, fmt::format("must be an array, got {}", describe_json(v)));
+    return v;
+  }
+  const std::string& string(const json& v, const std::string& key, size_t max = BpeLimits::kMaxTokenBytes) const {
+    if (!v.is_string()) fail(key, fmt::format("must be a string, got {}", describe_json(v)));
+    const std::string& s = v.get_ref<const std::string&>();
+    if (s.size() > max) fail(key, fmt::format("a string of {} bytes, over the {} allowed", s.size(), max));
+    return s;
+  }
+  bool boolean(const json& obj, const std::string& path, const char* key, bool dflt) const {
+    const json* v = opt(obj, key);
+    if (!v) return dflt;
+    if (!v->is_boolean()) fail(path + "." + key, fmt::format("must be true or false, got {}", describe_json(*v)));
+    return v->get<bool>();
+  }
+  uint32_t id(const json& v, const std::string& key) const {
+    if (!v.is_number_integer()) fail(key, fmt::format("must be an integer id, got {}", describe_json(v)));
+    const int64_t i = v.get<int64_t>();
+    if (i < 0 || static_cast<uint64_t>(i) >= BpeLimits::kMaxVocab)
+      fail(key, fmt::format("id {} is outside 0..{}", i, BpeLimits::kMaxVocab - 1));
+    return static_cast<uint32_t>(i);
+  }
+  const std::string& name() const { return name_; }
+
+ private:
+  std::string name_;
+};
+
+// The bytes a byte-level vocabulary string stands for; false if it has a character outside the table.
+bool unmap_bytes(std::string_view s, std::string& out) {
+  out.clear();
+  const ByteTable& t = byte_table();
+  for (size_t i = 0; i < s.size();) {
+    const uint32_t cp = next_code_point(s, i);
+    if (cp >= 512 || t.from_char[cp] < 0) return false;
+    out.push_back(static_cast<char>(t.from_char[cp]));
+  }
+  return true;
+}
+
+void read_pre_tokenizer(const Reader& r, const json& v, const std::string& key, BpeModel& m, bool top) {
+  r.object(v, key);
+  const std::string& type = r.string(r.get(v, key, "type"), key + ".type");
+  if (type == "Sequence") {
+    if (!top) r.fail(key, "a Sequence inside a Sequence is not supported");
+    const json& list = r.array(r.get(v, key, "pretokenizers"), key + ".pretokenizers");
+    if (list.size() > BpeLimits::kMaxPreTokenizers)
+      r.fail(key + ".pretokenizers", fmt::format("{} steps, over the {} allowed", list.size(), BpeLimits::kMaxPreTokenizers));
+    for (size_t i = 0; i < list.size(); ++i)
+      read_pre_tokenizer(r, list[i], fmt::format("{}.pretokenizers[{}]", key, i), m, false);
+    return;
+  }
+  PreStep step;
+  if (type == "ByteLevel") {
+    m.byte_level = true;
+    const bool prefix = r.boolean(v, key, "add_prefix_space", false);
+    if (prefix) {
+      if (!m.steps.empty()) r.fail(key + ".add_prefix_space", "true is supported only on the first pre-tokenizer");
+      m.prefix_space = true;
+    }
+    if (!r.boolean(v, key, "use_regex", true)) return;  // the mapping to characters only: implicit
+    step.regex = std::make_unique<Regex>(kGpt2Pattern, r.name() + ": " + key);
+  } else if (type == "Split") {
+    const json& pat = r.object(r.get(v, key, "pattern"), key + ".pattern");
+    if (const json* re = r.opt(pat, "Regex")) {
+      step.regex = std::make_unique<Regex>(r.string(*re, key + ".pattern.Regex", BpeLimits::kMaxPatternBytes),
+                                           r.name() + ": " + key + ".pattern.Regex");
+    } else if (const json* lit = r.opt(pat, "String")) {
+      step.literal = r.string(*lit, key + ".pattern.String", BpeLimits::kMaxPatternBytes);
+      if (step.literal.empty()) r.fail(key + ".pattern.String", "must not be empty");
+    } else {
+      r.fail(key + ".pattern", "must hold \"Regex\" or \"String\"");
+    }
+    const std::string& b = r.string(r.get(v, key, "behavior"), key + ".behavior");
+    if (b == "Removed") step.behavior = Behavior::kRemoved;
+    else if (b == "Isolated") step.behavior = Behavior::kIsolated;
+    else if (b == "MergedWithPrevious") step.behavior = Behavior::kMergedWithPrevious;
+    else if (b == "MergedWithNext") step.behavior = Behavior::kMergedWithNext;
+    else if (b == "Contiguous") step.behavior = Behavior::kContiguous;
+    else r.fail(key + ".behavior", fmt::format("unknown behavior \"{}\"", describe_text(b)));
+    step.invert = r.boolean(v, key, "invert", false);
+  } else if (type == "Digits") {
+    const bool individual = r.boolean(v, key, "individual_digits", false);
+    step.regex = std::make_unique<Regex>(individual ? "\\p{N}" : "\\p{N}+", r.name() + ": " + key);
+  } else {
+    r.fail(key + ".type", fmt::format("pre-tokenizer \"{}\" is not supported (ByteLevel, Split, Digits, Sequence are)",
+                                      describe_text(type)));
+  }
+  m.steps.push_back(std::move(step));
+}
+
+void check_null_or(const Reader& r, const json& root, const char* key, const char* why) {
+  if (const json* v = r.opt(root, key)) r.fail(key, fmt::format("{} (got {})", why, describe_json(*v)));
+}
+
+// The normalizer (null, or an empty Sequence, which is the same), truncation and padding.
+void check_top_level(const Reader& r, const json& root) {
+  if (const json* n = r.opt(root, "normalizer")) {  // null, or an empty Sequence (the same)
+    const bool empty_sequence = n->is_object() && n->value("type", json()) == "Sequence" &&
+                                n->contains("normalizers") && (*n)["normalizers"].is_array() &&
+                                (*n)["normalizers"].empty();
+    if (!empty_sequence)
+      r.fail("normalizer", fmt::format("only a null normalizer is supported (got {})", describe_json(*n)));
+  }
+  check_null_or(r, root, "truncation", "must be null (truncation would change the ids)");
+  check_null_or(r, root, "padding", "must be null (padding would change the ids)");
+}
+
+// model's type and options other than the vocabulary and merges.
+void read_model_options(const Reader& r, const json& model, BpeModel& m) {
+  if (const json* t = r.opt(model, "type")) {
+    const std::string& type = r.string(*t, "model.type");
+    if (type != "BPE") r.fail("model.type", fmt::format("\"{}\" is not supported (only \"BPE\")", describe_text(type)));
+  }
+  if (const json* d = r.opt(model, "dropout")) {
+    if (!d->is_number() || d->get<double>() != 0.0) r.fail("model.dropout", fmt::format("must be null, got {}", describe_json(*d)));
+  }
+  for (const char* k : {"continuing_subword_prefix", "end_of_word_suffix"}) {
+    if (const json* v = r.opt(model, k)) {
+      if (!r.string(*v, std::string("model.") + k).empty())
+        r.fail(std::string("model.") + k, fmt::format("must be null or empty, got {}", describe_json(*v)));
+    }
+  }
+  if (r.boolean(model, "model", "byte_fallback", false)) r.fail("model.byte_fallback", "true is not supported");
+  m.ignore_merges = r.boolean(model, "model", "ignore_merges", false);
+  m.fuse_unk = r.boolean(model, "model", "fuse_unk", false);
+}
+
+// The vocabulary, as read: (id, string) in file order, string -> id, and the largest id.
+struct Vocab {
+  std::vector<std::pair<uint32_t, std::string>> entries;
+  std::unordered_map<std::string, uint32_t> ids;
+  uint32_t max_id = 0;
+};
+
+Vocab read_vocab(const Reader& r, const json& model) {
+  Vocab out;
+  std::unordered_map<std::string, uint32_t>& ids = out.ids;
+  std::vector<std::pair<uint32_t, std::string>>& entries = out.entries;
+  uint32_t& max_id = out.max_id;
+  const json& vocab = r.object(r.get(model, "model", "vocab"), "model.vocab");
+  if (vocab.size() > BpeLimits::kMaxVocab)
+    r.fail("model.vocab", fmt::format("{} tokens, over the {} allowed", vocab.size(), BpeLimits::kMaxVocab));
+  ids.reserve(vocab.size());
+  entries.reserve(vocab.size());
+  for (auto it = vocab.begin(); it != vocab.end(); ++it) {
+    auto key = [&] { return fmt::format("model.vocab[{}]", describe_text(it.key(), 32)); };
+    if (it.key().size() > BpeLimits::kMaxTokenBytes)
+      r.fail(key(), fmt::format("a token of {} bytes, over the {} allowed", it.key().size(), BpeLimits::kMaxTokenBytes));
+    if (!it.value().is_number_integer()) r.fail(key(), fmt::format("must be an integer id, got {}", describe_json(it.value())));
+    const int64_t raw = it.value().get<int64_t>();
+    if (raw < 0 || static_cast<uint64_t>(raw) >= BpeLimits::kMaxVocab)
+      r.fail(key(), fmt::format("id {} is outside 0..{}", raw, BpeLimits::kMaxVocab - 1));
+    const auto id = static_cast<uint32_t>(raw);
+    max_id = std::max(max_id, id);
+    ids.emplace(it.key(), id);
+    entries.emplace_back(id, it.key());
+  }
+  if (entries.empty()) r.fail("model.vocab", "is empty");
+  return out;
+}
+
+// added_tokens; raises max_id to the largest added id.
+void read_added_tokens(const Reader& r, const json& root, BpeModel& m, uint32_t& max_id) {
+  if (const json* at = r.opt(root, "added_tokens")) {
+    r.array(*at, "added_tokens");
+    if (at->size() > BpeLimits::kMaxVocab)
+      r.fail("added_tokens", fmt::format("{} tokens, over the {} allowed", at->size(), BpeLimits::kMaxVocab));
+    for (size_t i = 0; i < at->size(); ++i) {
+      const std::string key = fmt::format("added_tokens[{}]", i);
+      const json& t = r.object((*at)[i], key);
+      AddedToken a;
+      a.id = r.id(r.get(t, key, "id"), key + ".id");
+      a.content = r.string(r.get(t, key, "content"), key + ".content");
+      if (a.content.empty()) r.fail(key + ".content", "must not be empty");
+      a.special = r.boolean(t, key, "special", false);
+      a.single_word = r.boolean(t, key, "single_word", false);
+      a.lstrip = r.boolean(t, key, "lstrip", false);
+      a.rstrip = r.boolean(t, key, "rstrip", false);
+      a.normalized = r.boolean(t, key, "normalized", !a.special);
+      for (const AddedToken& b : m.added)
+        if (b.content == a.content) r.fail(key + ".content", fmt::format("{} is added twice", describe_text(a.content)));
+      max_id = std::max(max_id, a.id);
+      m.added.push_back(std::move(a));
+    }
+  }
+}
+
+// id -> bytes, the single-byte tokens and the whole-word table.
+void build_id_table(const Reader& r, const Vocab& vocab, BpeModel& m) {
+  const auto& entries = vocab.entries;
+  const uint32_t max_id = vocab.max_id;
+  std::string bytes;
+  // id -> bytes. Ids are (nearly) dense in real files; holes are allowed only as many as there are
+  // tokens, so that the table below is sized by what the file holds, never by an id it merely names.
+  const size_t given = entries.size() + m.added.size();
+  if (size_t{max_id} >= 2 * given + 1024)
+    r.fail("model.vocab", fmt::format("id {} is far beyond the {} tokens the file gives (ids must be nearly dense)",
+                                      max_id, given));
+  const size_t V = size_t{max_id} + 1;
+  m.token_bytes.assign(V, std::string());
+  m.has_token.assign(V, 0);
+  std::fill(std::begin(m.byte_id), std::end(m.byte_id), -1);
+  m.whole.reserve(entries.size());
+  for (const auto& [id, s] : entries) {
+    if (m.has_token[id])
+      r.fail(fmt::format("model.vocab[{}]", describe_text(s, 32)), fmt::format("id {} is given to two tokens", id));
+    m.has_token[id] = 1;
+    if (unmap_bytes(s, bytes)) {
+      m.token_bytes[id] = bytes;
+      if (bytes.size() == 1) m.byte_id[static_cast<uint8_t>(bytes[0])] = static_cast<int32_t>(id);
+      m.whole.emplace(bytes, id);
+    } else {
+      m.token_bytes[id] = s;  // a string outside the byte alphabet decodes to itself (as ByteLevel's decoder)
+    }
+  }
+  for (const AddedToken& a : m.added) {
+    m.token_bytes[a.id] = a.content;
+    m.has_token[a.id] = 1;
+  }
+}
+
+void read_unk_token(const Reader& r, const json& model, const Vocab& vocab, BpeModel& m) {
+  const auto& ids = vocab.ids;
+  if (const json* u = r.opt(model, "unk_token")) {
+    const std::string& s = r.string(*u, "model.unk_token");
+    auto it = ids.find(s);
+    if (it == ids.end()) r.fail("model.unk_token", fmt::format("{} is not in the vocabulary", describe_text(s)));
+    m.unk_id = it->second;
+  }
+}
+
+// merges: "a b" or ["a", "b"], rank = position in the list.
+void read_merges(const Reader& r, const json& model, const Vocab& vocab, BpeModel& m) {
+  const auto& ids = vocab.ids;
+  const json& merges = r.array(r.get(model, "model", "merges"), "model.merges");
+  if (merges.size() > BpeLimits::kMaxMerges)
+    r.fail("model.merges", fmt::format("{} merges, over the {} allowed", merges.size(), BpeLimits::kMaxMerges));
+  m.pairs.reserve(merges.size());
+  m.merges_count = merges.size();
+  for (size_t i = 0; i < merges.size(); ++i) {
+    const std::string key = "model.merges[" + std::to_string(i) + "]";
+    const json& e = merges[i];
+    std::string a, b;
+    if (e.is_string()) {
+      const std::string& s = r.string(e, key, 2 * BpeLimits::kMaxTokenBytes + 1);
+      const size_t sp = s.find(' ');
+      if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos)
+        r.fail(key, fmt::format("must be two tokens separated by one space, got {}", describe_json(e)));
+      a = s.substr(0, sp);
+      b = s.substr(sp + 1);
+    } else if (e.is_array()) {
+      if (e.size() != 2) r.fail(key, fmt::format("must be a pair of tokens, got {}", describe_json(e)));
+      a = r.string(e[0], key + "[0]");
+      b = r.string(e[1], key + "[1]");
+    } else {
+      r.fail(key, fmt::format("must be a string \"a b\" or a pair [\"a\", \"b\"], got {}", describe_json(e)));
+    }
+    auto ia = ids.find(a), ib = ids.find(b), ic = ids.find(a + b);
+    if (ia == ids.end()) r.fail(key, fmt::format("token {} is not in the vocabulary", describe_text(a)));
+    if (ib == ids.end()) r.fail(key, fmt::format("token {} is not in the vocabulary", describe_text(b)));
+    if (ic == ids.end()) r.fail(key, fmt::format("the merged token {} is not in the vocabulary", describe_text(a + b)));
+    // A repeated pair keeps its first (lowest) rank, as tokenizers' map built in order would keep the last;
+    // real files never repeat one.
+    if (!m.pairs.insert(ia->second, ib->second, {static_cast<uint32_t>(i), ic->second}))
+      r.fail(key, fmt::format("the pair {} {} is merged twice", describe_text(a), describe_text(b)));
+  }
+}
+
+void read_pre_tokenizer_and_decoder(const Reader& r, const json& root, BpeModel& m) {
+  {
+    const json* pt = r.opt(root, "pre_tokenizer");
+    if (!pt) r.fail("pre_tokenizer", "must be ByteLevel or a Sequence with ByteLevel (byte-level BPE), got null");
+    read_pre_tokenizer(r, *pt, "pre_tokenizer", m, true);
+    if (!m.byte_level)
+      r.fail("pre_tokenizer", "has no ByteLevel step: only byte-level BPE is supported");
+  }
+  {
+    const json* d = r.opt(root, "decoder");
+    if (!d) r.fail("decoder", "must be a ByteLevel decoder, got null");
+    r.object(*d, "decoder");
+    const std::string& type = r.string(r.get(*d, "decoder", "type"), "decoder.type");
+    if (type != "ByteLevel") r.fail("decoder.type", fmt::format("\"{}\" is not supported (only \"ByteLevel\")", describe_text(type)));
+  }
+}
+
+// Added tokens by first byte, longest first, split into passes; the regexes their flags need.
+void index_added_tokens(BpeModel& m) {
+  for (size_t k = 0; k < m.added.size(); ++k) {
+    const AddedToken& a = m.added[k];
+    const auto c = static_cast<uint8_t>(a.content[0]);
+    m.by_first[c].push_back(static_cast<uint32_t>(k));
+  }
+  bool any_norm = false, any_raw = false;
+  for (const AddedToken& a : m.added) (a.normalized ? any_norm : any_raw) = true;
+  m.two_passes = any_norm && any_raw;
+  for (const AddedToken& a : m.added) {
+    const auto c = static_cast<uint8_t>(a.content[0]);
+    const int pass = m.two_passes && a.normalized ? 1 : 0;
+    m.first_byte[pass][c] = true;
+  }
+  for (int pass = 0; pass < 2; ++pass) {
+    int count = 0, only = -1;
+    for (int c = 0; c < 256; ++c)
+      if (m.first_byte[pass][c]) ++count, only = c;
+    if (count == 1) m.single_first[pass] = only;
+  }
+  for (auto& list : m.by_first)
+    std::stable_sort(list.begin(), list.end(),
+                     [&m](uint32_t x, uint32_t y) { return m.added[x].content.size() > m.added[y].content.size(); });
+  // Rust's regex \w, what tokenizers' single_word tests: Unicode word characters.
+  m.word_char = std::make_unique<Regex>("[\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\p{Join_Control}]", m.name);
+  m.letter = std::make_unique<Regex>("\\p{L}", m.name);
+}
+
+// The end-of-text token, whether texts may be cut for threads, and describe()'s pattern label.
+void derive_properties(BpeModel& m) {
+  for (const char* s : {"<|endoftext|>", "<|begin_of_text|>", "<|end_of_text|>", "<|im_end|>", "</s>", "<eos>", "<s>"}) {
+    for (const AddedToken& a : m.added)
+      if (a.content == s) {
+        m.eos = a.id;
+        break;
+      }
+    if (m.eos) break;
+  }
+
+  m.cuttable = !m.prefix_space && !m.steps.empty();
+  for (const PreStep& st : m.steps) {
+    const bool safe = st.regex && st.behavior == Behavior::kIsolated && !st.invert &&
+                      (cut_safe_pattern(st.regex->pattern()) || st.regex->pattern() == "\\p{N}" || st.regex->pattern() == "\\p{N}+");
+    if (!safe) m.cuttable = false;
+  }
+  for (const PreStep& st : m.steps) {
+    if (!st.regex) continue;
+    const std::string& p = st.regex->pattern();
+    m.pattern_label = p == kGpt2Pattern ? "GPT-2 pattern" : p == kLlama3Pattern ? "Llama 3 pattern"
+                       : p == kQwen2Pattern ? "Qwen 2 pattern" : m.pattern_label.empty() ? "custom pattern" : m.pattern_label;
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<BpeTokenizer> BpeTokenizer::from_json(std::string_view json_text, const std::string& name) {
+  JsonLimits limits;
+  limits.max_bytes = BpeLimits::kMaxFileBytes;
+  limits.max_depth = 16;
+  const json root = parse_json(json_text, name, limits);
+  const Reader r(name);
+  r.object(root, "(top level)");
+  auto m = std::make_unique<BpeModel>();
+  m->name = name;
+  check_top_level(r, root);
+  const json& model = r.object(r.get(root, "", "model"), "model");
+  read_model_options(r, model, *m);
+  Vocab vocab = read_vocab(r, model);
+  read_added_tokens(r, root, *m, vocab.max_id);
+  build_id_table(r, vocab, *m);
+  read_unk_token(r, model, vocab, *m);
+  read_merges(r, model, vocab, *m);
+  read_pre_tokenizer_and_decoder(r, root, *m);
+  index_added_tokens(*m);
+  derive_properties(*m);
+  return std::unique_ptr<BpeTokenizer>(new BpeTokenizer(std::move(m)));
+}
+
+}  // namespace zerodp::data

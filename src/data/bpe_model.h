@@ -1,0 +1,98 @@
+// What a byte-level BPE tokenizer (bpe.h) is made of once loaded: the vocabulary as bytes, the merge
+// table, the added tokens indexed for matching, and the pre-tokenizer's steps. bpe_json.cpp builds it
+// from a tokenizer.json; bpe_encode.cpp encodes with it. Read-only after loading, so one model is
+// shared by every encoding thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "data/bpe_regex.h"
+#include "data/bpe_tables.h"
+
+namespace zerodp::data {
+
+// How a Split step joins its matches to the text around them (tokenizers' SplitDelimiterBehavior).
+enum class Behavior { kRemoved, kIsolated, kMergedWithPrevious, kMergedWithNext, kContiguous };
+
+// One pre-tokenizer step: a regex (Split with a Regex pattern, Digits, ByteLevel with use_regex) or
+// a literal string (Split with a String pattern).
+struct PreStep {
+  std::unique_ptr<Regex> regex;
+  std::string literal;
+  Behavior behavior = Behavior::kIsolated;
+  bool invert = false;
+};
+
+// An entry of tokenizer.json's `added_tokens`, with its flags.
+struct AddedToken {
+  std::string content;
+  uint32_t id = 0;
+  bool special = false, single_word = false, lstrip = false, rstrip = false, normalized = false;
+};
+
+// A range [b, e) of a text; `match`: a regex match (or an added token) rather than a gap.
+struct Piece {
+  size_t b, e;
+  bool match;
+};
+
+// A number distinct for every model made in this process (the per-thread cache's owner tag).
+uint64_t next_bpe_model_serial();
+
+class BpeModel {
+ public:
+  std::string name;                      // "tokenizer 'path'", for messages
+  std::vector<std::string> token_bytes;  // id -> bytes (decode)
+  std::vector<uint8_t> has_token;        // id -> 1 when some token has this id
+  int32_t byte_id[256];                  // byte -> its single-byte token, or -1
+  PairTable pairs;
+  std::unordered_map<std::string, uint32_t> whole;  // BPE vocabulary bytes -> id (ignore_merges)
+  bool ignore_merges = false;
+  std::optional<uint32_t> unk_id;
+  bool fuse_unk = false;
+  std::vector<AddedToken> added;
+  // Added tokens by first byte, longest first. With two passes, pass 0 matches the tokens that are
+  // not normalized and pass 1 the others; with one pass, pass 0 matches all.
+  std::vector<uint32_t> by_first[256];
+  bool first_byte[2][256] = {};
+  int single_first[2] = {-1, -1};  // the only first byte of a pass's added tokens, if only one
+  bool two_passes = false;
+  std::vector<PreStep> steps;
+  bool prefix_space = false;
+  bool byte_level = false;  // a ByteLevel pre-tokenizer step was given
+  bool cuttable = false;    // texts may be cut after '\n' before a letter (bpe.h: chunk)
+  std::optional<uint32_t> eos;
+  std::string pattern_label;  // which known regex the pre-tokenizer uses, for describe()
+  size_t merges_count = 0;
+  uint64_t serial = next_bpe_model_serial();
+  std::unique_ptr<Regex> word_char;  // \w at a position (single_word)
+  std::unique_ptr<Regex> letter;     // \p{L} at a position (cuts)
+
+  // The pieces of `text` between and around added tokens: (index in `added`, range) for an added
+  // token, (-1, range) for text.
+  void split_added(std::string_view text, std::vector<std::pair<int32_t, Piece>>& parts) const;
+  // Appends the ids of text[from, to), a piece between added tokens [sb, se) or a chunk of one.
+  void encode_text(std::string_view text, size_t sb, size_t se, size_t from, size_t to,
+                   std::vector<uint32_t>& out) const;
+
+ private:
+  void find_added(std::string_view text, size_t b, size_t e, int pass,
+                  std::vector<std::pair<int32_t, Piece>>& out) const;
+  bool starts_with_word(std::string_view s, size_t at) const;
+  bool ends_with_word(std::string_view s, size_t end) const;
+  void pretokenize(size_t k, std::string_view subject, size_t from, size_t to, std::vector<uint32_t>& out) const;
+  void encode_word(std::string_view w, std::vector<uint32_t>& out) const;
+  void bpe(std::string_view w, std::vector<uint32_t>& out) const;
+  void merge_small(std::vector<uint32_t>& sym) const;
+  void merge_large(std::vector<uint32_t>& sym) const;
+};
+
+}  // namespace zerodp::data
