@@ -1,6 +1,6 @@
-// Byte-level BPE (contract §11): the tokenizer of a Hugging Face `tokenizer.json` (GPT-2, Llama 3,
-// Qwen 2, SmolLM, OLMo), with the ids of the `tokenizers` library's encode(text,
-// add_special_tokens=False).
+// Byte-level BPE (docs/reference/files.md#tokenizer-json): the tokenizer of a Hugging Face
+// `tokenizer.json` (GPT-2, Llama 3, Qwen 2, SmolLM, OLMo), with the ids of the `tokenizers`
+// library's encode(text, add_special_tokens=False).
 //
 // Encoding a text, as `tokenizers` does it:
 //   1. added tokens (`added_tokens`, special or not) written literally in the text are found first,

@@ -1,12 +1,13 @@
-// A dataset (contract §11): one stream of tokens made of one or more token files (shards), read end
-// to end in sorted name order. `--data` and `--val-data` name it as
+// A dataset (docs/reference/files.md#datasets): one stream of tokens made of one or more token
+// files (shards), read end to end in sorted name order. `--data` and `--val-data` name it as
 //   - a token file;
 //   - a directory: every `*.bin` file in it (not its subdirectories);
 //   - a glob pattern (glob(3): `*`, `?`, `[...]`): every regular file it matches.
-// Positions index the whole stream: contract §5's offsets (modulo its length), the shuffled windows
-// of data/loader.h and the validation windows all run across shard boundaries as if the files were
-// one. Shards may mix uint16 and uint32 tokens (data/tokens.h); each is memory-mapped, never read
-// whole, and validated (every token below the vocabulary) when the stream is opened.
+// Positions index the whole stream: the offsets of docs/reference/data-order.md#ranks (modulo its
+// length), the shuffled windows of data/loader.h and the validation windows all run across shard
+// boundaries as if the files were one. Shards may mix uint16 and uint32 tokens (data/tokens.h);
+// each is memory-mapped, never read whole, and validated (every token below the vocabulary) when
+// the stream is opened.
 #pragma once
 
 #include <cstddef>

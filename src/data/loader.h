@@ -1,10 +1,10 @@
-// Which tokens each rank reads (contract §5). World size W, rank r, micro-batch B sequences of T
-// tokens, G accumulation micro-steps per optimizer step. Sequence b of rank r's micro-batch at step
-// s, micro-step g has the global index
+// Which tokens each rank reads (docs/reference/data-order.md). World size W, rank r, micro-batch B
+// sequences of T tokens, G accumulation micro-steps per optimizer step. Sequence b of rank r's
+// micro-batch at step s, micro-step g has the global index
 //     q = ((s·G + g)·W + r)·B + b
 // so a step's W·G·B sequences are the same however they are split over ranks and micro-steps.
 //
-// In order (--shuffle off, the contract's default): the micro-batch reads the B·T+1 tokens starting
+// In order (--shuffle off, the default): the micro-batch reads the B·T+1 tokens starting
 // at off = ((s·G + g)·W + r)·B·T (positions modulo the number of tokens); inputs are the first B·T
 // of them, targets the last B·T, both [B, T]: sequence q starts at token q·T.
 //
@@ -18,7 +18,8 @@
 // function of q alone, the order is the same at every world size, stage and split, and a resumed
 // run continues it exactly; nothing but the seed needs to be stored. Windows may straddle shards.
 //
-// Validation (contract §11, EvalWindows below) reads the first K windows of T tokens of its stream.
+// Validation (EvalWindows below, docs/reference/data-order.md#validation) reads the first K windows
+// of T tokens of its stream.
 #pragma once
 
 #include <cstddef>
@@ -82,13 +83,13 @@ class BatchLoader {
   uint64_t windows_ = 0;
 };
 
-// Validation windows (contract §11): the first K windows of T tokens of a stream, window q being
-// its tokens q·T .. q·T+T−1 as inputs and the T tokens one further as targets (so the stream must
-// hold K·T + 1 tokens), split over W ranks for forward passes of B windows each: rank r takes the
-// windows r, r+W, r+2W, ... in that order, B a pass. Every rank runs the same number of passes,
-// ⌈⌈K/W⌉/B⌉ (stage 3 gathers parameters collectively); a slot past the rank's last window is
-// padding: it holds window 0 again and its loss is not counted. So every window is counted exactly
-// once, whatever W and B.
+// Validation windows (docs/reference/data-order.md#validation): the first K windows of T tokens of
+// a stream, window q being its tokens q·T .. q·T+T−1 as inputs and the T tokens one further as
+// targets (so the stream must hold K·T + 1 tokens), split over W ranks for forward passes of B
+// windows each: rank r takes the windows r, r+W, r+2W, ... in that order, B a pass. Every rank runs
+// the same number of passes, ⌈⌈K/W⌉/B⌉ (stage 3 gathers parameters collectively); a slot past the
+// rank's last window is padding: it holds window 0 again and its loss is not counted. So every
+// window is counted exactly once, whatever W and B.
 class EvalWindows {
  public:
   // UsageError when K < 1, a size is not positive or the rank is outside [0, W).

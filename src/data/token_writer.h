@@ -1,7 +1,7 @@
-// Token files written by `zerodp tokenize` (contract §4, §11): llm.c's layout, a 1024-byte header of
-// 256 little-endian int32 ([0] = 20240520, [1] = 1 for uint16 tokens or 2 for uint32 tokens,
-// [2] = number of tokens) followed by the tokens, little-endian. uint16 when every id fits
-// (vocabulary ≤ 65,536), uint32 otherwise.
+// Token files written by `zerodp tokenize` (docs/reference/files.md#token-files): llm.c's layout, a
+// 1024-byte header of 256 little-endian int32 ([0] = 20240520, [1] = 1 for uint16 tokens or 2 for
+// uint32 tokens, [2] = number of tokens) followed by the tokens, little-endian. uint16 when every
+// id fits (vocabulary ≤ 65,536), uint32 otherwise.
 //
 // TokenWriter streams: the header goes first with a count of 0 and is patched with the real count
 // at commit(), just before the file is published atomically (core/fs.h's AtomicFile: until then
@@ -57,9 +57,9 @@ class TokenWriter {
 // Writes `ids` to `path` in one go (atomically).
 void write_tokens(const std::string& path, std::span<const uint32_t> ids, int64_t vocab_size);
 
-// Reads a token file of either version (or a raw uint16 stream without a header, contract §4) into
-// ids, checking each id < vocab_size. UsageError naming the file for a bad header, a count that does
-// not match the size, or an id out of range.
+// Reads a token file of either version (or a raw uint16 stream without a header) into ids, checking
+// each id < vocab_size. UsageError naming the file for a bad header, a count that does not match
+// the size, or an id out of range.
 std::vector<uint32_t> read_tokens(const std::string& path, int64_t vocab_size);
 
 }  // namespace zerodp::data

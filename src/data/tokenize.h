@@ -1,4 +1,5 @@
-// `zerodp tokenize` (contract §4, §11): text files and JSON Lines to token files, and back.
+// `zerodp tokenize` (docs/reference/files.md#text-inputs): text files and JSON Lines to token files,
+// and back.
 //
 // Documents: a text file is one document; a JSON Lines file (name ending in .jsonl) holds one
 // document per line, an object with a "text" string (blank lines are skipped; anything else is a

@@ -1,4 +1,5 @@
-// Tokenizers (contract §11): text to token ids and back. Two kinds behind one interface:
+// Tokenizers (docs/reference/files.md#tokenizer-json): text to token ids and back. Two kinds behind
+// one interface:
 //   - bytes: one token per byte, its value (V = 256), what `zerodp tokenize` does without --tokenizer;
 //   - byte-level BPE read from a Hugging Face `tokenizer.json` (GPT-2, Llama 3, Qwen 2, SmolLM, OLMo):
 //     its ids are those of the `tokenizers` library's encode(text, add_special_tokens=False).

@@ -1,6 +1,7 @@
-// Token files (contract §4, §11), memory-mapped: either a raw stream of little-endian uint16 tokens,
-// or llm.c's layout, a 1024-byte header of 256 little-endian int32 ([0] = 20240520, [1] = the token
-// width: 1 for uint16 tokens, 2 for uint32 tokens, [2] = number of tokens) followed by the tokens.
+// Token files (docs/reference/files.md#token-files), memory-mapped: either a raw stream of
+// little-endian uint16 tokens, or llm.c's layout, a 1024-byte header of 256 little-endian int32
+// ([0] = 20240520, [1] = the token width: 1 for uint16 tokens, 2 for uint32 tokens, [2] = number of
+// tokens) followed by the tokens.
 // A file whose first 4 bytes are the magic number is ALWAYS read as that layout: there is no falling
 // back to raw (a raw stream that happens to start with tokens 0xD888, 0x0134 is refused unless the
 // rest of the header also holds). Raw files are uint16.

@@ -1,4 +1,5 @@
-// AdamW (contract §7) on fp32 arrays: parameters p, gradients g, first and second moments m and v.
+// AdamW (docs/reference/optimizer.md#adamw) on fp32 arrays: parameters p, gradients g, first and
+// second moments m and v.
 //
 // At step s, t = s + 1:
 //     p ← p − lr·wd·p                       (only where `decay` is set)
@@ -14,7 +15,7 @@
 //     m = fma(g, 1 − β1, m·β1)            (torch: exp_avg.mul_(β1).add_(g, alpha=1 − β1))
 //     v = fma((1 − β2)·g, g, v·β2)        (torch: exp_avg_sq.mul_(β2).addcmul_(g, g, 1 − β2))
 //     p = p + (−step_size·m) / (sqrt(v) / sqrt(1 − β2^t) + eps)      (torch: addcdiv_)
-// which is the contract's formula rearranged the way torch evaluates it; on an AVX2 machine the
+// which is the formula above rearranged the way torch evaluates it; on an AVX2 machine the
 // results equal torch 1.13's bit for bit (tests/optim/test_optim_torch.cpp). The update is elementwise,
 // so any sub-range of a flat buffer (a rank's shard) can be updated on its own with the same bits,
 // whatever the thread count.

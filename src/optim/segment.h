@@ -2,8 +2,8 @@
 //
 // The ZeRO engine keeps every parameter in one flat buffer and gives each rank a contiguous shard of
 // it; a shard cuts across tensors, so it is described as a list of segments, one per
-// (tensor ∩ shard), each saying whether weight decay applies there (contract §7: tensors with two or
-// more dimensions).
+// (tensor ∩ shard), each saying whether weight decay applies there (tensors with two or more
+// dimensions: docs/reference/optimizer.md#decay).
 #pragma once
 
 #include <cstddef>

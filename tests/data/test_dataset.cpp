@@ -1,7 +1,8 @@
-// Datasets in shards (contract §11, data/dataset.h): a file, a directory or a glob names files read in
-// sorted name order as one stream; the loader's positions (in order and shuffled) run across shard
-// boundaries exactly as over one file of the same tokens, uint16 and uint32 shards mixed; and the
-// validation windows' split over ranks (data/loader.h EvalWindows) counts every window once.
+// Datasets in shards (docs/reference/files.md#datasets, data/dataset.h): a file, a directory or a
+// glob names files read in sorted name order as one stream; the loader's positions (in order and
+// shuffled) run across shard boundaries exactly as over one file of the same tokens, uint16 and
+// uint32 shards mixed; and the validation windows' split over ranks (data/loader.h EvalWindows)
+// counts every window once.
 #include <unistd.h>
 
 #include <cstdlib>

@@ -1,5 +1,6 @@
-// Which tokens each rank reads (contract §5): the formula itself, the same global batches whatever
-// the split over ranks and micro-steps, wrap-around at the end of the file, and bad geometry.
+// Which tokens each rank reads (docs/reference/data-order.md#ranks): the formula itself, the same
+// global batches whatever the split over ranks and micro-steps, wrap-around at the end of the file,
+// and bad geometry.
 #include <unistd.h>
 
 #include <cstdlib>

@@ -1,8 +1,8 @@
-// Tokenizers (contract §11): the byte tokenizer, a small hand-written byte-level BPE tokenizer.json
-// (merge ranks, both merge forms, ignore_merges, added tokens and their flags, decode), malformed files
-// refused naming the file and the key, the token writer's headers (uint16 and uint32), and ids that do
-// not depend on the thread count or on where big texts are cut. (The comparison with the Hugging Face
-// library itself is tests/tokenizer.)
+// Tokenizers (docs/reference/files.md#tokenizer-json): the byte tokenizer, a small hand-written
+// byte-level BPE tokenizer.json (merge ranks, both merge forms, ignore_merges, added tokens and
+// their flags, decode), malformed files refused naming the file and the key, the token writer's
+// headers (uint16 and uint32), and ids that do not depend on the thread count or on where big texts
+// are cut. (The comparison with the Hugging Face library itself is tests/tokenizer.)
 #include <unistd.h>
 
 #include <cstdlib>

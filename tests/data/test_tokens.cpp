@@ -1,5 +1,6 @@
-// Token files (contract §4): both layouts read back, and each kind of bad file is refused with a
-// message naming the file (and, for a token out of range, its position and value).
+// Token files (docs/reference/files.md#token-files): both layouts read back, and each kind of bad
+// file is refused with a message naming the file (and, for a token out of range, its position and
+// value).
 #include <unistd.h>
 
 #include <cstdlib>

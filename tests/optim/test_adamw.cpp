@@ -1,6 +1,6 @@
-// AdamW against a double-precision transcription of contract §7, and the properties the ZeRO
-// engine relies on: a shard updates to the same bits as the whole buffer, whatever the split and
-// the thread count, and decay touches only the segments that ask for it.
+// AdamW against a double-precision transcription of docs/reference/optimizer.md#adamw, and the
+// properties the ZeRO engine relies on: a shard updates to the same bits as the whole buffer,
+// whatever the split and the thread count, and decay touches only the segments that ask for it.
 #include <gtest/gtest.h>
 
 #include <cmath>

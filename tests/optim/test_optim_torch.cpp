@@ -64,7 +64,7 @@ struct Tensor {
     for (int64_t d : shape) n *= static_cast<size_t>(d);
     return n;
   }
-  bool decay() const { return shape.size() >= 2; }  // contract §7
+  bool decay() const { return shape.size() >= 2; }  // docs/reference/optimizer.md#decay
 };
 
 struct Case {
