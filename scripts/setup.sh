@@ -29,6 +29,9 @@ TEST_PACKAGES=(
   python3-pip python3-numpy python3-torch python3-venv
   # pytest, to run the Python tests one case at a time (pytest.ini; ctest runs them all).
   python3-pytest
+  # The portable build's tests (tests/portable): a CPU without AVX-512 (and one below x86-64-v3) under
+  # QEMU's user-mode emulation.
+  qemu-user
   # The fuzz build (scripts/fuzz.sh): Clang 14 with libFuzzer and the sanitizer runtimes, its OpenMP,
   # and llvm-symbolizer for the reports' stacks.
   clang-14 libclang-rt-14-dev libomp-14-dev llvm-14

@@ -36,6 +36,8 @@ CpuFeatures detect() {
   if (__get_cpuid_max(0, nullptr) < 7) return f;
   __cpuid_count(7, 0, eax, ebx, ecx, edx);
   f.avx512f = zmm_saved && ((ebx >> 16) & 1u);
+  constexpr unsigned kV4Bits = (1u << 16) | (1u << 17) | (1u << 28) | (1u << 30) | (1u << 31);  // F DQ CD BW VL
+  f.x86_64_v4 = zmm_saved && (ebx & kV4Bits) == kV4Bits;
   f.avx512_fp16 = f.avx512f && ((edx >> 23) & 1u);
   f.amx_bf16 = tiles_saved && ((edx >> 22) & 1u);
   f.amx_tile = tiles_saved && ((edx >> 24) & 1u);

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "kernels/blas.h"
+#include "kernels/dispatch.h"
 #include "kernels/vec_math.h"
 
 namespace zerodp::kernels {
@@ -19,7 +20,7 @@ void check_shape(const char* what, int B, int T_, int C, int NH) {
 
 // Row t of P from row t of S, in place: softmax over the t+1 causal entries, zeros after them.
 template <class T>
-void causal_softmax_row(T* row, int t, int T_) {
+ZDP_KERNEL_INLINE void causal_softmax_row(T* row, int t, int T_) {
   const int n = t + 1;
   const T m = detail::row_max(row, n);
   const T inv = static_cast<T>(1.0 / detail::exp_shifted(row, row, n, m));
@@ -35,6 +36,7 @@ size_t attention_scratch_elems(int B, int T_, int NH) {
 }
 
 template <class T>
+ZDP_KERNEL_CLONES
 void attention_forward(T* out, T* att, const T* qkv, int B, int T_, int C, int NH) {
   check_shape("attention_forward", B, T_, C, NH);
   const int hs = C / NH, C3 = 3 * C;
@@ -64,6 +66,7 @@ void attention_forward(T* out, T* att, const T* qkv, int B, int T_, int C, int N
 }
 
 template <class T>
+ZDP_KERNEL_CLONES
 void attention_backward(T* dqkv, T* scratch, const T* dout, const T* qkv, const T* att, int B, int T_,
                         int C, int NH) {
   check_shape("attention_backward", B, T_, C, NH);

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "kernels/attention.h"
+#include "kernels/dispatch.h"
 #include "kernels/gemm16.h"
 #include "kernels/half.h"
 #include "kernels/vec_math.h"
@@ -60,6 +61,7 @@ size_t attention16_scratch_bytes(int B, int T_, int C, int NH) {
 }
 
 template <class A>
+ZDP_KERNEL_CLONES
 void attention16_forward(A* out, A* att, const A* qkv, void* scratch, int B, int T_, int C, int NH) {
   const Heads H("attention16_forward", B, T_, C, NH);
   const int hs = H.hs, C3 = H.C3;
@@ -104,6 +106,7 @@ void attention16_forward(A* out, A* att, const A* qkv, void* scratch, int B, int
 }
 
 template <class A>
+ZDP_KERNEL_CLONES
 void attention16_backward(float* dqkv, void* scratch, const A* dout16, const A* qkv, const A* att, int B, int T_,
                           int C, int NH) {
   const Heads H("attention16_backward", B, T_, C, NH);

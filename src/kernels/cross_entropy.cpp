@@ -4,6 +4,7 @@
 #include <cstddef>
 
 #include "core/error.h"
+#include "kernels/dispatch.h"
 #include "kernels/vec_math.h"
 
 namespace zerodp::kernels {
@@ -20,6 +21,7 @@ void check_targets(const char* what, const int32_t* targets, int N, int V) {
 }  // namespace
 
 template <class T>
+ZDP_KERNEL_CLONES
 void softmax_crossentropy_forward(T* losses, T* probs, const T* logits, const int32_t* targets, int N,
                                   int V) {
   check_targets("softmax_crossentropy_forward", targets, N, V);
@@ -38,6 +40,7 @@ void softmax_crossentropy_forward(T* losses, T* probs, const T* logits, const in
 }
 
 template <class T>
+ZDP_KERNEL_CLONES
 void softmax_crossentropy_backward(T* dlogits, const T* probs, const int32_t* targets, T dloss, int N,
                                    int V) {
   check_targets("softmax_crossentropy_backward", targets, N, V);

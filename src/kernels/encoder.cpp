@@ -4,6 +4,7 @@
 #include <cstddef>
 
 #include "core/error.h"
+#include "kernels/dispatch.h"
 #include "kernels/half.h"
 
 namespace zerodp::kernels {
@@ -15,6 +16,7 @@ constexpr int kColumnBlock = 64;
 }  // namespace
 
 template <class T, class W>
+ZDP_KERNEL_CLONES
 void encoder_forward(T* out, const int32_t* inp, const W* wte, const W* wpe, int B, int T_, int C) {
   using detail::load;
   ZDP_CHECK(B > 0 && T_ > 0 && C > 0, "encoder_forward: bad shape B={} T={} C={}", B, T_, C);
@@ -30,6 +32,7 @@ void encoder_forward(T* out, const int32_t* inp, const W* wte, const W* wpe, int
 }
 
 template <class T>
+ZDP_KERNEL_CLONES
 void encoder_backward(T* dwte, T* dwpe, const T* dout, const int32_t* inp, int B, int T_, int C) {
   ZDP_CHECK(B > 0 && T_ > 0 && C > 0, "encoder_backward: bad shape B={} T={} C={}", B, T_, C);
   const ptrdiff_t rows = static_cast<ptrdiff_t>(B) * T_;

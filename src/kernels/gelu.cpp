@@ -8,6 +8,7 @@
 
 #include <omp.h>
 
+#include "kernels/dispatch.h"
 #include "kernels/half.h"
 #include "kernels/vec_math.h"
 
@@ -64,6 +65,7 @@ const Gelu16Tables<A>& gelu16_tables() {
 }
 
 template <class I, class O>
+ZDP_KERNEL_CLONES
 void gelu_forward(O* out, const I* inp, size_t n) {
   using T = detail::acc_t<O>;
   const T s = static_cast<T>(kSqrt2OverPi), a = static_cast<T>(kCubic);
@@ -83,6 +85,7 @@ void gelu_forward(O* out, const I* inp, size_t n) {
 }
 
 template <class T, class I>
+ZDP_KERNEL_CLONES
 void gelu_backward(T* dinp, const I* inp, const T* dout, size_t n) {
   const ptrdiff_t count = static_cast<ptrdiff_t>(n);
   if constexpr (k16<I>) {
@@ -106,6 +109,7 @@ inline int gelu_column_range(int OC) {
 }
 
 template <class T>
+ZDP_KERNEL_CLONES
 void gelu_bias_backward(T* dpre, T* dbias, const T* pre, const T* dout, int N, int OC) {
   const int range = gelu_column_range(OC), ranges = (OC + range - 1) / range;
 #pragma omp parallel for schedule(static)
@@ -127,6 +131,7 @@ void gelu_bias_backward(T* dpre, T* dbias, const T* pre, const T* dout, int N, i
 }
 
 template <class A>
+ZDP_KERNEL_CLONES
 void gelu_round_bias_backward(A* dpre16, float* dbias, const A* pre, const float* dout, int N, int OC) {
   const float* grad = gelu16_tables<A>().grad.data();
   const int range = gelu_column_range(OC), ranges = (OC + range - 1) / range;

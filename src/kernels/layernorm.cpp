@@ -5,6 +5,7 @@
 #include <cstddef>
 
 #include "core/error.h"
+#include "kernels/dispatch.h"
 #include "kernels/half.h"
 
 namespace zerodp::kernels {
@@ -19,6 +20,7 @@ using detail::load;
 using detail::put;
 
 template <class T, class W, class O>
+ZDP_KERNEL_CLONES
 void layernorm_forward(O* out, T* mean, T* rstd, const T* inp, const W* weight, const W* bias, int N,
                        int C) {
   ZDP_CHECK(N > 0 && C > 0, "layernorm_forward: bad shape N={} C={}", N, C);
@@ -49,6 +51,7 @@ void layernorm_forward(O* out, T* mean, T* rstd, const T* inp, const W* weight, 
 }
 
 template <class T, class W>
+ZDP_KERNEL_CLONES
 void layernorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const W* weight,
                         const T* mean, const T* rstd, int N, int C) {
   ZDP_CHECK(N > 0 && C > 0, "layernorm_backward: bad shape N={} C={}", N, C);

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "kernels/blas.h"
+#include "kernels/dispatch.h"
 
 namespace zerodp::kernels {
 
@@ -14,6 +15,7 @@ constexpr int kColumnBlock = 64;
 }  // namespace
 
 template <class T>
+ZDP_KERNEL_CLONES
 void matmul_forward(T* out, const T* inp, const T* weight, const T* bias, int N, int C, int OC) {
   ZDP_CHECK(N > 0 && C > 0 && OC > 0, "matmul_forward: bad shape N={} C={} OC={}", N, C, OC);
   T beta = 0;
@@ -37,6 +39,7 @@ void matmul_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp,
 }
 
 template <class T>
+ZDP_KERNEL_CLONES
 void bias_backward(T* dbias, const T* dout, int N, int OC) {
   const int col_blocks = (OC + kColumnBlock - 1) / kColumnBlock;
 #pragma omp parallel for schedule(static)

@@ -4,6 +4,7 @@
 #include <type_traits>
 
 #include "core/error.h"
+#include "kernels/dispatch.h"
 #include "kernels/gemm16.h"
 #include "kernels/half.h"
 #include "kernels/matmul.h"
@@ -20,6 +21,7 @@ const uint16_t* bits(const A* p) {
 }  // namespace
 
 template <class A>
+ZDP_KERNEL_CLONES
 void round_to(A* dst, const float* src, size_t n) {
   const ptrdiff_t count = static_cast<ptrdiff_t>(n);
 #pragma omp parallel for simd schedule(static)
@@ -29,6 +31,7 @@ void round_to(A* dst, const float* src, size_t n) {
 // out[n,c] = O(acc[n,c] + bias[c]): the bias and the rounding to the output dtype in one pass over the
 // GEMM's fp32 result (instead of filling rows with the bias for a GEMM with beta = 1, then rounding).
 template <class A, class O>
+ZDP_KERNEL_CLONES
 void add_bias_round(O* out, const float* acc, const A* bias, int N, int OC) {
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; ++n) {
@@ -62,6 +65,7 @@ void matmul16_forward(O* out, const A* inp, const A* weight, const A* bias, int 
 // dout16 = A(dout) and dbias += the column sums of dout, in one pass over dout (by column blocks, each
 // summed over the rows in order, as bias_backward does).
 template <class A>
+ZDP_KERNEL_CLONES
 void round_and_bias_backward(A* dout16, float* dbias, const float* dout, int N, int OC) {
   constexpr int kColumnBlock = 64;
   const int col_blocks = (OC + kColumnBlock - 1) / kColumnBlock;

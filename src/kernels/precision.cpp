@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/dispatch.h"
+
 namespace zerodp::kernels {
 
 namespace {
@@ -25,6 +27,7 @@ inline void store(void* p, DType t, size_t i, float v) {
 constexpr size_t kParallelMin = size_t{1} << 15;
 }  // namespace
 
+ZDP_KERNEL_CLONES
 void add_into(void* dst, DType dt, const void* src, DType st, size_t n) {
   if (dt == DType::kF32 && st == DType::kF32) {
     float* d = static_cast<float*>(dst);
@@ -37,6 +40,7 @@ void add_into(void* dst, DType dt, const void* src, DType st, size_t n) {
   for (size_t i = 0; i < n; ++i) store(dst, dt, i, load(dst, dt, i) + load(src, st, i));
 }
 
+ZDP_KERNEL_CLONES
 double sum_squares(const void* x, DType t, size_t n) {
   double total = 0;
   if (t == DType::kF32) {

@@ -2,9 +2,12 @@
 
 #include <cstddef>
 
+#include "kernels/dispatch.h"
+
 namespace zerodp::kernels {
 
 template <class T>
+ZDP_KERNEL_CLONES
 void residual_forward(T* out, const T* a, const T* b, size_t n) {
   const ptrdiff_t count = static_cast<ptrdiff_t>(n);
 #pragma omp parallel for simd schedule(static)
@@ -12,6 +15,7 @@ void residual_forward(T* out, const T* a, const T* b, size_t n) {
 }
 
 template <class T>
+ZDP_KERNEL_CLONES
 void residual_backward(T* da, T* db, const T* dout, size_t n) {
   const ptrdiff_t count = static_cast<ptrdiff_t>(n);
 #pragma omp parallel for simd schedule(static)

@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/dispatch.h"
+
 namespace zerodp::kernels::detail {
 
 // e^x in float, relative error below 8e-8 (1.3 ulp, measured over the whole range).
@@ -50,9 +52,12 @@ inline double fast_tanh(double u) { return std::tanh(u); }
 
 namespace zerodp::kernels::detail {
 
+// The row helpers are inlined into their callers, so that an x86-64-v4 kernel (kernels/dispatch.h)
+// sums in its own lanes, as a native build does.
+
 // max_j x[j] over n ≥ 1 values.
 template <class T>
-inline T row_max(const T* x, int n) {
+ZDP_KERNEL_INLINE T row_max(const T* x, int n) {
   T m = x[0];
 #pragma omp simd reduction(max : m)
   for (int j = 1; j < n; ++j) m = x[j] > m ? x[j] : m;
@@ -62,7 +67,7 @@ inline T row_max(const T* x, int n) {
 // y[j] = e^{x[j] − shift} for j < n (y may alias x); returns Σ_j y[j], summed in double so that a
 // 50257-wide row loses nothing to the float accumulation.
 template <class T>
-inline double exp_shifted(T* y, const T* x, int n, T shift) {
+ZDP_KERNEL_INLINE double exp_shifted(T* y, const T* x, int n, T shift) {
   double sum = 0;
 #pragma omp simd reduction(+ : sum)
   for (int j = 0; j < n; ++j) {
