@@ -1,7 +1,8 @@
 """Tokenizer throughput: `zerodp tokenize` (the whole command: load, read, encode, write) against
 tiktoken and Hugging Face tokenizers (encode calls only, text already in memory), on the same text and
 the same Llama-3-style byte-level BPE of 1,500 tokens trained on Shakespeare, on one core (taskset -c 0,
-one thread each) and on all cores. Run by run.sh inside the venv of scripts/tokenizer_venv.sh.
+one thread each) and on all cores. Run by run.sh inside the venv of scripts/tokenizer_venv.sh, with
+tests/tokenizer on PYTHONPATH (train_tokenizers, reference_test's texts).
 
   bench.py ZERODP OUT_DIR [MB]
 
@@ -15,10 +16,10 @@ import sys
 import tempfile
 import time
 
+import train_tokenizers
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(ROOT, "tests", "tokenizer"))
-import train_tokenizers  # noqa: E402
 
 CHILD = r'''
 import json, os, sys, time
