@@ -4,6 +4,21 @@
 
 #include <string>
 
+// A function marked ZDP_AVX512_CLONES is compiled twice, for the build's baseline (x86-64-v3 in the
+// portable build) and for x86-64-v4 (AVX-512), and the copy that matches the CPU is chosen once, when the
+// program is loaded (GCC's target_clones: an ifunc resolver reading CPUID; x86_64_v4 below is the
+// same test). Its OpenMP regions are cloned with it. For loops that AVX-512 speeds up, and for
+// `omp simd reduction` loops, whose lanes (and so whose sums) follow the vector width: the x86-64-v4
+// copy gives a native build's bits on an AVX-512 machine (src/kernels/dispatch.h). Nothing where
+// the build already targets AVX-512, off x86-64, or with other compilers than GCC (ZDP_AVX512_CLONED 0).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__AVX512F__)
+#define ZDP_AVX512_CLONED 1
+#define ZDP_AVX512_CLONES __attribute__((target_clones("default", "arch=x86-64-v4")))
+#else
+#define ZDP_AVX512_CLONED 0
+#define ZDP_AVX512_CLONES
+#endif
+
 namespace zerodp {
 
 struct CpuFeatures {

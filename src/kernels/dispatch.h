@@ -1,8 +1,7 @@
-// Run-time choice of the kernels' instruction set. The build's baseline is x86-64-v3 (AVX2, FMA, F16C),
-// so that one binary runs on every node; the kernels' hot loops are compiled a second time for
-// x86-64-v4 (AVX-512 F/BW/CD/DQ/VL) and the copy is chosen once, when the program is loaded: GCC's
-// target_clones emits both and an ifunc resolver that reads CPUID (kernels_isa() below says which
-// copy runs). Every OpenMP region inside such a function is cloned with it.
+// The kernels' run-time choice of instruction set. The build's baseline is x86-64-v3 (AVX2, FMA, F16C),
+// so that one binary runs on every node; the kernels' hot loops (every public kernel with a loop) are
+// compiled a second time for x86-64-v4 (AVX-512 F/BW/CD/DQ/VL), and the copy is chosen once, when
+// the program is loaded (ZDP_AVX512_CLONES, core/cpu.h; kernels_isa() below says which copy runs).
 //
 // Why it matters for the bits as well as for speed: the reductions of `omp simd reduction` loops add
 // in as many lanes as one vector holds, so an AVX-512 loop sums in a different order than an AVX2
@@ -11,18 +10,12 @@
 //
 // Helpers with a reduction that these functions call are always inlined (ZDP_KERNEL_INLINE), so that
 // they are vectorized inside each copy instead of being called in their baseline version.
-//
-// None of this where the build already targets AVX-512 (-march=native on such a machine: the one
-// copy is that one), off x86-64, or with compilers other than GCC (Clang's fuzz build).
 #pragma once
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__AVX512F__)
-#define ZDP_KERNELS_DISPATCHED 1
-#define ZDP_KERNEL_CLONES __attribute__((target_clones("default", "arch=x86-64-v4")))
-#else
-#define ZDP_KERNELS_DISPATCHED 0
-#define ZDP_KERNEL_CLONES
-#endif
+#include "core/cpu.h"
+
+#define ZDP_KERNELS_DISPATCHED ZDP_AVX512_CLONED
+#define ZDP_KERNEL_CLONES ZDP_AVX512_CLONES
 
 #if defined(__GNUC__)
 #define ZDP_KERNEL_INLINE __attribute__((always_inline)) inline
