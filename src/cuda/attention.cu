@@ -68,13 +68,12 @@ __global__ void __launch_bounds__(block_rows(HS))
   E* sq = reinterpret_cast<E*>(smem);  // [BR][QS], row r is thread r's
   E* sk = sq + BR * QS;                // [BC][HS]
   E* sv = sk + BC * HS;                // [BC][HS]
-  const int bh = blockIdx.x, b = bh / NH, h = bh % NH;
+  const HeadRows head = head_rows(blockIdx.x, T, C, NH, HS);
+  const int b = head.b, h = head.h;
   const int qb = query_block_of(blockIdx.y, gridDim.y);
   const int r = threadIdx.x, i = qb * BR + r;
   const ptrdiff_t stride = 3 * static_cast<ptrdiff_t>(C);
-  const E* q = qkv + qkv_index(b, 0, 0, h, 0, T, C, HS);
-  const E* k = qkv + qkv_index(b, 0, 1, h, 0, T, C, HS);
-  const E* v = qkv + qkv_index(b, 0, 2, h, 0, T, C, HS);
+  const E *q = qkv + head.q, *k = qkv + head.k, *v = qkv + head.v;
 
   load_tile<HS>(sq, QS, q, stride, qb * BR, BR, T);
   float m = -INFINITY, l = 0.0f, o[HS];
@@ -123,16 +122,14 @@ __global__ void __launch_bounds__(block_cols(HS))
   E* sdo = sq + BR * HS;               // [BR][HS]
   float* sL = reinterpret_cast<float*>(sdo + BR * HS);  // [BR]; 4-byte aligned: the offsets above are even
   float* sD = sL + BR;                                  // [BR]
-  const int bh = blockIdx.x, b = bh / NH, h = bh % NH;
+  const HeadRows head = head_rows(blockIdx.x, T, C, NH, HS);
+  const int b = head.b, h = head.h;
   const int kb = key_block_of(blockIdx.y);
   const int r = threadIdx.x, j = kb * BC + r;
   const ptrdiff_t stride = 3 * static_cast<ptrdiff_t>(C);
-  const E* q = qkv + qkv_index(b, 0, 0, h, 0, T, C, HS);
-  const E* k = qkv + qkv_index(b, 0, 1, h, 0, T, C, HS);
-  const E* v = qkv + qkv_index(b, 0, 2, h, 0, T, C, HS);
-  const E* dO = dout + out_index(b, 0, h, 0, T, C, HS);
-  const float* Lh = lse + row_stat_index(b, h, 0, T, NH);
-  const float* Dh = D + row_stat_index(b, h, 0, T, NH);
+  const E *q = qkv + head.q, *k = qkv + head.k, *v = qkv + head.v;
+  const E* dO = dout + head.out;
+  const float *Lh = lse + head.stat, *Dh = D + head.stat;
 
   load_tile<HS>(sk, KS, k, stride, kb * BC, BC, T);
   load_tile<HS>(sv, KS, v, stride, kb * BC, BC, T);
@@ -177,14 +174,13 @@ __global__ void __launch_bounds__(block_rows(HS))
   E* sdo = sq + BR * QS;               // [BR][QS]
   E* sk = sdo + BR * QS;               // [BC][HS]
   E* sv = sk + BC * HS;                // [BC][HS]
-  const int bh = blockIdx.x, b = bh / NH, h = bh % NH;
+  const HeadRows head = head_rows(blockIdx.x, T, C, NH, HS);
+  const int b = head.b, h = head.h;
   const int qb = query_block_of(blockIdx.y, gridDim.y);
   const int r = threadIdx.x, i = qb * BR + r;
   const ptrdiff_t stride = 3 * static_cast<ptrdiff_t>(C);
-  const E* q = qkv + qkv_index(b, 0, 0, h, 0, T, C, HS);
-  const E* k = qkv + qkv_index(b, 0, 1, h, 0, T, C, HS);
-  const E* v = qkv + qkv_index(b, 0, 2, h, 0, T, C, HS);
-  const E* dO = dout + out_index(b, 0, h, 0, T, C, HS);
+  const E *q = qkv + head.q, *k = qkv + head.k, *v = qkv + head.v;
+  const E* dO = dout + head.out;
 
   load_tile<HS>(sq, QS, q, stride, qb * BR, BR, T);
   load_tile<HS>(sdo, QS, dO, C, qb * BR, BR, T);

@@ -41,9 +41,9 @@ namespace zerodp::cuda::detail {
 namespace {
 
 using namespace attn_tc;
+using attn::head_rows;
+using attn::HeadRows;
 using attn::out_index;
-using attn::qkv_index;
-using attn::row_stat_index;
 
 // ---- forward ----------------------------------------------------------------------------------------
 template <Fmt16 F, int HS>
@@ -54,14 +54,12 @@ __global__ void __launch_bounds__(kTcThreads)
   extern __shared__ __align__(16) unsigned char smem[];
   uint16_t* sq = reinterpret_cast<uint16_t*>(smem);  // [BR][LD]
   uint16_t* skv = sq + BR * LD;                       // buffer u: K [BC][LD] at 2u·BC·LD, V after it
-  const int bh = static_cast<int>(blockIdx.x), b = bh / NH, h = bh % NH;
+  const HeadRows head = head_rows(static_cast<int>(blockIdx.x), T, C, NH, HS);
   const int qb = attn::query_block_of(static_cast<int>(blockIdx.y), static_cast<int>(gridDim.y));
   const int warp = static_cast<int>(threadIdx.x) >> 5;
   const DeviceWarp w{static_cast<int>(threadIdx.x) & 31};
   const ptrdiff_t stride = 3 * static_cast<ptrdiff_t>(C);
-  const uint16_t* q = qkv + qkv_index(b, 0, 0, h, 0, T, C, HS);
-  const uint16_t* k = qkv + qkv_index(b, 0, 1, h, 0, T, C, HS);
-  const uint16_t* v = qkv + qkv_index(b, 0, 2, h, 0, T, C, HS);
+  const uint16_t *q = qkv + head.q, *k = qkv + head.k, *v = qkv + head.v;
 
   load_rows_async<HS>(sq, q, stride, qb * BR, BR, T);
   load_rows_async<HS>(skv, k, stride, 0, BC, T);
@@ -88,8 +86,7 @@ __global__ void __launch_bounds__(kTcThreads)
     fwd_warp_tile<F, HS, BC, PtxFragments>(w, st, sq, warp * kTcWarpRows, cur, cur + BC * LD, i0, kb * BC, T, c);
     __syncthreads();  // tile kb no longer read: its buffer may be refilled
   }
-  fwd_warp_finish<F, HS, PtxFragments>(w, st, out + out_index(b, 0, h, 0, T, C, HS), C,
-                                       lse + row_stat_index(b, h, 0, T, NH), i0, T, scale);
+  fwd_warp_finish<F, HS, PtxFragments>(w, st, out + head.out, C, lse + head.stat, i0, T, scale);
 #endif
 }
 
@@ -128,17 +125,14 @@ __global__ void __launch_bounds__(kTcThreads)
   uint16_t* sv = sk + BK * LD;                        // [BK][LD]
   uint16_t* sqd = sv + BK * LD;                       // buffer u: Q [BQ][LD] at 2u·BQ·LD, dO after it
   float* stats = reinterpret_cast<float*>(sqd + 4 * BQ * LD);  // buffer u: L [BQ] at 2u·BQ, D after it
-  const int bh = static_cast<int>(blockIdx.x), b = bh / NH, h = bh % NH;
+  const HeadRows head = head_rows(static_cast<int>(blockIdx.x), T, C, NH, HS);
   const int kb = attn::key_block_of(static_cast<int>(blockIdx.y));
   const int warp = static_cast<int>(threadIdx.x) >> 5;
   const DeviceWarp w{static_cast<int>(threadIdx.x) & 31};
   const ptrdiff_t stride = 3 * static_cast<ptrdiff_t>(C);
-  const uint16_t* q = qkv + qkv_index(b, 0, 0, h, 0, T, C, HS);
-  const uint16_t* k = qkv + qkv_index(b, 0, 1, h, 0, T, C, HS);
-  const uint16_t* v = qkv + qkv_index(b, 0, 2, h, 0, T, C, HS);
-  const uint16_t* dO = dout + out_index(b, 0, h, 0, T, C, HS);
-  const float* Lh = lse + row_stat_index(b, h, 0, T, NH);
-  const float* Dh = D + row_stat_index(b, h, 0, T, NH);
+  const uint16_t *q = qkv + head.q, *k = qkv + head.k, *v = qkv + head.v;
+  const uint16_t* dO = dout + head.out;
+  const float *Lh = lse + head.stat, *Dh = D + head.stat;
   auto load_query_tile = [&](int u, int qb) {
     load_rows_async<HS>(sqd + 2 * u * BQ * LD, q, stride, qb * BQ, BQ, T);
     load_rows_async<HS>(sqd + (2 * u + 1) * BQ * LD, dO, C, qb * BQ, BQ, T);
@@ -171,8 +165,7 @@ __global__ void __launch_bounds__(kTcThreads)
                                           qb * BQ, T, c, scale);
     __syncthreads();
   }
-  kv_warp_finish<HS, PtxFragments>(w, st, dqkv + qkv_index(b, 0, 1, h, 0, T, C, HS),
-                                   dqkv + qkv_index(b, 0, 2, h, 0, T, C, HS), stride, j0, T);
+  kv_warp_finish<HS, PtxFragments>(w, st, dqkv + head.k, dqkv + head.v, stride, j0, T);  // dqkv is laid out as qkv
 #endif
 }
 
@@ -187,15 +180,13 @@ __global__ void __launch_bounds__(kTcThreads)
   uint16_t* sq = reinterpret_cast<uint16_t*>(smem);  // [BR][LD]
   uint16_t* sdo = sq + BR * LD;                       // [BR][LD]
   uint16_t* skv = sdo + BR * LD;                      // buffer u: K [BC][LD] at 2u·BC·LD, V after it
-  const int bh = static_cast<int>(blockIdx.x), b = bh / NH, h = bh % NH;
+  const HeadRows head = head_rows(static_cast<int>(blockIdx.x), T, C, NH, HS);
   const int qb = attn::query_block_of(static_cast<int>(blockIdx.y), static_cast<int>(gridDim.y));
   const int warp = static_cast<int>(threadIdx.x) >> 5;
   const DeviceWarp w{static_cast<int>(threadIdx.x) & 31};
   const ptrdiff_t stride = 3 * static_cast<ptrdiff_t>(C);
-  const uint16_t* q = qkv + qkv_index(b, 0, 0, h, 0, T, C, HS);
-  const uint16_t* k = qkv + qkv_index(b, 0, 1, h, 0, T, C, HS);
-  const uint16_t* v = qkv + qkv_index(b, 0, 2, h, 0, T, C, HS);
-  const uint16_t* dO = dout + out_index(b, 0, h, 0, T, C, HS);
+  const uint16_t *q = qkv + head.q, *k = qkv + head.k, *v = qkv + head.v;
+  const uint16_t* dO = dout + head.out;
 
   load_rows_async<HS>(sq, q, stride, qb * BR, BR, T);
   load_rows_async<HS>(sdo, dO, C, qb * BR, BR, T);
@@ -205,8 +196,7 @@ __global__ void __launch_bounds__(kTcThreads)
 
   const int i0 = qb * BR + warp * kTcWarpRows;
   DeviceWarp::Lanes<QLane<HS>> st;
-  q_warp_init<HS, PtxFragments>(w, st, lse + row_stat_index(b, h, 0, T, NH), D + row_stat_index(b, h, 0, T, NH), i0,
-                                T);
+  q_warp_init<HS, PtxFragments>(w, st, lse + head.stat, D + head.stat, i0, T);
   const int nkb = attn::key_blocks_visited(qb, T, BR, BC);
   const float c = scale * kLog2e;
   for (int kb = 0; kb < nkb; ++kb) {
@@ -225,7 +215,7 @@ __global__ void __launch_bounds__(kTcThreads)
                                          scale);
     __syncthreads();
   }
-  q_warp_finish<HS, PtxFragments>(w, st, dqkv + qkv_index(b, 0, 0, h, 0, T, C, HS), stride, i0, T);
+  q_warp_finish<HS, PtxFragments>(w, st, dqkv + head.q, stride, i0, T);
 #endif
 }
 

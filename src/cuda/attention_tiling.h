@@ -123,6 +123,23 @@ ZDP_HD constexpr ptrdiff_t out_index(int b, int t, int h, int c, int T, int C, i
 ZDP_HD constexpr ptrdiff_t row_stat_index(int b, int h, int t, int T, int NH) {
   return (static_cast<ptrdiff_t>(b) * NH + h) * T + t;
 }
+// The block x index bh = b·NH + h of the attention's grids: the batch b, the head h, and where that
+// head's rows start: q, k and v in qkv [B,T,3C] (row stride 3C), its rows of out and dout [B,T,C]
+// (row stride C), its row statistics L and D [B,NH,T].
+struct HeadRows {
+  int b, h;
+  ptrdiff_t q, k, v, out, stat;
+};
+ZDP_HD constexpr HeadRows head_rows(int bh, int T, int C, int NH, int hs) {
+  const int b = bh / NH, h = bh % NH;
+  return {b,
+          h,
+          qkv_index(b, 0, 0, h, 0, T, C, hs),
+          qkv_index(b, 0, 1, h, 0, T, C, hs),
+          qkv_index(b, 0, 2, h, 0, T, C, hs),
+          out_index(b, 0, h, 0, T, C, hs),
+          row_stat_index(b, h, 0, T, NH)};
+}
 
 // ---- per-row tile math (one thread's work between two barriers) ------------------------------------
 ZDP_HD inline float to_f32(float x) { return x; }

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "cuda/check.h"
+#include "cuda/device_guard.h"
 
 namespace zerodp::cuda {
 
@@ -20,6 +21,7 @@ static void* null_if_out_of_memory(cudaError_t e, void* p, const char* what) {
 }
 
 void* CudaDeviceMemory::allocate(size_t bytes) {
+  const DeviceGuard on(ordinal_);
   void* p = nullptr;
   return null_if_out_of_memory(cudaMalloc(&p, bytes), p, "cudaMalloc");
 }
@@ -33,7 +35,10 @@ static void check_free(cudaError_t e, const char* what) {
   check(e, what, __FILE__, __LINE__);
 }
 
-void CudaDeviceMemory::free(void* p) { check_free(cudaFree(p), "cudaFree"); }
+void CudaDeviceMemory::free(void* p) {
+  const DeviceGuard on(ordinal_);
+  check_free(cudaFree(p), "cudaFree");
+}
 
 void* PinnedHostMemory::allocate(size_t bytes) {
   void* p = nullptr;

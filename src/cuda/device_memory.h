@@ -1,5 +1,5 @@
 // The CUDA backends of the caching allocator (cuda/caching_allocator.h): device memory from
-// cudaMalloc on the current device, and page-locked host memory from cudaMallocHost (what copies
+// cudaMalloc on one GPU, and page-locked host memory from cudaMallocHost (what copies
 // to and from the GPU need to run asynchronously, and what offloading keeps its tensors in).
 #pragma once
 
@@ -10,10 +10,15 @@
 
 namespace zerodp::cuda {
 
+// Blocks of GPU `ordinal`, whichever device is current on the calling thread.
 class CudaDeviceMemory final : public RawMemory {
  public:
+  explicit CudaDeviceMemory(int ordinal) : ordinal_(ordinal) {}
   void* allocate(size_t bytes) override;  // nullptr when the device is out of memory
   void free(void* p) override;
+
+ private:
+  int ordinal_;
 };
 
 // Blocks start on a 4096-byte boundary, as the CPU's host tier does (Buffer::kHostAlignment): NVMe

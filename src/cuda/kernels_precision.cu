@@ -7,6 +7,9 @@
 // fp32 order exactly — one thread per 4096-block, then one thread over the blocks in order — so an fp32
 // norm is the CPU's bit for bit (x·x is exact in double, so a contracted fma rounds like the sum).
 #include "cuda/kernels.h"
+
+#include <type_traits>
+
 #include "cuda/kernels_common.cuh"
 
 namespace zerodp::cuda {
@@ -71,25 +74,13 @@ __global__ void sum_squares_final_kernel(double* out, const double* __restrict__
 
 unsigned blocks_for(size_t n) { return static_cast<unsigned>(tl::elementwise_blocks(n)); }
 
-template <DType S>
-void convert_from(const void* src, void* dst, DType dt, size_t n, cudaStream_t stream) {
-  const unsigned g = blocks_for(n);
-  const int b = tl::kElementwiseBlock;
-  switch (dt) {
-    case DType::kF32: convert_kernel<S, DType::kF32><<<g, b, 0, stream>>>(src, dst, n); break;
-    case DType::kBF16: convert_kernel<S, DType::kBF16><<<g, b, 0, stream>>>(src, dst, n); break;
-    case DType::kF16: convert_kernel<S, DType::kF16><<<g, b, 0, stream>>>(src, dst, n); break;
-  }
-}
-
-template <DType D>
-void add_from(void* dst, const void* src, DType st, size_t n, cudaStream_t stream) {
-  const unsigned g = blocks_for(n);
-  const int b = tl::kElementwiseBlock;
-  switch (st) {
-    case DType::kF32: add_into_kernel<D, DType::kF32><<<g, b, 0, stream>>>(dst, src, n); break;
-    case DType::kBF16: add_into_kernel<D, DType::kBF16><<<g, b, 0, stream>>>(dst, src, n); break;
-    case DType::kF16: add_into_kernel<D, DType::kF16><<<g, b, 0, stream>>>(dst, src, n); break;
+// Calls f(std::integral_constant<DType, t>{}): a dtype known at run time as a kernel's template argument.
+template <class F>
+void with_dtype(DType t, F&& f) {
+  switch (t) {
+    case DType::kF32: f(std::integral_constant<DType, DType::kF32>{}); break;
+    case DType::kBF16: f(std::integral_constant<DType, DType::kBF16>{}); break;
+    case DType::kF16: f(std::integral_constant<DType, DType::kF16>{}); break;
   }
 }
 
@@ -101,21 +92,23 @@ void convert(const void* src, DType st, void* dst, DType dt, size_t n, cudaStrea
     if (src != dst) ZDP_CUDA_CHECK(cudaMemcpyAsync(dst, src, n * dtype_size(st), cudaMemcpyDefault, stream));
     return;
   }
-  switch (st) {
-    case DType::kF32: convert_from<DType::kF32>(src, dst, dt, n, stream); break;
-    case DType::kBF16: convert_from<DType::kBF16>(src, dst, dt, n, stream); break;
-    case DType::kF16: convert_from<DType::kF16>(src, dst, dt, n, stream); break;
-  }
+  const unsigned g = blocks_for(n);
+  with_dtype(st, [&](auto s) {
+    with_dtype(dt, [&](auto d) {
+      convert_kernel<decltype(s)::value, decltype(d)::value><<<g, tl::kElementwiseBlock, 0, stream>>>(src, dst, n);
+    });
+  });
   ZDP_CUDA_CHECK(cudaGetLastError());
 }
 
 void add_into(void* dst, DType dt, const void* src, DType st, size_t n, cudaStream_t stream) {
   if (n == 0) return;
-  switch (dt) {
-    case DType::kF32: add_from<DType::kF32>(dst, src, st, n, stream); break;
-    case DType::kBF16: add_from<DType::kBF16>(dst, src, st, n, stream); break;
-    case DType::kF16: add_from<DType::kF16>(dst, src, st, n, stream); break;
-  }
+  const unsigned g = blocks_for(n);
+  with_dtype(dt, [&](auto d) {
+    with_dtype(st, [&](auto s) {
+      add_into_kernel<decltype(d)::value, decltype(s)::value><<<g, tl::kElementwiseBlock, 0, stream>>>(dst, src, n);
+    });
+  });
   ZDP_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -130,11 +123,9 @@ void sum_squares(double* out, const void* x, DType type, size_t n, double* scrat
   detail::Scratch<double> partial(scratch, static_cast<size_t>(blocks), stream);
   const int block = 128;
   const unsigned g = static_cast<unsigned>(tl::ceil_div(blocks, block));
-  switch (type) {
-    case DType::kF32: sum_squares_partials_kernel<DType::kF32><<<g, block, 0, stream>>>(partial.get(), x, n, blocks); break;
-    case DType::kBF16: sum_squares_partials_kernel<DType::kBF16><<<g, block, 0, stream>>>(partial.get(), x, n, blocks); break;
-    case DType::kF16: sum_squares_partials_kernel<DType::kF16><<<g, block, 0, stream>>>(partial.get(), x, n, blocks); break;
-  }
+  with_dtype(type, [&](auto t) {
+    sum_squares_partials_kernel<decltype(t)::value><<<g, block, 0, stream>>>(partial.get(), x, n, blocks);
+  });
   ZDP_CUDA_CHECK(cudaGetLastError());
   sum_squares_final_kernel<<<1, 1, 0, stream>>>(out, partial.get(), blocks);
   ZDP_CUDA_CHECK(cudaGetLastError());

@@ -26,30 +26,47 @@ class CompleteEvent final : public Event {
 };
 
 // The kernels of kernels/ for compute type P: the fp32/double kernels, or their 16-bit counterparts
-// with the working memory of docs/design.md "16-bit compute".
+// with the working memory of docs/design.md "16-bit compute". They need no context (they run on the
+// calling thread and the OpenMP pool), so one object a type serves every caller.
 template <class P>
-struct CpuGpt2 {
+class CpuGpt2 final : public Gpt2Kernels<P> {
+ public:
   using Acc = typename Gpt2Kernels<P>::Acc;
   static constexpr bool k16 = std::is_same_v<P, bf16> || std::is_same_v<P, fp16>;
 
-  template <class O>
-  static void linear(O* out, const P* inp, const P* w, const P* b, int N, int C, int OC, float* scratch) {
-    if constexpr (k16) {
-      kernels::matmul16_forward(out, inp, w, b, N, C, OC, scratch);
-    } else {
-      kernels::matmul_forward(out, inp, w, b, N, C, OC);
-    }
+  void encoder_forward(Acc* out, const int32_t* inp, const P* wte, const P* wpe, int B, int T, int C) const override {
+    kernels::encoder_forward<Acc, P>(out, inp, wte, wpe, B, T, C);
   }
-  static void linear_backward(Acc* dinp, Acc* dw, Acc* db, const Acc* dout, const P* inp, const P* w, int N, int C,
-                              int OC, P* operand16) {
+  void encoder_backward(Acc* dwte, Acc* dwpe, const Acc* dout, const int32_t* inp, int B, int T,
+                        int C) const override {
+    kernels::encoder_backward<Acc>(dwte, dwpe, dout, inp, B, T, C);
+  }
+  void layernorm_forward(P* out, Acc* mean, Acc* rstd, const Acc* inp, const P* w, const P* b, int N,
+                         int C) const override {
+    kernels::layernorm_forward<Acc, P, P>(out, mean, rstd, inp, w, b, N, C);
+  }
+  void layernorm_backward(Acc* dinp, Acc* dw, Acc* db, const Acc* dout, const Acc* inp, const P* w, const Acc* mean,
+                          const Acc* rstd, int N, int C) const override {
+    kernels::layernorm_backward<Acc, P>(dinp, dw, db, dout, inp, w, mean, rstd, N, C);
+  }
+  void linear_forward(P* out, const P* inp, const P* w, const P* b, int N, int C, int OC,
+                      float* scratch) const override {
+    linear(out, inp, w, b, N, C, OC, scratch);
+  }
+  void linear_forward_acc(Acc* out, const P* inp, const P* w, const P* b, int N, int C, int OC,
+                          float* scratch) const override {
+    linear(out, inp, w, b, N, C, OC, scratch);
+  }
+  void linear_backward(Acc* dinp, Acc* dw, Acc* db, const Acc* dout, const P* inp, const P* w, int N, int C, int OC,
+                       P* operand16) const override {
     if constexpr (k16) {
       kernels::matmul16_backward(dinp, dw, db, dout, operand16, inp, w, N, C, OC);
     } else {
       kernels::matmul_backward(dinp, dw, db, dout, inp, w, N, C, OC);
     }
   }
-  static void gelu_linear_backward(Acc* dinp, Acc* dw, Acc* db, Acc* dpre, const Acc* dgelu, const P* pre,
-                                   const P* inp, const P* w, int N, int C, int OC, P* operand16) {
+  void gelu_linear_backward(Acc* dinp, Acc* dw, Acc* db, Acc* dpre, const Acc* dgelu, const P* pre, const P* inp,
+                            const P* w, int N, int C, int OC, P* operand16) const override {
     if constexpr (k16) {
       kernels::gelu_round_bias_backward(operand16, db, pre, dgelu, N, OC);
       kernels::matmul16_backward_rounded(dinp, dw, operand16, inp, w, N, C, OC);
@@ -58,41 +75,41 @@ struct CpuGpt2 {
       kernels::matmul_backward(dinp, dw, static_cast<Acc*>(nullptr), dpre, inp, w, N, C, OC);
     }
   }
-  static void head_forward(Acc* logits, const P* inp, const P* wte, int N, int C, int V) {
+  void head_forward(Acc* logits, const P* inp, const P* wte, int N, int C, int V) const override {
     if constexpr (k16) {
       kernels::matmul16_nt_forward(logits, inp, wte, N, C, V);
     } else {
       kernels::matmul_nt_forward(logits, inp, wte, N, C, V);
     }
   }
-  static void head_backward(Acc* dinp, Acc* dwte, const Acc* dlogits, const P* inp, const P* wte, int N, int C, int V,
-                            P* operand16) {
+  void head_backward(Acc* dinp, Acc* dwte, const Acc* dlogits, const P* inp, const P* wte, int N, int C, int V,
+                     P* operand16) const override {
     if constexpr (k16) {
       kernels::matmul16_nt_backward(dinp, dwte, dlogits, operand16, inp, wte, N, C, V);
     } else {
       kernels::matmul_nt_backward(dinp, dwte, dlogits, inp, wte, N, C, V);
     }
   }
-  static size_t attention_scratch_bytes(int B, int T, int C, int NH) {
+  size_t attention_scratch_bytes(int B, int T, int C, int NH) const override {
     if constexpr (k16) {
       return kernels::attention16_scratch_bytes(B, T, C, NH);
     } else {
       return kernels::attention_scratch_elems(B, T, NH) * sizeof(Acc);
     }
   }
-  static void attention_forward(P* out, P* att, const P* qkv, void* scratch, int B, int T, int C, int NH) {
+  // The probabilities [B,NH,T,T].
+  size_t attention_saved_bytes(int B, int T, int NH) const override {
+    return static_cast<size_t>(B) * NH * T * T * sizeof(P);
+  }
+  void attention_forward(P* out, P* att, const P* qkv, void* scratch, int B, int T, int C, int NH) const override {
     if constexpr (k16) {
       kernels::attention16_forward(out, att, qkv, scratch, B, T, C, NH);
     } else {
       kernels::attention_forward(out, att, qkv, B, T, C, NH);
     }
   }
-  // The probabilities [B,NH,T,T].
-  static size_t attention_saved_bytes(int B, int T, int NH) {
-    return static_cast<size_t>(B) * NH * T * T * sizeof(P);
-  }
-  static void attention_backward(Acc* dqkv, void* scratch, const Acc* dout, P* operand16, const P* qkv, const P*,
-                                 const P* att, int B, int T, int C, int NH) {
+  void attention_backward(Acc* dqkv, void* scratch, const Acc* dout, P* operand16, const P* qkv, const P*,
+                          const P* att, int B, int T, int C, int NH) const override {
     if constexpr (k16) {
       kernels::round_to(operand16, dout, static_cast<size_t>(B) * T * C);
       kernels::attention16_backward(dqkv, scratch, operand16, qkv, att, B, T, C, NH);
@@ -100,30 +117,35 @@ struct CpuGpt2 {
       kernels::attention_backward(dqkv, static_cast<Acc*>(scratch), dout, qkv, att, B, T, C, NH);
     }
   }
+  void gelu_forward(P* out, const P* inp, size_t n) const override { kernels::gelu_forward<P, P>(out, inp, n); }
+  void gelu_backward(Acc* dinp, const P* inp, const Acc* dout, size_t n) const override {
+    kernels::gelu_backward<Acc, P>(dinp, inp, dout, n);
+  }
+  void residual_forward(Acc* out, const Acc* a, const Acc* b, size_t n) const override {
+    kernels::residual_forward<Acc>(out, a, b, n);
+  }
+  void softmax_crossentropy_forward(Acc* losses, Acc* probs, const Acc* logits, const int32_t* targets, int N,
+                                    int V) const override {
+    kernels::softmax_crossentropy_forward<Acc>(losses, probs, logits, targets, N, V);
+  }
+  void softmax_crossentropy_backward(Acc* dlogits, const Acc* probs, const int32_t* targets, Acc dloss, int N,
+                                     int V) const override {
+    kernels::softmax_crossentropy_backward<Acc>(dlogits, probs, targets, dloss, N, V);
+  }
 
-  static const Gpt2Kernels<P>& table() {
-    static const Gpt2Kernels<P> t = {
-        &kernels::encoder_forward<Acc, P>,
-        &kernels::encoder_backward<Acc>,
-        &kernels::layernorm_forward<Acc, P, P>,
-        &kernels::layernorm_backward<Acc, P>,
-        &linear<P>,
-        &linear<Acc>,
-        &linear_backward,
-        &head_forward,
-        &head_backward,
-        &attention_scratch_bytes,
-        &attention_saved_bytes,
-        &attention_forward,
-        &attention_backward,
-        &kernels::gelu_forward<P, P>,
-        &kernels::gelu_backward<Acc, P>,
-        &gelu_linear_backward,
-        &kernels::residual_forward<Acc>,
-        &kernels::softmax_crossentropy_forward<Acc>,
-        &kernels::softmax_crossentropy_backward<Acc>,
-    };
-    return t;
+  static const CpuGpt2& instance() {
+    static const CpuGpt2 table;
+    return table;
+  }
+
+ private:
+  template <class O>
+  static void linear(O* out, const P* inp, const P* w, const P* b, int N, int C, int OC, float* scratch) {
+    if constexpr (k16) {
+      kernels::matmul16_forward(out, inp, w, b, N, C, OC, scratch);
+    } else {
+      kernels::matmul_forward(out, inp, w, b, N, C, OC);
+    }
   }
 };
 
@@ -190,10 +212,10 @@ std::unique_ptr<Event> CpuDevice::record() { return std::make_unique<CompleteEve
 // The compute queue is always empty; the transfers are what may still be running.
 void CpuDevice::synchronize() { transfers().drain(); }
 
-const Gpt2Kernels<float>& CpuDevice::gpt2_f32() const { return CpuGpt2<float>::table(); }
-const Gpt2Kernels<double>& CpuDevice::gpt2_f64() const { return CpuGpt2<double>::table(); }
-const Gpt2Kernels<bf16>& CpuDevice::gpt2_bf16() const { return CpuGpt2<bf16>::table(); }
-const Gpt2Kernels<fp16>& CpuDevice::gpt2_fp16() const { return CpuGpt2<fp16>::table(); }
+const Gpt2Kernels<float>& CpuDevice::gpt2_f32() const { return CpuGpt2<float>::instance(); }
+const Gpt2Kernels<double>& CpuDevice::gpt2_f64() const { return CpuGpt2<double>::instance(); }
+const Gpt2Kernels<bf16>& CpuDevice::gpt2_bf16() const { return CpuGpt2<bf16>::instance(); }
+const Gpt2Kernels<fp16>& CpuDevice::gpt2_fp16() const { return CpuGpt2<fp16>::instance(); }
 
 Device& default_device() {
   static CpuDevice cpu;

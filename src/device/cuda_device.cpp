@@ -11,6 +11,7 @@
 #include "cuda/attention.h"
 #include "cuda/caching_allocator.h"
 #include "cuda/check.h"
+#include "cuda/device_guard.h"
 #include "cuda/device_memory.h"
 #include "cuda/gemm.h"
 #include "cuda/kernels.h"
@@ -74,94 +75,79 @@ bool is_host_pointer(const void* p) {
   return a.type == cudaMemoryTypeHost || a.type == cudaMemoryTypeUnregistered;
 }
 
-}  // namespace
-
-namespace {
-
-// What GPT-2's kernels (plain function pointers, device/device.h) issue their work on: the process's
-// CUDA device (one a process: one rank drives one GPU).
-struct ActiveDevice {
+// What a CUDA device's GPT-2 kernels issue their work with: the GPU, its compute stream, its GEMM
+// handle, and the allocator their working memory comes from. The device's own (CudaDevice::Impl).
+struct KernelContext {
+  int ordinal = 0;
   cudaStream_t stream = nullptr;
   cuda::GemmContext* gemm = nullptr;
-  BufferSource* memory = nullptr;  // the device's caching allocator, for the kernels' working memory
+  BufferSource* memory = nullptr;
 };
-ActiveDevice* g_active = nullptr;
 
-ActiveDevice& active() {
-  ZDP_CHECK(g_active != nullptr, "a CUDA kernel of the GPT-2 table was called with no CUDA device alive");
-  return *g_active;
-}
-
-// A kernel's working memory (column-sum partials), in the ledger under act like the CPU's activations'
-// scratch. Freed when the call returns, with the kernel maybe still running: the next user of the
-// block is issued on the same stream, after it (cuda/caching_allocator.h).
-Buffer kernel_scratch(size_t bytes) { return Buffer(bytes, MemCategory::kAct, MemTier::kDevice, *active().memory); }
-
-// GPT-2's kernels for 16-bit compute type P on the GPU, with the CPU's semantics (device/device.h,
-// kernels/*.h): the same outputs written or accumulated, GEMMs through cuBLASLt on P operands with fp32
-// accumulation, statistics in fp32. Two differences of layout, invisible to the model:
+// GPT-2's kernels for 16-bit compute type P on the GPU of `context`, with the CPU's semantics
+// (device/device.h, kernels/*.h): the same outputs written or accumulated, GEMMs through cuBLASLt on P
+// operands with fp32 accumulation, statistics in fp32. Each entry makes its GPU the thread's current
+// device for the call, so kernels of two devices may be called in turn from one thread. Two differences
+// of layout, invisible to the model:
 //   - attention saves its row log-sum-exp [B,NH,T] in `att` (where the CPU keeps the probabilities:
 //     attention_saved_bytes says how much), and the backward reads it with the forward's output;
 //   - linear_forward into the fp32 stream adds the bias after the GEMM (cuda/kernels_bias.cu), and the
 //     fp32 bias gradients are column sums in row order (the CPU's bits) rather than cuBLASLt's epilogue.
+// Made without a context (cuda_gpt2_kernels), only the sizing entries may be called.
 template <class P>
-struct CudaGpt2 {
-  static constexpr DType kType = std::is_same_v<P, bf16> ? DType::kBF16 : DType::kF16;
-  static cudaStream_t stream() { return active().stream; }
+class CudaGpt2 final : public Gpt2Kernels<P> {
+ public:
+  explicit CudaGpt2(const KernelContext* context) : context_(context) {}
 
-  // C[M,N] (c_type) = op(A)·op(B) (+ beta·C), A and B in P, row-major.
-  static void gemm(bool ta, bool tb, int M, int N, int K, const void* A, int lda, const void* B, int ldb, void* C,
-                   DType c_type, int ldc, float beta, cuda::GemmEpilogue epilogue = cuda::GemmEpilogue::kNone,
-                   const void* bias = nullptr) {
-    cuda::GemmArgs g = cuda::gemm_args(kType, c_type, ta, tb, M, N, K, A, lda, B, ldb, C, ldc, 1.0f, beta);
-    g.epilogue = epilogue;
-    g.bias = const_cast<void*>(bias);
-    active().gemm->gemm(g);
+  void encoder_forward(float* out, const int32_t* inp, const P* wte, const P* wpe, int B, int T,
+                       int C) const override {
+    const cuda::DeviceGuard on(ctx().ordinal);
+    cuda::encoder_forward(out, inp, wte, wpe, B, T, C, ctx().stream);
   }
-
-  static void encoder_forward(float* out, const int32_t* inp, const P* wte, const P* wpe, int B, int T, int C) {
-    cuda::encoder_forward(out, inp, wte, wpe, B, T, C, stream());
+  void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* inp, int B, int T,
+                        int C) const override {
+    const cuda::DeviceGuard on(ctx().ordinal);
+    cuda::encoder_backward(dwte, dwpe, dout, inp, B, T, C, ctx().stream);
   }
-  static void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* inp, int B, int T, int C) {
-    cuda::encoder_backward(dwte, dwpe, dout, inp, B, T, C, stream());
+  void layernorm_forward(P* out, float* mean, float* rstd, const float* inp, const P* w, const P* b, int N,
+                         int C) const override {
+    const cuda::DeviceGuard on(ctx().ordinal);
+    cuda::layernorm_forward(out, mean, rstd, inp, w, b, N, C, ctx().stream);
   }
-  static void layernorm_forward(P* out, float* mean, float* rstd, const float* inp, const P* w, const P* b, int N,
-                                int C) {
-    cuda::layernorm_forward(out, mean, rstd, inp, w, b, N, C, stream());
-  }
-  static void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp, const P* w,
-                                 const float* mean, const float* rstd, int N, int C) {
-    Buffer partials = kernel_scratch(cuda::layernorm_backward_scratch_floats(N, C) * sizeof(float));
-    cuda::layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C, partials.as<float>(), stream());
+  void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp, const P* w,
+                          const float* mean, const float* rstd, int N, int C) const override {
+    const cuda::DeviceGuard on(ctx().ordinal);
+    Buffer partials = scratch(cuda::layernorm_backward_scratch_floats(N, C) * sizeof(float));
+    cuda::layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C, partials.as<float>(), ctx().stream);
   }
   // out[N,OC] = inp[N,C]·W[C,OC] + bias, rounded once to P by the GEMM's bias epilogue.
-  static void linear_forward(P* out, const P* inp, const P* w, const P* b, int N, int C, int OC, float*) {
+  void linear_forward(P* out, const P* inp, const P* w, const P* b, int N, int C, int OC, float*) const override {
+    const cuda::DeviceGuard on(ctx().ordinal);
     gemm(false, false, N, OC, C, inp, C, w, OC, out, kType, OC, 0.0f,
          b != nullptr ? cuda::GemmEpilogue::kBias : cuda::GemmEpilogue::kNone, b);
   }
-  static void linear_forward_acc(float* out, const P* inp, const P* w, const P* b, int N, int C, int OC, float*) {
+  void linear_forward_acc(float* out, const P* inp, const P* w, const P* b, int N, int C, int OC,
+                          float*) const override {
+    const cuda::DeviceGuard on(ctx().ordinal);
     gemm(false, false, N, OC, C, inp, C, w, OC, out, DType::kF32, OC, 0.0f);
-    if (b != nullptr) cuda::bias_add_rows(out, b, N, OC, stream());
+    if (b != nullptr) cuda::bias_add_rows(out, b, N, OC, ctx().stream);
   }
-  // dinp = dout16·Wᵀ (written), dW += inpᵀ·dout16, over dout16 = round(dout) already in `dout16`.
-  static void linear_weight_grads(float* dinp, float* dw, const P* dout16, const P* inp, const P* w, int N, int C,
-                                  int OC) {
-    if (dinp != nullptr) gemm(false, true, N, C, OC, dout16, OC, w, OC, dinp, DType::kF32, C, 0.0f);
-    gemm(true, false, C, OC, N, inp, C, dout16, OC, dw, DType::kF32, OC, 1.0f);
-  }
-  static void linear_backward(float* dinp, float* dw, float* db, const float* dout, const P* inp, const P* w, int N,
-                              int C, int OC, P* operand16) {
-    cuda::convert(dout, DType::kF32, operand16, kType, static_cast<size_t>(N) * OC, stream());
-    if (db != nullptr) cuda::bias_backward(db, dout, N, OC, stream());
+  void linear_backward(float* dinp, float* dw, float* db, const float* dout, const P* inp, const P* w, int N, int C,
+                       int OC, P* operand16) const override {
+    const cuda::DeviceGuard on(ctx().ordinal);
+    cuda::convert(dout, DType::kF32, operand16, kType, static_cast<size_t>(N) * OC, ctx().stream);
+    if (db != nullptr) cuda::bias_backward(db, dout, N, OC, ctx().stream);
     linear_weight_grads(dinp, dw, operand16, inp, w, N, C, OC);
   }
   // logits[N,V] = inp·wteᵀ.
-  static void head_forward(float* logits, const P* inp, const P* wte, int N, int C, int V) {
+  void head_forward(float* logits, const P* inp, const P* wte, int N, int C, int V) const override {
+    const cuda::DeviceGuard on(ctx().ordinal);
     gemm(false, true, N, V, C, inp, C, wte, C, logits, DType::kF32, V, 0.0f);
   }
-  static void head_backward(float* dinp, float* dwte, const float* dlogits, const P* inp, const P* wte, int N, int C,
-                            int V, P* operand16) {
-    cuda::convert(dlogits, DType::kF32, operand16, kType, static_cast<size_t>(N) * V, stream());
+  void head_backward(float* dinp, float* dwte, const float* dlogits, const P* inp, const P* wte, int N, int C, int V,
+                     P* operand16) const override {
+    const cuda::DeviceGuard on(ctx().ordinal);
+    cuda::convert(dlogits, DType::kF32, operand16, kType, static_cast<size_t>(N) * V, ctx().stream);
     if (dinp != nullptr) gemm(false, false, N, C, V, operand16, V, wte, C, dinp, DType::kF32, C, 0.0f);
     gemm(true, false, V, C, N, operand16, V, inp, C, dwte, DType::kF32, C, 1.0f);
   }
@@ -169,54 +155,87 @@ struct CudaGpt2 {
   // Flash attention: the forward saves its row log-sum-exp L [B,NH,T] (fp32) in the block's `att`
   // and the output in `out` (the model keeps it: c_proj's input); the backward reads both, so
   // nothing T×T is kept and nothing is recomputed. Scratch: the backward's D [B,NH,T].
-  static size_t attention_scratch_bytes(int B, int T, int, int NH) {
+  size_t attention_scratch_bytes(int B, int T, int, int NH) const override {
     return cuda::attention_backward_scratch_bytes(B, T, NH);
   }
-  static size_t attention_saved_bytes(int B, int T, int NH) { return static_cast<size_t>(B) * NH * T * sizeof(float); }
-  static void attention_forward(P* out, P* att, const P* qkv, void*, int B, int T, int C, int NH) {
-    cuda::attention_forward(kType, out, reinterpret_cast<float*>(att), qkv, B, T, C, NH, stream());
+  size_t attention_saved_bytes(int B, int T, int NH) const override {
+    return static_cast<size_t>(B) * NH * T * sizeof(float);
   }
-  static void attention_backward(float* dqkv, void* scratch, const float* dout, P* operand16, const P* qkv,
-                                 const P* out, const P* att, int B, int T, int C, int NH) {
-    cuda::convert(dout, DType::kF32, operand16, kType, static_cast<size_t>(B) * T * C, stream());
+  void attention_forward(P* out, P* att, const P* qkv, void*, int B, int T, int C, int NH) const override {
+    const cuda::DeviceGuard on(ctx().ordinal);
+    cuda::attention_forward(kType, out, reinterpret_cast<float*>(att), qkv, B, T, C, NH, ctx().stream);
+  }
+  void attention_backward(float* dqkv, void* scratch, const float* dout, P* operand16, const P* qkv, const P* out,
+                          const P* att, int B, int T, int C, int NH) const override {
+    const cuda::DeviceGuard on(ctx().ordinal);
+    cuda::convert(dout, DType::kF32, operand16, kType, static_cast<size_t>(B) * T * C, ctx().stream);
     cuda::attention_backward(kType, dqkv, scratch, operand16, out, reinterpret_cast<const float*>(att), qkv, B, T, C,
-                             NH, stream());
+                             NH, ctx().stream);
   }
-  static void gelu_forward(P* out, const P* inp, size_t n) { cuda::gelu_forward(out, inp, n, stream()); }
-  static void gelu_backward(float* dinp, const P* inp, const float* dout, size_t n) {
-    cuda::gelu_backward(dinp, inp, dout, n, stream());
+  void gelu_forward(P* out, const P* inp, size_t n) const override {
+    const cuda::DeviceGuard on(ctx().ordinal);
+    cuda::gelu_forward(out, inp, n, ctx().stream);
+  }
+  void gelu_backward(float* dinp, const P* inp, const float* dout, size_t n) const override {
+    const cuda::DeviceGuard on(ctx().ordinal);
+    cuda::gelu_backward(dinp, inp, dout, n, ctx().stream);
   }
   // dpre16 = round(gelu'(pre)·dgelu) into operand16 with the bias gradient of the unrounded values, then
   // the linear layer's GEMMs on it (dpre is not written: the 16-bit path leaves it alone, as the CPU's).
-  static void gelu_linear_backward(float* dinp, float* dw, float* db, float*, const float* dgelu, const P* pre,
-                                   const P* inp, const P* w, int N, int C, int OC, P* operand16) {
-    Buffer partials = kernel_scratch(cuda::gelu_bias_backward_scratch_floats(N, OC) * sizeof(float));
-    cuda::gelu_bias_backward(operand16, db, pre, dgelu, N, OC, partials.as<float>(), stream());
+  void gelu_linear_backward(float* dinp, float* dw, float* db, float*, const float* dgelu, const P* pre,
+                            const P* inp, const P* w, int N, int C, int OC, P* operand16) const override {
+    const cuda::DeviceGuard on(ctx().ordinal);
+    Buffer partials = scratch(cuda::gelu_bias_backward_scratch_floats(N, OC) * sizeof(float));
+    cuda::gelu_bias_backward(operand16, db, pre, dgelu, N, OC, partials.as<float>(), ctx().stream);
     linear_weight_grads(dinp, dw, operand16, inp, w, N, C, OC);
   }
-  static void residual_forward(float* out, const float* a, const float* b, size_t n) {
-    cuda::residual_forward(out, a, b, n, stream());
+  void residual_forward(float* out, const float* a, const float* b, size_t n) const override {
+    const cuda::DeviceGuard on(ctx().ordinal);
+    cuda::residual_forward(out, a, b, n, ctx().stream);
   }
-  static void softmax_crossentropy_forward(float* losses, float* probs, const float* logits, const int32_t* targets,
-                                           int N, int V) {
-    cuda::softmax_crossentropy_forward(losses, probs, logits, targets, N, V, stream());
+  void softmax_crossentropy_forward(float* losses, float* probs, const float* logits, const int32_t* targets, int N,
+                                    int V) const override {
+    const cuda::DeviceGuard on(ctx().ordinal);
+    cuda::softmax_crossentropy_forward(losses, probs, logits, targets, N, V, ctx().stream);
   }
-  static void softmax_crossentropy_backward(float* dlogits, const float* probs, const int32_t* targets, float dloss,
-                                            int N, int V) {
-    cuda::softmax_crossentropy_backward(dlogits, probs, targets, dloss, N, V, stream());
+  void softmax_crossentropy_backward(float* dlogits, const float* probs, const int32_t* targets, float dloss, int N,
+                                     int V) const override {
+    const cuda::DeviceGuard on(ctx().ordinal);
+    cuda::softmax_crossentropy_backward(dlogits, probs, targets, dloss, N, V, ctx().stream);
   }
 
-  static const Gpt2Kernels<P>& table() {
-    static const Gpt2Kernels<P> t = {
-        &encoder_forward,    &encoder_backward,   &layernorm_forward, &layernorm_backward,
-        &linear_forward,     &linear_forward_acc, &linear_backward,   &head_forward,
-        &head_backward,      &attention_scratch_bytes, &attention_saved_bytes, &attention_forward,
-        &attention_backward,
-        &gelu_forward,       &gelu_backward,      &gelu_linear_backward, &residual_forward,
-        &softmax_crossentropy_forward, &softmax_crossentropy_backward,
-    };
-    return t;
+ private:
+  static constexpr DType kType = std::is_same_v<P, bf16> ? DType::kBF16 : DType::kF16;
+
+  const KernelContext& ctx() const {
+    ZDP_CHECK(context_ != nullptr, "a GPT-2 kernel of the CUDA table for sizing was called: kernels run through a "
+                                   "CudaDevice's gpt2<P>()");
+    return *context_;
   }
+
+  // A kernel's working memory (column-sum partials), in the ledger under act like the CPU's activations'
+  // scratch. Freed when the call returns, with the kernel maybe still running: the next user of the
+  // block is issued on the same stream, after it (cuda/caching_allocator.h).
+  Buffer scratch(size_t bytes) const { return Buffer(bytes, MemCategory::kAct, MemTier::kDevice, *ctx().memory); }
+
+  // C[M,N] (c_type) = op(A)·op(B) (+ beta·C), A and B in P, row-major.
+  void gemm(bool ta, bool tb, int M, int N, int K, const void* A, int lda, const void* B, int ldb, void* C,
+            DType c_type, int ldc, float beta, cuda::GemmEpilogue epilogue = cuda::GemmEpilogue::kNone,
+            const void* bias = nullptr) const {
+    cuda::GemmArgs g = cuda::gemm_args(kType, c_type, ta, tb, M, N, K, A, lda, B, ldb, C, ldc, 1.0f, beta);
+    g.epilogue = epilogue;
+    g.bias = const_cast<void*>(bias);
+    ctx().gemm->gemm(g);
+  }
+
+  // dinp = dout16·Wᵀ (written), dW += inpᵀ·dout16, over dout16 = round(dout) already in `dout16`.
+  void linear_weight_grads(float* dinp, float* dw, const P* dout16, const P* inp, const P* w, int N, int C,
+                           int OC) const {
+    if (dinp != nullptr) gemm(false, true, N, C, OC, dout16, OC, w, OC, dinp, DType::kF32, C, 0.0f);
+    gemm(true, false, C, OC, N, inp, C, dout16, OC, dw, DType::kF32, OC, 1.0f);
+  }
+
+  const KernelContext* context_;
 };
 
 }  // namespace
@@ -233,10 +252,11 @@ struct CudaDevice::Impl {
   std::unique_ptr<cuda::GemmContext> gemm;
   double* sum_result = nullptr;  // page-locked: sum_squares' answer lands here
   CpuDevice host;  // computes on the page-locked host buffers (offload)
-  ActiveDevice active_;
+  KernelContext kernel_context;
+  CudaGpt2<bf16> kernels_bf16{&kernel_context};
+  CudaGpt2<fp16> kernels_fp16{&kernel_context};
 
-  explicit Impl(int n) : ordinal(n) {
-    ZDP_CHECK(g_active == nullptr, "a second CUDA device in one process (cuda:{}): one rank drives one GPU", n);
+  explicit Impl(int n) : ordinal(n), device_raw(n) {
     ZDP_CUDA_CHECK(cudaSetDevice(n));
     try {  // a constructor that throws runs no destructor: what is made so far is released here
       ZDP_CUDA_CHECK(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
@@ -248,13 +268,15 @@ struct CudaDevice::Impl {
       release();
       throw;
     }
-    active_ = {compute, gemm.get(), &device_memory};
-    g_active = &active_;
+    kernel_context = {ordinal, compute, gemm.get(), &device_memory};
   }
   ~Impl() { release(); }
   // Whatever exists of the streams, the GEMM context and its workspace, and the sum's landing place.
   void release() noexcept {
-    if (g_active == &active_) g_active = nullptr;
+    // The streams are this GPU's: it is current while they go, and the caller's device after.
+    int previous = -1;
+    const bool switched =
+        cudaGetDevice(&previous) == cudaSuccess && previous != ordinal && cudaSetDevice(ordinal) == cudaSuccess;
     gemm.reset();
     gemm_workspace.release();
     if (compute != nullptr) cudaStreamSynchronize(compute);
@@ -264,8 +286,9 @@ struct CudaDevice::Impl {
     if (compute != nullptr) cudaStreamDestroy(compute);
     sum_result = nullptr;
     copies = compute = nullptr;
+    if (switched) cudaSetDevice(previous);
+    cudaGetLastError();  // nothing here can be reported: clear what failed for the next caller
   }
-  void launched() { ZDP_CUDA_CHECK(cudaGetLastError()); }
 };
 
 CudaDevice::CudaDevice(int ordinal) : impl_(std::make_unique<Impl>(ordinal)) {}
@@ -289,6 +312,7 @@ Buffer CudaDevice::allocate_host(size_t bytes, MemCategory category) {
 
 void CudaDevice::copy(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return;
+  const cuda::DeviceGuard on(impl_->ordinal);
   ZDP_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, impl_->compute));
   // The CPU device's callers read a host destination as soon as copy returns.
   if (is_host_pointer(dst)) ZDP_CUDA_CHECK(cudaStreamSynchronize(impl_->compute));
@@ -296,19 +320,23 @@ void CudaDevice::copy(void* dst, const void* src, size_t bytes) {
 
 void CudaDevice::fill_zero(void* dst, size_t bytes) {
   if (bytes == 0) return;
+  const cuda::DeviceGuard on(impl_->ordinal);
   ZDP_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, impl_->compute));
 }
 
 void CudaDevice::convert(const void* src, DType src_type, void* dst, DType dst_type, size_t n) {
+  const cuda::DeviceGuard on(impl_->ordinal);
   cuda::convert(src, src_type, dst, dst_type, n, impl_->compute);
 }
 
 void CudaDevice::add_into(void* dst, DType dst_type, const void* src, DType src_type, size_t n) {
+  const cuda::DeviceGuard on(impl_->ordinal);
   cuda::add_into(dst, dst_type, src, src_type, n, impl_->compute);
 }
 
 double CudaDevice::sum_squares(const void* x, DType type, size_t n) {
   if (n == 0) return 0.0;
+  const cuda::DeviceGuard on(impl_->ordinal);
   Buffer scratch = allocate(cuda::sum_squares_scratch_doubles(n) * sizeof(double), MemCategory::kComm);
   cuda::sum_squares(impl_->sum_result, x, type, n, scratch.as<double>(), impl_->compute);
   ZDP_CUDA_CHECK(cudaStreamSynchronize(impl_->compute));  // the answer is the host's now
@@ -317,22 +345,26 @@ double CudaDevice::sum_squares(const void* x, DType type, size_t n) {
 
 void CudaDevice::adamw_update(float* p, const float* g, float* m, float* v, size_t n, const optim::AdamWParams& hp,
                               int64_t t, bool decay, float grad_scale) {
+  const cuda::DeviceGuard on(impl_->ordinal);
   cuda::adamw_update(p, g, m, v, n, hp, t, decay, grad_scale, impl_->compute);
 }
 
 void CudaDevice::sgd_update(float* p, const float* g, float* momentum, size_t n, const optim::SGDParams& hp,
                             int64_t t, bool decay, float grad_scale) {
   ZDP_CHECK(momentum != nullptr || hp.momentum == 0.0 || n == 0, "SGD with momentum needs a buffer");
+  const cuda::DeviceGuard on(impl_->ordinal);
   cuda::sgd_update(p, g, momentum, n, hp, t, decay, grad_scale, impl_->compute);
 }
 
 void CudaDevice::gemm(DType dtype, bool trans_a, bool trans_b, int M, int N, int K, float alpha, const void* A,
                       int lda, const void* B, int ldb, float beta, float* C, int ldc) {
+  const cuda::DeviceGuard on(impl_->ordinal);
   impl_->gemm->gemm(dtype, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 void CudaDevice::transfer(const void* src, DType src_type, void* dst, DType dst_type, size_t n) {
   if (n == 0) return;
+  const cuda::DeviceGuard on(impl_->ordinal);
   // After the compute issued so far (which may still be writing src), on the copy stream.
   cudaEvent_t ready = nullptr;
   ZDP_CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
@@ -346,13 +378,23 @@ void CudaDevice::transfer(const void* src, DType src_type, void* dst, DType dst_
     cuda::convert(src, src_type, dst, dst_type, n, impl_->copies);
 }
 
-std::unique_ptr<Event> CudaDevice::record_transfer() { return std::make_unique<CudaEvent>(impl_->copies); }
-std::unique_ptr<Event> CudaDevice::record() { return std::make_unique<CudaEvent>(impl_->compute); }
+std::unique_ptr<Event> CudaDevice::record_transfer() {
+  const cuda::DeviceGuard on(impl_->ordinal);
+  return std::make_unique<CudaEvent>(impl_->copies);
+}
+
+std::unique_ptr<Event> CudaDevice::record() {
+  const cuda::DeviceGuard on(impl_->ordinal);
+  return std::make_unique<CudaEvent>(impl_->compute);
+}
 
 void CudaDevice::synchronize() {
+  const cuda::DeviceGuard on(impl_->ordinal);
   ZDP_CUDA_CHECK(cudaStreamSynchronize(impl_->compute));
   ZDP_CUDA_CHECK(cudaStreamSynchronize(impl_->copies));
 }
+
+bool CudaDevice::supports(DType compute) const { return cuda_device_supports(compute); }
 
 namespace {
 [[noreturn]] void no_gpt2_table(const char* type) {
@@ -364,12 +406,13 @@ namespace {
 
 const Gpt2Kernels<float>& CudaDevice::gpt2_f32() const { no_gpt2_table("fp32"); }
 const Gpt2Kernels<double>& CudaDevice::gpt2_f64() const { no_gpt2_table("fp64"); }
-const Gpt2Kernels<bf16>& CudaDevice::gpt2_bf16() const { return CudaGpt2<bf16>::table(); }
-const Gpt2Kernels<fp16>& CudaDevice::gpt2_fp16() const { return CudaGpt2<fp16>::table(); }
+const Gpt2Kernels<bf16>& CudaDevice::gpt2_bf16() const { return impl_->kernels_bf16; }
+const Gpt2Kernels<fp16>& CudaDevice::gpt2_fp16() const { return impl_->kernels_fp16; }
 
 template <class P>
 const Gpt2Kernels<P>& cuda_gpt2_kernels() {
-  return CudaGpt2<P>::table();
+  static const CudaGpt2<P> sizing(nullptr);
+  return sizing;
 }
 template const Gpt2Kernels<bf16>& cuda_gpt2_kernels<bf16>();
 template const Gpt2Kernels<fp16>& cuda_gpt2_kernels<fp16>();

@@ -8,11 +8,23 @@
 //   - GEMMs through cuBLASLt (cuda/gemm.h), conversions, sums of squares, AdamW and SGD through
 //     cuda/kernels.h.
 //   - GPT-2's kernels in bf16 and fp16 (cuda/kernels.h, cuda/attention.h, GEMMs through cuBLASLt), with
-//     the CPU's semantics; fp32 and fp64 compute are the CPU's only (the attention is 16-bit).
+//     the CPU's semantics, issued with the device's own stream, GEMM handle and allocator; fp32 and
+//     fp64 compute are the CPU's only (the attention is 16-bit).
 // A call that hands a result to the host (sum_squares) or copies into host memory (copy with a host
 // destination) waits for the compute stream first, as the CPU device's callers expect of them.
-// One CUDA device a process (one rank drives one GPU).
+// Devices share no state: each call (its GPT-2 kernels' too) makes the device's GPU the calling
+// thread's current device for its duration, so cuda:0 and cuda:1 can be driven from one thread.
 #pragma once
+
+#include "core/dtype.h"
+
+namespace zerodp::device {
+
+// The compute types the CUDA device's GPT-2 kernels have (CudaDevice::supports), answerable in a
+// build without CUDA: bf16 and fp16.
+constexpr bool cuda_device_supports(DType compute) { return compute == DType::kBF16 || compute == DType::kF16; }
+
+}  // namespace zerodp::device
 
 #if ZERODP_WITH_CUDA
 
@@ -32,6 +44,7 @@ class CudaDevice final : public Device {
   CudaDevice& operator=(const CudaDevice&) = delete;
 
   std::string name() const override;
+  bool supports(DType compute) const override;
   bool host_addressable() const override { return false; }
   // The CPU device: ZeRO-Offload's update runs on the host's cores, on the page-locked buffers.
   Device& host() override;
@@ -72,8 +85,9 @@ class CudaDevice final : public Device {
   std::unique_ptr<Impl> impl_;
 };
 
-// The CUDA device's GPT-2 tables (bf16, fp16), readable without a GPU: their sizing entries
-// (attention_scratch_bytes, attention_saved_bytes) are host arithmetic, for the planner's tests.
+// The CUDA device's GPT-2 kernels (bf16, fp16) with no device behind them, readable without a GPU:
+// only their sizing entries (attention_scratch_bytes, attention_saved_bytes, host arithmetic) may be
+// called, for the planner's tests; the others throw.
 template <class P>
 const Gpt2Kernels<P>& cuda_gpt2_kernels();
 

@@ -1,16 +1,19 @@
-// The compute seam: what the model (and next the engine and the optimizer) ask of the hardware they
-// run on, in one small interface. A Device owns
+// The compute seam: what the model, the engine and the optimizer ask of the hardware they run on, in
+// one small interface. A Device owns
 //   - memory: allocation in the ledger (its own memory in the device tier, and host memory in the
 //     host tier: on the CPU device both are RAM, counted apart), copies, zeroing;
 //   - GEMM: fp32, and 16-bit operands with fp32 accumulation;
-//   - GPT-2's kernels, forward beside backward, as one table per compute type (Gpt2Kernels<P>:
-//     float, double for the gradient checks, bf16 and fp16 for 16-bit compute);
+//   - GPT-2's kernels, forward beside backward, as one object per compute type (Gpt2Kernels<P>:
+//     float, double for the gradient checks, bf16 and fp16 for 16-bit compute), bound to the device's
+//     context; supports() says which compute types it has;
 //   - the optimizer's update of a shard (AdamW, SGD: optim/'s math) and dtype conversions;
 //   - ordering: work is issued in order on the device's queue; an Event marks a point in it, and
-//     synchronize() waits for all of it. That is what overlap with communication will build on.
+//     synchronize() waits for all of it: what overlap with communication builds on.
+// Everything a device's calls need (a GPU's streams, GEMM handle, allocators) belongs to the device
+// object: devices share no state, and two of them (cuda:0 and cuda:1) can live in one process.
 // The CPU device (cpu_device.h) runs each call on the caller's thread and the OpenMP pool before it
-// returns, so its queue is always drained and its events complete when recorded; a CUDA device
-// (issue 15) issues the same calls on a stream and its events are CUDA events.
+// returns, so its queue is always drained and its events complete when recorded; the CUDA device
+// (cuda_device.h) issues the same calls on a stream and its events are CUDA events.
 #pragma once
 
 #include <cstddef>
@@ -26,51 +29,62 @@
 
 namespace zerodp::device {
 
-// GPT-2's kernels for compute type P, as the model calls them (math in kernels/*.h). Acc is the type
-// everything that accumulates is kept in: float for bf16/fp16 and float, double for double. For 16-bit
-// P, `scratch`/`operand16` are the working memory of docs/design.md "16-bit compute"; for float and
-// double they are unused (may be null).
+// GPT-2's kernels for compute type P, as the model calls them (math in kernels/*.h): an object a
+// device makes and owns, bound to that device's context (a GPU's stream, GEMM handle and working
+// memory), so that a call needs nothing global and two devices' kernels run side by side. Each entry
+// issues its work on its device's queue, in call order. Acc is the type everything that accumulates
+// is kept in: float for bf16/fp16 and float, double for double. For 16-bit P, `scratch`/`operand16`
+// are the working memory of docs/design.md "16-bit compute"; for float and double they are unused
+// (may be null).
 template <class P>
-struct Gpt2Kernels {
+class Gpt2Kernels {
+ public:
   using Acc = std::conditional_t<std::is_same_v<P, double>, double, float>;
-  void (*encoder_forward)(Acc* out, const int32_t* inp, const P* wte, const P* wpe, int B, int T, int C);
-  void (*encoder_backward)(Acc* dwte, Acc* dwpe, const Acc* dout, const int32_t* inp, int B, int T, int C);
-  void (*layernorm_forward)(P* out, Acc* mean, Acc* rstd, const Acc* inp, const P* weight, const P* bias, int N,
-                            int C);
-  void (*layernorm_backward)(Acc* dinp, Acc* dweight, Acc* dbias, const Acc* dout, const Acc* inp, const P* weight,
-                             const Acc* mean, const Acc* rstd, int N, int C);
+  virtual ~Gpt2Kernels() = default;
+
+  virtual void encoder_forward(Acc* out, const int32_t* inp, const P* wte, const P* wpe, int B, int T,
+                               int C) const = 0;
+  virtual void encoder_backward(Acc* dwte, Acc* dwpe, const Acc* dout, const int32_t* inp, int B, int T,
+                                int C) const = 0;
+  virtual void layernorm_forward(P* out, Acc* mean, Acc* rstd, const Acc* inp, const P* weight, const P* bias, int N,
+                                 int C) const = 0;
+  virtual void layernorm_backward(Acc* dinp, Acc* dweight, Acc* dbias, const Acc* dout, const Acc* inp,
+                                  const P* weight, const Acc* mean, const Acc* rstd, int N, int C) const = 0;
   // out[N,OC] = inp·W + bias, into the next GEMM's input (P) or into the residual stream (Acc).
-  void (*linear_forward)(P* out, const P* inp, const P* weight, const P* bias, int N, int C, int OC, float* scratch);
-  void (*linear_forward_acc)(Acc* out, const P* inp, const P* weight, const P* bias, int N, int C, int OC,
-                             float* scratch);
-  void (*linear_backward)(Acc* dinp, Acc* dweight, Acc* dbias, const Acc* dout, const P* inp, const P* weight, int N,
-                          int C, int OC, P* operand16);
+  virtual void linear_forward(P* out, const P* inp, const P* weight, const P* bias, int N, int C, int OC,
+                              float* scratch) const = 0;
+  virtual void linear_forward_acc(Acc* out, const P* inp, const P* weight, const P* bias, int N, int C, int OC,
+                                  float* scratch) const = 0;
+  virtual void linear_backward(Acc* dinp, Acc* dweight, Acc* dbias, const Acc* dout, const P* inp, const P* weight,
+                               int N, int C, int OC, P* operand16) const = 0;
   // The tied LM head: logits[N,V] = inp·wteᵀ.
-  void (*head_forward)(Acc* logits, const P* inp, const P* wte, int N, int C, int V);
-  void (*head_backward)(Acc* dinp, Acc* dwte, const Acc* dlogits, const P* inp, const P* wte, int N, int C, int V,
-                        P* operand16);
+  virtual void head_forward(Acc* logits, const P* inp, const P* wte, int N, int C, int V) const = 0;
+  virtual void head_backward(Acc* dinp, Acc* dwte, const Acc* dlogits, const P* inp, const P* wte, int N, int C,
+                             int V, P* operand16) const = 0;
   // Working memory the attention needs (bytes), shared by every block; what its forward saves in
   // `att` for the backward, per block (bytes): the CPU's softmax probabilities [B,NH,T,T] in P, a
   // flash attention's row log-sum-exp [B,NH,T] in fp32; then its two directions. The backward gets
-  // the forward's output `out` too (a flash attention's D = rowsum(dO∘O) needs it).
-  size_t (*attention_scratch_bytes)(int B, int T, int C, int NH);
-  size_t (*attention_saved_bytes)(int B, int T, int NH);
-  void (*attention_forward)(P* out, P* att, const P* qkv, void* scratch, int B, int T, int C, int NH);
-  void (*attention_backward)(Acc* dqkv, void* scratch, const Acc* dout, P* operand16, const P* qkv, const P* out,
-                             const P* att, int B, int T, int C, int NH);
-  void (*gelu_forward)(P* out, const P* inp, size_t n);
-  void (*gelu_backward)(Acc* dinp, const P* inp, const Acc* dout, size_t n);
+  // the forward's output `out` too (a flash attention's D = rowsum(dO∘O) needs it). The two sizes
+  // are host arithmetic: they need no device.
+  virtual size_t attention_scratch_bytes(int B, int T, int C, int NH) const = 0;
+  virtual size_t attention_saved_bytes(int B, int T, int NH) const = 0;
+  virtual void attention_forward(P* out, P* att, const P* qkv, void* scratch, int B, int T, int C,
+                                 int NH) const = 0;
+  virtual void attention_backward(Acc* dqkv, void* scratch, const Acc* dout, P* operand16, const P* qkv,
+                                  const P* out, const P* att, int B, int T, int C, int NH) const = 0;
+  virtual void gelu_forward(P* out, const P* inp, size_t n) const = 0;
+  virtual void gelu_backward(Acc* dinp, const P* inp, const Acc* dout, size_t n) const = 0;
   // The MLP's first linear layer backward through the GELU after it, fused (kernels/gelu.h):
   // dpre = gelu'(pre)·dgelu, then linear_backward on dpre (pre [N,OC] the linear's output). float and
   // double write dpre [N,OC] (the GEMMs' operand); 16-bit P rounds it straight into operand16 and
   // leaves dpre alone (may be null): the same results as gelu_backward followed by linear_backward.
-  void (*gelu_linear_backward)(Acc* dinp, Acc* dweight, Acc* dbias, Acc* dpre, const Acc* dgelu, const P* pre,
-                               const P* inp, const P* weight, int N, int C, int OC, P* operand16);
-  void (*residual_forward)(Acc* out, const Acc* a, const Acc* b, size_t n);
-  void (*softmax_crossentropy_forward)(Acc* losses, Acc* probs, const Acc* logits, const int32_t* targets, int N,
-                                       int V);
-  void (*softmax_crossentropy_backward)(Acc* dlogits, const Acc* probs, const int32_t* targets, Acc dloss, int N,
-                                        int V);
+  virtual void gelu_linear_backward(Acc* dinp, Acc* dweight, Acc* dbias, Acc* dpre, const Acc* dgelu, const P* pre,
+                                    const P* inp, const P* weight, int N, int C, int OC, P* operand16) const = 0;
+  virtual void residual_forward(Acc* out, const Acc* a, const Acc* b, size_t n) const = 0;
+  virtual void softmax_crossentropy_forward(Acc* losses, Acc* probs, const Acc* logits, const int32_t* targets,
+                                            int N, int V) const = 0;
+  virtual void softmax_crossentropy_backward(Acc* dlogits, const Acc* probs, const int32_t* targets, Acc dloss,
+                                             int N, int V) const = 0;
 };
 
 // A point in a device's queue of work.
@@ -84,8 +98,15 @@ class Event {
 class Device {
  public:
   virtual ~Device() = default;
-  // "cpu" (and, with issue 15, "cuda:N").
+  // "cpu", "cuda:N".
   virtual std::string name() const = 0;
+  // Whether GPT-2's kernels compute in `compute` here (gpt2<P>() with P of that dtype returns a
+  // table rather than throwing). Every dtype unless a device says otherwise: a device that wraps the
+  // CPU's kernels has them all.
+  virtual bool supports(DType compute) const {
+    (void)compute;
+    return true;
+  }
   // Whether the host reads and writes this device's memory in place (the CPU device: it is the
   // host's RAM). Where it does not (a GPU), host-side code (loading, checkpoints, consolidation, the
   // batch's tokens) goes through host buffers: device/host_access.h.
@@ -100,7 +121,7 @@ class Device {
   // tier: what --memory-budget caps.
   virtual Buffer allocate(size_t bytes, MemCategory category) = 0;
   // `bytes` of host memory this device copies to and from (where offloading keeps what it moves out
-  // of the device; a GPU device will give page-locked memory), in the ledger's host tier under
+  // of the device; the CUDA device gives page-locked memory), in the ledger's host tier under
   // `category`, 64-byte aligned, outside the budget.
   virtual Buffer allocate_host(size_t bytes, MemCategory category) = 0;
   // In the compute queue's order. Into host memory it returns once the bytes are there; into device
@@ -136,6 +157,8 @@ class Device {
   virtual std::unique_ptr<Event> record_transfer() = 0;
 
   // ---- GPT-2's kernels ---------------------------------------------------------------------------------
+  // This device's kernels computing in P, alive as long as the device. A type it does not support
+  // (supports()) is a RuntimeFailure that says which --dtype to use instead.
   template <class P>
   const Gpt2Kernels<P>& gpt2() const;
 
@@ -160,7 +183,8 @@ const Gpt2Kernels<P>& Device::gpt2() const {
   else return gpt2_fp16();
 }
 
-// The device this process computes on: the CPU device (cpu_device.h) until a GPU backend exists.
+// The process's CPU device (cpu_device.h): where the model and the engine compute when they are given
+// no device, as on every CPU run.
 Device& default_device();
 
 }  // namespace zerodp::device

@@ -1,8 +1,8 @@
 // Host access to a device's memory, for the code that runs on the host: loading weights and
 // optimizer states, checkpoints, consolidation, the batch's tokens. On a device the host addresses
-// (Device::host_addressable: the CPU) it is the device's bytes themselves and nothing moves, so the
-// CPU's results and its ledger are what they were before the seam; on a GPU it is page-locked host
-// buffers (the ledger's host tier) and copies that have finished when the call returns.
+// (Device::host_addressable: the CPU) it is the device's bytes themselves and nothing moves: no copy,
+// and nothing more in the ledger; on a GPU it is page-locked host buffers (the ledger's host tier) and
+// copies that have finished when the call returns.
 #pragma once
 
 #include <cstddef>

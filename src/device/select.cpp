@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "device/cuda_device.h"
 #if ZERODP_WITH_CUDA
 #include "cuda/runtime.h"
 #endif
@@ -48,6 +49,10 @@ void require_trainable(const DeviceSpec& spec) {
                                "when it was configured); train with --device cpu",
                                name));
 #endif
+}
+
+bool supports(const DeviceSpec& spec, DType compute) {
+  return spec.kind == DeviceSpec::Kind::kCpu || cuda_device_supports(compute);
 }
 
 GpuChoice choose_gpu(const DeviceSpec& spec, int local_rank) {

@@ -8,6 +8,8 @@
 #include <string>
 #include <string_view>
 
+#include "core/dtype.h"
+
 namespace zerodp::device {
 
 struct DeviceSpec {
@@ -21,6 +23,10 @@ std::string device_spec_name(const DeviceSpec& spec);
 
 // Throws UsageError unless this process can train on `spec`.
 void require_trainable(const DeviceSpec& spec);
+
+// Whether the device `spec` names computes GPT-2 in `compute` (Device::supports of the device it
+// opens), answered before it is opened and in a build without CUDA alike.
+bool supports(const DeviceSpec& spec, DType compute);
 
 // The GPU a rank of a `spec` run computes on: cuda:N → GPU N; cuda → its local rank (its place
 // among the ranks of its host) modulo the GPUs visible, so that a host's ranks spread over its GPUs

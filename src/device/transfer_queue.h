@@ -1,7 +1,7 @@
 // The CPU device's transfer queue: the stand-in for a GPU's copy stream. Work submitted to it runs
 // in submission order on one worker thread of its own, beside the caller's compute, so that moving
 // data between the device and host tiers (offloading's gradients down, parameters up) overlaps the
-// compute as it will on a GPU. record() is an event after everything submitted so far.
+// compute as a GPU's copy stream does. record() is an event after everything submitted so far.
 //
 // With ZERODP_TRANSFER_THREAD=0 (or inline = true) the work runs on the calling thread at submit()
 // and every event is already complete: the same results, no overlap (for machines with no core to

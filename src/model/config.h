@@ -1,4 +1,4 @@
-// GPT-2's hyper-parameters (contract §1), and the limits every one of them is held to.
+// GPT-2's hyper-parameters (docs/reference/model.md#gpt2), and the limits every one of them is held to.
 #pragma once
 
 #include <cstdint>
@@ -36,7 +36,8 @@ struct GPT2Limits {
   static constexpr int64_t kMaxSequenceActivations = int64_t{1} << 50;
 };
 
-// Tensors of contract §1: four outside the blocks (wte, wpe, ln_f.weight, ln_f.bias), twelve per block.
+// Tensors of docs/reference/model.md#tensors: four outside the blocks (wte, wpe, ln_f.weight,
+// ln_f.bias), twelve per block.
 constexpr int kEmbeddingTensors = 4;
 constexpr int kTensorsPerBlock = 12;
 
@@ -52,7 +53,7 @@ struct GPT2Config {
   void validate() const;
   int head_size() const { return n_embd / n_head; }
 
-  // Parameters of the model (contract §1), with overflow checked: valid for any field values,
+  // Parameters of the model (docs/reference/model.md#tensors), with overflow checked: valid for any field values,
   // validated or not (a non-positive field gives a meaningless but non-overflowing result).
   CheckedSize checked_param_count() const;
   // Activation elements of one sequence of n_ctx tokens (B = 1, T = N) as plan/ and model/ count
@@ -60,10 +61,11 @@ struct GPT2Config {
   CheckedSize checked_sequence_activations() const;
   // checked_param_count() of a validated config.
   int64_t param_count() const { return checked_param_count().value(); }
-  // Tensors of contract §1: 4 + 12·L.
+  // Tensors of docs/reference/model.md#tensors: 4 + 12·L.
   int64_t num_tensors() const { return kEmbeddingTensors + int64_t{kTensorsPerBlock} * n_layer; }
 
-  // The safetensors __metadata__ (string values, contract §2): n_layer, n_head, n_embd, vocab_size, n_ctx.
+  // The safetensors __metadata__ (string values, docs/reference/files.md#safetensors): n_layer,
+  // n_head, n_embd, vocab_size, n_ctx.
   nlohmann::json to_metadata() const;
   // "L2 H4 C64 V256 N128"
   std::string summary() const;

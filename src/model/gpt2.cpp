@@ -26,7 +26,7 @@ inline constexpr bool kIs16 = std::is_same_v<T, bf16> || std::is_same_v<T, fp16>
 
 // Hands out consecutive slices of one allocation, each starting on a multiple of `align` bytes; with
 // a null base it only counts. The fp32 and double models use align 1: their arrays are all of one
-// type, laid out back to back exactly as before 16-bit compute existed.
+// type, laid out back to back.
 struct Carver {
   char* base = nullptr;
   size_t used = 0;

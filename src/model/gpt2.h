@@ -1,4 +1,4 @@
-// GPT-2 forward and backward over flat parameter units (contract §1), llm.c style: the model owns
+// GPT-2 forward and backward over flat parameter units (docs/reference/model.md#gpt2), llm.c style: the model owns
 // its activations; parameters and gradients are not its own but are handed to it unit by unit by
 // whoever runs it (the ZeRO engine gathers a unit just before it is needed and may free it after).
 //

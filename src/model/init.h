@@ -1,4 +1,4 @@
-// GPT-2's initialisation (contract §3), drawn so that any element range of any unit can be made
+// GPT-2's initialisation (docs/reference/model.md#init), drawn so that any element range of any unit can be made
 // alone: element j of tensor `name` is CounterRng(seed, fnv1a64(name)).normal(j) scaled by the
 // tensor's std. One rank initialising everything and each rank initialising only its shard give
 // the same bits.

@@ -11,7 +11,7 @@ namespace zerodp::model {
 
 namespace {
 
-// Contract §1's names, in unit order, without the "h.{i}." of block tensors.
+// The names of docs/reference/model.md#tensors, in unit order, without the "h.{i}." of block tensors.
 constexpr std::array<std::string_view, kNumEmbedParams> kEmbedNames = {"wte.weight", "wpe.weight", "ln_f.weight",
                                                                         "ln_f.bias"};
 constexpr std::array<std::string_view, kNumBlockParams> kBlockNames = {

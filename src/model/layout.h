@@ -1,8 +1,8 @@
 // Where every GPT-2 parameter lives: the model's parameters are held in flat buffers, one per
 // unit, so the ZeRO engine can shard a unit as one contiguous range. Unit 0 holds wte, wpe, ln_f
 // (used first and last: embedding and tied LM head); unit 1+i holds block i. Inside a unit the
-// tensors follow contract §1's order back to back, with no padding (padding for sharding is added
-// at the unit's end by the engine).
+// tensors follow the order of docs/reference/model.md#tensors back to back, with no padding
+// (padding for sharding is added at the unit's end by the engine).
 //
 // A layout holds one entry per tensor, 4 + 12·L of them (about 150 bytes each): code that takes L
 // from a file checks first that the file can describe that many tensors (ckpt/gpt2_weights.cpp,
@@ -20,15 +20,15 @@
 namespace zerodp::model {
 
 struct ParamInfo {
-  std::string name;  // contract §1 name, e.g. "h.3.attn.c_attn.weight"
+  std::string name;  // its name (docs/reference/model.md#tensors), e.g. "h.3.attn.c_attn.weight"
   Shape shape;
   int unit = 0;
   size_t offset = 0;  // first element inside the unit's flat buffer
   size_t numel = 0;
-  bool decay = false;  // AdamW weight decay applies (2 or more dimensions, contract §7)
+  bool decay = false;  // AdamW weight decay applies (2 or more dimensions, docs/reference/optimizer.md#decay)
 };
 
-// Index of each tensor of a block inside its unit, in contract §1 order.
+// Index of each tensor of a block inside its unit, in the order of docs/reference/model.md#tensors.
 enum BlockParam : int {
   kLn1W = 0, kLn1B, kAttnW, kAttnB, kAttnProjW, kAttnProjB,
   kLn2W, kLn2B, kFcW, kFcB, kFcProjW, kFcProjB, kNumBlockParams
@@ -54,8 +54,9 @@ class ParamLayout {
   const std::vector<ParamInfo>& params() const { return params_; }
   // The tensors of one unit, in order.
   std::vector<const ParamInfo*> unit_params(int unit) const;
-  // A tensor by its contract name; nullptr if there is none. Constant time (the name is parsed, not
-  // searched for), so checking every tensor of a file costs time linear in the file.
+  // A tensor by its name (docs/reference/model.md#tensors); nullptr if there is none. Constant time
+  // (the name is parsed, not searched for), so checking every tensor of a file costs time linear in
+  // the file.
   const ParamInfo* find(std::string_view name) const;
   // Tensor `index` (BlockParam or EmbedParam) of `unit`.
   const ParamInfo& param(int unit, int index) const;

@@ -183,6 +183,22 @@ TEST(AttentionTiling, IndicesAgreeWithTheCpuKernels) {
   EXPECT_TRUE(std::all_of(seen.begin(), seen.end(), [](int n) { return n == 1; }));
 }
 
+// A grid block's head (bh = b·NH + h): its b and h, and where its rows start in each array.
+TEST(AttentionTiling, HeadRowsStartWhereTheIndicesPutRowZero) {
+  const int B = 3, T = 5, C = 12, NH = 3, hs = C / NH;
+  for (int bh = 0; bh < B * NH; ++bh) {
+    const HeadRows head = head_rows(bh, T, C, NH, hs);
+    const int b = bh / NH, h = bh % NH;
+    EXPECT_EQ(head.b, b);
+    EXPECT_EQ(head.h, h);
+    EXPECT_EQ(head.q, qkv_index(b, 0, 0, h, 0, T, C, hs));
+    EXPECT_EQ(head.k, qkv_index(b, 0, 1, h, 0, T, C, hs));
+    EXPECT_EQ(head.v, qkv_index(b, 0, 2, h, 0, T, C, hs));
+    EXPECT_EQ(head.out, out_index(b, 0, h, 0, T, C, hs));
+    EXPECT_EQ(head.stat, row_stat_index(b, h, 0, T, NH));
+  }
+}
+
 // ---- the tiled algorithm on the host ----------------------------------------------------------------
 struct Problem {
   int B, T, C, NH;

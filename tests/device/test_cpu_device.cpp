@@ -96,26 +96,40 @@ TEST(CpuDevice, GemmIsTheKernelsGemm) {
   EXPECT_EQ(0, std::memcmp(c1.data(), c2.data(), static_cast<size_t>(M) * M * 4));
 }
 
-template <class P>
-void expect_complete(const Gpt2Kernels<P>& k) {
-  // Every entry is filled: the table is an aggregate of function pointers.
-  const auto* p = reinterpret_cast<void* const*>(&k);
-  for (size_t i = 0; i < sizeof(k) / sizeof(void*); ++i) EXPECT_NE(p[i], nullptr) << "entry " << i;
-}
-
-TEST(CpuDevice, Gpt2TablesAreCompleteAndFp32IsTheFp32Kernels) {
+TEST(CpuDevice, Gpt2KernelsAreTheKernelsOfKernelsRunOnTheCallersThread) {
   const Device& dev = default_device();
-  expect_complete(dev.gpt2<float>());
-  expect_complete(dev.gpt2<double>());
-  expect_complete(dev.gpt2<bf16>());
-  expect_complete(dev.gpt2<fp16>());
-  // fp32 runs call exactly the kernels they called before the seam.
-  using LnF = void (*)(float*, float*, float*, const float*, const float*, const float*, int, int);
-  EXPECT_EQ(dev.gpt2<float>().layernorm_forward, static_cast<LnF>(&kernels::layernorm_forward<float, float, float>));
+  const int N = 5, C = 24;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> dist(0, 1);
+  std::vector<float> inp(N * C), w(C), b(C);
+  for (auto* v : {&inp, &w, &b})
+    for (float& x : *v) x = dist(rng);
+  std::vector<float> out1(N * C), mean1(N), rstd1(N), out2(N * C), mean2(N), rstd2(N);
+  kernels::layernorm_forward<float, float, float>(out1.data(), mean1.data(), rstd1.data(), inp.data(), w.data(),
+                                                  b.data(), N, C);
+  // fp32 runs call exactly the kernels of kernels/, and the work is done when the call returns.
+  dev.gpt2<float>().layernorm_forward(out2.data(), mean2.data(), rstd2.data(), inp.data(), w.data(), b.data(), N, C);
+  EXPECT_EQ(0, std::memcmp(out1.data(), out2.data(), out1.size() * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(rstd1.data(), rstd2.data(), rstd1.size() * sizeof(float)));
   // Attention scratch: fp32's row blocks of dP, 16-bit compute's per-head blocks.
   EXPECT_EQ(dev.gpt2<float>().attention_scratch_bytes(2, 70, 48, 4),
             kernels::attention_scratch_elems(2, 70, 4) * sizeof(float));
   EXPECT_EQ(dev.gpt2<bf16>().attention_scratch_bytes(2, 70, 48, 4), kernels::attention16_scratch_bytes(2, 70, 48, 4));
+  EXPECT_EQ(dev.gpt2<double>().attention_saved_bytes(2, 70, 4), size_t{2} * 4 * 70 * 70 * sizeof(double));
+}
+
+TEST(CpuDevice, SupportsEveryComputeType) {
+  const Device& dev = default_device();
+  for (DType t : {DType::kF32, DType::kBF16, DType::kF16}) EXPECT_TRUE(dev.supports(t)) << dtype_name(t);
+}
+
+TEST(CpuDevice, TwoDevicesShareNoState) {
+  CpuDevice a, b;
+  EXPECT_NE(&a.transfers(), &b.transfers());
+  std::vector<float> src(64, 1.5f), dst(64, 0.0f);
+  a.transfer(src.data(), DType::kF32, dst.data(), DType::kF32, src.size());
+  a.record_transfer()->wait();
+  EXPECT_EQ(dst, src);
 }
 
 TEST(CpuDevice, OptimizerUpdatesAreOptimsBitForBit) {

@@ -5,6 +5,7 @@
 #include "device/select.h"
 #if ZERODP_WITH_CUDA
 #include "cuda/runtime.h"
+#include "device/cuda_device.h"
 #endif
 
 namespace zerodp::device {
@@ -37,6 +38,16 @@ TEST(DeviceSelect, RejectsAnythingElseNamingTheFlag) {
   }
 }
 
+// Answered from the spec alone, before any device is opened, with or without CUDA in the build.
+TEST(DeviceSelect, SaysWhichComputeTypesADeviceSupports) {
+  for (DType t : {DType::kF32, DType::kBF16, DType::kF16}) EXPECT_TRUE(supports(parse_device_spec("cpu"), t));
+  for (const char* gpu : {"cuda", "cuda:1"}) {
+    EXPECT_FALSE(supports(parse_device_spec(gpu), DType::kF32)) << gpu;
+    EXPECT_TRUE(supports(parse_device_spec(gpu), DType::kBF16)) << gpu;
+    EXPECT_TRUE(supports(parse_device_spec(gpu), DType::kF16)) << gpu;
+  }
+}
+
 TEST(DeviceSelect, CpuIsAlwaysTrainable) { EXPECT_NO_THROW(require_trainable(parse_device_spec("cpu"))); }
 
 // cuda is refused with a usage error when it cannot be served (no GPU, no CUDA in the build, an
@@ -57,6 +68,17 @@ TEST(DeviceSelect, CudaIsRefusedOnlySayingWhy) {
         << m;
   }
 }
+
+#if ZERODP_WITH_CUDA
+// The CUDA kernels with no device behind them size the planner's activations on a machine without a
+// GPU, and refuse to compute (they have no stream) rather than reach for some device's.
+TEST(CudaGpt2Sizing, SizesWithoutAGpuAndComputesNothing) {
+  const Gpt2Kernels<bf16>& k = cuda_gpt2_kernels<bf16>();
+  EXPECT_EQ(k.attention_saved_bytes(2, 8, 3), size_t{2} * 3 * 8 * sizeof(float));
+  EXPECT_EQ(k.attention_scratch_bytes(2, 8, 48, 3), size_t{2} * 3 * 8 * sizeof(float));
+  EXPECT_THROW(k.residual_forward(nullptr, nullptr, nullptr, 0), RuntimeFailure);
+}
+#endif
 
 }  // namespace
 }  // namespace zerodp::device

@@ -1,4 +1,4 @@
-// GPT-2 init (contract §3): the scheme's values and scales, determinism in the seed, and the
+// GPT-2 init (docs/reference/model.md#init): the scheme's values and scales, determinism in the seed, and the
 // property sharding relies on: any element range of a unit, drawn alone, equals that range of the
 // whole unit, also when the range crosses tensor boundaries.
 #include <cmath>
