@@ -122,7 +122,8 @@ class CtestCase(pytest.Item):
                              + (e.stderr or b"").decode(errors="replace"))
         if "SKIP_RETURN_CODE" in props and p.returncode == int(props["SKIP_RETURN_CODE"]):
             lines = (p.stdout + p.stderr).strip().splitlines()
-            pytest.skip(lines[-1] if lines else f"exit {p.returncode}")
+            said = [l for l in lines if "SKIP" in l.upper()] or lines
+            pytest.skip(said[-1].strip() if said else f"exit {p.returncode}")
         if p.returncode != 0:
             raise CaseFailed(self.test["name"], p.returncode, p.stdout + p.stderr)
 
