@@ -105,8 +105,8 @@ plan::PlanInput plan_input(const EstimateOptions& o) {
   const device::DeviceSpec device = device::parse_device_spec(o.device);
   in.gpu = device.kind == device::DeviceSpec::Kind::kCuda;
   ZDP_REQUIRE(!in.gpu || in.dtype != DType::kF32, "--device {}: the GPU computes in bf16 or fp16 (--dtype)", o.device);
-  in.offload_optimizer = plan::parse_offload(o.offload_optimizer, "--offload-optimizer");
-  in.offload_param = plan::parse_offload(o.offload_param, "--offload-param");
+  in.offload_optimizer = zero::parse_offload(o.offload_optimizer, "--offload-optimizer");
+  in.offload_param = zero::parse_offload(o.offload_param, "--offload-param");
   in.sub_group_size = o.sub_group_size;
   in.optimizer_buffer_count = o.buffer_count;
   in.param_buffer_count = o.param_buffer_count;
@@ -134,9 +134,9 @@ int run_estimate(const EstimateOptions& o) {
     in.validate();  // an explicitly asked stage must support the offload asked for
   }
   ZDP_REQUIRE(o.units == "gb" || o.units == "gib", "--units: gb or gib, got '{}'", o.units);
-  const uint64_t gpu = train::parse_bytes(o.gpu_memory, "--gpu-memory");
+  const uint64_t gpu = parse_bytes(o.gpu_memory, "--gpu-memory");
   // Bytes a second each rank sends; 0: not given (no time column).
-  const uint64_t bandwidth = o.bandwidth.empty() ? 0 : train::parse_bytes(o.bandwidth, "--bandwidth");
+  const uint64_t bandwidth = o.bandwidth.empty() ? 0 : parse_bytes(o.bandwidth, "--bandwidth");
   const std::vector<plan::StageEstimate> est = plan::estimate_stages(in, stages, gpu);
 
   if (o.json) {

@@ -78,7 +78,7 @@ int shell(const std::string& cmd, const fs::path& log) {
 
 class Sweeper {
  public:
-  Sweeper(const SweepOptions& o) : o_(o), budget_(train::parse_bytes(o.memory_budget, "--memory-budget")) {
+  Sweeper(const SweepOptions& o) : o_(o), budget_(parse_bytes(o.memory_budget, "--memory-budget")) {
     self_ = fs::read_symlink("/proc/self/exe").string();
     fs::create_directories(o.out_dir);
     if (o.work_dir.empty()) {
@@ -194,7 +194,7 @@ class Sweeper {
   // The estimator alone for GPT-2 XL (bf16, fp32 gradient accumulation, T = 1024, checkpointing),
   // plain DP against ZeRO-2 on GPUs of --reference-gpu-memory: the global batch W·B reachable.
   void write_reference(const fs::path& path) const {
-    const uint64_t gpu = train::parse_bytes(o_.reference_gpu_memory, "--reference-gpu-memory");
+    const uint64_t gpu = parse_bytes(o_.reference_gpu_memory, "--reference-gpu-memory");
     std::ofstream f(path);
     f << "world,stage,activation_checkpointing,max_micro_batch,global_batch,gpu_memory\n";
     for (int W : {1, 2, 4, 8, 16, 32, 64}) {

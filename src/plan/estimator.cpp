@@ -234,27 +234,10 @@ uint64_t transient_bytes_stages01(const PlanInput& in, const Units& u) {
 
 }  // namespace
 
-Offload parse_offload(std::string_view text, std::string_view flag) {
-  if (text == "none") return Offload::kNone;
-  if (text == "cpu") return Offload::kCpu;
-  if (text == "nvme") return Offload::kNvme;
-  throw UsageError(fmt::format("{}: expected cpu, nvme or none, got '{}'", flag, text));
-}
-
-const char* offload_name(Offload o) {
-  switch (o) {
-    case Offload::kNone: return "none";
-    case Offload::kCpu: return "cpu";
-    case Offload::kNvme: return "nvme";
-  }
-  return "?";
-}
-
 void PlanInput::validate() const {
   ZDP_REQUIRE(gpt2 || params > 0, "give the model as --params N, a --preset, or --layers/--embd/--heads/--vocab");
   if (gpt2) gpt2->validate();
   ZDP_REQUIRE(world >= 1, "--gpus must be at least 1, got {}", world);
-  ZDP_REQUIRE(stage >= 0 && stage <= 3, "--stage must be 0, 1, 2 or 3, got {}", stage);
   ZDP_REQUIRE(micro_batch >= 1, "--micro-batch must be at least 1, got {}", micro_batch);
   ZDP_REQUIRE(accum >= 1, "--accum must be at least 1, got {}", accum);
   ZDP_REQUIRE(optimizer_states >= 0, "optimizer states per parameter must not be negative");
@@ -262,19 +245,10 @@ void PlanInput::validate() const {
     ZDP_REQUIRE(seq_len() >= 1 && seq_len() <= gpt2->n_ctx, "--seq {} must be in [1, n_ctx = {}]", seq_len(),
                 gpt2->n_ctx);
   }
-  // DeepSpeed offloads the optimizer from ZeRO stage 1 on (ZeRO-Offload), parameters only at stage 3
-  // (ZeRO-Infinity).
-  ZDP_REQUIRE(offload_optimizer == Offload::kNone || stage >= 1,
-              "--offload-optimizer needs ZeRO stage 1, 2 or 3 (stage {} asked)", stage);
-  ZDP_REQUIRE(sub_group_size >= 1, "--sub-group-size must be at least 1");
+  zero::check_zero_modes({stage, offload_optimizer, offload_param, shard_group, static_cast<int64_t>(sub_group_size)},
+                         world);
   ZDP_REQUIRE(optimizer_buffer_count >= 1, "the offload buffer count must be at least 1");
   ZDP_REQUIRE(param_buffer_count >= 1, "the parameter offload's buffer count must be at least 1");
-  ZDP_REQUIRE(offload_param != Offload::kNvme || offload_optimizer != Offload::kNone,
-              "--offload-param nvme needs --offload-optimizer cpu or nvme too (as zerodp train)");
-  ZDP_REQUIRE(offload_param == Offload::kNone || stage == 3, "--offload-param needs ZeRO stage 3 (stage {} asked)",
-              stage);
-  ZDP_REQUIRE(shard_group >= 0 && (shard_group == 0 || world % shard_group == 0),
-              "--shard-group-size {} must divide the {} ranks", shard_group, world);
 }
 
 namespace {

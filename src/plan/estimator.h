@@ -25,13 +25,12 @@
 
 #include "core/dtype.h"
 #include "model/config.h"
+#include "zero/settings.h"
 
 namespace zerodp::plan {
 
-enum class Offload : uint8_t { kNone, kCpu, kNvme };
-// "none", "cpu", "nvme"; UsageError naming `flag` otherwise.
-Offload parse_offload(std::string_view text, std::string_view flag);
-const char* offload_name(Offload o);
+// The engine's offload modes (zero/settings.h), which the planner models.
+using zero::Offload;
 
 // cuBLASLt's workspace on a GPU (cuda/gemm.h's GemmContext::kWorkspaceBytes; a test checks they agree).
 inline constexpr uint64_t kGpuGemmWorkspaceBytes = uint64_t{32} << 20;

@@ -22,9 +22,10 @@
 #include <nlohmann/json.hpp>
 
 #include "core/dtype.h"
+#include "core/parse.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
-#include "plan/estimator.h"
+#include "zero/settings.h"
 
 namespace zerodp::train {
 
@@ -111,7 +112,7 @@ struct TrainConfig {
   // in host memory (cpu) or in files under nvme_path (nvme), the update run on the host (stages 1-3).
   // The update walks the shard sub_group_size elements at a time (DeepSpeed's default 1e9: all of it
   // at once); with nvme, through optimizer_buffer_count host slots (DeepSpeed's buffer_count, 4).
-  plan::Offload offload_optimizer = plan::Offload::kNone;
+  zero::Offload offload_optimizer = zero::Offload::kNone;
   int64_t sub_group_size = 1'000'000'000;
   int64_t optimizer_buffer_count = 4;
   std::string nvme_path;  // --nvme-path: where NVMe offload makes each run's directory
@@ -121,7 +122,7 @@ struct TrainConfig {
   // the gathers read through (offload_param.buffer_count, DeepSpeed's 5), and the shards of the units
   // that fit in param_max_in_cpu elements kept in host memory (offload_param.max_in_cpu; zerodp's
   // default 0 puts every shard on nvme, where DeepSpeed documents 1e9).
-  plan::Offload offload_param = plan::Offload::kNone;
+  zero::Offload offload_param = zero::Offload::kNone;
   int64_t param_buffer_count = 5;
   int64_t param_max_in_cpu = 0;
 
@@ -176,8 +177,20 @@ struct TrainConfig {
   // The lr schedule over this run (its length defaults to `steps`). UsageError when invalid.
   optim::LrSchedule make_lr_schedule() const;
   DType grad_reduce_dtype() const { return reduce_dtype.value_or(dtype); }
+  // The modes the ZeRO rules speak about (zero/settings.h); the shard group as given (kShardGroupNode
+  // is resolved to a rank count before the rules see it).
+  zero::ZeroModes zero_modes() const {
+    return {zero_stage, offload_optimizer, offload_param, shard_group_size < 0 ? 0 : shard_group_size, sub_group_size};
+  }
   // Tokens of one optimizer step over all ranks: W·G·B·T.
   int64_t tokens_per_step(int world_size) const { return world_size * accum * micro_batch * seq; }
+
+ private:
+  void validate_files_and_batch(int world_size) const;
+  void validate_optimizer() const;
+  void validate_precision() const;
+  void validate_zero(int world_size) const;
+  void validate_run(int world_size) const;
 };
 
 // ---- DeepSpeed-style JSON ----------------------------------------------------------------------
@@ -244,8 +257,5 @@ struct ResolvedConfig {
 // flags that were on the command line with their text.
 ResolvedConfig resolve_config(std::span<const std::pair<std::string, std::string>> given);
 
-// "8GB" (8·10^9), "512MiB" (512·2^20), "4G" (4·2^30: a lone K/M/G/T is binary), "1e9", "1000":
-// a byte count > 0. Case-insensitive unit, optional space before it. UsageError naming `what`.
-uint64_t parse_bytes(std::string_view text, std::string_view what = "--memory-budget");
 
 }  // namespace zerodp::train

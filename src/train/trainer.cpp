@@ -47,13 +47,11 @@ zero::EngineConfig engine_config(const TrainConfig& cfg) {
   e.activation_checkpointing = cfg.activation_checkpointing;
   e.stage3_param_persistence_threshold = static_cast<size_t>(cfg.stage3_param_persistence_threshold);
   e.optimizer = cfg.optimizer_spec();
-  e.offload_optimizer = cfg.offload_optimizer != plan::Offload::kNone;
-  e.offload_optimizer_nvme = cfg.offload_optimizer == plan::Offload::kNvme;
+  e.offload_optimizer = cfg.offload_optimizer;
   e.optimizer_buffer_count = static_cast<int>(cfg.optimizer_buffer_count);
   e.nvme_path = cfg.nvme_path;
   e.sub_group_size = static_cast<size_t>(cfg.sub_group_size);
-  e.offload_param = cfg.offload_param != plan::Offload::kNone;
-  e.offload_param_nvme = cfg.offload_param == plan::Offload::kNvme;
+  e.offload_param = cfg.offload_param;
   e.param_buffer_count = static_cast<int>(cfg.param_buffer_count);
   e.param_max_in_cpu = static_cast<size_t>(cfg.param_max_in_cpu);
   e.loss_scale.enabled = cfg.dtype == DType::kF16;
@@ -392,7 +390,7 @@ TrainResult run_training(TrainConfig cfg) {
   world->barrier();
   metrics.commit();
   csv_log.commit();
-  if (cfg.offload_optimizer == plan::Offload::kNvme) {
+  if (cfg.offload_optimizer == zero::Offload::kNvme) {
     const zero::Engine::NvmeTraffic t = engine.nvme_traffic();
     log::info("nvme offload (rank 0): {} read, {} written; the updates moved {} in {:.3f} s ({:.1f} MB/s)",
               format_bytes(t.bytes_read), format_bytes(t.bytes_written), format_bytes(t.update_bytes),

@@ -10,6 +10,7 @@
 #include "device/device.h"
 #include "optim/optimizer.h"
 #include "zero/loss_scaler.h"
+#include "zero/settings.h"
 
 namespace zerodp::zero {
 
@@ -44,30 +45,28 @@ struct EngineConfig {
   // sub_group_size elements of the shard at a time (DeepSpeed's sub_group_size): each sub-group's
   // gradient is copied down into a host staging buffer, updated, and its weights go back up into
   // the parameters. The same arithmetic in another place: results are bitwise those without offload.
-  bool offload_optimizer = false;
+  Offload offload_optimizer = Offload::kNone;
   size_t sub_group_size = 1'000'000'000;
-  // ZeRO-Infinity's optimizer offload to NVMe (with offload_optimizer): the masters and optimizer
+  // With Offload::kNvme (ZeRO-Infinity's optimizer offload): the masters and optimizer
   // states in a file of this run's directory under nvme_path instead of host memory, brought in a
   // sub-group at a time through optimizer_buffer_count host slots (zero/optimizer_swap.h); the
   // sub-group is rounded up to a multiple of 1024 elements (whole 4 KiB blocks). Same bits.
-  bool offload_optimizer_nvme = false;
   int optimizer_buffer_count = 4;
   std::string nvme_path;     // --nvme-path: where the run's offload directory is made
   std::string nvme_run_dir;  // that directory, filled in by the Engine (the same name on every rank)
-  // ZeRO-Infinity's parameter offload to cpu (stage 3 only): the parameter shards of the sharded
+  // ZeRO-Infinity's parameter offload (stage 3 only; Offload::kCpu or kNvme): the parameter shards of the sharded
   // units live in host memory (the ledger's host tier, category param); each gather copies the
   // shard up into a device staging buffer (category comm, alive while the gather is in flight) and
   // all-gathers from there; the optimizer writes the updated weights back into the host shard. Units
   // kept whole (stage3_param_persistence_threshold) stay on the device. Same bits as without it.
-  bool offload_param = false;
-  // ZeRO-Infinity's parameter offload to NVMe (with offload_param, and with offload_optimizer: the
+  Offload offload_param = Offload::kNone;
+  // With Offload::kNvme (ZeRO-Infinity's parameter offload to NVMe; the optimizer offloaded too: the
   // update writes the parameters from host memory): the shards in a file of the run's directory
   // (zero/param_swap.h), each gather reading its shard through one of param_buffer_count host buffers
   // (offload_param.buffer_count: at most that many reads in flight, the gather in use and those
   // prefetched). The sharded units whose shards fit in param_max_in_cpu elements (offload_param.
   // max_in_cpu; taken in unit order, each unit that fits in what is left) stay in host memory as with
   // the cpu offload. Same bits.
-  bool offload_param_nvme = false;
   int param_buffer_count = 5;
   size_t param_max_in_cpu = 0;
   LossScaleConfig loss_scale;
@@ -80,6 +79,10 @@ struct EngineConfig {
   // device (the CPU).
   device::Device* device = nullptr;
   device::Device& dev() const { return device ? *device : device::default_device(); }
+  // The modes the ZeRO rules speak about (zero/settings.h).
+  ZeroModes modes() const {
+    return {stage, offload_optimizer, offload_param, shard_group_size, static_cast<int64_t>(sub_group_size)};
+  }
 };
 
 }  // namespace zerodp::zero

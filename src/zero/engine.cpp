@@ -319,14 +319,11 @@ std::unique_ptr<ModelRunner> Engine::Impl::make_runner(Impl& impl, const model::
 
 namespace {
 
-// N: the ranks a state is sharded over (hybrid sharding: the shard group; otherwise all W).
-int shard_group_size_of(const EngineConfig& c, int W) {
-  ZDP_REQUIRE(c.shard_group_size >= 0, "shard group size must be >= 0 (0: all ranks), got {}", c.shard_group_size);
-  if (c.stage == 0 || c.shard_group_size == 0) return W;
-  ZDP_REQUIRE(W % c.shard_group_size == 0,
-              "shard group size {} does not divide the {} ranks: hybrid sharding needs whole groups",
-              c.shard_group_size, W);
-  return c.shard_group_size;
+// N: the ranks a state is sharded over (hybrid sharding: the shard group; otherwise all W), once the
+// modes are known to go together.
+int checked_shard_group_ranks(const EngineConfig& c, int W) {
+  check_zero_modes(c.modes(), W);
+  return shard_group_ranks(c.modes(), W);
 }
 
 }  // namespace
@@ -335,21 +332,10 @@ Engine::Engine(const model::ParamLayout& layout, std::shared_ptr<comm::Communica
     : layout_(layout),
       comm_(std::move(comm)),
       config_(config),
-      group_size_(shard_group_size_of(config, comm_->size())),
+      group_size_(checked_shard_group_ranks(config, comm_->size())),
       shards_(layout, group_size_, comm_->rank() % group_size_),
       scaler_(config.loss_scale) {
-  ZDP_REQUIRE(config.stage >= 0 && config.stage <= 3, "ZeRO stage must be 0, 1, 2 or 3, got {}", config.stage);
-  // DeepSpeed's ZeRO-Offload moves the sharded optimizer: there is nothing sharded at stage 0.
-  ZDP_REQUIRE(!config.offload_optimizer || config.stage >= 1,
-              "optimizer offload needs ZeRO stage 1, 2 or 3 (stage {} asked)", config.stage);
-  // ZeRO-Infinity offloads the parameter shards, which only stage 3 has.
-  ZDP_REQUIRE(!config.offload_param || config.stage == 3, "parameter offload needs ZeRO stage 3 (stage {} asked)",
-              config.stage);
-  ZDP_REQUIRE(config.sub_group_size >= 1, "sub_group_size must be at least 1, got {}", config.sub_group_size);
-  // Parameters on NVMe are written from the offloaded update's host weights (zero/param_swap.h).
-  ZDP_REQUIRE(!(config.offload_param && config.offload_param_nvme) || config.offload_optimizer,
-              "parameter offload to nvme needs the optimizer offloaded too (cpu or nvme)");
-  if ((config.offload_optimizer && config.offload_optimizer_nvme) || (config.offload_param && config.offload_param_nvme))
+  if (config.offload_optimizer == Offload::kNvme || config.offload_param == Offload::kNvme)
     make_nvme_run_dir();
   // Inter-group traffic (hybrid sharding): in the ring over all W ranks the last rank of each group
   // sends to the next group; within a group no one does; across the groups everyone does.

@@ -335,10 +335,10 @@ TEST(HostStaging, OptimizerOffloadUpdatesOnTheHost) {
         StagedCpuDevice staged;
         const EngineConfig plain = config(stage, dt);
         EngineConfig off = plain;
-        off.offload_optimizer = true;
+        off.offload_optimizer = zero::Offload::kCpu;
         off.sub_group_size = 700;  // several sub-groups, cutting through units
         if (nvme) {
-          off.offload_optimizer_nvme = true;
+          off.offload_optimizer = zero::Offload::kNvme;
           off.nvme_path = dir;
         }
         const std::string what = std::string(dtype_name(dt)) + " stage " + std::to_string(stage) +
@@ -371,11 +371,11 @@ TEST(HostStaging, ParameterOffloadGathersFromTheHost) {
       plain.stage3_param_persistence_threshold = k.threshold;
       plain.overlap_comm = k.prefetch;
       EngineConfig off = plain;
-      off.offload_optimizer = true;
-      off.offload_param = true;
+      off.offload_optimizer = zero::Offload::kCpu;
+      off.offload_param = zero::Offload::kCpu;
       off.sub_group_size = 700;
       if (k.nvme) {
-        off.offload_param_nvme = true;
+        off.offload_param = zero::Offload::kNvme;
         off.nvme_path = dir;
       }
       const std::string what = std::string(dtype_name(dt)) + (k.nvme ? " parameters on nvme" : " parameters on cpu") +
@@ -455,9 +455,10 @@ TEST(HostStaging, StatesRestoredThroughHostBuffersAreTheVisitedOnes) {
     const Seen trained = train(cfg, nullptr, 1, model_config);
     EngineConfig scfg = cfg;
     scfg.device = &staged;
-    scfg.offload_optimizer = offload != Offload::kNone;
-    scfg.offload_optimizer_nvme = offload == Offload::kOptimizerNvme;
-    scfg.offload_param = scfg.offload_param_nvme = offload == Offload::kParamNvme;
+    scfg.offload_optimizer = offload == Offload::kNone          ? zero::Offload::kNone
+                             : offload == Offload::kOptimizerNvme ? zero::Offload::kNvme
+                                                                  : zero::Offload::kCpu;
+    scfg.offload_param = offload == Offload::kParamNvme ? zero::Offload::kNvme : zero::Offload::kNone;
     scfg.nvme_path = dir;
     std::shared_ptr<comm::Communicator> comm = comm::world()->split(0, comm::world()->rank());
     Engine engine(layout, comm, scfg);

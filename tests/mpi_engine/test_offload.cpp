@@ -85,9 +85,9 @@ Trained train(const EngineConfig& cfg, int steps) {
 EngineConfig config(int stage, DType dtype, bool offload, size_t sub_group = 1'000'000'000,
                     bool offload_param = false) {
   EngineConfig c = engine_tests::small_engine_config(stage, dtype);
-  c.offload_optimizer = offload;
+  c.offload_optimizer = offload ? zero::Offload::kCpu : zero::Offload::kNone;
   c.sub_group_size = sub_group;
-  c.offload_param = offload_param;
+  c.offload_param = offload_param ? zero::Offload::kCpu : zero::Offload::kNone;
   return c;
 }
 
@@ -166,7 +166,7 @@ TEST(Offload, NvmeSameBitsAsWithoutOffload) {
       c->optimizer.kind = k.kind;
       c->optimizer.momentum = k.momentum;
     }
-    nvme.offload_optimizer_nvme = true;
+    nvme.offload_optimizer = zero::Offload::kNvme;
     nvme.nvme_path = dir;
     nvme.optimizer_buffer_count = k.slots;
     const std::string what = name(k.stage, k.dt, k.sub_group) + " slots " + std::to_string(k.slots) +
@@ -281,8 +281,8 @@ TEST(ParamOffload, NvmeSameBitsAsWithoutIt) {
       EngineConfig c = config(3, dt, true, 1000, true);
       c.stage3_param_persistence_threshold = k.threshold;
       c.overlap_comm = k.prefetch;
-      c.offload_param_nvme = true;
-      c.offload_optimizer_nvme = k.optimizer_nvme;
+      c.offload_param = zero::Offload::kNvme;
+      if (k.optimizer_nvme) c.offload_optimizer = zero::Offload::kNvme;
       c.nvme_path = dir;
       const std::string what = std::string("param nvme ") + dtype_name(dt) + " threshold " +
                                std::to_string(k.threshold) + (k.prefetch ? "" : " no prefetch") +
@@ -295,7 +295,7 @@ TEST(ParamOffload, NvmeSameBitsAsWithoutIt) {
   }
   // Without the optimizer offloaded there is no host copy of the weights to write the shards from.
   EngineConfig alone = config(3, DType::kBF16, false, 1000, true);
-  alone.offload_param_nvme = true;
+  alone.offload_param = zero::Offload::kNvme;
   alone.nvme_path = dir;
   const model::ParamLayout layout(offload_model());
   std::shared_ptr<comm::Communicator> comm = comm::world()->split(0, comm::world()->rank());
@@ -327,7 +327,7 @@ TEST(ParamOffload, NvmeBufferCountAndMaxInCpu) {
     const Trained want = train(config(3, dt, false), 3);
     for (const Case& k : {Case{1, 0, 0}, Case{2, s0 + sb - 1, 1}, Case{5, s0 + sb, 2}, Case{3, size_t{1} << 40, 3}}) {
       EngineConfig c = config(3, dt, true, 1000, true);
-      c.offload_param_nvme = true;
+      c.offload_param = zero::Offload::kNvme;
       c.param_buffer_count = k.buffers;
       c.param_max_in_cpu = k.max_in_cpu;
       c.nvme_path = dir;

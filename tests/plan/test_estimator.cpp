@@ -197,7 +197,7 @@ TEST(Estimator, OptimizerOffloadMovesWhatTheEngineMoves) {
   EXPECT_THROW(estimate_memory(in), UsageError);
   in.stage = 2;
   EXPECT_THROW(estimate_memory(in), UsageError);  // parameters offload at stage 3 only
-  EXPECT_THROW(parse_offload("disk", "--offload-param"), UsageError);
+  EXPECT_THROW(zero::parse_offload("disk", "--offload-param"), UsageError);
 }
 
 // The parameter offload moves what zerodp's engine moves: stage 3's parameter shards to the host;

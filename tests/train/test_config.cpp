@@ -427,20 +427,6 @@ TEST(Flags, NonFiniteShuffleAndLossScalerFlags) {
   EXPECT_TRUE(d.consecutive_hysteresis);
 }
 
-TEST(Flags, MemoryBudgetUnits) {
-  EXPECT_EQ(parse_bytes("8GB"), 8'000'000'000u);
-  EXPECT_EQ(parse_bytes("512MiB"), 512ull << 20);
-  EXPECT_EQ(parse_bytes("4G"), 4ull << 30);
-  EXPECT_EQ(parse_bytes("4g"), 4ull << 30);
-  EXPECT_EQ(parse_bytes(" 2 KiB "), 2048u);
-  EXPECT_EQ(parse_bytes("1.5KiB"), 1536u);
-  EXPECT_EQ(parse_bytes("1e9"), 1'000'000'000u);
-  EXPECT_EQ(parse_bytes("123456789"), 123'456'789u);
-  EXPECT_EQ(parse_bytes("100B"), 100u);
-  for (const char* bad : {"", "abc", "-1", "0", "8XB", "1e30TB", "GB", "0.1"})
-    EXPECT_TRUE(contains(usage_error([&] { parse_bytes(bad); }), "--memory-budget")) << bad;
-}
-
 TEST(Flags, EveryFlagHasHelpAndAParsableDefault) {
   const TrainConfig defaults;
   for (const TrainFlag& f : train_flags()) {
@@ -733,7 +719,7 @@ TEST(Offload, DsConfigKeysAreHonoured) {
   TrainConfig c;
   const auto warnings = apply_ds_config(c, R"({"zero_optimization": {"stage": 2, "sub_group_size": 1e6,
       "offload_optimizer": {"device": "cpu", "pin_memory": true, "buffer_count": 3, "ratio": 1}}})", "ds.json");
-  EXPECT_EQ(c.offload_optimizer, plan::Offload::kCpu);
+  EXPECT_EQ(c.offload_optimizer, zero::Offload::kCpu);
   EXPECT_EQ(c.sub_group_size, 1'000'000);
   EXPECT_EQ(c.optimizer_buffer_count, 3);  // the NVMe slots
   // pin_memory is accepted, with a note that it changes nothing here.
@@ -743,7 +729,7 @@ TEST(Offload, DsConfigKeysAreHonoured) {
   TrainConfig nv;
   const auto notes = apply_ds_config(nv, R"({"zero_optimization": {"stage": 3, "offload_optimizer": {"device": "nvme",
       "nvme_path": "/local_nvme", "pipeline_read": true, "pipeline_write": false}}})", "ds.json");
-  EXPECT_EQ(nv.offload_optimizer, plan::Offload::kNvme);
+  EXPECT_EQ(nv.offload_optimizer, zero::Offload::kNvme);
   EXPECT_EQ(nv.nvme_path, "/local_nvme");
   EXPECT_TRUE(has_warning_about(notes, "zero_optimization.offload_optimizer.pipeline_read"));
   EXPECT_EQ(nv.to_json()["zero"]["nvme_path"], "/local_nvme");
@@ -755,9 +741,9 @@ TEST(Offload, DsConfigKeysAreHonoured) {
   // DeepSpeed's older spelling, and "none".
   TrainConfig old;
   apply_ds_config(old, R"({"zero_optimization": {"cpu_offload": true}})", "ds.json");
-  EXPECT_EQ(old.offload_optimizer, plan::Offload::kCpu);
+  EXPECT_EQ(old.offload_optimizer, zero::Offload::kCpu);
   apply_ds_config(c, R"({"zero_optimization": {"offload_optimizer": {"device": "none"}}})", "ds.json");
-  EXPECT_EQ(c.offload_optimizer, plan::Offload::kNone);
+  EXPECT_EQ(c.offload_optimizer, zero::Offload::kNone);
   // Wrong values name the key.
   EXPECT_TRUE(contains(usage_error([&] {
     apply_ds_config(c, R"({"zero_optimization": {"offload_optimizer": {"device": "gpu"}}})", "ds.json");
@@ -771,22 +757,22 @@ TEST(Offload, FlagsWinOverTheConfig) {
   const TempFile file(R"({"zero_optimization": {"stage": 3, "sub_group_size": 100,
                          "offload_optimizer": {"device": "cpu"}}})");
   ResolvedConfig r = resolve_config(std::vector<std::pair<std::string, std::string>>{{"--config", file.path()}});
-  EXPECT_EQ(r.config.offload_optimizer, plan::Offload::kCpu);
+  EXPECT_EQ(r.config.offload_optimizer, zero::Offload::kCpu);
   EXPECT_EQ(r.config.sub_group_size, 100);
   r = resolve_config(std::vector<std::pair<std::string, std::string>>{
       {"--config", file.path()}, {"--offload-optimizer", "none"}, {"--sub-group-size", "5"}});
-  EXPECT_EQ(r.config.offload_optimizer, plan::Offload::kNone);
+  EXPECT_EQ(r.config.offload_optimizer, zero::Offload::kNone);
   EXPECT_EQ(r.config.sub_group_size, 5);
   Cli cli;
   const TrainConfig c = cli.parse("train --offload-optimizer cpu --sub-group-size 1e4 --zero-stage 1");
-  EXPECT_EQ(c.offload_optimizer, plan::Offload::kCpu);
+  EXPECT_EQ(c.offload_optimizer, zero::Offload::kCpu);
   EXPECT_EQ(c.sub_group_size, 10'000);
-  EXPECT_EQ(TrainConfig{}.offload_optimizer, plan::Offload::kNone);  // the default
+  EXPECT_EQ(TrainConfig{}.offload_optimizer, zero::Offload::kNone);  // the default
 }
 
 TEST(Offload, ValidationRefusesStageZeroNvmeWithoutPathAndEmptySubGroups) {
   TrainConfig c = runnable();
-  c.offload_optimizer = plan::Offload::kCpu;
+  c.offload_optimizer = zero::Offload::kCpu;
   c.zero_stage = 0;
   std::string msg = usage_error([&] { c.validate(2); });
   EXPECT_TRUE(contains(msg, "--offload-optimizer") && contains(msg, "stage 1, 2 or 3")) << msg;
@@ -794,7 +780,7 @@ TEST(Offload, ValidationRefusesStageZeroNvmeWithoutPathAndEmptySubGroups) {
     c.zero_stage = stage;
     EXPECT_NO_THROW(c.validate(2)) << stage;
   }
-  c.offload_optimizer = plan::Offload::kNvme;
+  c.offload_optimizer = zero::Offload::kNvme;
   msg = usage_error([&] { c.validate(2); });
   EXPECT_TRUE(contains(msg, "nvme needs --nvme-path")) << msg;
   c.nvme_path = "/tmp";
@@ -804,7 +790,7 @@ TEST(Offload, ValidationRefusesStageZeroNvmeWithoutPathAndEmptySubGroups) {
     EXPECT_TRUE(contains(usage_error([&] { c.validate(2); }), "buffer_count")) << bad;
   }
   c.optimizer_buffer_count = 4;
-  c.offload_optimizer = plan::Offload::kCpu;
+  c.offload_optimizer = zero::Offload::kCpu;
   c.sub_group_size = 0;
   EXPECT_TRUE(contains(usage_error([&] { c.validate(2); }), "--sub-group-size"));
   TrainConfig f;
@@ -818,8 +804,8 @@ TEST(ParamOffload, DsConfigKeysAreHonoured) {
   const auto warnings = apply_ds_config(c, R"({"zero_optimization": {"stage": 3,
       "offload_param": {"device": "cpu", "pin_memory": true, "buffer_count": 5, "buffer_size": 1e8,
                         "max_in_cpu": 1e9}}})", "ds.json");
-  EXPECT_EQ(c.offload_param, plan::Offload::kCpu);
-  EXPECT_EQ(c.offload_optimizer, plan::Offload::kNone);
+  EXPECT_EQ(c.offload_param, zero::Offload::kCpu);
+  EXPECT_EQ(c.offload_optimizer, zero::Offload::kNone);
   // buffer_count and max_in_cpu are read (they shape nvme offload); pin_memory and buffer_size are
   // accepted, with a note that they change nothing here.
   EXPECT_EQ(c.param_buffer_count, 5);
@@ -839,11 +825,11 @@ TEST(ParamOffload, DsConfigKeysAreHonoured) {
   // DeepSpeed's older spelling, "none", and nvme (read, then refused by validate()).
   TrainConfig old;
   apply_ds_config(old, R"({"zero_optimization": {"stage": 3, "cpu_offload_params": true}})", "ds.json");
-  EXPECT_EQ(old.offload_param, plan::Offload::kCpu);
+  EXPECT_EQ(old.offload_param, zero::Offload::kCpu);
   apply_ds_config(c, R"({"zero_optimization": {"offload_param": {"device": "none"}}})", "ds.json");
-  EXPECT_EQ(c.offload_param, plan::Offload::kNone);
+  EXPECT_EQ(c.offload_param, zero::Offload::kNone);
   apply_ds_config(c, R"({"zero_optimization": {"offload_param": {"device": "nvme", "nvme_path": "/x"}}})", "ds.json");
-  EXPECT_EQ(c.offload_param, plan::Offload::kNvme);
+  EXPECT_EQ(c.offload_param, zero::Offload::kNvme);
   EXPECT_EQ(c.nvme_path, "/x");
   EXPECT_TRUE(contains(usage_error([&] { c.validate(2); }), "--offload-optimizer"));  // nvme needs it too
   apply_ds_config(c, R"({"zero_optimization": {"offload_optimizer": {"device": "cpu"}}})", "ds.json");
@@ -857,20 +843,20 @@ TEST(ParamOffload, DsConfigKeysAreHonoured) {
 TEST(ParamOffload, FlagsWinOverTheConfig) {
   const TempFile file(R"({"zero_optimization": {"stage": 3, "offload_param": {"device": "cpu"}}})");
   ResolvedConfig r = resolve_config(std::vector<std::pair<std::string, std::string>>{{"--config", file.path()}});
-  EXPECT_EQ(r.config.offload_param, plan::Offload::kCpu);
+  EXPECT_EQ(r.config.offload_param, zero::Offload::kCpu);
   r = resolve_config(std::vector<std::pair<std::string, std::string>>{{"--config", file.path()},
                                                                        {"--offload-param", "none"}});
-  EXPECT_EQ(r.config.offload_param, plan::Offload::kNone);
+  EXPECT_EQ(r.config.offload_param, zero::Offload::kNone);
   Cli cli;
   const TrainConfig c = cli.parse("train --offload-param cpu --offload-optimizer cpu --zero-stage 3");
-  EXPECT_EQ(c.offload_param, plan::Offload::kCpu);
-  EXPECT_EQ(c.offload_optimizer, plan::Offload::kCpu);
-  EXPECT_EQ(TrainConfig{}.offload_param, plan::Offload::kNone);  // the default
+  EXPECT_EQ(c.offload_param, zero::Offload::kCpu);
+  EXPECT_EQ(c.offload_optimizer, zero::Offload::kCpu);
+  EXPECT_EQ(TrainConfig{}.offload_param, zero::Offload::kNone);  // the default
 }
 
 TEST(ParamOffload, ValidationRefusesStagesZeroToTwoAndNvmeWithoutOptimizerOrPath) {
   TrainConfig c = runnable();
-  c.offload_param = plan::Offload::kCpu;
+  c.offload_param = zero::Offload::kCpu;
   for (int stage : {0, 1, 2}) {
     c.zero_stage = stage;
     const std::string msg = usage_error([&] { c.validate(2); });
@@ -878,10 +864,10 @@ TEST(ParamOffload, ValidationRefusesStagesZeroToTwoAndNvmeWithoutOptimizerOrPath
   }
   c.zero_stage = 3;
   EXPECT_NO_THROW(c.validate(2));
-  c.offload_param = plan::Offload::kNvme;
+  c.offload_param = zero::Offload::kNvme;
   std::string msg = usage_error([&] { c.validate(2); });
   EXPECT_TRUE(contains(msg, "--offload-param") && contains(msg, "--offload-optimizer")) << msg;
-  c.offload_optimizer = plan::Offload::kCpu;
+  c.offload_optimizer = zero::Offload::kCpu;
   msg = usage_error([&] { c.validate(2); });
   EXPECT_TRUE(contains(msg, "--offload-param") && contains(msg, "--nvme-path")) << msg;
   c.nvme_path = "/tmp";

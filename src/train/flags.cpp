@@ -1,0 +1,404 @@
+// `zerodp train`'s flags: the table of every flag (its help, how it sets its setting and how it shows
+// it) and resolve_config(), which applies the defaults, --config's JSON and the given flags in order.
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "core/parse.h"
+#include "core/strings.h"
+#include "device/select.h"
+#include "train/config.h"
+
+namespace zerodp::train {
+
+using optim::LrScheduleKind;
+using optim::LrScheduleParams;
+
+namespace {
+
+// Re-raises a parser's UsageError with the flag or key in front.
+template <typename Fn>
+auto with_context(std::string_view where, Fn&& fn) {
+  try {
+    return fn();
+  } catch (const UsageError& e) {
+    throw UsageError(fmt::format("{}: {}", where, e.what()));
+  }
+}
+
+std::string show(double x) { return fmt::format("{}", x); }
+std::string show(bool x) { return x ? "true" : "false"; }
+
+// --min-lr: the floor of the schedule in force. WarmupLR/WarmupDecayLR/WSD start and end at
+// warmup_min_lr; WarmupCosineLR ends at cos_min_ratio·lr.
+void set_min_lr(TrainConfig& c, double min_lr) {
+  switch (c.lr_schedule.kind) {
+    case LrScheduleKind::kConstant:
+      throw UsageError(
+          "--min-lr needs a schedule: --lr-schedule warmup, warmup-decay, cosine or wsd (or a scheduler "
+          "in --config)");
+    case LrScheduleKind::kWarmupLR:
+    case LrScheduleKind::kWarmupDecayLR:
+    case LrScheduleKind::kWSD:
+      c.lr_schedule.warmup_min_lr = min_lr;
+      return;
+    case LrScheduleKind::kWarmupCosineLR:
+      ZDP_REQUIRE(c.lr > 0, "--min-lr with the cosine schedule needs --lr > 0, got {}", c.lr);
+      c.lr_schedule.cos_min_ratio = min_lr / c.lr;
+      return;
+  }
+}
+
+struct FlagEntry {
+  TrainFlag flag;
+  void (*set)(TrainConfig&, std::string_view flag, std::string_view value);
+  std::string (*get)(const TrainConfig&);
+};
+
+#define ZDP_SET [](TrainConfig & c, std::string_view f, std::string_view v)
+#define ZDP_GET [](const TrainConfig& c) -> std::string
+
+// The flags, in the order they are applied. --lr comes before --min-lr (the cosine floor is a
+// ratio of it), --lr-schedule before the schedule's parameters.
+const std::vector<FlagEntry>& flag_table() {
+  static const std::vector<FlagEntry> table = {
+      {{"--config", "PATH", "DeepSpeed-style JSON configuration; flags given here win over it", false},
+       ZDP_SET { c.config_path = std::string(v); }, ZDP_GET { return c.config_path; }},
+      {{"--init", "PATH", "Initial weights (safetensors, e.g. from `zerodp init`); required", false},
+       ZDP_SET { c.init_path = std::string(v); }, ZDP_GET { return c.init_path; }},
+      {{"--data", "PATH",
+        "Training tokens: a token file (raw uint16, or llm.c layout with uint16 or uint32 tokens), a directory (its "
+        "*.bin files) or a glob, the files read in sorted name order as one stream; required",
+        false},
+       ZDP_SET { c.data_path = std::string(v); }, ZDP_GET { return c.data_path; }},
+      {{"--steps", "K", "Optimizer steps to run", false},
+       ZDP_SET { c.steps = parse_int(v, f); }, ZDP_GET { return std::to_string(c.steps); }},
+      {{"--micro-batch", "B", "Sequences per rank per micro-step (train_micro_batch_size_per_gpu)", false},
+       ZDP_SET {
+         c.micro_batch = parse_int(v, f);
+         c.micro_batch_set = true;
+       },
+       ZDP_GET { return std::to_string(c.micro_batch); }},
+      {{"--seq", "T", "Tokens per sequence (at most the model's context)", false},
+       ZDP_SET { c.seq = parse_int(v, f); }, ZDP_GET { return std::to_string(c.seq); }},
+      {{"--accum", "G", "Micro-steps accumulated per optimizer step (gradient_accumulation_steps)", false},
+       ZDP_SET {
+         c.accum = parse_int(v, f);
+         c.accum_set = true;
+       },
+       ZDP_GET { return std::to_string(c.accum); }},
+      {{"--train-batch-size", "N",
+        "Global batch in sequences; must equal B x G x ranks (derives G or B when only one is given)", false},
+       ZDP_SET { c.train_batch_size = parse_int(v, f); },
+       ZDP_GET { return c.train_batch_size ? std::to_string(*c.train_batch_size) : ""; }},
+      {{"--optimizer", "NAME", "AdamW or SGD", false},
+       ZDP_SET { c.optimizer = with_context(f, [&] { return optim::parse_optimizer(v); }); },
+       ZDP_GET { return optim::optimizer_name(c.optimizer); }},
+      {{"--lr", "X", "Learning rate (the peak when a schedule is used)", false},
+       ZDP_SET {
+         c.lr = parse_number(v, f);
+         c.lr_schedule.warmup_max_lr.reset();  // the schedule's peak follows the flag
+       },
+       ZDP_GET { return show(c.lr); }},
+      {{"--beta1", "X", "AdamW beta1", false}, ZDP_SET { c.beta1 = parse_number(v, f); },
+       ZDP_GET { return show(c.beta1); }},
+      {{"--beta2", "X", "AdamW beta2", false}, ZDP_SET { c.beta2 = parse_number(v, f); },
+       ZDP_GET { return show(c.beta2); }},
+      {{"--eps", "X", "AdamW epsilon", false}, ZDP_SET { c.eps = parse_number(v, f); },
+       ZDP_GET { return show(c.eps); }},
+      {{"--weight-decay", "X",
+        "Weight decay, on tensors of 2 or more dimensions only (decoupled for AdamW, L2 for SGD)", false},
+       ZDP_SET { c.weight_decay = parse_number(v, f); }, ZDP_GET { return show(c.weight_decay); }},
+      {{"--momentum", "X", "SGD momentum", false}, ZDP_SET { c.momentum = parse_number(v, f); },
+       ZDP_GET { return show(c.momentum); }},
+      {{"--dampening", "X", "SGD dampening", false}, ZDP_SET { c.dampening = parse_number(v, f); },
+       ZDP_GET { return show(c.dampening); }},
+      {{"--nesterov", "", "SGD: Nesterov momentum", true}, ZDP_SET { c.nesterov = parse_bool(v, f); },
+       ZDP_GET { return show(c.nesterov); }},
+      {{"--clip", "X", "Clip the global gradient norm to X (0: no clipping)", false},
+       ZDP_SET { c.clip = parse_number(v, f); }, ZDP_GET { return show(c.clip); }},
+      {{"--lr-schedule", "NAME",
+        "constant, warmup (WarmupLR), warmup-decay (WarmupDecayLR), cosine (WarmupCosineLR) or wsd "
+        "(warmup-stable-decay: warmup, then --lr until the last --decay-steps steps, then a decay to --min-lr)",
+        false},
+       ZDP_SET {
+         const LrScheduleKind kind = with_context(f, [&] { return optim::parse_lr_schedule(v); });
+         if (kind == LrScheduleKind::kConstant)
+           c.lr_schedule = LrScheduleParams{};  // drops a --config scheduler's warmup too
+         else
+           c.lr_schedule.kind = kind;
+       },
+       ZDP_GET { return optim::lr_schedule_name(c.lr_schedule.kind); }},
+      {{"--warmup-steps", "N",
+        "Warmup steps of the schedule (0: none; otherwise at least 2, as DeepSpeed)", false},
+       ZDP_SET {
+         c.lr_schedule.warmup_num_steps = parse_int(v, f);
+         ZDP_REQUIRE(c.lr_schedule.kind != LrScheduleKind::kConstant || c.lr_schedule.warmup_num_steps == 0,
+                     "--warmup-steps needs a schedule: --lr-schedule warmup, warmup-decay, cosine or wsd (or "
+                     "a scheduler in --config)");
+       },
+       ZDP_GET { return std::to_string(c.lr_schedule.warmup_num_steps); }},
+      {{"--warmup-type", "TYPE", "Warmup curve: linear or log", false},
+       ZDP_SET { c.lr_schedule.warmup_type = with_context(f, [&] { return optim::parse_warmup_type(v); }); },
+       ZDP_GET { return optim::warmup_type_name(c.lr_schedule.warmup_type); }},
+      {{"--min-lr", "X",
+        "Floor of the schedule: where warmup starts and decay ends (cosine: where decay ends; wsd: both)",
+        false},
+       ZDP_SET { set_min_lr(c, parse_number(v, f)); }, ZDP_GET { return ""; }},
+      {{"--total-steps", "N", "Steps over which the schedule decays (0: --steps); wsd: its length T", false},
+       ZDP_SET { c.lr_schedule.total_num_steps = parse_int(v, f); },
+       ZDP_GET { return std::to_string(c.lr_schedule.total_num_steps); }},
+      {{"--decay-steps", "N",
+        "wsd: the decay tail's length D, the last D of the schedule's steps (steps T-D .. T-1; the last is at "
+        "--min-lr); 0 (the default): no decay. Warmup + D must fit in T",
+        false},
+       ZDP_SET {
+         c.lr_schedule.decay_num_steps = parse_int(v, f);
+         ZDP_REQUIRE(c.lr_schedule.kind == LrScheduleKind::kWSD,
+                     "--decay-steps needs --lr-schedule wsd (the {} schedule has no decay tail of its own length)",
+                     optim::lr_schedule_name(c.lr_schedule.kind));
+       },
+       ZDP_GET {  // shown for wsd only: the other schedules take no --decay-steps
+         return c.lr_schedule.kind == LrScheduleKind::kWSD ? std::to_string(c.lr_schedule.decay_num_steps) : "";
+       }},
+      {{"--decay-type", "TYPE", "wsd: the decay tail's shape: linear (the default), cosine or 1-sqrt", false},
+       ZDP_SET {
+         c.lr_schedule.decay_type = with_context(f, [&] { return optim::parse_decay_type(v); });
+         ZDP_REQUIRE(c.lr_schedule.kind == LrScheduleKind::kWSD,
+                     "--decay-type needs --lr-schedule wsd (the {} schedule's decay has a fixed shape)",
+                     optim::lr_schedule_name(c.lr_schedule.kind));
+       },
+       ZDP_GET {
+         return c.lr_schedule.kind == LrScheduleKind::kWSD ? optim::decay_type_name(c.lr_schedule.decay_type) : "";
+       }},
+      {{"--zero-stage", "S",
+        "ZeRO stage: 0 (replicated), 1 (optimizer state), 2 (+gradients), 3 (+parameters)", false},
+       ZDP_SET { c.zero_stage = parse_int32(v, f); }, ZDP_GET { return std::to_string(c.zero_stage); }},
+      {{"--device", "DEV", "Device to compute on: cpu, cuda (the local rank's GPU) or cuda:N; on a GPU with --dtype bf16 or fp16", false},
+       ZDP_SET { c.device = device::device_spec_name(device::parse_device_spec(v, f)); },
+       ZDP_GET { return c.device; }},
+      {{"--dtype", "TYPE", "Compute dtype: fp32, bf16 or fp16 (fp32 master weights when 16-bit)", false},
+       ZDP_SET { c.dtype = with_context(f, [&] { return parse_dtype(v); }); },
+       ZDP_GET { return dtype_name(c.dtype); }},
+      {{"--reduce-dtype", "TYPE",
+        "Dtype gradients are reduced in, the same at every stage: the compute dtype (default) or fp32; sums "
+        "add in fp32 in rank order and round once, so stages agree bitwise",
+        false},
+       ZDP_SET { c.reduce_dtype = with_context(f, [&] { return parse_dtype(v); }); },
+       ZDP_GET { return c.reduce_dtype ? dtype_name(*c.reduce_dtype) : ""; }},
+      {{"--fp32-grad-accum", "", "Accumulate micro-step gradients in fp32 under bf16/fp16", true},
+       ZDP_SET { c.fp32_grad_accum = parse_bool(v, f); }, ZDP_GET { return show(c.fp32_grad_accum); }},
+      {{"--loss-scale", "X", "fp16: static loss scale (0: dynamic)", false},
+       ZDP_SET { c.loss_scale = parse_number(v, f); }, ZDP_GET { return show(c.loss_scale); }},
+      {{"--initial-scale-power", "N", "fp16: dynamic loss scaling starts at 2^N", false},
+       ZDP_SET { c.initial_scale_power = parse_int32(v, f); },
+       ZDP_GET { return std::to_string(c.initial_scale_power); }},
+      {{"--loss-scale-window", "N", "fp16: steps without overflow before the scale doubles", false},
+       ZDP_SET { c.loss_scale_window = parse_int(v, f); },
+       ZDP_GET { return std::to_string(c.loss_scale_window); }},
+      {{"--hysteresis", "N", "fp16: overflows tolerated before the scale halves", false},
+       ZDP_SET { c.hysteresis = parse_int32(v, f); }, ZDP_GET { return std::to_string(c.hysteresis); }},
+      {{"--consecutive-hysteresis", "", "fp16: restore the hysteresis after every step without overflow", true},
+       ZDP_SET { c.consecutive_hysteresis = parse_bool(v, f); },
+       ZDP_GET { return show(c.consecutive_hysteresis); }},
+      {{"--min-loss-scale", "X", "fp16: the dynamic scale never goes below this", false},
+       ZDP_SET { c.min_loss_scale = parse_number(v, f); }, ZDP_GET { return show(c.min_loss_scale); }},
+      {{"--max-overflows-at-min-scale", "N",
+        "fp16: overflowing steps in a row at the minimum loss scale before the run stops with exit 1 (0: never)",
+        false},
+       ZDP_SET { c.max_overflows_at_min_scale = parse_int(v, f); },
+       ZDP_GET { return std::to_string(c.max_overflows_at_min_scale); }},
+      {{"--skip-nonfinite", "",
+        "bf16/fp32: skip a step whose loss or gradient is NaN/Inf (weights and optimizer state untouched) "
+        "instead of stopping with exit 1",
+        true},
+       ZDP_SET { c.skip_nonfinite = parse_bool(v, f); }, ZDP_GET { return show(c.skip_nonfinite); }},
+      {{"--reduce-bucket-size", "N", "Elements per gradient reduction bucket", false},
+       ZDP_SET { c.reduce_bucket_size = parse_int(v, f); },
+       ZDP_GET { return std::to_string(c.reduce_bucket_size); }},
+      {{"--allgather-bucket-size", "N", "Elements per parameter all-gather bucket", false},
+       ZDP_SET { c.allgather_bucket_size = parse_int(v, f); },
+       ZDP_GET { return std::to_string(c.allgather_bucket_size); }},
+      {{"--overlap-comm", "", "Overlap gradient reduction with the backward pass", true},
+       ZDP_SET { c.overlap_comm = parse_bool(v, f); }, ZDP_GET { return show(c.overlap_comm); }},
+      {{"--contiguous-gradients", "", "Accepted for DeepSpeed compatibility: zerodp always keeps gradients in flat contiguous unit buffers", true},
+       ZDP_SET { c.contiguous_gradients = parse_bool(v, f); },
+       ZDP_GET { return show(c.contiguous_gradients); }},
+      {{"--prefetch-bucket-size", "N",
+        "Stage 3: elements of parameters fetched ahead (stage3_prefetch_bucket_size)", false},
+       ZDP_SET { c.stage3_prefetch_bucket_size = parse_int(v, f); },
+       ZDP_GET { return std::to_string(c.stage3_prefetch_bucket_size); }},
+      {{"--max-live-parameters", "N",
+        "Stage 3: most gathered parameter elements alive at once (stage3_max_live_parameters)", false},
+       ZDP_SET { c.stage3_max_live_parameters = parse_int(v, f); },
+       ZDP_GET { return std::to_string(c.stage3_max_live_parameters); }},
+      {{"--param-persistence-threshold", "N",
+        "Stage 3: units (blocks, embeddings) of fewer elements stay whole on every rank, never gathered (stage3_param_persistence_threshold; default 0: all sharded)", false},
+       ZDP_SET { c.stage3_param_persistence_threshold = parse_int(v, f); },
+       ZDP_GET { return std::to_string(c.stage3_param_persistence_threshold); }},
+      {{"--reshard-after-forward", "",
+        "Stage 3: free gathered parameters after each unit's forward (gather again for backward)", true},
+       ZDP_SET { c.reshard_after_forward = parse_bool(v, f); },
+       ZDP_GET { return show(c.reshard_after_forward); }},
+      {{"--shard-group-size", "N|node|all",
+        "Hybrid sharding (stages 1-3): shard within groups of N consecutive ranks (node: the ranks of each "
+        "host) and replicate across groups (mics_shard_size; default all: one group of all ranks, full sharding)",
+        false},
+       ZDP_SET {
+         const std::string s = to_lower(trim(v));
+         if (s == "node" || s == "all") {
+           c.shard_group_size = s == "node" ? TrainConfig::kShardGroupNode : 0;
+           return;
+         }
+         c.shard_group_size = parse_int(v, f);
+         ZDP_REQUIRE(c.shard_group_size >= 1, "{}: expected a positive number of ranks, 'node' or 'all', got '{}'", f,
+                     v);
+       },
+       ZDP_GET {
+         return c.shard_group_size == TrainConfig::kShardGroupNode ? std::string("node")
+                : c.shard_group_size == 0                          ? std::string("all")
+                                                                   : std::to_string(c.shard_group_size);
+       }},
+      {{"--activation-checkpointing", "",
+        "Keep only each block's input and recompute its activations during backward (less act memory)", true},
+       ZDP_SET { c.activation_checkpointing = parse_bool(v, f); },
+       ZDP_GET { return show(c.activation_checkpointing); }},
+      {{"--offload-optimizer", "none|cpu|nvme",
+        "ZeRO-Offload (stages 1-3): fp32 master weights and optimizer states in host memory, the update run "
+        "there (nvme: in files under --nvme-path, read and written around each sub-group's update); same "
+        "results, less device memory",
+        false},
+       ZDP_SET { c.offload_optimizer = zero::parse_offload(v, f); },
+       ZDP_GET { return zero::offload_name(c.offload_optimizer); }},
+      {{"--sub-group-size", "N",
+        "With --offload-optimizer: shard elements updated per host round trip, the size of the host gradient "
+        "staging buffer (zero_optimization.sub_group_size)",
+        false},
+       ZDP_SET { c.sub_group_size = parse_int(v, f); }, ZDP_GET { return std::to_string(c.sub_group_size); }},
+      {{"--offload-param", "none|cpu|nvme",
+        "ZeRO-Infinity's parameter offload (stage 3): the parameter shards in host memory (nvme: in files under "
+        "--nvme-path, with --offload-optimizer too), copied up for each gather; same results, less device memory",
+        false},
+       ZDP_SET { c.offload_param = zero::parse_offload(v, f); },
+       ZDP_GET { return zero::offload_name(c.offload_param); }},
+      {{"--nvme-path", "DIR",
+        "With an nvme offload: the directory (on a fast local disk) where each run makes its own directory of "
+        "offload files, removed when the run ends (zero_optimization.offload_*.nvme_path)",
+        false},
+       ZDP_SET { c.nvme_path = std::string(v); }, ZDP_GET { return c.nvme_path; }},
+      {{"--memory-budget", "BYTES",
+        "Cap on what each rank holds, e.g. 8GB (10^9), 512MiB (2^20), 4G (2^30); over it: exit 3", false},
+       ZDP_SET { c.memory_budget = parse_bytes(v, f); },
+       ZDP_GET { return c.memory_budget ? std::to_string(*c.memory_budget) : ""; }},
+      {{"--metrics", "PATH", "Write per-step metrics (JSON Lines) here, from rank 0", false},
+       ZDP_SET { c.metrics_path = std::string(v); }, ZDP_GET { return c.metrics_path; }},
+      {{"--log-csv", "PATH",
+        "Also write one CSV row per optimizer step here, from rank 0: step, tokens (trained so far), loss, "
+        "grad_norm, lr, ms, val_loss, val_tokens (the last two on the steps an eval ran)",
+        false},
+       ZDP_SET { c.log_csv_path = std::string(v); }, ZDP_GET { return c.log_csv_path; }},
+      {{"--out", "PATH", "Write the trained weights (F32 safetensors, atomically) here", false},
+       ZDP_SET { c.out_path = std::string(v); }, ZDP_GET { return c.out_path; }},
+      {{"--save-dir", "DIR", "Write sharded checkpoints to DIR/step-<n>/ (atomically; DIR/latest names the newest)",
+        false},
+       ZDP_SET { c.save_dir = std::string(v); }, ZDP_GET { return c.save_dir; }},
+      {{"--save-every", "N", "With --save-dir: a checkpoint every N steps, and at the end (0: at the end only)",
+        false},
+       ZDP_SET { c.save_every = parse_int(v, f); }, ZDP_GET { return std::to_string(c.save_every); }},
+      {{"--keep", "K", "With --save-dir: keep only the newest K checkpoints (0: all)", false},
+       ZDP_SET { c.keep = parse_int(v, f); }, ZDP_GET { return std::to_string(c.keep); }},
+      {{"--resume", "PATH",
+        "Continue from a checkpoint (DIR/step-<n>, or a --save-dir meaning its latest); --init is then optional",
+        false},
+       ZDP_SET { c.resume_path = std::string(v); }, ZDP_GET { return c.resume_path; }},
+      {{"--seed", "S", "Seed of the data order with --shuffle on", false},
+       ZDP_SET {
+         c.seed = parse_uint(v, f);
+         c.seed_set = true;
+       },
+       ZDP_GET { return std::to_string(c.seed); }},
+      {{"--shuffle", "on|off",
+        "off: the contract's order (sequence q at token q*T); on: each epoch a permutation of the sequence "
+        "windows drawn from --seed, the same at every world size and stage",
+        false},
+       ZDP_SET {
+         c.shuffle = parse_bool(v, f);
+         c.shuffle_set = true;
+       },
+       ZDP_GET { return c.shuffle ? "on" : "off"; }},
+      {{"--log-every", "N", "Print progress every N steps (0: never)", false},
+       ZDP_SET { c.log_every = parse_int(v, f); }, ZDP_GET { return std::to_string(c.log_every); }},
+      {{"--val-data", "PATH",
+        "Validation tokens (a file, directory or glob, as --data): the mean loss over the first --eval-tokens of "
+        "them, every --eval-every steps and after the last step, the same at every world size, stage and batch split",
+        false},
+       ZDP_SET { c.val_data_path = std::string(v); }, ZDP_GET { return c.val_data_path; }},
+      {{"--eval-every", "N", "With --val-data: evaluate after every N steps, and after the last (0: after the last only)",
+        false},
+       ZDP_SET { c.eval_every = parse_int(v, f); }, ZDP_GET { return std::to_string(c.eval_every); }},
+      {{"--eval-tokens", "E",
+        "With --val-data: evaluate floor(E/T) windows of --seq T tokens from its start (0: the first 1048576 tokens, "
+        "or all its windows when it holds fewer)",
+        false},
+       ZDP_SET { c.eval_tokens = parse_int(v, f); }, ZDP_GET { return std::to_string(c.eval_tokens); }},
+      {{"--comm-timeout", "SECONDS",
+        "A collective not done after this long ends the job (exit 1) naming it, the step and the ranks that had not "
+        "arrived, instead of hanging (0: wait forever)",
+        false},
+       ZDP_SET { c.comm_timeout = parse_number(v, f); }, ZDP_GET { return show(c.comm_timeout); }},
+      {{"--inject-overflow-step", "S",
+        "Testing aid: make a gradient Inf at optimizer step S (-1: never)", false},
+       ZDP_SET { c.inject_overflow_step = parse_int32(v, f); },
+       ZDP_GET { return std::to_string(c.inject_overflow_step); }},
+      {{"--inject-overflow-rank", "R",
+        "Testing aid: the rank whose gradient --inject-overflow-step makes Inf", false},
+       ZDP_SET { c.inject_overflow_rank = parse_int32(v, f); },
+       ZDP_GET { return std::to_string(c.inject_overflow_rank); }},
+      {{"--inject-overflow-unit", "U",
+        "Testing aid: the unit (0: embeddings, 1+i: block i) whose gradient --inject-overflow-step makes Inf",
+        false},
+       ZDP_SET { c.inject_overflow_unit = parse_int32(v, f); },
+       ZDP_GET { return std::to_string(c.inject_overflow_unit); }},
+  };
+  return table;
+}
+
+#undef ZDP_SET
+#undef ZDP_GET
+
+const FlagEntry& flag_entry(std::string_view flag) {
+  for (const FlagEntry& e : flag_table())
+    if (e.flag.name == flag) return e;
+  throw UsageError(fmt::format("unknown flag '{}' for `zerodp train`", flag));
+}
+
+}  // namespace
+
+std::span<const TrainFlag> train_flags() {
+  static const std::vector<TrainFlag> flags = [] {
+    std::vector<TrainFlag> out;
+    for (const FlagEntry& e : flag_table()) out.push_back(e.flag);
+    return out;
+  }();
+  return flags;
+}
+
+std::string flag_value(const TrainConfig& cfg, std::string_view flag) { return flag_entry(flag).get(cfg); }
+
+void apply_flag(TrainConfig& cfg, std::string_view flag, std::string_view value) {
+  flag_entry(flag).set(cfg, flag, value);
+}
+
+ResolvedConfig resolve_config(std::span<const std::pair<std::string, std::string>> given) {
+  for (const auto& [flag, value] : given) flag_entry(flag);  // unknown names fail first
+  ResolvedConfig out;
+  for (const auto& [flag, value] : given)
+    if (flag == "--config") out.warnings = load_ds_config(out.config, value);
+  for (const FlagEntry& e : flag_table()) {
+    if (e.flag.name == "--config") continue;
+    for (const auto& [flag, value] : given)
+      if (flag == e.flag.name) e.set(out.config, flag, value);
+  }
+  return out;
+}
+
+}  // namespace zerodp::train

@@ -1,0 +1,178 @@
+// finalize() and validate(): the checks of a resolved TrainConfig once the world size is known.
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "core/checked.h"
+#include "core/error.h"
+#include "train/config.h"
+
+namespace zerodp::train {
+
+using optim::OptimizerKind;
+
+void TrainConfig::finalize(int world_size) {
+  ZDP_REQUIRE(world_size >= 1, "the world size must be >= 1, got {}", world_size);
+  if (train_batch_size && *train_batch_size > 0) {
+    const int64_t tbs = *train_batch_size, w = world_size;
+    auto derive = [&](int64_t known, const std::string& known_desc, const char* derived_name) {
+      // known·w may not fit (a huge value from the JSON): then it cannot divide tbs either.
+      const CheckedSize per_step = CheckedSize(known) * w;
+      ZDP_REQUIRE(known > 0 && per_step.ok() && tbs % per_step.value() == 0,
+                  "train_batch_size {} is not divisible by {} x world size {}: cannot derive {}", tbs,
+                  known_desc, w, derived_name);
+      return tbs / per_step.value();
+    };
+    if (micro_batch_set && !accum_set) {
+      accum = derive(micro_batch, fmt::format("micro_batch {}", micro_batch),
+                     "--accum (gradient_accumulation_steps)");
+    } else if (!micro_batch_set && accum_set) {
+      micro_batch = derive(accum, fmt::format("accum {}", accum),
+                           "--micro-batch (train_micro_batch_size_per_gpu)");
+    } else if (!micro_batch_set && !accum_set) {
+      accum = 1;
+      micro_batch = derive(1, "accum 1", "--micro-batch (train_micro_batch_size_per_gpu)");
+    }
+  }
+  validate(world_size);
+}
+
+// The checks, by section of the settings. Each rule is checked here and nowhere else; its message
+// names the flag and the DeepSpeed key that set it.
+void TrainConfig::validate(int world_size) const {
+  ZDP_REQUIRE(world_size >= 1, "the world size must be >= 1, got {}", world_size);
+  validate_files_and_batch(world_size);
+  validate_optimizer();
+  validate_precision();
+  validate_zero(world_size);
+  validate_run(world_size);
+  make_lr_schedule();  // its own checks
+}
+
+void TrainConfig::validate_files_and_batch(int world_size) const {
+  ZDP_REQUIRE(!init_path.empty() || !resume_path.empty(),
+              "--init is required: the initial weights (see `zerodp init`), unless --resume continues a checkpoint");
+  ZDP_REQUIRE(save_every >= 0, "--save-every must be >= 0, got {}", save_every);
+  ZDP_REQUIRE(keep >= 0 && keep <= 1'000'000, "--keep must be in [0, 1000000], got {}", keep);
+  ZDP_REQUIRE(!save_dir.empty() || (save_every == 0 && keep == 0),
+              "--save-every and --keep need --save-dir (where the checkpoints go)");
+  ZDP_REQUIRE(!data_path.empty(), "--data is required: the token file (see `zerodp tokenize`)");
+  ZDP_REQUIRE(steps > 0 && steps <= kMaxSteps, "--steps must be in [1, 2^40], got {}", steps);
+  ZDP_REQUIRE(micro_batch > 0 && micro_batch <= kMaxMicroBatch,
+              "--micro-batch (train_micro_batch_size_per_gpu) must be in [1, {}], got {}", kMaxMicroBatch,
+              micro_batch);
+  ZDP_REQUIRE(seq > 0 && seq <= kMaxSeq, "--seq must be in [1, {}], got {}", kMaxSeq, seq);
+  ZDP_REQUIRE(micro_batch * seq <= kMaxTokensPerMicroBatch,
+              "--micro-batch {} x --seq {} = {} tokens per micro-batch, over the {} allowed", micro_batch, seq,
+              micro_batch * seq, kMaxTokensPerMicroBatch);
+  ZDP_REQUIRE(accum > 0 && accum <= kMaxAccum, "--accum (gradient_accumulation_steps) must be in [1, {}], got {}",
+              kMaxAccum, accum);
+  ZDP_REQUIRE(world_size <= (1 << 20), "at most 2^20 ranks, got {}", world_size);
+  // The loader indexes sequences by step·G·W·B (data/loader.h): it must fit in 64 bits.
+  const CheckedSize sequences = CheckedSize(steps) * accum * world_size * micro_batch;
+  ZDP_REQUIRE(sequences.within(int64_t{1} << 62),
+              "--steps {} x --accum {} x {} ranks x --micro-batch {} sequences is over 2^62", steps, accum,
+              world_size, micro_batch);
+  if (train_batch_size) {
+    const int64_t product = micro_batch * accum * world_size;  // < 2^60 by the bounds above
+    ZDP_REQUIRE(*train_batch_size == product,
+                "train_batch_size {} != micro_batch {} x accum {} x world size {} = {}",
+                *train_batch_size, micro_batch, accum, world_size, product);
+  }
+}
+
+void TrainConfig::validate_optimizer() const {
+  auto finite_at_least_0 = [](double x) { return std::isfinite(x) && x >= 0; };
+  ZDP_REQUIRE(finite_at_least_0(lr), "--lr (optimizer.params.lr) must be a finite number >= 0, got {}", lr);
+  ZDP_REQUIRE(beta1 >= 0 && beta1 < 1, "--beta1 (optimizer.params.betas[0]) must be in [0, 1), got {}", beta1);
+  ZDP_REQUIRE(beta2 >= 0 && beta2 < 1, "--beta2 (optimizer.params.betas[1]) must be in [0, 1), got {}", beta2);
+  ZDP_REQUIRE(finite_at_least_0(eps), "--eps (optimizer.params.eps) must be a finite number >= 0, got {}", eps);
+  ZDP_REQUIRE(finite_at_least_0(weight_decay),
+              "--weight-decay (optimizer.params.weight_decay) must be a finite number >= 0, got {}",
+              weight_decay);
+  ZDP_REQUIRE(finite_at_least_0(momentum), "--momentum (optimizer.params.momentum) must be >= 0, got {}",
+              momentum);
+  ZDP_REQUIRE(std::isfinite(dampening), "--dampening (optimizer.params.dampening) must be finite, got {}",
+              dampening);
+  if (optimizer == OptimizerKind::kSGD && nesterov)
+    ZDP_REQUIRE(momentum > 0 && dampening == 0,
+                "--nesterov needs --momentum > 0 and --dampening 0, got momentum {} and dampening {}",
+                momentum, dampening);
+  ZDP_REQUIRE(finite_at_least_0(clip), "--clip (gradient_clipping) must be a finite number >= 0, got {}", clip);
+}
+
+void TrainConfig::validate_precision() const {
+  auto finite_at_least_0 = [](double x) { return std::isfinite(x) && x >= 0; };
+  ZDP_REQUIRE(grad_reduce_dtype() == dtype || grad_reduce_dtype() == DType::kF32,
+              "--reduce-dtype (communication_data_type) must be the compute dtype ({}) or fp32, got {}",
+              dtype_name(dtype), dtype_name(grad_reduce_dtype()));
+  ZDP_REQUIRE(finite_at_least_0(loss_scale), "--loss-scale (fp16.loss_scale) must be >= 0, got {}", loss_scale);
+  ZDP_REQUIRE(initial_scale_power >= 0 && initial_scale_power <= 63,
+              "--initial-scale-power (fp16.initial_scale_power) must be in 0..63, got {}",
+              initial_scale_power);
+  ZDP_REQUIRE(loss_scale_window >= 1 && loss_scale_window <= std::numeric_limits<int>::max(),
+              "--loss-scale-window (fp16.loss_scale_window) must be in [1, 2^31 - 1], got {}", loss_scale_window);
+  ZDP_REQUIRE(max_overflows_at_min_scale >= 0 && max_overflows_at_min_scale <= std::numeric_limits<int>::max(),
+              "--max-overflows-at-min-scale must be in [0, 2^31 - 1], got {}", max_overflows_at_min_scale);
+  ZDP_REQUIRE(hysteresis >= 1, "--hysteresis (fp16.hysteresis) must be >= 1, got {}", hysteresis);
+  ZDP_REQUIRE(std::isfinite(min_loss_scale) && min_loss_scale > 0,
+              "--min-loss-scale (fp16.min_loss_scale) must be > 0, got {}", min_loss_scale);
+}
+
+void TrainConfig::validate_zero(int world_size) const {
+  zero::check_zero_modes(zero_modes(), world_size);
+  ZDP_REQUIRE(reduce_bucket_size > 0,
+              "--reduce-bucket-size (zero_optimization.reduce_bucket_size) must be > 0, got {}",
+              reduce_bucket_size);
+  ZDP_REQUIRE(allgather_bucket_size > 0,
+              "--allgather-bucket-size (zero_optimization.allgather_bucket_size) must be > 0, got {}",
+              allgather_bucket_size);
+  ZDP_REQUIRE(stage3_prefetch_bucket_size > 0,
+              "--prefetch-bucket-size (zero_optimization.stage3_prefetch_bucket_size) must be > 0, got {}",
+              stage3_prefetch_bucket_size);
+  ZDP_REQUIRE(stage3_max_live_parameters > 0,
+              "--max-live-parameters (zero_optimization.stage3_max_live_parameters) must be > 0, got {}",
+              stage3_max_live_parameters);
+  ZDP_REQUIRE(stage3_param_persistence_threshold >= 0,
+              "--param-persistence-threshold (zero_optimization.stage3_param_persistence_threshold) "
+              "must be >= 0, got {}",
+              stage3_param_persistence_threshold);
+  ZDP_REQUIRE(offload_optimizer != zero::Offload::kNvme || !nvme_path.empty(),
+              "--offload-optimizer (zero_optimization.offload_optimizer.device) nvme needs --nvme-path DIR "
+              "(zero_optimization.offload_optimizer.nvme_path): where the offload files go");
+  ZDP_REQUIRE(offload_param != zero::Offload::kNvme || !nvme_path.empty(),
+              "--offload-param (zero_optimization.offload_param.device) nvme needs --nvme-path DIR "
+              "(zero_optimization.offload_param.nvme_path): where the offload files go");
+  ZDP_REQUIRE(optimizer_buffer_count >= 1 && optimizer_buffer_count <= 64,
+              "zero_optimization.offload_optimizer.buffer_count must be in 1..64, got {}", optimizer_buffer_count);
+  ZDP_REQUIRE(param_buffer_count >= 1 && param_buffer_count <= 64,
+              "zero_optimization.offload_param.buffer_count must be in 1..64, got {}", param_buffer_count);
+  ZDP_REQUIRE(param_max_in_cpu >= 0, "zero_optimization.offload_param.max_in_cpu must be >= 0, got {}",
+              param_max_in_cpu);
+  // The engine ignores a shard group at stage 0; the command line says so rather than ignore a flag.
+  ZDP_REQUIRE(shard_group_size == 0 || zero_stage >= 1,
+              "--shard-group-size (zero_optimization.mics_shard_size) needs ZeRO stage 1, 2 or 3: stage 0 shards "
+              "nothing (--zero-stage {} asked)",
+              zero_stage);
+}
+
+void TrainConfig::validate_run(int world_size) const {
+  ZDP_REQUIRE(!memory_budget || *memory_budget > 0, "--memory-budget must be > 0");
+  ZDP_REQUIRE(comm_timeout >= 0 && comm_timeout <= 86400 * 7,
+              "--comm-timeout must be in [0, 604800] seconds (0: no watchdog), got {}", comm_timeout);
+  ZDP_REQUIRE(log_every >= 0, "--log-every (steps_per_print) must be >= 0, got {}", log_every);
+  ZDP_REQUIRE(eval_every >= 0 && eval_every <= kMaxSteps, "--eval-every must be in [0, 2^40], got {}", eval_every);
+  ZDP_REQUIRE(eval_tokens >= 0 && eval_tokens <= (int64_t{1} << 50), "--eval-tokens must be in [0, 2^50], got {}",
+              eval_tokens);
+  ZDP_REQUIRE(!val_data_path.empty() || (eval_every == 0 && eval_tokens == 0),
+              "--eval-every and --eval-tokens need --val-data (the validation tokens)");
+  ZDP_REQUIRE(log_csv_path.empty() || (log_csv_path != metrics_path && log_csv_path != out_path),
+              "--log-csv '{}' names the same file as --metrics or --out: give it a path of its own", log_csv_path);
+  ZDP_REQUIRE(inject_overflow_step >= -1, "--inject-overflow-step must be >= -1, got {}", inject_overflow_step);
+  ZDP_REQUIRE(inject_overflow_rank >= 0 && inject_overflow_rank < world_size,
+              "--inject-overflow-rank must be a rank in 0..{}, got {}", world_size - 1, inject_overflow_rank);
+  ZDP_REQUIRE(inject_overflow_unit >= 0, "--inject-overflow-unit must be >= 0, got {}", inject_overflow_unit);
+}
+
+}  // namespace zerodp::train
