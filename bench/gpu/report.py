@@ -32,6 +32,7 @@ import sys
 import gpu_peak
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# zdptest (tests/pylib) where PYTHONPATH does not name it: ctest's bench tests, a direct run.
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "pylib"))
 from zdptest import bench_report as br  # noqa: E402
 from zdptest import flops  # noqa: E402

@@ -35,6 +35,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "train"))
+# zdptest (tests/pylib) where PYTHONPATH does not name it: ctest's bench tests, a direct run.
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "pylib"))
 
 import torch  # noqa: E402

@@ -24,6 +24,7 @@ import os
 import statistics
 import sys
 
+# zdptest (tests/pylib) where PYTHONPATH does not name it: ctest's bench tests, a direct run.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "pylib"))
 from zdptest import harness as zt  # noqa: E402
 from zdptest.hosts import TestHosts  # noqa: E402

@@ -13,6 +13,7 @@ import re
 import statistics
 import sys
 
+# zdptest (tests/pylib) where PYTHONPATH does not name it: ctest's bench tests, a direct run.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "pylib"))
 from zdptest import bench_report as br  # noqa: E402
 

@@ -20,6 +20,7 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# zdptest (tests/pylib) where PYTHONPATH does not name it: ctest's bench tests, a direct run.
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "pylib"))
 
 import report  # noqa: E402  (bench/train/report.py, this script's folder)
