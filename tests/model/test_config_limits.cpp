@@ -71,7 +71,7 @@ TEST(ConfigLimits, EachDimensionIsCappedByName) {
             std::string::npos);
   EXPECT_NE(refusal(make(1, 1, 8, 8, big)).find("n_ctx is 2000000000, over the limit of 16777216"), std::string::npos);
   EXPECT_NE(refusal(make(int{GPT2Limits::kMaxLayers} + 1, 1, 8, 8, 8)).find("n_layer"), std::string::npos);
-  // What was refused before still is, with the same words.
+  // The shape rules (positive sizes, heads dividing the width) keep their own words.
   EXPECT_NE(refusal(make(0, 1, 8, 8, 8)).find("n_layer must be positive"), std::string::npos);
   EXPECT_NE(refusal(make(1, 3, 8, 8, 8)).find("divisible"), std::string::npos);
   EXPECT_EQ(hyper_parameter_limit("n_embd"), GPT2Limits::kMaxEmbd);
