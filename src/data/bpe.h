@@ -61,7 +61,7 @@ struct BpeLimits {
   static constexpr size_t kMaxPreTokenizers = 16;             // steps of a Sequence
 };
 
-class BpeModel;  // bpe.cpp
+class BpeModel;  // data/bpe_model.h
 
 // A piece of a text that encodes on its own: the ids of a text are the concatenation of the ids of
 // its chunks, in order. Chunks let one document be encoded by several threads.
