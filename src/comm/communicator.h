@@ -12,11 +12,20 @@
 //  - all_gather: every rank contributes `count` elements from `send`; `recv` receives size()*count,
 //    rank i's at offset i*count. In place when send == recv + rank()*count.
 //  - broadcast: in place, from `root`.
+// Elements are of an ElementType: a tensor dtype, or kByte for payloads moved as bytes (text, 64-bit
+// counters, checksums), which are never reduced. The `*_bytes` calls are the same collectives over kByte.
 // Sums are deterministic and the same for every collective: element i of the result is
 // x_0[i] + x_1[i] + ... + x_{W-1}[i], the ranks' values widened to fp32 and added in rank order,
 // rounded once to the dtype. So an all-reduce of a bucket and reduce-scatters of its parts give the
 // same bits, which is what makes ZeRO stages agree bitwise. kAvg divides that fp32 sum by size()
-// before the rounding. Every collective records its bytes in the traffic ledger (contract §9).
+// before the rounding. Every collective records its bytes in the traffic ledger (comm/traffic.h).
+//
+// The split between this class and its backends: the public collectives are one front half,
+// the same for every backend (communicator.cpp). It checks the arguments (a RuntimeFailure that names
+// the collective, the group and the rule broken, before any rank enters it), works out the in-place
+// form, sends host buffers of a device backend to its host group, and records the traffic of what
+// it issued. A backend implements only the transport: start() and start_barrier(), handed a checked
+// Collective.
 #pragma once
 
 #include <cstddef>
@@ -32,6 +41,48 @@ namespace zerodp::comm {
 enum class ReduceOp : uint8_t { kSum, kAvg, kMax };
 const char* reduce_op_name(ReduceOp op);
 
+// What a collective moves: elements of a tensor dtype, or bytes. Converts from DType, so a call
+// written with a dtype reads as before.
+class ElementType {
+ public:
+  constexpr ElementType(DType dtype) : code_(static_cast<uint8_t>(dtype)) {}  // NOLINT: implicit on purpose
+  static constexpr ElementType byte() { return ElementType(kByteCode, 0); }
+
+  constexpr bool is_byte() const { return code_ == kByteCode; }
+  // The tensor dtype; meaningless for kByte (the front half never hands a reduction of bytes on).
+  constexpr DType dtype() const { return is_byte() ? DType::kF32 : static_cast<DType>(code_); }
+  constexpr size_t size() const { return is_byte() ? 1 : dtype_size(dtype()); }
+  // "fp32", "bf16", "fp16" or "byte".
+  const char* name() const;
+  friend constexpr bool operator==(ElementType a, ElementType b) { return a.code_ == b.code_; }
+
+ private:
+  static constexpr uint8_t kByteCode = 0xFF;
+  constexpr ElementType(uint8_t code, int /*tag*/) : code_(code) {}
+  uint8_t code_;
+};
+inline constexpr ElementType kByte = ElementType::byte();
+
+// One collective as the front half hands it to a backend: its arguments checked, its in-place form
+// worked out. Buffers belong to the caller, who keeps them alive until the work completes.
+struct Collective {
+  CollectiveKind kind = CollectiveKind::kAllReduce;
+  const void* send = nullptr;  // reduce_scatter, all_gather: the input; null for the others
+  void* recv = nullptr;        // the result (broadcast, all_reduce: the one buffer)
+  size_t count = 0;            // elements, as in the semantics above
+  ElementType type = DType::kF32;
+  ReduceOp op = ReduceOp::kSum;  // all_reduce, reduce_scatter
+  int root = 0;                  // broadcast
+  bool in_place = false;         // all_reduce always; reduce_scatter and all_gather in their in-place form (set by the front half)
+
+  bool is_reduction() const { return kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kReduceScatter; }
+  size_t chunk_bytes() const { return count * type.size(); }
+};
+
+// "all_reduce(count=16, dtype=bf16, op=avg, in place) in a group of 4 ranks (rank 1)": how errors
+// name a collective, on every backend.
+std::string describe(const Collective& c, int group_size, int rank);
+
 // A handle to an operation in flight (c10d's Work). wait() blocks until it is done and rethrows
 // any error it met; it may be called more than once.
 class Work {
@@ -41,6 +92,13 @@ class Work {
   virtual bool is_completed() = 0;
 };
 using WorkPtr = std::shared_ptr<Work>;
+
+// A collective with nothing to do: done at once.
+class DoneWork final : public Work {
+ public:
+  void wait() override {}
+  bool is_completed() override { return true; }
+};
 
 class Communicator {
  public:
@@ -56,35 +114,30 @@ class Communicator {
   // The ranks of this group that share this rank's host (can share memory), ordered by rank; collective.
   virtual std::unique_ptr<Communicator> split_by_host() = 0;
 
-  virtual WorkPtr barrier_async() = 0;
-  virtual WorkPtr broadcast_async(void* buf, size_t count, DType dtype, int root) = 0;
-  virtual WorkPtr all_reduce_async(void* buf, size_t count, DType dtype, ReduceOp op) = 0;
-  virtual WorkPtr reduce_scatter_async(const void* send, void* recv, size_t count, DType dtype,
-                                       ReduceOp op) = 0;
-  virtual WorkPtr all_gather_async(const void* send, void* recv, size_t count, DType dtype) = 0;
-  // Byte payloads (text, 64-bit counters, checksums): the same collectives over `bytes` bytes, moved
-  // as bytes (no arithmetic, no dtype).
-  virtual WorkPtr broadcast_bytes_async(void* buf, size_t bytes, int root) = 0;
-  virtual WorkPtr all_gather_bytes_async(const void* send, void* recv, size_t bytes) = 0;
+  // ---- the collectives (the front half) ----
+  WorkPtr barrier_async() { return start_barrier(); }
+  WorkPtr broadcast_async(void* buf, size_t count, ElementType type, int root);
+  WorkPtr all_reduce_async(void* buf, size_t count, ElementType type, ReduceOp op);
+  WorkPtr reduce_scatter_async(const void* send, void* recv, size_t count, ElementType type, ReduceOp op);
+  WorkPtr all_gather_async(const void* send, void* recv, size_t count, ElementType type);
+  WorkPtr broadcast_bytes_async(void* buf, size_t bytes, int root) { return broadcast_async(buf, bytes, kByte, root); }
+  WorkPtr all_gather_bytes_async(const void* send, void* recv, size_t bytes) {
+    return all_gather_async(send, recv, bytes, kByte);
+  }
 
   void barrier() { barrier_async()->wait(); }
-  void broadcast(void* buf, size_t count, DType dtype, int root) {
-    broadcast_async(buf, count, dtype, root)->wait();
+  void broadcast(void* buf, size_t count, ElementType type, int root) { broadcast_async(buf, count, type, root)->wait(); }
+  void all_reduce(void* buf, size_t count, ElementType type, ReduceOp op = ReduceOp::kSum) {
+    all_reduce_async(buf, count, type, op)->wait();
   }
-  void all_reduce(void* buf, size_t count, DType dtype, ReduceOp op = ReduceOp::kSum) {
-    all_reduce_async(buf, count, dtype, op)->wait();
+  void reduce_scatter(const void* send, void* recv, size_t count, ElementType type, ReduceOp op = ReduceOp::kSum) {
+    reduce_scatter_async(send, recv, count, type, op)->wait();
   }
-  void reduce_scatter(const void* send, void* recv, size_t count, DType dtype,
-                      ReduceOp op = ReduceOp::kSum) {
-    reduce_scatter_async(send, recv, count, dtype, op)->wait();
+  void all_gather(const void* send, void* recv, size_t count, ElementType type) {
+    all_gather_async(send, recv, count, type)->wait();
   }
-  void all_gather(const void* send, void* recv, size_t count, DType dtype) {
-    all_gather_async(send, recv, count, dtype)->wait();
-  }
-  void broadcast_bytes(void* buf, size_t bytes, int root) { broadcast_bytes_async(buf, bytes, root)->wait(); }
-  void all_gather_bytes(const void* send, void* recv, size_t bytes) {
-    all_gather_bytes_async(send, recv, bytes)->wait();
-  }
+  void broadcast_bytes(void* buf, size_t bytes, int root) { broadcast(buf, bytes, kByte, root); }
+  void all_gather_bytes(const void* send, void* recv, size_t bytes) { all_gather(send, recv, bytes, kByte); }
 
   // The ledger this communicator records its traffic in (by default the process's).
   TrafficLedger& traffic() { return *traffic_; }
@@ -100,6 +153,20 @@ class Communicator {
   double timeout() const { return timeout_s_; }
 
  protected:
+  // ---- the transport (the back half) ----
+  // Starts `c`, already checked (rank and size as this communicator's), and returns its Work. Runs on
+  // the issuing thread; may throw (the communicator shut down or failed), and then nothing is recorded.
+  virtual WorkPtr start(const Collective& c) = 0;
+  virtual WorkPtr start_barrier() = 0;
+  // A device backend's host group: collectives whose buffers are all host memory run there, so that
+  // code written for the CPU keeps working. Null: this backend takes host buffers itself.
+  virtual Communicator* host_group() { return nullptr; }
+  // Whether `p` (not null) is device memory; asked only where host_group() is not null.
+  virtual bool is_device_memory(const void* /*p*/) const { return false; }
+  // Hands `c` to another communicator's transport (a device backend's host group), unchecked and
+  // unrecorded: the front half of this one did both.
+  static WorkPtr start_on(Communicator& other, const Collective& c) { return other.start(c); }
+
   // What a split's child inherits from its parent: the traffic ledger and the timeout (for the GPU
   // backends, whose children wrap a split of their private MPI group). Null stays null.
   std::unique_ptr<Communicator> inherit(std::unique_ptr<Communicator> child) const {
@@ -113,10 +180,18 @@ class Communicator {
   TrafficLedger* traffic_ = &TrafficLedger::global();
   bool successor_in_other_group_ = false;
   double timeout_s_ = 0;
+
+ private:
+  // The front half: check, route, start, record.
+  WorkPtr issue(Collective c);
+  bool in_place_form(const Collective& c) const;
+  void check(const Collective& c) const;
+  // True when every buffer of `c` is host memory and a host group takes it; throws on a mix.
+  bool goes_to_host_group(const Collective& c);
 };
 
 // Collectives issued while one is alive go to a scratch ledger: checks, metrics and checkpoint I/O
-// are not training traffic (contract §9 counts the training's collectives).
+// are not training traffic (the ledger counts the training's collectives).
 class UntrackedTraffic {
  public:
   explicit UntrackedTraffic(Communicator& comm) : comm_(comm), training_(&comm.traffic()) {

@@ -1,8 +1,7 @@
 // The host-side arithmetic of the GPU communicators (comm/nccl_communicator.h,
 // comm/staged_communicator.h), kept free of CUDA so that the CPU test suite covers it
 // (tests/comm/test_gpu_comm_plan.cpp): which backend a group gets, how an ordered reduction's
-// all-to-all cuts a buffer into chunks, how much device scratch it needs, and the bytes each
-// collective records in the traffic ledger (the MPI backend's, so the planner's numbers hold on GPU).
+// all-to-all cuts a buffer into chunks, and how much device scratch it needs.
 #pragma once
 
 #include <algorithm>
@@ -13,7 +12,6 @@
 #include <utility>
 #include <vector>
 
-#include "comm/traffic.h"
 
 namespace zerodp::comm {
 
@@ -92,22 +90,6 @@ inline AllToAllPlan reduce_scatter_plan(size_t count, int world) {
 inline AllToAllPlan all_reduce_plan(size_t count, int world) {
   const auto W = static_cast<size_t>(std::max(1, world));
   return AllToAllPlan{world, (count + W - 1) / W, count};
-}
-
-// ---- the traffic ledger ----------------------------------------------------------------------------
-
-// The full-buffer bytes the MPI backend records for a collective of `count` elements of `elem_bytes`
-// (1 for byte payloads) in a group of `world`: the all-reduced or broadcast buffer, and for
-// reduce-scatter and all-gather the W chunks together. The ledger applies the ring formula.
-inline uint64_t ledger_full_bytes(CollectiveKind k, size_t count, size_t elem_bytes, int world) {
-  const uint64_t n = static_cast<uint64_t>(count) * elem_bytes;
-  switch (k) {
-    case CollectiveKind::kAllReduce:
-    case CollectiveKind::kBroadcast: return n;
-    case CollectiveKind::kReduceScatter:
-    case CollectiveKind::kAllGather: return n * static_cast<uint64_t>(world);
-  }
-  return n;
 }
 
 }  // namespace zerodp::comm

@@ -23,26 +23,9 @@
 
 namespace zerodp::comm {
 
-bool is_device_pointer(const void* p) {
-  if (p == nullptr) return false;
-  cudaPointerAttributes a{};
-  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
-    (void)cudaGetLastError();  // clear the sticky-free error a plain host pointer may leave
-    return false;
-  }
-  return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
-}
-
 namespace {
 
 using cuda::DeviceGuard;
-
-// A collective with nothing to do (no elements): done at once.
-class DoneWork final : public Work {
- public:
-  void wait() override {}
-  bool is_completed() override { return true; }
-};
 
 cuda::OrderedOp ordered_op(ReduceOp op) {
   switch (op) {
@@ -51,11 +34,6 @@ cuda::OrderedOp ordered_op(ReduceOp op) {
     case ReduceOp::kMax: return cuda::OrderedOp::kMax;
   }
   return cuda::OrderedOp::kSum;
-}
-
-bool overlaps(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
-  const auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
-  return a_bytes > 0 && b_bytes > 0 && pa < pb + b_bytes && pb < pa + a_bytes;
 }
 
 }  // namespace
@@ -186,52 +164,29 @@ class NcclWork final : public Work {
   std::string error_;
 };
 
-// "all_reduce(1024 × bf16, sum)": how errors name a collective.
-std::string describe(const char* kind, size_t count, const char* unit, const char* op = nullptr) {
-  return op != nullptr ? fmt::format("{}({} × {}, {})", kind, count, unit, op) : fmt::format("{}({} × {})", kind, count, unit);
-}
-
-// Whether a collective's buffers are host memory (then it goes through MPI); throws when some are
-// on the host and some on the device.
-bool on_host(const char* kind, std::initializer_list<const void*> buffers) {
-  int host = 0, device = 0;
-  for (const void* p : buffers) {
-    if (p == nullptr) continue;
-    (is_device_pointer(p) ? device : host) += 1;
-  }
-  ZDP_CHECK(host == 0 || device == 0, "{}: host and device buffers in one collective", kind);
-  return host > 0;
-}
-
 }  // namespace
 
 // ---- construction -------------------------------------------------------------------------------
 
 std::unique_ptr<NcclCommunicator> NcclCommunicator::create(Communicator& group, int device, const NcclOptions& options) {
-  std::unique_ptr<Communicator> own = group.split(0, group.rank());
-  ZDP_CHECK(own != nullptr, "NcclCommunicator: the private split of the group failed");
-  auto c = std::make_unique<NcclCommunicator>(std::move(own), device, options);
-  c->set_traffic_ledger(&group.traffic());
-  c->set_successor_in_other_group(group.successor_in_other_group());
-  c->set_timeout(group.timeout());
+  auto c = std::make_unique<NcclCommunicator>(private_group(group, "NcclCommunicator"), device, options);
+  follow(group, *c);
   return c;
 }
 
 NcclCommunicator::NcclCommunicator(std::unique_ptr<Communicator> mpi_group, int device, const NcclOptions& options)
-    : mpi_(std::move(mpi_group)), options_(options), device_(device), state_(std::make_shared<State>()) {
-  ZDP_CHECK(mpi_ != nullptr, "NcclCommunicator needs an MPI group");
-  mpi_->set_traffic_ledger(&untracked_);
-  rank_ = mpi_->rank();
-  size_ = mpi_->size();
-  state_->group = fmt::format("rank {} of {} on GPU {}", rank_, size_, device_);
+    : DeviceCommunicator(std::move(mpi_group), device, "NcclCommunicator"), options_(options),
+      state_(std::make_shared<State>()) {
+  const int r = rank(), w = size();
+  state_->group = fmt::format("rank {} of {} on GPU {}", r, w, device_);
   DeviceGuard guard(device_);
 
   // Rank 0 makes the id; the MPI group carries it (host bytes) to the others.
   ncclUniqueId id{};
-  if (rank_ == 0) ZDP_NCCL(ncclGetUniqueId(&id), "init", *state_);
+  if (r == 0) ZDP_NCCL(ncclGetUniqueId(&id), "init", *state_);
   mpi_->broadcast_bytes(&id, sizeof id, 0);
   ncclComm_t comm = nullptr;
-  ZDP_NCCL(ncclCommInitRank(&comm, size_, id, rank_), "init", *state_);
+  ZDP_NCCL(ncclCommInitRank(&comm, w, id, r), "init", *state_);
   state_->comm = comm;
 
   try {  // a constructor that throws runs no destructor: what is made so far is released here
@@ -289,19 +244,8 @@ void NcclCommunicator::set_compute_stream(cudaStream_t stream) {
   options_.compute_stream = stream;
 }
 
-void NcclCommunicator::set_timeout(double seconds) {
-  Communicator::set_timeout(seconds);
-  mpi_->set_timeout(seconds);
-}
-
-std::unique_ptr<Communicator> NcclCommunicator::split(int color, int key) {
-  std::unique_ptr<Communicator> sub = mpi_->split(color, key);
-  if (sub == nullptr) return nullptr;
-  return inherit(std::make_unique<NcclCommunicator>(std::move(sub), device_, options_));
-}
-
-std::unique_ptr<Communicator> NcclCommunicator::split_by_host() {
-  return inherit(std::make_unique<NcclCommunicator>(mpi_->split_by_host(), device_, options_));
+std::unique_ptr<Communicator> NcclCommunicator::make_child(std::unique_ptr<Communicator> mpi_group) {
+  return std::make_unique<NcclCommunicator>(std::move(mpi_group), device_, options_);
 }
 
 // ---- issuing ----------------------------------------------------------------------------------------
@@ -325,10 +269,6 @@ WorkPtr NcclCommunicator::issue(const std::string& what, bool host_blocking, Enq
     throw;
   }
   return work;
-}
-
-void NcclCommunicator::record(CollectiveKind k, size_t count, size_t elem_bytes) {
-  traffic_->record(k, ledger_full_bytes(k, count, elem_bytes, size_), size_, successor_in_other_group_);
 }
 
 // The slots are GPU memory like any other: counted in the ledger (comm, device tier) while held, so
@@ -355,12 +295,12 @@ void NcclCommunicator::ensure_scratch(size_t bytes) {
 
 void NcclCommunicator::enqueue_ordered(const void* send, void* buf, size_t count, DType dtype, ReduceOp op) {
   const std::string what = send != nullptr ? "reduce_scatter" : "all_reduce";
+  const int r = rank(), W = size();
   const size_t es = dtype_size(dtype);
-  const AllToAllPlan plan = send != nullptr ? reduce_scatter_plan(count, size_) : all_reduce_plan(count, size_);
+  const AllToAllPlan plan = send != nullptr ? reduce_scatter_plan(count, W) : all_reduce_plan(count, W);
   const char* src = static_cast<const char*>(send != nullptr ? send : buf);
   ensure_scratch(plan.scratch_elements() * es);
   char* slots = static_cast<char*>(scratch_);
-  const int r = rank_;
   const size_t mine = plan.length(r);
 
   // Everyone's values of chunk r into slots 0..W-1 (this rank's by a copy).
@@ -370,7 +310,7 @@ void NcclCommunicator::enqueue_ordered(const void* send, void* buf, size_t count
   ncclComm_t comm = state_->comm;
   ZDP_NCCL(ncclGroupStart(), what, *state_);
   try {
-    for (int p = 0; p < size_; ++p) {
+    for (int p = 0; p < W; ++p) {
       if (p == r) continue;
       if (plan.length(p) > 0)
         ZDP_NCCL(ncclSend(src + plan.offset(p) * es, plan.length(p) * es, ncclUint8, p, comm, stream_), what, *state_);
@@ -383,12 +323,12 @@ void NcclCommunicator::enqueue_ordered(const void* send, void* buf, size_t count
   ZDP_NCCL(ncclGroupEnd(), what, *state_);
 
   if (send != nullptr) {  // reduce_scatter: the reduced chunk is the result
-    cuda::ordered_reduce(slots, plan.chunk, size_, buf, count, dtype, ordered_op(op), stream_);
+    cuda::ordered_reduce(slots, plan.chunk, W, buf, count, dtype, ordered_op(op), stream_);
     return;
   }
   // all_reduce: reduce chunk r, then gather the W chunks (in the caller's buffer when they fill it).
   char* gathered = plan.gathers_in_place() ? static_cast<char*>(buf) : slots + plan.receive_elements() * es;
-  cuda::ordered_reduce(slots, plan.chunk, size_, gathered + plan.offset(r) * es, mine, dtype, ordered_op(op), stream_);
+  cuda::ordered_reduce(slots, plan.chunk, W, gathered + plan.offset(r) * es, mine, dtype, ordered_op(op), stream_);
   ZDP_NCCL(ncclAllGather(gathered + plan.offset(r) * es, gathered, plan.chunk * es, ncclUint8, comm, stream_), what,
            *state_);
   if (!plan.gathers_in_place())
@@ -397,7 +337,7 @@ void NcclCommunicator::enqueue_ordered(const void* send, void* buf, size_t count
 
 // ---- the collectives --------------------------------------------------------------------------------
 
-WorkPtr NcclCommunicator::barrier_async() {
+WorkPtr NcclCommunicator::start_barrier() {
   // A one-word maximum over a zero (no arithmetic that could drift); the host waits for it.
   return issue("barrier", /*host_blocking=*/true, [&] {
     ZDP_NCCL(ncclAllReduce(barrier_word_, barrier_word_, 1, ncclInt32, ncclMax, state_->comm, stream_), "barrier",
@@ -405,87 +345,31 @@ WorkPtr NcclCommunicator::barrier_async() {
   });
 }
 
-WorkPtr NcclCommunicator::broadcast_async(void* buf, size_t count, DType dtype, int root) {
-  ZDP_CHECK(root >= 0 && root < size_, "broadcast from root {} in a group of {} ranks", root, size_);
-  ZDP_CHECK(buf != nullptr || count == 0, "broadcast of {} elements from a null buffer", count);
-  record(CollectiveKind::kBroadcast, count, dtype_size(dtype));
-  if (on_host("broadcast", {buf})) return mpi_->broadcast_async(buf, count, dtype, root);
-  if (count == 0) return std::make_shared<DoneWork>();
-  const std::string what = describe("broadcast", count, dtype_name(dtype));
+// Broadcasts and all-gathers move bytes (exact); sums, averages and maxima are ordered reductions.
+WorkPtr NcclCommunicator::start(const Collective& c) {
+  const int W = size();
+  if (c.count == 0) return std::make_shared<DoneWork>();
+  if (c.kind == CollectiveKind::kAllReduce && W == 1) return std::make_shared<DoneWork>();  // one rank's values
+  if (c.kind == CollectiveKind::kReduceScatter && W == 1 && c.in_place) return std::make_shared<DoneWork>();
+  const std::string what = describe(c, W, rank());
   return issue(what, false, [&] {
-    ZDP_NCCL(ncclBroadcast(buf, buf, count * dtype_size(dtype), ncclUint8, root, state_->comm, stream_), what, *state_);
-  });
-}
-
-WorkPtr NcclCommunicator::broadcast_bytes_async(void* buf, size_t bytes, int root) {
-  ZDP_CHECK(root >= 0 && root < size_, "broadcast from root {} in a group of {} ranks", root, size_);
-  ZDP_CHECK(buf != nullptr || bytes == 0, "broadcast of {} bytes from a null buffer", bytes);
-  record(CollectiveKind::kBroadcast, bytes, 1);
-  if (on_host("broadcast_bytes", {buf})) return mpi_->broadcast_bytes_async(buf, bytes, root);
-  if (bytes == 0) return std::make_shared<DoneWork>();
-  const std::string what = describe("broadcast_bytes", bytes, "byte");
-  return issue(what, false, [&] {
-    ZDP_NCCL(ncclBroadcast(buf, buf, bytes, ncclUint8, root, state_->comm, stream_), what, *state_);
-  });
-}
-
-WorkPtr NcclCommunicator::all_reduce_async(void* buf, size_t count, DType dtype, ReduceOp op) {
-  ZDP_CHECK(buf != nullptr || count == 0, "all_reduce of {} elements on a null buffer", count);
-  record(CollectiveKind::kAllReduce, count, dtype_size(dtype));
-  if (on_host("all_reduce", {buf})) return mpi_->all_reduce_async(buf, count, dtype, op);
-  if (count == 0 || size_ == 1) return std::make_shared<DoneWork>();  // one rank's sum is its values
-  const std::string what = describe("all_reduce", count, dtype_name(dtype), reduce_op_name(op));
-  return issue(what, false, [&] { enqueue_ordered(nullptr, buf, count, dtype, op); });
-}
-
-WorkPtr NcclCommunicator::reduce_scatter_async(const void* send, void* recv, size_t count, DType dtype, ReduceOp op) {
-  const size_t chunk = count * dtype_size(dtype);
-  bool in_place = false;
-  if (count > 0) {
-    ZDP_CHECK(send != nullptr && recv != nullptr, "reduce_scatter of {} elements with a null buffer", count);
-    in_place = static_cast<const char*>(send) + static_cast<size_t>(rank_) * chunk == recv;
-    ZDP_CHECK(in_place || !overlaps(send, chunk * size_, recv, chunk),
-              "reduce_scatter: recv overlaps send without being send + rank·count (the in-place form)");
-  }
-  record(CollectiveKind::kReduceScatter, count, dtype_size(dtype));
-  if (on_host("reduce_scatter", {send, recv})) return mpi_->reduce_scatter_async(send, recv, count, dtype, op);
-  if (count == 0 || (size_ == 1 && in_place)) return std::make_shared<DoneWork>();
-  const std::string what = describe("reduce_scatter", count, dtype_name(dtype), reduce_op_name(op));
-  return issue(what, false, [&] {
-    if (size_ == 1) {
-      ZDP_CUDA_CHECK(cudaMemcpyAsync(recv, send, chunk, cudaMemcpyDeviceToDevice, stream_));
-    } else {
-      enqueue_ordered(send, recv, count, dtype, op);
+    switch (c.kind) {
+      case CollectiveKind::kBroadcast:
+        ZDP_NCCL(ncclBroadcast(c.recv, c.recv, c.chunk_bytes(), ncclUint8, c.root, state_->comm, stream_), what,
+                 *state_);
+        return;
+      case CollectiveKind::kAllGather:
+        ZDP_NCCL(ncclAllGather(c.send, c.recv, c.chunk_bytes(), ncclUint8, state_->comm, stream_), what, *state_);
+        return;
+      case CollectiveKind::kAllReduce: enqueue_ordered(nullptr, c.recv, c.count, c.type.dtype(), c.op); return;
+      case CollectiveKind::kReduceScatter:
+        if (W == 1) {
+          ZDP_CUDA_CHECK(cudaMemcpyAsync(c.recv, c.send, c.chunk_bytes(), cudaMemcpyDeviceToDevice, stream_));
+        } else {
+          enqueue_ordered(c.send, c.recv, c.count, c.type.dtype(), c.op);
+        }
+        return;
     }
-  });
-}
-
-WorkPtr NcclCommunicator::all_gather_async(const void* send, void* recv, size_t count, DType dtype) {
-  return all_gather_bytes_checked("all_gather", send, recv, count, dtype_size(dtype), dtype_name(dtype),
-                                  [&] { return mpi_->all_gather_async(send, recv, count, dtype); });
-}
-
-WorkPtr NcclCommunicator::all_gather_bytes_async(const void* send, void* recv, size_t bytes) {
-  return all_gather_bytes_checked("all_gather_bytes", send, recv, bytes, 1, "byte",
-                                  [&] { return mpi_->all_gather_bytes_async(send, recv, bytes); });
-}
-
-template <class OnHost>
-WorkPtr NcclCommunicator::all_gather_bytes_checked(const char* kind, const void* send, void* recv, size_t count,
-                                                   size_t elem_bytes, const char* unit, OnHost&& on_host_path) {
-  const size_t chunk = count * elem_bytes;
-  if (count > 0) {
-    ZDP_CHECK(send != nullptr && recv != nullptr, "{} of {} elements with a null buffer", kind, count);
-    const bool in_place = static_cast<char*>(recv) + static_cast<size_t>(rank_) * chunk == send;
-    ZDP_CHECK(in_place || !overlaps(send, chunk, recv, chunk * size_),
-              "{}: send overlaps recv without being recv + rank·count (the in-place form)", kind);
-  }
-  record(CollectiveKind::kAllGather, count, elem_bytes);
-  if (on_host(kind, {send, recv})) return on_host_path();
-  if (count == 0) return std::make_shared<DoneWork>();
-  const std::string what = describe(kind, count, unit);
-  return issue(what, false, [&] {
-    ZDP_NCCL(ncclAllGather(send, recv, chunk, ncclUint8, state_->comm, stream_), what, *state_);
   });
 }
 

@@ -147,27 +147,50 @@ void divide_in_place(void* buf, size_t n, DType dtype, int divisor) {
   }
 }
 
-void widen_to_f32(const void* in, DType dtype, float* acc, size_t n) {
+namespace {
+
+// acc[i] = float(in[i]) (kAdd false) or acc[i] += float(in[i]) (kAdd true): the one loop of both.
+template <bool kAdd>
+void widen_into(const void* in, DType dtype, float* acc, size_t n) {
+  const auto put = [acc](size_t i, float x) {
+    if constexpr (kAdd) {
+      acc[i] += x;
+    } else {
+      acc[i] = x;
+    }
+  };
   switch (dtype) {
-    case DType::kF32:
-      if (n > 0) std::memcpy(acc, in, n * sizeof(float));
+    case DType::kF32: {
+      const float* s = static_cast<const float*>(in);
+      if constexpr (!kAdd) {
+        if (n > 0) std::memcpy(acc, in, n * sizeof(float));
+      } else {
+        for (size_t i = 0; i < n; ++i) put(i, s[i]);
+      }
       return;
+    }
     case DType::kBF16: {
       const uint16_t* s = static_cast<const uint16_t*>(in);
-      for (size_t i = 0; i < n; ++i) acc[i] = bf16_to_fp32(s[i]);
+      for (size_t i = 0; i < n; ++i) put(i, bf16_to_fp32(s[i]));
       return;
     }
     case DType::kF16: {
       const uint16_t* s = static_cast<const uint16_t*>(in);
       size_t i = 0;
 #if defined(__x86_64__)
-      if (have_f16c()) i = fp16_widen_f16c(s, acc, n);
+      if (have_f16c()) i = kAdd ? fp16_accumulate_f16c(s, acc, n) : fp16_widen_f16c(s, acc, n);
 #endif
-      for (; i < n; ++i) acc[i] = fp16_to_fp32(s[i]);
+      for (; i < n; ++i) put(i, fp16_to_fp32(s[i]));
       return;
     }
   }
 }
+
+}  // namespace
+
+void widen_to_f32(const void* in, DType dtype, float* acc, size_t n) { widen_into<false>(in, dtype, acc, n); }
+
+void accumulate_f32(const void* in, DType dtype, float* acc, size_t n) { widen_into<true>(in, dtype, acc, n); }
 
 void narrow_from_f32(const float* acc, void* out, DType dtype, size_t n) {
   switch (dtype) {
@@ -194,30 +217,6 @@ void narrow_from_f32(const float* acc, void* out, DType dtype, size_t n) {
       if (have_f16c()) i = fp16_narrow_f16c(acc, d, n);
 #endif
       for (; i < n; ++i) d[i] = fp32_to_fp16(acc[i]);
-      return;
-    }
-  }
-}
-
-void accumulate_f32(const void* in, DType dtype, float* acc, size_t n) {
-  switch (dtype) {
-    case DType::kF32: {
-      const float* s = static_cast<const float*>(in);
-      for (size_t i = 0; i < n; ++i) acc[i] += s[i];
-      return;
-    }
-    case DType::kBF16: {
-      const uint16_t* s = static_cast<const uint16_t*>(in);
-      for (size_t i = 0; i < n; ++i) acc[i] += bf16_to_fp32(s[i]);
-      return;
-    }
-    case DType::kF16: {
-      const uint16_t* s = static_cast<const uint16_t*>(in);
-      size_t i = 0;
-#if defined(__x86_64__)
-      if (have_f16c()) i = fp16_accumulate_f16c(s, acc, n);
-#endif
-      for (; i < n; ++i) acc[i] += fp16_to_fp32(s[i]);
       return;
     }
   }

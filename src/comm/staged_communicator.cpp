@@ -6,10 +6,7 @@
 #include <mutex>
 #include <vector>
 
-#include <fmt/format.h>
 
-#include "comm/gpu_comm_plan.h"
-#include "comm/nccl_communicator.h"
 #include "core/error.h"
 #include "core/memory.h"
 #include "cuda/check.h"
@@ -85,10 +82,6 @@ class StagedCommunicator::Pool {
   std::vector<Block> blocks_;  // indices are stable: blocks are only appended
 };
 
-struct StagedCommunicator::Staged {
-  std::shared_ptr<char> block;
-};
-
 namespace {
 
 // The Work of a staged collective: the MPI part, then the copy of `bytes` back to the device.
@@ -148,33 +141,17 @@ class StagedWork final : public Work {
   std::string error_;
 };
 
-bool on_host(const char* kind, std::initializer_list<const void*> buffers) {
-  int host = 0, device = 0;
-  for (const void* p : buffers) {
-    if (p == nullptr) continue;
-    (is_device_pointer(p) ? device : host) += 1;
-  }
-  ZDP_CHECK(host == 0 || device == 0, "{}: host and device buffers in one collective", kind);
-  return host > 0;
-}
-
 }  // namespace
 
 std::unique_ptr<StagedCommunicator> StagedCommunicator::create(Communicator& group, int device,
                                                                cudaStream_t compute_stream) {
-  std::unique_ptr<Communicator> own = group.split(0, group.rank());
-  ZDP_CHECK(own != nullptr, "StagedCommunicator: the private split of the group failed");
-  auto c = std::make_unique<StagedCommunicator>(std::move(own), device, compute_stream);
-  c->set_traffic_ledger(&group.traffic());
-  c->set_successor_in_other_group(group.successor_in_other_group());
-  c->set_timeout(group.timeout());
+  auto c = std::make_unique<StagedCommunicator>(private_group(group, "StagedCommunicator"), device, compute_stream);
+  follow(group, *c);
   return c;
 }
 
 StagedCommunicator::StagedCommunicator(std::unique_ptr<Communicator> mpi_group, int device, cudaStream_t compute_stream)
-    : mpi_(std::move(mpi_group)), device_(device), compute_(compute_stream) {
-  ZDP_CHECK(mpi_ != nullptr, "StagedCommunicator needs an MPI group");
-  mpi_->set_traffic_ledger(&untracked_);
+    : DeviceCommunicator(std::move(mpi_group), device, "StagedCommunicator"), compute_(compute_stream) {
   pool_ = std::make_shared<Pool>(device);
   DeviceGuard guard(device_);
   ZDP_CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
@@ -184,28 +161,13 @@ StagedCommunicator::~StagedCommunicator() {
   if (ready_ != nullptr) (void)cudaEventDestroy(ready_);
 }
 
-void StagedCommunicator::set_timeout(double seconds) {
-  Communicator::set_timeout(seconds);
-  mpi_->set_timeout(seconds);
+std::unique_ptr<Communicator> StagedCommunicator::make_child(std::unique_ptr<Communicator> mpi_group) {
+  return std::make_unique<StagedCommunicator>(std::move(mpi_group), device_, compute_);
 }
 
-std::unique_ptr<Communicator> StagedCommunicator::split(int color, int key) {
-  std::unique_ptr<Communicator> sub = mpi_->split(color, key);
-  if (sub == nullptr) return nullptr;
-  return inherit(std::make_unique<StagedCommunicator>(std::move(sub), device_, compute_));
-}
-
-std::unique_ptr<Communicator> StagedCommunicator::split_by_host() {
-  return inherit(std::make_unique<StagedCommunicator>(mpi_->split_by_host(), device_, compute_));
-}
-
-void StagedCommunicator::record(CollectiveKind k, size_t count, size_t elem_bytes) {
-  traffic_->record(k, ledger_full_bytes(k, count, elem_bytes, size()), size(), successor_in_other_group_);
-}
-
-StagedCommunicator::Staged StagedCommunicator::stage(size_t block_bytes, const void* device_src, size_t offset,
-                                                     size_t bytes) {
-  Staged s{Pool::lease(pool_, block_bytes)};
+std::shared_ptr<char> StagedCommunicator::stage(size_t block_bytes, const void* device_src, size_t offset,
+                                                size_t bytes) {
+  std::shared_ptr<char> block = Pool::lease(pool_, block_bytes);
   DeviceGuard guard(device_);
   // The copy stream waits for the compute stream's work so far, also where nothing goes up (a
   // broadcast's receivers): the copy back in wait() must land after what that work does to the
@@ -213,82 +175,53 @@ StagedCommunicator::Staged StagedCommunicator::stage(size_t block_bytes, const v
   ZDP_CUDA_CHECK(cudaEventRecord(ready_, compute_));
   ZDP_CUDA_CHECK(cudaStreamWaitEvent(pool_->copy, ready_, 0));
   if (bytes > 0) {
-    ZDP_CUDA_CHECK(cudaMemcpyAsync(s.block.get() + offset, device_src, bytes, cudaMemcpyDeviceToHost, pool_->copy));
+    ZDP_CUDA_CHECK(cudaMemcpyAsync(block.get() + offset, device_src, bytes, cudaMemcpyDeviceToHost, pool_->copy));
     ZDP_CUDA_CHECK(cudaStreamSynchronize(pool_->copy));  // MPI reads the block as soon as it is issued
   }
-  return s;
+  return block;
 }
 
-WorkPtr StagedCommunicator::barrier_async() { return mpi_->barrier_async(); }
+WorkPtr StagedCommunicator::start_barrier() { return mpi_->barrier_async(); }
 
-WorkPtr StagedCommunicator::broadcast_async(void* buf, size_t count, DType dtype, int root) {
-  ZDP_CHECK(root >= 0 && root < size(), "broadcast from root {} in a group of {} ranks", root, size());
-  record(CollectiveKind::kBroadcast, count, dtype_size(dtype));
-  if (count == 0 || on_host("broadcast", {buf})) return mpi_->broadcast_async(buf, count, dtype, root);
-  const size_t n = count * dtype_size(dtype);
-  const bool root_here = rank() == root;
-  std::lock_guard<std::mutex> lock(pool_->issue_mu);
-  Staged s = stage(n, buf, 0, root_here ? n : 0);
-  WorkPtr mpi = mpi_->broadcast_async(s.block.get(), count, dtype, root);
-  return std::make_shared<StagedWork>(std::move(mpi), s.block, pool_, buf, s.block.get(), root_here ? 0 : n);
-}
-
-WorkPtr StagedCommunicator::broadcast_bytes_async(void* buf, size_t bytes, int root) {
-  ZDP_CHECK(root >= 0 && root < size(), "broadcast from root {} in a group of {} ranks", root, size());
-  record(CollectiveKind::kBroadcast, bytes, 1);
-  if (bytes == 0 || on_host("broadcast_bytes", {buf})) return mpi_->broadcast_bytes_async(buf, bytes, root);
-  const bool root_here = rank() == root;
-  std::lock_guard<std::mutex> lock(pool_->issue_mu);
-  Staged s = stage(bytes, buf, 0, root_here ? bytes : 0);
-  WorkPtr mpi = mpi_->broadcast_bytes_async(s.block.get(), bytes, root);
-  return std::make_shared<StagedWork>(std::move(mpi), s.block, pool_, buf, s.block.get(), root_here ? 0 : bytes);
-}
-
-WorkPtr StagedCommunicator::all_reduce_async(void* buf, size_t count, DType dtype, ReduceOp op) {
-  record(CollectiveKind::kAllReduce, count, dtype_size(dtype));
-  if (count == 0 || on_host("all_reduce", {buf})) return mpi_->all_reduce_async(buf, count, dtype, op);
-  const size_t n = count * dtype_size(dtype);
-  std::lock_guard<std::mutex> lock(pool_->issue_mu);
-  Staged s = stage(n, buf, 0, n);
-  WorkPtr mpi = mpi_->all_reduce_async(s.block.get(), count, dtype, op);
-  return std::make_shared<StagedWork>(std::move(mpi), s.block, pool_, buf, s.block.get(), n);
-}
-
-WorkPtr StagedCommunicator::reduce_scatter_async(const void* send, void* recv, size_t count, DType dtype, ReduceOp op) {
-  record(CollectiveKind::kReduceScatter, count, dtype_size(dtype));
-  if (count == 0 || on_host("reduce_scatter", {send, recv}))
-    return mpi_->reduce_scatter_async(send, recv, count, dtype, op);
-  ZDP_CHECK(send != nullptr && recv != nullptr, "reduce_scatter of {} elements with a null buffer", count);
-  const size_t chunk = count * dtype_size(dtype);
+// The same collective on a pinned block, in place on the host whatever the device form (the rest of
+// the block is staging), and what wait() copies back to the device.
+WorkPtr StagedCommunicator::start(const Collective& c) {
+  if (c.count == 0) return start_on(*mpi_, c);
+  const size_t chunk = c.chunk_bytes(), all = chunk * static_cast<size_t>(size());
   const size_t mine = static_cast<size_t>(rank()) * chunk;
   std::lock_guard<std::mutex> lock(pool_->issue_mu);
-  // In place on the host whatever the device form: the rest of the block is staging.
-  Staged s = stage(chunk * size(), send, 0, chunk * size());
-  WorkPtr mpi = mpi_->reduce_scatter_async(s.block.get(), s.block.get() + mine, count, dtype, op);
-  return std::make_shared<StagedWork>(std::move(mpi), s.block, pool_, recv, s.block.get() + mine, chunk);
-}
-
-WorkPtr StagedCommunicator::all_gather_async(const void* send, void* recv, size_t count, DType dtype) {
-  record(CollectiveKind::kAllGather, count, dtype_size(dtype));
-  if (count == 0 || on_host("all_gather", {send, recv})) return mpi_->all_gather_async(send, recv, count, dtype);
-  ZDP_CHECK(send != nullptr && recv != nullptr, "all_gather of {} elements with a null buffer", count);
-  const size_t chunk = count * dtype_size(dtype);
-  const size_t mine = static_cast<size_t>(rank()) * chunk;
-  std::lock_guard<std::mutex> lock(pool_->issue_mu);
-  Staged s = stage(chunk * size(), send, mine, chunk);
-  WorkPtr mpi = mpi_->all_gather_async(s.block.get() + mine, s.block.get(), count, dtype);
-  return std::make_shared<StagedWork>(std::move(mpi), s.block, pool_, recv, s.block.get(), chunk * size());
-}
-
-WorkPtr StagedCommunicator::all_gather_bytes_async(const void* send, void* recv, size_t bytes) {
-  record(CollectiveKind::kAllGather, bytes, 1);
-  if (bytes == 0 || on_host("all_gather_bytes", {send, recv})) return mpi_->all_gather_bytes_async(send, recv, bytes);
-  ZDP_CHECK(send != nullptr && recv != nullptr, "all_gather of {} bytes with a null buffer", bytes);
-  const size_t mine = static_cast<size_t>(rank()) * bytes;
-  std::lock_guard<std::mutex> lock(pool_->issue_mu);
-  Staged s = stage(bytes * size(), send, mine, bytes);
-  WorkPtr mpi = mpi_->all_gather_bytes_async(s.block.get() + mine, s.block.get(), bytes);
-  return std::make_shared<StagedWork>(std::move(mpi), s.block, pool_, recv, s.block.get(), bytes * size());
+  std::shared_ptr<char> block;
+  Collective host = c;
+  size_t result_offset = 0, result_bytes = chunk;
+  switch (c.kind) {
+    case CollectiveKind::kBroadcast: {
+      const bool root_here = rank() == c.root;
+      block = stage(chunk, c.recv, 0, root_here ? chunk : 0);
+      host.recv = block.get();
+      result_bytes = root_here ? 0 : chunk;
+      break;
+    }
+    case CollectiveKind::kAllReduce:
+      block = stage(chunk, c.recv, 0, chunk);
+      host.recv = block.get();
+      break;
+    case CollectiveKind::kReduceScatter:
+      block = stage(all, c.send, 0, all);
+      host.send = block.get();
+      host.recv = block.get() + mine;
+      host.in_place = true;
+      result_offset = mine;
+      break;
+    case CollectiveKind::kAllGather:
+      block = stage(all, c.send, mine, chunk);
+      host.send = block.get() + mine;
+      host.recv = block.get();
+      host.in_place = true;
+      result_bytes = all;
+      break;
+  }
+  WorkPtr mpi = start_on(*mpi_, host);
+  return std::make_shared<StagedWork>(std::move(mpi), block, pool_, c.recv, block.get() + result_offset, result_bytes);
 }
 
 }  // namespace zerodp::comm

@@ -14,9 +14,15 @@ const char* collective_name(CollectiveKind k) {
   return "?";
 }
 
+uint64_t ledger_full_bytes(CollectiveKind k, size_t count, size_t elem_bytes, int world) {
+  const uint64_t n = static_cast<uint64_t>(count) * elem_bytes;
+  const bool per_rank_chunks = k == CollectiveKind::kReduceScatter || k == CollectiveKind::kAllGather;
+  return per_rank_chunks ? n * static_cast<uint64_t>(world) : n;
+}
+
 // Exact integer arithmetic, rounded down: numerator·n / W is computed in 128 bits so that no
 // product overflows, then truncated. A single rank (W = 1) sends nothing in the ring collectives.
-// Broadcast counts n whatever W is, as contract §9 writes it (the root, and every relay of the
+// Broadcast counts n whatever W is (the root, and every relay of the
 // pipelined chain, sends the whole buffer once).
 uint64_t ring_bytes_sent(CollectiveKind k, uint64_t full_bytes, int world) {
   ZDP_CHECK(world >= 1, "group size {} must be at least 1", world);

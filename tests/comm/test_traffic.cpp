@@ -1,4 +1,4 @@
-// The ring formulas of contract §9 and the ledger that sums them, without MPI.
+// The ring formulas of the traffic ledger and the ledger that sums them, without MPI.
 #include <gtest/gtest.h>
 
 #include <cstdint>
