@@ -59,6 +59,8 @@ TEST_P(Errors, BadArgumentsAreRefusedWhenIssued) {
   EXPECT_THROW(c->broadcast_async(buf.data(), 4, DType::kF32, w), RuntimeFailure);
   EXPECT_THROW(c->broadcast_async(buf.data(), 4, DType::kF32, -1), RuntimeFailure);
   EXPECT_THROW(c->all_reduce_async(nullptr, 4, DType::kF32, ReduceOp::kSum), RuntimeFailure);
+  EXPECT_THROW(c->broadcast_bytes_async(nullptr, 4, 0), RuntimeFailure);
+  EXPECT_THROW(c->all_reduce_async(buf.data(), 4, kByte, ReduceOp::kMax), RuntimeFailure);  // bytes are not reduced
   // recv overlapping send without being the in-place position.
   if (w > 1) {
     float* wrong = buf.data() + ((r + 1) % w) * 4 + 1;
