@@ -1,4 +1,4 @@
-// The traffic every collective records in its communicator's ledger (contract §9).
+// The traffic every collective records in its communicator's ledger (comm/traffic.h).
 #include <gtest/gtest.h>
 
 #include "mpi_test_util.h"
