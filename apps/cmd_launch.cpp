@@ -30,6 +30,7 @@
 #include <fmt/format.h>
 
 #include "apps/commands.h"
+#include "apps/train_options.h"
 #include "core/error.h"
 
 extern char** environ;
@@ -60,15 +61,6 @@ std::string self_executable() {
   const std::filesystem::path p = std::filesystem::read_symlink("/proc/self/exe", ec);
   ZDP_REQUIRE(!ec, "zerodp launch: cannot find its own executable (/proc/self/exe): {}", ec.message());
   return p.string();
-}
-
-// The value of `flag` among `args` (as "--flag V" or "--flag=V"); empty when absent.
-std::string flag_value(const std::vector<std::string>& args, const std::string& flag) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == flag && i + 1 < args.size()) return args[i + 1];
-    if (args[i].rfind(flag + "=", 0) == 0) return args[i].substr(flag.size() + 1);
-  }
-  return {};
 }
 
 // `args` without `flag` and its value (as "--flag V" or "--flag=V").
@@ -121,15 +113,6 @@ int64_t positive_integer(const std::string& text, const std::string& what) {
   return n;
 }
 
-int64_t positive_flag(const std::vector<std::string>& command, const std::string& flag) {
-  const std::string v = flag_value(command, flag);
-  ZDP_REQUIRE(!v.empty(),
-              "zerodp launch --min-ranks: the train command needs {} (the global batch, kept at every world size, is "
-              "--train-batch-size = ranks x --micro-batch x accumulation steps)",
-              flag);
-  return positive_integer(v, flag);
-}
-
 // The world sizes an elastic launch may run at, largest first: from `ranks` down to `min_ranks`,
 // those at which the global batch is a whole number of micro-batches on every rank.
 std::vector<int> elastic_world_sizes(int ranks, int min_ranks, int64_t global_batch, int64_t micro_batch) {
@@ -179,7 +162,11 @@ int launch(const std::vector<std::string>& launcher_args) {
               "zerodp launch: expected '-- <command>' after the launcher's arguments, e.g. `zerodp launch "
               "--max-restarts 2 -n 4 -- train --save-dir ckpt ...`");
   ZDP_REQUIRE(command[0] == "train", "zerodp launch runs `train`, got '{}'", command[0].substr(0, 64));
-  const std::string save_dir = flag_value(command, "--save-dir");
+  // The train command as `zerodp train` will resolve it (flags over --config's JSON over defaults).
+  const train::ResolvedConfig resolved =
+      resolve_train_words(std::vector<std::string>(command.begin() + 1, command.end()));
+  const train::TrainConfig& job = resolved.config;
+  const std::string save_dir = job.save_dir;
   ZDP_REQUIRE(!save_dir.empty(),
               "zerodp launch: the train command needs --save-dir: a restarted job continues from the latest "
               "checkpoint there");
@@ -207,9 +194,15 @@ int launch(const std::vector<std::string>& launcher_args) {
     const int ranks = static_cast<int>(asked);
     ZDP_REQUIRE(g_launch.min_ranks <= ranks, "zerodp launch: --min-ranks {} is more than the {} ranks asked for ({})",
                 g_launch.min_ranks, ranks, size_at.second);
-    global_batch = positive_flag(command, "--train-batch-size");
-    micro_batch = positive_flag(command, "--micro-batch");
-    ZDP_REQUIRE(micro_batch < (int64_t{1} << 40), "zerodp launch: --micro-batch {} is too large", micro_batch);
+    ZDP_REQUIRE(job.train_batch_size.has_value() && job.micro_batch_set,
+                "zerodp launch --min-ranks: the train command needs --train-batch-size and --micro-batch (or "
+                "train_batch_size and train_micro_batch_size_per_gpu in --config): the global batch, kept at every "
+                "world size, is ranks x micro-batch x accumulation steps");
+    global_batch = *job.train_batch_size;
+    micro_batch = job.micro_batch;
+    ZDP_REQUIRE(global_batch > 0 && micro_batch > 0 && micro_batch < (int64_t{1} << 40),
+                "zerodp launch: --train-batch-size {} and --micro-batch {} must be positive, the micro-batch under 2^40",
+                global_batch, micro_batch);
     ZDP_REQUIRE(global_batch % (micro_batch * ranks) == 0,
                 "zerodp launch: --train-batch-size {} is not a multiple of --micro-batch {} x {} ranks", global_batch,
                 micro_batch, ranks);
@@ -228,11 +221,14 @@ int launch(const std::vector<std::string>& launcher_args) {
     if (attempt > 0 && !checkpoint_before.empty()) args = with_resume(args, save_dir);
     std::vector<std::string> launch_args = launcher_args;
     if (!sizes.empty() && size_index > 0) {
-      // A smaller world: the accumulation steps follow from the global batch (train derives them).
+      // A smaller world: the accumulation steps that keep the global batch, as a flag (which wins over
+      // a gradient_accumulation_steps in --config).
       const int w = sizes[size_index];
       std::string& slot = launch_args[static_cast<size_t>(size_at.first)];
       slot = slot.rfind(size_at.second + "=", 0) == 0 ? size_at.second + "=" + std::to_string(w) : std::to_string(w);
       args = without_flag(args, "--accum");
+      args.push_back("--accum");
+      args.push_back(std::to_string(global_batch / (micro_batch * w)));
     }
     std::vector<std::string> argv{g_launch.launcher};
     argv.insert(argv.end(), launch_args.begin(), launch_args.end());

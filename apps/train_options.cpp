@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "core/error.h"
 #include "core/log.h"
 
 namespace zerodp::cli {
@@ -31,16 +32,38 @@ void add_train_options(CLI::App* cmd, TrainOptions& opts) {
   }
 }
 
-train::TrainConfig resolve(const TrainOptions& opts, const CLI::App* cmd) {
+namespace {
+
+// The flags that were on the command line, with their text, in train_flags() order.
+std::vector<std::pair<std::string, std::string>> given_flags(const TrainOptions& opts, const CLI::App* cmd) {
   std::vector<std::pair<std::string, std::string>> given;
   for (const train::TrainFlag& f : train::train_flags()) {
     const std::string name(f.name);
     if (cmd->count(name) > 0) given.emplace_back(name, opts.values.at(name));
   }
-  train::ResolvedConfig resolved = train::resolve_config(given);
+  return given;
+}
+
+}  // namespace
+
+train::TrainConfig resolve(const TrainOptions& opts, const CLI::App* cmd) {
+  train::ResolvedConfig resolved = train::resolve_config(given_flags(opts, cmd));
   if (log::rank() == 0)
     for (const std::string& w : resolved.warnings) log::warn("{}", w);
   return std::move(resolved.config);
+}
+
+train::ResolvedConfig resolve_train_words(const std::vector<std::string>& words) {
+  CLI::App app("train", "train");
+  TrainOptions opts;
+  add_train_options(&app, opts);
+  std::vector<std::string> reversed(words.rbegin(), words.rend());  // CLI11 takes the arguments last first
+  try {
+    app.parse(reversed);
+  } catch (const CLI::ParseError& e) {
+    throw UsageError(fmt::format("the train command: {}", e.what()));
+  }
+  return train::resolve_config(given_flags(opts, &app));
 }
 
 }  // namespace zerodp::cli

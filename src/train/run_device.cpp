@@ -13,12 +13,10 @@
 namespace zerodp::train {
 
 void check_device_support(const TrainConfig& cfg, const device::DeviceSpec& spec) {
-  if (spec.kind == device::DeviceSpec::Kind::kCpu) return;
-  const std::string name = device::device_spec_name(spec);
-  // The GPU's GPT-2 kernels are 16-bit with fp32 accumulation (cuda/kernels.h); fp32 compute is the
-  // CPU's reference path.
-  ZDP_REQUIRE(cfg.dtype != DType::kF32,
-              "--device {}: fp32 compute runs on the CPU only; train on the GPU with --dtype bf16 (or fp16)", name);
+  // The GPU's GPT-2 kernels are 16-bit with fp32 accumulation; fp32 compute is the CPU's reference path.
+  ZDP_REQUIRE(device::supports(spec, cfg.dtype),
+              "--device {}: {} compute runs on the CPU only; train on the GPU with --dtype bf16 (or fp16)",
+              device::device_spec_name(spec), dtype_name(cfg.dtype));
 }
 
 RunDevice open_run_device(const device::DeviceSpec& spec, std::shared_ptr<comm::Communicator> world) {

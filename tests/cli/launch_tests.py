@@ -14,8 +14,8 @@
             without a new checkpoint, so the next runs at 2 ranks (G = 2, the same global batch) from
             the checkpoint, resharded; it finishes with the uninterrupted 4-rank run's weights within
             1e-5 (only the order of the sums differs) and its losses within 1e-5 relative;
-  usage:    no --save-dir, no '--', a command other than train exit 2 at once; a job that fails with
-            bad usage (exit 2) is not restarted.
+  usage:    no --save-dir, no '--', a command other than train, a train command that does not parse
+            exit 2 at once; a job that fails with bad usage (exit 2) is not restarted.
 
 usage: launch_tests.py ZERODP CASE     (CASE: restart | give_up | shrink | usage)
 Exits non-zero with a message on the first failed check."""
@@ -144,6 +144,18 @@ elif CASE == "shrink":
     rc, so, se = run(["launch", "--min-ranks", "8", "-n", "4", "--"] + base + batch + [path("u.jsonl"),
                      "--save-dir", path("u")])
     check(rc == 2 and "--min-ranks 8 is more than the 4 ranks" in se, "--min-ranks above -n: exit 2", se)
+    # The global batch may come from --config as well: the launcher resolves the train command as train
+    # does. (The job then fails on its bad stage: one attempt, not restarted.)
+    ds = path("batch.json")
+    with open(ds, "w") as f:
+        f.write('{"train_batch_size": 8, "train_micro_batch_size_per_gpu": 2}')
+    bad_stage = [w if w != "2" or train[i - 1] != "--zero-stage" else "7" for i, w in enumerate(train)]
+    at = bad_stage.index("--micro-batch")
+    from_config = bad_stage[:at] + bad_stage[at + 2:]  # the micro-batch from the file too
+    rc, so, se = run(["launch", "--min-ranks", "2", "-n", "4", "--oversubscribe", "--"] + from_config +
+                     ["--steps", "2", "--config", ds, "--save-dir", path("u")], timeout=120)
+    check(rc == 2 and "world sizes it may run at: 4, 2 (--min-ranks 2, global batch 8 sequences)" in se,
+          "--min-ranks with the global batch in --config: the world sizes it keeps", se)
 
 elif CASE == "usage":
     train += ["--steps", "2"]
@@ -153,7 +165,13 @@ elif CASE == "usage":
     check(rc == 2 and "-- <command>" in se, "no '--': exit 2 saying what is expected", se)
     rc, so, se = run(LAUNCH + ["sample", "--save-dir", path("x")])
     check(rc == 2 and "train" in se, "a command other than train: exit 2", se)
-    rc, so, se = run(LAUNCH + train + ["--save-dir", path("ck-bad"), "--zero-stage", "7"], timeout=120)
+    # A train command that does not parse is refused before any attempt, as `zerodp train` would refuse it.
+    rc, so, se = run(LAUNCH + train + ["--save-dir", path("ck-bad"), "--steps", "many"], timeout=120)
+    check(rc == 2 and "zerodp launch: attempt" not in se and "--steps" in se,
+          "a train command that does not parse: exit 2 before any attempt", se)
+    # One that parses but that train refuses once it knows the world size: run once, not restarted.
+    bad_stage = [w if w != "2" or train[i - 1] != "--zero-stage" else "7" for i, w in enumerate(train)]
+    rc, so, se = run(LAUNCH + bad_stage + ["--save-dir", path("ck-bad")], timeout=120)
     check(rc == 2 and se.count("zerodp launch: attempt") == 1 and "not restarting" in se,
           "a job failing with bad usage (exit 2) is not restarted", se)
 else:
