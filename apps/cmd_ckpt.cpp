@@ -55,7 +55,7 @@ void register_ckpt(CLI::App& app, Action& action) {
   cmd->require_subcommand(1);
 
   auto* consolidate = cmd->add_subcommand(
-      "consolidate", "Write a checkpoint's full fp32 model as one safetensors file (contract §2 names)");
+      "consolidate", "Write a checkpoint's full fp32 model as one safetensors file (docs/reference/files.md#safetensors names)");
   consolidate->add_option("CKPT", consolidate_opts.path, "Checkpoint directory, or a save directory (its latest)")
       ->required();
   consolidate->add_option("--out", consolidate_opts.out, "Output safetensors file (written atomically)")->required();

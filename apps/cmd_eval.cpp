@@ -1,4 +1,4 @@
-// `zerodp eval`: a trained model's validation loss (contract §11), or its accuracy on multiple-choice
+// `zerodp eval`: a trained model's validation loss (docs/reference/data-order.md#validation), or its accuracy on multiple-choice
 // items (train/evaluate.h), on one process in fp32.
 //   zerodp eval --model M --data PATH --tokens E --seq T [--micro-batch B] [--metrics out.jsonl]
 //       prints "val_loss X" and "tokens N": the mean token cross-entropy over the first ⌊E/T⌋

@@ -1,4 +1,4 @@
-// `zerodp init`: writes a freshly initialised GPT-2 (contract §3, §8) as safetensors, one unit at a
+// `zerodp init`: writes a freshly initialised GPT-2 (docs/reference/model.md#init, docs/reference/command-line.md#commands) as safetensors, one unit at a
 // time so memory stays near the largest unit.
 #include <sys/statvfs.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-// `zerodp train` (contract §8): flags and --config resolved by apps/train_options, then the
+// `zerodp train` (docs/reference/command-line.md#train): flags and --config resolved by apps/train_options, then the
 // training loop of train/trainer.
 #include "apps/commands.h"
 #include "apps/train_options.h"

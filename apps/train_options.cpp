@@ -28,6 +28,7 @@ void add_train_options(CLI::App* cmd, TrainOptions& opts) {
       CLI::Option* opt = cmd->add_option(name, slot, std::string(f.help));
       opt->type_name(std::string(f.value_name));
       if (!shown.empty()) opt->default_str(shown);
+      if (f.testing_aid) opt->group("");  // CLI11: an option in no group is not listed in --help
     }
   }
 }

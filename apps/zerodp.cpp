@@ -1,6 +1,6 @@
 // zerodp: ZeRO-sharded data-parallel training. The entry point parses the command line, runs the
-// chosen subcommand, and turns any failure into `[rank r] error: ...` and the exit code of contract
-// §8, ending every rank of the job (MPI_Abort) so that nobody hangs.
+// chosen subcommand, and turns any failure into `[rank r] error: ...` and the exit code of
+// docs/reference/command-line.md#exit-codes, ending every rank of the job (MPI_Abort) so that nobody hangs.
 #include <algorithm>
 #include <cstdio>
 #include <exception>

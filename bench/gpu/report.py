@@ -4,7 +4,7 @@
     report.py OUT [--warmup N] [--peak-tflops X] [--check]
 
 Reads OUT/env.txt (machine, versions, settings), OUT/status.txt (each run's exit status), zerodp's
-metrics (OUT/zerodp-wW-sS.jsonl, contract §9: the per-step records' "ms" and "tokens", rank 0's
+metrics (OUT/zerodp-wW-sS.jsonl, docs/reference/metrics.md: the per-step records' "ms" and "tokens", rank 0's
 clock; the per-rank "memory" records' peak_bytes.total), the PyTorch peer's JSON (OUT/torch-*.json)
 and the nvidia-smi samples (OUT/*.smi). Only the standard library (and tests/pylib's zdptest).
 

@@ -2,7 +2,7 @@
 # GPT-2 124M trained on one NVIDIA GPU: zerodp against PyTorch (issue 15 point 5).
 #
 # GPT-2 small (L12 H12 C768, vocabulary padded to 50304, context and T = 1024), bf16, B sequences a
-# rank, the same initial weights (`zerodp init --seed 1337`) and batches (contract §5) for every run:
+# rank, the same initial weights (`zerodp init --seed 1337`) and batches (docs/reference/data-order.md#ranks) for every run:
 #   zerodp-w1-sS   `zerodp train --device cuda --dtype bf16 --zero-stage S`, S = 0..3, one rank
 #   zerodp-w2-sS   the same under `mpirun -n 2 --oversubscribe`: two ranks on the one GPU (zerodp
 #                  stages their collectives through the host, as NCCL refuses two ranks on one

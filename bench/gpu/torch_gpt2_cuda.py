@@ -1,7 +1,7 @@
 """The PyTorch peer of `zerodp train --device cuda` (bench/gpu/run.sh, issue 15 point 5).
 
-The same GPT-2 as zerodp trains (contract §1), from the same initial weights (the safetensors file
-`zerodp init` wrote), on the same batches of the same token file (contract §5, W = 1), with AdamW on
+The same GPT-2 as zerodp trains (docs/reference/model.md#gpt2), from the same initial weights (the safetensors file
+`zerodp init` wrote), on the same batches of the same token file (docs/reference/data-order.md#ranks, W = 1), with AdamW on
 the same parameter groups (weight decay on tensors of two or more dimensions, §7) and the same
 gradient clipping (§6): the model, readers and batches are bench/train/torch_gpt2.py's, imported.
 What changes is how it runs, set up as a PyTorch user training on a GPU would:

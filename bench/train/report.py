@@ -234,7 +234,7 @@ def one_rank_section(env, res, rows, peak, pk, threads, warmup, warmup_124m):
         machine_text(env),
         f"One process, {threads} threads (OMP_NUM_THREADS={threads}; PyTorch also torch.set_num_threads({threads})). "
         "fp32, AdamW (weight decay 0.1 on tensors of 2+ dimensions only), clipping at 1.0, lr 1e-3; the same "
-        "initial weights (`zerodp init`, seed 1337) and the same batches (contract §5, byte-level Shakespeare "
+        "initial weights (`zerodp init`, seed 1337) and the same batches (docs/reference/data-order.md#ranks, byte-level Shakespeare "
         "tokens: the 124M model keeps its 50257-entry vocabulary and head, the tokens just stay below 256). "
         f"A step is forward + backward + clipping + AdamW. ms/step: median over the steps after the first "
         f"{warmup} (L4) / {warmup_124m} (124M) of every round. "

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
-"""The PyTorch side of the training benchmarks (bench/train/run.sh): the same GPT-2 (contract §1: fp32,
+"""The PyTorch side of the training benchmarks (bench/train/run.sh): the same GPT-2 (docs/reference/model.md#gpt2: fp32,
 pre-LayerNorm blocks, causal attention, tanh GELU, tied LM head), the same initial weights (read from the
-safetensors file `zerodp init` wrote), the same token file and batches (contract §5), AdamW with weight
+safetensors file `zerodp init` wrote), the same token file and batches (docs/reference/data-order.md#ranks), AdamW with weight
 decay on tensors of two or more dimensions only (§7) and gradient clipping (§6), timed step by step.
 
     torch_gpt2.py single --init F --data tokens.bin --micro-batch B --seq T --steps K [--threads N]
@@ -145,7 +145,7 @@ def build_model(path):
 
 
 def param_groups(model, weight_decay):
-    """Decay on tensors of two or more dimensions only (contract §7)."""
+    """Decay on tensors of two or more dimensions only (docs/reference/optimizer.md#adamw)."""
     params = [p for p in model.parameters() if p.requires_grad]
     return [{"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
             {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]

@@ -8,7 +8,7 @@
 
 namespace zerodp::ckpt {
 
-// Writes the checkpoint's fp32 weights as a contract §2 model file (every tensor F32 under its
+// Writes the checkpoint's fp32 weights as a docs/reference/files.md#safetensors model file (every tensor F32 under its
 // name, the config as __metadata__, atomically), tensor by tensor through one buffer the size of
 // the largest tensor: memory stays near that tensor, not the model. For the same weights these are
 // the same bytes as `zerodp train --out` writes.

@@ -1,4 +1,4 @@
-// GPT-2 weights in safetensors (contract §2): reading a model file, whether written by zerodp or
+// GPT-2 weights in safetensors (docs/reference/files.md#safetensors): reading a model file, whether written by zerodp or
 // exported from Hugging Face, and writing one.
 //
 // Reading accepts a `transformer.` prefix on any name, ignores the attention-mask buffers
@@ -49,10 +49,10 @@ class GPT2Weights {
   SafetensorsReader reader_;
   model::GPT2Config config_;
   std::string config_source_;
-  std::unordered_map<std::string, size_t> by_name_;  // contract §1 name -> index in reader_.tensors()
+  std::unordered_map<std::string, size_t> by_name_;  // docs/reference/model.md#gpt2 name -> index in reader_.tensors()
 };
 
-// Writes every tensor of contract §1 in F32 under its exact name, with the config as __metadata__,
+// Writes every tensor of docs/reference/model.md#gpt2 in F32 under its exact name, with the config as __metadata__,
 // atomically. unit_data(u) is called for u = 0, 1, ... in order and returns unit u's flat buffer
 // (layout order, layout.unit_numel(u) floats), which need stay valid only until the next call: a
 // caller may materialise one unit at a time.

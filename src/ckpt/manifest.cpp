@@ -336,7 +336,7 @@ Manifest manifest_from_json(const json& j, const std::string& label) {
     ordered_json expected = ordered_json::array();
     for (const model::ParamInfo* p : layout.unit_params(u)) expected.push_back(tensor_json(*p));
     if (json(expected) != tj)
-      s.fail(path + ".tensors", "do not match the layout of contract §1 (names, shapes, offsets, in order)");
+      s.fail(path + ".tensors", "do not match the layout of docs/reference/model.md#gpt2 (names, shapes, offsets, in order)");
     m.units.push_back(us);
   }
 

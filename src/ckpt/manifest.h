@@ -57,7 +57,7 @@ struct LossScaleState {
   int64_t overflows = 0;
 };
 
-// Where the token stream stands (contract §5): step s, micro-step g, rank r of the saving run read
+// Where the token stream stands (docs/reference/data-order.md#ranks): step s, micro-step g, rank r of the saving run read
 // from ((s·G + g)·W + r)·B·T, so the next step starts at token step·tokens_per_step (modulo the
 // file's length). Any run with the same T and the same W·G·B continues the same global batches.
 struct DataPosition {

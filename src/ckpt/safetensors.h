@@ -1,4 +1,4 @@
-// safetensors files (contract §2): an 8-byte little-endian header length N, N bytes of a JSON
+// safetensors files (docs/reference/files.md#safetensors): an 8-byte little-endian header length N, N bytes of a JSON
 // object {name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {str: str}},
 // then the data section; offsets are relative to its start, tensors are row-major little-endian.
 //

@@ -1,5 +1,5 @@
 // Errors: every failure zerodp reports is an Error carrying the process exit code it maps to
-// (contract §8): 2 for bad usage, configuration or input files, 3 for the memory budget, 1 for
+// (docs/reference/command-line.md#exit-codes): 2 for bad usage, configuration or input files, 3 for the memory budget, 1 for
 // anything that goes wrong while running.
 #pragma once
 

@@ -1,4 +1,4 @@
-// The memory ledger: every byte zerodp allocates is counted here under one category of contract §9
+// The memory ledger: every byte zerodp allocates is counted here under one category of docs/reference/metrics.md
 // and one tier (the device's memory, the host's, NVMe files), live and peak, per category and in
 // total, exactly (the bytes asked for, not the allocator's rounding), each tier apart. An optional
 // per-rank budget on the device tier makes an allocation that would exceed it throw BudgetError.
@@ -35,7 +35,7 @@ constexpr std::array<MemCategory, kNumMemCategories> kAllMemCategories = {
 const char* mem_category_name(MemCategory c);
 MemCategory parse_mem_category(std::string_view name);
 
-// Where bytes live (contract §10). The device tier is the memory the model computes in, what
+// Where bytes live (docs/reference/metrics.md#tiers). The device tier is the memory the model computes in, what
 // --memory-budget caps and what the metrics' peak_bytes and live_bytes report; offloading moves
 // tensors to the host tier (RAM beside the device) or the nvme tier (files under --nvme-path). On the
 // CPU device, device and host memory are both RAM, but they are counted apart all the same, as they

@@ -18,7 +18,7 @@ uint64_t shard_of(uint64_t n, uint64_t W) {
   return (s + kShardAlign - 1) / kShardAlign * kShardAlign;
 }
 
-// ⌊mult·(W−1)·n / W⌋ without overflow: the ring bytes of contract §9.
+// ⌊mult·(W−1)·n / W⌋ without overflow: the ring bytes of docs/reference/metrics.md#traffic.
 uint64_t ring(uint64_t n, uint64_t mult, uint64_t W) {
   return static_cast<uint64_t>(static_cast<unsigned __int128>(n) * mult * (W - 1) / W);
 }

@@ -1,4 +1,4 @@
-// The planner: bytes per rank by memory category (contract §9), bytes each rank sends per step, and
+// The planner: bytes per rank by memory category (docs/reference/metrics.md#memory), bytes each rank sends per step, and
 // the largest micro-batch that fits a GPU, for a GPT-2 (or a bare parameter count) trained by
 // zerodp's engine at a ZeRO stage. docs/planner.md derives every formula.
 //
@@ -55,7 +55,7 @@ struct PlanInput {
   int64_t accum = 1;        // G micro-steps per optimizer step
   bool activation_checkpointing = false;
   // On a GPU (--device cuda, 16-bit compute): the flash attention's activations, cuBLASLt's
-  // workspace, the batch's tokens in host memory, the optimizer's larger widening chunk. Not yet
+  // workspace, the batch's tokens in host memory, the optimizer's larger widening chunk. Not
   // checked against a GPU's ledger.
   bool gpu = false;
 
@@ -94,7 +94,7 @@ struct ParamCounts {
 ParamCounts param_counts(const PlanInput& in);
 
 struct MemoryEstimate {
-  // On the GPU, per rank, at steady state (contract §9 categories).
+  // On the GPU, per rank, at steady state (docs/reference/metrics.md#memory categories).
   uint64_t param = 0, grad = 0, master = 0, optim = 0;
   uint64_t act = 0;        // peak of `act`: activations, the engine's token buffer, its load chunk
   uint64_t transient = 0;  // peak of `gathered` + `comm` during a step (approximate, see planner.md)
@@ -110,7 +110,7 @@ struct MemoryEstimate {
 };
 MemoryEstimate estimate_memory(const PlanInput& in);
 
-// Bytes one rank sends per optimizer step in ring accounting (contract §9), including the 8-byte
+// Bytes one rank sends per optimizer step in ring accounting (docs/reference/metrics.md#traffic), including the 8-byte
 // scalar all-reduce of every step.
 uint64_t traffic_bytes_per_step(const PlanInput& in);
 // Of those, the bytes that cross a shard-group boundary (hybrid sharding: the all-reduces across the

@@ -221,10 +221,10 @@ std::vector<std::string> check_resume(const ckpt::Checkpoint& ckpt, const TrainC
               m.optimizer, m.states.size(), m.states.size() == 1 ? "" : "s", states.size(), cfg.momentum);
   ZDP_REQUIRE(m.data.seq == cfg.seq,
               "'{}': the checkpoint was trained with --seq {}, this run asks for --seq {}: the data order of "
-              "contract §5 continues only with the same sequence length",
+              "docs/reference/data-order.md#ranks continues only with the same sequence length",
               where, m.data.seq, cfg.seq);
   ZDP_REQUIRE(m.data.tokens_per_step == cfg.tokens_per_step(W),
-              "'{}': the checkpoint's global batch is {}, this run's is {}: the data order of contract §5 "
+              "'{}': the checkpoint's global batch is {}, this run's is {}: the data order of docs/reference/data-order.md#ranks "
               "continues only with the same global batch (choose --micro-batch and --accum so that W·G·B "
               "matches)",
               where, global_batch_text(m.data.ranks, m.data.accum, m.data.micro_batch),

@@ -54,7 +54,7 @@ ckpt::Checkpoint open_checkpoint(comm::Communicator& comm, const std::string& pa
                                  const std::optional<ShardToRead>& shard = std::nullopt);
 
 // Whether the checkpoint can continue this run: the same model (and --init's, when given), the same
-// optimizer and states, the same sequence length and global batch W·G·B (contract §5's data order),
+// optimizer and states, the same sequence length and global batch W·G·B (docs/reference/data-order.md#ranks's data order),
 // --steps not below its step. UsageError naming the manifest otherwise. Changed settings that do
 // not prevent resuming (learning rate, schedule, clipping, dtype, token file...) are returned as
 // warnings, one line each.

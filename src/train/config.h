@@ -1,4 +1,4 @@
-// The training configuration: everything `zerodp train` needs (contract §8), where it comes from,
+// The training configuration: everything `zerodp train` needs (docs/reference/command-line.md#train), where it comes from,
 // and how it is checked.
 //
 // Sources, later ones winning: the defaults below; a DeepSpeed-style JSON file (--config); the
@@ -43,14 +43,14 @@ struct TrainConfig {
   int64_t keep = 0;          // --keep: the newest K checkpoints are kept; 0: all
   std::string resume_path;   // --resume: a checkpoint (or a save directory: its latest) to continue
 
-  // ---- batch (contract §5): W ranks × micro_batch sequences × accum micro-steps per step
+  // ---- batch (docs/reference/data-order.md#ranks): W ranks × micro_batch sequences × accum micro-steps per step
   int64_t steps = 10;
   int64_t micro_batch = 4;  // B, sequences per rank per micro-step
   int64_t seq = 64;         // T, tokens per sequence
   int64_t accum = 1;        // G, micro-steps per optimizer step
   std::optional<int64_t> train_batch_size;  // when given, must equal B·G·W (DeepSpeed's meaning)
 
-  // ---- optimizer (contract §6, §7)
+  // ---- optimizer (docs/reference/model.md#loss, docs/reference/optimizer.md#adamw)
   optim::OptimizerKind optimizer = optim::OptimizerKind::kAdamW;
   double lr = 1e-3;
   double beta1 = 0.9;
@@ -83,7 +83,7 @@ struct TrainConfig {
   // Overflowing steps in a row at the minimum loss scale before the run stops (exit 1).
   int64_t max_overflows_at_min_scale = 10;
 
-  // ---- non-finite numbers (contract §10): a NaN or Inf loss or gradient never reaches the weights.
+  // ---- non-finite numbers (docs/reference/command-line.md#faults): a NaN or Inf loss or gradient never reaches the weights.
   // fp16 skips such a step and lowers the loss scale; bf16 and fp32 stop with exit 1, unless this
   // asks to skip the step (parameters and optimizer state untouched, the skip in the metrics).
   bool skip_nonfinite = false;
@@ -128,14 +128,14 @@ struct TrainConfig {
 
   // ---- run
   std::optional<uint64_t> memory_budget;  // bytes per rank, all categories of §9 together
-  // Data order (data/loader.h): in order (contract §5, the default) or, with shuffle, each epoch a
+  // Data order (data/loader.h): in order (docs/reference/data-order.md#ranks, the default) or, with shuffle, each epoch a
   // permutation of the sequence windows drawn from `seed`. On --resume both default to the
   // checkpoint's (so the order goes on); given flags must agree with it.
   uint64_t seed = 1337;
   bool shuffle = false;
   bool seed_set = false, shuffle_set = false;
   int64_t log_every = 1;  // print a progress line every this many steps; 0: never
-  // ---- validation (contract §11, train/evaluate.h): the mean token cross-entropy over the first
+  // ---- validation (docs/reference/data-order.md#validation, train/evaluate.h): the mean token cross-entropy over the first
   // ⌊eval_tokens/T⌋ windows of T tokens of val_data (a file, directory or glob, as --data), after
   // every eval_every steps and after the last step; 0: after the last step only. eval_tokens 0: the
   // first 2^20 tokens, or the whole stream's windows when it holds fewer.
@@ -238,6 +238,8 @@ struct TrainFlag {
   std::string_view value_name;  // "X", "N", "PATH"...; empty for switches
   std::string_view help;
   bool is_switch;               // given alone means true; the parser adds --no-<name> for false
+  // A switch for the tests (fault injection): parsed as any flag, left out of `--help`.
+  bool testing_aid = false;
 };
 
 // Every flag of `zerodp train`, in the order resolve_config() applies them.

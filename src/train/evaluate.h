@@ -1,4 +1,4 @@
-// Evaluation (contract §11): the validation loss during training and `zerodp eval`.
+// Evaluation (docs/reference/data-order.md#validation): the validation loss during training and `zerodp eval`.
 //
 // The validation loss is the mean token cross-entropy over the first K windows of T tokens of the
 // validation stream (window q: inputs at q·T .. q·T+T−1, targets one further), whatever W, B, G,

@@ -317,7 +317,7 @@ const std::vector<FlagEntry>& flag_table() {
        },
        ZDP_GET { return std::to_string(c.seed); }},
       {{"--shuffle", "on|off",
-        "off: the contract's order (sequence q at token q*T); on: each epoch a permutation of the sequence "
+        "off: the documented order (sequence q at token q*T); on: each epoch a permutation of the sequence "
         "windows drawn from --seed, the same at every world size and stage",
         false},
        ZDP_SET {
@@ -346,16 +346,16 @@ const std::vector<FlagEntry>& flag_table() {
         false},
        ZDP_SET { c.comm_timeout = parse_number(v, f); }, ZDP_GET { return show(c.comm_timeout); }},
       {{"--inject-overflow-step", "S",
-        "Testing aid: make a gradient Inf at optimizer step S (-1: never)", false},
+        "Testing aid: make a gradient Inf at optimizer step S (-1: never)", false, true},
        ZDP_SET { c.inject_overflow_step = parse_int32(v, f); },
        ZDP_GET { return std::to_string(c.inject_overflow_step); }},
       {{"--inject-overflow-rank", "R",
-        "Testing aid: the rank whose gradient --inject-overflow-step makes Inf", false},
+        "Testing aid: the rank whose gradient --inject-overflow-step makes Inf", false, true},
        ZDP_SET { c.inject_overflow_rank = parse_int32(v, f); },
        ZDP_GET { return std::to_string(c.inject_overflow_rank); }},
       {{"--inject-overflow-unit", "U",
         "Testing aid: the unit (0: embeddings, 1+i: block i) whose gradient --inject-overflow-step makes Inf",
-        false},
+        false, true},
        ZDP_SET { c.inject_overflow_unit = parse_int32(v, f); },
        ZDP_GET { return std::to_string(c.inject_overflow_unit); }},
   };

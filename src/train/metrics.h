@@ -1,6 +1,6 @@
-// The metrics file of contract §9 (JSON Lines, written by rank 0): one "step" object per optimizer
+// The metrics file of docs/reference/metrics.md (JSON Lines, written by rank 0): one "step" object per optimizer
 // step, then one "memory" and one "traffic" object per rank. The memory object's peak_bytes and
-// live_bytes are the device tier; host_bytes and nvme_bytes (contract §10) the other tiers' peaks.
+// live_bytes are the device tier; host_bytes and nvme_bytes (docs/reference/metrics.md#tiers) the other tiers' peaks.
 // The file is written as <path>.partial while the run goes on and renamed over <path> at the end, so
 // a run that fails leaves an earlier metrics file intact.
 #pragma once
@@ -24,8 +24,8 @@ struct StepRecord {
   double loss = 0, grad_norm = 0, lr = 0;
   int64_t tokens = 0;  // W·G·B·T
   double ms = 0;
-  // Extensions (contract §9 allows more keys):
-  bool skipped = false;       // the step changed nothing (contract §10: "skipped": true)
+  // Extensions (docs/reference/metrics.md allows more keys):
+  bool skipped = false;       // the step changed nothing (docs/reference/command-line.md#faults: "skipped": true)
   int64_t skipped_steps = 0;  // skipped steps of the run so far, this one included
   double loss_scale = 1;
   double comm_wait_ms = 0;
@@ -40,7 +40,7 @@ struct RankLedgers {
 };
 
 nlohmann::json step_json(const StepRecord& r);
-// {"event":"eval","step":s,"val_loss":x,"tokens":n} (contract §11): the validation loss after s
+// {"event":"eval","step":s,"val_loss":x,"tokens":n} (docs/reference/metrics.md#eval): the validation loss after s
 // optimizer steps (the eval that follows 0-based step s − 1), over n = K·T tokens.
 nlohmann::json eval_json(int64_t steps_done, double val_loss, uint64_t tokens);
 // {"event":"memory","rank":r,"peak_bytes":{...},"live_bytes":{...},"host_bytes":{...},"nvme_bytes":{...}}:

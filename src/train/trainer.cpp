@@ -228,7 +228,7 @@ TrainResult run_training(TrainConfig cfg) {
   const data::TokenStream tokens = data::TokenStream::open(cfg.data_path, mc.vocab_size);
   const data::BatchLoader loader(tokens, W, rank, static_cast<int>(cfg.micro_batch), static_cast<int>(cfg.seq),
                                  static_cast<int>(cfg.accum), {cfg.shuffle, cfg.seed});
-  // Validation (contract §11): its stream and windows are checked here, before anything is allocated.
+  // Validation (docs/reference/data-order.md#validation): its stream and windows are checked here, before anything is allocated.
   std::optional<data::TokenStream> val;
   uint64_t val_windows = 0;
   if (!cfg.val_data_path.empty()) {
@@ -308,7 +308,7 @@ TrainResult run_training(TrainConfig cfg) {
     rec.comm_wait_ms = r.comm_wait_ms;
     metrics.write(step_json(rec));
     csv_log.record_step(rec, (s + 1) * tokens_per_step);
-    // The non-finite policy (contract §10): nothing reached the weights; decide whether to go on.
+    // The non-finite policy (docs/reference/command-line.md#faults): nothing reached the weights; decide whether to go on.
     if (r.nonfinite) {
       // Every rank takes the same decision; the barrier lets rank 0 finish its metrics record of the
       // step before any rank's exit makes the launcher end the job.

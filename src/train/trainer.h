@@ -1,5 +1,5 @@
 // `zerodp train`: reads the initial weights and the token file, builds the ZeRO engine on the world
-// communicator, runs the steps with a progress line each, writes the metrics of contract §9 and the
+// communicator, runs the steps with a progress line each, writes the metrics of docs/reference/metrics.md and the
 // consolidated weights (--out).
 #pragma once
 

@@ -39,7 +39,7 @@ struct EngineConfig {
   // gathers within the group. 0: one group of all W ranks (full sharding). Must divide W. Stage 0
   // has nothing sharded and ignores it.
   int shard_group_size = 0;
-  optim::OptimizerSpec optimizer;  // AdamW (contract §7) or SGD
+  optim::OptimizerSpec optimizer;  // AdamW (docs/reference/optimizer.md#adamw) or SGD
   // ZeRO-Offload (stages 1-3): the fp32 master copy of the rank's shard and the optimizer states
   // live in host memory (the ledger's host tier) in every compute dtype, and the update runs there,
   // sub_group_size elements of the shard at a time (DeepSpeed's sub_group_size): each sub-group's

@@ -1,11 +1,11 @@
 // The ZeRO engine: trains one GPT-2 on the W ranks of a communicator, each rank reading its own
-// micro-batches (contract §5), at stage 0 (plain data parallelism), 1 (optimizer state and fp32
+// micro-batches (docs/reference/data-order.md#ranks), at stage 0 (plain data parallelism), 1 (optimizer state and fp32
 // masters sharded), 2 (+ gradients sharded) or 3 (+ parameters sharded, each unit gathered just
 // before use). With hybrid sharding (EngineConfig::shard_group_size N) stages 1-3 shard over groups
 // of N consecutive ranks and replicate across the W/N groups. One optimizer step = G micro-steps of forward/backward, gradient reduction, the
 // global norm, clipping and the optimizer on the rank's shard, then parameter re-assembly.
 //
-// Every byte it holds is in the memory ledger under contract §9's categories; every collective it
+// Every byte it holds is in the memory ledger under the categories of docs/reference/metrics.md#memory; every collective it
 // issues is in the traffic ledger.
 #pragma once
 
@@ -65,18 +65,18 @@ class Engine {
   void load(const UnitSource& source);
 
   // One optimizer step over `accum` micro-steps. lr is the step's learning rate; clip > 0 clips the
-  // global gradient norm (contract §6). When the global loss or gradient is not finite the step
+  // global gradient norm (docs/reference/model.md#loss). When the global loss or gradient is not finite the step
   // changes nothing (parameters, masters, optimizer state, AdamW's t) on any rank and returns
   // nonfinite; with loss scaling (fp16) the scaler records the overflow. What to do next (stop or
   // go on) is the caller's policy.
   StepResult step(int accum, const BatchSource& batches, double lr, double clip);
-  // Forward passes only (validation, contract §11): `passes` micro-batches of B sequences of T tokens
+  // Forward passes only (validation, docs/reference/data-order.md#validation): `passes` micro-batches of B sequences of T tokens
   // from `batches`, each through the model's forward in the compute dtype, as training's forward
   // computes. Returns every sequence's summed token cross-entropy in double, B a pass, in pass order.
   // No gradient, no optimizer, no loss-scale or step count: training after it is bitwise what it would
   // have been. Collective: every rank calls it with the same `passes` (stage 3 gathers each unit
   // before its forward and releases every gathered unit after each pass, the head's unit 0 included).
-  // Its collectives are kept out of the traffic ledger (contract §9's bytes are training's); its
+  // Its collectives are kept out of the traffic ledger (docs/reference/metrics.md#traffic counts training's); its
   // memory is the training forward's (activations, stage 3's gathered units), nothing persistent.
   std::vector<double> evaluate(uint64_t passes, const EvalSource& batches);
   // Whether every weight this rank updates (fp32 parameters or masters) is finite, on all ranks

@@ -1,4 +1,4 @@
-// Where one rank's persistent model states live (contract §9: param, grad, master, optim) and
+// Where one rank's persistent model states live (docs/reference/metrics.md#memory: param, grad, master, optim) and
 // where a unit's element i is in each of them at the engine's stage:
 //
 //   param  compute dtype; whole units at stages 0-2 (and stage-3 units kept whole), else the shard

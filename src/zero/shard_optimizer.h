@@ -1,4 +1,4 @@
-// The optimizer step over the rank's shard: AdamW (contract §7) or SGD on the fp32 weights it
+// The optimizer step over the rank's shard: AdamW (docs/reference/optimizer.md#adamw) or SGD on the fp32 weights it
 // updates (the masters of 16-bit runs, else the parameters) with the gradient it keeps (widened
 // chunk by chunk when stored in 16 bits), unit by unit and tensor by tensor (weight decay applies
 // to tensors of two or more dimensions); 16-bit parameters are then rounded from the updated

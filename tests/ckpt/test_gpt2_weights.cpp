@@ -1,4 +1,4 @@
-// GPT-2 weight files (contract §2): zerodp's own files round-trip; Hugging Face-style files (with the
+// GPT-2 weight files (docs/reference/files.md#safetensors): zerodp's own files round-trip; Hugging Face-style files (with the
 // `transformer.` prefix, mask buffers, lm_head, config.json) load; hyper-parameters come from
 // __metadata__, then config.json, then the shapes plus --heads; and each kind of bad file is refused
 // before anything is read, with a message naming the file, the tensor and both shapes.
@@ -122,7 +122,7 @@ TEST_F(GPT2WeightsTest, SaveThenLoadRoundTrips) {
   const GPT2Weights w = GPT2Weights::open(file);
   EXPECT_EQ(w.config(), c);
   EXPECT_EQ(w.config_source(), "__metadata__");
-  // Exactly the tensors of contract §1, in F32, with the config as __metadata__.
+  // Exactly the tensors of docs/reference/model.md#gpt2, in F32, with the config as __metadata__.
   EXPECT_EQ(w.file().tensors().size(), layout.params().size());
   for (const ParamInfo& p : layout.params()) {
     const TensorEntry& t = w.file().at(p.name);

@@ -122,7 +122,7 @@ elif CASE == "report":
     check(len(rows) == 4 and all(l.rstrip().endswith("0.25x") for l in rows),
           "each rank holds 1/4 of stage 0's model states", out)
     # Nothing offloads: the table has no host or nvme column, and the memory records' host and nvme
-    # tiers (contract §10) have every key of peak_bytes, all zero.
+    # tiers (docs/reference/command-line.md#offload-faults-devices) have every key of peak_bytes, all zero.
     check("host peak" not in out and "nvme peak" not in out, "no tier columns without offload", out)
     mem = records(m, "memory")
     check(len(mem) == 4, f"one memory record per rank ({len(mem)})")

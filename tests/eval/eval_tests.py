@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """End-to-end checks of datasets in shards, the validation loss during training and `zerodp eval`
-(contract §11), through mpirun.
+(docs/reference/data-order.md#validation), through mpirun.
 
 usage: eval_tests.py ZERODP CASE
   splits   val_loss the same (within 2e-5) at (W=1,B=4), (W=2,B=2), (W=3,B=1), (W=2,B=1) x stages 0-3
@@ -67,7 +67,7 @@ def steps_without_time(m):
 
 
 def torch_val_loss(model_path, val_path, e_tokens, seq):
-    """The contract's validation loss of a model file, computed in float64 by the reference GPT-2."""
+    """The validation loss (docs/reference/data-order.md#validation) of a model file, computed in float64 by the reference GPT-2."""
     import numpy as np
     import torch
     from zdptest import ref_train

@@ -1,7 +1,7 @@
 // The ZeRO engine on the W ranks this binary runs on (mpirun -n W, W = 1..4).
 //
 // References need no communication: every rank also trains the same model alone (a communicator of
-// one rank) on the same global batch, B_ref = W·B·G sequences in one micro-step (contract §5 makes
+// one rank) on the same global batch, B_ref = W·B·G sequences in one micro-step (docs/reference/data-order.md#ranks makes
 // the global batches identical), and compares.
 #include <gtest/gtest.h>
 
@@ -38,7 +38,7 @@ struct Group {
 
 model::GPT2Config small_model() { return {2, 4, 64, 64, 32}; }  // L2 H4 C64 V64 N32
 
-// A token stream with structure to learn (a noisy repeating pattern), read as contract §5 says.
+// A token stream with structure to learn (a noisy repeating pattern), read as docs/reference/data-order.md#ranks says.
 struct Stream {
   std::vector<int32_t> tokens;
   explicit Stream(int V) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""End-to-end checks of zerodp's numerics through the CLI and mpirun (contract §10, docs/design.md):
+"""End-to-end checks of zerodp's numerics through the CLI and mpirun (docs/reference/command-line.md#offload-faults-devices, docs/design.md):
 
   nonfinite   bf16 and fp32, stages 0 and 2: an Inf injected into one rank's gradient of block 1
               stops the run with exit 1 naming the step and the unit; the earlier checkpoint stays

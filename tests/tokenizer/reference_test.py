@@ -1,4 +1,4 @@
-"""`zerodp tokenize --tokenizer` against the Hugging Face `tokenizers` library (contract §11).
+"""`zerodp tokenize --tokenizer` against the Hugging Face `tokenizers` library (docs/reference/files.md#tokenizer-json).
 
   reference_test.py ZERODP CASE      (run by run.sh inside the venv of scripts/tokenizer_venv.sh)
 

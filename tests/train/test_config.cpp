@@ -664,6 +664,19 @@ TEST(TrainOptions, EveryContractFlagExists) {
   EXPECT_TRUE(contains(help, "25000000")) << "defaults are shown";
 }
 
+// Fault injection is for the tests: it parses, but the user's --help does not offer it.
+TEST(TrainOptions, TestingAidsParseButStayOutOfHelp) {
+  Cli cli;
+  const std::string help = cli.train->help();
+  for (const TrainFlag& f : train_flags()) {
+    EXPECT_EQ(contains(help, std::string(f.name)), !f.testing_aid) << f.name;
+    EXPECT_EQ(f.testing_aid, f.name.substr(0, 9) == "--inject-") << f.name;
+  }
+  const TrainConfig c = cli.parse("train --init m --data d --inject-overflow-step 3 --inject-overflow-unit 1");
+  EXPECT_EQ(c.inject_overflow_step, 3);
+  EXPECT_EQ(c.inject_overflow_unit, 1);
+}
+
 TEST(TrainOptions, TheContractsCommandLine) {
   Cli cli;
   const TrainConfig c = cli.parse(

@@ -1,4 +1,4 @@
-// The end-of-run records of contract §9-10 and the memory table: the memory event's device tier
+// The end-of-run records of docs/reference/metrics.md and the memory table: the memory event's device tier
 // (peak_bytes, live_bytes) and the host and nvme tiers' peaks (host_bytes, nvme_bytes), the flat
 // words the ledgers travel as between ranks, and the tier columns of the table.
 #include <gtest/gtest.h>

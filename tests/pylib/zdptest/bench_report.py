@@ -28,7 +28,7 @@ def read_env(results, missing_ok=False):
 
 
 def step_records(path):
-    """The step records of a zerodp metrics file (JSON Lines, contract §9), in order."""
+    """The step records of a zerodp metrics file (JSON Lines, docs/reference/metrics.md), in order."""
     return records(path, "step")
 
 

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
-"""An independent PyTorch implementation of zerodp's training contract (/work/shared/contract.md).
+"""An independent PyTorch implementation of zerodp's training semantics
+(docs/reference/: model.md, data-order.md, optimizer.md).
 
-Written from the contract alone (never from zerodp's C++), so that comparing the two catches mistakes
+Written from those documents alone (never from zerodp's C++), so that comparing the two catches mistakes
 in either. It trains one process on the whole global batch: §5 defines which W·G·B sequences make up
 step s, §6 says the loss is the mean over all of their tokens, so how zerodp splits them over ranks
 and micro-steps must not change the result (only the rounding).
