@@ -3,32 +3,28 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/names.h"
 
 namespace zerodp {
 
-const char* dtype_name(DType t) {
-  switch (t) {
-    case DType::kF32: return "fp32";
-    case DType::kBF16: return "bf16";
-    case DType::kF16: return "fp16";
-  }
-  return "?";
-}
+namespace {
 
-const char* dtype_safetensors_name(DType t) {
-  switch (t) {
-    case DType::kF32: return "F32";
-    case DType::kBF16: return "BF16";
-    case DType::kF16: return "F16";
-  }
-  return "?";
-}
+constexpr Spelling<DType> kDTypeNames[] = {
+    {DType::kF32, "fp32"}, {DType::kBF16, "bf16"},     {DType::kF16, "fp16"},    {DType::kF32, "float32"},
+    {DType::kF32, "f32"},  {DType::kF32, "F32"},       {DType::kBF16, "bfloat16"}, {DType::kBF16, "BF16"},
+    {DType::kF16, "float16"}, {DType::kF16, "f16"},    {DType::kF16, "half"},    {DType::kF16, "F16"},
+};
+// safetensors' dtype strings.
+constexpr Spelling<DType> kSafetensorsNames[] = {{DType::kF32, "F32"}, {DType::kBF16, "BF16"}, {DType::kF16, "F16"}};
+
+}  // namespace
+
+const char* dtype_name(DType t) { return name_of(kDTypeNames, t); }
+
+const char* dtype_safetensors_name(DType t) { return name_of(kSafetensorsNames, t); }
 
 DType parse_dtype(std::string_view name) {
-  if (name == "fp32" || name == "float32" || name == "f32" || name == "F32") return DType::kF32;
-  if (name == "bf16" || name == "bfloat16" || name == "BF16") return DType::kBF16;
-  if (name == "fp16" || name == "float16" || name == "f16" || name == "half" || name == "F16")
-    return DType::kF16;
+  if (const std::optional<DType> t = find_spelling(kDTypeNames, name, /*ignore_case=*/false)) return *t;
   throw UsageError(fmt::format("unknown dtype '{}' (expected fp32, bf16 or fp16)", name));
 }
 

@@ -16,30 +16,25 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/names.h"
 
 namespace zerodp {
 
-const char* mem_category_name(MemCategory c) {
-  switch (c) {
-    case MemCategory::kParam: return "param";
-    case MemCategory::kGrad: return "grad";
-    case MemCategory::kMaster: return "master";
-    case MemCategory::kOptim: return "optim";
-    case MemCategory::kGathered: return "gathered";
-    case MemCategory::kComm: return "comm";
-    case MemCategory::kAct: return "act";
-  }
-  return "?";
-}
+namespace {
 
-const char* mem_tier_name(MemTier t) {
-  switch (t) {
-    case MemTier::kDevice: return "device";
-    case MemTier::kHost: return "host";
-    case MemTier::kNvme: return "nvme";
-  }
-  return "?";
-}
+constexpr Spelling<MemCategory> kCategoryNames[] = {
+    {MemCategory::kParam, "param"},       {MemCategory::kGrad, "grad"}, {MemCategory::kMaster, "master"},
+    {MemCategory::kOptim, "optim"},       {MemCategory::kGathered, "gathered"}, {MemCategory::kComm, "comm"},
+    {MemCategory::kAct, "act"},
+};
+constexpr Spelling<MemTier> kTierNames[] = {
+    {MemTier::kDevice, "device"}, {MemTier::kHost, "host"}, {MemTier::kNvme, "nvme"}};
+
+}  // namespace
+
+const char* mem_category_name(MemCategory c) { return name_of(kCategoryNames, c); }
+
+const char* mem_tier_name(MemTier t) { return name_of(kTierNames, t); }
 
 const MemoryUsage& MemorySnapshot::tier(MemTier t) const {
   switch (t) {

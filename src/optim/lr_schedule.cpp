@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/names.h"
 #include "core/strings.h"
 
 namespace zerodp::optim {
@@ -22,53 +23,46 @@ void require_rate(double x, const char* what) {
 
 }  // namespace
 
-const char* lr_schedule_name(LrScheduleKind k) {
-  switch (k) {
-    case LrScheduleKind::kConstant: return "constant";
-    case LrScheduleKind::kWarmupLR: return "WarmupLR";
-    case LrScheduleKind::kWarmupDecayLR: return "WarmupDecayLR";
-    case LrScheduleKind::kWarmupCosineLR: return "WarmupCosineLR";
-    case LrScheduleKind::kWSD: return "WSD";
-  }
-  return "?";
-}
+namespace {
+
+// Case is ignored when parsing; the first spelling of each is DeepSpeed's class name.
+constexpr Spelling<LrScheduleKind> kScheduleNames[] = {
+    {LrScheduleKind::kConstant, "constant"},         {LrScheduleKind::kWarmupLR, "WarmupLR"},
+    {LrScheduleKind::kWarmupDecayLR, "WarmupDecayLR"}, {LrScheduleKind::kWarmupCosineLR, "WarmupCosineLR"},
+    {LrScheduleKind::kWSD, "WSD"},                   {LrScheduleKind::kConstant, "none"},
+    {LrScheduleKind::kWarmupLR, "warmup"},           {LrScheduleKind::kWarmupDecayLR, "warmup-decay"},
+    {LrScheduleKind::kWarmupDecayLR, "linear"},      {LrScheduleKind::kWarmupCosineLR, "cosine"},
+    {LrScheduleKind::kWSD, "warmup-stable-decay"},
+};
+constexpr Spelling<WarmupType> kWarmupNames[] = {{WarmupType::kLinear, "linear"}, {WarmupType::kLog, "log"}};
+constexpr Spelling<DecayType> kDecayNames[] = {
+    {DecayType::kLinear, "linear"},      {DecayType::kCosine, "cosine"},     {DecayType::kOneMinusSqrt, "1-sqrt"},
+    {DecayType::kCosine, "cos"},         {DecayType::kOneMinusSqrt, "1_sqrt"}, {DecayType::kOneMinusSqrt, "one-minus-sqrt"},
+};
+
+}  // namespace
+
+const char* lr_schedule_name(LrScheduleKind k) { return name_of(kScheduleNames, k); }
 
 LrScheduleKind parse_lr_schedule(std::string_view name) {
-  const std::string n = to_lower(name);
-  if (n == "constant" || n == "none") return LrScheduleKind::kConstant;
-  if (n == "warmuplr" || n == "warmup") return LrScheduleKind::kWarmupLR;
-  if (n == "warmupdecaylr" || n == "warmup-decay" || n == "linear") return LrScheduleKind::kWarmupDecayLR;
-  if (n == "warmupcosinelr" || n == "cosine") return LrScheduleKind::kWarmupCosineLR;
-  if (n == "wsd" || n == "warmup-stable-decay") return LrScheduleKind::kWSD;
+  if (const auto k = find_spelling(kScheduleNames, name, /*ignore_case=*/true)) return *k;
   throw UsageError(fmt::format(
       "unknown learning-rate schedule '{}' (expected constant, warmup (WarmupLR), warmup-decay "
       "(WarmupDecayLR), cosine (WarmupCosineLR) or wsd (warmup-stable-decay))",
       name));
 }
 
-const char* warmup_type_name(WarmupType w) { return w == WarmupType::kLog ? "log" : "linear"; }
+const char* warmup_type_name(WarmupType w) { return name_of(kWarmupNames, w); }
 
 WarmupType parse_warmup_type(std::string_view name) {
-  const std::string n = to_lower(name);
-  if (n == "linear") return WarmupType::kLinear;
-  if (n == "log") return WarmupType::kLog;
+  if (const auto w = find_spelling(kWarmupNames, name, /*ignore_case=*/true)) return *w;
   throw UsageError(fmt::format("unknown warmup type '{}' (expected linear or log)", name));
 }
 
-const char* decay_type_name(DecayType d) {
-  switch (d) {
-    case DecayType::kLinear: return "linear";
-    case DecayType::kCosine: return "cosine";
-    case DecayType::kOneMinusSqrt: return "1-sqrt";
-  }
-  return "?";
-}
+const char* decay_type_name(DecayType d) { return name_of(kDecayNames, d); }
 
 DecayType parse_decay_type(std::string_view name) {
-  const std::string n = to_lower(name);
-  if (n == "linear") return DecayType::kLinear;
-  if (n == "cosine" || n == "cos") return DecayType::kCosine;
-  if (n == "1-sqrt" || n == "1_sqrt" || n == "one-minus-sqrt") return DecayType::kOneMinusSqrt;
+  if (const auto d = find_spelling(kDecayNames, name, /*ignore_case=*/true)) return *d;
   throw UsageError(fmt::format("unknown decay type '{}' (expected linear, cosine or 1-sqrt)", name));
 }
 

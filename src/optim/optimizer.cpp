@@ -5,23 +5,20 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/names.h"
 #include "core/strings.h"
 
 namespace zerodp::optim {
 
 
-const char* optimizer_name(OptimizerKind k) {
-  switch (k) {
-    case OptimizerKind::kAdamW: return "AdamW";
-    case OptimizerKind::kSGD: return "SGD";
-  }
-  return "?";
-}
+namespace {
+constexpr Spelling<OptimizerKind> kOptimizerNames[] = {{OptimizerKind::kAdamW, "AdamW"}, {OptimizerKind::kSGD, "SGD"}};
+}  // namespace
+
+const char* optimizer_name(OptimizerKind k) { return name_of(kOptimizerNames, k); }
 
 OptimizerKind parse_optimizer(std::string_view name) {
-  const std::string n = to_lower(name);
-  if (n == "adamw") return OptimizerKind::kAdamW;
-  if (n == "sgd") return OptimizerKind::kSGD;
+  if (const auto k = find_spelling(kOptimizerNames, name, /*ignore_case=*/true)) return *k;
   throw UsageError(fmt::format("unknown optimizer '{}' (expected AdamW or SGD)", name));
 }
 

@@ -1,24 +1,20 @@
 #include "zero/settings.h"
 
 #include "core/error.h"
+#include "core/names.h"
 
 namespace zerodp::zero {
 
+namespace {
+constexpr Spelling<Offload> kOffloadNames[] = {{Offload::kNone, "none"}, {Offload::kCpu, "cpu"}, {Offload::kNvme, "nvme"}};
+}  // namespace
+
 Offload parse_offload(std::string_view text, std::string_view what) {
-  if (text == "none") return Offload::kNone;
-  if (text == "cpu") return Offload::kCpu;
-  if (text == "nvme") return Offload::kNvme;
+  if (const auto o = find_spelling(kOffloadNames, text, /*ignore_case=*/false)) return *o;
   throw UsageError(fmt::format("{}: expected cpu, nvme or none, got '{}'", what, text));
 }
 
-const char* offload_name(Offload o) {
-  switch (o) {
-    case Offload::kNone: return "none";
-    case Offload::kCpu: return "cpu";
-    case Offload::kNvme: return "nvme";
-  }
-  return "?";
-}
+const char* offload_name(Offload o) { return name_of(kOffloadNames, o); }
 
 void check_zero_modes(const ZeroModes& m, int world_size) {
   ZDP_REQUIRE(m.stage >= 0 && m.stage <= 3, "--zero-stage (zero_optimization.stage) must be 0, 1, 2 or 3, got {}",
