@@ -212,13 +212,13 @@ std::vector<std::string> check_resume(const ckpt::Checkpoint& ckpt, const TrainC
   ZDP_REQUIRE(init_model == nullptr || *init_model == m.model,
               "'{}': the checkpoint holds GPT-2 {}, but --init '{}' is GPT-2 {}", where, m.model.summary(),
               cfg.init_path, init_model ? init_model->summary() : "");
-  const std::string optimizer = optim::optimizer_name(cfg.optimizer);
+  const std::string optimizer = optim::optimizer_name(cfg.optimizer.kind);
   ZDP_REQUIRE(m.optimizer == optimizer, "'{}': the checkpoint was trained with {}, this run asks for --optimizer {}",
               where, m.optimizer, optimizer);
   const std::vector<std::string> states = state_names(cfg.optimizer_spec());
   ZDP_REQUIRE(m.states.size() == states.size(),
               "'{}': the checkpoint's {} keeps {} state{} per element, this run's {} (--momentum {})", where,
-              m.optimizer, m.states.size(), m.states.size() == 1 ? "" : "s", states.size(), cfg.momentum);
+              m.optimizer, m.states.size(), m.states.size() == 1 ? "" : "s", states.size(), cfg.optimizer.momentum);
   ZDP_REQUIRE(m.data.seq == cfg.seq,
               "'{}': the checkpoint was trained with --seq {}, this run asks for --seq {}: the data order of "
               "docs/reference/data-order.md#ranks continues only with the same sequence length",

@@ -9,37 +9,24 @@ using optim::LrScheduleKind;
 using optim::LrScheduleParams;
 using optim::OptimizerKind;
 
-optim::OptimizerSpec TrainConfig::optimizer_spec() const {
-  optim::OptimizerSpec s;
-  s.kind = optimizer;
-  s.beta1 = beta1;
-  s.beta2 = beta2;
-  s.eps = eps;
-  s.weight_decay = weight_decay;
-  s.momentum = momentum;
-  s.dampening = dampening;
-  s.nesterov = nesterov;
-  return s;
-}
-
 optim::LrSchedule TrainConfig::make_lr_schedule() const { return optim::LrSchedule(lr_schedule, lr, steps); }
 
 json TrainConfig::to_json() const {
   auto opt_int = [](const std::optional<int64_t>& x) { return x ? json(*x) : json(nullptr); };
   json optimizer_json;
-  if (optimizer == OptimizerKind::kAdamW) {
-    optimizer_json = {{"type", optim::optimizer_name(optimizer)},
+  if (optimizer.kind == OptimizerKind::kAdamW) {
+    optimizer_json = {{"type", optim::optimizer_name(optimizer.kind)},
                       {"lr", lr},
-                      {"betas", {beta1, beta2}},
-                      {"eps", eps},
-                      {"weight_decay", weight_decay}};
+                      {"betas", {optimizer.beta1, optimizer.beta2}},
+                      {"eps", optimizer.eps},
+                      {"weight_decay", optimizer.weight_decay}};
   } else {
-    optimizer_json = {{"type", optim::optimizer_name(optimizer)},
+    optimizer_json = {{"type", optim::optimizer_name(optimizer.kind)},
                       {"lr", lr},
-                      {"momentum", momentum},
-                      {"dampening", dampening},
-                      {"nesterov", nesterov},
-                      {"weight_decay", weight_decay}};
+                      {"momentum", optimizer.momentum},
+                      {"dampening", optimizer.dampening},
+                      {"nesterov", optimizer.nesterov},
+                      {"weight_decay", optimizer.weight_decay}};
   }
   const LrScheduleParams& p = lr_schedule;
   json schedule = {{"type", optim::lr_schedule_name(p.kind)}};

@@ -51,15 +51,10 @@ struct TrainConfig {
   std::optional<int64_t> train_batch_size;  // when given, must equal B·G·W (DeepSpeed's meaning)
 
   // ---- optimizer (docs/reference/model.md#loss, docs/reference/optimizer.md#adamw)
-  optim::OptimizerKind optimizer = optim::OptimizerKind::kAdamW;
+  // --optimizer, --beta1, --beta2, --eps, --weight-decay (on tensors with >= 2 dimensions only),
+  // --momentum, --dampening, --nesterov: the optimizer section, as the engine takes it.
+  optim::OptimizerSpec optimizer;
   double lr = 1e-3;
-  double beta1 = 0.9;
-  double beta2 = 0.999;
-  double eps = 1e-8;
-  double weight_decay = 0.01;  // on tensors with >= 2 dimensions only
-  double momentum = 0.0;       // SGD
-  double dampening = 0.0;      // SGD
-  bool nesterov = false;       // SGD
   double clip = 0.0;           // global gradient-norm clip; 0: off
   // The collective watchdog (comm/watchdog.h): a collective not done after this many seconds ends
   // the job (exit 1) naming it and the ranks that had not arrived; 0: wait forever.
@@ -173,7 +168,7 @@ struct TrainConfig {
   // Every setting, for manifests and the metrics file.
   nlohmann::json to_json() const;
 
-  optim::OptimizerSpec optimizer_spec() const;
+  const optim::OptimizerSpec& optimizer_spec() const { return optimizer; }
   // The lr schedule over this run (its length defaults to `steps`). UsageError when invalid.
   optim::LrSchedule make_lr_schedule() const;
   DType grad_reduce_dtype() const { return reduce_dtype.value_or(dtype); }

@@ -125,26 +125,26 @@ void read_optimizer(const DsReader& r, const json& sec, TrainConfig& cfg) {
   if (!is_auto(*type_it)) {
     const std::string type = to_lower(r.string(*type_it, "optimizer.type"));
     if (type == "adamw") {
-      cfg.optimizer = OptimizerKind::kAdamW;
+      cfg.optimizer.kind = OptimizerKind::kAdamW;
     } else if (type == "adam") {  // DeepSpeed's Adam is AdamW unless adam_w_mode is false
-      cfg.optimizer = OptimizerKind::kAdamW;
+      cfg.optimizer.kind = OptimizerKind::kAdamW;
     } else if (type == "sgd") {
-      cfg.optimizer = OptimizerKind::kSGD;
+      cfg.optimizer.kind = OptimizerKind::kSGD;
     } else {
       r.fail("optimizer.type", "AdamW, Adam or SGD", *type_it);
     }
     // Parameters the section leaves out take the defaults of DeepSpeed's optimizers (FusedAdam's
     // for Adam/AdamW, torch.optim.SGD's for SGD): weight decay 0 in both.
     cfg.lr = 1e-3;
-    cfg.beta1 = 0.9;
-    cfg.beta2 = 0.999;
-    cfg.eps = 1e-8;
-    cfg.weight_decay = 0.0;
-    cfg.momentum = 0.0;
-    cfg.dampening = 0.0;
-    cfg.nesterov = false;
+    cfg.optimizer.beta1 = 0.9;
+    cfg.optimizer.beta2 = 0.999;
+    cfg.optimizer.eps = 1e-8;
+    cfg.optimizer.weight_decay = 0.0;
+    cfg.optimizer.momentum = 0.0;
+    cfg.optimizer.dampening = 0.0;
+    cfg.optimizer.nesterov = false;
   }
-  const bool sgd = cfg.optimizer == OptimizerKind::kSGD;
+  const bool sgd = cfg.optimizer.kind == OptimizerKind::kSGD;
   for (const auto& [key, v] : sec.items()) {
     if (key == "type") continue;
     if (key != "params") {
@@ -157,19 +157,19 @@ void read_optimizer(const DsReader& r, const json& sec, TrainConfig& cfg) {
       if (name == "lr") {
         cfg.lr = a ? before.lr : r.non_negative(pv, path);
       } else if (name == "weight_decay") {
-        cfg.weight_decay = a ? before.weight_decay : r.non_negative(pv, path);
+        cfg.optimizer.weight_decay = a ? before.optimizer.weight_decay : r.non_negative(pv, path);
       } else if (!sgd && name == "betas") {
         if (a) {
-          cfg.beta1 = before.beta1;
-          cfg.beta2 = before.beta2;
+          cfg.optimizer.beta1 = before.optimizer.beta1;
+          cfg.optimizer.beta2 = before.optimizer.beta2;
           continue;
         }
         if (!pv.is_array() || pv.size() != 2 || !pv[0].is_number() || !pv[1].is_number())
           r.fail(path, "an array of 2 numbers", pv);
-        cfg.beta1 = pv[0].get<double>();
-        cfg.beta2 = pv[1].get<double>();
+        cfg.optimizer.beta1 = pv[0].get<double>();
+        cfg.optimizer.beta2 = pv[1].get<double>();
       } else if (!sgd && name == "eps") {
-        cfg.eps = a ? before.eps : r.non_negative(pv, path);
+        cfg.optimizer.eps = a ? before.optimizer.eps : r.non_negative(pv, path);
       } else if (!sgd && name == "adam_w_mode") {
         if (!a && !r.boolean(pv, path))
           r.fail(path + " false (Adam with L2 weight decay) is not supported: zerodp's AdamW decays "
@@ -181,11 +181,11 @@ void read_optimizer(const DsReader& r, const json& sec, TrainConfig& cfg) {
       } else if (!sgd && name == "torch_adam") {
         if (!a) r.boolean(pv, path);  // an implementation choice of DeepSpeed's; same math
       } else if (sgd && name == "momentum") {
-        cfg.momentum = a ? before.momentum : r.non_negative(pv, path);
+        cfg.optimizer.momentum = a ? before.optimizer.momentum : r.non_negative(pv, path);
       } else if (sgd && name == "dampening") {
-        cfg.dampening = a ? before.dampening : r.number(pv, path);
+        cfg.optimizer.dampening = a ? before.optimizer.dampening : r.number(pv, path);
       } else if (sgd && name == "nesterov") {
-        cfg.nesterov = a ? before.nesterov : r.boolean(pv, path);
+        cfg.optimizer.nesterov = a ? before.optimizer.nesterov : r.boolean(pv, path);
       } else {
         r.unknown(path, pv);
       }

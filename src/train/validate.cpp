@@ -84,21 +84,22 @@ void TrainConfig::validate_files_and_batch(int world_size) const {
 
 void TrainConfig::validate_optimizer() const {
   auto finite_at_least_0 = [](double x) { return std::isfinite(x) && x >= 0; };
+  const optim::OptimizerSpec& o = optimizer;
   ZDP_REQUIRE(finite_at_least_0(lr), "--lr (optimizer.params.lr) must be a finite number >= 0, got {}", lr);
-  ZDP_REQUIRE(beta1 >= 0 && beta1 < 1, "--beta1 (optimizer.params.betas[0]) must be in [0, 1), got {}", beta1);
-  ZDP_REQUIRE(beta2 >= 0 && beta2 < 1, "--beta2 (optimizer.params.betas[1]) must be in [0, 1), got {}", beta2);
-  ZDP_REQUIRE(finite_at_least_0(eps), "--eps (optimizer.params.eps) must be a finite number >= 0, got {}", eps);
-  ZDP_REQUIRE(finite_at_least_0(weight_decay),
+  ZDP_REQUIRE(o.beta1 >= 0 && o.beta1 < 1, "--beta1 (optimizer.params.betas[0]) must be in [0, 1), got {}", o.beta1);
+  ZDP_REQUIRE(o.beta2 >= 0 && o.beta2 < 1, "--beta2 (optimizer.params.betas[1]) must be in [0, 1), got {}", o.beta2);
+  ZDP_REQUIRE(finite_at_least_0(o.eps), "--eps (optimizer.params.eps) must be a finite number >= 0, got {}", o.eps);
+  ZDP_REQUIRE(finite_at_least_0(o.weight_decay),
               "--weight-decay (optimizer.params.weight_decay) must be a finite number >= 0, got {}",
-              weight_decay);
-  ZDP_REQUIRE(finite_at_least_0(momentum), "--momentum (optimizer.params.momentum) must be >= 0, got {}",
-              momentum);
-  ZDP_REQUIRE(std::isfinite(dampening), "--dampening (optimizer.params.dampening) must be finite, got {}",
-              dampening);
-  if (optimizer == OptimizerKind::kSGD && nesterov)
-    ZDP_REQUIRE(momentum > 0 && dampening == 0,
+              o.weight_decay);
+  ZDP_REQUIRE(finite_at_least_0(o.momentum), "--momentum (optimizer.params.momentum) must be >= 0, got {}",
+              o.momentum);
+  ZDP_REQUIRE(std::isfinite(o.dampening), "--dampening (optimizer.params.dampening) must be finite, got {}",
+              o.dampening);
+  if (o.kind == OptimizerKind::kSGD && o.nesterov)
+    ZDP_REQUIRE(o.momentum > 0 && o.dampening == 0,
                 "--nesterov needs --momentum > 0 and --dampening 0, got momentum {} and dampening {}",
-                momentum, dampening);
+                o.momentum, o.dampening);
   ZDP_REQUIRE(finite_at_least_0(clip), "--clip (gradient_clipping) must be a finite number >= 0, got {}", clip);
 }
 

@@ -91,12 +91,12 @@ TEST(DsConfig, ReadsEveryDocumentedKey) {
   EXPECT_TRUE(c.accum_set);
   EXPECT_EQ(c.clip, 1.0);
   EXPECT_EQ(c.log_every, 5);
-  EXPECT_EQ(c.optimizer, OptimizerKind::kAdamW);
+  EXPECT_EQ(c.optimizer.kind, OptimizerKind::kAdamW);
   EXPECT_EQ(c.lr, 6e-4);
-  EXPECT_EQ(c.beta1, 0.9);
-  EXPECT_EQ(c.beta2, 0.95);
-  EXPECT_EQ(c.eps, 1e-6);
-  EXPECT_EQ(c.weight_decay, 0.1);
+  EXPECT_EQ(c.optimizer.beta1, 0.9);
+  EXPECT_EQ(c.optimizer.beta2, 0.95);
+  EXPECT_EQ(c.optimizer.eps, 1e-6);
+  EXPECT_EQ(c.optimizer.weight_decay, 0.1);
   EXPECT_EQ(c.lr_schedule.kind, LrScheduleKind::kWarmupCosineLR);
   EXPECT_EQ(c.lr_schedule.warmup_num_steps, 100);
   EXPECT_EQ(c.lr_schedule.total_num_steps, 1000);
@@ -137,7 +137,7 @@ TEST(DsConfig, AutoKeepsZerodpsSetting) {
   })", "ds.json");
   EXPECT_TRUE(warnings.empty());
   EXPECT_EQ(c.lr, 0.02);
-  EXPECT_EQ(c.weight_decay, TrainConfig{}.weight_decay);
+  EXPECT_EQ(c.optimizer.weight_decay, TrainConfig{}.optimizer.weight_decay);
   EXPECT_EQ(c.micro_batch, 3);
   EXPECT_FALSE(c.micro_batch_set);
   EXPECT_FALSE(c.train_batch_size.has_value());
@@ -148,12 +148,12 @@ TEST(DsConfig, AutoKeepsZerodpsSetting) {
 
 TEST(DsConfig, OptimizerSectionTakesDeepSpeedDefaults) {
   TrainConfig c;
-  c.weight_decay = 0.3;
+  c.optimizer.weight_decay = 0.3;
   apply_ds_config(c, R"({"optimizer": {"type": "adam", "params": {"lr": 1e-4}}})", "ds.json");
-  EXPECT_EQ(c.optimizer, OptimizerKind::kAdamW);  // DeepSpeed's Adam decays decoupled by default
+  EXPECT_EQ(c.optimizer.kind, OptimizerKind::kAdamW);  // DeepSpeed's Adam decays decoupled by default
   EXPECT_EQ(c.lr, 1e-4);
-  EXPECT_EQ(c.weight_decay, 0.0);  // FusedAdam's default, not what was there before
-  EXPECT_EQ(c.beta2, 0.999);
+  EXPECT_EQ(c.optimizer.weight_decay, 0.0);  // FusedAdam's default, not what was there before
+  EXPECT_EQ(c.optimizer.beta2, 0.999);
 }
 
 TEST(DsConfig, SGD) {
@@ -162,11 +162,11 @@ TEST(DsConfig, SGD) {
       c, R"({"optimizer": {"type": "SGD", "params": {"lr": 0.1, "momentum": 0.9, "dampening": 0.1,
              "nesterov": false, "weight_decay": 1e-4, "betas": [0.9, 0.99]}}})",
       "ds.json");
-  EXPECT_EQ(c.optimizer, OptimizerKind::kSGD);
+  EXPECT_EQ(c.optimizer.kind, OptimizerKind::kSGD);
   EXPECT_EQ(c.lr, 0.1);
-  EXPECT_EQ(c.momentum, 0.9);
-  EXPECT_EQ(c.dampening, 0.1);
-  EXPECT_EQ(c.weight_decay, 1e-4);
+  EXPECT_EQ(c.optimizer.momentum, 0.9);
+  EXPECT_EQ(c.optimizer.dampening, 0.1);
+  EXPECT_EQ(c.optimizer.weight_decay, 1e-4);
   ASSERT_EQ(warnings.size(), 1u);  // betas mean nothing to SGD
   EXPECT_TRUE(has_warning_about(warnings, "optimizer.params.betas")) << warnings[0];
   EXPECT_EQ(c.optimizer_spec().momentum, 0.9);
@@ -453,7 +453,7 @@ TEST(Resolve, FlagsWinOverTheJsonWhichWinsOverDefaults) {
   EXPECT_EQ(r.config.zero_stage, 1);          // flag over JSON
   EXPECT_EQ(r.config.micro_batch, 2);         // flag over JSON
   EXPECT_EQ(r.config.lr, 0.005);              // JSON over default
-  EXPECT_EQ(r.config.weight_decay, 0.2);      // JSON over default
+  EXPECT_EQ(r.config.optimizer.weight_decay, 0.2);      // JSON over default
   EXPECT_TRUE(r.config.overlap_comm);         // JSON over default
   EXPECT_EQ(r.config.seq, TrainConfig{}.seq);  // default
   EXPECT_EQ(r.config.init_path, "m");
@@ -516,21 +516,21 @@ TEST(Validate, ErrorsSayWhat) {
       {[](TrainConfig& c) { c.seq = 0; }, "--seq must be in [1, 16777216]"},
       {[](TrainConfig& c) { c.accum = 0; }, "--accum (gradient_accumulation_steps) must be in [1, 1048576]"},
       {[](TrainConfig& c) { c.zero_stage = 4; }, "--zero-stage (zero_optimization.stage) must be 0, 1, 2 or 3, got 4"},
-      {[](TrainConfig& c) { c.beta1 = 1.0; }, "--beta1 (optimizer.params.betas[0]) must be in [0, 1)"},
-      {[](TrainConfig& c) { c.beta2 = -0.1; }, "--beta2"},
+      {[](TrainConfig& c) { c.optimizer.beta1 = 1.0; }, "--beta1 (optimizer.params.betas[0]) must be in [0, 1)"},
+      {[](TrainConfig& c) { c.optimizer.beta2 = -0.1; }, "--beta2"},
       {[](TrainConfig& c) { c.lr = std::nan(""); }, "--lr (optimizer.params.lr) must be a finite number"},
       {[](TrainConfig& c) { c.clip = -1; }, "--clip (gradient_clipping)"},
-      {[](TrainConfig& c) { c.weight_decay = -0.1; }, "--weight-decay"},
+      {[](TrainConfig& c) { c.optimizer.weight_decay = -0.1; }, "--weight-decay"},
       {[](TrainConfig& c) {
          c.dtype = DType::kF16;
          c.reduce_dtype = DType::kBF16;
        },
        "--reduce-dtype (communication_data_type) must be the compute dtype (fp16) or fp32, got bf16"},
       {[](TrainConfig& c) {
-         c.optimizer = OptimizerKind::kSGD;
-         c.momentum = 0.9;
-         c.dampening = 0.1;
-         c.nesterov = true;
+         c.optimizer.kind = OptimizerKind::kSGD;
+         c.optimizer.momentum = 0.9;
+         c.optimizer.dampening = 0.1;
+         c.optimizer.nesterov = true;
        },
        "--nesterov needs --momentum > 0 and --dampening 0"},
       {[](TrainConfig& c) { c.reduce_bucket_size = 0; }, "--reduce-bucket-size"},
@@ -633,7 +633,7 @@ TEST(Config, ToJsonAndHelpers) {
   EXPECT_TRUE(TrainConfig{}.to_json()["memory_budget"].is_null());
   EXPECT_TRUE(TrainConfig{}.to_json()["train_batch_size"].is_null());
   EXPECT_EQ(c.tokens_per_step(4), 4 * c.accum * c.micro_batch * c.seq);
-  EXPECT_EQ(c.optimizer_spec().weight_decay, c.weight_decay);
+  EXPECT_EQ(c.optimizer_spec().weight_decay, c.optimizer.weight_decay);
 }
 
 // ---- the CLI11 wiring (apps/train_options) -------------------------------------------------------
@@ -690,10 +690,10 @@ TEST(TrainOptions, TheContractsCommandLine) {
   EXPECT_EQ(c.seq, 32);
   EXPECT_EQ(c.accum, 3);
   EXPECT_EQ(c.lr, 0.01);
-  EXPECT_EQ(c.beta1, 0.8);
-  EXPECT_EQ(c.beta2, 0.95);
-  EXPECT_EQ(c.eps, 1e-6);
-  EXPECT_EQ(c.weight_decay, 0.05);
+  EXPECT_EQ(c.optimizer.beta1, 0.8);
+  EXPECT_EQ(c.optimizer.beta2, 0.95);
+  EXPECT_EQ(c.optimizer.eps, 1e-6);
+  EXPECT_EQ(c.optimizer.weight_decay, 0.05);
   EXPECT_EQ(c.clip, 1.0);
   EXPECT_EQ(c.zero_stage, 2);
   EXPECT_EQ(c.dtype, DType::kBF16);
