@@ -10,22 +10,18 @@
 
 namespace zerodp {
 
-// a·b, or nullopt when it does not fit T.
+// a·b and a + b, or nullopt when the result does not fit T.
 template <typename T>
 std::optional<T> checked_mul(T a, T b) {
   static_assert(std::is_integral_v<T>);
   T out;
-  if (__builtin_mul_overflow(a, b, &out)) return std::nullopt;
-  return out;
+  return __builtin_mul_overflow(a, b, &out) ? std::nullopt : std::optional<T>(out);
 }
-
-// a + b, or nullopt when it does not fit T.
 template <typename T>
 std::optional<T> checked_add(T a, T b) {
   static_assert(std::is_integral_v<T>);
   T out;
-  if (__builtin_add_overflow(a, b, &out)) return std::nullopt;
-  return out;
+  return __builtin_add_overflow(a, b, &out) ? std::nullopt : std::optional<T>(out);
 }
 
 // The product of all factors, or nullopt when any partial product does not fit T.

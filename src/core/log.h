@@ -12,21 +12,14 @@ void init(int rank, int world_size, bool all_ranks = false);
 void set_verbose(bool debug);
 int rank();
 
+// spdlog's levels, on the logger init() set up.
 template <typename... Args>
-void info(spdlog::format_string_t<Args...> f, Args&&... args) {
-  spdlog::info(f, std::forward<Args>(args)...);
-}
+void info(spdlog::format_string_t<Args...> f, Args&&... args) { spdlog::info(f, std::forward<Args>(args)...); }
 template <typename... Args>
-void debug(spdlog::format_string_t<Args...> f, Args&&... args) {
-  spdlog::debug(f, std::forward<Args>(args)...);
-}
+void debug(spdlog::format_string_t<Args...> f, Args&&... args) { spdlog::debug(f, std::forward<Args>(args)...); }
 template <typename... Args>
-void warn(spdlog::format_string_t<Args...> f, Args&&... args) {
-  spdlog::warn(f, std::forward<Args>(args)...);
-}
+void warn(spdlog::format_string_t<Args...> f, Args&&... args) { spdlog::warn(f, std::forward<Args>(args)...); }
 template <typename... Args>
-void error(spdlog::format_string_t<Args...> f, Args&&... args) {
-  spdlog::error(f, std::forward<Args>(args)...);
-}
+void error(spdlog::format_string_t<Args...> f, Args&&... args) { spdlog::error(f, std::forward<Args>(args)...); }
 
 }  // namespace zerodp::log

@@ -111,58 +111,45 @@ std::vector<RankLedgers> gather_ledgers(comm::Communicator& comm) {
   return out;
 }
 
-MetricsWriter::MetricsWriter(std::string path, bool active) : path_(std::move(path)) {
+PartialLineFile::PartialLineFile(std::string path, bool active, std::string what)
+    : path_(std::move(path)), what_(std::move(what)) {
   if (!active || path_.empty()) return;
   partial_ = path_ + ".partial";
   file_ = std::fopen(partial_.c_str(), "w");
-  if (file_ == nullptr)
-    throw UsageError(fmt::format("cannot write metrics file '{}': {}", partial_, std::strerror(errno)));
+  if (file_ == nullptr) throw UsageError(fmt::format("cannot write {} '{}': {}", what_, partial_, std::strerror(errno)));
 }
 
-MetricsWriter::~MetricsWriter() {
+PartialLineFile::~PartialLineFile() {
   if (file_ != nullptr) std::fclose(file_);  // not committed: <path> keeps what it had
 }
 
-void MetricsWriter::write(const nlohmann::json& record) {
-  if (file_ == nullptr) return;
-  const std::string line = record.dump() + "\n";
-  if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() || std::fflush(file_) != 0)
-    throw RuntimeFailure(fmt::format("writing metrics file '{}': {}", partial_, std::strerror(errno)));
+void PartialLineFile::write_line(std::string_view line) {
+  const std::string text = std::string(line) + "\n";
+  if (std::fwrite(text.data(), 1, text.size(), file_) != text.size() || std::fflush(file_) != 0)
+    throw RuntimeFailure(fmt::format("writing {} '{}': {}", what_, partial_, std::strerror(errno)));
 }
 
-void MetricsWriter::commit() {
+void PartialLineFile::commit() {
   if (file_ == nullptr) return;
   const bool ok = std::fflush(file_) == 0 && fsync(fileno(file_)) == 0;
   std::fclose(file_);
   file_ = nullptr;
   if (!ok || std::rename(partial_.c_str(), path_.c_str()) != 0)
-    throw RuntimeFailure(fmt::format("finishing metrics file '{}': {}", path_, std::strerror(errno)));
+    throw RuntimeFailure(fmt::format("finishing {} '{}': {}", what_, path_, std::strerror(errno)));
 }
 
-CsvLog::CsvLog(std::string path, bool active) : path_(std::move(path)) {
-  if (!active || path_.empty()) return;
-  partial_ = path_ + ".partial";
-  file_ = std::fopen(partial_.c_str(), "w");
-  if (file_ == nullptr)
-    throw UsageError(fmt::format("cannot write --log-csv file '{}': {}", partial_, std::strerror(errno)));
-  write_line(kHeader);
+CsvLog::CsvLog(std::string path, bool active) : file_(std::move(path), active, "--log-csv file") {
+  if (file_.active()) file_.write_line(kHeader);
 }
 
 CsvLog::~CsvLog() {
-  if (file_ == nullptr) return;
+  if (!file_.active()) return;
   // Not committed (the run failed): <path> keeps what it had; <path>.partial gets the held row too,
   // the failed step's, as the metrics file has it.
   try {
     flush_held();
   } catch (const std::exception&) {  // a destructor does not throw; the run's own error is the one to see
   }
-  std::fclose(file_);
-}
-
-void CsvLog::write_line(const std::string& line) {
-  const std::string text = line + "\n";
-  if (std::fwrite(text.data(), 1, text.size(), file_) != text.size() || std::fflush(file_) != 0)
-    throw RuntimeFailure(fmt::format("writing --log-csv file '{}': {}", partial_, std::strerror(errno)));
 }
 
 void CsvLog::flush_held() {
@@ -179,17 +166,17 @@ void CsvLog::flush_held() {
   else
     line += ",,";
   held_.reset();
-  write_line(line);
+  file_.write_line(line);
 }
 
 void CsvLog::record_step(const StepRecord& r, int64_t tokens_trained) {
-  if (file_ == nullptr) return;
+  if (!file_.active()) return;
   flush_held();
   held_ = Row{r.step, r, tokens_trained, std::nullopt, 0};
 }
 
 void CsvLog::record_eval(int64_t step, double val_loss, int64_t tokens) {
-  if (file_ == nullptr) return;
+  if (!file_.active()) return;
   if (!held_ || held_->step != step) {
     flush_held();
     held_ = Row{step, std::nullopt, 0, std::nullopt, 0};
@@ -199,13 +186,9 @@ void CsvLog::record_eval(int64_t step, double val_loss, int64_t tokens) {
 }
 
 void CsvLog::commit() {
-  if (file_ == nullptr) return;
+  if (!file_.active()) return;
   flush_held();
-  const bool ok = std::fflush(file_) == 0 && fsync(fileno(file_)) == 0;
-  std::fclose(file_);
-  file_ = nullptr;
-  if (!ok || std::rename(partial_.c_str(), path_.c_str()) != 0)
-    throw RuntimeFailure(fmt::format("finishing --log-csv file '{}': {}", path_, std::strerror(errno)));
+  file_.commit();
 }
 
 }  // namespace zerodp::train

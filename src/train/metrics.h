@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -60,21 +61,39 @@ RankLedgers ledgers_from_words(int rank, const uint64_t* words);
 // traffic is not recorded in the training ledger.
 std::vector<RankLedgers> gather_ledgers(comm::Communicator& comm);
 
-class MetricsWriter {
+// A text file written a line at a time as <path>.partial and renamed over <path> by commit(), so a
+// failed run leaves an earlier <path> intact and what it wrote in <path>.partial. An empty path or
+// active false: a file that writes nothing. `what` names it in errors ("metrics file").
+class PartialLineFile {
  public:
-  // An empty path or a rank other than 0 makes a writer that writes nothing.
-  MetricsWriter(std::string path, bool active);
-  ~MetricsWriter();
-  MetricsWriter(const MetricsWriter&) = delete;
-  MetricsWriter& operator=(const MetricsWriter&) = delete;
+  PartialLineFile(std::string path, bool active, std::string what);
+  ~PartialLineFile();
+  PartialLineFile(const PartialLineFile&) = delete;
+  PartialLineFile& operator=(const PartialLineFile&) = delete;
 
-  void write(const nlohmann::json& record);
+  bool active() const { return file_ != nullptr; }
+  void write_line(std::string_view line);  // and flushed
   // Flushes, fsyncs and renames <path>.partial to <path>.
   void commit();
 
  private:
-  std::string path_, partial_;
+  std::string path_, partial_, what_;
   std::FILE* file_ = nullptr;
+};
+
+class MetricsWriter {
+ public:
+  // An empty path or a rank other than 0 makes a writer that writes nothing.
+  MetricsWriter(std::string path, bool active) : file_(std::move(path), active, "metrics file") {}
+
+  void write(const nlohmann::json& record) {
+    if (file_.active()) file_.write_line(record.dump());
+  }
+  // Flushes, fsyncs and renames <path>.partial to <path>.
+  void commit() { file_.commit(); }
+
+ private:
+  PartialLineFile file_;
 };
 
 // The --log-csv file (rank 0): a header, then one row per optimizer step,
@@ -97,8 +116,6 @@ class CsvLog {
   // An empty path or a rank other than 0 makes a log that writes nothing.
   CsvLog(std::string path, bool active);
   ~CsvLog();
-  CsvLog(const CsvLog&) = delete;
-  CsvLog& operator=(const CsvLog&) = delete;
 
   static constexpr const char* kHeader = "step,tokens,loss,grad_norm,lr,ms,val_loss,val_tokens";
 
@@ -119,11 +136,9 @@ class CsvLog {
     std::optional<double> val_loss;
     int64_t val_tokens = 0;
   };
-  void write_line(const std::string& line);
   void flush_held();
 
-  std::string path_, partial_;
-  std::FILE* file_ = nullptr;
+  PartialLineFile file_;
   std::optional<Row> held_;
 };
 
