@@ -25,6 +25,7 @@
 #include "apps/commands.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/json.h"
 #include "core/log.h"
 #include "plan/estimator.h"
 #include "plan/presets.h"
@@ -145,7 +146,7 @@ class Sweeper {
       std::ifstream in(metrics);
       std::string line;
       while (std::getline(in, line)) {
-        const nlohmann::json j = nlohmann::json::parse(line);
+        const nlohmann::json j = parse_json(line, metrics.string());
         if (j.at("event") != "memory") continue;
         for (const auto& [k, v] : j.at("peak_bytes").items())
           r.measured[k] = std::max<uint64_t>(r.measured[k], v.get<uint64_t>());

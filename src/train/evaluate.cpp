@@ -10,6 +10,7 @@
 
 #include "ckpt/gpt2_weights.h"
 #include "core/error.h"
+#include "core/json.h"
 #include "core/fs.h"
 #include "core/memory.h"
 #include "data/tokenizer.h"
@@ -161,12 +162,9 @@ std::vector<ChoiceItem> read_choices(const std::string& path, const data::Tokeni
     ZDP_REQUIRE(line.size() <= kMaxChoiceLineBytes, "{}: {} bytes, over the {} allowed a line", where(), line.size(),
                 kMaxChoiceLineBytes);
     if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::exception& e) {
-      throw UsageError(fmt::format("{}: not JSON: {}", where(), e.what()));
-    }
+    JsonLimits limits;
+    limits.max_depth = 4;  // {"endings": [...]}: nothing deeper
+    const nlohmann::json j = parse_json(line, where(), limits);
     ZDP_REQUIRE(j.is_object(), "{}: expected an object {{\"context\", \"endings\", \"label\"}}", where());
     const auto ctx = j.find("context");
     const auto ends = j.find("endings");
