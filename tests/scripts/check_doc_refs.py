@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Every `docs/....md#anchor` (or `docs/....md`) that a source file, test or document names exists:
+"""Every docs file with an anchor (`docs/<file>.md#<anchor>`, or just the file) that a source file, test or document names exists:
 the file, and the anchor as an `<a id="...">` or a heading of that file. Exits 1 listing the broken ones."""
 import pathlib
 import re
