@@ -221,21 +221,9 @@ ordered_json manifest_to_json(const Manifest& m) {
   };
 }
 
-Manifest manifest_from_json(const json& j, const std::string& label) {
-  const Schema s(label);
-  if (!j.is_object()) s.fail("the top level must be a JSON object");
-  Manifest m;
-  const std::string format = s.string(j, "", "format");
-  if (format != kCheckpointFormat)
-    s.fail("format", fmt::format("must be \"{}\", got \"{}\"", kCheckpointFormat, describe_text(format)));
-  m.format_version = static_cast<int>(s.integer(j, "", "format_version", 0, std::numeric_limits<int>::max()));
-  if (m.format_version != kCheckpointFormatVersion)
-    s.fail("format_version", fmt::format("version {} is not supported (this zerodp reads version {})",
-                                         m.format_version, kCheckpointFormatVersion));
-  m.created_by = s.string(j, "", "created_by");
-  m.step = s.integer(j, "", "step", 0);
-  m.optimizer_steps = s.integer(j, "", "optimizer_steps", 0, m.step);
+namespace {
 
+void read_model(const Schema& s, const json& j, Manifest& m) {
   const json& mj = s.object(j, "", "model");
   auto hyper = [&](const char* key) {
     return static_cast<int>(s.integer(mj, "model", key, 1, model::hyper_parameter_limit(key)));
@@ -252,7 +240,10 @@ Manifest manifest_from_json(const json& j, const std::string& label) {
   } catch (const UsageError& e) {
     s.fail("model", e.what());
   }
+}
 
+// The run's shape and state: world size, stage, dtypes, the optimizer and its states, the loss scaler.
+void read_run(const Schema& s, const json& j, Manifest& m) {
   m.world_size = static_cast<int>(s.integer(j, "", "world_size", 1, kMaxWorldSize));
   m.zero_stage = static_cast<int>(s.integer(j, "", "zero_stage", 0, 3));
   const std::string dtype = s.string(j, "", "dtype");
@@ -281,7 +272,10 @@ Manifest manifest_from_json(const json& j, const std::string& label) {
   m.loss_scale.good_steps = s.integer(lj, "loss_scale", "good_steps", 0, std::numeric_limits<int>::max());
   m.loss_scale.hysteresis_left = s.integer(lj, "loss_scale", "hysteresis_left", 0, std::numeric_limits<int>::max());
   m.loss_scale.overflows = s.integer(lj, "loss_scale", "overflows", 0);
+}
 
+// Where the data stood, and the training settings (kept short: they are echoed in messages).
+void read_data(const Schema& s, const json& j, Manifest& m) {
   const json& dj = s.object(j, "", "data");
   m.data.path = s.string(dj, "data", "path");
   m.data.micro_batch = s.integer(dj, "data", "micro_batch", 1, kMaxBatchFactor);
@@ -312,14 +306,11 @@ Manifest manifest_from_json(const json& j, const std::string& label) {
       s.fail("training", fmt::format("setting '{}' is {}, over the {} bytes allowed", describe_text(key),
                                      describe_json(value), kMaxTrainingValueBytes));
   }
+}
 
-  // Units: exactly the model's, each padded to world_size equal shards. Their count is checked
-  // before the layout is built, so that the layout is never larger than the manifest's own list.
+// Each unit's element counts and tensors (their count already checked against the model's).
+void read_units(const Schema& s, const json& j, const model::ParamLayout& layout, Manifest& m) {
   const json& uj = s.array(j, "", "units");
-  if (uj.size() != static_cast<size_t>(m.model.n_layer) + 1)
-    s.fail("units", fmt::format("holds {} units, the model {} has {}", uj.size(), m.model.summary(),
-                                m.model.n_layer + 1));
-  const model::ParamLayout layout(m.model);
   for (int u = 0; u < layout.num_units(); ++u) {
     const std::string path = fmt::format("units[{}]", u);
     const json& e = uj[static_cast<size_t>(u)];
@@ -339,8 +330,11 @@ Manifest manifest_from_json(const json& j, const std::string& label) {
       s.fail(path + ".tensors", "do not match the layout of docs/reference/model.md#gpt2 (names, shapes, offsets, in order)");
     m.units.push_back(us);
   }
+}
 
-  // Files: one per rank; their ranges tile every unit exactly once.
+void read_files(const Schema& s, const json& j, const model::ParamLayout& layout, const std::string& label,
+                Manifest& m) {
+  // One file per rank; their ranges tile every unit exactly once.
   const json& fj = s.array(j, "", "files");
   if (fj.size() != static_cast<size_t>(m.world_size))
     s.fail("files", fmt::format("lists {} files for world_size {}", fj.size(), m.world_size));
@@ -391,7 +385,37 @@ Manifest manifest_from_json(const json& j, const std::string& label) {
       s.fail("files", fmt::format("the ranges of unit {} end at element {}, the unit has {}", u, at,
                                   layout.unit_numel(u)));
   }
+}
 
+}  // namespace
+
+Manifest manifest_from_json(const json& j, const std::string& label) {
+  const Schema s(label);
+  if (!j.is_object()) s.fail("the top level must be a JSON object");
+  Manifest m;
+  const std::string format = s.string(j, "", "format");
+  if (format != kCheckpointFormat)
+    s.fail("format", fmt::format("must be \"{}\", got \"{}\"", kCheckpointFormat, describe_text(format)));
+  m.format_version = static_cast<int>(s.integer(j, "", "format_version", 0, std::numeric_limits<int>::max()));
+  if (m.format_version != kCheckpointFormatVersion)
+    s.fail("format_version", fmt::format("version {} is not supported (this zerodp reads version {})",
+                                         m.format_version, kCheckpointFormatVersion));
+  m.created_by = s.string(j, "", "created_by");
+  m.step = s.integer(j, "", "step", 0);
+  m.optimizer_steps = s.integer(j, "", "optimizer_steps", 0, m.step);
+
+  read_model(s, j, m);
+  read_run(s, j, m);
+  read_data(s, j, m);
+  // Units: exactly the model's, each padded to world_size equal shards. Their count is checked
+  // before the layout is built, so that the layout is never larger than the manifest's own list.
+  const json& uj = s.array(j, "", "units");
+  if (uj.size() != static_cast<size_t>(m.model.n_layer) + 1)
+    s.fail("units", fmt::format("holds {} units, the model {} has {}", uj.size(), m.model.summary(),
+                                m.model.n_layer + 1));
+  const model::ParamLayout layout(m.model);
+  read_units(s, j, layout, m);
+  read_files(s, j, layout, label, m);
   // The per-tensor map is derived; it must say what the ranges say.
   const json& tj = s.array(j, "", "tensors");
   const ordered_json expected = manifest_to_json(m)["tensors"];

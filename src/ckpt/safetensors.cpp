@@ -97,6 +97,74 @@ bool mul_overflows(uint64_t a, uint64_t b, uint64_t* out) { return __builtin_mul
 
 // ---- reader -----------------------------------------------------------------------------------
 
+namespace {
+
+// One tensor's header entry: its dtype, shape and byte range, checked against the data section.
+TensorEntry read_tensor_entry(const std::string& file, const std::string& name, const json& entry,
+                              const uint8_t* data, uint64_t data_size) {
+  if (!entry.is_object())
+    malformed_tensor(file, name, fmt::format("entry is not an object: {}", describe_json(entry)));
+  TensorEntry t;
+  t.name = name;
+
+  const auto dtype_it = entry.find("dtype");
+  if (dtype_it == entry.end()) malformed_tensor(file, name, "no \"dtype\"");
+  if (!dtype_it->is_string())
+    malformed_tensor(file, name, fmt::format("dtype is not a string: {}", describe_json(*dtype_it)));
+  if (!parse_st_dtype(dtype_it->get<std::string>(), &t.dtype))
+    malformed_tensor(
+        file, name,
+        fmt::format("dtype {} is not supported (zerodp reads F32, BF16 and F16)", describe_json(*dtype_it)));
+
+  const auto shape_it = entry.find("shape");
+  if (shape_it == entry.end()) malformed_tensor(file, name, "no \"shape\"");
+  if (!shape_it->is_array())
+    malformed_tensor(file, name, fmt::format("shape is not an array: {}", describe_json(*shape_it)));
+  if (shape_it->size() > kMaxRank)
+    malformed_tensor(file, name, fmt::format("shape has {} dimensions, over the {} allowed", shape_it->size(), kMaxRank));
+  uint64_t numel = 1;
+  for (const json& d : *shape_it) {
+    if (!d.is_number_unsigned())
+      malformed_tensor(
+          file, name,
+          fmt::format("shape {} holds {}, not a non-negative integer", show_shape(*shape_it), describe_json(d)));
+    const uint64_t dim = d.get<uint64_t>();
+    if (dim > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
+        mul_overflows(numel, dim, &numel))
+      malformed_tensor(file, name, fmt::format("shape {} is too large", show_shape(*shape_it)));
+    t.shape.push_back(static_cast<int64_t>(dim));
+  }
+  uint64_t nbytes = 0;
+  if (mul_overflows(numel, dtype_size(t.dtype), &nbytes))
+    malformed_tensor(file, name, fmt::format("shape {} is too large", show_shape(*shape_it)));
+
+  const auto off_it = entry.find("data_offsets");
+  if (off_it == entry.end()) malformed_tensor(file, name, "no \"data_offsets\"");
+  if (!off_it->is_array() || off_it->size() != 2 || !(*off_it)[0].is_number_unsigned() ||
+      !(*off_it)[1].is_number_unsigned())
+    malformed_tensor(file, name,
+                     fmt::format("data_offsets {} is not a pair of non-negative integers", show_shape(*off_it)));
+  const uint64_t begin = (*off_it)[0].get<uint64_t>(), end = (*off_it)[1].get<uint64_t>();
+  if (begin > end)
+    malformed_tensor(file, name, fmt::format("data_offsets [{}, {}] run backwards", begin, end));
+  if (end > data_size)
+    malformed_tensor(
+        file, name,
+        fmt::format("data_offsets [{}, {}] run past the data section ({} bytes)", begin, end, data_size));
+  if (end - begin != nbytes)
+    malformed_tensor(
+        file, name,
+        fmt::format("data_offsets [{}, {}] hold {} bytes but shape {} in {} needs {}", begin, end,
+                    end - begin, shape_str(t.shape), dtype_safetensors_name(t.dtype), nbytes));
+  t.numel = static_cast<size_t>(numel);
+  t.nbytes = static_cast<size_t>(nbytes);
+  t.offset = static_cast<size_t>(begin);
+  t.data = data + begin;
+  return t;
+}
+
+}  // namespace
+
 SafetensorsReader SafetensorsReader::open(const std::string& path) {
   auto file = std::make_shared<MappedFile>(path);
   SafetensorsReader r = parse(file->data(), file->size(), path);
@@ -142,64 +210,7 @@ SafetensorsReader SafetensorsReader::parse(const uint8_t* bytes, size_t size, st
       }
       continue;
     }
-    if (!entry.is_object())
-      malformed_tensor(file, name, fmt::format("entry is not an object: {}", describe_json(entry)));
-    TensorEntry t;
-    t.name = name;
-
-    const auto dtype_it = entry.find("dtype");
-    if (dtype_it == entry.end()) malformed_tensor(file, name, "no \"dtype\"");
-    if (!dtype_it->is_string())
-      malformed_tensor(file, name, fmt::format("dtype is not a string: {}", describe_json(*dtype_it)));
-    if (!parse_st_dtype(dtype_it->get<std::string>(), &t.dtype))
-      malformed_tensor(
-          file, name,
-          fmt::format("dtype {} is not supported (zerodp reads F32, BF16 and F16)", describe_json(*dtype_it)));
-
-    const auto shape_it = entry.find("shape");
-    if (shape_it == entry.end()) malformed_tensor(file, name, "no \"shape\"");
-    if (!shape_it->is_array())
-      malformed_tensor(file, name, fmt::format("shape is not an array: {}", describe_json(*shape_it)));
-    if (shape_it->size() > kMaxRank)
-      malformed_tensor(file, name, fmt::format("shape has {} dimensions, over the {} allowed", shape_it->size(), kMaxRank));
-    uint64_t numel = 1;
-    for (const json& d : *shape_it) {
-      if (!d.is_number_unsigned())
-        malformed_tensor(
-            file, name,
-            fmt::format("shape {} holds {}, not a non-negative integer", show_shape(*shape_it), describe_json(d)));
-      const uint64_t dim = d.get<uint64_t>();
-      if (dim > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
-          mul_overflows(numel, dim, &numel))
-        malformed_tensor(file, name, fmt::format("shape {} is too large", show_shape(*shape_it)));
-      t.shape.push_back(static_cast<int64_t>(dim));
-    }
-    uint64_t nbytes = 0;
-    if (mul_overflows(numel, dtype_size(t.dtype), &nbytes))
-      malformed_tensor(file, name, fmt::format("shape {} is too large", show_shape(*shape_it)));
-
-    const auto off_it = entry.find("data_offsets");
-    if (off_it == entry.end()) malformed_tensor(file, name, "no \"data_offsets\"");
-    if (!off_it->is_array() || off_it->size() != 2 || !(*off_it)[0].is_number_unsigned() ||
-        !(*off_it)[1].is_number_unsigned())
-      malformed_tensor(file, name,
-                       fmt::format("data_offsets {} is not a pair of non-negative integers", show_shape(*off_it)));
-    const uint64_t begin = (*off_it)[0].get<uint64_t>(), end = (*off_it)[1].get<uint64_t>();
-    if (begin > end)
-      malformed_tensor(file, name, fmt::format("data_offsets [{}, {}] run backwards", begin, end));
-    if (end > data_size)
-      malformed_tensor(
-          file, name,
-          fmt::format("data_offsets [{}, {}] run past the data section ({} bytes)", begin, end, data_size));
-    if (end - begin != nbytes)
-      malformed_tensor(
-          file, name,
-          fmt::format("data_offsets [{}, {}] hold {} bytes but shape {} in {} needs {}", begin, end,
-                      end - begin, shape_str(t.shape), dtype_safetensors_name(t.dtype), nbytes));
-    t.numel = static_cast<size_t>(numel);
-    t.nbytes = static_cast<size_t>(nbytes);
-    t.offset = static_cast<size_t>(begin);
-    t.data = data + begin;
+    TensorEntry t = read_tensor_entry(file, name, entry, data, data_size);
     r.tensors_.push_back(std::move(t));
   }
 

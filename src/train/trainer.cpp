@@ -187,6 +187,138 @@ void require_finite_weights(zero::Engine& engine, int64_t step, const std::strin
     throw RuntimeFailure(fmt::format("after step {}: the weights hold NaN or Inf; not writing {}", step, what));
 }
 
+void log_validation_plan(const TrainConfig& cfg, const data::TokenStream& val, uint64_t windows) {
+  log::info("validation: {} windows of {} tokens ({} tokens) of {}, {}", windows, cfg.seq,
+            windows * static_cast<uint64_t>(cfg.seq), val.describe(),
+            cfg.eval_every > 0 ? fmt::format("every {} steps and after the last", cfg.eval_every)
+                               : std::string("after the last step"));
+}
+
+// --shard-group-size node: the ranks of this host.
+void resolve_node_shard_group(TrainConfig& cfg, comm::Communicator& world) {
+  if (cfg.shard_group_size != TrainConfig::kShardGroupNode) return;
+  cfg.shard_group_size = ranks_per_host(world);
+  if (world.rank() == 0)
+    log::info("--shard-group-size node: {} rank{} a host", cfg.shard_group_size, cfg.shard_group_size == 1 ? "" : "s");
+}
+
+// The engine's weights: the checkpoint's (then closed) with --resume, else --init's; returns the step
+// the run starts at.
+int64_t load_weights(zero::Engine& engine, std::optional<ckpt::Checkpoint>& resume,
+                     const std::optional<ckpt::GPT2Weights>& weights, const model::ParamLayout& layout,
+                     const std::string& init_path) {
+  if (resume) {
+    const int64_t start_step = restore_checkpoint(engine, *resume);
+    log::info("resuming from {} at step {} (saved by {} rank{} at ZeRO stage {})", resume->dir(), start_step,
+              resume->manifest().data.ranks, resume->manifest().data.ranks == 1 ? "" : "s",
+              resume->manifest().zero_stage);
+    resume.reset();  // unmaps its files
+    return start_step;
+  }
+  engine.load([&](int unit, size_t begin, size_t count, float* dst) {
+    weights->read_unit_range(layout, unit, begin, count, dst);
+    // A NaN or Inf in the file would reach every later weight: refused like any malformed input.
+    if (const size_t i = first_nonfinite(dst, count); i < count)
+      throw UsageError(fmt::format("'{}': tensor {} is {}: initial weights must be finite", init_path,
+                                   element_label(layout, unit, begin + i), dst[i]));
+  });
+  return 0;
+}
+
+// The step's record for the metrics and the CSV.
+StepRecord step_record(int64_t s, const zero::StepResult& r, double lr, int64_t tokens_per_step, double ms,
+                       int64_t skipped_steps) {
+  StepRecord rec;
+  rec.step = s;
+  rec.loss = r.loss;
+  rec.grad_norm = r.grad_norm;
+  rec.lr = lr;
+  rec.tokens = tokens_per_step;
+  rec.ms = ms;
+  rec.skipped = r.skipped;
+  rec.skipped_steps = skipped_steps;
+  rec.loss_scale = r.loss_scale;
+  rec.comm_wait_ms = r.comm_wait_ms;
+  return rec;
+}
+
+// The non-finite policy (docs/reference/command-line.md#faults) for step s, whose loss or gradient
+// was not finite: nothing reached the weights; fp16 goes on unless the loss scale is stuck at its
+// minimum, bf16 and fp32 stop unless --skip-nonfinite. Every rank takes the same decision; the barrier
+// lets rank 0 finish its metrics record of the step before any rank's exit makes the launcher end the
+// job.
+void apply_nonfinite_policy(zero::Engine& engine, const TrainConfig& cfg, const model::ParamLayout& layout,
+                            const zero::StepResult& r, int64_t s, int64_t skipped_steps) {
+  const auto stop = [&](const std::string& why) {
+    engine.comm().barrier();
+    throw RuntimeFailure(why);
+  };
+  if (cfg.dtype == DType::kF16) {
+    if (engine.loss_scaler().stuck())
+      stop(fmt::format(
+          "step {}: the fp16 gradients overflowed in {} steps in a row with the loss scale already at its "
+          "minimum ({}): stopping (--min-loss-scale, --max-overflows-at-min-scale; bf16 has fp32's range)",
+          s, engine.loss_scaler().overflows_at_min_scale(), cfg.min_loss_scale));
+  } else if (!cfg.skip_nonfinite) {
+    stop(fmt::format(
+        "step {}: {}; stopping before it reaches the weights (nothing was updated; --skip-nonfinite skips such "
+        "steps instead)",
+        s, nonfinite_what(layout, r)));
+  } else if (engine.comm().rank() == 0) {
+    log::warn("step {}: {}; step skipped (--skip-nonfinite), {} skipped so far", s, nonfinite_what(layout, r),
+              skipped_steps);
+  }
+}
+
+// The progress line of step s (every --log-every steps and the last), or the validation loss alone.
+void log_progress(const TrainConfig& cfg, zero::Engine& engine, int64_t s, const zero::StepResult& r, double lr,
+                  double ms, int64_t tokens_per_step, std::optional<double> val_loss, uint64_t val_tokens) {
+  const bool progress = cfg.log_every > 0 && (s % cfg.log_every == 0 || s + 1 == cfg.steps);
+  if (progress) {
+    const bool loss_scaling = cfg.dtype == DType::kF16;
+    log::info("step {:>{}}/{} | loss {:.4f} | grad norm {:.4f} | lr {:.3e} | {:.0f} tok/s | {:.1f} ms{}{}", s + 1,
+              fmt::formatted_size("{}", cfg.steps), cfg.steps, r.loss, r.grad_norm, lr,
+              tokens_per_step / (ms / 1000.0), ms,
+              r.skipped && loss_scaling
+                  ? fmt::format(" | overflow: step skipped, loss scale now {}", engine.loss_scaler().scale())
+                  : (r.skipped ? " | not finite: step skipped" : ""),
+              val_loss ? fmt::format(" | val loss {:.4f}", *val_loss) : std::string());
+  } else if (val_loss) {
+    log::info("step {:>{}}/{} | val loss {:.4f} ({} tokens)", s + 1, fmt::formatted_size("{}", cfg.steps), cfg.steps,
+              *val_loss, val_tokens);
+  }
+}
+
+// After the last step: the ledgers (before --out, so that writing it does not show in them), then the
+// consolidated weights, then the NVMe offload's traffic.
+void finish_run(zero::Engine& engine, const TrainConfig& cfg, const model::GPT2Config& mc,
+                const model::ParamLayout& layout, comm::Communicator& world, MetricsWriter& metrics) {
+  const std::vector<RankLedgers> ledgers = gather_ledgers(world);
+  for (const RankLedgers& l : ledgers) metrics.write(memory_json(l));
+  for (const RankLedgers& l : ledgers) metrics.write(traffic_json(l));
+  if (world.rank() == 0) print_memory_report(ledgers, engine);
+
+  if (!cfg.out_path.empty()) {
+    require_finite_weights(engine, cfg.steps - 1, cfg.out_path);
+    std::vector<Buffer> units(static_cast<size_t>(layout.num_units()));
+    engine.consolidate([&](int unit, const float* data) {
+      units[static_cast<size_t>(unit)] = Buffer(layout.unit_numel(unit) * sizeof(float), MemCategory::kGathered);
+      std::memcpy(units[static_cast<size_t>(unit)].data(), data, layout.unit_numel(unit) * sizeof(float));
+    });
+    if (world.rank() == 0) {
+      ckpt::save_gpt2(cfg.out_path, mc, layout,
+                      [&](int unit) { return units[static_cast<size_t>(unit)].as<float>(); });
+      log::info("wrote {}", cfg.out_path);
+    }
+  }
+  if (cfg.offload_optimizer == zero::Offload::kNvme) {
+    const zero::Engine::NvmeTraffic t = engine.nvme_traffic();
+    log::info("nvme offload (rank 0): {} read, {} written; the updates moved {} in {:.3f} s ({:.1f} MB/s)",
+              format_bytes(t.bytes_read), format_bytes(t.bytes_written), format_bytes(t.update_bytes),
+              t.update_seconds, t.update_seconds > 0 ? t.update_bytes / t.update_seconds / 1e6 : 0.0);
+  }
+}
+
 }  // namespace
 
 TrainResult run_training(TrainConfig cfg) {
@@ -199,10 +331,7 @@ TrainResult run_training(TrainConfig cfg) {
   check_device_support(cfg, device_spec);
   world->set_timeout(cfg.comm_timeout);
   comm::set_activity_context("starting: reading inputs, loading");
-  if (cfg.shard_group_size == TrainConfig::kShardGroupNode) {
-    cfg.shard_group_size = ranks_per_host(*world);
-    if (rank == 0) log::info("--shard-group-size node: {} rank{} a host", cfg.shard_group_size, cfg.shard_group_size == 1 ? "" : "s");
-  }
+  resolve_node_shard_group(cfg, *world);
 
   // Inputs are checked before anything is allocated: a bad file fails fast with exit code 2. With
   // --resume the model is the checkpoint's (validated in full first); --init, if given, must match.
@@ -230,11 +359,8 @@ TrainResult run_training(TrainConfig cfg) {
                                  static_cast<int>(cfg.accum), {cfg.shuffle, cfg.seed});
   // Validation (docs/reference/data-order.md#validation): its stream and windows are checked here, before anything is allocated.
   std::optional<data::TokenStream> val;
-  uint64_t val_windows = 0;
-  if (!cfg.val_data_path.empty()) {
-    val.emplace(data::TokenStream::open(cfg.val_data_path, mc.vocab_size));
-    val_windows = validation_windows(*val, cfg.eval_tokens, cfg.seq, "--eval-tokens");
-  }
+  if (!cfg.val_data_path.empty()) val.emplace(data::TokenStream::open(cfg.val_data_path, mc.vocab_size));
+  const uint64_t val_windows = val ? validation_windows(*val, cfg.eval_tokens, cfg.seq, "--eval-tokens") : 0;
   const uint64_t val_tokens = val_windows * static_cast<uint64_t>(cfg.seq);
   const optim::LrSchedule schedule = cfg.make_lr_schedule();
   const model::ParamLayout layout(mc);
@@ -245,22 +371,7 @@ TrainResult run_training(TrainConfig cfg) {
   zero::EngineConfig engine_cfg = engine_config(cfg);
   engine_cfg.device = run_device.device();
   zero::Engine engine(layout, run_device.comm, engine_cfg);
-  int64_t start_step = 0;
-  if (resume) {
-    start_step = restore_checkpoint(engine, *resume);
-    log::info("resuming from {} at step {} (saved by {} rank{} at ZeRO stage {})", resume->dir(), start_step,
-              resume->manifest().data.ranks, resume->manifest().data.ranks == 1 ? "" : "s",
-              resume->manifest().zero_stage);
-    resume.reset();  // unmaps its files
-  } else {
-    engine.load([&](int unit, size_t begin, size_t count, float* dst) {
-      weights->read_unit_range(layout, unit, begin, count, dst);
-      // A NaN or Inf in the file would reach every later weight: refused like any malformed input.
-      if (const size_t i = first_nonfinite(dst, count); i < count)
-        throw UsageError(fmt::format("'{}': tensor {} is {}: initial weights must be finite", cfg.init_path,
-                                     element_label(layout, unit, begin + i), dst[i]));
-    });
-  }
+  const int64_t start_step = load_weights(engine, resume, weights, layout, cfg.init_path);
   const bool saving = !cfg.save_dir.empty();
   const SaveContext save_ctx = save_context(cfg, W);
   int64_t last_saved = -1;
@@ -276,12 +387,7 @@ TrainResult run_training(TrainConfig cfg) {
   TrainResult result;
   double total_ms = 0;
   int64_t skipped_steps = 0;
-  const bool loss_scaling = cfg.dtype == DType::kF16;
-  if (val)
-    log::info("validation: {} windows of {} tokens ({} tokens) of {}, {}", val_windows, cfg.seq, val_tokens,
-              val->describe(),
-              cfg.eval_every > 0 ? fmt::format("every {} steps and after the last", cfg.eval_every)
-                                 : std::string("after the last step"));
+  if (val) log_validation_plan(cfg, *val, val_windows);
   for (int64_t s = start_step; s < cfg.steps; ++s) {
     // The schedule counts applied optimizer steps: a skipped step does not advance it (DeepSpeed's).
     const double lr = schedule.lr_at(engine.optimizer_steps());
@@ -294,44 +400,11 @@ TrainResult run_training(TrainConfig cfg) {
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     total_ms += ms;
     result.losses.push_back(r.loss);
-    StepRecord rec;
-    rec.step = s;
-    rec.loss = r.loss;
-    rec.grad_norm = r.grad_norm;
-    rec.lr = lr;
-    rec.tokens = tokens_per_step;
-    rec.ms = ms;
-    rec.skipped = r.skipped;
     skipped_steps += r.skipped ? 1 : 0;
-    rec.skipped_steps = skipped_steps;
-    rec.loss_scale = r.loss_scale;
-    rec.comm_wait_ms = r.comm_wait_ms;
+    const StepRecord rec = step_record(s, r, lr, tokens_per_step, ms, skipped_steps);
     metrics.write(step_json(rec));
     csv_log.record_step(rec, (s + 1) * tokens_per_step);
-    // The non-finite policy (docs/reference/command-line.md#faults): nothing reached the weights; decide whether to go on.
-    if (r.nonfinite) {
-      // Every rank takes the same decision; the barrier lets rank 0 finish its metrics record of the
-      // step before any rank's exit makes the launcher end the job.
-      const auto stop = [&](const std::string& why) {
-        engine.comm().barrier();
-        throw RuntimeFailure(why);
-      };
-      if (loss_scaling) {
-        if (engine.loss_scaler().stuck())
-          stop(fmt::format(
-              "step {}: the fp16 gradients overflowed in {} steps in a row with the loss scale already at its "
-              "minimum ({}): stopping (--min-loss-scale, --max-overflows-at-min-scale; bf16 has fp32's range)",
-              s, engine.loss_scaler().overflows_at_min_scale(), cfg.min_loss_scale));
-      } else if (!cfg.skip_nonfinite) {
-        stop(fmt::format(
-            "step {}: {}; stopping before it reaches the weights (nothing was updated; --skip-nonfinite skips such "
-            "steps instead)",
-            s, nonfinite_what(layout, r)));
-      } else if (rank == 0) {
-        log::warn("step {}: {}; step skipped (--skip-nonfinite), {} skipped so far", s, nonfinite_what(layout, r),
-                  skipped_steps);
-      }
-    }
+    if (r.nonfinite) apply_nonfinite_policy(engine, cfg, layout, r, s, skipped_steps);
     // Validation after s + 1 steps: every --eval-every steps and after the last. Forward passes only,
     // outside the step's time and traffic; training goes on bitwise as without it.
     std::optional<double> val_loss;
@@ -341,19 +414,7 @@ TrainResult run_training(TrainConfig cfg) {
       metrics.write(eval_json(s + 1, *val_loss, val_tokens));
       csv_log.record_eval(s, *val_loss, static_cast<int64_t>(val_tokens));
     }
-    const bool progress = cfg.log_every > 0 && (s % cfg.log_every == 0 || s + 1 == cfg.steps);
-    if (progress) {
-      log::info("step {:>{}}/{} | loss {:.4f} | grad norm {:.4f} | lr {:.3e} | {:.0f} tok/s | {:.1f} ms{}{}", s + 1,
-                fmt::formatted_size("{}", cfg.steps), cfg.steps, r.loss, r.grad_norm, lr,
-                tokens_per_step / (ms / 1000.0), ms,
-                r.skipped && loss_scaling
-                    ? fmt::format(" | overflow: step skipped, loss scale now {}", engine.loss_scaler().scale())
-                    : (r.skipped ? " | not finite: step skipped" : ""),
-                val_loss ? fmt::format(" | val loss {:.4f}", *val_loss) : std::string());
-    } else if (val_loss) {
-      log::info("step {:>{}}/{} | val loss {:.4f} ({} tokens)", s + 1, fmt::formatted_size("{}", cfg.steps), cfg.steps,
-                *val_loss, val_tokens);
-    }
+    log_progress(cfg, engine, s, r, lr, ms, tokens_per_step, val_loss, val_tokens);
     if (saving && cfg.save_every > 0 && (s + 1) % cfg.save_every == 0) {
       comm::set_activity_context(fmt::format("saving the checkpoint of step {}", s + 1));
       require_finite_weights(engine, s, "a checkpoint");
@@ -368,34 +429,10 @@ TrainResult run_training(TrainConfig cfg) {
   }
   result.tokens_per_second = total_ms > 0 ? tokens_per_step * (cfg.steps - start_step) / (total_ms / 1000.0) : 0;
 
-  // Ledgers first, so that writing --out does not show in them.
-  const std::vector<RankLedgers> ledgers = gather_ledgers(*world);
-  for (const RankLedgers& l : ledgers) metrics.write(memory_json(l));
-  for (const RankLedgers& l : ledgers) metrics.write(traffic_json(l));
-  if (rank == 0) print_memory_report(ledgers, engine);
-
-  if (!cfg.out_path.empty()) {
-    require_finite_weights(engine, cfg.steps - 1, cfg.out_path);
-    std::vector<Buffer> units(static_cast<size_t>(layout.num_units()));
-    engine.consolidate([&](int unit, const float* data) {
-      units[static_cast<size_t>(unit)] = Buffer(layout.unit_numel(unit) * sizeof(float), MemCategory::kGathered);
-      std::memcpy(units[static_cast<size_t>(unit)].data(), data, layout.unit_numel(unit) * sizeof(float));
-    });
-    if (rank == 0) {
-      ckpt::save_gpt2(cfg.out_path, mc, layout,
-                      [&](int unit) { return units[static_cast<size_t>(unit)].as<float>(); });
-      log::info("wrote {}", cfg.out_path);
-    }
-  }
+  finish_run(engine, cfg, mc, layout, *world, metrics);
   world->barrier();
   metrics.commit();
   csv_log.commit();
-  if (cfg.offload_optimizer == zero::Offload::kNvme) {
-    const zero::Engine::NvmeTraffic t = engine.nvme_traffic();
-    log::info("nvme offload (rank 0): {} read, {} written; the updates moved {} in {:.3f} s ({:.1f} MB/s)",
-              format_bytes(t.bytes_read), format_bytes(t.bytes_written), format_bytes(t.update_bytes),
-              t.update_seconds, t.update_seconds > 0 ? t.update_bytes / t.update_seconds / 1e6 : 0.0);
-  }
   log::info("done: {} steps{}, final loss {:.4f}, {:.0f} tokens/s", cfg.steps,
             skipped_steps > 0 ? fmt::format(" ({} skipped)", skipped_steps) : "",
             result.losses.empty() ? 0.0 : result.losses.back(), result.tokens_per_second);
