@@ -1,4 +1,4 @@
-// GEMMs on 16-bit operands with fp32 accumulation (issue 12's 16-bit compute):
+// GEMMs on 16-bit operands with fp32 accumulation (docs/design.md "16-bit compute"):
 //
 //   C[M,N] (fp32) = alpha · op(A)[M,K] · op(B)[K,N] + beta · C,   A and B bf16 or fp16 (raw bits),
 //
