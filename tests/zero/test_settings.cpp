@@ -1,0 +1,65 @@
+// zero/settings.h: each rule between the ZeRO modes, by its message (the command line, the planner and
+// the engine all call check_zero_modes, so these are the messages users see from any of them).
+#include "zero/settings.h"
+
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+
+namespace zerodp::zero {
+namespace {
+
+std::string refusal(const ZeroModes& m, int world) {
+  try {
+    check_zero_modes(m, world);
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+ZeroModes modes(int stage, Offload optimizer = Offload::kNone, Offload param = Offload::kNone, int64_t group = 0,
+                int64_t sub_group = 1000) {
+  return {stage, optimizer, param, group, sub_group};
+}
+
+bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+TEST(ZeroModes, EachRuleItsMessage) {
+  EXPECT_TRUE(has(refusal(modes(4), 2), "--zero-stage (zero_optimization.stage) must be 0, 1, 2 or 3, got 4"));
+  EXPECT_TRUE(has(refusal(modes(0, Offload::kCpu), 2),
+                  "--offload-optimizer (zero_optimization.offload_optimizer.device) cpu needs ZeRO stage 1, 2 or 3"));
+  EXPECT_TRUE(has(refusal(modes(2, Offload::kCpu, Offload::kCpu), 2),
+                  "--offload-param (zero_optimization.offload_param.device) cpu needs ZeRO stage 3"));
+  EXPECT_TRUE(has(refusal(modes(3, Offload::kNone, Offload::kNvme), 2),
+                  "--offload-param (zero_optimization.offload_param.device) nvme needs --offload-optimizer cpu or nvme"));
+  EXPECT_TRUE(has(refusal(modes(1, Offload::kCpu, Offload::kNone, 0, 0), 2),
+                  "--sub-group-size (zero_optimization.sub_group_size) must be >= 1, got 0"));
+  EXPECT_TRUE(has(refusal(modes(1, Offload::kNone, Offload::kNone, -2), 4),
+                  "--shard-group-size (zero_optimization.mics_shard_size) must be a number of ranks >= 1"));
+  EXPECT_TRUE(has(refusal(modes(3, Offload::kNone, Offload::kNone, 3), 4),
+                  "--shard-group-size (zero_optimization.mics_shard_size) 3 does not divide the 4 ranks"));
+}
+
+TEST(ZeroModes, WhatGoesTogetherPasses) {
+  EXPECT_EQ(refusal(modes(0), 3), "");
+  EXPECT_EQ(refusal(modes(1, Offload::kNvme), 3), "");
+  EXPECT_EQ(refusal(modes(3, Offload::kCpu, Offload::kNvme, 2), 4), "");
+  EXPECT_EQ(refusal(modes(3, Offload::kNone, Offload::kCpu), 4), "");
+}
+
+TEST(ZeroModes, ShardGroupRanks) {
+  EXPECT_EQ(shard_group_ranks(modes(0, Offload::kNone, Offload::kNone, 2), 4), 4);  // stage 0 shards nothing
+  EXPECT_EQ(shard_group_ranks(modes(2, Offload::kNone, Offload::kNone, 2), 4), 2);
+  EXPECT_EQ(shard_group_ranks(modes(2), 4), 4);
+}
+
+TEST(ZeroModes, OffloadNames) {
+  for (Offload o : {Offload::kNone, Offload::kCpu, Offload::kNvme}) EXPECT_EQ(parse_offload(offload_name(o), "--x"), o);
+  EXPECT_THROW(parse_offload("disk", "--offload-param"), UsageError);
+}
+
+}  // namespace
+}  // namespace zerodp::zero
