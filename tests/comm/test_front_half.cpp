@@ -9,6 +9,7 @@
 
 #include "comm/communicator.h"
 #include "core/error.h"
+#include "error_message.h"
 
 namespace zerodp::comm {
 namespace {
@@ -50,12 +51,7 @@ class RecordingBackend final : public Communicator {
 // The message of the RuntimeFailure `issue` throws, or "" if it throws none.
 template <class F>
 std::string refusal(F&& issue) {
-  try {
-    issue();
-  } catch (const RuntimeFailure& e) {
-    return e.what();
-  }
-  return "";
+  return zerodp::testing::error_message<RuntimeFailure>(issue);
 }
 
 TEST(FrontHalf, EachRuleHasItsMessageNamingTheCollectiveAndTheGroup) {

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/parse.h"
+#include "error_message.h"
 
 using namespace zerodp;
 
@@ -13,12 +14,7 @@ namespace {
 
 template <typename Fn>
 std::string usage_error(Fn&& fn) {
-  try {
-    fn();
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "(no UsageError)";
+  return zerodp::testing::error_message<UsageError>(fn);
 }
 
 TEST(Parse, Integers) {

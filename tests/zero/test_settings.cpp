@@ -7,17 +7,13 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
+#include "error_message.h"
 
 namespace zerodp::zero {
 namespace {
 
 std::string refusal(const ZeroModes& m, int world) {
-  try {
-    check_zero_modes(m, world);
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "";
+  return zerodp::testing::error_message<UsageError>([&] { check_zero_modes(m, world); });
 }
 
 ZeroModes modes(int stage, Offload optimizer = Offload::kNone, Offload param = Offload::kNone, int64_t group = 0,
