@@ -6,13 +6,14 @@
 Reads OUT/env.txt (machine, versions, settings), OUT/status.txt (each run's exit status), zerodp's
 metrics (OUT/zerodp-wW-sS.jsonl, docs/reference/metrics.md: the per-step records' "ms" and "tokens", rank 0's
 clock; the per-rank "memory" records' peak_bytes.total), the PyTorch peer's JSON (OUT/torch-*.json)
-and the nvidia-smi samples (OUT/*.smi). Only the standard library (and tests/pylib's zdptest).
+and the nvidia-smi samples (OUT/*.smi). Only the standard library and tests/pylib's zdptest
+(`PYTHONPATH=tests/pylib`, or `pip install tests/pylib`).
 
 Columns:
   ms/step       the median of the steps after the first --warmup (default: env.txt's warmup)
   tokens/s      tokens of a step over all ranks (W·B·T) / that median
   MFU           the causal matmul FLOPs of zdptest/flops.py for all ranks' tokens / the median /
-                (GPUs × the GPU's dense bf16 peak, bench/gpu/gpu_peak.py); the W = 2 ranks share
+                (GPUs × the GPU's dense bf16 peak, zdptest/gpu_peak.py); the W = 2 ranks share
                 one GPU, so their FLOPs add up against one peak
   peak memory   per rank, the most of any rank: zerodp's exact ledger (peak_bytes.total: the bytes
                 the run asked for; not the CUDA context, cuBLASLt's workspace or the caching
@@ -29,14 +30,12 @@ import statistics
 import subprocess
 import sys
 
-import gpu_peak
+from zdptest import bench_report as br
+from zdptest import flops
+from zdptest import gpu_peak
+from zdptest.harness import read_metrics
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-# zdptest (tests/pylib) where PYTHONPATH does not name it: ctest's bench tests, a direct run.
-sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "pylib"))
-from zdptest import bench_report as br  # noqa: E402
-from zdptest import flops  # noqa: E402
-from zdptest.harness import read_metrics  # noqa: E402
 
 GIB = 1024 ** 3
 MEMORY_KEYS = {"event", "rank", "peak_bytes", "live_bytes", "host_bytes", "nvme_bytes"}

@@ -10,8 +10,8 @@
 #   torch-eager    bench/gpu/torch_gpt2_cuda.py: PyTorch bf16 autocast, flash attention, fused AdamW
 #   torch-compile  the same under torch.compile
 # Every run has RUN_TIMEOUT seconds; one that fails or times out is recorded and the next one runs.
-# Then `python3 bench/gpu/report.py "$OUT"` prints the table (not run from here, so that a caller
-# decides where it goes).
+# Then `PYTHONPATH=tests/pylib python3 bench/gpu/report.py "$OUT"` prints the table (not run from here,
+# so that a caller decides where it goes).
 #
 # In OUT: data/ (init weights, tokens), env.txt (machine, versions, settings), status.txt (tag, exit
 # status, seconds), commands.txt, and for each run TAG.log, TAG.jsonl (zerodp's --metrics) or TAG.json
@@ -25,7 +25,7 @@
 #   RUN_TIMEOUT [900]          seconds each run may take
 #   GPU_INDEX [0]              the GPU every run uses (nvidia-smi's index; CUDA_VISIBLE_DEVICES is set
 #                              to it, in PCI bus order, so both W = 2 ranks see only that one)
-#   PEAK_TFLOPS                dense bf16 peak for MFU when the GPU is not in bench/gpu/gpu_peak.py
+#   PEAK_TFLOPS                dense bf16 peak for MFU when the GPU is not in tests/pylib/zdptest/gpu_peak.py
 #   VENV [runs/gpu-venv]       Python venv for the peer, made and filled from PyPI when it cannot yet
 #                              import torch and numpy; TORCH_SPEC ["torch>=2.4"] is what pip installs,
 #                              within PIP_TIMEOUT [1800] s; pip's own PIP_INDEX_URL picks another index,
@@ -82,6 +82,9 @@ fi
 # share it and the memory samples below watch the GPU the runs use.
 export CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES="$GPU_INDEX"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_base_warn_component_unused=0
+# torch_gpt2_cuda.py imports zdptest (tests/pylib): on PYTHONPATH for whichever Python runs the peer (the
+# venv, PY_TORCH, the system's), so none of them needs it installed.
+export PYTHONPATH="$root/tests/pylib${PYTHONPATH:+:$PYTHONPATH}"
 have_smi=0
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
   have_smi=1
@@ -245,4 +248,4 @@ for mode in $PEER_MODES; do
     ${PEAK_TFLOPS:+--peak-tflops "$PEAK_TFLOPS"} "${compile[@]}" "${LR_FLAGS[@]}"
 done
 
-log "done: python3 bench/gpu/report.py $OUT"
+log "done: PYTHONPATH=tests/pylib python3 bench/gpu/report.py $OUT"

@@ -29,11 +29,20 @@ import sys
 import tempfile
 import unittest
 
-import gpu_peak  # this script's folder, first on sys.path
-import report
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
+# report.py, torch_gpt2_cuda.py and run.sh import zdptest: this checkout's tests/pylib goes on PYTHONPATH
+# for every script started here (whichever Python runs it), as run.sh gives it. This process has it from
+# pytest.ini under pytest; ctest runs this file with no PYTHONPATH (bench/gpu/CMakeLists.txt).
+PYLIB = os.path.join(ROOT, "tests", "pylib")
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [PYLIB, os.environ.get("PYTHONPATH")]))
+try:
+    import zdptest  # noqa: F401
+except ModuleNotFoundError:
+    sys.path.insert(0, PYLIB)
+
+import report  # noqa: E402  (bench/gpu/report.py, this script's folder)
+from zdptest import gpu_peak  # noqa: E402
 
 GIB = 1024 ** 3
 MPI_ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",

@@ -3,14 +3,14 @@
 The same GPT-2 as zerodp trains (docs/reference/model.md#gpt2), from the same initial weights (the safetensors file
 `zerodp init` wrote), on the same batches of the same token file (docs/reference/data-order.md#ranks, W = 1), with AdamW on
 the same parameter groups (weight decay on tensors of two or more dimensions, §7) and the same
-gradient clipping (§6): the model, readers and batches are bench/train/torch_gpt2.py's, imported.
+gradient clipping (§6): the model, readers and batches are zdptest.torch_gpt2's (tests/pylib), imported.
 What changes is how it runs, set up as a PyTorch user training on a GPU would:
 
   - bf16 autocast around forward and loss, fp32 parameters, gradients and AdamW state (the master
     weights are the parameters themselves);
   - attention through F.scaled_dot_product_attention(is_causal=True), which picks the flash kernel
     on an H100/H200 in bf16; on a torch without it (Debian's 1.13) the explicit masked softmax of
-    torch_gpt2.py, so that the script still runs there for its smoke test;
+    zdptest.torch_gpt2, so that the script still runs there for its smoke test;
   - AdamW with fused=True on CUDA (one kernel for the whole update);
   - --compile: torch.compile on the model and its loss.
 
@@ -21,30 +21,24 @@ What changes is how it runs, set up as a PyTorch user training on a GPU would:
 Each step is timed from a torch.cuda.synchronize() before it to one after it: the copy of the batch
 to the device, zero_grad, forward, loss, backward, clipping and the optimizer step. Prints one JSON
 object on stdout: every step's ms and loss, the median ms of the steps after the first --warmup,
-tokens/s, MFU against the GPU's dense bf16 peak (bench/gpu/gpu_peak.py; null with a note for a GPU
+tokens/s, MFU against the GPU's dense bf16 peak (zdptest/gpu_peak.py; null with a note for a GPU
 it does not know unless --peak-tflops is given), torch.cuda.max_memory_allocated() and
 max_memory_reserved(), the torch version and the GPU's name.
 """
 import argparse
 import contextlib
 import json
-import os
 import statistics
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "train"))
-# zdptest (tests/pylib) where PYTHONPATH does not name it: ctest's bench tests, a direct run.
-sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "pylib"))
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
 
-import torch  # noqa: E402
-import torch.nn as nn  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-
-import gpu_peak  # noqa: E402
-from zdptest import flops  # noqa: E402  (step_flops, the causal matmul count report.py uses too)
-import torch_gpt2  # noqa: E402  (bench/train: build_model, read_tokens, batch, param_groups, flags)
+from zdptest import flops  # step_flops, the causal matmul count report.py uses too
+from zdptest import gpu_peak
+from zdptest import torch_gpt2  # build_model, read_tokens, batch, param_groups, add_optimizer_args
 
 HAVE_SDPA = hasattr(F, "scaled_dot_product_attention")
 

@@ -16,7 +16,8 @@ or with --link tbf a veth pair shaped by `tc tbf` (bandwidth alone, no added lat
 own forwarding runs on the same cores as the ranks.
 
 usage: run.py ZERODP OUT_DIR [--quick] [--link netem|wire|tbf]
-       (root; writes OUT_DIR/multihost-<link>.csv and multihost-<link>.png)
+       (root; writes OUT_DIR/multihost-<link>.csv and multihost-<link>.png; needs zdptest:
+       PYTHONPATH=tests/pylib, or `pip install tests/pylib` first)
 """
 import csv
 import math
@@ -24,10 +25,8 @@ import os
 import statistics
 import sys
 
-# zdptest (tests/pylib) where PYTHONPATH does not name it: ctest's bench tests, a direct run.
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "pylib"))
-from zdptest import harness as zt  # noqa: E402
-from zdptest.hosts import TestHosts  # noqa: E402
+from zdptest import harness as zt
+from zdptest.hosts import TestHosts
 
 if len(sys.argv) < 3:
     sys.exit(__doc__)

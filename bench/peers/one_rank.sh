@@ -19,6 +19,8 @@ THREADS=${THREADS:-$(nproc)} ROUNDS=${ROUNDS:-2} STEPS=${STEPS:-8} WARMUP=${WARM
 Z=$(cd "$BUILD" && pwd)/zerodp
 PY=$(cd "$VENV/bin" && pwd)/python
 [[ -x "$Z" && -x "$PY" ]] || { echo "one_rank.sh: needs $BUILD/zerodp and the venv $VENV (bench/peers/run.sh makes it)" >&2; exit 2; }
+# peer_train.py imports zdptest (tests/pylib): run.sh installs it in the venv; a venv made before that gets it here.
+"$PY" -c 'import zdptest' >/dev/null 2>&1 || "$PY" -m pip install -q --no-build-isolation -e tests/pylib
 [[ "${KEEP_OPENBLAS_CORETYPE:-0}" == 1 ]] || unset OPENBLAS_CORETYPE
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=$THREADS
 mkdir -p "$OUT"

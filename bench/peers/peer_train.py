@@ -3,8 +3,9 @@
 Launched by mpirun, one process a rank (`mpirun -n 2 --bind-to core`, so the ranks are pinned as
 zerodp's are); the rank and world size come from Open MPI's environment and the ranks meet over gloo on
 127.0.0.1:$MASTER_PORT. The model, initial weights, token file, batches and AdamW parameter groups are
-bench/train/torch_gpt2.py's (imported, not copied), so every runner trains the same GPT-2 from the same
-weights on the same batches as zerodp.
+zdptest.torch_gpt2's (tests/pylib, shared with bench/train and bench/gpu), so every runner trains the same
+GPT-2 from the same weights on the same batches as zerodp. run.sh installs zdptest in the peers' venv
+(`pip install tests/pylib`); one_rank.sh uses that venv too.
 
     peer_train.py MODE --dtype fp32|bf16 --init F --data tokens.bin --micro-batch B --seq T --steps K
 
@@ -32,12 +33,11 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "train"))
-import torch  # noqa: E402
-import torch.nn as nn  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
 
-import torch_gpt2  # noqa: E402  (bench/train: build_model, read_tokens, batch, param_groups)
+from zdptest import torch_gpt2  # build_model, read_tokens, batch, param_groups, add_optimizer_args
 
 MODES = ["single", "ddp", "zero1", "fsdp2", "fsdp2-reshard", "ds1", "ds2", "ds3"]
 

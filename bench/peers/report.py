@@ -6,16 +6,16 @@ Timing: every run's first --warmup steps are dropped; the step times of the rema
 rounds of the same runner and dtype are pooled, and their median is the figure (ms/step, rank 0's wall
 time of a whole step); tokens/s = 2 ranks x 8 x 128 tokens / median. A runner with no successful round
 is listed as failed with the one-line reason taken from its log.
+
+Needs zdptest (tests/pylib): run.sh puts it on PYTHONPATH; by hand, `PYTHONPATH=tests/pylib` or
+`pip install tests/pylib` first.
 """
 import argparse
 import os
 import re
 import statistics
-import sys
 
-# zdptest (tests/pylib) where PYTHONPATH does not name it: ctest's bench tests, a direct run.
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "pylib"))
-from zdptest import bench_report as br  # noqa: E402
+from zdptest import bench_report as br
 
 TOKENS = 2 * 8 * 128
 LABELS = {

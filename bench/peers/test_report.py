@@ -18,6 +18,9 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPORT = os.path.join(HERE, "report.py")
+# report.py imports zdptest: this checkout's tests/pylib on its PYTHONPATH, as run.sh gives it.
+PYLIB = os.path.normpath(os.path.join(HERE, "..", "..", "tests", "pylib"))
+REPORT_ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [PYLIB, os.environ.get("PYTHONPATH")])))
 TOKENS = 2 * 8 * 128  # a step's tokens, both ranks (report.py's TOKENS)
 
 
@@ -77,7 +80,7 @@ class Report(unittest.TestCase):
 
     def run_report(self, *extra):
         r = subprocess.run([sys.executable, REPORT, self.res, "--warmup", "2", *extra], capture_output=True,
-                           text=True, timeout=120)
+                           text=True, timeout=120, env=REPORT_ENV)
         self.assertEqual(r.returncode, 0, r.stderr)
         return r.stdout
 

@@ -7,7 +7,8 @@ such as the "Communication" section, is left as it is.
 Timing: every run's first --warmup steps are dropped; the per-step times of the remaining steps of all
 rounds of the same configuration are pooled and their median is the figure (ms per step); tokens/s =
 tokens per step / median. zerodp's times come from its metrics ("ms" of each step, rank 0), PyTorch's
-from bench/train/torch_gpt2.py (rank 0). GFLOP/s use zdptest/flops.py's causal count (tests/pylib).
+from bench/train/torch_gpt2.py (rank 0). GFLOP/s use zdptest/flops.py's causal count (tests/pylib: run.sh
+puts it on PYTHONPATH; by hand, `PYTHONPATH=tests/pylib` or `pip install tests/pylib` first).
 """
 import argparse
 import glob
@@ -15,13 +16,10 @@ import json
 import os
 import re
 import statistics
-import sys
 
-# zdptest (tests/pylib) where PYTHONPATH does not name it: ctest's bench tests, a direct run.
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "pylib"))
-from zdptest import bench_report as br  # noqa: E402
-from zdptest import flops  # noqa: E402
-from zdptest.bench_report import median, replace_section  # noqa: E402,F401  (replace_section: test_bench_train.py)
+from zdptest import bench_report as br
+from zdptest import flops
+from zdptest.bench_report import median, replace_section  # noqa: F401  (replace_section: test_bench_train.py)
 
 ONE_RANK = [  # tag, label, L, H, C, V, B, T
     ("l4c256", "GPT-2 L4 C256 H4 V256", 4, 4, 256, 256, 8, 128),

@@ -45,6 +45,8 @@ if [[ "${QUICK:-0}" == 1 ]]; then
   STEPS=3 WARMUP=1 STEPS_124M=2 WARMUP_124M=1 ROUNDS=1 WRITE_DOCS=${WRITE_DOCS_QUICK:-0}
 fi
 PY=/usr/bin/python3
+# report.py imports zdptest (tests/pylib; torch_gpt2.py gets it through torch_env, so commands.txt names it).
+export PYTHONPATH="$root/tests/pylib${PYTHONPATH:+:$PYTHONPATH}"
 LR_FLAGS=(--lr 1e-3 --beta1 0.9 --beta2 0.999 --eps 1e-8 --weight-decay 0.1 --clip 1.0)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_base_warn_component_unused=0
 
@@ -133,10 +135,10 @@ run() {
   printf '%s\t%s\t%s\t%s\n' "$name" "$load" "$busy" "$others" >>"$res/loads.txt"
 }
 
-torch_env() {  # the environment PyTorch runs in for OpenBLAS build $1
+torch_env() {  # the environment PyTorch runs in for OpenBLAS build $1 (and zdptest, named in commands.txt)
   case $1 in
-    openmp) echo "LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp" ;;
-    pthread) echo "LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-pthread" ;;
+    openmp) echo "LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp PYTHONPATH=$root/tests/pylib" ;;
+    pthread) echo "LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-pthread PYTHONPATH=$root/tests/pylib" ;;
     *) log "unknown TORCH_BLAS entry '$1' (openmp or pthread)"; exit 2 ;;
   esac
 }

@@ -2,7 +2,7 @@
 """Checks of the training benchmark's own logic (registered with ctest as bench_train_*):
 
   flops     zdptest/flops.py's matmul count equals the 2·M·N·K of every matmul PyTorch actually runs in a
-            forward + backward of torch_gpt2.py's model (counted at the aten level, dense attention,
+            forward + backward of zdptest/torch_gpt2.py's model (counted at the aten level, dense attention,
             which is what that model computes), for a few shapes; the causal count is the dense one
             less the masked products.
   report    report.py: the median skips the warm-up steps and pools the rounds, tokens/s and GFLOP/s
@@ -20,8 +20,10 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-# zdptest (tests/pylib) where PYTHONPATH does not name it: ctest's bench tests, a direct run.
-sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "pylib"))
+try:
+    import zdptest  # noqa: F401  (tests/pylib: pytest.ini, PYTHONPATH or `pip install tests/pylib`)
+except ModuleNotFoundError:  # ctest runs this file with no PYTHONPATH (bench/train/CMakeLists.txt)
+    sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "pylib"))
 
 import report  # noqa: E402  (bench/train/report.py, this script's folder)
 from zdptest import flops  # noqa: E402
@@ -39,7 +41,7 @@ def count_aten_matmul_flops(L, H, C, V, B, T):
     import torch
     import torch.nn.functional as F
     from torch.utils._python_dispatch import TorchDispatchMode
-    import torch_gpt2
+    from zdptest import torch_gpt2
 
     total = [0]
 

@@ -1,7 +1,7 @@
 """Dense bf16 tensor-core peak of an NVIDIA GPU, from its name, for the MFU of bench/gpu.
 
-Shared by torch_gpt2_cuda.py (the PyTorch peer prints its own MFU) and report.py (which computes
-zerodp's), so both divide by the same number. The figures are NVIDIA's datasheet "BF16 Tensor Core"
+Shared by bench/gpu/torch_gpt2_cuda.py (the PyTorch peer prints its own MFU) and bench/gpu/report.py
+(which computes zerodp's), so both divide by the same number. The figures are NVIDIA's datasheet "BF16 Tensor Core"
 numbers for dense math: half of the "with sparsity" figure the datasheets print first.
 
 Names as nvidia-smi and torch.cuda.get_device_name() give them, e.g. "NVIDIA H100 80GB HBM3" (SXM),
