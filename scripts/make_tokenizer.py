@@ -4,12 +4,17 @@ GPT-2's regex, <|endoftext|> as its special token, id 0) of 1024 tokens on data/
 with Hugging Face `tokenizers` (the venv of scripts/tokenizer_venv.sh, which this script re-runs itself
 in), and writes data/tokenizers/shakespeare-bpe-1024/tokenizer.json and its README.md.
 
-  python3 scripts/make_tokenizer.py [VOCAB]       (default 1024)
+  PYTHONPATH=tests/pylib python3 scripts/make_tokenizer.py [VOCAB]       (default 1024)
+
+The training itself is zdptest.train_tokenizers's (tests/pylib, shared with the tokenizer tests and
+bench/tokenize): tests/pylib on PYTHONPATH as above, or `pip install tests/pylib`.
 
 Training is deterministic for a given `tokenizers` version: rerunning gives the same file."""
 import os
 import subprocess
 import sys
+
+import zdptest  # noqa: F401  (before the venv is made: no PYTHONPATH fails here, at once)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -23,8 +28,7 @@ except ImportError:
     os.environ["ZERODP_MAKE_TOKENIZER_REEXEC"] = "1"
     os.execv(py, [py] + sys.argv)
 
-sys.path.insert(0, os.path.join(ROOT, "tests", "tokenizer"))
-import train_tokenizers  # noqa: E402
+from zdptest import train_tokenizers  # noqa: E402
 
 
 def main():
@@ -40,7 +44,7 @@ def main():
         f.write(
             "# shakespeare-bpe-%d\n\n"
             "A GPT-2-style byte-level BPE of %d tokens (256 bytes, <|endoftext|> = id %d, %d merges) trained on\n"
-            "data/tinyshakespeare.txt by `python3 scripts/make_tokenizer.py %d` with Hugging Face tokenizers %s:\n"
+            "data/tinyshakespeare.txt by `PYTHONPATH=tests/pylib python3 scripts/make_tokenizer.py %d` with Hugging Face tokenizers %s:\n"
             "a ByteLevel pre-tokenizer with GPT-2's regex, no normalizer, a ByteLevel decoder. It turns the\n"
             "%d bytes of Shakespeare into %d tokens (%.2f bytes a token).\n\n"
             "    build/zerodp tokenize --tokenizer data/tokenizers/shakespeare-bpe-%d/tokenizer.json \\\n"

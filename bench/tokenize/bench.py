@@ -2,7 +2,7 @@
 tiktoken and Hugging Face tokenizers (encode calls only, text already in memory), on the same text and
 the same Llama-3-style byte-level BPE of 1,500 tokens trained on Shakespeare, on one core (taskset -c 0,
 one thread each) and on all cores. Run by run.sh inside the venv of scripts/tokenizer_venv.sh, with
-tests/tokenizer on PYTHONPATH (train_tokenizers, reference_test's texts).
+tests/pylib (zdptest.train_tokenizers) and tests/tokenizer (reference_test's texts) on PYTHONPATH.
 
   bench.py ZERODP OUT_DIR [MB]
 
@@ -16,7 +16,7 @@ import sys
 import tempfile
 import time
 
-import train_tokenizers
+from zdptest import train_tokenizers
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))

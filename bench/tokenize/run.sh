@@ -8,6 +8,6 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 py="$(bash scripts/tokenizer_venv.sh | tail -1)"
 out=bench/tokenize/results
-PYTHONPATH="$PWD/tests/tokenizer${PYTHONPATH:+:$PYTHONPATH}" "$py" bench/tokenize/bench.py build/zerodp "$out" "${1:-50}"
+PYTHONPATH="$PWD/tests/pylib:$PWD/tests/tokenizer${PYTHONPATH:+:$PYTHONPATH}" "$py" bench/tokenize/bench.py build/zerodp "$out" "${1:-50}"
 /usr/bin/python3 bench/tokenize/plot.py "$out/results.json" "$out/tokenize.png"
 echo "wrote $out/results.json and $out/tokenize.png"

@@ -1,9 +1,10 @@
 """`zerodp tokenize --tokenizer` against the Hugging Face `tokenizers` library (docs/reference/files.md#tokenizer-json).
 
-  reference_test.py ZERODP CASE      (run by run.sh inside the venv of scripts/tokenizer_venv.sh)
+  reference_test.py ZERODP CASE      (run by run.sh inside the venv of scripts/tokenizer_venv.sh,
+                                     with tests/pylib on PYTHONPATH)
 
 Cases:
-  gpt2, llama3  train a byte-level BPE of that shape (train_tokenizers.py, vocabulary 1500) on
+  gpt2, llama3  train a byte-level BPE of that shape (zdptest/train_tokenizers.py, vocabulary 1500) on
                 data/tinyshakespeare.txt, then compare zerodp's ids with tokenizers'
                 encode(text, add_special_tokens=False).ids on text it never saw: many languages,
                 emoji, digit and whitespace runs, CRLF, contractions, special tokens written in the
@@ -23,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 
-import train_tokenizers  # this script's folder, first on sys.path
+from zdptest import train_tokenizers
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))

@@ -8,4 +8,5 @@ if ! py="$(bash "$here/../../scripts/tokenizer_venv.sh" | tail -1)" || [ ! -x "$
   echo "FAIL: the tokenizers/tiktoken venv could not be made (scripts/tokenizer_venv.sh): this test needs it" >&2
   exit 1
 fi
-exec "$py" "$here/reference_test.py" "$@"
+# reference_test.py imports zdptest (tests/pylib), which the venv does not have installed.
+PYTHONPATH="$(cd "$here/../pylib" && pwd)${PYTHONPATH:+:$PYTHONPATH}" exec "$py" "$here/reference_test.py" "$@"
