@@ -10,7 +10,7 @@
 #             FSDP2 fully_shard without and with reshard-after-forward; bf16 = torch.autocast(cpu, bf16)
 #   DeepSpeed (from PyPI) ZeRO 1, 2, 3 on its CPU accelerator (DS_ACCELERATOR=cpu) over gloo;
 #             bf16 = `bf16.enabled`
-# The peers run bench/peers/peer_train.py (model, weights, data from bench/train/torch_gpt2.py).
+# The peers run bench/peers/peer_train.py (model, weights, data from tests/pylib/zdptest/torch_gpt2.py).
 # Then bench/peers/report.py prints the tables and writes docs/benchmarks_peers.md and its plot, docs/benchmarks_peers.png
 # (WRITE_DOCS=0: neither).
 #
@@ -82,6 +82,8 @@ if [[ ! -f "$VENV/.peers-ready" ]]; then
   touch "$VENV/.peers-ready"
 fi
 PY=$(cd "$VENV/bin" && pwd)/python
+# peer_train.py imports zdptest (tests/pylib): installed in the venv, editable, so that it follows the checkout.
+"$PY" -c 'import zdptest' >/dev/null 2>&1 || "$PY" -m pip install -q --no-build-isolation -e tests/pylib
 # DeepSpeed on CPU: its CPU accelerator, no op builds at run time either.
 export DS_ACCELERATOR=cpu DS_BUILD_OPS=0
 
@@ -178,4 +180,4 @@ echo "load_end=$(cut -d' ' -f1-3 /proc/loadavg)" >>"$res/env.txt"
 docs=()
 DOCS=${DOCS:-docs/benchmarks_peers.md}
 [[ "$WRITE_DOCS" == 1 ]] && docs=(--write-docs "$DOCS" --notes "${NOTES:-bench/peers/notes.md}" --plot "${DOCS%.md}.png")
-/usr/bin/python3 bench/peers/report.py "$res" --warmup "$WARMUP" "${docs[@]}"
+PYTHONPATH="$root/tests/pylib${PYTHONPATH:+:$PYTHONPATH}" /usr/bin/python3 bench/peers/report.py "$res" --warmup "$WARMUP" "${docs[@]}"
