@@ -2,6 +2,7 @@
 // fits a GPU, for each ZeRO stage, before renting the cluster (plan/estimator.h; docs/planner.md).
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,13 +30,10 @@ struct EstimateOptions {
   bool fp32_grad_accum = false;
   std::string reduce_dtype;
   int64_t micro_batch = 1, accum = 1;
-  bool activation_checkpointing = false;
   std::string device = "cpu";
-  std::string offload_optimizer = "none", offload_param = "none";
-  uint64_t sub_group_size = 1'000'000'000;
-  uint64_t buffer_count = 4;
-  uint64_t param_buffer_count = 5;
-  uint64_t max_in_cpu = 0;
+  // The ZeRO settings the planner models, by flag (zero::zero_setting_rows(), the rows marked
+  // `planner`): the text given, empty when not given.
+  std::map<std::string, std::string, std::less<>> zero_settings;
   int shard_group = 0;
   std::string gpu_memory = "80GB";
   std::string bandwidth;
@@ -91,27 +89,24 @@ plan::PlanInput plan_input(const EstimateOptions& o) {
     in.gpt2 = g;
   }
   in.world = o.gpus;
-  in.dtype = parse_dtype(o.dtype);
-  in.fp32_grad_accum = o.fp32_grad_accum && in.dtype != DType::kF32;
+  in.precision.dtype = parse_dtype(o.dtype);
+  in.precision.fp32_grad_accum = o.fp32_grad_accum;
   if (!o.reduce_dtype.empty()) {
     const DType r = parse_dtype(o.reduce_dtype);
-    ZDP_REQUIRE(r == DType::kF32 || r == in.dtype, "--reduce-dtype: fp32 or the compute dtype, got {}", o.reduce_dtype);
-    in.reduce_fp32 = r == DType::kF32 && in.dtype != DType::kF32;
+    ZDP_REQUIRE(r == DType::kF32 || r == in.precision.dtype, "--reduce-dtype: fp32 or the compute dtype, got {}",
+                o.reduce_dtype);
+    in.precision.reduce_dtype = r;
   }
   in.micro_batch = o.micro_batch;
   in.seq = o.seq;
   in.accum = o.accum;
-  in.activation_checkpointing = o.activation_checkpointing;
   const device::DeviceSpec device = device::parse_device_spec(o.device);
   in.gpu = device.kind == device::DeviceSpec::Kind::kCuda;
-  ZDP_REQUIRE(!in.gpu || in.dtype != DType::kF32, "--device {}: the GPU computes in bf16 or fp16 (--dtype)", o.device);
-  in.offload_optimizer = zero::parse_offload(o.offload_optimizer, "--offload-optimizer");
-  in.offload_param = zero::parse_offload(o.offload_param, "--offload-param");
-  in.sub_group_size = o.sub_group_size;
-  in.optimizer_buffer_count = o.buffer_count;
-  in.param_buffer_count = o.param_buffer_count;
-  in.param_max_in_cpu = o.max_in_cpu;
-  in.shard_group = o.shard_group;
+  ZDP_REQUIRE(!in.gpu || in.precision.dtype != DType::kF32, "--device {}: the GPU computes in bf16 or fp16 (--dtype)",
+              o.device);
+  for (const auto& [flag, text] : o.zero_settings)
+    if (!text.empty()) zero::set_zero_setting(in.zero, *zero::find_zero_setting_by_flag(flag), text);
+  in.zero.shard_group_size = o.shard_group;
   return in;
 }
 
@@ -126,11 +121,28 @@ std::string size_text(uint64_t bytes, bool gib) {
   return fmt::format("{:.2f}", v);
 }
 
+// The ZeRO settings the planner models, as `zerodp train` spells them: the same flags, help and parsing.
+void add_zero_setting_options(CLI::App* cmd, EstimateOptions& o) {
+  const zero::ZeroSettings defaults;
+  for (const zero::ZeroSettingRow& row : zero::zero_setting_rows()) {
+    if (!row.planner || row.flag.empty()) continue;
+    std::string& slot = o.zero_settings[std::string(row.flag)];
+    if (zero::is_switch(row)) {
+      cmd->add_flag_function(std::string(row.flag), [&slot](int64_t n) { slot = n > 0 ? "true" : "false"; },
+                             std::string(row.help));
+    } else {
+      cmd->add_option(std::string(row.flag), slot, std::string(row.help))
+          ->type_name(std::string(row.value_name))
+          ->default_str(zero::zero_setting_text(defaults, row));
+    }
+  }
+}
+
 int run_estimate(const EstimateOptions& o) {
   plan::PlanInput in = plan_input(o);
   const std::vector<int> stages = stages_of(o.stage);
   if (stages.size() == 1) {
-    in.stage = stages[0];
+    in.zero.stage = stages[0];
     in.validate();  // an explicitly asked stage must support the offload asked for
   }
   ZDP_REQUIRE(o.units == "gb" || o.units == "gib", "--units: gb or gib, got '{}'", o.units);
@@ -144,6 +156,7 @@ int run_estimate(const EstimateOptions& o) {
     return 0;
   }
   const bool gib = o.units == "gib";
+  const DType dtype = in.precision.dtype;
   const char* unit = gib ? "GiB" : "GB";
   const plan::ParamCounts counts = plan::param_counts(in);
   if (in.gpt2) {
@@ -153,9 +166,9 @@ int run_estimate(const EstimateOptions& o) {
     fmt::print("{} parameters (a bare count: no padding, no activations)\n", counts.numel);
   }
   fmt::print("{} rank{}, {}{}{}, micro-batch {} x {} tokens, {} micro-step{} a step{}\n", in.world,
-             in.world == 1 ? "" : "s", dtype_name(in.dtype), in.dtype != DType::kF32 ? " with fp32 masters" : "",
-             in.fp32_grad_accum ? ", fp32 gradient accumulation" : "", in.micro_batch, in.seq_len(), in.accum,
-             in.accum == 1 ? "" : "s", in.activation_checkpointing ? ", activation checkpointing" : "");
+             in.world == 1 ? "" : "s", dtype_name(dtype), dtype != DType::kF32 ? " with fp32 masters" : "",
+             in.precision.accumulates_in_fp32() ? ", fp32 gradient accumulation" : "", in.micro_batch, in.seq_len(),
+             in.accum, in.accum == 1 ? "" : "s", in.zero.activation_checkpointing ? ", activation checkpointing" : "");
   fmt::print("\nBytes per rank ({} = {}), AdamW:\n", unit, gib ? "2^30" : "10^9");
   fmt::print("{:>5} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} | {:>14}{} | {:>8}\n", "stage", "param", "grad",
              "master", "optim", "act", "working", "total", "traffic/step", bandwidth > 0 ? "      time" : "",
@@ -181,13 +194,13 @@ int run_estimate(const EstimateOptions& o) {
       fmt::print("  stage {}: host {} {}, nvme {} {}\n", e.stage, size_text(e.memory.host, gib), unit,
                  size_text(e.memory.nvme, gib), unit);
   }
-  const char* act_kind = in.dtype == DType::kF32 ? "fp32" : in.gpu ? "16-bit compute, GPU layout" : "16-bit compute";
+  const char* act_kind = dtype == DType::kF32 ? "fp32" : in.gpu ? "16-bit compute, GPU layout" : "16-bit compute";
   fmt::print("\nact: activations ({}), token buffers, load chunk; working: peak of gathered + comm;\n"
              "total: the peak of all categories together. traffic: bytes each rank sends (ring accounting).\n",
              act_kind);
   if (in.gpt2) {
     const int64_t T = in.seq_len();
-    const plan::ActivationBytes a = plan::gpt2_activation_bytes(*in.gpt2, in.micro_batch, T, false, in.dtype, in.gpu);
+    const plan::ActivationBytes a = plan::gpt2_activation_bytes(*in.gpt2, in.micro_batch, T, false, dtype, in.gpu);
     fmt::print("Activations of one block: {} {} in zerodp ({}); {} {} by Korthikanti et al. 2022 (16-bit)\n",
                size_text(a.per_block, gib), unit, act_kind,
                size_text(static_cast<uint64_t>(plan::korthikanti_layer_bytes(T, in.micro_batch, in.gpt2->n_embd,
@@ -217,32 +230,11 @@ void register_estimate(CLI::App& app, Action& action) {
   cmd->add_option("--reduce-dtype", o.reduce_dtype, "Dtype gradients are reduced in (default: as zerodp train)");
   cmd->add_option("--micro-batch", o.micro_batch, "Sequences per rank per micro-step B")->capture_default_str();
   cmd->add_option("--accum", o.accum, "Micro-steps per optimizer step G")->capture_default_str();
-  cmd->add_flag("--activation-checkpointing", o.activation_checkpointing, "Keep only block inputs, recompute in backward");
   cmd->add_option("--device", o.device,
                   "cpu, or cuda: the GPU's activation layout (flash attention: no T×T probabilities kept), cuBLASLt's "
                   "workspace")
       ->capture_default_str();
-  cmd->add_option("--offload-optimizer", o.offload_optimizer,
-                  "cpu or nvme: the optimizer offload (fp32 masters and optimizer states off the device)")
-      ->capture_default_str();
-  cmd->add_option("--sub-group-size", o.sub_group_size,
-                  "With --offload-optimizer: shard elements per update round trip (host gradient staging)")
-      ->capture_default_str();
-  cmd->add_option("--buffer-count", o.buffer_count,
-                  "With --offload-optimizer nvme: host slots of one sub-group each (offload_optimizer.buffer_count)")
-      ->capture_default_str()
-      ->check(CLI::Range(uint64_t{1}, uint64_t{64}));
-  cmd->add_option("--offload-param", o.offload_param,
-                  "cpu or nvme: the parameter offload (stage 3: parameter shards off the device, staged up per gather)")
-      ->capture_default_str();
-  cmd->add_option("--param-buffer-count", o.param_buffer_count,
-                  "With --offload-param nvme: host buffers the gathers read shards through (offload_param.buffer_count)")
-      ->capture_default_str()
-      ->check(CLI::Range(uint64_t{1}, uint64_t{64}));
-  cmd->add_option("--max-in-cpu", o.max_in_cpu,
-                  "With --offload-param nvme: shard elements kept in host memory, whole units in unit order "
-                  "(offload_param.max_in_cpu)")
-      ->capture_default_str();
+  add_zero_setting_options(cmd, o);
   cmd->add_option("--shard-group-size", o.shard_group,
                   "Hybrid sharding: stages 1-3 shard within groups of N ranks and replicate across groups "
                   "(0: all ranks)")

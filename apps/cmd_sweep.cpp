@@ -113,9 +113,9 @@ class Sweeper {
     plan::PlanInput in;
     in.gpt2 = model_;
     in.world = world;
-    in.stage = stage;
-    in.dtype = dtype_;
-    in.fp32_grad_accum = dtype_ != DType::kF32;  // zerodp train's default
+    in.zero.stage = stage;
+    in.precision = train::TrainConfig{}.precision;  // zerodp train's: fp32 accumulation under bf16/fp16
+    in.precision.dtype = dtype_;
     in.micro_batch = B;
     in.seq = o_.seq;
     return in;
@@ -204,10 +204,10 @@ class Sweeper {
           plan::PlanInput in;
           in.gpt2 = plan::gpt2_preset("gpt2-xl");
           in.world = W;
-          in.stage = stage;
-          in.dtype = DType::kBF16;
-          in.fp32_grad_accum = true;
-          in.activation_checkpointing = ckpt;
+          in.zero.stage = stage;
+          in.precision.dtype = DType::kBF16;
+          in.precision.fp32_grad_accum = true;
+          in.zero.activation_checkpointing = ckpt;
           const int64_t b = plan::max_micro_batch(in, gpu).value_or(0);
           f << W << ',' << stage << ',' << (ckpt ? 1 : 0) << ',' << b << ',' << W * b << ',' << gpu << '\n';
         }

@@ -33,14 +33,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 # report.py, torch_gpt2_cuda.py and run.sh import zdptest: this checkout's tests/pylib goes on PYTHONPATH
 # for every script started here (whichever Python runs it), as run.sh gives it. This process has it from
-# pytest.ini under pytest; ctest runs this file with no PYTHONPATH (bench/gpu/CMakeLists.txt).
+# pytest.ini under pytest, and from PYTHONPATH under ctest (bench/gpu/CMakeLists.txt).
 PYLIB = os.path.join(ROOT, "tests", "pylib")
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [PYLIB, os.environ.get("PYTHONPATH")]))
-try:
-    import zdptest  # noqa: F401
-except ModuleNotFoundError:
-    sys.path.insert(0, PYLIB)
-
 import report  # noqa: E402  (bench/gpu/report.py, this script's folder)
 from zdptest import gpu_peak  # noqa: E402
 

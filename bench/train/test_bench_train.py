@@ -20,11 +20,8 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-try:
-    import zdptest  # noqa: F401  (tests/pylib: pytest.ini, PYTHONPATH or `pip install tests/pylib`)
-except ModuleNotFoundError:  # ctest runs this file with no PYTHONPATH (bench/train/CMakeLists.txt)
-    sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "pylib"))
-
+# zdptest (tests/pylib) comes from pytest.ini under pytest, from PYTHONPATH under ctest
+# (bench/train/CMakeLists.txt), or from `pip install tests/pylib`.
 import report  # noqa: E402  (bench/train/report.py, this script's folder)
 from zdptest import flops  # noqa: E402
 from zdptest import harness as zt  # noqa: E402

@@ -11,6 +11,9 @@ namespace zerodp::plan {
 
 namespace {
 
+// The settings' counts are validated non-negative (zero::check_zero_modes); the formulas are unsigned.
+uint64_t u64(int64_t n) { return static_cast<uint64_t>(n); }
+
 // zero/sharding.h's rule, restated (plan may not include zero): S = ⌈n/W⌉ rounded up to 16.
 constexpr uint64_t kShardAlign = 16;
 uint64_t shard_of(uint64_t n, uint64_t W) {
@@ -60,10 +63,10 @@ uint64_t nvme_window_bytes(const PlanInput& in) {
 }
 
 uint64_t grad_bytes(const PlanInput& in) {
-  return in.dtype == DType::kF32 || in.fp32_grad_accum ? 4 : dtype_size(in.dtype);
+  return in.precision.dtype == DType::kF32 || in.precision.accumulates_in_fp32() ? 4 : dtype_size(in.precision.dtype);
 }
 // The dtype gradients travel in, the same at every stage: the compute dtype's, or fp32 when asked.
-uint64_t reduce_bytes(const PlanInput& in) { return in.reduce_fp32 ? 4 : dtype_size(in.dtype); }
+uint64_t reduce_bytes(const PlanInput& in) { return in.precision.reduces_in_fp32() ? 4 : dtype_size(in.precision.dtype); }
 
 // The communicator's staging for one sum in rank order (comm/mpi_communicator.h,
 // ordered_reduction_staging_bytes_for, whose rule this restates): an fp32 piece and W pieces of the
@@ -89,7 +92,7 @@ uint64_t staging_bytes(const PlanInput& in, const Units& u) {
 // and fetched ahead; `remaining` blocks are left in the schedule.
 uint64_t prefetched_blocks(const PlanInput& in, const Units& u, uint64_t live, uint64_t remaining) {
   uint64_t k = 0, ahead = 0;
-  while (k < 4 && k < remaining && live + u.pb <= in.max_live_parameters && ahead + u.pb <= in.prefetch_bucket_size) {
+  while (k < 4 && k < remaining && live + u.pb <= u64(in.zero.stage3_max_live_parameters) && ahead + u.pb <= u64(in.zero.stage3_prefetch_bucket_size)) {
     live += u.pb;
     ahead += u.pb;
     ++k;
@@ -101,13 +104,13 @@ uint64_t prefetched_blocks(const PlanInput& in, const Units& u, uint64_t live, u
 // (docs/planner.md): the head's backward, each block's, then the embedding's, micro-step after
 // micro-step, with the reductions left in flight as the engine's reducer leaves them.
 uint64_t transient_bytes_stages23(const PlanInput& in, const Units& u) {
-  const uint64_t p = dtype_size(in.dtype), r = reduce_bytes(in);
-  const uint64_t s3 = in.stage == 3 ? 1 : 0;
+  const uint64_t p = dtype_size(in.precision.dtype), r = reduce_bytes(in);
+  const uint64_t s3 = in.zero.stage == 3 ? 1 : 0;
   // Each unit's fp32 gradient is a working buffer (`gathered`); unit 0's stays open through the backward.
   const uint64_t wg0 = 4 * u.p0;
   // Parameter offload: each gather in flight holds its shard in a device staging buffer (comm) until
   // it is waited for; the unit in use has been waited for, the ones prefetched ahead have not.
-  const uint64_t staged = in.stage == 3 && in.offload_param != Offload::kNone ? p * u.sb : 0;
+  const uint64_t staged = in.zero.stage == 3 && in.zero.offload_param != Offload::kNone ? p * u.sb : 0;
   // The head: unit 0's fp32 gradient, its gathered copy and the blocks prefetched (16-bit compute
   // reads the 16-bit parameters directly: no working copy).
   const uint64_t head_ahead = s3 ? prefetched_blocks(in, u, u.p0, u.L) : 0;
@@ -193,7 +196,7 @@ uint64_t transient_bytes_stages01(const PlanInput& in, const Units& u) {
   const uint64_t W = static_cast<uint64_t>(in.world), r = reduce_bytes(in);
   // A unit's fp32 gradient is a working buffer (`gathered`) unless the backward accumulates straight
   // into fp32 storage; it is freed once added into the store, before the unit's reduction is launched.
-  const bool work_grad = !(in.dtype == DType::kF32 || in.fp32_grad_accum);
+  const bool work_grad = !(in.precision.dtype == DType::kF32 || in.precision.accumulates_in_fp32());
   const uint64_t wg0 = work_grad ? 4 * u.p0 : 0;  // unit 0's stays open until the embedding's backward ends
   const uint64_t wgb = work_grad ? 4 * u.pb : 0;
   // The head's backward, and a block's beside unit 0's gradient: all there is with one rank.
@@ -219,11 +222,11 @@ uint64_t transient_bytes_stages01(const PlanInput& in, const Units& u) {
     // While the unit's backward runs: its gradient (unit 0's is wg0) beside what is in flight.
     peak = std::max(peak, wg0 + (k > 0 ? wgb : 0) + open_bytes + stg);
     const uint64_t rest = k > 0 ? wg0 : 0;
-    if (in.stage == 1) {
+    if (in.zero.stage == 1) {
       launch(rest, convert ? (P + S) * r : 0, reduction_staging_bytes(false, S, r, W));
     } else {
       bucket += P;
-      if (bucket >= in.reduce_bucket_size || k == 0) {
+      if (bucket >= u64(in.zero.reduce_bucket_size) || k == 0) {
         launch(rest, convert ? bucket * r : 0, reduction_staging_bytes(true, bucket, r, W));
         bucket = 0;
       }
@@ -245,20 +248,17 @@ void PlanInput::validate() const {
     ZDP_REQUIRE(seq_len() >= 1 && seq_len() <= gpt2->n_ctx, "--seq {} must be in [1, n_ctx = {}]", seq_len(),
                 gpt2->n_ctx);
   }
-  zero::check_zero_modes({stage, offload_optimizer, offload_param, shard_group, static_cast<int64_t>(sub_group_size)},
-                         world);
-  ZDP_REQUIRE(optimizer_buffer_count >= 1, "the offload buffer count must be at least 1");
-  ZDP_REQUIRE(param_buffer_count >= 1, "the parameter offload's buffer count must be at least 1");
+  zero::check_zero_modes(zero, world);
 }
 
 namespace {
 // Hybrid sharding: N < W at a sharded stage.
-bool is_hybrid(const PlanInput& in) { return in.stage >= 1 && in.shard_group > 0 && in.shard_group < in.world; }
+bool is_hybrid(const PlanInput& in) { return in.zero.stage >= 1 && in.zero.shard_group_size > 0 && in.zero.shard_group_size < in.world; }
 // The same input as an N-rank run: what one group holds and moves within itself.
 PlanInput as_group(const PlanInput& in) {
   PlanInput q = in;
-  q.world = in.shard_group;
-  q.shard_group = 0;
+  q.world = static_cast<int>(in.zero.shard_group_size);
+  q.zero.shard_group_size = 0;
   return q;
 }
 }  // namespace
@@ -284,14 +284,14 @@ MemoryEstimate estimate_memory(const PlanInput& in) {
   // groups goes through the communicator's small staging: not modelled).
   if (is_hybrid(in)) return estimate_memory(as_group(in));
   const ParamCounts c = param_counts(in);
-  const uint64_t p = dtype_size(in.dtype), g = grad_bytes(in);
-  const bool mixed = in.dtype != DType::kF32;
+  const uint64_t p = dtype_size(in.precision.dtype), g = grad_bytes(in);
+  const bool mixed = in.precision.dtype != DType::kF32;
   MemoryEstimate m;
   // docs/design.md's table.
-  m.param = (in.stage == 3 ? c.shard : c.padded) * p;
-  m.grad = (in.stage <= 1 ? c.padded : c.shard) * g;
-  m.master = mixed ? (in.stage == 0 ? c.padded : c.shard) * 4 : 0;
-  m.optim = (in.stage == 0 ? c.padded : c.shard) * 4 * static_cast<uint64_t>(in.optimizer_states);
+  m.param = (in.zero.stage == 3 ? c.shard : c.padded) * p;
+  m.grad = (in.zero.stage <= 1 ? c.padded : c.shard) * g;
+  m.master = mixed ? (in.zero.stage == 0 ? c.padded : c.shard) * 4 : 0;
+  m.optim = (in.zero.stage == 0 ? c.padded : c.shard) * 4 * static_cast<uint64_t>(in.optimizer_states);
 
   // Optimizer offload, as zerodp's engine does it (zero/model_states.h): the fp32 master copy of the
   // shard (in fp32 runs too: the host's copy that the optimizer updates) and the optimizer states
@@ -300,19 +300,19 @@ MemoryEstimate estimate_memory(const PlanInput& in) {
   // On nvme (zero/optimizer_swap.h) they are in a file, and the host holds buffer_count slots of one
   // sub-group's masters and states (fewer when the shard has fewer sub-groups), the sub-group rounded
   // up to whole 4 KiB blocks.
-  if (in.offload_optimizer != Offload::kNone) {
-    const bool nvme = in.offload_optimizer == Offload::kNvme;
+  if (in.zero.offload_optimizer != Offload::kNone) {
+    const bool nvme = in.zero.offload_optimizer == Offload::kNvme;
     MemoryEstimate::Offloaded& to = nvme ? m.nvme_by : m.host_by;
     to.master += c.shard * 4;
     to.optim += m.optim;
-    const uint64_t sub = nvme ? (in.sub_group_size + 1023) / 1024 * 1024 : in.sub_group_size;
+    const uint64_t sub = nvme ? (u64(in.zero.sub_group_size) + 1023) / 1024 * 1024 : u64(in.zero.sub_group_size);
     const uint64_t elems = std::min(sub, c.shard);
     // Staged in RAM whatever the tier: two sub-groups (one coming down while the other is updated)
     // when the shard has two.
     m.host_by.grad += (c.shard > sub ? 2 : 1) * elems * 4;
     if (nvme) {
       const uint64_t groups = std::max<uint64_t>(1, (c.shard + sub - 1) / sub);
-      const uint64_t slots = std::min(in.optimizer_buffer_count, groups);
+      const uint64_t slots = std::min(u64(in.zero.optimizer_buffer_count), groups);
       // Loading (and checkpoints) bring one unit's slot of the states in at a time, widened to whole
       // 4 KiB blocks (zero/model_states.h, StatesInHost), beside the slots: the largest such window.
       const uint64_t window = nvme_window_bytes(in);
@@ -328,8 +328,8 @@ MemoryEstimate estimate_memory(const PlanInput& in) {
   // order, each that fits in what is left) stay in the host, the others go to the file, and the host
   // keeps buffer_count + 2 buffers of the largest shard in the file (those the gathers read into, two
   // the update writes through; not modelled for a bare count, which has no units: it is one unit).
-  if (in.offload_param == Offload::kCpu) m.host_by.param += m.param;
-  if (in.offload_param == Offload::kNvme) {
+  if (in.zero.offload_param == Offload::kCpu) m.host_by.param += m.param;
+  if (in.zero.offload_param == Offload::kNvme) {
     std::vector<uint64_t> shards;  // elements
     if (in.gpt2) {
       const Units u = units_of(*in.gpt2, static_cast<uint64_t>(in.world));
@@ -338,7 +338,7 @@ MemoryEstimate estimate_memory(const PlanInput& in) {
     } else {
       shards.push_back(m.param / p);
     }
-    uint64_t left = in.param_max_in_cpu, in_file = 0, largest = 0;
+    uint64_t left = u64(in.zero.param_max_in_cpu), in_file = 0, largest = 0;
     for (uint64_t n : shards) {
       if (n <= left) {
         left -= n;
@@ -350,9 +350,9 @@ MemoryEstimate estimate_memory(const PlanInput& in) {
     }
     m.nvme_by.param += in_file;
     constexpr uint64_t kWriteBuffers = 2;  // zero/param_swap.h
-    if (in.gpt2 && in_file > 0) m.host_by.param += (in.param_buffer_count + kWriteBuffers) * largest * p;
+    if (in.gpt2 && in_file > 0) m.host_by.param += (u64(in.zero.param_buffer_count) + kWriteBuffers) * largest * p;
   }
-  if (in.offload_param != Offload::kNone) m.param = 0;
+  if (in.zero.offload_param != Offload::kNone) m.param = 0;
   auto sum = [](const MemoryEstimate::Offloaded& o) { return o.param + o.grad + o.master + o.optim; };
   m.host = sum(m.host_by);
   m.nvme = sum(m.nvme_by);
@@ -361,18 +361,18 @@ MemoryEstimate estimate_memory(const PlanInput& in) {
   if (in.gpt2) {
     const Units u = units_of(*in.gpt2, static_cast<uint64_t>(in.world));
     const int64_t T = in.seq_len();
-    act_live = gpt2_activation_bytes(*in.gpt2, in.micro_batch, T, in.activation_checkpointing, in.dtype, in.gpu).total();
+    act_live = gpt2_activation_bytes(*in.gpt2, in.micro_batch, T, in.zero.activation_checkpointing, in.precision.dtype, in.gpu).total();
     // The engine's tokens (on a GPU in host memory), or cuBLASLt's workspace (the GPU's, for its life).
     act_live += in.gpu ? kGpuGemmWorkspaceBytes : 2 * 4 * static_cast<uint64_t>(in.micro_batch) * static_cast<uint64_t>(T);
     // Loading (and widening 16-bit gradients) goes through a chunk of at most 2^18 fp32 values,
     // no larger than the largest range the rank reads: whole units at stage 0, its own range of each
     // unit at stages 1-3 (the rest of the units it keeps whole is gathered).
-    const uint64_t kept = in.stage >= 1 ? std::max(std::min(u.s0, u.n0), std::min(u.sb, u.nb)) : std::max(u.n0, u.nb);
+    const uint64_t kept = in.zero.stage >= 1 ? std::max(std::min(u.s0, u.n0), std::min(u.sb, u.nb)) : std::max(u.n0, u.nb);
     chunk = 4 * std::min<uint64_t>(uint64_t{1} << 18, kept);
     // On a GPU the optimizer widens 16-bit gradients 2^22 elements at a time (zero/model_states.h).
-    const bool widens = in.dtype != DType::kF32 && !in.fp32_grad_accum;
+    const bool widens = in.precision.dtype != DType::kF32 && !in.precision.accumulates_in_fp32();
     if (in.gpu && widens) chunk = std::max(chunk, 4 * std::min<uint64_t>(uint64_t{1} << 22, kept));
-    m.transient = in.stage <= 1 ? transient_bytes_stages01(in, u) : transient_bytes_stages23(in, u);
+    m.transient = in.zero.stage <= 1 ? transient_bytes_stages01(in, u) : transient_bytes_stages23(in, u);
   }
   m.act = act_live + chunk;
   m.total = m.param + m.grad + m.master + m.optim + act_live + std::max(chunk, m.transient);
@@ -386,7 +386,7 @@ uint64_t traffic_inter_group_bytes_per_step(const PlanInput& in) {
   // over the W/N ranks that hold it, one in each group.
   const PlanInput q = as_group(in);
   const uint64_t shard = param_counts(q).padded / static_cast<uint64_t>(q.world);
-  return ring(shard * reduce_bytes(in), 2, static_cast<uint64_t>(in.world / in.shard_group));
+  return ring(shard * reduce_bytes(in), 2, static_cast<uint64_t>(in.world / in.zero.shard_group_size));
 }
 
 uint64_t traffic_bytes_per_step(const PlanInput& in) {
@@ -400,9 +400,9 @@ uint64_t traffic_bytes_per_step(const PlanInput& in) {
   }
   const uint64_t W = static_cast<uint64_t>(in.world), G = static_cast<uint64_t>(in.accum);
   const uint64_t psi = param_counts(in).padded;
-  const uint64_t np = psi * dtype_size(in.dtype), ng = psi * reduce_bytes(in);
+  const uint64_t np = psi * dtype_size(in.precision.dtype), ng = psi * reduce_bytes(in);
   uint64_t bytes = 0;
-  switch (in.stage) {
+  switch (in.zero.stage) {
     case 0: bytes = ring(ng, 2, W); break;                    // all-reduce
     case 1: bytes = ring(ng, 1, W) + ring(np, 1, W); break;   // reduce-scatter + all-gather
     case 2: bytes = ring(G * ng, 1, W) + ring(np, 1, W); break;
@@ -437,11 +437,11 @@ std::vector<StageEstimate> estimate_stages(const PlanInput& in, const std::vecto
   std::vector<StageEstimate> out;
   for (int s : stages) {
     PlanInput q = in;
-    q.stage = s;
+    q.zero.stage = s;
     // Offload exists only where DeepSpeed has it; the other stages are shown without it.
-    if (s < 1) q.offload_optimizer = Offload::kNone;
-    if (s < 3) q.offload_param = Offload::kNone;
-    if (s < 1) q.shard_group = 0;  // stage 0 shards nothing
+    if (s < 1) q.zero.offload_optimizer = Offload::kNone;
+    if (s < 3) q.zero.offload_param = Offload::kNone;
+    if (s < 1) q.zero.shard_group_size = 0;  // stage 0 shards nothing
     StageEstimate e;
     e.stage = s;
     e.memory = estimate_memory(q);

@@ -41,43 +41,26 @@ struct PlanInput {
   uint64_t params = 0;
 
   int world = 1;  // W ranks
-  // Hybrid sharding (--shard-group-size N): stages 1-3 shard over groups of N ranks and replicate
-  // across the W/N groups; 0: one group of all W (full sharding). Stage 0 ignores it.
-  int shard_group = 0;
-  int stage = 0;  // ZeRO stage 0-3
-  DType dtype = DType::kF32;
-  bool fp32_grad_accum = false;  // persistent gradients in fp32 under bf16/fp16 (Megatron's 18 bytes)
-  bool reduce_fp32 = false;      // gradients reduced in fp32 rather than the gradient/compute dtype
-  int optimizer_states = 2;      // fp32 states a parameter: AdamW's m and v
+  // The ZeRO settings as `zerodp train` takes them (zero/settings.h): the stage, hybrid sharding
+  // (stages 1-3 shard over groups of shard_group_size ranks and replicate across the groups; stage 0
+  // ignores it), the gradient buckets and stage-3 prefetch limits, activation checkpointing, and the
+  // offload of the optimizer (master weights and states, stages 1-3: sub_group_size elements per update
+  // round trip, the size of the host's fp32 gradient staging buffer; on nvme, optimizer_buffer_count host
+  // slots, the sub-group rounded up to a multiple of 1024 elements) and of stage 3's parameter shards (on
+  // nvme, param_buffer_count host buffers, and the shards of the units that fit in param_max_in_cpu
+  // elements, in unit order, kept in host memory). The planner does not model the persistence threshold.
+  zero::ZeroSettings zero;
+  // The compute dtype, fp32 gradient accumulation (Megatron's 18 bytes) and the reduction dtype.
+  zero::PrecisionSettings precision;
+  int optimizer_states = 2;  // fp32 states a parameter: AdamW's m and v
 
   int64_t micro_batch = 1;  // B
   int64_t seq = 0;          // T; 0 means the model's n_ctx
   int64_t accum = 1;        // G micro-steps per optimizer step
-  bool activation_checkpointing = false;
   // On a GPU (--device cuda, 16-bit compute): the flash attention's activations, cuBLASLt's
   // workspace, the batch's tokens in host memory, the optimizer's larger widening chunk. Not
   // checked against a GPU's ledger.
   bool gpu = false;
-
-  // The engine's gradient buckets (stages 0-1) and stage-3 prefetch limits (elements), as zerodp
-  // train's defaults.
-  uint64_t reduce_bucket_size = 25'000'000;
-  uint64_t prefetch_bucket_size = 50'000'000;
-  uint64_t max_live_parameters = 1'000'000'000;
-
-  Offload offload_optimizer = Offload::kNone;  // master weights and optimizer states (stages 1-3)
-  Offload offload_param = Offload::kNone;      // stage 3's parameter shards (ZeRO-Infinity)
-  // With the optimizer offloaded: shard elements per update round trip (DeepSpeed's sub_group_size),
-  // the size of the host's fp32 gradient staging buffer.
-  uint64_t sub_group_size = 1'000'000'000;
-  // With the optimizer offloaded to nvme: host slots a sub-group's states pass through
-  // (offload_optimizer.buffer_count); the sub-group is rounded up to a multiple of 1024 elements.
-  uint64_t optimizer_buffer_count = 4;
-  // With the parameters offloaded to nvme: host buffers the gathers read shards through
-  // (offload_param.buffer_count), and shard elements kept in host memory (offload_param.max_in_cpu:
-  // the units whose shards fit in what is left of it, in unit order).
-  uint64_t param_buffer_count = 5;
-  uint64_t param_max_in_cpu = 0;
 
   // UsageError naming the flag for anything out of range (W < 1, stage outside 0..3, T > n_ctx, an
   // offload DeepSpeed does not have at this stage, ...).

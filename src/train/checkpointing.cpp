@@ -128,8 +128,8 @@ std::string save_checkpoint(zero::Engine& engine, int64_t step, const SaveContex
     m.optimizer_steps = engine.optimizer_steps();
     m.model = layout.config();
     m.world_size = N;
-    m.zero_stage = engine.config().stage;
-    m.dtype = engine.config().dtype;
+    m.zero_stage = engine.config().zero.stage;
+    m.dtype = engine.config().precision.dtype;
     m.optimizer = optim::optimizer_name(engine.config().optimizer.kind);
     m.states = states;
     const zero::LossScaler::State ls = engine.loss_scaler().state();
@@ -232,10 +232,10 @@ std::vector<std::string> check_resume(const ckpt::Checkpoint& ckpt, const TrainC
   ZDP_REQUIRE(cfg.steps >= m.step, "'{}': the checkpoint is at step {}, past --steps {}", where, m.step, cfg.steps);
 
   std::vector<std::string> warnings;
-  if (m.dtype != cfg.dtype)
+  if (m.dtype != cfg.precision.dtype)
     warnings.push_back(fmt::format("resuming a {} checkpoint in {}: its fp32 weights are converted{}", dtype_name(m.dtype),
-                                   dtype_name(cfg.dtype),
-                                   cfg.dtype == DType::kF16 ? ", and fp16 loss scaling starts afresh" : ""));
+                                   dtype_name(cfg.precision.dtype),
+                                   cfg.precision.dtype == DType::kF16 ? ", and fp16 loss scaling starts afresh" : ""));
   if (m.data.path != cfg.data_path)
     warnings.push_back(fmt::format("the checkpoint was trained on '{}', this run reads '{}'",
                                    describe_text(m.data.path, 200), cfg.data_path));
@@ -293,7 +293,7 @@ int64_t restore_checkpoint(zero::Engine& engine, const ckpt::Checkpoint& ckpt) {
     }
   });
   engine.set_optimizer_steps(m.optimizer_steps);
-  if (engine.config().dtype == DType::kF16 && m.dtype == DType::kF16) {
+  if (engine.config().precision.dtype == DType::kF16 && m.dtype == DType::kF16) {
     const ckpt::LossScaleState& s = m.loss_scale;
     engine.loss_scaler().set_state(
         {s.scale, static_cast<int>(s.good_steps), static_cast<int>(s.hysteresis_left), s.overflows});

@@ -1,5 +1,8 @@
 #include "train/config.h"
 
+#include <type_traits>
+#include <variant>
+
 #include "optim/lr_schedule.h"
 
 namespace zerodp::train {
@@ -10,6 +13,28 @@ using optim::LrScheduleParams;
 using optim::OptimizerKind;
 
 optim::LrSchedule TrainConfig::make_lr_schedule() const { return optim::LrSchedule(lr_schedule, lr, steps); }
+
+namespace {
+
+// The zero_optimization settings of the table, each under its JSON name, with the values typed.
+json zero_json(const zero::ZeroSettings& z) {
+  json out = json::object();
+  for (const zero::ZeroSettingRow& row : zero::zero_setting_rows()) {
+    if (row.json_key.empty()) continue;
+    std::visit(
+        [&](auto field) {
+          using T = std::remove_reference_t<decltype(z.*field)>;
+          if constexpr (std::is_same_v<T, zero::Offload>)
+            out[std::string(row.json_key)] = zero::offload_name(z.*field);
+          else
+            out[std::string(row.json_key)] = z.*field;
+        },
+        row.field);
+  }
+  return out;
+}
+
+}  // namespace
 
 json TrainConfig::to_json() const {
   auto opt_int = [](const std::optional<int64_t>& x) { return x ? json(*x) : json(nullptr); };
@@ -46,6 +71,12 @@ json TrainConfig::to_json() const {
       schedule["decay_type"] = optim::decay_type_name(p.decay_type);
     }
   }
+  const zero::LossScaleConfig& scaling = precision.loss_scale;
+  json zero_settings = zero_json(zero);
+  zero_settings["shard_group_size"] =
+      zero.shard_group_size == zero::ZeroSettings::kShardGroupNode ? json("node") : json(zero.shard_group_size);
+  zero_settings["nvme_path"] = zero.nvme_path;
+  zero_settings["comm_timeout"] = comm_timeout;
   return json{
       {"init", init_path},
       {"data", data_path},
@@ -65,38 +96,20 @@ json TrainConfig::to_json() const {
       {"optimizer", optimizer_json},
       {"clip", clip},
       {"lr_schedule", schedule},
-      {"dtype", dtype_name(dtype)},
-      {"reduce_dtype", dtype_name(grad_reduce_dtype())},
-      {"fp32_grad_accum", fp32_grad_accum},
-      {"activation_checkpointing", activation_checkpointing},
+      {"dtype", dtype_name(precision.dtype)},
+      {"reduce_dtype", dtype_name(precision.grad_reduce_dtype())},
+      {"fp32_grad_accum", precision.fp32_grad_accum},
+      {"activation_checkpointing", zero.activation_checkpointing},
       {"fp16",
-       {{"loss_scale", loss_scale},
-        {"initial_scale_power", initial_scale_power},
-        {"loss_scale_window", loss_scale_window},
-        {"hysteresis", hysteresis},
-        {"consecutive_hysteresis", consecutive_hysteresis},
-        {"min_loss_scale", min_loss_scale},
-        {"max_overflows_at_min_scale", max_overflows_at_min_scale}}},
+       {{"loss_scale", scaling.static_scale},
+        {"initial_scale_power", scaling.initial_scale_power},
+        {"loss_scale_window", scaling.window},
+        {"hysteresis", scaling.hysteresis},
+        {"consecutive_hysteresis", scaling.consecutive_hysteresis},
+        {"min_loss_scale", scaling.min_scale},
+        {"max_overflows_at_min_scale", scaling.max_overflows_at_min_scale}}},
       {"skip_nonfinite", skip_nonfinite},
-      {"zero",
-       {{"stage", zero_stage},
-        {"reduce_bucket_size", reduce_bucket_size},
-        {"allgather_bucket_size", allgather_bucket_size},
-        {"overlap_comm", overlap_comm},
-        {"contiguous_gradients", contiguous_gradients},
-        {"stage3_prefetch_bucket_size", stage3_prefetch_bucket_size},
-        {"stage3_max_live_parameters", stage3_max_live_parameters},
-        {"stage3_param_persistence_threshold", stage3_param_persistence_threshold},
-        {"reshard_after_forward", reshard_after_forward},
-        {"shard_group_size", shard_group_size == kShardGroupNode ? json("node") : json(shard_group_size)},
-        {"comm_timeout", comm_timeout},
-        {"offload_optimizer", zero::offload_name(offload_optimizer)},
-        {"sub_group_size", sub_group_size},
-        {"offload_optimizer_buffer_count", optimizer_buffer_count},
-        {"offload_param", zero::offload_name(offload_param)},
-        {"offload_param_buffer_count", param_buffer_count},
-        {"offload_param_max_in_cpu", param_max_in_cpu},
-        {"nvme_path", nvme_path}}},
+      {"zero", zero_settings},
       {"memory_budget", memory_budget ? json(*memory_budget) : json(nullptr)},
       {"device", device},
       {"seed", seed},

@@ -64,62 +64,22 @@ struct TrainConfig {
   // ---- device (--device): cpu, cuda or cuda:N (device/select.h)
   std::string device = "cpu";
 
-  // ---- precision
-  DType dtype = DType::kF32;         // compute dtype of parameters, activations, gradients
-  std::optional<DType> reduce_dtype;  // dtype gradients are reduced in: the compute dtype or fp32
-  bool fp32_grad_accum = true;       // accumulate micro-step gradients in fp32 under bf16/fp16
-  // fp16 loss scaling (DeepSpeed's fp16 section)
-  double loss_scale = 0.0;          // 0: dynamic; otherwise this static scale
-  int initial_scale_power = 16;     // dynamic scaling starts at 2^power
-  int64_t loss_scale_window = 1000;  // steps without overflow before the scale doubles
-  int hysteresis = 2;               // overflows tolerated before the scale halves
-  bool consecutive_hysteresis = false;  // restore the hysteresis after every good step (DeepSpeed's)
-  double min_loss_scale = 1.0;
-  // Overflowing steps in a row at the minimum loss scale before the run stops (exit 1).
-  int64_t max_overflows_at_min_scale = 10;
+  // ---- precision (DeepSpeed's bf16 and fp16 sections, communication_data_type,
+  // data_types.grad_accum_dtype): the compute dtype, the dtype gradients are reduced in (the compute
+  // dtype or fp32), fp32 accumulation of micro-step gradients under bf16/fp16 (on by default here),
+  // and fp16's loss scaling (loss_scale 0: dynamic; max_overflows_at_min_scale: overflowing steps in a
+  // row at the minimum scale before the run stops with exit 1).
+  zero::PrecisionSettings precision = default_precision();
 
   // ---- non-finite numbers (docs/reference/command-line.md#faults): a NaN or Inf loss or gradient never reaches the weights.
   // fp16 skips such a step and lowers the loss scale; bf16 and fp32 stop with exit 1, unless this
   // asks to skip the step (parameters and optimizer state untouched, the skip in the metrics).
   bool skip_nonfinite = false;
 
-  // ---- ZeRO (DeepSpeed's zero_optimization section; sizes in elements). The bucket defaults are
-  // the engine's (25M elements), not DeepSpeed's 5e8, which would be whole-model buckets here.
-  int zero_stage = 0;
-  int64_t reduce_bucket_size = 25'000'000;
-  int64_t allgather_bucket_size = 25'000'000;
-  bool overlap_comm = true;
-  bool contiguous_gradients = true;
-  int64_t stage3_prefetch_bucket_size = 50'000'000;
-  int64_t stage3_max_live_parameters = 1'000'000'000;
-  // Stage 3: units of fewer elements stay whole on every rank. zerodp shards whole units (a block or
-  // the embeddings), not single tensors as DeepSpeed does, so its default is 0: every unit sharded.
-  int64_t stage3_param_persistence_threshold = 0;
-  bool reshard_after_forward = true;  // stage 3: free gathered parameters after a unit's forward
-  // Hybrid sharding (--shard-group-size; DeepSpeed's zero_optimization.mics_shard_size, FSDP's
-  // HYBRID_SHARD): stages 1-3 shard within groups of this many consecutive ranks and replicate across
-  // the groups. 0: one group of all ranks (full sharding); kShardGroupNode: the ranks of each host.
-  static constexpr int64_t kShardGroupNode = -1;
-  int64_t shard_group_size = 0;
-  // Activation checkpointing: keep each block's input only, recompute the block in backward.
-  bool activation_checkpointing = false;
-  // ZeRO-Offload (zero_optimization.offload_optimizer.device): the fp32 masters and optimizer states
-  // in host memory (cpu) or in files under nvme_path (nvme), the update run on the host (stages 1-3).
-  // The update walks the shard sub_group_size elements at a time (DeepSpeed's default 1e9: all of it
-  // at once); with nvme, through optimizer_buffer_count host slots (DeepSpeed's buffer_count, 4).
-  zero::Offload offload_optimizer = zero::Offload::kNone;
-  int64_t sub_group_size = 1'000'000'000;
-  int64_t optimizer_buffer_count = 4;
-  std::string nvme_path;  // --nvme-path: where NVMe offload makes each run's directory
-  // ZeRO-Infinity's parameter offload (zero_optimization.offload_param.device; stage 3 only): the
-  // parameter shards in host memory (cpu) or in files under nvme_path (nvme, with the optimizer
-  // offloaded too), copied up to the device for each gather. With nvme: param_buffer_count host buffers
-  // the gathers read through (offload_param.buffer_count, DeepSpeed's 5), and the shards of the units
-  // that fit in param_max_in_cpu elements kept in host memory (offload_param.max_in_cpu; zerodp's
-  // default 0 puts every shard on nvme, where DeepSpeed documents 1e9).
-  zero::Offload offload_param = zero::Offload::kNone;
-  int64_t param_buffer_count = 5;
-  int64_t param_max_in_cpu = 0;
+  // ---- ZeRO (DeepSpeed's zero_optimization section; zero/settings.h): the stage, buckets, prefetch
+  // limits, hybrid sharding (shard_group_size may be ZeroSettings::kShardGroupNode until the ranks'
+  // hosts are known), activation checkpointing, offload.
+  zero::ZeroSettings zero;
 
   // ---- run
   std::optional<uint64_t> memory_budget;  // bytes per rank, all categories of §9 together
@@ -171,16 +131,15 @@ struct TrainConfig {
   const optim::OptimizerSpec& optimizer_spec() const { return optimizer; }
   // The lr schedule over this run (its length defaults to `steps`). UsageError when invalid.
   optim::LrSchedule make_lr_schedule() const;
-  DType grad_reduce_dtype() const { return reduce_dtype.value_or(dtype); }
-  // The modes the ZeRO rules speak about (zero/settings.h); the shard group as given (kShardGroupNode
-  // is resolved to a rank count before the rules see it).
-  zero::ZeroModes zero_modes() const {
-    return {zero_stage, offload_optimizer, offload_param, shard_group_size < 0 ? 0 : shard_group_size, sub_group_size};
-  }
   // Tokens of one optimizer step over all ranks: W·G·B·T.
   int64_t tokens_per_step(int world_size) const { return world_size * accum * micro_batch * seq; }
 
  private:
+  static zero::PrecisionSettings default_precision() {
+    zero::PrecisionSettings p;
+    p.fp32_grad_accum = true;
+    return p;
+  }
   void validate_files_and_batch(int world_size) const;
   void validate_optimizer() const;
   void validate_precision() const;

@@ -2,10 +2,12 @@
 // DeepSpeed's meanings and defaults; errors name the file and the key path.
 #include <cmath>
 #include <optional>
+#include <variant>
 
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/overloaded.h"
 #include "core/fs.h"
 #include "core/json.h"
 #include "core/strings.h"
@@ -287,36 +289,55 @@ void read_scheduler(const DsReader& r, const json& sec, TrainConfig& cfg) {
 // nvme_path of either offload section: zerodp has one --nvme-path, so two sections must agree.
 void read_nvme_path(const DsReader& r, const json& v, const std::string& path, TrainConfig& cfg) {
   const std::string p = r.string(v, path);
-  if (!cfg.nvme_path.empty() && cfg.nvme_path != p)
+  if (!cfg.zero.nvme_path.empty() && cfg.zero.nvme_path != p)
     r.fail(path + " differs from the other offload section's nvme_path: zerodp puts every NVMe offload file in "
            "one directory (--nvme-path)");
-  cfg.nvme_path = p;
+  cfg.zero.nvme_path = p;
 }
 
-bool read_offload_common(const DsReader& r, const std::string& key, const json& v, const std::string& path,
-                         zero::Offload& where) {
-  if (key == "device") {
-    const std::string d = to_lower(r.string(v, path));
-    if (d != "none" && d != "cpu" && d != "nvme") r.fail(path, "\"cpu\", \"nvme\" or \"none\"", v);
-    where = zero::parse_offload(d, path);
-    return true;
-  }
-  if (key == "pin_memory") {
-    r.boolean(v, path);
-    r.ignored(path, "pinned memory speeds copies to and from a GPU; the CPU device's host memory is plain RAM");
-    return true;
-  }
-  return false;
+// zero_optimization.<key> for a row of the ZeRO settings table (zero/settings.h): its type, its range.
+void read_zero_setting(const DsReader& r, const zero::ZeroSettingRow& row, const json& v, const std::string& path,
+                       zero::ZeroSettings& z) {
+  auto count = [&] {
+    const int64_t x = r.integer(v, path, row.min);
+    if (x > row.max) r.fail(path, fmt::format("an integer in {}..{}", row.min, row.max), v);
+    return x;
+  };
+  std::visit(Overloaded{[&](int zero::ZeroSettings::*f) { z.*f = static_cast<int>(count()); },
+                        [&](int64_t zero::ZeroSettings::*f) { z.*f = count(); },
+                        [&](bool zero::ZeroSettings::*f) { z.*f = r.boolean(v, path); },
+                        [&](zero::Offload zero::ZeroSettings::*f) {
+                          const std::string d = to_lower(r.string(v, path));
+                          if (d != "none" && d != "cpu" && d != "nvme") r.fail(path, "\"cpu\", \"nvme\" or \"none\"", v);
+                          z.*f = zero::parse_offload(d, path);
+                        }},
+             row.field);
+}
+
+// A key of zero_optimization, or of one of its offload sections (`key` then "offload_param.max_in_cpu"),
+// that the table has: read into cfg. False for any other key.
+bool read_table_key(const DsReader& r, const std::string& key, const json& v, TrainConfig& cfg) {
+  const zero::ZeroSettingRow* row = zero::find_zero_setting_by_key(key);
+  if (!row) return false;
+  if (!is_auto(v)) read_zero_setting(r, *row, v, "zero_optimization." + key, cfg.zero);
+  return true;
+}
+
+// The key both offload sections accept and ignore.
+bool ignore_pin_memory(const DsReader& r, const std::string& key, const json& v, const std::string& path) {
+  if (key != "pin_memory") return false;
+  r.boolean(v, path);
+  r.ignored(path, "pinned memory speeds copies to and from a GPU; the CPU device's host memory is plain RAM");
+  return true;
 }
 
 void read_offload_optimizer(const DsReader& r, const json& sec, TrainConfig& cfg) {
   const std::string base = "zero_optimization.offload_optimizer";
   for (const auto& [key, v] : r.object(sec, base).items()) {
     const std::string path = base + "." + key;
-    if (is_auto(v) || read_offload_common(r, key, v, path, cfg.offload_optimizer)) continue;
-    if (key == "buffer_count") {
-      cfg.optimizer_buffer_count = r.integer(v, path, 1);
-    } else if (key == "nvme_path") {
+    if (is_auto(v) || read_table_key(r, "offload_optimizer." + key, v, cfg) || ignore_pin_memory(r, key, v, path))
+      continue;
+    if (key == "nvme_path") {
       read_nvme_path(r, v, path, cfg);
     } else if (key == "pipeline_read" || key == "pipeline_write") {
       r.boolean(v, path);
@@ -338,14 +359,11 @@ void read_offload_param(const DsReader& r, const json& sec, TrainConfig& cfg) {
   const std::string base = "zero_optimization.offload_param";
   for (const auto& [key, v] : r.object(sec, base).items()) {
     const std::string path = base + "." + key;
-    if (is_auto(v) || read_offload_common(r, key, v, path, cfg.offload_param)) continue;
-    if (key == "buffer_count") {
-      cfg.param_buffer_count = r.integer(v, path, 1);
-    } else if (key == "buffer_size") {
+    if (is_auto(v) || read_table_key(r, "offload_param." + key, v, cfg) || ignore_pin_memory(r, key, v, path))
+      continue;
+    if (key == "buffer_size") {
       r.integer(v, path, 0);
       r.ignored(path, "the size of DeepSpeed's NVMe buffers; zerodp sizes each buffer to the largest shard");
-    } else if (key == "max_in_cpu") {
-      cfg.param_max_in_cpu = r.integer(v, path, 0);
     } else if (key == "nvme_path") {
       read_nvme_path(r, v, path, cfg);
     } else {
@@ -359,41 +377,19 @@ void read_zero(const DsReader& r, const json& sec, TrainConfig& cfg) {
   for (const auto& [key, v] : sec.items()) {
     const std::string path = "zero_optimization." + key;
     const bool a = is_auto(v);
-    if (key == "stage") {
-      if (a) continue;
-      const int64_t s = r.integer(v, path, 0);
-      if (s > 3) r.fail(path, "0, 1, 2 or 3", v);
-      cfg.zero_stage = static_cast<int>(s);
-    } else if (key == "reduce_bucket_size") {
-      if (!a) cfg.reduce_bucket_size = r.integer(v, path, 1);
-    } else if (key == "allgather_bucket_size") {
-      if (!a) cfg.allgather_bucket_size = r.integer(v, path, 1);
-    } else if (key == "overlap_comm") {
-      if (!a) cfg.overlap_comm = r.boolean(v, path);
-    } else if (key == "contiguous_gradients") {
-      if (!a) cfg.contiguous_gradients = r.boolean(v, path);
-    } else if (key == "stage3_prefetch_bucket_size") {
-      if (!a) cfg.stage3_prefetch_bucket_size = r.integer(v, path, 1);
-    } else if (key == "stage3_max_live_parameters") {
-      if (!a) cfg.stage3_max_live_parameters = r.integer(v, path, 1);
-    } else if (key == "stage3_param_persistence_threshold") {
-      if (!a) cfg.stage3_param_persistence_threshold = r.integer(v, path, 0);
-    } else if (key == "reshard_after_forward") {  // zerodp's own key (FSDP's notion)
-      if (!a) cfg.reshard_after_forward = r.boolean(v, path);
-    } else if (key == "offload_optimizer") {
+    if (read_table_key(r, key, v, cfg)) continue;
+    if (key == "offload_optimizer") {
       if (!a) read_offload_optimizer(r, v, cfg);
     } else if (key == "cpu_offload") {  // DeepSpeed's older spelling of offload_optimizer.device "cpu"
-      if (!a) cfg.offload_optimizer = r.boolean(v, path) ? zero::Offload::kCpu : zero::Offload::kNone;
+      if (!a) cfg.zero.offload_optimizer = r.boolean(v, path) ? zero::Offload::kCpu : zero::Offload::kNone;
     } else if (key == "offload_param") {
       if (!a) read_offload_param(r, v, cfg);
     } else if (key == "cpu_offload_params") {  // DeepSpeed's older spelling of offload_param.device "cpu"
-      if (!a) cfg.offload_param = r.boolean(v, path) ? zero::Offload::kCpu : zero::Offload::kNone;
-    } else if (key == "sub_group_size") {
-      if (!a) cfg.sub_group_size = r.integer(v, path, 1);
+      if (!a) cfg.zero.offload_param = r.boolean(v, path) ? zero::Offload::kCpu : zero::Offload::kNone;
     } else if (key == "mics_shard_size") {  // MiCS: every state sharded within groups of this size
       if (!a) {
         const int64_t n = r.integer(v, path, -1);
-        cfg.shard_group_size = n > 0 ? n : 0;  // DeepSpeed's -1 (and 0): off
+        cfg.zero.shard_group_size = n > 0 ? n : 0;  // DeepSpeed's -1 (and 0): off
       }
     } else {
       r.unknown(path, v);
@@ -413,28 +409,28 @@ std::optional<bool> read_precision(const DsReader& r, const json& sec, const std
     if (key == "enabled") {
       if (!a) enabled = r.boolean(v, path);
     } else if (fp16 && key == "loss_scale") {
-      if (!a) cfg.loss_scale = r.non_negative(v, path);
+      if (!a) cfg.precision.loss_scale.static_scale = r.non_negative(v, path);
     } else if (fp16 && key == "initial_scale_power") {
       if (!a) {
         const int64_t p = r.integer(v, path, 0);
         if (p > 63) r.fail(path, "an integer in 0..63", v);
-        cfg.initial_scale_power = static_cast<int>(p);
+        cfg.precision.loss_scale.initial_scale_power = static_cast<int>(p);
       }
     } else if (fp16 && key == "loss_scale_window") {
-      if (!a) cfg.loss_scale_window = r.integer(v, path, 1);
+      if (!a) cfg.precision.loss_scale.window = r.integer(v, path, 1);
     } else if (fp16 && key == "hysteresis") {
       if (!a) {
         const int64_t h = r.integer(v, path, 1);
         if (h > 1'000'000) r.fail(path, "an integer in 1..1000000", v);
-        cfg.hysteresis = static_cast<int>(h);
+        cfg.precision.loss_scale.hysteresis = static_cast<int>(h);
       }
     } else if (fp16 && key == "consecutive_hysteresis") {
-      if (!a) cfg.consecutive_hysteresis = r.boolean(v, path);
+      if (!a) cfg.precision.loss_scale.consecutive_hysteresis = r.boolean(v, path);
     } else if (fp16 && key == "min_loss_scale") {
       if (!a) {
         const double m = r.number(v, path);
         if (!(m > 0)) r.fail(path, "a number > 0", v);
-        cfg.min_loss_scale = m;
+        cfg.precision.loss_scale.min_scale = m;
       }
     } else {
       r.unknown(path, v);
@@ -486,14 +482,14 @@ std::vector<std::string> apply_ds_config(TrainConfig& cfg, std::string_view json
     } else if (key == "fp16") {
       fp16 = read_precision(r, v, key, cfg);
     } else if (key == "communication_data_type") {
-      if (!a) cfg.reduce_dtype = r.dtype(v, key);
+      if (!a) cfg.precision.reduce_dtype = r.dtype(v, key);
     } else if (key == "activation_checkpointing") {
       // DeepSpeed's section configures its checkpointing API; zerodp's own is --activation-checkpointing.
       for (const auto& [name, sv] : r.object(v, key).items()) r.unknown(key + "." + name, sv);
     } else if (key == "data_types") {
       for (const auto& [name, dv] : r.object(v, key).items()) {
         if (name == "grad_accum_dtype") {
-          if (!is_auto(dv)) cfg.fp32_grad_accum = r.dtype(dv, "data_types.grad_accum_dtype") == DType::kF32;
+          if (!is_auto(dv)) cfg.precision.fp32_grad_accum = r.dtype(dv, "data_types.grad_accum_dtype") == DType::kF32;
         } else {
           r.unknown("data_types." + name, dv);
         }
@@ -505,11 +501,11 @@ std::vector<std::string> apply_ds_config(TrainConfig& cfg, std::string_view json
   if (bf16.value_or(false) && fp16.value_or(false))
     r.fail("bf16.enabled and fp16.enabled are both true; enable at most one");
   if (bf16.value_or(false)) {
-    cfg.dtype = DType::kBF16;
+    cfg.precision.dtype = DType::kBF16;
   } else if (fp16.value_or(false)) {
-    cfg.dtype = DType::kF16;
+    cfg.precision.dtype = DType::kF16;
   } else if (bf16.has_value() || fp16.has_value()) {
-    cfg.dtype = DType::kF32;  // the file speaks about precision and enables neither
+    cfg.precision.dtype = DType::kF32;  // the file speaks about precision and enables neither
   }
   return warnings;
 }

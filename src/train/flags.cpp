@@ -50,9 +50,34 @@ void set_min_lr(TrainConfig& c, double min_lr) {
 
 struct FlagEntry {
   TrainFlag flag;
-  void (*set)(TrainConfig&, std::string_view flag, std::string_view value);
-  std::string (*get)(const TrainConfig&);
+  void (*set)(TrainConfig&, std::string_view flag, std::string_view value) = nullptr;
+  std::string (*get)(const TrainConfig&) = nullptr;
+  // A ZeRO setting: set and shown through its row of zero::zero_setting_rows() instead.
+  const zero::ZeroSettingRow* zero_row = nullptr;
+
+  void apply(TrainConfig& c, std::string_view f, std::string_view v) const {
+    if (zero_row) zero::set_zero_setting(c.zero, *zero_row, v);
+    else set(c, f, v);
+  }
+  std::string value(const TrainConfig& c) const { return zero_row ? zero::zero_setting_text(c.zero, *zero_row) : get(c); }
 };
+
+// Where the flags of zero::zero_setting_rows() go in the table, in their own order.
+const FlagEntry kZeroSettingRows{{"", "", "", false}};
+
+// The table with kZeroSettingRows expanded.
+std::vector<FlagEntry> with_zero_rows(std::initializer_list<FlagEntry> entries) {
+  std::vector<FlagEntry> out;
+  for (const FlagEntry& e : entries) {
+    if (!e.flag.name.empty()) {
+      out.push_back(e);
+      continue;
+    }
+    for (const zero::ZeroSettingRow& row : zero::zero_setting_rows())
+      if (!row.flag.empty()) out.push_back({{row.flag, row.value_name, row.help, zero::is_switch(row)}, nullptr, nullptr, &row});
+  }
+  return out;
+}
 
 #define ZDP_SET [](TrainConfig & c, std::string_view f, std::string_view v)
 #define ZDP_GET [](const TrainConfig& c) -> std::string
@@ -60,7 +85,7 @@ struct FlagEntry {
 // The flags, in the order they are applied. --lr comes before --min-lr (the cosine floor is a
 // ratio of it), --lr-schedule before the schedule's parameters.
 const std::vector<FlagEntry>& flag_table() {
-  static const std::vector<FlagEntry> table = {
+  static const std::vector<FlagEntry> table = with_zero_rows({
       {{"--config", "PATH", "DeepSpeed-style JSON configuration; flags given here win over it", false},
        ZDP_SET { c.config_path = std::string(v); }, ZDP_GET { return c.config_path; }},
       {{"--init", "PATH", "Initial weights (safetensors, e.g. from `zerodp init`); required", false},
@@ -170,75 +195,46 @@ const std::vector<FlagEntry>& flag_table() {
        ZDP_GET {
          return c.lr_schedule.kind == LrScheduleKind::kWSD ? optim::decay_type_name(c.lr_schedule.decay_type) : "";
        }},
-      {{"--zero-stage", "S",
-        "ZeRO stage: 0 (replicated), 1 (optimizer state), 2 (+gradients), 3 (+parameters)", false},
-       ZDP_SET { c.zero_stage = parse_int32(v, f); }, ZDP_GET { return std::to_string(c.zero_stage); }},
       {{"--device", "DEV", "Device to compute on: cpu, cuda (the local rank's GPU) or cuda:N; on a GPU with --dtype bf16 or fp16", false},
        ZDP_SET { c.device = device::device_spec_name(device::parse_device_spec(v, f)); },
        ZDP_GET { return c.device; }},
       {{"--dtype", "TYPE", "Compute dtype: fp32, bf16 or fp16 (fp32 master weights when 16-bit)", false},
-       ZDP_SET { c.dtype = with_context(f, [&] { return parse_dtype(v); }); },
-       ZDP_GET { return dtype_name(c.dtype); }},
+       ZDP_SET { c.precision.dtype = with_context(f, [&] { return parse_dtype(v); }); },
+       ZDP_GET { return dtype_name(c.precision.dtype); }},
       {{"--reduce-dtype", "TYPE",
         "Dtype gradients are reduced in, the same at every stage: the compute dtype (default) or fp32; sums "
         "add in fp32 in rank order and round once, so stages agree bitwise",
         false},
-       ZDP_SET { c.reduce_dtype = with_context(f, [&] { return parse_dtype(v); }); },
-       ZDP_GET { return c.reduce_dtype ? dtype_name(*c.reduce_dtype) : ""; }},
+       ZDP_SET { c.precision.reduce_dtype = with_context(f, [&] { return parse_dtype(v); }); },
+       ZDP_GET { return c.precision.reduce_dtype ? dtype_name(*c.precision.reduce_dtype) : ""; }},
       {{"--fp32-grad-accum", "", "Accumulate micro-step gradients in fp32 under bf16/fp16", true},
-       ZDP_SET { c.fp32_grad_accum = parse_bool(v, f); }, ZDP_GET { return show(c.fp32_grad_accum); }},
+       ZDP_SET { c.precision.fp32_grad_accum = parse_bool(v, f); }, ZDP_GET { return show(c.precision.fp32_grad_accum); }},
       {{"--loss-scale", "X", "fp16: static loss scale (0: dynamic)", false},
-       ZDP_SET { c.loss_scale = parse_number(v, f); }, ZDP_GET { return show(c.loss_scale); }},
+       ZDP_SET { c.precision.loss_scale.static_scale = parse_number(v, f); }, ZDP_GET { return show(c.precision.loss_scale.static_scale); }},
       {{"--initial-scale-power", "N", "fp16: dynamic loss scaling starts at 2^N", false},
-       ZDP_SET { c.initial_scale_power = parse_int32(v, f); },
-       ZDP_GET { return std::to_string(c.initial_scale_power); }},
+       ZDP_SET { c.precision.loss_scale.initial_scale_power = parse_int32(v, f); },
+       ZDP_GET { return std::to_string(c.precision.loss_scale.initial_scale_power); }},
       {{"--loss-scale-window", "N", "fp16: steps without overflow before the scale doubles", false},
-       ZDP_SET { c.loss_scale_window = parse_int(v, f); },
-       ZDP_GET { return std::to_string(c.loss_scale_window); }},
+       ZDP_SET { c.precision.loss_scale.window = parse_int(v, f); },
+       ZDP_GET { return std::to_string(c.precision.loss_scale.window); }},
       {{"--hysteresis", "N", "fp16: overflows tolerated before the scale halves", false},
-       ZDP_SET { c.hysteresis = parse_int32(v, f); }, ZDP_GET { return std::to_string(c.hysteresis); }},
+       ZDP_SET { c.precision.loss_scale.hysteresis = parse_int32(v, f); }, ZDP_GET { return std::to_string(c.precision.loss_scale.hysteresis); }},
       {{"--consecutive-hysteresis", "", "fp16: restore the hysteresis after every step without overflow", true},
-       ZDP_SET { c.consecutive_hysteresis = parse_bool(v, f); },
-       ZDP_GET { return show(c.consecutive_hysteresis); }},
+       ZDP_SET { c.precision.loss_scale.consecutive_hysteresis = parse_bool(v, f); },
+       ZDP_GET { return show(c.precision.loss_scale.consecutive_hysteresis); }},
       {{"--min-loss-scale", "X", "fp16: the dynamic scale never goes below this", false},
-       ZDP_SET { c.min_loss_scale = parse_number(v, f); }, ZDP_GET { return show(c.min_loss_scale); }},
+       ZDP_SET { c.precision.loss_scale.min_scale = parse_number(v, f); }, ZDP_GET { return show(c.precision.loss_scale.min_scale); }},
       {{"--max-overflows-at-min-scale", "N",
         "fp16: overflowing steps in a row at the minimum loss scale before the run stops with exit 1 (0: never)",
         false},
-       ZDP_SET { c.max_overflows_at_min_scale = parse_int(v, f); },
-       ZDP_GET { return std::to_string(c.max_overflows_at_min_scale); }},
+       ZDP_SET { c.precision.loss_scale.max_overflows_at_min_scale = parse_int(v, f); },
+       ZDP_GET { return std::to_string(c.precision.loss_scale.max_overflows_at_min_scale); }},
       {{"--skip-nonfinite", "",
         "bf16/fp32: skip a step whose loss or gradient is NaN/Inf (weights and optimizer state untouched) "
         "instead of stopping with exit 1",
         true},
        ZDP_SET { c.skip_nonfinite = parse_bool(v, f); }, ZDP_GET { return show(c.skip_nonfinite); }},
-      {{"--reduce-bucket-size", "N", "Elements per gradient reduction bucket", false},
-       ZDP_SET { c.reduce_bucket_size = parse_int(v, f); },
-       ZDP_GET { return std::to_string(c.reduce_bucket_size); }},
-      {{"--allgather-bucket-size", "N", "Elements per parameter all-gather bucket", false},
-       ZDP_SET { c.allgather_bucket_size = parse_int(v, f); },
-       ZDP_GET { return std::to_string(c.allgather_bucket_size); }},
-      {{"--overlap-comm", "", "Overlap gradient reduction with the backward pass", true},
-       ZDP_SET { c.overlap_comm = parse_bool(v, f); }, ZDP_GET { return show(c.overlap_comm); }},
-      {{"--contiguous-gradients", "", "Accepted for DeepSpeed compatibility: zerodp always keeps gradients in flat contiguous unit buffers", true},
-       ZDP_SET { c.contiguous_gradients = parse_bool(v, f); },
-       ZDP_GET { return show(c.contiguous_gradients); }},
-      {{"--prefetch-bucket-size", "N",
-        "Stage 3: elements of parameters fetched ahead (stage3_prefetch_bucket_size)", false},
-       ZDP_SET { c.stage3_prefetch_bucket_size = parse_int(v, f); },
-       ZDP_GET { return std::to_string(c.stage3_prefetch_bucket_size); }},
-      {{"--max-live-parameters", "N",
-        "Stage 3: most gathered parameter elements alive at once (stage3_max_live_parameters)", false},
-       ZDP_SET { c.stage3_max_live_parameters = parse_int(v, f); },
-       ZDP_GET { return std::to_string(c.stage3_max_live_parameters); }},
-      {{"--param-persistence-threshold", "N",
-        "Stage 3: units (blocks, embeddings) of fewer elements stay whole on every rank, never gathered (stage3_param_persistence_threshold; default 0: all sharded)", false},
-       ZDP_SET { c.stage3_param_persistence_threshold = parse_int(v, f); },
-       ZDP_GET { return std::to_string(c.stage3_param_persistence_threshold); }},
-      {{"--reshard-after-forward", "",
-        "Stage 3: free gathered parameters after each unit's forward (gather again for backward)", true},
-       ZDP_SET { c.reshard_after_forward = parse_bool(v, f); },
-       ZDP_GET { return show(c.reshard_after_forward); }},
+      kZeroSettingRows,
       {{"--shard-group-size", "N|node|all",
         "Hybrid sharding (stages 1-3): shard within groups of N consecutive ranks (node: the ranks of each "
         "host) and replicate across groups (mics_shard_size; default all: one group of all ranks, full sharding)",
@@ -246,45 +242,23 @@ const std::vector<FlagEntry>& flag_table() {
        ZDP_SET {
          const std::string s = to_lower(trim(v));
          if (s == "node" || s == "all") {
-           c.shard_group_size = s == "node" ? TrainConfig::kShardGroupNode : 0;
+           c.zero.shard_group_size = s == "node" ? zero::ZeroSettings::kShardGroupNode : 0;
            return;
          }
-         c.shard_group_size = parse_int(v, f);
-         ZDP_REQUIRE(c.shard_group_size >= 1, "{}: expected a positive number of ranks, 'node' or 'all', got '{}'", f,
+         c.zero.shard_group_size = parse_int(v, f);
+         ZDP_REQUIRE(c.zero.shard_group_size >= 1, "{}: expected a positive number of ranks, 'node' or 'all', got '{}'", f,
                      v);
        },
        ZDP_GET {
-         return c.shard_group_size == TrainConfig::kShardGroupNode ? std::string("node")
-                : c.shard_group_size == 0                          ? std::string("all")
-                                                                   : std::to_string(c.shard_group_size);
+         return c.zero.shard_group_size == zero::ZeroSettings::kShardGroupNode ? std::string("node")
+                : c.zero.shard_group_size == 0                          ? std::string("all")
+                                                                   : std::to_string(c.zero.shard_group_size);
        }},
-      {{"--activation-checkpointing", "",
-        "Keep only each block's input and recompute its activations during backward (less act memory)", true},
-       ZDP_SET { c.activation_checkpointing = parse_bool(v, f); },
-       ZDP_GET { return show(c.activation_checkpointing); }},
-      {{"--offload-optimizer", "none|cpu|nvme",
-        "ZeRO-Offload (stages 1-3): fp32 master weights and optimizer states in host memory, the update run "
-        "there (nvme: in files under --nvme-path, read and written around each sub-group's update); same "
-        "results, less device memory",
-        false},
-       ZDP_SET { c.offload_optimizer = zero::parse_offload(v, f); },
-       ZDP_GET { return zero::offload_name(c.offload_optimizer); }},
-      {{"--sub-group-size", "N",
-        "With --offload-optimizer: shard elements updated per host round trip, the size of the host gradient "
-        "staging buffer (zero_optimization.sub_group_size)",
-        false},
-       ZDP_SET { c.sub_group_size = parse_int(v, f); }, ZDP_GET { return std::to_string(c.sub_group_size); }},
-      {{"--offload-param", "none|cpu|nvme",
-        "ZeRO-Infinity's parameter offload (stage 3): the parameter shards in host memory (nvme: in files under "
-        "--nvme-path, with --offload-optimizer too), copied up for each gather; same results, less device memory",
-        false},
-       ZDP_SET { c.offload_param = zero::parse_offload(v, f); },
-       ZDP_GET { return zero::offload_name(c.offload_param); }},
       {{"--nvme-path", "DIR",
         "With an nvme offload: the directory (on a fast local disk) where each run makes its own directory of "
         "offload files, removed when the run ends (zero_optimization.offload_*.nvme_path)",
         false},
-       ZDP_SET { c.nvme_path = std::string(v); }, ZDP_GET { return c.nvme_path; }},
+       ZDP_SET { c.zero.nvme_path = std::string(v); }, ZDP_GET { return c.zero.nvme_path; }},
       {{"--memory-budget", "BYTES",
         "Cap on what each rank holds, e.g. 8GB (10^9), 512MiB (2^20), 4G (2^30); over it: exit 3", false},
        ZDP_SET { c.memory_budget = parse_bytes(v, f); },
@@ -358,7 +332,7 @@ const std::vector<FlagEntry>& flag_table() {
         false, true},
        ZDP_SET { c.inject_overflow_unit = parse_int32(v, f); },
        ZDP_GET { return std::to_string(c.inject_overflow_unit); }},
-  };
+  });
   return table;
 }
 
@@ -382,10 +356,10 @@ std::span<const TrainFlag> train_flags() {
   return flags;
 }
 
-std::string flag_value(const TrainConfig& cfg, std::string_view flag) { return flag_entry(flag).get(cfg); }
+std::string flag_value(const TrainConfig& cfg, std::string_view flag) { return flag_entry(flag).value(cfg); }
 
 void apply_flag(TrainConfig& cfg, std::string_view flag, std::string_view value) {
-  flag_entry(flag).set(cfg, flag, value);
+  flag_entry(flag).apply(cfg, flag, value);
 }
 
 ResolvedConfig resolve_config(std::span<const std::pair<std::string, std::string>> given) {
@@ -396,7 +370,7 @@ ResolvedConfig resolve_config(std::span<const std::pair<std::string, std::string
   for (const FlagEntry& e : flag_table()) {
     if (e.flag.name == "--config") continue;
     for (const auto& [flag, value] : given)
-      if (flag == e.flag.name) e.set(out.config, flag, value);
+      if (flag == e.flag.name) e.apply(out.config, flag, value);
   }
   return out;
 }

@@ -13,12 +13,12 @@ namespace zerodp::train {
 std::array<uint64_t, kNumMemCategories> stage0_model_states(const zero::Engine& engine) {
   const zero::EngineConfig& c = engine.config();
   const uint64_t psi = engine.shards().total_padded();
-  const uint64_t p = dtype_size(c.dtype);
-  const uint64_t g = (c.fp32_grad_accum || c.dtype == DType::kF32) ? 4 : p;
+  const uint64_t p = dtype_size(c.precision.dtype);
+  const uint64_t g = (c.precision.fp32_grad_accum || c.precision.dtype == DType::kF32) ? 4 : p;
   std::array<uint64_t, kNumMemCategories> out{};
   out[static_cast<size_t>(MemCategory::kParam)] = psi * p;
   out[static_cast<size_t>(MemCategory::kGrad)] = psi * g;
-  out[static_cast<size_t>(MemCategory::kMaster)] = c.dtype == DType::kF32 ? 0 : psi * 4;
+  out[static_cast<size_t>(MemCategory::kMaster)] = c.precision.dtype == DType::kF32 ? 0 : psi * 4;
   out[static_cast<size_t>(MemCategory::kOptim)] = psi * 4 * optim::state_floats_per_param(c.optimizer);
   return out;
 }
@@ -79,7 +79,7 @@ std::string format_memory_report(const std::vector<RankLedgers>& ledgers,
 }
 
 void print_memory_report(const std::vector<RankLedgers>& ledgers, const zero::Engine& engine) {
-  fmt::print("{}", format_memory_report(ledgers, stage0_model_states(engine), engine.config().stage));
+  fmt::print("{}", format_memory_report(ledgers, stage0_model_states(engine), engine.config().zero.stage));
   std::fflush(stdout);
 }
 

@@ -14,9 +14,9 @@ namespace zerodp::train {
 
 void check_device_support(const TrainConfig& cfg, const device::DeviceSpec& spec) {
   // The GPU's GPT-2 kernels are 16-bit with fp32 accumulation; fp32 compute is the CPU's reference path.
-  ZDP_REQUIRE(device::supports(spec, cfg.dtype),
+  ZDP_REQUIRE(device::supports(spec, cfg.precision.dtype),
               "--device {}: {} compute runs on the CPU only; train on the GPU with --dtype bf16 (or fp16)",
-              device::device_spec_name(spec), dtype_name(cfg.dtype));
+              device::device_spec_name(spec), dtype_name(cfg.precision.dtype));
 }
 
 RunDevice open_run_device(const device::DeviceSpec& spec, std::shared_ptr<comm::Communicator> world) {

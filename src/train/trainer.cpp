@@ -29,39 +29,13 @@
 namespace zerodp::train {
 
 zero::EngineConfig engine_config(const TrainConfig& cfg) {
+  ZDP_CHECK(cfg.zero.shard_group_size >= 0, "--shard-group-size node not resolved to a rank count");
   zero::EngineConfig e;
-  e.stage = cfg.zero_stage;
-  e.dtype = cfg.dtype;
-  e.reduce_dtype = cfg.grad_reduce_dtype();
-  e.fp32_grad_accum = cfg.dtype != DType::kF32 && cfg.fp32_grad_accum;
+  e.zero = cfg.zero;
+  e.precision = cfg.precision;
+  e.optimizer = cfg.optimizer;
   e.micro_batch = static_cast<int>(cfg.micro_batch);
   e.seq = static_cast<int>(cfg.seq);
-  e.reduce_bucket_size = static_cast<size_t>(cfg.reduce_bucket_size);
-  e.allgather_bucket_size = static_cast<size_t>(cfg.allgather_bucket_size);
-  e.overlap_comm = cfg.overlap_comm;
-  e.stage3_max_live_parameters = static_cast<size_t>(cfg.stage3_max_live_parameters);
-  e.stage3_prefetch_bucket_size = static_cast<size_t>(cfg.stage3_prefetch_bucket_size);
-  e.reshard_after_forward = cfg.reshard_after_forward;
-  ZDP_CHECK(cfg.shard_group_size >= 0, "--shard-group-size node not resolved to a rank count");
-  e.shard_group_size = static_cast<int>(cfg.shard_group_size);
-  e.activation_checkpointing = cfg.activation_checkpointing;
-  e.stage3_param_persistence_threshold = static_cast<size_t>(cfg.stage3_param_persistence_threshold);
-  e.optimizer = cfg.optimizer_spec();
-  e.offload_optimizer = cfg.offload_optimizer;
-  e.optimizer_buffer_count = static_cast<int>(cfg.optimizer_buffer_count);
-  e.nvme_path = cfg.nvme_path;
-  e.sub_group_size = static_cast<size_t>(cfg.sub_group_size);
-  e.offload_param = cfg.offload_param;
-  e.param_buffer_count = static_cast<int>(cfg.param_buffer_count);
-  e.param_max_in_cpu = static_cast<size_t>(cfg.param_max_in_cpu);
-  e.loss_scale.enabled = cfg.dtype == DType::kF16;
-  e.loss_scale.static_scale = cfg.loss_scale;
-  e.loss_scale.initial_scale_power = cfg.initial_scale_power;
-  e.loss_scale.window = static_cast<int>(cfg.loss_scale_window);
-  e.loss_scale.hysteresis = cfg.hysteresis;
-  e.loss_scale.consecutive_hysteresis = cfg.consecutive_hysteresis;
-  e.loss_scale.min_scale = cfg.min_loss_scale;
-  e.loss_scale.max_overflows_at_min_scale = static_cast<int>(cfg.max_overflows_at_min_scale);
   e.inject_overflow_step = static_cast<int>(cfg.inject_overflow_step);
   e.inject_overflow_rank = static_cast<int>(cfg.inject_overflow_rank);
   e.inject_overflow_unit = static_cast<int>(cfg.inject_overflow_unit);
@@ -120,22 +94,12 @@ void check_fits_in_memory(const TrainConfig& cfg, const model::GPT2Config& mc, i
   plan::PlanInput in;
   in.gpt2 = mc;
   in.world = W;
-  in.shard_group = static_cast<int>(cfg.shard_group_size);
-  in.stage = cfg.zero_stage;
-  in.dtype = cfg.dtype;
-  in.fp32_grad_accum = cfg.dtype != DType::kF32 && cfg.fp32_grad_accum;
-  in.reduce_fp32 = cfg.dtype != DType::kF32 && cfg.grad_reduce_dtype() == DType::kF32;
+  in.zero = cfg.zero;
+  in.precision = cfg.precision;
   in.micro_batch = cfg.micro_batch;
   in.seq = cfg.seq;
   in.accum = cfg.accum;
-  in.activation_checkpointing = cfg.activation_checkpointing;
   in.gpu = gpu_memory > 0;
-  in.offload_optimizer = cfg.offload_optimizer;
-  in.sub_group_size = static_cast<uint64_t>(cfg.sub_group_size);
-  in.optimizer_buffer_count = static_cast<uint64_t>(cfg.optimizer_buffer_count);
-  in.offload_param = cfg.offload_param;
-  in.param_buffer_count = static_cast<uint64_t>(cfg.param_buffer_count);
-  in.param_max_in_cpu = static_cast<uint64_t>(cfg.param_max_in_cpu);
   const plan::MemoryEstimate e = plan::estimate_memory(in);
   // What offload moves to the host is this machine's memory all the same.
   if (gpu_memory > 0) {
@@ -144,13 +108,13 @@ void check_fits_in_memory(const TrainConfig& cfg, const model::GPT2Config& mc, i
                 "GPT-2 {} ({}) at ZeRO stage {} on {} rank{} needs {} of GPU memory a rank ({} of activations for "
                 "--micro-batch {} --seq {}), more than the GPU's {}: use a higher --zero-stage, more ranks, a smaller "
                 "--micro-batch or --activation-checkpointing (`zerodp estimate` plans it)",
-                mc.summary(), source, cfg.zero_stage, W, W == 1 ? "" : "s", format_bytes(on_gpu), format_bytes(e.act),
+                mc.summary(), source, cfg.zero.stage, W, W == 1 ? "" : "s", format_bytes(on_gpu), format_bytes(e.act),
                 cfg.micro_batch, cfg.seq, format_bytes(gpu_memory));
     const uint64_t have = physical_memory_bytes();
     ZDP_REQUIRE(have == 0 || e.host <= have,
                 "GPT-2 {} ({}) at ZeRO stage {} on {} rank{} offloads {} a rank to page-locked host memory, more than "
                 "this machine's {}: use more ranks, --offload-optimizer nvme or a higher --zero-stage",
-                mc.summary(), source, cfg.zero_stage, W, W == 1 ? "" : "s", format_bytes(e.host), format_bytes(have));
+                mc.summary(), source, cfg.zero.stage, W, W == 1 ? "" : "s", format_bytes(e.host), format_bytes(have));
     return;
   }
   const uint64_t states = e.param + e.grad + e.master + e.optim + e.host;
@@ -159,7 +123,7 @@ void check_fits_in_memory(const TrainConfig& cfg, const model::GPT2Config& mc, i
               "GPT-2 {} ({}) at ZeRO stage {} on {} rank{} needs {} a rank ({} of model states, {} of activations "
               "for --micro-batch {} --seq {}), more than this machine's {}: use a higher --zero-stage, more ranks, a "
               "smaller --micro-batch or --activation-checkpointing (`zerodp estimate` plans it)",
-              mc.summary(), source, cfg.zero_stage, W, W == 1 ? "" : "s", format_bytes(states + e.act),
+              mc.summary(), source, cfg.zero.stage, W, W == 1 ? "" : "s", format_bytes(states + e.act),
               format_bytes(states), format_bytes(e.act), cfg.micro_batch, cfg.seq, format_bytes(have));
 }
 
@@ -196,10 +160,10 @@ void log_validation_plan(const TrainConfig& cfg, const data::TokenStream& val, u
 
 // --shard-group-size node: the ranks of this host.
 void resolve_node_shard_group(TrainConfig& cfg, comm::Communicator& world) {
-  if (cfg.shard_group_size != TrainConfig::kShardGroupNode) return;
-  cfg.shard_group_size = ranks_per_host(world);
+  if (cfg.zero.shard_group_size != zero::ZeroSettings::kShardGroupNode) return;
+  cfg.zero.shard_group_size = ranks_per_host(world);
   if (world.rank() == 0)
-    log::info("--shard-group-size node: {} rank{} a host", cfg.shard_group_size, cfg.shard_group_size == 1 ? "" : "s");
+    log::info("--shard-group-size node: {} rank{} a host", cfg.zero.shard_group_size, cfg.zero.shard_group_size == 1 ? "" : "s");
 }
 
 // The engine's weights: the checkpoint's (then closed) with --resume, else --init's; returns the step
@@ -253,12 +217,12 @@ void apply_nonfinite_policy(zero::Engine& engine, const TrainConfig& cfg, const 
     engine.comm().barrier();
     throw RuntimeFailure(why);
   };
-  if (cfg.dtype == DType::kF16) {
+  if (cfg.precision.dtype == DType::kF16) {
     if (engine.loss_scaler().stuck())
       stop(fmt::format(
           "step {}: the fp16 gradients overflowed in {} steps in a row with the loss scale already at its "
           "minimum ({}): stopping (--min-loss-scale, --max-overflows-at-min-scale; bf16 has fp32's range)",
-          s, engine.loss_scaler().overflows_at_min_scale(), cfg.min_loss_scale));
+          s, engine.loss_scaler().overflows_at_min_scale(), cfg.precision.loss_scale.min_scale));
   } else if (!cfg.skip_nonfinite) {
     stop(fmt::format(
         "step {}: {}; stopping before it reaches the weights (nothing was updated; --skip-nonfinite skips such "
@@ -275,7 +239,7 @@ void log_progress(const TrainConfig& cfg, zero::Engine& engine, int64_t s, const
                   double ms, int64_t tokens_per_step, std::optional<double> val_loss, uint64_t val_tokens) {
   const bool progress = cfg.log_every > 0 && (s % cfg.log_every == 0 || s + 1 == cfg.steps);
   if (progress) {
-    const bool loss_scaling = cfg.dtype == DType::kF16;
+    const bool loss_scaling = cfg.precision.dtype == DType::kF16;
     log::info("step {:>{}}/{} | loss {:.4f} | grad norm {:.4f} | lr {:.3e} | {:.0f} tok/s | {:.1f} ms{}{}", s + 1,
               fmt::formatted_size("{}", cfg.steps), cfg.steps, r.loss, r.grad_norm, lr,
               tokens_per_step / (ms / 1000.0), ms,
@@ -311,7 +275,7 @@ void finish_run(zero::Engine& engine, const TrainConfig& cfg, const model::GPT2C
       log::info("wrote {}", cfg.out_path);
     }
   }
-  if (cfg.offload_optimizer == zero::Offload::kNvme) {
+  if (cfg.zero.offload_optimizer == zero::Offload::kNvme) {
     const zero::Engine::NvmeTraffic t = engine.nvme_traffic();
     log::info("nvme offload (rank 0): {} read, {} written; the updates moved {} in {:.3f} s ({:.1f} MB/s)",
               format_bytes(t.bytes_read), format_bytes(t.bytes_written), format_bytes(t.update_bytes),
@@ -337,8 +301,8 @@ TrainResult run_training(TrainConfig cfg) {
   // --resume the model is the checkpoint's (validated in full first); --init, if given, must match.
   std::optional<ckpt::Checkpoint> resume;
   if (!cfg.resume_path.empty()) {
-    const int N = cfg.shard_group_size > 0 ? static_cast<int>(cfg.shard_group_size) : W;
-    resume.emplace(open_checkpoint(*world, cfg.resume_path, ShardToRead{cfg.zero_stage, N, rank % N}));
+    const int N = cfg.zero.shard_group_size > 0 ? static_cast<int>(cfg.zero.shard_group_size) : W;
+    resume.emplace(open_checkpoint(*world, cfg.resume_path, ShardToRead{cfg.zero.stage, N, rank % N}));
   }
   std::optional<ckpt::GPT2Weights> weights;
   if (!cfg.init_path.empty()) weights.emplace(ckpt::GPT2Weights::open(cfg.init_path));
@@ -379,8 +343,8 @@ TrainResult run_training(TrainConfig cfg) {
   const int64_t tokens_per_step = cfg.tokens_per_step(W);
   log::info("training GPT-2 {} ({} parameters) on {} rank{} ({}): ZeRO stage {}, {}, B={} T={} G={} ({} tokens/step), "
             "{} steps",
-            mc.summary(), layout.total_numel(), W, W == 1 ? "" : "s", run_device.description, cfg.zero_stage,
-            dtype_name(cfg.dtype),
+            mc.summary(), layout.total_numel(), W, W == 1 ? "" : "s", run_device.description, cfg.zero.stage,
+            dtype_name(cfg.precision.dtype),
             cfg.micro_batch, cfg.seq, cfg.accum, tokens_per_step, cfg.steps);
   if (rank == 0 && !run_device.warning.empty()) log::warn("{}", run_device.warning);
 

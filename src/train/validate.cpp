@@ -105,57 +105,40 @@ void TrainConfig::validate_optimizer() const {
 
 void TrainConfig::validate_precision() const {
   auto finite_at_least_0 = [](double x) { return std::isfinite(x) && x >= 0; };
-  ZDP_REQUIRE(grad_reduce_dtype() == dtype || grad_reduce_dtype() == DType::kF32,
+  const DType dtype = precision.dtype, reduce = precision.grad_reduce_dtype();
+  ZDP_REQUIRE(reduce == dtype || reduce == DType::kF32,
               "--reduce-dtype (communication_data_type) must be the compute dtype ({}) or fp32, got {}",
-              dtype_name(dtype), dtype_name(grad_reduce_dtype()));
-  ZDP_REQUIRE(finite_at_least_0(loss_scale), "--loss-scale (fp16.loss_scale) must be >= 0, got {}", loss_scale);
-  ZDP_REQUIRE(initial_scale_power >= 0 && initial_scale_power <= 63,
-              "--initial-scale-power (fp16.initial_scale_power) must be in 0..63, got {}",
-              initial_scale_power);
-  ZDP_REQUIRE(loss_scale_window >= 1 && loss_scale_window <= std::numeric_limits<int>::max(),
-              "--loss-scale-window (fp16.loss_scale_window) must be in [1, 2^31 - 1], got {}", loss_scale_window);
-  ZDP_REQUIRE(max_overflows_at_min_scale >= 0 && max_overflows_at_min_scale <= std::numeric_limits<int>::max(),
-              "--max-overflows-at-min-scale must be in [0, 2^31 - 1], got {}", max_overflows_at_min_scale);
-  ZDP_REQUIRE(hysteresis >= 1, "--hysteresis (fp16.hysteresis) must be >= 1, got {}", hysteresis);
-  ZDP_REQUIRE(std::isfinite(min_loss_scale) && min_loss_scale > 0,
-              "--min-loss-scale (fp16.min_loss_scale) must be > 0, got {}", min_loss_scale);
+              dtype_name(dtype), dtype_name(reduce));
+  const zero::LossScaleConfig& s = precision.loss_scale;
+  ZDP_REQUIRE(finite_at_least_0(s.static_scale), "--loss-scale (fp16.loss_scale) must be >= 0, got {}", s.static_scale);
+  ZDP_REQUIRE(s.initial_scale_power >= 0 && s.initial_scale_power <= 63,
+              "--initial-scale-power (fp16.initial_scale_power) must be in 0..63, got {}", s.initial_scale_power);
+  ZDP_REQUIRE(s.window >= 1 && s.window <= std::numeric_limits<int>::max(),
+              "--loss-scale-window (fp16.loss_scale_window) must be in [1, 2^31 - 1], got {}", s.window);
+  ZDP_REQUIRE(s.max_overflows_at_min_scale >= 0 && s.max_overflows_at_min_scale <= std::numeric_limits<int>::max(),
+              "--max-overflows-at-min-scale must be in [0, 2^31 - 1], got {}", s.max_overflows_at_min_scale);
+  ZDP_REQUIRE(s.hysteresis >= 1, "--hysteresis (fp16.hysteresis) must be >= 1, got {}", s.hysteresis);
+  ZDP_REQUIRE(std::isfinite(s.min_scale) && s.min_scale > 0,
+              "--min-loss-scale (fp16.min_loss_scale) must be > 0, got {}", s.min_scale);
 }
 
+// The modes' rules and every setting's range are zero::check_zero_modes()'s (the planner and the
+// engine check the same); what is the command line's alone is here.
 void TrainConfig::validate_zero(int world_size) const {
-  zero::check_zero_modes(zero_modes(), world_size);
-  ZDP_REQUIRE(reduce_bucket_size > 0,
-              "--reduce-bucket-size (zero_optimization.reduce_bucket_size) must be > 0, got {}",
-              reduce_bucket_size);
-  ZDP_REQUIRE(allgather_bucket_size > 0,
-              "--allgather-bucket-size (zero_optimization.allgather_bucket_size) must be > 0, got {}",
-              allgather_bucket_size);
-  ZDP_REQUIRE(stage3_prefetch_bucket_size > 0,
-              "--prefetch-bucket-size (zero_optimization.stage3_prefetch_bucket_size) must be > 0, got {}",
-              stage3_prefetch_bucket_size);
-  ZDP_REQUIRE(stage3_max_live_parameters > 0,
-              "--max-live-parameters (zero_optimization.stage3_max_live_parameters) must be > 0, got {}",
-              stage3_max_live_parameters);
-  ZDP_REQUIRE(stage3_param_persistence_threshold >= 0,
-              "--param-persistence-threshold (zero_optimization.stage3_param_persistence_threshold) "
-              "must be >= 0, got {}",
-              stage3_param_persistence_threshold);
-  ZDP_REQUIRE(offload_optimizer != zero::Offload::kNvme || !nvme_path.empty(),
+  zero::ZeroSettings resolved = zero;
+  if (resolved.shard_group_size == zero::ZeroSettings::kShardGroupNode) resolved.shard_group_size = 0;  // not known yet
+  zero::check_zero_modes(resolved, world_size);
+  ZDP_REQUIRE(zero.offload_optimizer != zero::Offload::kNvme || !zero.nvme_path.empty(),
               "--offload-optimizer (zero_optimization.offload_optimizer.device) nvme needs --nvme-path DIR "
               "(zero_optimization.offload_optimizer.nvme_path): where the offload files go");
-  ZDP_REQUIRE(offload_param != zero::Offload::kNvme || !nvme_path.empty(),
+  ZDP_REQUIRE(zero.offload_param != zero::Offload::kNvme || !zero.nvme_path.empty(),
               "--offload-param (zero_optimization.offload_param.device) nvme needs --nvme-path DIR "
               "(zero_optimization.offload_param.nvme_path): where the offload files go");
-  ZDP_REQUIRE(optimizer_buffer_count >= 1 && optimizer_buffer_count <= 64,
-              "zero_optimization.offload_optimizer.buffer_count must be in 1..64, got {}", optimizer_buffer_count);
-  ZDP_REQUIRE(param_buffer_count >= 1 && param_buffer_count <= 64,
-              "zero_optimization.offload_param.buffer_count must be in 1..64, got {}", param_buffer_count);
-  ZDP_REQUIRE(param_max_in_cpu >= 0, "zero_optimization.offload_param.max_in_cpu must be >= 0, got {}",
-              param_max_in_cpu);
   // The engine ignores a shard group at stage 0; the command line says so rather than ignore a flag.
-  ZDP_REQUIRE(shard_group_size == 0 || zero_stage >= 1,
+  ZDP_REQUIRE(zero.shard_group_size == 0 || zero.stage >= 1,
               "--shard-group-size (zero_optimization.mics_shard_size) needs ZeRO stage 1, 2 or 3: stage 0 shards "
               "nothing (--zero-stage {} asked)",
-              zero_stage);
+              zero.stage);
 }
 
 void TrainConfig::validate_run(int world_size) const {

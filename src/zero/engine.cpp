@@ -75,7 +75,7 @@ struct Engine::Impl {
         pdt(st.pdt),
         gdt(st.gdt),
         mixed(st.mixed),
-        grad_direct(config.stage <= 1 && (config.dtype == DType::kF32 || config.fp32_grad_accum)),
+        grad_direct(config.zero.stage <= 1 && (config.precision.dtype == DType::kF32 || config.precision.fp32_grad_accum)),
         reducer(st, shard_group, replicas, cfg, clock),
         gatherer(st, shard_group, cfg, clock),
         optimizer(st, cfg),
@@ -139,7 +139,7 @@ struct Engine::Impl {
     switch (phase) {
       case UnitPhase::kEmbedForward:
       case UnitPhase::kBlockForward:
-        if (cfg.reshard_after_forward) release_gathered(u);
+        if (cfg.zero.reshard_after_forward) release_gathered(u);
         break;
       case UnitPhase::kHeadForward:
         break;  // the head's backward comes next and uses the same parameters
@@ -256,7 +256,7 @@ struct Engine::Impl {
     // Every rank holds the same two sums, so every rank takes the same branch.
     if (!std::isfinite(pair[0]) || !std::isfinite(scaled_norm)) {
       res.nonfinite = res.skipped = true;
-      if (cfg.loss_scale.enabled) {
+      if (cfg.precision.scales_loss()) {
         e.scaler_.update(true);
       } else {
         // Which units: one more (small) all-reduce, on this path only.
@@ -286,7 +286,7 @@ struct TypedRunner final : ModelRunner, model::UnitAccess<P> {
   Engine::Impl& impl;
   model::GPT2<P> gpt2;
   TypedRunner(Engine::Impl& i, const model::ParamLayout& l, const EngineConfig& c)
-      : impl(i), gpt2(l, c.micro_batch, c.seq, c.activation_checkpointing, c.dev()) {}
+      : impl(i), gpt2(l, c.micro_batch, c.seq, c.zero.activation_checkpointing, c.dev()) {}
   double forward(const int32_t* inputs, const int32_t* targets) override {
     return gpt2.forward(inputs, targets, *this);
   }
@@ -308,7 +308,7 @@ struct TypedRunner final : ModelRunner, model::UnitAccess<P> {
 
 std::unique_ptr<ModelRunner> Engine::Impl::make_runner(Impl& impl, const model::ParamLayout& l,
                                                        const EngineConfig& c) {
-  switch (c.dtype) {
+  switch (c.precision.dtype) {
     case DType::kF32: return std::make_unique<TypedRunner<float>>(impl, l, c);
     case DType::kBF16: return std::make_unique<TypedRunner<bf16>>(impl, l, c);
     case DType::kF16: return std::make_unique<TypedRunner<fp16>>(impl, l, c);
@@ -322,8 +322,8 @@ namespace {
 // N: the ranks a state is sharded over (hybrid sharding: the shard group; otherwise all W), once the
 // modes are known to go together.
 int checked_shard_group_ranks(const EngineConfig& c, int W) {
-  check_zero_modes(c.modes(), W);
-  return shard_group_ranks(c.modes(), W);
+  check_zero_modes(c.zero, W);
+  return shard_group_ranks(c.zero, W);
 }
 
 }  // namespace
@@ -334,8 +334,8 @@ Engine::Engine(const model::ParamLayout& layout, std::shared_ptr<comm::Communica
       config_(config),
       group_size_(checked_shard_group_ranks(config, comm_->size())),
       shards_(layout, group_size_, comm_->rank() % group_size_),
-      scaler_(config.loss_scale) {
-  if (config.offload_optimizer == Offload::kNvme || config.offload_param == Offload::kNvme)
+      scaler_(config.precision.loss_scale, config.precision.scales_loss()) {
+  if (config.zero.offload_optimizer == Offload::kNvme || config.zero.offload_param == Offload::kNvme)
     make_nvme_run_dir();
   // Inter-group traffic (hybrid sharding): in the ring over all W ranks the last rank of each group
   // sends to the next group; within a group no one does; across the groups everyone does.
@@ -366,7 +366,7 @@ Engine::~Engine() = default;
 // Every rank uses the directory named after rank 0's process and its run number (broadcast: the
 // ranks of one run agree on it, and no other run, in this process or another, has it); first, each rank removes what killed runs of its host left.
 void Engine::make_nvme_run_dir() {
-  io::remove_stale_run_dirs(config_.nvme_path);
+  io::remove_stale_run_dirs(config_.zero.nvme_path);
   char name[257] = {};  // 256 bytes travel; the last stays the terminator
   if (comm_->rank() == 0) {
     const std::string mine = io::run_dir_name(io::this_process(), io::next_run_number());
@@ -377,7 +377,7 @@ void Engine::make_nvme_run_dir() {
     comm::UntrackedTraffic untracked(*comm_);
     comm_->broadcast_bytes(name, sizeof name - 1, 0);
   }
-  run_dir_ = std::make_unique<io::RunDir>(config_.nvme_path, name);
+  run_dir_ = std::make_unique<io::RunDir>(config_.zero.nvme_path, name);
   config_.nvme_run_dir = run_dir_->path();
 }
 

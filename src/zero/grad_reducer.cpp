@@ -5,7 +5,7 @@ namespace zerodp::zero {
 
 GradReducer::GradReducer(ModelStates& states, comm::Communicator& comm, comm::Communicator* replicas,
                          const EngineConfig& config, CommClock& clock)
-    : st_(states), comm_(comm), replicas_(replicas), cfg_(config), clock_(clock), rdt_(config.reduce_dtype.value_or(config.dtype)) {
+    : st_(states), comm_(comm), replicas_(replicas), cfg_(config), clock_(clock), rdt_(config.precision.grad_reduce_dtype()) {
   if (st_.stage == 0) plan_buckets();
 }
 
@@ -16,7 +16,7 @@ void GradReducer::plan_buckets() {
   size_t size = 0;
   for (int u = U - 1; u >= 0; --u) {
     size += st_.unit(u).padded;
-    if (size >= cfg_.reduce_bucket_size || u == 0) {
+    if (size >= static_cast<size_t>(cfg_.zero.reduce_bucket_size) || u == 0) {
       buckets_.push_back({u, hi});
       for (int v = u; v <= hi; ++v) unit_bucket_[v] = static_cast<int>(buckets_.size()) - 1;
       hi = u - 1;
@@ -132,7 +132,7 @@ void GradReducer::push(Pending p) {
   pending_.push_back(std::move(p));
   // Without overlap every reduction is waited for at once; with it, a few stay in flight while the
   // backward goes on (bounded, since each holds a unit-sized buffer).
-  const size_t limit = cfg_.overlap_comm ? 3 : 0;
+  const size_t limit = cfg_.zero.overlap_comm ? 3 : 0;
   while (pending_.size() > limit) complete_oldest();
 }
 

@@ -5,8 +5,8 @@
 
 namespace zerodp::zero {
 
-LossScaler::LossScaler(const LossScaleConfig& c) : config_(c) {
-  if (!c.enabled) scale_ = 1;
+LossScaler::LossScaler(const LossScaleConfig& c, bool enabled) : config_(c), enabled_(enabled) {
+  if (!enabled) scale_ = 1;
   else if (c.static_scale > 0) scale_ = c.static_scale;
   else scale_ = std::ldexp(1.0, c.initial_scale_power);
   hysteresis_left_ = c.hysteresis;
@@ -25,7 +25,7 @@ void LossScaler::update(bool overflow) {
     return;
   }
   ++overflows_;
-  if (!config_.enabled) return;
+  if (!enabled_) return;
   if (!dynamic()) {
     ++overflows_at_min_;  // a static scale is its own minimum
     return;
@@ -40,7 +40,7 @@ void LossScaler::update(bool overflow) {
 }
 
 bool LossScaler::stuck() const {
-  return config_.enabled && config_.max_overflows_at_min_scale > 0 &&
+  return enabled_ && config_.max_overflows_at_min_scale > 0 &&
          overflows_at_min_ >= config_.max_overflows_at_min_scale;
 }
 

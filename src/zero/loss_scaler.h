@@ -18,19 +18,19 @@
 namespace zerodp::zero {
 
 struct LossScaleConfig {
-  bool enabled = false;           // dynamic or static scaling in use (fp16)
   double static_scale = 0;        // > 0: a fixed scale
   int initial_scale_power = 16;   // dynamic: starts at 2^power
-  int window = 1000;              // good steps between doublings
+  int64_t window = 1000;             // good steps between doublings
   int hysteresis = 2;             // DeepSpeed's delayed_shift: overflows before the scale halves
   bool consecutive_hysteresis = false;  // restore the hysteresis after every good step
   double min_scale = 1;
-  int max_overflows_at_min_scale = 10;  // overflowing steps in a row at min_scale before stuck()
+  int64_t max_overflows_at_min_scale = 10;  // overflowing steps in a row at min_scale before stuck()
 };
 
 class LossScaler {
  public:
-  explicit LossScaler(const LossScaleConfig& config);
+  // `enabled`: the run scales its loss (fp16); otherwise the scale is 1 and never changes.
+  LossScaler(const LossScaleConfig& config, bool enabled);
   double scale() const { return scale_; }
   // Records the outcome of a step (overflow or not) and adjusts the scale.
   void update(bool overflow);
@@ -52,9 +52,10 @@ class LossScaler {
   void set_state(const State& s);
 
  private:
-  bool dynamic() const { return config_.enabled && config_.static_scale <= 0; }
+  bool dynamic() const { return enabled_ && config_.static_scale <= 0; }
 
   LossScaleConfig config_;
+  bool enabled_;
   double scale_ = 1;
   int good_steps_ = 0;
   int hysteresis_left_ = 0;

@@ -13,17 +13,18 @@ ModelStates::ModelStates(const model::ParamLayout& l, const ShardLayout& s, cons
       dev(cfg.dev()),
       W(s.world()),
       r(s.rank()),
-      stage(cfg.stage),
-      pdt(cfg.dtype),
-      gdt(cfg.fp32_grad_accum || cfg.dtype == DType::kF32 ? DType::kF32 : cfg.dtype),
-      mixed(cfg.dtype != DType::kF32),
-      offload(cfg.offload_optimizer != Offload::kNone),
+      stage(cfg.zero.stage),
+      pdt(cfg.precision.dtype),
+      gdt(cfg.precision.fp32_grad_accum || pdt == DType::kF32 ? DType::kF32 : pdt),
+      mixed(pdt != DType::kF32),
+      offload(cfg.zero.offload_optimizer != Offload::kNone),
       has_master(mixed || offload),
-      offload_param(cfg.offload_param != Offload::kNone),
+      offload_param(cfg.zero.offload_param != Offload::kNone),
       num_states(static_cast<int>(optim::state_floats_per_param(cfg.optimizer))),
-      optim_nvme(cfg.offload_optimizer == Offload::kNvme),
-      param_nvme(cfg.offload_param == Offload::kNvme),
-      sub_group(optim_nvme ? nvme_sub_group(cfg.sub_group_size) : cfg.sub_group_size) {
+      optim_nvme(cfg.zero.offload_optimizer == Offload::kNvme),
+      param_nvme(cfg.zero.offload_param == Offload::kNvme),
+      sub_group(optim_nvme ? nvme_sub_group(static_cast<size_t>(cfg.zero.sub_group_size))
+                           : static_cast<size_t>(cfg.zero.sub_group_size)) {
   const int U = l.num_units();
   size_t acc = 0;
   for (int u = 0; u < U; ++u) {
@@ -34,9 +35,9 @@ ModelStates::ModelStates(const model::ParamLayout& l, const ShardLayout& s, cons
   // With parameter offload the shards in host memory are numbered apart, in param_host: every sharded
   // unit's (cpu), or those that fit in what is left of max_in_cpu elements, in unit order (nvme).
   size_t param_elems = 0, host_elems = 0, nvme_units = 0;
-  size_t in_cpu_left = cfg.param_max_in_cpu;
+  size_t in_cpu_left = static_cast<size_t>(cfg.zero.param_max_in_cpu);
   for (int u = 0; u < U; ++u) {
-    const bool whole = stage <= 2 || sh.unit(u).numel < cfg.stage3_param_persistence_threshold;
+    const bool whole = stage <= 2 || sh.unit(u).numel < static_cast<size_t>(cfg.zero.stage3_param_persistence_threshold);
     const size_t n = sh.unit(u).shard;
     const bool in_host = offload_param && !whole && (!param_nvme || n <= in_cpu_left);
     if (in_host && param_nvme) in_cpu_left -= n;
@@ -82,16 +83,14 @@ ModelStates::ModelStates(const model::ParamLayout& l, const ShardLayout& s, cons
   if (optim_nvme) {
     ZDP_CHECK(!cfg.nvme_run_dir.empty(), "NVMe optimizer offload without the run's directory");
     swap = std::make_unique<OptimizerSwap>(cfg.nvme_run_dir, r, shard, num_states, sub_group,
-                                           cfg.optimizer_buffer_count, cfg.dev());
+                                           static_cast<int>(cfg.zero.optimizer_buffer_count), cfg.dev());
   }
   if (nvme_units > 0) {
     ZDP_CHECK(!cfg.nvme_run_dir.empty() && offload, "NVMe parameter offload without the run's directory or "
               "the optimizer offloaded");
-    ZDP_REQUIRE(cfg.param_buffer_count >= 1, "offload_param.buffer_count must be at least 1, got {}",
-                cfg.param_buffer_count);
     std::vector<size_t> bytes;
     for (int u = 0; u < U; ++u) bytes.push_back(param_on_nvme(u) ? sh.unit(u).shard * dtype_size(pdt) : 0);
-    param_swap = std::make_unique<ParamSwap>(cfg.nvme_run_dir, r, bytes, cfg.param_buffer_count, cfg.dev());
+    param_swap = std::make_unique<ParamSwap>(cfg.nvme_run_dir, r, bytes, static_cast<int>(cfg.zero.param_buffer_count), cfg.dev());
   }
 }
 

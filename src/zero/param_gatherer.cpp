@@ -87,7 +87,7 @@ bool ParamGatherer::release(int u) {
 }
 
 void ParamGatherer::prefetch() {
-  if (!cfg_.overlap_comm) return;
+  if (!cfg_.zero.overlap_comm) return;
   size_t ahead = 0;
   // The forward's uses are the schedule's first U + 1 (embed, blocks, head).
   const size_t end = forward_only_ ? static_cast<size_t>(st_.num_units()) + 1 : schedule_.size();
@@ -96,7 +96,8 @@ void ParamGatherer::prefetch() {
     if (state_[v] != State::kSharded) continue;
     if (st_.param_on_nvme(v) && !st_.param_swap->read_buffer_free()) break;  // offload_param.buffer_count
     const size_t n = st_.unit(v).padded;
-    if (live_ + n > cfg_.stage3_max_live_parameters || ahead + n > cfg_.stage3_prefetch_bucket_size) break;
+    if (live_ + n > static_cast<size_t>(cfg_.zero.stage3_max_live_parameters) ||
+        ahead + n > static_cast<size_t>(cfg_.zero.stage3_prefetch_bucket_size)) break;
     start(v);
     ahead += n;
   }
@@ -125,12 +126,12 @@ void ParamGatherer::gather_after_update() {
     char* own = st_.param_at(u, static_cast<size_t>(st_.r) * s.shard);
     inflight.emplace_back(comm_.all_gather_async(own, unit, s.shard, st_.pdt), s.padded);
     live += s.padded;
-    while (live > cfg_.allgather_bucket_size && inflight.size() > 1) {
+    while (live > static_cast<size_t>(cfg_.zero.allgather_bucket_size) && inflight.size() > 1) {
       clock_.wait(inflight.front().first);
       live -= inflight.front().second;
       inflight.pop_front();
     }
-    if (!cfg_.overlap_comm) {
+    if (!cfg_.zero.overlap_comm) {
       clock_.wait(inflight.back().first);
       live -= inflight.back().second;
       inflight.pop_back();

@@ -1,12 +1,78 @@
 #include "zero/settings.h"
 
+#include <fmt/format.h>
+
 #include "core/error.h"
+#include "core/overloaded.h"
 #include "core/names.h"
+#include "core/parse.h"
 
 namespace zerodp::zero {
 
 namespace {
 constexpr Spelling<Offload> kOffloadNames[] = {{Offload::kNone, "none"}, {Offload::kCpu, "cpu"}, {Offload::kNvme, "nvme"}};
+
+using Z = ZeroSettings;
+
+// Every plain setting of ZeroSettings, in the order `zerodp train --help` lists them. The hybrid
+// shard group (N, node or all) and the NVMe path (one for both offload sections) have rules of their
+// own and are read by hand (train/flags.cpp, train/ds_config.cpp).
+const ZeroSettingRow kRows[] = {
+    {"--zero-stage", "S", "stage", "stage",
+     "ZeRO stage: 0 (replicated), 1 (optimizer state), 2 (+gradients), 3 (+parameters)", &Z::stage, 0, 3},
+    {"--reduce-bucket-size", "N", "reduce_bucket_size", "reduce_bucket_size",
+     "Elements per gradient reduction bucket", &Z::reduce_bucket_size, 1, INT64_MAX, true},
+    {"--allgather-bucket-size", "N", "allgather_bucket_size", "allgather_bucket_size",
+     "Elements per parameter all-gather bucket", &Z::allgather_bucket_size, 1},
+    {"--overlap-comm", "", "overlap_comm", "overlap_comm", "Overlap gradient reduction with the backward pass",
+     &Z::overlap_comm},
+    {"--contiguous-gradients", "", "contiguous_gradients", "contiguous_gradients",
+     "Accepted for DeepSpeed compatibility: zerodp always keeps gradients in flat contiguous unit buffers",
+     &Z::contiguous_gradients},
+    {"--prefetch-bucket-size", "N", "stage3_prefetch_bucket_size", "stage3_prefetch_bucket_size",
+     "Stage 3: elements of parameters fetched ahead (stage3_prefetch_bucket_size)", &Z::stage3_prefetch_bucket_size,
+     1, INT64_MAX, true},
+    {"--max-live-parameters", "N", "stage3_max_live_parameters", "stage3_max_live_parameters",
+     "Stage 3: most gathered parameter elements alive at once (stage3_max_live_parameters)",
+     &Z::stage3_max_live_parameters, 1, INT64_MAX, true},
+    {"--param-persistence-threshold", "N", "stage3_param_persistence_threshold",
+     "stage3_param_persistence_threshold",
+     "Stage 3: units (blocks, embeddings) of fewer elements stay whole on every rank, never gathered "
+     "(stage3_param_persistence_threshold; default 0: all sharded)",
+     &Z::stage3_param_persistence_threshold, 0},
+    {"--reshard-after-forward", "", "reshard_after_forward", "reshard_after_forward",
+     "Stage 3: free gathered parameters after each unit's forward (gather again for backward)",
+     &Z::reshard_after_forward},
+    {"--activation-checkpointing", "", "", "",
+     "Keep only each block's input and recompute its activations during backward (less act memory)",
+     &Z::activation_checkpointing, 0, INT64_MAX, true},
+    {"--offload-optimizer", "none|cpu|nvme", "offload_optimizer.device", "offload_optimizer",
+     "ZeRO-Offload (stages 1-3): fp32 master weights and optimizer states in host memory, the update run "
+     "there (nvme: in files under --nvme-path, read and written around each sub-group's update); same "
+     "results, less device memory",
+     &Z::offload_optimizer, 0, INT64_MAX, true},
+    {"--sub-group-size", "N", "sub_group_size", "sub_group_size",
+     "With --offload-optimizer: shard elements updated per host round trip, the size of the host gradient "
+     "staging buffer (zero_optimization.sub_group_size)",
+     &Z::sub_group_size, 1, INT64_MAX, true},
+    {"--buffer-count", "N", "offload_optimizer.buffer_count", "offload_optimizer_buffer_count",
+     "With --offload-optimizer nvme: host slots a sub-group's states pass through "
+     "(zero_optimization.offload_optimizer.buffer_count)",
+     &Z::optimizer_buffer_count, 1, 64, true},
+    {"--offload-param", "none|cpu|nvme", "offload_param.device", "offload_param",
+     "ZeRO-Infinity's parameter offload (stage 3): the parameter shards in host memory (nvme: in files under "
+     "--nvme-path, with --offload-optimizer too), copied up for each gather; same results, less device memory",
+     &Z::offload_param, 0, INT64_MAX, true},
+    {"--param-buffer-count", "N", "offload_param.buffer_count", "offload_param_buffer_count",
+     "With --offload-param nvme: host buffers the gathers read parameter shards through "
+     "(zero_optimization.offload_param.buffer_count)",
+     &Z::param_buffer_count, 1, 64, true},
+    {"--max-in-cpu", "N", "offload_param.max_in_cpu", "offload_param_max_in_cpu",
+     "With --offload-param nvme: shard elements kept in host memory, the units that fit taken in order "
+     "(zero_optimization.offload_param.max_in_cpu; default 0: every shard on nvme)",
+     &Z::param_max_in_cpu, 0, INT64_MAX, true},
+};
+
 }  // namespace
 
 Offload parse_offload(std::string_view text, std::string_view what) {
@@ -16,7 +82,63 @@ Offload parse_offload(std::string_view text, std::string_view what) {
 
 const char* offload_name(Offload o) { return name_of(kOffloadNames, o); }
 
-void check_zero_modes(const ZeroModes& m, int world_size) {
+std::span<const ZeroSettingRow> zero_setting_rows() { return kRows; }
+
+const ZeroSettingRow* find_zero_setting_by_flag(std::string_view flag) {
+  for (const ZeroSettingRow& r : kRows)
+    if (!r.flag.empty() && r.flag == flag) return &r;
+  return nullptr;
+}
+
+const ZeroSettingRow* find_zero_setting_by_key(std::string_view ds_key) {
+  for (const ZeroSettingRow& r : kRows)
+    if (!r.ds_key.empty() && r.ds_key == ds_key) return &r;
+  return nullptr;
+}
+
+std::string zero_setting_label(const ZeroSettingRow& r) {
+  if (r.ds_key.empty()) return std::string(r.flag);
+  if (r.flag.empty()) return fmt::format("zero_optimization.{}", r.ds_key);
+  return fmt::format("{} (zero_optimization.{})", r.flag, r.ds_key);
+}
+
+bool is_switch(const ZeroSettingRow& r) { return std::holds_alternative<bool Z::*>(r.field); }
+
+void set_zero_setting(ZeroSettings& z, const ZeroSettingRow& r, std::string_view text) {
+  std::visit(Overloaded{[&](int Z::*f) { z.*f = parse_int32(text, r.flag); },
+                        [&](int64_t Z::*f) { z.*f = parse_int(text, r.flag); },
+                        [&](bool Z::*f) { z.*f = parse_bool(text, r.flag); },
+                        [&](Offload Z::*f) { z.*f = parse_offload(text, r.flag); }},
+             r.field);
+}
+
+std::string zero_setting_text(const ZeroSettings& z, const ZeroSettingRow& r) {
+  return std::visit(Overloaded{[&](int Z::*f) { return std::to_string(z.*f); },
+                               [&](int64_t Z::*f) { return std::to_string(z.*f); },
+                               [&](bool Z::*f) { return std::string(z.*f ? "true" : "false"); },
+                               [&](Offload Z::*f) { return std::string(offload_name(z.*f)); }},
+                    r.field);
+}
+
+namespace {
+
+// Each count within its row's range.
+void check_ranges(const ZeroSettings& z) {
+  for (const ZeroSettingRow& r : kRows) {
+    int64_t v = 0;
+    if (const auto* f = std::get_if<int Z::*>(&r.field)) v = z.**f;
+    else if (const auto* g = std::get_if<int64_t Z::*>(&r.field)) v = z.**g;
+    else continue;
+    if (v >= r.min && v <= r.max) continue;
+    if (r.max == INT64_MAX)
+      throw UsageError(fmt::format("{} must be >= {}, got {}", zero_setting_label(r), r.min, v));
+    throw UsageError(fmt::format("{} must be in {}..{}, got {}", zero_setting_label(r), r.min, r.max, v));
+  }
+}
+
+}  // namespace
+
+void check_zero_modes(const ZeroSettings& m, int world_size) {
   ZDP_REQUIRE(m.stage >= 0 && m.stage <= 3, "--zero-stage (zero_optimization.stage) must be 0, 1, 2 or 3, got {}",
               m.stage);
   // ZeRO-Offload moves the sharded optimizer: at stage 0 nothing is sharded.
@@ -33,8 +155,7 @@ void check_zero_modes(const ZeroModes& m, int world_size) {
   ZDP_REQUIRE(m.offload_param != Offload::kNvme || m.offload_optimizer != Offload::kNone,
               "--offload-param (zero_optimization.offload_param.device) nvme needs --offload-optimizer cpu or nvme "
               "too: the offloaded update writes the parameter shards from host memory");
-  ZDP_REQUIRE(m.sub_group_size >= 1, "--sub-group-size (zero_optimization.sub_group_size) must be >= 1, got {}",
-              m.sub_group_size);
+  check_ranges(m);
   ZDP_REQUIRE(m.shard_group_size >= 0,
               "--shard-group-size (zero_optimization.mics_shard_size) must be a number of ranks >= 1, got {}",
               m.shard_group_size);
@@ -44,7 +165,7 @@ void check_zero_modes(const ZeroModes& m, int world_size) {
               m.shard_group_size, world_size, world_size == 1 ? "" : "s");
 }
 
-int shard_group_ranks(const ZeroModes& m, int world_size) {
+int shard_group_ranks(const ZeroSettings& m, int world_size) {
   if (m.stage == 0 || m.shard_group_size == 0) return world_size;
   return static_cast<int>(m.shard_group_size);
 }

@@ -13,13 +13,12 @@ inline model::GPT2Config padded_model() { return {2, 4, 48, 64, 32}; }  // L2 H4
 
 inline EngineConfig small_engine_config(int stage, DType dtype) {
   EngineConfig c;
-  c.stage = stage;
-  c.dtype = dtype;
+  c.zero.stage = stage;
+  c.precision.dtype = dtype;
   c.micro_batch = 2;
   c.seq = 16;
   c.optimizer.weight_decay = 0.1;
-  c.loss_scale.enabled = dtype == DType::kF16;
-  c.fp32_grad_accum = dtype == DType::kF16;
+  c.precision.fp32_grad_accum = dtype == DType::kF16;
   return c;
 }
 

@@ -98,16 +98,15 @@ RunResult run(bool alone, EngineConfig cfg, int G, int steps, double lr = 1e-3, 
 
 EngineConfig config(int stage, int B, int T = 16, DType dtype = DType::kF32) {
   EngineConfig c;
-  c.stage = stage;
+  c.zero.stage = stage;
   c.micro_batch = B;
   c.seq = T;
-  c.dtype = dtype;
+  c.precision.dtype = dtype;
   c.optimizer.weight_decay = 0.1;
-  c.reduce_bucket_size = 20000;  // several buckets
-  c.allgather_bucket_size = 20000;
-  c.stage3_max_live_parameters = 120000;
-  c.stage3_prefetch_bucket_size = 60000;
-  c.loss_scale.enabled = dtype == DType::kF16;
+  c.zero.reduce_bucket_size = 20000;  // several buckets
+  c.zero.allgather_bucket_size = 20000;
+  c.zero.stage3_max_live_parameters = 120000;
+  c.zero.stage3_prefetch_bucket_size = 60000;
   return c;
 }
 
@@ -157,7 +156,7 @@ TEST(Engine, Stage3PersistentUnitsMatchAndStayWhole) {
   // Blocks (about 50k elements) stay whole; the embedding unit (about 20k)... both, then one.
   for (size_t threshold : {size_t{1} << 30, layout.unit_numel(1)}) {
     EngineConfig c = config(3, B);
-    c.stage3_param_persistence_threshold = threshold;
+    c.zero.stage3_param_persistence_threshold = threshold;
     const uint64_t before = MemoryLedger::global().live(MemCategory::kParam);
     RunResult got;
     uint64_t param_bytes = 0;
@@ -191,7 +190,7 @@ TEST(Engine, Stage3LargerMicroBatchAndClipping) {
   const RunResult ref = run(true, config(0, W * B), 1, steps, 1e-3, 0.5);
   for (bool reshard : {true, false}) {
     EngineConfig c = config(3, B);
-    c.reshard_after_forward = reshard;
+    c.zero.reshard_after_forward = reshard;
     const RunResult got = run(false, c, 1, steps, 1e-3, 0.5);
     expect_same_training(got, ref, 1e-4, reshard ? "stage 3 clip" : "stage 3 no reshard clip");
   }
@@ -200,7 +199,7 @@ TEST(Engine, Stage3LargerMicroBatchAndClipping) {
 TEST(Engine, ActivationCheckpointingChangesNothingButMemory) {
   for (int stage : {0, 3}) {
     EngineConfig a = config(stage, 2), b = config(stage, 2);
-    b.activation_checkpointing = true;
+    b.zero.activation_checkpointing = true;
     const RunResult ra = run(false, a, 1, 3), rb = run(false, b, 1, 3);
     for (int s = 0; s < 3; ++s) EXPECT_EQ(ra.losses[s], rb.losses[s]) << "stage " << stage;
   }
@@ -210,7 +209,7 @@ TEST(Engine, WithoutOverlapTheResultsAreTheSame) {
   const int B = 2, steps = 3;
   for (int stage : {0, 3}) {
     EngineConfig a = config(stage, B), b = config(stage, B);
-    b.overlap_comm = false;
+    b.zero.overlap_comm = false;
     const RunResult ra = run(false, a, 1, steps), rb = run(false, b, 1, steps);
     for (int s = 0; s < steps; ++s) EXPECT_EQ(ra.losses[s], rb.losses[s]) << "stage " << stage;
   }
@@ -251,8 +250,8 @@ const PrecisionCase kPrecisions[] = {{DType::kF32, false, std::nullopt},
 
 EngineConfig precision_config(int stage, const PrecisionCase& p) {
   EngineConfig c = config(stage, 2, 16, p.dtype);
-  c.fp32_grad_accum = p.fp32_accum;
-  c.reduce_dtype = p.reduce;
+  c.precision.fp32_grad_accum = p.fp32_accum;
+  c.precision.reduce_dtype = p.reduce;
   return c;
 }
 
@@ -320,7 +319,7 @@ TEST(Engine, ModelStatesMatchTheFormulasExactly) {
                   Case{DType::kF16, false}}) {
     for (int stage = 0; stage <= 3; ++stage) {
       EngineConfig c = config(stage, 2, 16, cs.dtype);
-      c.fp32_grad_accum = cs.fp32_accum;
+      c.precision.fp32_grad_accum = cs.fp32_accum;
       const MemorySnapshot before = MemoryLedger::global().snapshot();
       auto group = std::make_unique<Group>(false);
       Engine engine(layout, group->comm, c);
@@ -416,7 +415,7 @@ TEST(Engine, HybridShardingMatchesFullSharding) {
       for (int G : {1, 2}) {
         EngineConfig c = config(stage, 2);
         const RunResult want = run(false, c, G, 4);
-        c.shard_group_size = N;
+        c.zero.shard_group_size = N;
         const std::string what = "W=" + std::to_string(W) + " N=" + std::to_string(N) + " stage " +
                                  std::to_string(stage) + " G=" + std::to_string(G);
         expect_same_training(run(false, c, G, 4), want, 1e-5, what);
@@ -424,7 +423,7 @@ TEST(Engine, HybridShardingMatchesFullSharding) {
     }
     EngineConfig c = config(2, 2, 16, DType::kBF16);
     const RunResult want = run(false, c, 1, 3);
-    c.shard_group_size = N;
+    c.zero.shard_group_size = N;
     expect_same_training(run(false, c, 1, 3), want, 2e-2, "bf16 N=" + std::to_string(N));
   }
 }
@@ -440,7 +439,7 @@ TEST(Engine, HybridShardingHoldsAndMovesWhatAnNRankRunDoes) {
     if (W % N != 0) continue;
     for (int stage = 1; stage <= 3; ++stage) {
       EngineConfig c = config(stage, 2);
-      c.shard_group_size = N;
+      c.zero.shard_group_size = N;
       const std::string what = "W=" + std::to_string(W) + " N=" + std::to_string(N) + " stage " + std::to_string(stage);
       const MemorySnapshot before = MemoryLedger::global().snapshot();
       Group group(false);
@@ -488,7 +487,7 @@ TEST(Engine, HybridShardingHoldsAndMovesWhatAnNRankRunDoes) {
   // N must divide W.
   if (W >= 2) {
     EngineConfig c = config(2, 2);
-    c.shard_group_size = W + 1;
+    c.zero.shard_group_size = W + 1;
     Group group(false);
     EXPECT_THROW({ Engine e(layout, group.comm, c); }, UsageError);
   }

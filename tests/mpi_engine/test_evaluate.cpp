@@ -54,12 +54,12 @@ EvalRun run(int stage, bool reshard, bool evaluate) {
     }
   };
   EngineConfig cfg;
-  cfg.stage = stage;
+  cfg.zero.stage = stage;
   cfg.micro_batch = B;
   cfg.seq = T;
-  cfg.reshard_after_forward = reshard;
-  cfg.stage3_max_live_parameters = 120000;
-  cfg.stage3_prefetch_bucket_size = 60000;
+  cfg.zero.reshard_after_forward = reshard;
+  cfg.zero.stage3_max_live_parameters = 120000;
+  cfg.zero.stage3_prefetch_bucket_size = 60000;
   EvalRun out;
   Engine engine(layout, comm, cfg);
   engine.load([&layout](int u, size_t b, size_t n, float* dst) {

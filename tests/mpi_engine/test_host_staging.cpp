@@ -289,7 +289,7 @@ Seen train(EngineConfig cfg, device::Device* dev, int steps, const model::GPT2Co
 
 EngineConfig config(int stage, DType dtype) {
   EngineConfig c = engine_tests::small_engine_config(stage, dtype);
-  c.reduce_bucket_size = 3000;  // several buckets at stage 0
+  c.zero.reduce_bucket_size = 3000;  // several buckets at stage 0
   return c;
 }
 
@@ -335,11 +335,11 @@ TEST(HostStaging, OptimizerOffloadUpdatesOnTheHost) {
         StagedCpuDevice staged;
         const EngineConfig plain = config(stage, dt);
         EngineConfig off = plain;
-        off.offload_optimizer = zero::Offload::kCpu;
-        off.sub_group_size = 700;  // several sub-groups, cutting through units
+        off.zero.offload_optimizer = zero::Offload::kCpu;
+        off.zero.sub_group_size = 700;  // several sub-groups, cutting through units
         if (nvme) {
-          off.offload_optimizer = zero::Offload::kNvme;
-          off.nvme_path = dir;
+          off.zero.offload_optimizer = zero::Offload::kNvme;
+          off.zero.nvme_path = dir;
         }
         const std::string what = std::string(dtype_name(dt)) + " stage " + std::to_string(stage) +
                                  (nvme ? ", optimizer on nvme" : ", optimizer on cpu");
@@ -368,15 +368,15 @@ TEST(HostStaging, ParameterOffloadGathersFromTheHost) {
       if (dt == DType::kF32 && k.nvme) continue;
       StagedCpuDevice staged;
       EngineConfig plain = config(3, dt);
-      plain.stage3_param_persistence_threshold = k.threshold;
-      plain.overlap_comm = k.prefetch;
+      plain.zero.stage3_param_persistence_threshold = k.threshold;
+      plain.zero.overlap_comm = k.prefetch;
       EngineConfig off = plain;
-      off.offload_optimizer = zero::Offload::kCpu;
-      off.offload_param = zero::Offload::kCpu;
-      off.sub_group_size = 700;
+      off.zero.offload_optimizer = zero::Offload::kCpu;
+      off.zero.offload_param = zero::Offload::kCpu;
+      off.zero.sub_group_size = 700;
       if (k.nvme) {
-        off.offload_param = zero::Offload::kNvme;
-        off.nvme_path = dir;
+        off.zero.offload_param = zero::Offload::kNvme;
+        off.zero.nvme_path = dir;
       }
       const std::string what = std::string(dtype_name(dt)) + (k.nvme ? " parameters on nvme" : " parameters on cpu") +
                                (k.prefetch ? "" : ", no prefetch") + ", threshold " + std::to_string(k.threshold);
@@ -455,11 +455,11 @@ TEST(HostStaging, StatesRestoredThroughHostBuffersAreTheVisitedOnes) {
     const Seen trained = train(cfg, nullptr, 1, model_config);
     EngineConfig scfg = cfg;
     scfg.device = &staged;
-    scfg.offload_optimizer = offload == Offload::kNone          ? zero::Offload::kNone
+    scfg.zero.offload_optimizer = offload == Offload::kNone          ? zero::Offload::kNone
                              : offload == Offload::kOptimizerNvme ? zero::Offload::kNvme
                                                                   : zero::Offload::kCpu;
-    scfg.offload_param = offload == Offload::kParamNvme ? zero::Offload::kNvme : zero::Offload::kNone;
-    scfg.nvme_path = dir;
+    scfg.zero.offload_param = offload == Offload::kParamNvme ? zero::Offload::kNvme : zero::Offload::kNone;
+    scfg.zero.nvme_path = dir;
     std::shared_ptr<comm::Communicator> comm = comm::world()->split(0, comm::world()->rank());
     Engine engine(layout, comm, scfg);
     // The rank's own ranges, as a checkpoint reader hands them out (weights -1, states 0..).

@@ -85,9 +85,9 @@ Trained train(const EngineConfig& cfg, int steps) {
 EngineConfig config(int stage, DType dtype, bool offload, size_t sub_group = 1'000'000'000,
                     bool offload_param = false) {
   EngineConfig c = engine_tests::small_engine_config(stage, dtype);
-  c.offload_optimizer = offload ? zero::Offload::kCpu : zero::Offload::kNone;
-  c.sub_group_size = sub_group;
-  c.offload_param = offload_param ? zero::Offload::kCpu : zero::Offload::kNone;
+  c.zero.offload_optimizer = offload ? zero::Offload::kCpu : zero::Offload::kNone;
+  c.zero.sub_group_size = sub_group;
+  c.zero.offload_param = offload_param ? zero::Offload::kCpu : zero::Offload::kNone;
   return c;
 }
 
@@ -166,9 +166,9 @@ TEST(Offload, NvmeSameBitsAsWithoutOffload) {
       c->optimizer.kind = k.kind;
       c->optimizer.momentum = k.momentum;
     }
-    nvme.offload_optimizer = zero::Offload::kNvme;
-    nvme.nvme_path = dir;
-    nvme.optimizer_buffer_count = k.slots;
+    nvme.zero.offload_optimizer = zero::Offload::kNvme;
+    nvme.zero.nvme_path = dir;
+    nvme.zero.optimizer_buffer_count = k.slots;
     const std::string what = name(k.stage, k.dt, k.sub_group) + " slots " + std::to_string(k.slots) +
                              (k.kind == optim::OptimizerKind::kSGD ? " SGD" : " AdamW");
     const Trained got = train(nvme, 3);
@@ -244,20 +244,20 @@ TEST(ParamOffload, SameBitsAsWithoutIt) {
   for (DType dt : {DType::kF32, DType::kBF16, DType::kF16}) {
     for (size_t threshold : {size_t{0}, size_t{5000}}) {
       EngineConfig plain = config(3, dt, false);
-      plain.stage3_param_persistence_threshold = threshold;
+      plain.zero.stage3_param_persistence_threshold = threshold;
       const Trained want = train(plain, steps);
       for (bool opt : {false, true}) {
         EngineConfig c = config(3, dt, opt, 1000, true);
-        c.stage3_param_persistence_threshold = threshold;
+        c.zero.stage3_param_persistence_threshold = threshold;
         const std::string what = std::string("param offload ") + dtype_name(dt) + (opt ? " + optimizer offload" : "") +
                                  " threshold " + std::to_string(threshold);
         expect_same_bits(train(c, steps), want, what);
       }
     }
     EngineConfig serial = config(3, dt, false, 1000, true);
-    serial.overlap_comm = false;
+    serial.zero.overlap_comm = false;
     EngineConfig serial_plain = config(3, dt, false);
-    serial_plain.overlap_comm = false;
+    serial_plain.zero.overlap_comm = false;
     expect_same_bits(train(serial, steps), train(serial_plain, steps),
                      std::string("param offload without prefetch ") + dtype_name(dt));
   }
@@ -276,14 +276,14 @@ TEST(ParamOffload, NvmeSameBitsAsWithoutIt) {
   for (DType dt : {DType::kF32, DType::kBF16, DType::kF16}) {
     for (const Case& k : {Case{0, true, false}, Case{0, true, true}, Case{5000, false, true}}) {
       EngineConfig plain = config(3, dt, false);
-      plain.stage3_param_persistence_threshold = k.threshold;
-      plain.overlap_comm = k.prefetch;
+      plain.zero.stage3_param_persistence_threshold = k.threshold;
+      plain.zero.overlap_comm = k.prefetch;
       EngineConfig c = config(3, dt, true, 1000, true);
-      c.stage3_param_persistence_threshold = k.threshold;
-      c.overlap_comm = k.prefetch;
-      c.offload_param = zero::Offload::kNvme;
-      if (k.optimizer_nvme) c.offload_optimizer = zero::Offload::kNvme;
-      c.nvme_path = dir;
+      c.zero.stage3_param_persistence_threshold = k.threshold;
+      c.zero.overlap_comm = k.prefetch;
+      c.zero.offload_param = zero::Offload::kNvme;
+      if (k.optimizer_nvme) c.zero.offload_optimizer = zero::Offload::kNvme;
+      c.zero.nvme_path = dir;
       const std::string what = std::string("param nvme ") + dtype_name(dt) + " threshold " +
                                std::to_string(k.threshold) + (k.prefetch ? "" : " no prefetch") +
                                (k.optimizer_nvme ? " optimizer nvme" : " optimizer cpu");
@@ -295,8 +295,8 @@ TEST(ParamOffload, NvmeSameBitsAsWithoutIt) {
   }
   // Without the optimizer offloaded there is no host copy of the weights to write the shards from.
   EngineConfig alone = config(3, DType::kBF16, false, 1000, true);
-  alone.offload_param = zero::Offload::kNvme;
-  alone.nvme_path = dir;
+  alone.zero.offload_param = zero::Offload::kNvme;
+  alone.zero.nvme_path = dir;
   const model::ParamLayout layout(offload_model());
   std::shared_ptr<comm::Communicator> comm = comm::world()->split(0, comm::world()->rank());
   EXPECT_THROW({ Engine e(layout, comm, alone); }, UsageError);
@@ -327,10 +327,10 @@ TEST(ParamOffload, NvmeBufferCountAndMaxInCpu) {
     const Trained want = train(config(3, dt, false), 3);
     for (const Case& k : {Case{1, 0, 0}, Case{2, s0 + sb - 1, 1}, Case{5, s0 + sb, 2}, Case{3, size_t{1} << 40, 3}}) {
       EngineConfig c = config(3, dt, true, 1000, true);
-      c.offload_param = zero::Offload::kNvme;
-      c.param_buffer_count = k.buffers;
-      c.param_max_in_cpu = k.max_in_cpu;
-      c.nvme_path = dir;
+      c.zero.offload_param = zero::Offload::kNvme;
+      c.zero.param_buffer_count = k.buffers;
+      c.zero.param_max_in_cpu = k.max_in_cpu;
+      c.zero.nvme_path = dir;
       const std::string what = std::string(dtype_name(dt)) + " buffer_count " + std::to_string(k.buffers) +
                                " max_in_cpu " + std::to_string(k.max_in_cpu) + " W=" + std::to_string(W);
       const Trained got = train(c, 3);
@@ -373,7 +373,7 @@ TEST(ParamOffload, LedgerHoldsTheShardsInTheHostTier) {
         const std::string what = std::string(dtype_name(dt)) + (opt ? " + optimizer offload" : "") + " threshold " +
                                  std::to_string(threshold) + " W=" + std::to_string(W);
         EngineConfig a = config(3, dt, opt, 1000), b = config(3, dt, opt, 1000, true);
-        a.stage3_param_persistence_threshold = b.stage3_param_persistence_threshold = threshold;
+        a.zero.stage3_param_persistence_threshold = b.zero.stage3_param_persistence_threshold = threshold;
         const Trained plain = train(a, 2), off = train(b, 2);
         // Unit 0 (4704 elements) is kept whole below a threshold of 5000; the blocks never are.
         uint64_t whole = 0, sharded = 0;

@@ -25,10 +25,10 @@ model::GPT2Config tiny() { return {2, 2, 24, 40, 16}; }  // units that do not di
 
 EngineConfig config(int stage, DType dtype, std::optional<DType> reduce = std::nullopt) {
   EngineConfig c;
-  c.stage = stage;
-  c.dtype = dtype;
-  c.reduce_dtype = reduce;
-  c.reduce_bucket_size = 3000;  // several stage-0 buckets
+  c.zero.stage = stage;
+  c.precision.dtype = dtype;
+  c.precision.reduce_dtype = reduce;
+  c.zero.reduce_bucket_size = 3000;  // several stage-0 buckets
   return c;
 }
 
@@ -102,7 +102,7 @@ TEST(GradReducer, SumsInRankOrderIntoWhatTheRankKeeps) {
       ModelStates st(f.layout, f.sh, c);
       CommClock clock;
       GradReducer reducer(st, *f.comm, nullptr, c, clock);
-      const DType rdt = c.reduce_dtype.value_or(c.dtype);
+      const DType rdt = c.precision.reduce_dtype.value_or(c.precision.dtype);
       reducer.begin_micro_step(true, true);
       for (int u = st.num_units() - 1; u >= 0; --u) {  // the backward's order
         const UnitShard& s = st.unit(u);
@@ -142,11 +142,11 @@ TEST(GradReducer, AccumulatesMicroStepsIntoTheShard) {
                         Case{DType::kBF16, DType::kF32, true}, Case{DType::kBF16, std::nullopt, false}}) {
     for (int stage = 2; stage <= 3; ++stage) {
       EngineConfig c = config(stage, k.dtype, k.reduce);
-      c.fp32_grad_accum = k.fp32_accum;
+      c.precision.fp32_grad_accum = k.fp32_accum;
       ModelStates st(f.layout, f.sh, c);
       CommClock clock;
       GradReducer reducer(st, *f.comm, nullptr, c, clock);
-      const DType rdt = c.reduce_dtype.value_or(c.dtype);
+      const DType rdt = c.precision.reduce_dtype.value_or(c.precision.dtype);
       for (int g = 0; g < 2; ++g) {
         reducer.begin_micro_step(g == 0, g == 1);
         for (int u = st.num_units() - 1; u >= 0; --u) {

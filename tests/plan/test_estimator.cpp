@@ -16,8 +16,8 @@ PlanInput bare(double params, int W, int stage, DType dtype) {
   PlanInput in;
   in.params = static_cast<uint64_t>(params);
   in.world = W;
-  in.stage = stage;
-  in.dtype = dtype;
+  in.zero.stage = stage;
+  in.precision.dtype = dtype;
   return in;
 }
 
@@ -56,15 +56,15 @@ TEST(Estimator, SevenBillionOnFourGpusInBf16) {
 TEST(Estimator, SixteenBytesAParameterEighteenWithFp32Accumulation) {
   PlanInput in = bare(1.56e9, 1, 0, DType::kBF16);
   EXPECT_EQ(model_states(estimate_memory(in)), 16 * 1'560'000'000ULL);
-  in.fp32_grad_accum = true;
+  in.precision.fp32_grad_accum = true;
   const MemoryEstimate m = estimate_memory(in);
   expect_within_1pct(model_states(m) / 1e9, 28.08, "GPT-2 XL, 18 bytes a parameter");
   EXPECT_EQ(m.grad, 4 * 1'560'000'000ULL);
   // The real GPT-2 XL, padded for one rank: 1,557,611,200 parameters.
   PlanInput xl;
   xl.gpt2 = gpt2_preset("gpt2-xl");
-  xl.dtype = DType::kBF16;
-  xl.fp32_grad_accum = true;
+  xl.precision.dtype = DType::kBF16;
+  xl.precision.fp32_grad_accum = true;
   EXPECT_EQ(param_counts(xl).numel, 1'557'611'200u);
   expect_within_1pct(model_states(estimate_memory(xl)) / 1e9, 28.08, "gpt2-xl preset, 18 bytes a parameter");
   // fp32 training: 4 + 4 + 0 + 8.
@@ -80,9 +80,9 @@ TEST(Estimator, ZeroOneMovesWhatPlainDataParallelismMoves) {
   // Stage 2 at G = 1 too; stage 3 moves 1.5 times; stage 2 at G = 4 moves 2.5 times.
   PlanInput in = bare(1e9, 8, 2, DType::kBF16);
   EXPECT_EQ(traffic_bytes_per_step(in), dp);
-  in.stage = 3;
+  in.zero.stage = 3;
   EXPECT_EQ(traffic_bytes_per_step(in) - 14, 5'250'000'000ULL);
-  in.stage = 2;
+  in.zero.stage = 2;
   in.accum = 4;
   EXPECT_EQ(traffic_bytes_per_step(in) - 14, 8'750'000'000ULL);
   // One rank sends nothing.
@@ -93,7 +93,7 @@ TEST(Estimator, ZeroOneMovesWhatPlainDataParallelismMoves) {
 // of the shard across the W/N groups, which is all that crosses a group boundary.
 TEST(Estimator, HybridShardingHoldsAnNRankRunsStatesAndAllReducesAcrossGroups) {
   PlanInput in = bare(1e9, 16, 2, DType::kBF16);
-  in.shard_group = 4;
+  in.zero.shard_group_size = 4;
   PlanInput four = bare(1e9, 4, 2, DType::kBF16);
   EXPECT_EQ(model_states(estimate_memory(in)), model_states(estimate_memory(four)));
   EXPECT_GT(model_states(estimate_memory(in)), model_states(estimate_memory(bare(1e9, 16, 2, DType::kBF16))));
@@ -102,17 +102,17 @@ TEST(Estimator, HybridShardingHoldsAnNRankRunsStatesAndAllReducesAcrossGroups) {
   EXPECT_EQ(traffic_inter_group_bytes_per_step(in), 750'000'000ULL);
   EXPECT_EQ(traffic_bytes_per_step(in), 3'000'000'000ULL + 750'000'000ULL + 15);
   // One group of all ranks, stage 0, and N = W are full sharding: nothing crosses.
-  in.shard_group = 16;
+  in.zero.shard_group_size = 16;
   EXPECT_EQ(traffic_inter_group_bytes_per_step(in), 0u);
   EXPECT_EQ(traffic_bytes_per_step(in), traffic_bytes_per_step(bare(1e9, 16, 2, DType::kBF16)));
-  in.shard_group = 4;
-  in.stage = 0;
+  in.zero.shard_group_size = 4;
+  in.zero.stage = 0;
   EXPECT_EQ(traffic_inter_group_bytes_per_step(in), 0u);
-  in.shard_group = 5;  // does not divide 16
+  in.zero.shard_group_size = 5;  // does not divide 16
   EXPECT_THROW(estimate_memory(in), UsageError);
   // The JSON names the inter-group bytes for hybrid stages only.
   PlanInput h = bare(1e9, 16, 0, DType::kBF16);
-  h.shard_group = 4;
+  h.zero.shard_group_size = 4;
   const auto json = to_json(estimate_stages(h, {0, 3}, 80'000'000'000ULL));
   EXPECT_FALSE(json["stages"][0].contains("traffic_inter_group_bytes_per_step"));
   EXPECT_EQ(json["stages"][1]["traffic_inter_group_bytes_per_step"], 750'000'000ULL);
@@ -122,14 +122,14 @@ TEST(Estimator, HybridShardingHoldsAnNRankRunsStatesAndAllReducesAcrossGroups) {
 // accumulated in: the compute dtype by default, fp32 when asked.
 TEST(Estimator, GradientsTravelInTheReduceDtypeAtEveryStage) {
   PlanInput in = bare(1e9, 8, 0, DType::kBF16);
-  in.fp32_grad_accum = true;
+  in.precision.fp32_grad_accum = true;
   const uint64_t bf16[] = {3'500'000'000ULL, 3'500'000'000ULL, 3'500'000'000ULL};  // 2·7/8·2, 7/8·(2+2)
   const uint64_t fp32[] = {7'000'000'000ULL, 5'250'000'000ULL, 5'250'000'000ULL};  // 2·7/8·4, 7/8·(4+2)
   for (int stage = 0; stage <= 2; ++stage) {
-    in.stage = stage;
-    in.reduce_fp32 = false;
+    in.zero.stage = stage;
+    in.precision.reduce_dtype.reset();
     EXPECT_EQ(traffic_bytes_per_step(in) - 14, bf16[stage]) << "stage " << stage;
-    in.reduce_fp32 = true;
+    in.precision.reduce_dtype = DType::kF32;
     EXPECT_EQ(traffic_bytes_per_step(in) - 14, fp32[stage]) << "stage " << stage << " reduce fp32";
   }
 }
@@ -147,16 +147,16 @@ TEST(Estimator, PadsUnitsAsTheEngineShardsThem) {
   EXPECT_EQ(c.numel, 144u + 2 * 872u);
   EXPECT_EQ(c.padded, 1968u);
   EXPECT_EQ(c.shard, 656u);
-  in.dtype = DType::kBF16;
+  in.precision.dtype = DType::kBF16;
   for (int s = 0; s <= 3; ++s) {
-    in.stage = s;
+    in.zero.stage = s;
     const MemoryEstimate m = estimate_memory(in);
     EXPECT_EQ(m.param, (s == 3 ? 656u : 1968u) * 2) << s;
     EXPECT_EQ(m.grad, (s <= 1 ? 1968u : 656u) * 2) << s;
     EXPECT_EQ(m.master, (s == 0 ? 1968u : 656u) * 4) << s;
     EXPECT_EQ(m.optim, (s == 0 ? 1968u : 656u) * 8) << s;
   }
-  in.dtype = DType::kF32;
+  in.precision.dtype = DType::kF32;
   EXPECT_EQ(estimate_memory(in).master, 0u);
 }
 
@@ -165,7 +165,7 @@ TEST(Estimator, PadsUnitsAsTheEngineShardsThem) {
 // stay on the device.
 TEST(Estimator, OptimizerOffloadMovesWhatTheEngineMoves) {
   PlanInput in = bare(1e9, 8, 2, DType::kBF16);  // shard 125M elements
-  in.offload_optimizer = Offload::kCpu;
+  in.zero.offload_optimizer = Offload::kCpu;
   MemoryEstimate m = estimate_memory(in);
   EXPECT_EQ(m.param, 2'000'000'000u);
   EXPECT_EQ(m.grad, 250'000'000u);  // the bf16 gradient shard stays
@@ -174,15 +174,15 @@ TEST(Estimator, OptimizerOffloadMovesWhatTheEngineMoves) {
   EXPECT_EQ(m.host_by.optim, 1'000'000'000u);
   EXPECT_EQ(m.host_by.grad, 500'000'000u);  // sub_group_size 1e9 > the shard: all of it
   EXPECT_EQ(m.host, 2'000'000'000u);
-  in.sub_group_size = 1000;
+  in.zero.sub_group_size = 1000;
   EXPECT_EQ(estimate_memory(in).host_by.grad, 2 * 4000u);
-  in.dtype = DType::kF32;  // the host keeps an fp32 master copy in fp32 runs too
+  in.precision.dtype = DType::kF32;  // the host keeps an fp32 master copy in fp32 runs too
   m = estimate_memory(in);
   EXPECT_EQ(m.master, 0u);
   EXPECT_EQ(m.host_by.master, 500'000'000u);
-  in.stage = 3;
-  in.offload_optimizer = Offload::kNvme;
-  in.offload_param = Offload::kNvme;
+  in.zero.stage = 3;
+  in.zero.offload_optimizer = Offload::kNvme;
+  in.zero.offload_param = Offload::kNvme;
   m = estimate_memory(in);
   EXPECT_EQ(model_states(m), 500'000'000u);  // the fp32 gradient shard
   EXPECT_EQ(m.nvme, 500'000'000u * 4);  // parameters, masters, m and v
@@ -191,11 +191,11 @@ TEST(Estimator, OptimizerOffloadMovesWhatTheEngineMoves) {
   EXPECT_EQ(m.host_by.grad, 2 * 1024u * 4);
   EXPECT_EQ(m.host_by.master, 4u * 1024 * 4);
   EXPECT_EQ(m.host_by.optim, 2u * 4 * 1024 * 4);
-  in.optimizer_buffer_count = 2;
+  in.zero.optimizer_buffer_count = 2;
   EXPECT_EQ(estimate_memory(in).host_by.master, 2u * 1024 * 4);
-  in.stage = 0;
+  in.zero.stage = 0;
   EXPECT_THROW(estimate_memory(in), UsageError);
-  in.stage = 2;
+  in.zero.stage = 2;
   EXPECT_THROW(estimate_memory(in), UsageError);  // parameters offload at stage 3 only
   EXPECT_THROW(zero::parse_offload("disk", "--offload-param"), UsageError);
 }
@@ -204,23 +204,23 @@ TEST(Estimator, OptimizerOffloadMovesWhatTheEngineMoves) {
 // each gather in flight stages one shard on the device (transient), ahead of its use.
 TEST(Estimator, ParamOffloadMovesTheShardsAndStagesTheGathersInFlight) {
   PlanInput in = bare(1e9, 8, 3, DType::kBF16);  // shard 125M elements
-  in.offload_param = Offload::kCpu;
+  in.zero.offload_param = Offload::kCpu;
   MemoryEstimate m = estimate_memory(in);
   EXPECT_EQ(m.param, 0u);
   EXPECT_EQ(m.host_by.param, 250'000'000u);
   EXPECT_EQ(m.host, 250'000'000u);
   EXPECT_EQ(m.master, 500'000'000u);  // the optimizer stays unless offloaded too
-  in.offload_optimizer = Offload::kCpu;
+  in.zero.offload_optimizer = Offload::kCpu;
   m = estimate_memory(in);
   EXPECT_EQ(m.host, 250'000'000u + 500'000'000u * 4);  // + masters, m, v and the gradient staging
   // A GPT-2: the blocks prefetched ahead of the one in use each hold a staged shard.
   PlanInput g;
   g.gpt2 = model::GPT2Config{12, 12, 768, 50257, 1024};
   g.world = 4;
-  g.stage = 3;
-  g.dtype = DType::kBF16;
+  g.zero.stage = 3;
+  g.precision.dtype = DType::kBF16;
   const MemoryEstimate plain = estimate_memory(g);
-  g.offload_param = Offload::kCpu;
+  g.zero.offload_param = Offload::kCpu;
   const MemoryEstimate off = estimate_memory(g);
   EXPECT_EQ(off.param, 0u);
   EXPECT_EQ(off.host_by.param, plain.param);
@@ -243,7 +243,7 @@ TEST(Estimator, GradientAccumulationKeepsTheLastReductionsInFlight) {
   PlanInput in;
   in.gpt2 = model::GPT2Config{2, 4, 64, 256, 64};
   in.world = 2;
-  in.stage = 3;
+  in.zero.stage = 3;
   in.micro_batch = 2;
   in.seq = 32;
   const uint64_t p0 = 20608, pb = 49984, s0 = 10304, sb = 24992;
@@ -260,13 +260,13 @@ TEST(Estimator, GradientAccumulationKeepsTheLastReductionsInFlight) {
   EXPECT_EQ(estimate_memory(in).transient, three);
   // Stage 2 carries the same reductions; stage 1 reduces once, after the last micro-step; one rank
   // reduces nothing.
-  in.stage = 2;
+  in.zero.stage = 2;
   in.accum = 1;
   const uint64_t stage2 = estimate_memory(in).transient;
   in.accum = 2;
   EXPECT_EQ(estimate_memory(in).transient - stage2, 4 * (p0 + 2 * pb));
   for (auto [stage, world] : {std::pair{1, 2}, std::pair{3, 1}}) {
-    in.stage = stage;
+    in.zero.stage = stage;
     in.world = world;
     in.accum = 1;
     const uint64_t base = estimate_memory(in).transient;
@@ -286,16 +286,16 @@ TEST(Estimator, StagesZeroOneHoldTheConversionsOfTheReductionsInFlight) {
   PlanInput in;
   in.gpt2 = model::GPT2Config{5, 4, 48, 256, 32};
   in.world = 2;
-  in.dtype = DType::kBF16;
+  in.precision.dtype = DType::kBF16;
   in.micro_batch = 2;
   in.seq = 16;
   const uint64_t p0 = 13920, pb = 28288, sb = 14144;
   const uint64_t wg0 = 4 * p0, wgb = 4 * pb;  // the fp32 working gradients (bf16 storage)
   auto transient = [&](int stage, bool fp32_accum, bool reduce_fp32, uint64_t bucket) {
-    in.stage = stage;
-    in.fp32_grad_accum = fp32_accum;
-    in.reduce_fp32 = reduce_fp32;
-    in.reduce_bucket_size = bucket;
+    in.zero.stage = stage;
+    in.precision.fp32_grad_accum = fp32_accum;
+    in.precision.reduce_dtype = reduce_fp32 ? std::optional<DType>(DType::kF32) : std::nullopt;
+    in.zero.reduce_bucket_size = bucket;
     uint64_t t = 0;
     for (int64_t G : {1, 2, 3}) {  // the earlier micro-steps leave nothing in flight
       in.accum = G;
@@ -339,27 +339,27 @@ TEST(Estimator, ParamNvmeKeepsWhatMaxInCpuHoldsInHostMemory) {
   PlanInput g;
   g.gpt2 = model::GPT2Config{4, 12, 768, 50257, 1024};
   g.world = 4;
-  g.stage = 3;
-  g.dtype = DType::kBF16;
-  g.offload_optimizer = Offload::kCpu;
-  g.offload_param = Offload::kNvme;
+  g.zero.stage = 3;
+  g.precision.dtype = DType::kBF16;
+  g.zero.offload_optimizer = Offload::kCpu;
+  g.zero.offload_param = Offload::kNvme;
   const model::ParamLayout layout(*g.gpt2);
   const uint64_t s0 = (layout.unit_numel(0) + 3) / 4, sb = (layout.unit_numel(1) + 3) / 4;
   ASSERT_GT(s0, sb);  // the embeddings' shard is the largest
   const uint64_t states = estimate_memory(g).host_by.param;  // the 5 + 2 buffers only
   EXPECT_EQ(states, 7 * s0 * 2);
   EXPECT_EQ(estimate_memory(g).nvme_by.param, (s0 + 4 * sb) * 2);
-  g.param_max_in_cpu = s0 + sb;  // the embeddings and block 1
-  g.param_buffer_count = 2;
+  g.zero.param_max_in_cpu = s0 + sb;  // the embeddings and block 1
+  g.zero.param_buffer_count = 2;
   MemoryEstimate m = estimate_memory(g);
   EXPECT_EQ(m.nvme_by.param, 3 * sb * 2);
   EXPECT_EQ(m.host_by.param, (s0 + sb + 4 * sb) * 2);
-  g.param_max_in_cpu = s0 - 1;  // not the embeddings: the blocks that fit in what is left
+  g.zero.param_max_in_cpu = s0 - 1;  // not the embeddings: the blocks that fit in what is left
   m = estimate_memory(g);
   const uint64_t blocks_in = std::min<uint64_t>(4, (s0 - 1) / sb);
   EXPECT_EQ(m.nvme_by.param, (s0 + sb * (4 - blocks_in)) * 2);
   EXPECT_EQ(m.host_by.param, (blocks_in * sb + (2 + 2) * s0) * 2);  // buffer_count 2
-  g.param_max_in_cpu = s0 + 4 * sb;  // everything: no file, no buffers
+  g.zero.param_max_in_cpu = s0 + 4 * sb;  // everything: no file, no buffers
   m = estimate_memory(g);
   EXPECT_EQ(m.nvme_by.param, 0u);
   EXPECT_EQ(m.host_by.param, (s0 + 4 * sb) * 2);
@@ -369,10 +369,10 @@ TEST(Estimator, LargestMicroBatchIsTheLastThatFits) {
   PlanInput in;
   in.gpt2 = gpt2_preset("gpt2");
   in.world = 8;
-  in.dtype = DType::kBF16;
+  in.precision.dtype = DType::kBF16;
   const uint64_t gpu = 16'000'000'000ULL;
   for (int s = 0; s <= 3; ++s) {
-    in.stage = s;
+    in.zero.stage = s;
     const std::optional<int64_t> b = max_micro_batch(in, gpu);
     ASSERT_TRUE(b.has_value());
     ASSERT_GE(*b, 1);
@@ -383,12 +383,12 @@ TEST(Estimator, LargestMicroBatchIsTheLastThatFits) {
     in.micro_batch = 1;
   }
   // Checkpointing fits more; sharding more fits more.
-  in.stage = 0;
+  in.zero.stage = 0;
   const int64_t plain = *max_micro_batch(in, gpu);
-  in.activation_checkpointing = true;
+  in.zero.activation_checkpointing = true;
   EXPECT_GT(*max_micro_batch(in, gpu), plain);
-  in.activation_checkpointing = false;
-  in.stage = 3;
+  in.zero.activation_checkpointing = false;
+  in.zero.stage = 3;
   EXPECT_GT(*max_micro_batch(in, gpu), plain);
   EXPECT_EQ(max_micro_batch(in, 1000), 0);
   EXPECT_FALSE(max_micro_batch(bare(1e9, 8, 0, DType::kBF16), gpu).has_value());

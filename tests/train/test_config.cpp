@@ -103,30 +103,30 @@ TEST(DsConfig, ReadsEveryDocumentedKey) {
   EXPECT_EQ(c.lr_schedule.warmup_type, WarmupType::kLinear);
   EXPECT_EQ(c.lr_schedule.warmup_min_ratio, 0.05);
   EXPECT_EQ(c.lr_schedule.cos_min_ratio, 0.1);
-  EXPECT_EQ(c.zero_stage, 3);
-  EXPECT_EQ(c.reduce_bucket_size, 50'000'000);
-  EXPECT_EQ(c.allgather_bucket_size, 20'000'000);
-  EXPECT_TRUE(c.overlap_comm);
-  EXPECT_FALSE(c.contiguous_gradients);
-  EXPECT_EQ(c.stage3_prefetch_bucket_size, 1'000'000);
-  EXPECT_EQ(c.stage3_max_live_parameters, 3'000'000);
-  EXPECT_EQ(c.stage3_param_persistence_threshold, 0);
-  EXPECT_FALSE(c.reshard_after_forward);
-  EXPECT_EQ(c.dtype, DType::kBF16);
-  EXPECT_EQ(c.loss_scale, 128);
-  EXPECT_EQ(c.initial_scale_power, 12);
-  EXPECT_EQ(c.loss_scale_window, 500);
-  EXPECT_EQ(c.hysteresis, 3);
-  EXPECT_EQ(c.min_loss_scale, 0.5);
-  EXPECT_EQ(c.grad_reduce_dtype(), DType::kF32);
-  EXPECT_FALSE(c.fp32_grad_accum);
+  EXPECT_EQ(c.zero.stage, 3);
+  EXPECT_EQ(c.zero.reduce_bucket_size, 50'000'000);
+  EXPECT_EQ(c.zero.allgather_bucket_size, 20'000'000);
+  EXPECT_TRUE(c.zero.overlap_comm);
+  EXPECT_FALSE(c.zero.contiguous_gradients);
+  EXPECT_EQ(c.zero.stage3_prefetch_bucket_size, 1'000'000);
+  EXPECT_EQ(c.zero.stage3_max_live_parameters, 3'000'000);
+  EXPECT_EQ(c.zero.stage3_param_persistence_threshold, 0);
+  EXPECT_FALSE(c.zero.reshard_after_forward);
+  EXPECT_EQ(c.precision.dtype, DType::kBF16);
+  EXPECT_EQ(c.precision.loss_scale.static_scale, 128);
+  EXPECT_EQ(c.precision.loss_scale.initial_scale_power, 12);
+  EXPECT_EQ(c.precision.loss_scale.window, 500);
+  EXPECT_EQ(c.precision.loss_scale.hysteresis, 3);
+  EXPECT_EQ(c.precision.loss_scale.min_scale, 0.5);
+  EXPECT_EQ(c.precision.grad_reduce_dtype(), DType::kF32);
+  EXPECT_FALSE(c.precision.fp32_grad_accum);
 }
 
 TEST(DsConfig, AutoKeepsZerodpsSetting) {
   TrainConfig c;
   c.lr = 0.02;
   c.micro_batch = 3;
-  c.zero_stage = 2;
+  c.zero.stage = 2;
   const auto warnings = apply_ds_config(c, R"({
     "train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
     "train_batch_size": "auto", "gradient_clipping": "auto",
@@ -141,9 +141,9 @@ TEST(DsConfig, AutoKeepsZerodpsSetting) {
   EXPECT_EQ(c.micro_batch, 3);
   EXPECT_FALSE(c.micro_batch_set);
   EXPECT_FALSE(c.train_batch_size.has_value());
-  EXPECT_EQ(c.zero_stage, 2);
-  EXPECT_EQ(c.dtype, DType::kF32);
-  EXPECT_EQ(c.reduce_bucket_size, TrainConfig{}.reduce_bucket_size);
+  EXPECT_EQ(c.zero.stage, 2);
+  EXPECT_EQ(c.precision.dtype, DType::kF32);
+  EXPECT_EQ(c.zero.reduce_bucket_size, TrainConfig{}.zero.reduce_bucket_size);
 }
 
 TEST(DsConfig, OptimizerSectionTakesDeepSpeedDefaults) {
@@ -245,19 +245,19 @@ TEST(DsConfig, WrongTypesNameTheKeyPath) {
 TEST(DsConfig, PrecisionSections) {
   TrainConfig c;
   apply_ds_config(c, R"({"fp16": {"enabled": true, "loss_scale": 0}})", "x.json");
-  EXPECT_EQ(c.dtype, DType::kF16);
-  EXPECT_EQ(c.loss_scale, 0.0);
+  EXPECT_EQ(c.precision.dtype, DType::kF16);
+  EXPECT_EQ(c.precision.loss_scale.static_scale, 0.0);
   TrainConfig d;
-  d.dtype = DType::kBF16;
+  d.precision.dtype = DType::kBF16;
   apply_ds_config(d, R"({"bf16": {"enabled": false}})", "x.json");
-  EXPECT_EQ(d.dtype, DType::kF32);  // the file speaks about precision and enables nothing
+  EXPECT_EQ(d.precision.dtype, DType::kF32);  // the file speaks about precision and enables nothing
   TrainConfig e;
-  e.dtype = DType::kBF16;
+  e.precision.dtype = DType::kBF16;
   apply_ds_config(e, R"({"gradient_clipping": 0.5})", "x.json");
-  EXPECT_EQ(e.dtype, DType::kBF16);  // silent about precision: unchanged
+  EXPECT_EQ(e.precision.dtype, DType::kBF16);  // silent about precision: unchanged
   TrainConfig f;
   apply_ds_config(f, R"({"bfloat16": {"enabled": true}})", "x.json");
-  EXPECT_EQ(f.dtype, DType::kBF16);
+  EXPECT_EQ(f.precision.dtype, DType::kBF16);
 }
 
 TEST(DsConfig, UnknownKeysAreWarningsNotErrors) {
@@ -277,7 +277,7 @@ TEST(DsConfig, UnknownKeysAreWarningsNotErrors) {
     EXPECT_TRUE(has_warning_about(warnings, key)) << key;
   EXPECT_FALSE(has_warning_about(warnings, "offload_optimizer"));
   EXPECT_FALSE(has_warning_about(warnings, "auto_cast"));
-  EXPECT_EQ(c.zero_stage, 2);  // the known keys still count
+  EXPECT_EQ(c.zero.stage, 2);  // the known keys still count
   for (const std::string& w : warnings) EXPECT_EQ(w.rfind("ds.json: ", 0), 0u) << w;
 }
 
@@ -324,21 +324,21 @@ TEST(DsConfig, UnimplementedFeaturesThatAreAskedForAreRefused) {
 TEST(DsConfig, HybridShardingFromTheFlagAndMicsShardSize) {
   TrainConfig c = runnable();
   apply_ds_config(c, R"({"zero_optimization": {"stage": 2, "mics_shard_size": 2}})", "ds.json");
-  EXPECT_EQ(c.shard_group_size, 2);
+  EXPECT_EQ(c.zero.shard_group_size, 2);
   EXPECT_NO_THROW(c.validate(4));
   EXPECT_TRUE(contains(usage_error([&] { c.validate(3); }), "--shard-group-size"));  // 2 does not divide 3
   apply_flag(c, "--shard-group-size", "node");
-  EXPECT_EQ(c.shard_group_size, TrainConfig::kShardGroupNode);
+  EXPECT_EQ(c.zero.shard_group_size, zero::ZeroSettings::kShardGroupNode);
   EXPECT_EQ(c.to_json()["zero"]["shard_group_size"], "node");
   apply_flag(c, "--shard-group-size", "4");
-  EXPECT_EQ(c.shard_group_size, 4);
+  EXPECT_EQ(c.zero.shard_group_size, 4);
   for (const char* bad : {"0", "-2", "two", ""})
     EXPECT_TRUE(contains(usage_error([&] { apply_flag(c, "--shard-group-size", bad); }), "--shard-group-size")) << bad;
-  c.zero_stage = 0;
+  c.zero.stage = 0;
   EXPECT_TRUE(contains(usage_error([&] { c.validate(4); }), "stage 0"));
   TrainConfig off = runnable();
   apply_ds_config(off, R"({"zero_optimization": {"mics_shard_size": -1}})", "ds.json");
-  EXPECT_EQ(off.shard_group_size, 0);
+  EXPECT_EQ(off.zero.shard_group_size, 0);
   EXPECT_TRUE(contains(usage_error([&] {
     apply_ds_config(off, R"({"zero_optimization": {"zero_hpz_partition_size": 2}})", "ds.json");
   }), "mics_shard_size"));
@@ -381,17 +381,17 @@ TEST(Flags, ParseErrorsNameTheFlag) {
 TEST(Flags, ValuesLand) {
   TrainConfig c;
   apply_flag(c, "--reduce-bucket-size", "5e8");
-  EXPECT_EQ(c.reduce_bucket_size, 500'000'000);
+  EXPECT_EQ(c.zero.reduce_bucket_size, 500'000'000);
   apply_flag(c, "--overlap-comm", "true");
-  EXPECT_TRUE(c.overlap_comm);
+  EXPECT_TRUE(c.zero.overlap_comm);
   apply_flag(c, "--contiguous-gradients", "0");
-  EXPECT_FALSE(c.contiguous_gradients);
+  EXPECT_FALSE(c.zero.contiguous_gradients);
   apply_flag(c, "--seed", "18446744073709551615");
   EXPECT_EQ(c.seed, UINT64_MAX);
   apply_flag(c, "--dtype", "bf16");
   apply_flag(c, "--reduce-dtype", "fp32");
-  EXPECT_EQ(c.dtype, DType::kBF16);
-  EXPECT_EQ(c.grad_reduce_dtype(), DType::kF32);
+  EXPECT_EQ(c.precision.dtype, DType::kBF16);
+  EXPECT_EQ(c.precision.grad_reduce_dtype(), DType::kF32);
   EXPECT_EQ(flag_value(c, "--dtype"), "bf16");
   EXPECT_EQ(flag_value(c, "--lr"), "0.001");
   EXPECT_EQ(flag_value(c, "--nesterov"), "false");
@@ -413,8 +413,8 @@ TEST(Flags, NonFiniteShuffleAndLossScalerFlags) {
   EXPECT_TRUE(c.skip_nonfinite);
   EXPECT_TRUE(c.shuffle && c.shuffle_set);
   EXPECT_FALSE(c.seed_set);
-  EXPECT_TRUE(c.consecutive_hysteresis);
-  EXPECT_EQ(c.max_overflows_at_min_scale, 3);
+  EXPECT_TRUE(c.precision.loss_scale.consecutive_hysteresis);
+  EXPECT_EQ(c.precision.loss_scale.max_overflows_at_min_scale, 3);
   apply_flag(c, "--seed", "7");
   EXPECT_TRUE(c.seed_set);
   EXPECT_TRUE(contains(usage_error([&] { apply_flag(c, "--shuffle", "maybe"); }), "--shuffle"));
@@ -424,7 +424,7 @@ TEST(Flags, NonFiniteShuffleAndLossScalerFlags) {
   EXPECT_EQ(j["fp16"]["consecutive_hysteresis"], true);
   TrainConfig d;
   apply_ds_config(d, R"({"fp16": {"enabled": true, "consecutive_hysteresis": true}})", "ds.json");
-  EXPECT_TRUE(d.consecutive_hysteresis);
+  EXPECT_TRUE(d.precision.loss_scale.consecutive_hysteresis);
 }
 
 TEST(Flags, EveryFlagHasHelpAndAParsableDefault) {
@@ -450,11 +450,11 @@ TEST(Resolve, FlagsWinOverTheJsonWhichWinsOverDefaults) {
   const std::vector<std::pair<std::string, std::string>> given = {
       {"--zero-stage", "1"}, {"--config", file.path()}, {"--micro-batch", "2"}, {"--init", "m"}};
   const ResolvedConfig r = resolve_config(given);
-  EXPECT_EQ(r.config.zero_stage, 1);          // flag over JSON
+  EXPECT_EQ(r.config.zero.stage, 1);          // flag over JSON
   EXPECT_EQ(r.config.micro_batch, 2);         // flag over JSON
   EXPECT_EQ(r.config.lr, 0.005);              // JSON over default
   EXPECT_EQ(r.config.optimizer.weight_decay, 0.2);      // JSON over default
-  EXPECT_TRUE(r.config.overlap_comm);         // JSON over default
+  EXPECT_TRUE(r.config.zero.overlap_comm);         // JSON over default
   EXPECT_EQ(r.config.seq, TrainConfig{}.seq);  // default
   EXPECT_EQ(r.config.init_path, "m");
   EXPECT_EQ(r.config.config_path, file.path());
@@ -515,15 +515,15 @@ TEST(Validate, ErrorsSayWhat) {
       {[](TrainConfig& c) { c.micro_batch = -1; }, "--micro-batch (train_micro_batch_size_per_gpu) must be in [1, 1048576]"},
       {[](TrainConfig& c) { c.seq = 0; }, "--seq must be in [1, 16777216]"},
       {[](TrainConfig& c) { c.accum = 0; }, "--accum (gradient_accumulation_steps) must be in [1, 1048576]"},
-      {[](TrainConfig& c) { c.zero_stage = 4; }, "--zero-stage (zero_optimization.stage) must be 0, 1, 2 or 3, got 4"},
+      {[](TrainConfig& c) { c.zero.stage = 4; }, "--zero-stage (zero_optimization.stage) must be 0, 1, 2 or 3, got 4"},
       {[](TrainConfig& c) { c.optimizer.beta1 = 1.0; }, "--beta1 (optimizer.params.betas[0]) must be in [0, 1)"},
       {[](TrainConfig& c) { c.optimizer.beta2 = -0.1; }, "--beta2"},
       {[](TrainConfig& c) { c.lr = std::nan(""); }, "--lr (optimizer.params.lr) must be a finite number"},
       {[](TrainConfig& c) { c.clip = -1; }, "--clip (gradient_clipping)"},
       {[](TrainConfig& c) { c.optimizer.weight_decay = -0.1; }, "--weight-decay"},
       {[](TrainConfig& c) {
-         c.dtype = DType::kF16;
-         c.reduce_dtype = DType::kBF16;
+         c.precision.dtype = DType::kF16;
+         c.precision.reduce_dtype = DType::kBF16;
        },
        "--reduce-dtype (communication_data_type) must be the compute dtype (fp16) or fp32, got bf16"},
       {[](TrainConfig& c) {
@@ -533,8 +533,8 @@ TEST(Validate, ErrorsSayWhat) {
          c.optimizer.nesterov = true;
        },
        "--nesterov needs --momentum > 0 and --dampening 0"},
-      {[](TrainConfig& c) { c.reduce_bucket_size = 0; }, "--reduce-bucket-size"},
-      {[](TrainConfig& c) { c.hysteresis = 0; }, "--hysteresis (fp16.hysteresis)"},
+      {[](TrainConfig& c) { c.zero.reduce_bucket_size = 0; }, "--reduce-bucket-size"},
+      {[](TrainConfig& c) { c.precision.loss_scale.hysteresis = 0; }, "--hysteresis (fp16.hysteresis)"},
       {[](TrainConfig& c) {
          c.lr_schedule.kind = LrScheduleKind::kWarmupCosineLR;
          c.lr_schedule.cos_min_ratio = -1;
@@ -553,8 +553,8 @@ TEST(Validate, ErrorsSayWhat) {
        "--micro-batch 1048576 x --seq 4096 = 4294967296 tokens per micro-batch, over the 2147483647 allowed"},
       {[](TrainConfig& c) { c.steps = int64_t{1} << 41; }, "--steps must be in [1, 2^40]"},
       {[](TrainConfig& c) { c.keep = int64_t{1} << 40; }, "--keep must be in [0, 1000000]"},
-      {[](TrainConfig& c) { c.loss_scale_window = int64_t{1} << 31; }, "--loss-scale-window (fp16.loss_scale_window) must be in [1, 2^31 - 1]"},
-      {[](TrainConfig& c) { c.max_overflows_at_min_scale = -1; }, "--max-overflows-at-min-scale must be in [0, 2^31 - 1]"},
+      {[](TrainConfig& c) { c.precision.loss_scale.window = int64_t{1} << 31; }, "--loss-scale-window (fp16.loss_scale_window) must be in [1, 2^31 - 1]"},
+      {[](TrainConfig& c) { c.precision.loss_scale.max_overflows_at_min_scale = -1; }, "--max-overflows-at-min-scale must be in [0, 2^31 - 1]"},
   };
   for (const Bad& b : cases) {
     TrainConfig c = runnable();
@@ -617,7 +617,7 @@ TEST(Finalize, DerivesWhatTrainBatchSizeImplies) {
 
 TEST(Config, ToJsonAndHelpers) {
   TrainConfig c = runnable();
-  c.zero_stage = 2;
+  c.zero.stage = 2;
   c.memory_budget = 1024;
   c.lr_schedule.kind = LrScheduleKind::kWarmupCosineLR;
   c.lr_schedule.cos_min_ratio = 0.1;
@@ -695,8 +695,8 @@ TEST(TrainOptions, TheContractsCommandLine) {
   EXPECT_EQ(c.optimizer.eps, 1e-6);
   EXPECT_EQ(c.optimizer.weight_decay, 0.05);
   EXPECT_EQ(c.clip, 1.0);
-  EXPECT_EQ(c.zero_stage, 2);
-  EXPECT_EQ(c.dtype, DType::kBF16);
+  EXPECT_EQ(c.zero.stage, 2);
+  EXPECT_EQ(c.precision.dtype, DType::kBF16);
   EXPECT_EQ(c.metrics_path, "m.jsonl");
   EXPECT_EQ(c.out_path, "final.safetensors");
   EXPECT_EQ(c.memory_budget, 512ull << 20);
@@ -706,13 +706,13 @@ TEST(TrainOptions, TheContractsCommandLine) {
 TEST(TrainOptions, SwitchesAndTheirNegations) {
   Cli a;
   TrainConfig c = a.parse("train --overlap-comm --no-contiguous-gradients --no-reshard-after-forward");
-  EXPECT_TRUE(c.overlap_comm);
-  EXPECT_FALSE(c.contiguous_gradients);
-  EXPECT_FALSE(c.reshard_after_forward);
+  EXPECT_TRUE(c.zero.overlap_comm);
+  EXPECT_FALSE(c.zero.contiguous_gradients);
+  EXPECT_FALSE(c.zero.reshard_after_forward);
   Cli b;
   c = b.parse("train --fp32-grad-accum=false");
-  EXPECT_FALSE(c.fp32_grad_accum);
-  EXPECT_EQ(c.overlap_comm, TrainConfig{}.overlap_comm);  // not given: the default
+  EXPECT_FALSE(c.precision.fp32_grad_accum);
+  EXPECT_EQ(c.zero.overlap_comm, TrainConfig{}.zero.overlap_comm);  // not given: the default
 }
 
 TEST(TrainOptions, CommandLineOverConfigFile) {
@@ -720,7 +720,7 @@ TEST(TrainOptions, CommandLineOverConfigFile) {
                          "params": {"lr": 0.005}}, "gradient_accumulation_steps": 4})");
   Cli cli;
   const TrainConfig c = cli.parse("train --config " + file.path() + " --zero-stage 1 --accum 2");
-  EXPECT_EQ(c.zero_stage, 1);
+  EXPECT_EQ(c.zero.stage, 1);
   EXPECT_EQ(c.accum, 2);
   EXPECT_EQ(c.lr, 0.005);
   EXPECT_EQ(c.config_path, file.path());
@@ -732,9 +732,9 @@ TEST(Offload, DsConfigKeysAreHonoured) {
   TrainConfig c;
   const auto warnings = apply_ds_config(c, R"({"zero_optimization": {"stage": 2, "sub_group_size": 1e6,
       "offload_optimizer": {"device": "cpu", "pin_memory": true, "buffer_count": 3, "ratio": 1}}})", "ds.json");
-  EXPECT_EQ(c.offload_optimizer, zero::Offload::kCpu);
-  EXPECT_EQ(c.sub_group_size, 1'000'000);
-  EXPECT_EQ(c.optimizer_buffer_count, 3);  // the NVMe slots
+  EXPECT_EQ(c.zero.offload_optimizer, zero::Offload::kCpu);
+  EXPECT_EQ(c.zero.sub_group_size, 1'000'000);
+  EXPECT_EQ(c.zero.optimizer_buffer_count, 3);  // the NVMe slots
   // pin_memory is accepted, with a note that it changes nothing here.
   EXPECT_EQ(warnings.size(), 1u);
   EXPECT_TRUE(has_warning_about(warnings, "zero_optimization.offload_optimizer.pin_memory"));
@@ -742,8 +742,8 @@ TEST(Offload, DsConfigKeysAreHonoured) {
   TrainConfig nv;
   const auto notes = apply_ds_config(nv, R"({"zero_optimization": {"stage": 3, "offload_optimizer": {"device": "nvme",
       "nvme_path": "/local_nvme", "pipeline_read": true, "pipeline_write": false}}})", "ds.json");
-  EXPECT_EQ(nv.offload_optimizer, zero::Offload::kNvme);
-  EXPECT_EQ(nv.nvme_path, "/local_nvme");
+  EXPECT_EQ(nv.zero.offload_optimizer, zero::Offload::kNvme);
+  EXPECT_EQ(nv.zero.nvme_path, "/local_nvme");
   EXPECT_TRUE(has_warning_about(notes, "zero_optimization.offload_optimizer.pipeline_read"));
   EXPECT_EQ(nv.to_json()["zero"]["nvme_path"], "/local_nvme");
   EXPECT_TRUE(contains(usage_error([&] {
@@ -754,9 +754,9 @@ TEST(Offload, DsConfigKeysAreHonoured) {
   // DeepSpeed's older spelling, and "none".
   TrainConfig old;
   apply_ds_config(old, R"({"zero_optimization": {"cpu_offload": true}})", "ds.json");
-  EXPECT_EQ(old.offload_optimizer, zero::Offload::kCpu);
+  EXPECT_EQ(old.zero.offload_optimizer, zero::Offload::kCpu);
   apply_ds_config(c, R"({"zero_optimization": {"offload_optimizer": {"device": "none"}}})", "ds.json");
-  EXPECT_EQ(c.offload_optimizer, zero::Offload::kNone);
+  EXPECT_EQ(c.zero.offload_optimizer, zero::Offload::kNone);
   // Wrong values name the key.
   EXPECT_TRUE(contains(usage_error([&] {
     apply_ds_config(c, R"({"zero_optimization": {"offload_optimizer": {"device": "gpu"}}})", "ds.json");
@@ -770,41 +770,41 @@ TEST(Offload, FlagsWinOverTheConfig) {
   const TempFile file(R"({"zero_optimization": {"stage": 3, "sub_group_size": 100,
                          "offload_optimizer": {"device": "cpu"}}})");
   ResolvedConfig r = resolve_config(std::vector<std::pair<std::string, std::string>>{{"--config", file.path()}});
-  EXPECT_EQ(r.config.offload_optimizer, zero::Offload::kCpu);
-  EXPECT_EQ(r.config.sub_group_size, 100);
+  EXPECT_EQ(r.config.zero.offload_optimizer, zero::Offload::kCpu);
+  EXPECT_EQ(r.config.zero.sub_group_size, 100);
   r = resolve_config(std::vector<std::pair<std::string, std::string>>{
       {"--config", file.path()}, {"--offload-optimizer", "none"}, {"--sub-group-size", "5"}});
-  EXPECT_EQ(r.config.offload_optimizer, zero::Offload::kNone);
-  EXPECT_EQ(r.config.sub_group_size, 5);
+  EXPECT_EQ(r.config.zero.offload_optimizer, zero::Offload::kNone);
+  EXPECT_EQ(r.config.zero.sub_group_size, 5);
   Cli cli;
   const TrainConfig c = cli.parse("train --offload-optimizer cpu --sub-group-size 1e4 --zero-stage 1");
-  EXPECT_EQ(c.offload_optimizer, zero::Offload::kCpu);
-  EXPECT_EQ(c.sub_group_size, 10'000);
-  EXPECT_EQ(TrainConfig{}.offload_optimizer, zero::Offload::kNone);  // the default
+  EXPECT_EQ(c.zero.offload_optimizer, zero::Offload::kCpu);
+  EXPECT_EQ(c.zero.sub_group_size, 10'000);
+  EXPECT_EQ(TrainConfig{}.zero.offload_optimizer, zero::Offload::kNone);  // the default
 }
 
 TEST(Offload, ValidationRefusesStageZeroNvmeWithoutPathAndEmptySubGroups) {
   TrainConfig c = runnable();
-  c.offload_optimizer = zero::Offload::kCpu;
-  c.zero_stage = 0;
+  c.zero.offload_optimizer = zero::Offload::kCpu;
+  c.zero.stage = 0;
   std::string msg = usage_error([&] { c.validate(2); });
   EXPECT_TRUE(contains(msg, "--offload-optimizer") && contains(msg, "stage 1, 2 or 3")) << msg;
   for (int stage : {1, 2, 3}) {
-    c.zero_stage = stage;
+    c.zero.stage = stage;
     EXPECT_NO_THROW(c.validate(2)) << stage;
   }
-  c.offload_optimizer = zero::Offload::kNvme;
+  c.zero.offload_optimizer = zero::Offload::kNvme;
   msg = usage_error([&] { c.validate(2); });
   EXPECT_TRUE(contains(msg, "nvme needs --nvme-path")) << msg;
-  c.nvme_path = "/tmp";
+  c.zero.nvme_path = "/tmp";
   EXPECT_NO_THROW(c.validate(2));
   for (int64_t bad : {0, 65}) {
-    c.optimizer_buffer_count = bad;
+    c.zero.optimizer_buffer_count = bad;
     EXPECT_TRUE(contains(usage_error([&] { c.validate(2); }), "buffer_count")) << bad;
   }
-  c.optimizer_buffer_count = 4;
-  c.offload_optimizer = zero::Offload::kCpu;
-  c.sub_group_size = 0;
+  c.zero.optimizer_buffer_count = 4;
+  c.zero.offload_optimizer = zero::Offload::kCpu;
+  c.zero.sub_group_size = 0;
   EXPECT_TRUE(contains(usage_error([&] { c.validate(2); }), "--sub-group-size"));
   TrainConfig f;
   EXPECT_TRUE(contains(usage_error([&] { apply_flag(f, "--offload-optimizer", "disk"); }), "--offload-optimizer"));
@@ -817,12 +817,12 @@ TEST(ParamOffload, DsConfigKeysAreHonoured) {
   const auto warnings = apply_ds_config(c, R"({"zero_optimization": {"stage": 3,
       "offload_param": {"device": "cpu", "pin_memory": true, "buffer_count": 5, "buffer_size": 1e8,
                         "max_in_cpu": 1e9}}})", "ds.json");
-  EXPECT_EQ(c.offload_param, zero::Offload::kCpu);
-  EXPECT_EQ(c.offload_optimizer, zero::Offload::kNone);
+  EXPECT_EQ(c.zero.offload_param, zero::Offload::kCpu);
+  EXPECT_EQ(c.zero.offload_optimizer, zero::Offload::kNone);
   // buffer_count and max_in_cpu are read (they shape nvme offload); pin_memory and buffer_size are
   // accepted, with a note that they change nothing here.
-  EXPECT_EQ(c.param_buffer_count, 5);
-  EXPECT_EQ(c.param_max_in_cpu, 1'000'000'000);
+  EXPECT_EQ(c.zero.param_buffer_count, 5);
+  EXPECT_EQ(c.zero.param_max_in_cpu, 1'000'000'000);
   EXPECT_EQ(warnings.size(), 2u);
   for (const char* k : {"pin_memory", "buffer_size"})
     EXPECT_TRUE(has_warning_about(warnings, std::string("zero_optimization.offload_param.") + k)) << k;
@@ -838,12 +838,12 @@ TEST(ParamOffload, DsConfigKeysAreHonoured) {
   // DeepSpeed's older spelling, "none", and nvme (read, then refused by validate()).
   TrainConfig old;
   apply_ds_config(old, R"({"zero_optimization": {"stage": 3, "cpu_offload_params": true}})", "ds.json");
-  EXPECT_EQ(old.offload_param, zero::Offload::kCpu);
+  EXPECT_EQ(old.zero.offload_param, zero::Offload::kCpu);
   apply_ds_config(c, R"({"zero_optimization": {"offload_param": {"device": "none"}}})", "ds.json");
-  EXPECT_EQ(c.offload_param, zero::Offload::kNone);
+  EXPECT_EQ(c.zero.offload_param, zero::Offload::kNone);
   apply_ds_config(c, R"({"zero_optimization": {"offload_param": {"device": "nvme", "nvme_path": "/x"}}})", "ds.json");
-  EXPECT_EQ(c.offload_param, zero::Offload::kNvme);
-  EXPECT_EQ(c.nvme_path, "/x");
+  EXPECT_EQ(c.zero.offload_param, zero::Offload::kNvme);
+  EXPECT_EQ(c.zero.nvme_path, "/x");
   EXPECT_TRUE(contains(usage_error([&] { c.validate(2); }), "--offload-optimizer"));  // nvme needs it too
   apply_ds_config(c, R"({"zero_optimization": {"offload_optimizer": {"device": "cpu"}}})", "ds.json");
   EXPECT_NO_THROW(c.validate(2));
@@ -856,34 +856,34 @@ TEST(ParamOffload, DsConfigKeysAreHonoured) {
 TEST(ParamOffload, FlagsWinOverTheConfig) {
   const TempFile file(R"({"zero_optimization": {"stage": 3, "offload_param": {"device": "cpu"}}})");
   ResolvedConfig r = resolve_config(std::vector<std::pair<std::string, std::string>>{{"--config", file.path()}});
-  EXPECT_EQ(r.config.offload_param, zero::Offload::kCpu);
+  EXPECT_EQ(r.config.zero.offload_param, zero::Offload::kCpu);
   r = resolve_config(std::vector<std::pair<std::string, std::string>>{{"--config", file.path()},
                                                                        {"--offload-param", "none"}});
-  EXPECT_EQ(r.config.offload_param, zero::Offload::kNone);
+  EXPECT_EQ(r.config.zero.offload_param, zero::Offload::kNone);
   Cli cli;
   const TrainConfig c = cli.parse("train --offload-param cpu --offload-optimizer cpu --zero-stage 3");
-  EXPECT_EQ(c.offload_param, zero::Offload::kCpu);
-  EXPECT_EQ(c.offload_optimizer, zero::Offload::kCpu);
-  EXPECT_EQ(TrainConfig{}.offload_param, zero::Offload::kNone);  // the default
+  EXPECT_EQ(c.zero.offload_param, zero::Offload::kCpu);
+  EXPECT_EQ(c.zero.offload_optimizer, zero::Offload::kCpu);
+  EXPECT_EQ(TrainConfig{}.zero.offload_param, zero::Offload::kNone);  // the default
 }
 
 TEST(ParamOffload, ValidationRefusesStagesZeroToTwoAndNvmeWithoutOptimizerOrPath) {
   TrainConfig c = runnable();
-  c.offload_param = zero::Offload::kCpu;
+  c.zero.offload_param = zero::Offload::kCpu;
   for (int stage : {0, 1, 2}) {
-    c.zero_stage = stage;
+    c.zero.stage = stage;
     const std::string msg = usage_error([&] { c.validate(2); });
     EXPECT_TRUE(contains(msg, "--offload-param") && contains(msg, "stage 3")) << msg;
   }
-  c.zero_stage = 3;
+  c.zero.stage = 3;
   EXPECT_NO_THROW(c.validate(2));
-  c.offload_param = zero::Offload::kNvme;
+  c.zero.offload_param = zero::Offload::kNvme;
   std::string msg = usage_error([&] { c.validate(2); });
   EXPECT_TRUE(contains(msg, "--offload-param") && contains(msg, "--offload-optimizer")) << msg;
-  c.offload_optimizer = zero::Offload::kCpu;
+  c.zero.offload_optimizer = zero::Offload::kCpu;
   msg = usage_error([&] { c.validate(2); });
   EXPECT_TRUE(contains(msg, "--offload-param") && contains(msg, "--nvme-path")) << msg;
-  c.nvme_path = "/tmp";
+  c.zero.nvme_path = "/tmp";
   EXPECT_NO_THROW(c.validate(2));
   TrainConfig f;
   EXPECT_TRUE(contains(usage_error([&] { apply_flag(f, "--offload-param", "disk"); }), "--offload-param"));

@@ -14,7 +14,6 @@ namespace {
 
 LossScaleConfig dynamic(int power, int window, int hysteresis, double min_scale = 1) {
   LossScaleConfig c;
-  c.enabled = true;
   c.initial_scale_power = power;
   c.window = window;
   c.hysteresis = hysteresis;
@@ -40,7 +39,7 @@ TEST(LossScaler, FollowsDeepSpeedsHysteresis) {
   //  it6 O: 2 -> 1, scale 8                  it7 G: (7-6) % 3 = 1
   //  it8 O: hysteresis 1 -> 4                it9 O: 2     it10 O: 1     it11 O: at the minimum: 1
   //  it12 G: 1.
-  LossScaler s(dynamic(4, 3, 2));
+  LossScaler s(dynamic(4, 3, 2), true);
   EXPECT_EQ(s.scale(), 16);
   const std::vector<double> want = {16, 8, 4, 4, 4, 8, 8, 8, 4, 2, 1, 1, 1};
   EXPECT_EQ(scales(s, "OOOGGGOGOOOOG"), want);
@@ -51,7 +50,7 @@ TEST(LossScaler, FollowsDeepSpeedsHysteresis) {
 
 TEST(LossScaler, GrowthCountsFromTheLastOverflowOrTheStart) {
   // window 2 from the start: it0 G (0 - -1 = 1), it1 G (2 % 2 = 0): double.
-  LossScaler s(dynamic(3, 2, 1));
+  LossScaler s(dynamic(3, 2, 1), true);
   EXPECT_EQ(scales(s, "GGGG"), (std::vector<double>{8, 16, 16, 32}));
   // hysteresis 1: every overflow halves; growth restarts from the overflow.
   EXPECT_EQ(scales(s, "OGGG"), (std::vector<double>{16, 16, 32, 32}));
@@ -59,10 +58,10 @@ TEST(LossScaler, GrowthCountsFromTheLastOverflowOrTheStart) {
 
 TEST(LossScaler, ConsecutiveHysteresisRestoresAfterEveryGoodStep) {
   LossScaleConfig c = dynamic(4, 1000, 2);
-  LossScaler plain(c);
+  LossScaler plain(c, true);
   EXPECT_EQ(scales(plain, "OGO"), (std::vector<double>{16, 16, 8}));
   c.consecutive_hysteresis = true;
-  LossScaler consecutive(c);
+  LossScaler consecutive(c, true);
   EXPECT_EQ(scales(consecutive, "OGOGO"), (std::vector<double>{16, 16, 16, 16, 16}));
   EXPECT_EQ(scales(consecutive, "O"), (std::vector<double>{8}));  // two in a row
 }
@@ -70,7 +69,7 @@ TEST(LossScaler, ConsecutiveHysteresisRestoresAfterEveryGoodStep) {
 TEST(LossScaler, StuckAfterOverflowsInARowAtTheMinimum) {
   LossScaleConfig c = dynamic(3, 1000, 1, 4);
   c.max_overflows_at_min_scale = 3;
-  LossScaler s(c);
+  LossScaler s(c, true);
   EXPECT_EQ(scales(s, "O"), std::vector<double>{4});  // 8 -> 4: reaching the minimum is not sitting at it
   EXPECT_FALSE(s.stuck());
   EXPECT_EQ(scales(s, "OO"), (std::vector<double>{4, 4}));
@@ -81,30 +80,29 @@ TEST(LossScaler, StuckAfterOverflowsInARowAtTheMinimum) {
   scales(s, "OOO");
   EXPECT_TRUE(s.stuck());
   c.max_overflows_at_min_scale = 0;  // never
-  LossScaler never(c);
+  LossScaler never(c, true);
   scales(never, "OOOOOOOOOO");
   EXPECT_FALSE(never.stuck());
 }
 
 TEST(LossScaler, StaticAndDisabled) {
   LossScaleConfig c;
-  c.enabled = true;
   c.static_scale = 128;
   c.max_overflows_at_min_scale = 2;
-  LossScaler s(c);
+  LossScaler s(c, true);
   EXPECT_EQ(scales(s, "OGO"), (std::vector<double>{128, 128, 128}));
   EXPECT_FALSE(s.stuck());
   s.update(true);
   EXPECT_TRUE(s.stuck());  // a static scale that overflows twice in a row cannot help itself
-  LossScaler off(LossScaleConfig{});
+  LossScaler off(LossScaleConfig{}, false);
   EXPECT_EQ(scales(off, "OOOG"), (std::vector<double>{1, 1, 1, 1}));
   EXPECT_FALSE(off.stuck());
 }
 
 TEST(LossScaler, StateRoundTrips) {
-  LossScaler a(dynamic(4, 3, 2));
+  LossScaler a(dynamic(4, 3, 2), true);
   scales(a, "OGO");
-  LossScaler b(dynamic(4, 3, 2));
+  LossScaler b(dynamic(4, 3, 2), true);
   b.set_state(a.state());
   EXPECT_EQ(scales(a, "GGGO"), scales(b, "GGGO"));
 }

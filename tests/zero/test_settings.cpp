@@ -12,13 +12,19 @@
 namespace zerodp::zero {
 namespace {
 
-std::string refusal(const ZeroModes& m, int world) {
+std::string refusal(const ZeroSettings& m, int world) {
   return zerodp::testing::error_message<UsageError>([&] { check_zero_modes(m, world); });
 }
 
-ZeroModes modes(int stage, Offload optimizer = Offload::kNone, Offload param = Offload::kNone, int64_t group = 0,
-                int64_t sub_group = 1000) {
-  return {stage, optimizer, param, group, sub_group};
+ZeroSettings modes(int stage, Offload optimizer = Offload::kNone, Offload param = Offload::kNone, int64_t group = 0,
+                   int64_t sub_group = 1000) {
+  ZeroSettings z;
+  z.stage = stage;
+  z.offload_optimizer = optimizer;
+  z.offload_param = param;
+  z.shard_group_size = group;
+  z.sub_group_size = sub_group;
+  return z;
 }
 
 bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
@@ -37,6 +43,41 @@ TEST(ZeroModes, EachRuleItsMessage) {
                   "--shard-group-size (zero_optimization.mics_shard_size) must be a number of ranks >= 1"));
   EXPECT_TRUE(has(refusal(modes(3, Offload::kNone, Offload::kNone, 3), 4),
                   "--shard-group-size (zero_optimization.mics_shard_size) 3 does not divide the 4 ranks"));
+}
+
+// Every count of the table within its row's range, the message naming the flag and the key.
+TEST(ZeroSettings, EachRangeItsMessage) {
+  ZeroSettings z;
+  z.reduce_bucket_size = 0;
+  EXPECT_TRUE(has(refusal(z, 1), "--reduce-bucket-size (zero_optimization.reduce_bucket_size) must be >= 1, got 0"));
+  z = ZeroSettings{};
+  z.optimizer_buffer_count = 65;
+  EXPECT_TRUE(has(refusal(z, 1),
+                  "--buffer-count (zero_optimization.offload_optimizer.buffer_count) must be in 1..64, got 65"));
+  z = ZeroSettings{};
+  z.param_max_in_cpu = -1;
+  EXPECT_TRUE(has(refusal(z, 1), "--max-in-cpu (zero_optimization.offload_param.max_in_cpu) must be >= 0, got -1"));
+  EXPECT_EQ(refusal(ZeroSettings{}, 1), "");
+}
+
+// The table: each flag and key found, set from text and shown back as the flag would take it.
+TEST(ZeroSettings, RowsSetAndShow) {
+  ZeroSettings z;
+  for (const ZeroSettingRow& row : zero_setting_rows()) {
+    if (!row.flag.empty()) EXPECT_EQ(find_zero_setting_by_flag(row.flag), &row);
+    if (!row.ds_key.empty()) EXPECT_EQ(find_zero_setting_by_key(row.ds_key), &row);
+    set_zero_setting(z, row, zero_setting_text(z, row));  // the defaults parse
+  }
+  const ZeroSettingRow& stage = *find_zero_setting_by_flag("--zero-stage");
+  set_zero_setting(z, stage, "3");
+  EXPECT_EQ(z.stage, 3);
+  set_zero_setting(z, *find_zero_setting_by_key("offload_param.device"), "nvme");
+  EXPECT_EQ(z.offload_param, Offload::kNvme);
+  set_zero_setting(z, *find_zero_setting_by_flag("--overlap-comm"), "off");
+  EXPECT_FALSE(z.overlap_comm);
+  EXPECT_EQ(zero_setting_text(z, *find_zero_setting_by_flag("--overlap-comm")), "false");
+  EXPECT_THROW(set_zero_setting(z, stage, "three"), UsageError);
+  EXPECT_EQ(find_zero_setting_by_flag("--no-such-flag"), nullptr);
 }
 
 TEST(ZeroModes, WhatGoesTogetherPasses) {

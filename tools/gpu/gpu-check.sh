@@ -163,7 +163,7 @@ if wants train; then
   # GPT-2 124M: zerodp at stages 0-3 (W=1, W=2) and PyTorch (eager, torch.compile); B, STEPS and the
   # rest through bench/gpu/run.sh's environment.
   Z="$BUILD/zerodp" OUT="$OUT/train" RUN_TIMEOUT=${RUN_TIMEOUT:-150} bash bench/gpu/run.sh || status=$?
-  python3 bench/gpu/report.py --check "$OUT/train" | tee "$OUT/train/report.md" || status=$?
+  PYTHONPATH="$PWD/tests/pylib${PYTHONPATH:+:$PYTHONPATH}" python3 bench/gpu/report.py --check "$OUT/train" | tee "$OUT/train/report.md" || status=$?
 fi
 echo "gpu-check: phases ${phases[*]}: exit $status"
 exit $status
