@@ -23,7 +23,7 @@ json zero_json(const zero::ZeroSettings& z) {
     if (row.json_key.empty()) continue;
     std::visit(
         [&](auto field) {
-          using T = std::remove_reference_t<decltype(z.*field)>;
+          using T = std::remove_cvref_t<decltype(z.*field)>;
           if constexpr (std::is_same_v<T, zero::Offload>)
             out[std::string(row.json_key)] = zero::offload_name(z.*field);
           else

@@ -245,9 +245,9 @@ const std::vector<FlagEntry>& flag_table() {
            c.zero.shard_group_size = s == "node" ? zero::ZeroSettings::kShardGroupNode : 0;
            return;
          }
-         c.zero.shard_group_size = parse_int(v, f);
-         ZDP_REQUIRE(c.zero.shard_group_size >= 1, "{}: expected a positive number of ranks, 'node' or 'all', got '{}'", f,
-                     v);
+         const int64_t n = parse_int(v, f);
+         ZDP_REQUIRE(n >= 1, "{}: expected a positive number of ranks, 'node' or 'all', got '{}'", f, v);
+         c.zero.shard_group_size = n;
        },
        ZDP_GET {
          return c.zero.shard_group_size == zero::ZeroSettings::kShardGroupNode ? std::string("node")

@@ -91,15 +91,8 @@ void check_fits_in_memory(const TrainConfig& cfg, const model::GPT2Config& mc, i
   ZDP_REQUIRE(act_bound.within(int64_t{1} << 62),
               "--micro-batch {} of GPT-2 {} ({}) would need more than 2^62 bytes of activations", cfg.micro_batch,
               mc.summary(), source);
-  plan::PlanInput in;
-  in.gpt2 = mc;
-  in.world = W;
-  in.zero = cfg.zero;
-  in.precision = cfg.precision;
-  in.micro_batch = cfg.micro_batch;
-  in.seq = cfg.seq;
-  in.accum = cfg.accum;
-  in.gpu = gpu_memory > 0;
+  const plan::PlanInput in{.gpt2 = mc, .world = W, .zero = cfg.zero, .precision = cfg.precision,
+                           .micro_batch = cfg.micro_batch, .seq = cfg.seq, .accum = cfg.accum, .gpu = gpu_memory > 0};
   const plan::MemoryEstimate e = plan::estimate_memory(in);
   // What offload moves to the host is this machine's memory all the same.
   if (gpu_memory > 0) {

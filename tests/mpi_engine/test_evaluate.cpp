@@ -102,8 +102,12 @@ TEST(Evaluate, ForwardOnlyTheSameAtEveryStageAndTrainingUnchanged) {
       EXPECT_EQ(with.sums, ref.sums) << what << ": the forward's per-sequence losses, bit for bit";
       EXPECT_EQ(with.losses, without.losses) << what;
       EXPECT_EQ(with.traffic, without.traffic) << what;
-      if (comm::world()->rank() == 0) EXPECT_EQ(with.params, without.params) << what;
-      if (stage == 3) EXPECT_EQ(with.gathered_after_eval, 0) << what << ": every gathered unit released";
+      if (comm::world()->rank() == 0) {
+        EXPECT_EQ(with.params, without.params) << what;
+      }
+      if (stage == 3) {
+        EXPECT_EQ(with.gathered_after_eval, 0) << what << ": every gathered unit released";
+      }
     }
   }
 }

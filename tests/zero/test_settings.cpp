@@ -64,8 +64,12 @@ TEST(ZeroSettings, EachRangeItsMessage) {
 TEST(ZeroSettings, RowsSetAndShow) {
   ZeroSettings z;
   for (const ZeroSettingRow& row : zero_setting_rows()) {
-    if (!row.flag.empty()) EXPECT_EQ(find_zero_setting_by_flag(row.flag), &row);
-    if (!row.ds_key.empty()) EXPECT_EQ(find_zero_setting_by_key(row.ds_key), &row);
+    if (!row.flag.empty()) {
+      EXPECT_EQ(find_zero_setting_by_flag(row.flag), &row);
+    }
+    if (!row.ds_key.empty()) {
+      EXPECT_EQ(find_zero_setting_by_key(row.ds_key), &row);
+    }
     set_zero_setting(z, row, zero_setting_text(z, row));  // the defaults parse
   }
   const ZeroSettingRow& stage = *find_zero_setting_by_flag("--zero-stage");
