@@ -124,24 +124,25 @@ uint64_t transient_bytes_stages23(const PlanInput& in, const Units& u) {
   // stays at its largest through the later ones.
   const uint64_t stg = staging_bytes(in, u);
   const uint64_t block_stg = per_unit ? reduction_staging_bytes(false, u.sb, r, W) : stg;
-  // The bytes each reduction in flight holds, oldest first. The reducer keeps three in
-  // flight, retiring the oldest when a fourth is launched, and waits for the rest only after the
-  // last micro-step (zero/grad_reducer.h, complete_all): a later micro-step begins with the previous
-  // one's last three (or, with one block, the last two and the one before's unit 0) in flight,
-  // through its forward and into its backward. From the fourth micro-step on, every one repeats the
-  // one before.
+  // The bytes each reduction in flight holds, oldest first. The reducer keeps N =
+  // max_reductions_in_flight in flight, retiring the oldest when one more is launched, and waits for
+  // the rest only after the last micro-step (zero/grad_reducer.h, complete_all): a later micro-step
+  // begins with the last N reductions launched (the previous micro-step's, or with few blocks some of
+  // the one before's too) in flight, through its forward and into its backward. From micro-step N + 1
+  // on, every one repeats the one before.
+  const uint64_t in_flight = u64(in.zero.max_reductions_in_flight);
   std::deque<uint64_t> open;
   uint64_t open_bytes = 0;
   auto launch = [&](uint64_t bytes) {
     open.push_back(bytes);
     open_bytes += bytes;
-    if (open.size() > 3) {
+    if (open.size() > in_flight) {
       open_bytes -= open.front();
       open.pop_front();
     }
   };
   uint64_t peak = 0;
-  const int64_t steps = per_unit ? std::min<int64_t>(in.accum, 4) : 1;
+  const int64_t steps = per_unit ? std::min<int64_t>(in.accum, in.zero.max_reductions_in_flight + 1) : 1;
   for (int64_t g = 0; g < steps; ++g) {
     // A reduction holds the unit to send (the fp32 gradient, in `gathered`, or its conversion, in
     // `comm`) and the shard to receive, except that the first micro-step's sum lands straight in the
@@ -187,8 +188,8 @@ uint64_t transient_bytes_stages23(const PlanInput& in, const Units& u) {
 // soon as it can be: stage 0 a bucket's all-reduce once its last unit (its lowest) is stored, stage
 // 1 each unit's reduce-scatter. A reduction in the stored gradient's dtype runs in place; in
 // another, the reducer converts into buffers of the reduction dtype that the reduction holds until
-// it is retired (stage 0: the bucket; stage 1: the unit and the shard to receive). Three stay in
-// flight, a fourth's buffers allocated before the oldest is retired. The communicator's staging is
+// it is retired (stage 0: the bucket; stage 1: the unit and the shard to receive). N =
+// max_reductions_in_flight stay in flight, one more's buffers allocated before the oldest is retired. The communicator's staging is
 // grown (the old buffer freed first) when a reduction that needs more is issued, after its
 // conversion buffers exist, and held until the last reduction issued is waited for: through the
 // rest of the backward.
@@ -204,6 +205,7 @@ uint64_t transient_bytes_stages01(const PlanInput& in, const Units& u) {
   if (W <= 1) return peak;
   const bool convert = r != grad_bytes(in);
   std::deque<uint64_t> open;  // conversion bytes of the reductions in flight, oldest first
+  const uint64_t in_flight = u64(in.zero.max_reductions_in_flight);
   uint64_t open_bytes = 0, stg = 0;
   // `rest`: what else is live when the reduction is launched (unit 0's gradient while blocks are).
   auto launch = [&](uint64_t rest, uint64_t bytes, uint64_t staging) {
@@ -211,7 +213,7 @@ uint64_t transient_bytes_stages01(const PlanInput& in, const Units& u) {
     peak = std::max(peak, rest + open_bytes + bytes + stg);
     open.push_back(bytes);
     open_bytes += bytes;
-    if (open.size() > 3) {
+    if (open.size() > in_flight) {
       open_bytes -= open.front();
       open.pop_front();
     }

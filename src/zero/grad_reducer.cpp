@@ -132,7 +132,7 @@ void GradReducer::push(Pending p) {
   pending_.push_back(std::move(p));
   // Without overlap every reduction is waited for at once; with it, a few stay in flight while the
   // backward goes on (bounded, since each holds a unit-sized buffer).
-  const size_t limit = cfg_.zero.overlap_comm ? 3 : 0;
+  const size_t limit = cfg_.zero.overlap_comm ? static_cast<size_t>(cfg_.zero.max_reductions_in_flight) : 0;
   while (pending_.size() > limit) complete_oldest();
 }
 

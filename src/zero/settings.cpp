@@ -26,6 +26,10 @@ const ZeroSettingRow kRows[] = {
      "Elements per parameter all-gather bucket", &Z::allgather_bucket_size, 1},
     {"--overlap-comm", "", "overlap_comm", "overlap_comm", "Overlap gradient reduction with the backward pass",
      &Z::overlap_comm},
+    {"--max-reductions-in-flight", "N", "max_reductions_in_flight", "max_reductions_in_flight",
+     "With --overlap-comm: gradient reductions left in flight while the backward goes on, each holding its "
+     "unit's buffers (fewer: less overlap, less memory)",
+     &Z::max_reductions_in_flight, 1, 64, true},
     {"--contiguous-gradients", "", "contiguous_gradients", "contiguous_gradients",
      "Accepted for DeepSpeed compatibility: zerodp always keeps gradients in flat contiguous unit buffers",
      &Z::contiguous_gradients},

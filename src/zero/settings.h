@@ -37,6 +37,9 @@ struct ZeroSettings {
   int64_t reduce_bucket_size = 25'000'000;
   int64_t allgather_bucket_size = 25'000'000;
   bool overlap_comm = true;          // launch reductions during backward / prefetch in stage 3
+  // With overlap_comm: the gradient reductions left in flight while the backward goes on, each
+  // holding its unit's buffers; fewer overlap less and hold less memory. zerodp's own key.
+  int64_t max_reductions_in_flight = 3;
   bool contiguous_gradients = true;  // accepted for DeepSpeed: the gradients always are contiguous
   int64_t stage3_prefetch_bucket_size = 50'000'000;   // elements prefetched ahead of use
   int64_t stage3_max_live_parameters = 1'000'000'000;  // elements gathered (in use + prefetched) at once

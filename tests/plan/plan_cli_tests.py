@@ -11,7 +11,8 @@
           reductions one micro-step leaves in flight into the next) equal to what they add to the
           measured peak, byte for byte;
   stages01: at stages 0 and 1 in bf16, with and without --fp32-grad-accum, --accum 1 and 2 (and
-          --reduce-dtype fp32; and a vocabulary-heavy model whose unit 0 outweighs the blocks), the
+          --reduce-dtype fp32; and a vocabulary-heavy model whose unit 0 outweighs the blocks; and
+          --max-reductions-in-flight 1), the
           predicted total EQUAL to the measured peak of every rank, byte for byte;
   sweep:  `zerodp sweep` on a small model: every stage's largest micro-batch trains under the budget
           and the next one exits 3; the CSV and the plots are written.
@@ -35,9 +36,10 @@ MODEL = {"layers": 2, "heads": 4, "embd": 48, "vocab": 256, "ctx": 32}
 W = 2
 
 
-def estimate(stage, dtype, fp32_accum, B, T, ckpt, accum=1, reduce_dtype=None, model=None):
+def estimate(stage, dtype, fp32_accum, B, T, ckpt, accum=1, reduce_dtype=None, model=None, extra=()):
     args = ["estimate", "--json", "--gpus", str(W), "--stage", str(stage), "--dtype", dtype, "--micro-batch", str(B),
             "--seq", str(T), "--accum", str(accum)] + [a for k, v in (model or MODEL).items() for a in (f"--{k}", str(v))]
+    args += list(extra)
     if reduce_dtype:
         args += ["--reduce-dtype", reduce_dtype]
     if fp32_accum:
@@ -55,11 +57,11 @@ def estimate(stage, dtype, fp32_accum, B, T, ckpt, accum=1, reduce_dtype=None, m
     return s["bytes_per_rank"]
 
 
-def train(stage, dtype, fp32_accum, B, T, ckpt, metrics, accum=1, reduce_dtype=None, inputs=None):
+def train(stage, dtype, fp32_accum, B, T, ckpt, metrics, accum=1, reduce_dtype=None, inputs=None, extra=()):
     tokens, init = inputs or (model_tokens, model_init)
     args = ["train", "--init", init, "--data", tokens, "--steps", "2", "--micro-batch", str(B), "--seq", str(T),
             "--zero-stage", str(stage), "--dtype", dtype, "--metrics", metrics, "--log-every", "0",
-            "--accum", str(accum), "--fp32-grad-accum" if fp32_accum else "--no-fp32-grad-accum"]
+            "--accum", str(accum), "--fp32-grad-accum" if fp32_accum else "--no-fp32-grad-accum"] + list(extra)
     if ckpt:
         args.append("--activation-checkpointing")
     if reduce_dtype:
@@ -126,15 +128,18 @@ elif CASE == "stages01":
     heavy_dir = os.path.join(tmp, "heavy")
     os.makedirs(heavy_dir)
     heavy_inputs = zt.make_inputs(ZERODP, heavy_dir, **heavy, seed=3, text_bytes=20000)
-    cases = [(stage, fp32_accum, G, None, None) for stage in (0, 1) for fp32_accum in (False, True) for G in (1, 2)]
-    cases += [(0, False, 1, "fp32", None), (1, False, 1, "fp32", None),
-              (1, False, 1, None, heavy), (1, True, 1, None, heavy), (0, True, 1, None, heavy)]
-    for n, (stage, fp32_accum, G, red, model) in enumerate(cases):
+    cases = [(stage, fp32_accum, G, None, None, ()) for stage in (0, 1) for fp32_accum in (False, True) for G in (1, 2)]
+    cases += [(0, False, 1, "fp32", None, ()), (1, False, 1, "fp32", None, ()),
+              (1, False, 1, None, heavy, ()), (1, True, 1, None, heavy, ()), (0, True, 1, None, heavy, ())]
+    # Fewer reductions in flight hold fewer conversion buffers: the planner follows the setting.
+    one = ("--max-reductions-in-flight", "1")
+    cases += [(1, False, 1, None, None, one), (1, False, 1, "fp32", None, one), (0, False, 1, "fp32", None, one)]
+    for n, (stage, fp32_accum, G, red, model, extra) in enumerate(cases):
         what = (f"stage {stage} bf16 fp32-accum={fp32_accum} accum={G} reduce-dtype={red or 'bf16'}"
-                f"{' V2048' if model else ''}")
-        want = estimate(stage, "bf16", fp32_accum, 2, 16, False, G, red, model)["total"]
+                f"{' V2048' if model else ''} {' '.join(extra)}")
+        want = estimate(stage, "bf16", fp32_accum, 2, 16, False, G, red, model, extra)["total"]
         for rec in train(stage, "bf16", fp32_accum, 2, 16, False, os.path.join(tmp, f"z{n}.jsonl"), G, red,
-                         heavy_inputs if model else None):
+                         heavy_inputs if model else None, extra):
             peaks = {k: rec["peak_bytes"][k] for k in ("gathered", "comm", "grad", "act")}
             check(want == rec["peak_bytes"]["total"], f"{what} rank {rec['rank']}: total predicted {want}, "
                                                       f"measured {rec['peak_bytes']['total']} ({peaks})")

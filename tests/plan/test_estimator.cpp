@@ -433,5 +433,29 @@ TEST(Presets, HaveThePublishedParameterCounts) {
   EXPECT_EQ(gpt2_preset_names().size(), 4u);
 }
 
+// --max-reductions-in-flight: each reduction in flight holds its unit's conversion buffers, so fewer
+// in flight hold less, down to one (plan_cli_tests' stages01 checks the bytes against the ledger).
+TEST(Estimator, FewerReductionsInFlightHoldLess) {
+  PlanInput in;
+  in.gpt2 = model::GPT2Config{6, 4, 48, 256, 32};
+  in.world = 2;
+  in.precision.dtype = DType::kBF16;
+  in.precision.reduce_dtype = DType::kF32;  // conversions beside every reduction
+  in.micro_batch = 2;
+  in.seq = 16;
+  for (int stage : {1, 2}) {
+    in.zero.stage = stage;
+    uint64_t before = 0;
+    for (int64_t n : {1, 2, 3, 5}) {
+      in.zero.max_reductions_in_flight = n;
+      const uint64_t t = estimate_memory(in).transient;
+      EXPECT_GT(t, before) << "stage " << stage << ", " << n << " in flight";
+      before = t;
+    }
+  }
+  in.zero.max_reductions_in_flight = 0;
+  EXPECT_THROW(estimate_memory(in), UsageError);
+}
+
 }  // namespace
 }  // namespace zerodp::plan
