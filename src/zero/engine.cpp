@@ -179,9 +179,7 @@ struct Engine::Impl {
     static std::vector<std::vector<Buffer>>* const parked = new std::vector<std::vector<Buffer>>();
     std::vector<Buffer>& keep = parked->emplace_back();
     reducer.park(keep);
-    for (Buffer* b : {&st.param_store, &st.param_host, &st.master, &st.grad_store, &st.opt_m, &st.opt_v,
-                      &st.grad_staging})
-      keep.push_back(std::move(*b));
+    st.park(keep);
     gatherer.park(keep);
     for (auto& b : work_grad) keep.push_back(std::move(b));
   }
@@ -234,7 +232,7 @@ struct Engine::Impl {
   void finish_grad(int u) {
     if (stage <= 1) {
       if (!grad_direct) {
-        cfg.dev().add_into(st.grad_at(u, 0), st.gdt, work_grad[u].data(), DType::kF32, st.unit(u).numel);
+        cfg.dev().add_into(st.grad_at(u, 0), st.gdt(), work_grad[u].data(), DType::kF32, st.unit(u).numel);
         work_grad[u].release();
         grad_ptr[u] = nullptr;
       }
@@ -292,7 +290,7 @@ struct Engine::Impl {
     ZDP_REQUIRE(accum >= 1, "gradient accumulation steps must be at least 1, got {}", accum);
     StepResult res;
     clock.wait_ms = 0;
-    cfg.dev().fill_zero(st.grad_store.data(), st.grad_store.size());
+    st.clear_grads();
     const double scale = scaler.scale();
     res.loss_scale = scale;
     const double global_tokens = static_cast<double>(world) * accum * cfg.micro_batch * cfg.seq;
@@ -307,8 +305,8 @@ struct Engine::Impl {
       if (s.own_begin < s.own_end) {
         const float inf = std::numeric_limits<float>::infinity();
         unsigned char bits[sizeof(float)];
-        convert(&inf, DType::kF32, bits, st.gdt, 1);
-        cfg.dev().copy(st.grad_at(inject_unit, s.own_begin), bits, dtype_size(st.gdt));
+        convert(&inf, DType::kF32, bits, st.gdt(), 1);
+        cfg.dev().copy(st.grad_at(inject_unit, s.own_begin), bits, dtype_size(st.gdt()));
       }
     }
 
@@ -353,12 +351,12 @@ struct Engine::Impl {
       std::vector<device::HostRead> reads;
       if (s.own_begin < s.own_end) {
         const size_t bytes = (s.own_end - s.own_begin) * sizeof(float);
-        reads.reserve(1 + static_cast<size_t>(st.num_states));
+        reads.reserve(1 + static_cast<size_t>(st.num_states()));
         r.weights =
-            reads.emplace_back(st.dev, st.weights_at(u, s.own_begin), bytes, MemCategory::kGathered).as<float>();
-        for (int k = 0; k < st.num_states; ++k)
+            reads.emplace_back(st.dev(), st.weights_at(u, s.own_begin), bytes, MemCategory::kGathered).as<float>();
+        for (int k = 0; k < st.num_states(); ++k)
           r.states.push_back(
-              reads.emplace_back(st.dev, st.state_at(k, u, s.own_begin), bytes, MemCategory::kGathered)
+              reads.emplace_back(st.dev(), st.state_at(k, u, s.own_begin), bytes, MemCategory::kGathered)
                   .as<float>());
       }
       visit(r);
@@ -367,7 +365,7 @@ struct Engine::Impl {
 
   NvmeTraffic nvme_traffic() const {
     NvmeTraffic t;
-    if (const OptimizerSwap* swap = st.swap.get()) {
+    if (const OptimizerSwap* swap = st.optimizer_swap()) {
       t.bytes_read = swap->file().stats().bytes_read;
       t.bytes_written = swap->file().stats().bytes_written;
       t.update_bytes = optimizer.offload_io_bytes();
@@ -448,7 +446,7 @@ void Engine::consolidate(const std::function<void(int unit, const float* data)>&
   consolidate_weights(impl_->st, impl_->group, impl_->comm.rank() == 0, sink);
 }
 
-int Engine::num_optimizer_states() const { return impl_->st.num_states; }
+int Engine::num_optimizer_states() const { return impl_->st.num_states(); }
 
 void Engine::visit_owned(const std::function<void(const OwnedRange&)>& visit) const { impl_->visit_owned(visit); }
 

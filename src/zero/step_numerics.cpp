@@ -5,7 +5,7 @@
 
 namespace zerodp::zero {
 
-GlobalNumbers global_numbers(ModelStates& st, comm::Communicator& world, bool counts_norm, double loss_sum,
+GlobalNumbers global_numbers(const ModelStates& st, comm::Communicator& world, bool counts_norm, double loss_sum,
                              double global_tokens, double loss_scale, bool name_units) {
   const int U = st.num_units();
   std::vector<float> unit_nonfinite(static_cast<size_t>(U), 0.0f);
@@ -13,7 +13,7 @@ GlobalNumbers global_numbers(ModelStates& st, comm::Communicator& world, bool co
   for (int u = 0; u < U; ++u) {
     const UnitShard& s = st.unit(u);
     if (s.own_begin >= s.own_end) continue;
-    const double q = st.dev.sum_squares(st.grad_at(u, s.own_begin), st.gdt, s.own_end - s.own_begin);
+    const double q = st.dev().sum_squares(st.grad_at(u, s.own_begin), st.gdt(), s.own_end - s.own_begin);
     if (!std::isfinite(q)) unit_nonfinite[u] = 1.0f;
     sumsq += q;
   }

@@ -26,7 +26,7 @@ struct GlobalNumbers {
 // squares count in the norm (with hybrid sharding every group holds the whole reduced gradient, and
 // only the first group's count; a non-finite sum counts wherever it is). name_units: when not
 // finite, one more all-reduce (of a flag per unit) finds the units.
-GlobalNumbers global_numbers(ModelStates& st, comm::Communicator& world, bool counts_norm, double loss_sum,
+GlobalNumbers global_numbers(const ModelStates& st, comm::Communicator& world, bool counts_norm, double loss_sum,
                              double global_tokens, double loss_scale, bool name_units);
 
 // What the optimizer multiplies the scaled gradient by: 1/loss_scale, times the clipping coefficient
