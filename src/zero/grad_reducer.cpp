@@ -68,7 +68,7 @@ void GradReducer::launch_reduce_scatter_in_place(int u) {
   const UnitShard& s = st_.unit(u);
   const DType gdt = st_.gdt(), rdt = rdt_;
   char* data = st_.grad_at(u, 0);
-  char* own = st_.grad_at(u, static_cast<size_t>(st_.rank()) * s.shard);
+  char* own = st_.grad_shard(u);
   Pending p;
   if (rdt == gdt) {
     p.work = comm_.reduce_scatter_async(data, own, s.shard, gdt, comm::ReduceOp::kSum);
@@ -88,7 +88,7 @@ void GradReducer::launch_reduce_scatter_in_place(int u) {
 void GradReducer::reduce_to_shard(int u, Buffer grad) {
   const UnitShard& s = st_.unit(u);
   const DType gdt = st_.gdt(), rdt = rdt_;
-  char* dst = st_.grad_at(u, static_cast<size_t>(st_.rank()) * s.shard);  // the rank's shard of unit u
+  char* dst = st_.grad_shard(u);
   device::Device* dev = &cfg_.dev();
   // The shard holds zeros before the first micro-step, and 0 + x is x: that micro-step's sum is
   // written (converted when the dtypes differ) rather than added, which changes no value.
@@ -155,7 +155,7 @@ void GradReducer::reduce_across_groups() {
   const DType gdt = st_.gdt(), rdt = rdt_;
   for (int u = 0; u < st_.num_units(); ++u) {
     const UnitShard& s = st_.unit(u);
-    char* own = st_.grad_at(u, static_cast<size_t>(st_.rank()) * s.shard);
+    char* own = st_.grad_shard(u);
     if (rdt == gdt) {
       clock_.wait(replicas_->all_reduce_async(own, s.shard, gdt, comm::ReduceOp::kSum));
       continue;

@@ -114,6 +114,10 @@ class ModelStates {
   const char* grad_at(int u, size_t i) const {
     return grad_store_.as<char>() + grad_index(u, i) * dtype_size(gdt_);
   }
+  // The rank's shard of unit u, [rank()·S, (rank()+1)·S) of its elements: where the reductions leave
+  // the rank's sum and the gathers send from.
+  char* param_shard(int u) { return param_at(u, static_cast<size_t>(rank()) * sh_.unit(u).shard); }
+  char* grad_shard(int u) { return grad_at(u, static_cast<size_t>(rank()) * sh_.unit(u).shard); }
   // fp32 weights the optimizer updates: the masters (16-bit runs, offload) or the parameters themselves.
   float* weights_at(int u, size_t i) {
     if (has_master_) return master_.as<float>() + (stage_ == 0 ? full_index(u, i) : shard_index(u, i) - window_first_);

@@ -33,7 +33,7 @@ void ParamGatherer::start(int u) {
     live_ += s.padded;
     return;
   }
-  const void* own = st_.param_at(u, static_cast<size_t>(st_.rank()) * s.shard);
+  const void* own = st_.param_shard(u);
   if (st_.param_on_host(u)) {
     // The shard comes up from host memory into a device buffer that the collective sends from (on a
     // GPU: an H2D copy; on the CPU device: a memcpy).
@@ -123,7 +123,7 @@ void ParamGatherer::gather_after_update() {
     if (!st_.param_whole(u)) continue;  // stage 3 gathers sharded units when it uses them
     const UnitShard& s = st_.unit(u);
     char* unit = st_.param_at(u, 0);
-    char* own = st_.param_at(u, static_cast<size_t>(st_.rank()) * s.shard);
+    char* own = st_.param_shard(u);
     inflight.emplace_back(comm_.all_gather_async(own, unit, s.shard, st_.pdt()), s.padded);
     live += s.padded;
     while (live > static_cast<size_t>(cfg_.zero.allgather_bucket_size) && inflight.size() > 1) {
