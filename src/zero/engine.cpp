@@ -1,7 +1,6 @@
 #include "zero/engine.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <exception>
 #include <limits>
@@ -18,13 +17,14 @@
 #include "zero/param_gatherer.h"
 #include "zero/shard_optimizer.h"
 #include "zero/state_io.h"
+#include "zero/step_numerics.h"
 
 namespace zerodp::zero {
 
 using model::UnitPhase;
 
 // The model, computing in the run's dtype (fp32, or bf16/fp16 16-bit compute: model/gpt2.h), seen by
-// the engine through this small interface; its units come from the engine (Impl::begin_unit ...).
+// the engine through this small interface; its units come from the engine (Engine::Impl::begin, end).
 struct ModelRunner {
   virtual ~ModelRunner() = default;
   virtual double forward(const int32_t* inputs, const int32_t* targets) = 0;
@@ -33,63 +33,138 @@ struct ModelRunner {
   virtual void append_sequence_losses(int B, int T, std::vector<double>& out) const = 0;
 };
 
-// The engine proper: the model's view of the units (parameters in the compute dtype when a unit's
-// phase begins, its fp32 gradient buffer, what to do when the phase ends) and the step, over the
-// parts that own each concern (model_states.h, grad_reducer.h, param_gatherer.h,
-// shard_optimizer.h, state_io.h).
+// Hybrid sharding: the rank's shard group and the ranks holding its shard in the other groups; both
+// null without it.
+struct ShardGroups {
+  std::unique_ptr<comm::Communicator> group, replicas;
+};
+
+namespace {
+
+// N: the ranks a state is sharded over (hybrid sharding: the shard group; otherwise all W), once the
+// modes are known to go together.
+int checked_shard_group_ranks(const EngineConfig& c, int W) {
+  check_zero_modes(c.zero, W);
+  return shard_group_ranks(c.zero, W);
+}
+
+// With NVMe offload, the run's directory under cfg.zero.nvme_path, its path written into
+// cfg.nvme_run_dir; null otherwise. Every rank uses the directory named after rank 0's process and
+// its run number (broadcast: the ranks of one run agree on it, and no other run, in this process or
+// another, has it); first, each rank removes what killed runs of its host left.
+std::unique_ptr<io::RunDir> make_nvme_run_dir(comm::Communicator& world, EngineConfig& cfg) {
+  if (cfg.zero.offload_optimizer != Offload::kNvme && cfg.zero.offload_param != Offload::kNvme) return nullptr;
+  io::remove_stale_run_dirs(cfg.zero.nvme_path);
+  char name[257] = {};  // 256 bytes travel; the last stays the terminator
+  if (world.rank() == 0) {
+    const std::string mine = io::run_dir_name(io::this_process(), io::next_run_number());
+    ZDP_CHECK(mine.size() < sizeof name - 1, "offload directory name of {} bytes", mine.size());
+    std::memcpy(name, mine.data(), mine.size());
+  }
+  {
+    comm::UntrackedTraffic untracked(world);
+    world.broadcast_bytes(name, sizeof name - 1, 0);
+  }
+  auto dir = std::make_unique<io::RunDir>(cfg.zero.nvme_path, name);
+  cfg.nvme_run_dir = dir->path();
+  return dir;
+}
+
+ShardGroups split_shard_groups(comm::Communicator& world, int N) {
+  // Inter-group traffic: in the ring over all W ranks the last rank of each group sends to the next
+  // group; within a group no one does; across the groups everyone does.
+  const int W = world.size(), me = world.rank();
+  world.set_successor_in_other_group(N < W && (me + 1) % N == 0);
+  ShardGroups g;
+  if (N == W) return g;
+  // Both splits are collective over all W ranks, in this order on every rank.
+  g.group = world.split(me / N, me);
+  g.replicas = world.split(me % N, me);
+  g.group->set_traffic_ledger(&world.traffic());  // the engine's traffic is counted in one ledger
+  g.replicas->set_traffic_ledger(&world.traffic());
+  g.group->set_successor_in_other_group(false);
+  g.replicas->set_successor_in_other_group(g.replicas->size() > 1);
+  return g;
+}
+
+}  // namespace
+
+// The engine: what it runs on (communicators, shard layout, loss scaler, offload directory), the
+// model's view of the units (parameters in the compute dtype when a unit's phase begins, its fp32
+// gradient buffer, what to do when the phase ends) and the step, over the parts that own each
+// concern (model_states.h, grad_reducer.h, param_gatherer.h, shard_optimizer.h, state_io.h,
+// step_numerics.h).
 struct Engine::Impl {
-  Engine& e;
-  const EngineConfig cfg;
-  std::unique_ptr<ModelRunner> model;  // first: its activations are allocated before the states, as always
+  // Declared in construction order: the run directory and the communicator splits are collective,
+  // in this order on every rank.
+  const model::ParamLayout& layout;
+  const std::shared_ptr<comm::Communicator> world_comm;
+  EngineConfig cfg;
+  const int N;  // the shard group's ranks (W without hybrid sharding)
+  const ShardLayout shards;
+  LossScaler scaler;
+  std::unique_ptr<io::RunDir> run_dir;  // NVMe offload: this run's directory (outlives the files in it)
+  ShardGroups groups;
+  comm::Communicator& comm;   // all W ranks
+  comm::Communicator& group;  // the rank's shard group (comm without hybrid sharding)
+  const int world;            // W
+  const bool replica0;        // the rank is in the first shard group (it alone counts the gradient norm)
+
+  template <class P>
+  struct Runner;
+  static std::unique_ptr<ModelRunner> make_runner(Impl& impl);
+  std::unique_ptr<ModelRunner> model;  // before the states: its activations are allocated first
   ModelStates st;
-  const int N, r, stage;  // N: the shard group's ranks (W without hybrid sharding); r: the rank in it
-  const DType pdt, gdt;
-  const bool mixed;
+  const int stage;
   const bool grad_direct;  // backward accumulates straight into the persistent gradient
   CommClock clock;
   GradReducer reducer;
   ParamGatherer gatherer;
   ShardOptimizer optimizer;
-  comm::Communicator& comm;  // all W ranks
-  comm::Communicator& group;  // the rank's shard group (comm without hybrid sharding)
-  const int world;  // W (st.W is the shard group's N)
-  const bool replica0;  // the rank is in the first shard group (it alone counts the gradient norm)
   Buffer tokens;  // this micro-step's inputs and targets
 
   // Per unit, while its phase runs.
-  std::vector<Buffer> work_grad;   // the unit's fp32 gradient while its backward runs
+  std::vector<Buffer> work_grad;       // the unit's fp32 gradient while its backward runs
   std::vector<const void*> param_ptr;  // in the compute dtype
   std::vector<float*> grad_ptr;
 
   int64_t calls = 0;
 
-  Impl(Engine& engine, const model::ParamLayout& l, const ShardLayout& s, comm::Communicator& c,
-       comm::Communicator& shard_group, comm::Communicator* replicas, const EngineConfig& config)
-      : e(engine),
-        cfg(config),
-        model(make_runner(*this, l, config)),
-        st(l, s, cfg),
-        N(st.W),
-        r(st.r),
-        stage(st.stage),
-        pdt(st.pdt),
-        gdt(st.gdt),
-        mixed(st.mixed),
-        grad_direct(config.zero.stage <= 1 && (config.precision.dtype == DType::kF32 || config.precision.fp32_grad_accum)),
-        reducer(st, shard_group, replicas, cfg, clock),
-        gatherer(st, shard_group, cfg, clock),
-        optimizer(st, cfg),
-        comm(c),
-        group(shard_group),
-        world(c.size()),
-        replica0(c.rank() < st.W) {
-    const int U = l.num_units();
+  Impl(const model::ParamLayout& l, std::shared_ptr<comm::Communicator> c, EngineConfig config)
+      : layout(l),
+        world_comm(std::move(c)),
+        cfg(std::move(config)),
+        N(checked_shard_group_ranks(cfg, world_comm->size())),
+        shards(layout, N, world_comm->rank() % N),
+        scaler(cfg.precision.loss_scale, cfg.precision.scales_loss()),
+        run_dir(make_nvme_run_dir(*world_comm, cfg)),
+        groups(split_shard_groups(*world_comm, N)),
+        comm(*world_comm),
+        group(groups.group ? *groups.group : *world_comm),
+        world(comm.size()),
+        replica0(comm.rank() < N),
+        model(make_runner(*this)),
+        st(layout, shards, cfg),
+        stage(cfg.zero.stage),
+        grad_direct(cfg.zero.stage <= 1 && (cfg.precision.dtype == DType::kF32 || cfg.precision.fp32_grad_accum)),
+        reducer(st, group, groups.replicas.get(), cfg, clock),
+        gatherer(st, group, cfg, clock),
+        optimizer(st, cfg) {
+    const int U = layout.num_units();
     // Filled by the host (the batch source); the model copies it to the device.
     tokens = device::allocate_host_visible(cfg.dev(), 2 * sizeof(int32_t) * cfg.micro_batch * cfg.seq,
                                            MemCategory::kAct);
     work_grad.resize(U);
     param_ptr.assign(U, nullptr);
     grad_ptr.assign(U, nullptr);
+    if (run_dir) {
+      // Every rank has created (and unlinked) its offload files: from here a rank that finishes first
+      // may remove the empty directory (io/run_dir.h) without taking it from under a rank still
+      // setting up. Training's collectives would order that too, but an engine only loaded and read
+      // has none.
+      comm::UntrackedTraffic untracked(comm);
+      comm.barrier();
+    }
   }
 
   // An exception leaving the engine (this rank failed: over budget, a bad batch...) may leave
@@ -104,15 +179,10 @@ struct Engine::Impl {
     static std::vector<std::vector<Buffer>>* const parked = new std::vector<std::vector<Buffer>>();
     std::vector<Buffer>& keep = parked->emplace_back();
     reducer.park(keep);
-    for (Buffer* b : {&st.param_store, &st.param_host, &st.master, &st.grad_store, &st.opt_m, &st.opt_v,
-                      &st.grad_staging})
-      keep.push_back(std::move(*b));
+    st.park(keep);
     gatherer.park(keep);
     for (auto& b : work_grad) keep.push_back(std::move(b));
   }
-
-  // ---- UnitAccess -----------------------------------------------------------------------------
-  static std::unique_ptr<ModelRunner> make_runner(Impl& impl, const model::ParamLayout& l, const EngineConfig& c);
 
   // ---- the model's units ------------------------------------------------------------------------
   void begin(int u, UnitPhase phase) {
@@ -122,7 +192,7 @@ struct Engine::Impl {
     }
     if (model::phase_is_backward(phase)) {
       if (grad_direct) {
-        grad_ptr[u] = st.grad_store.as<float>() + st.unit(u).offset;
+        grad_ptr[u] = reinterpret_cast<float*>(st.grad_at(u, 0));  // fp32, the whole unit
       } else if (work_grad[u].empty()) {
         work_grad[u] = cfg.dev().allocate(st.unit(u).padded * sizeof(float), MemCategory::kGathered);
         cfg.dev().fill_zero(work_grad[u].data(), work_grad[u].size());
@@ -162,7 +232,7 @@ struct Engine::Impl {
   void finish_grad(int u) {
     if (stage <= 1) {
       if (!grad_direct) {
-        cfg.dev().add_into(st.grad_at(u, 0), gdt, work_grad[u].data(), DType::kF32, st.unit(u).numel);
+        cfg.dev().add_into(st.grad_at(u, 0), st.gdt(), work_grad[u].data(), DType::kF32, st.unit(u).numel);
         work_grad[u].release();
         grad_ptr[u] = nullptr;
       }
@@ -199,16 +269,10 @@ struct Engine::Impl {
   }
 
   // ---- the step -------------------------------------------------------------------------------
-  StepResult step(int accum, const BatchSource& batches, double lr, double clip) {
-    ZDP_REQUIRE(accum >= 1, "gradient accumulation steps must be at least 1, got {}", accum);
-    StepResult res;
-    clock.wait_ms = 0;
-    cfg.dev().fill_zero(st.grad_store.data(), st.grad_store.size());
-    const double scale = e.scaler_.scale();
-    res.loss_scale = scale;
+  // Forward and backward of `accum` micro-steps, the gradient reduced; returns this rank's summed
+  // token losses.
+  double accumulate(int accum, const BatchSource& batches, float dloss) {
     const int B = cfg.micro_batch, T = cfg.seq;
-    const double global_tokens = static_cast<double>(world) * accum * B * T;
-    const float dloss = static_cast<float>(scale / global_tokens);
     int32_t* inputs = tokens.as<int32_t>();
     int32_t* targets = inputs + static_cast<size_t>(B) * T;
     double loss_sum = 0;
@@ -219,6 +283,18 @@ struct Engine::Impl {
       model->backward(dloss);
     }
     reducer.complete_all();
+    return loss_sum;
+  }
+
+  StepResult step(int accum, const BatchSource& batches, double lr, double clip) {
+    ZDP_REQUIRE(accum >= 1, "gradient accumulation steps must be at least 1, got {}", accum);
+    StepResult res;
+    clock.wait_ms = 0;
+    st.clear_grads();
+    const double scale = scaler.scale();
+    res.loss_scale = scale;
+    const double global_tokens = static_cast<double>(world) * accum * cfg.micro_batch * cfg.seq;
+    const double loss_sum = accumulate(accum, batches, static_cast<float>(scale / global_tokens));
 
     const int inject_unit = cfg.inject_overflow_unit;
     if (calls++ == cfg.inject_overflow_step && comm.rank() == cfg.inject_overflow_rank && inject_unit >= 0 &&
@@ -229,48 +305,24 @@ struct Engine::Impl {
       if (s.own_begin < s.own_end) {
         const float inf = std::numeric_limits<float>::infinity();
         unsigned char bits[sizeof(float)];
-        convert(&inf, DType::kF32, bits, gdt, 1);
-        cfg.dev().copy(st.grad_at(inject_unit, s.own_begin), bits, dtype_size(gdt));
+        convert(&inf, DType::kF32, bits, st.gdt(), 1);
+        cfg.dev().copy(st.grad_at(inject_unit, s.own_begin), bits, dtype_size(st.gdt()));
       }
     }
 
-    // The global loss and gradient norm, from each rank's shard: one all-reduce of two numbers. With
-    // hybrid sharding every group holds the whole reduced gradient: the first group's shards count.
-    const int U = st.num_units();
-    std::vector<float> unit_nonfinite(static_cast<size_t>(U), 0.0f);
-    double sumsq = 0;
-    for (int u = 0; u < U; ++u) {
-      const UnitShard& s = st.unit(u);
-      if (s.own_begin >= s.own_end) continue;
-      const double q = cfg.dev().sum_squares(st.grad_at(u, s.own_begin), gdt, s.own_end - s.own_begin);
-      if (!std::isfinite(q)) unit_nonfinite[u] = 1.0f;
-      sumsq += q;
-    }
-    // (A non-finite sum counts on every rank: an overflow is one wherever it is.)
-    const double counted = replica0 || !std::isfinite(sumsq) ? sumsq : 0.0;
-    float pair[2] = {static_cast<float>(loss_sum), static_cast<float>(counted)};
-    comm.all_reduce(pair, 2, DType::kF32, comm::ReduceOp::kSum);
-    res.loss = pair[0] / global_tokens;
-    const double scaled_norm = std::sqrt(static_cast<double>(pair[1]));
-    res.grad_norm = scaled_norm / scale;
-    // Every rank holds the same two sums, so every rank takes the same branch.
-    if (!std::isfinite(pair[0]) || !std::isfinite(scaled_norm)) {
+    GlobalNumbers numbers =
+        global_numbers(st, comm, replica0, loss_sum, global_tokens, scale, !cfg.precision.scales_loss());
+    res.loss = numbers.loss;
+    res.grad_norm = numbers.grad_norm;
+    if (numbers.nonfinite) {
       res.nonfinite = res.skipped = true;
-      if (cfg.precision.scales_loss()) {
-        e.scaler_.update(true);
-      } else {
-        // Which units: one more (small) all-reduce, on this path only.
-        comm.all_reduce(unit_nonfinite.data(), unit_nonfinite.size(), DType::kF32, comm::ReduceOp::kMax);
-        for (int u = 0; u < U; ++u)
-          if (unit_nonfinite[u] != 0.0f) res.nonfinite_units.push_back(u);
-      }
+      res.nonfinite_units = std::move(numbers.nonfinite_units);
+      if (cfg.precision.scales_loss()) scaler.update(true);
       res.comm_wait_ms = clock.wait_ms;
       return res;
     }
-    e.scaler_.update(false);
-    double coef = 1.0;
-    if (clip > 0) coef = std::min(1.0, clip / (res.grad_norm + 1e-6));
-    optimizer.update(lr, static_cast<float>(coef / scale));
+    scaler.update(false);
+    optimizer.update(lr, gradient_factor(res.grad_norm, clip, scale));
     if (stage >= 1 && N > 1) gatherer.gather_after_update();
     // A step ends when its work has (on a GPU the update and the gathers are still queued here), so
     // that its time is its own and what it wrote may be read.
@@ -278,14 +330,57 @@ struct Engine::Impl {
     res.comm_wait_ms = clock.wait_ms;
     return res;
   }
+
+  // ---- states in and out ------------------------------------------------------------------------
+  // Each rank reads its own range (stages 1-3), and the units kept whole are assembled by the
+  // all-gather that follows every update (not training traffic).
+  void load(const StateSource& source, bool with_states) {
+    load_states(st, source, with_states);
+    if (stage >= 1 && N > 1) {
+      comm::UntrackedTraffic untracked(group);
+      gatherer.gather_after_update();
+    }
+  }
+
+  void visit_owned(const std::function<void(const OwnedRange&)>& visit) {
+    for (int u = 0; u < layout.num_units(); ++u) {
+      const UnitShard& s = shards.unit(u);
+      StatesInHost in_host(st, u);  // NVMe offload: the unit's states, read from the file
+      OwnedRange r{u, s.own_begin, s.own_end, nullptr, {}};
+      // On a GPU the range is copied into host memory for the visit (on the CPU: read in place).
+      std::vector<device::HostRead> reads;
+      if (s.own_begin < s.own_end) {
+        const size_t bytes = (s.own_end - s.own_begin) * sizeof(float);
+        reads.reserve(1 + static_cast<size_t>(st.num_states()));
+        r.weights =
+            reads.emplace_back(st.dev(), st.weights_at(u, s.own_begin), bytes, MemCategory::kGathered).as<float>();
+        for (int k = 0; k < st.num_states(); ++k)
+          r.states.push_back(
+              reads.emplace_back(st.dev(), st.state_at(k, u, s.own_begin), bytes, MemCategory::kGathered)
+                  .as<float>());
+      }
+      visit(r);
+    }
+  }
+
+  NvmeTraffic nvme_traffic() const {
+    NvmeTraffic t;
+    if (const OptimizerSwap* swap = st.optimizer_swap()) {
+      t.bytes_read = swap->file().stats().bytes_read;
+      t.bytes_written = swap->file().stats().bytes_written;
+      t.update_bytes = optimizer.offload_io_bytes();
+      t.update_seconds = optimizer.offload_seconds();
+    }
+    return t;
+  }
 };
 
 // GPT2<P> over the engine's units: P = float for fp32 runs, bf16 / fp16 for 16-bit ones.
 template <class P>
-struct TypedRunner final : ModelRunner, model::UnitAccess<P> {
-  Engine::Impl& impl;
+struct Engine::Impl::Runner final : ModelRunner, model::UnitAccess<P> {
+  Impl& impl;
   model::GPT2<P> gpt2;
-  TypedRunner(Engine::Impl& i, const model::ParamLayout& l, const EngineConfig& c)
+  Runner(Impl& i, const model::ParamLayout& l, const EngineConfig& c)
       : impl(i), gpt2(l, c.micro_batch, c.seq, c.zero.activation_checkpointing, c.dev()) {}
   double forward(const int32_t* inputs, const int32_t* targets) override {
     return gpt2.forward(inputs, targets, *this);
@@ -306,133 +401,30 @@ struct TypedRunner final : ModelRunner, model::UnitAccess<P> {
   float* grads(int u) override { return impl.grads(u); }
 };
 
-std::unique_ptr<ModelRunner> Engine::Impl::make_runner(Impl& impl, const model::ParamLayout& l,
-                                                       const EngineConfig& c) {
-  switch (c.precision.dtype) {
-    case DType::kF32: return std::make_unique<TypedRunner<float>>(impl, l, c);
-    case DType::kBF16: return std::make_unique<TypedRunner<bf16>>(impl, l, c);
-    case DType::kF16: return std::make_unique<TypedRunner<fp16>>(impl, l, c);
+std::unique_ptr<ModelRunner> Engine::Impl::make_runner(Impl& impl) {
+  switch (impl.cfg.precision.dtype) {
+    case DType::kF32: return std::make_unique<Runner<float>>(impl, impl.layout, impl.cfg);
+    case DType::kBF16: return std::make_unique<Runner<bf16>>(impl, impl.layout, impl.cfg);
+    case DType::kF16: return std::make_unique<Runner<fp16>>(impl, impl.layout, impl.cfg);
   }
   ZDP_CHECK(false, "unknown dtype");
   return nullptr;
 }
 
-namespace {
-
-// N: the ranks a state is sharded over (hybrid sharding: the shard group; otherwise all W), once the
-// modes are known to go together.
-int checked_shard_group_ranks(const EngineConfig& c, int W) {
-  check_zero_modes(c.zero, W);
-  return shard_group_ranks(c.zero, W);
-}
-
-}  // namespace
+// ---- Engine: each method forwards to Impl ---------------------------------------------------------
 
 Engine::Engine(const model::ParamLayout& layout, std::shared_ptr<comm::Communicator> comm, EngineConfig config)
-    : layout_(layout),
-      comm_(std::move(comm)),
-      config_(config),
-      group_size_(checked_shard_group_ranks(config, comm_->size())),
-      shards_(layout, group_size_, comm_->rank() % group_size_),
-      scaler_(config.precision.loss_scale, config.precision.scales_loss()) {
-  if (config.zero.offload_optimizer == Offload::kNvme || config.zero.offload_param == Offload::kNvme)
-    make_nvme_run_dir();
-  // Inter-group traffic (hybrid sharding): in the ring over all W ranks the last rank of each group
-  // sends to the next group; within a group no one does; across the groups everyone does.
-  const int W = comm_->size(), me = comm_->rank();
-  comm_->set_successor_in_other_group(group_size_ < W && (me + 1) % group_size_ == 0);
-  if (group_size_ < comm_->size()) {
-    // Both splits are collective over all W ranks, in this order on every rank.
-    group_comm_ = comm_->split(comm_->rank() / group_size_, comm_->rank());
-    replica_comm_ = comm_->split(comm_->rank() % group_size_, comm_->rank());
-    group_comm_->set_traffic_ledger(&comm_->traffic());  // the engine's traffic is counted in one ledger
-    replica_comm_->set_traffic_ledger(&comm_->traffic());
-    group_comm_->set_successor_in_other_group(false);
-    replica_comm_->set_successor_in_other_group(replica_comm_->size() > 1);
-  }
-  comm::Communicator& group = group_comm_ ? *group_comm_ : *comm_;
-  impl_ = std::make_unique<Impl>(*this, layout_, shards_, *comm_, group, replica_comm_.get(), config_);
-  if (run_dir_) {
-    // Every rank has created (and unlinked) its offload files: from here a rank that finishes first
-    // may remove the empty directory (io/run_dir.h) without taking it from under a rank still setting
-    // up. Training's collectives would order that too, but an engine only loaded and read has none.
-    comm::UntrackedTraffic untracked(*comm_);
-    comm_->barrier();
-  }
-}
+    : impl_(std::make_unique<Impl>(layout, std::move(comm), std::move(config))) {}
 
 Engine::~Engine() = default;
 
-// Every rank uses the directory named after rank 0's process and its run number (broadcast: the
-// ranks of one run agree on it, and no other run, in this process or another, has it); first, each rank removes what killed runs of its host left.
-void Engine::make_nvme_run_dir() {
-  io::remove_stale_run_dirs(config_.zero.nvme_path);
-  char name[257] = {};  // 256 bytes travel; the last stays the terminator
-  if (comm_->rank() == 0) {
-    const std::string mine = io::run_dir_name(io::this_process(), io::next_run_number());
-    ZDP_CHECK(mine.size() < sizeof name - 1, "offload directory name of {} bytes", mine.size());
-    std::memcpy(name, mine.data(), mine.size());
-  }
-  {
-    comm::UntrackedTraffic untracked(*comm_);
-    comm_->broadcast_bytes(name, sizeof name - 1, 0);
-  }
-  run_dir_ = std::make_unique<io::RunDir>(config_.zero.nvme_path, name);
-  config_.nvme_run_dir = run_dir_->path();
-}
-
-namespace {
-
-// Each rank reads its own range (stages 1-3), and the units kept whole are assembled by the
-// all-gather that follows every update (not training traffic).
-void load_and_assemble(Engine::Impl& m, const StateSource& source, bool with_states);
-
-}  // namespace
-
 void Engine::load(const UnitSource& source) {
-  load_and_assemble(*impl_, [&source](int state, int unit, size_t begin, size_t count, float* dst) {
+  impl_->load([&source](int state, int unit, size_t begin, size_t count, float* dst) {
     if (state < 0) source(unit, begin, count, dst);
   }, false);
 }
 
-void Engine::load_state(const StateSource& source) { load_and_assemble(*impl_, source, true); }
-
-namespace {
-
-void load_and_assemble(Engine::Impl& m, const StateSource& source, bool with_states) {
-  load_states(m.st, source, with_states);
-  if (m.stage >= 1 && m.N > 1) {
-    comm::UntrackedTraffic untracked(m.group);
-    m.gatherer.gather_after_update();
-  }
-}
-
-}  // namespace
-
-int Engine::num_optimizer_states() const { return impl_->st.num_states; }
-
-void Engine::visit_owned(const std::function<void(const OwnedRange&)>& visit) const {
-  Impl& m = *impl_;
-  for (int u = 0; u < layout_.num_units(); ++u) {
-    const UnitShard& s = shards_.unit(u);
-    StatesInHost in_host(m.st, u);  // NVMe offload: the unit's states, read from the file
-    OwnedRange r{u, s.own_begin, s.own_end, nullptr, {}};
-    // On a GPU the range is copied into host memory for the visit (on the CPU: read in place).
-    std::vector<device::HostRead> reads;
-    if (s.own_begin < s.own_end) {
-      const size_t bytes = (s.own_end - s.own_begin) * sizeof(float);
-      reads.reserve(1 + static_cast<size_t>(num_optimizer_states()));
-      r.weights = reads.emplace_back(m.st.dev, m.st.weights_at(u, s.own_begin), bytes, MemCategory::kGathered)
-                      .as<float>();
-      for (int k = 0; k < num_optimizer_states(); ++k)
-        r.states.push_back(
-            reads.emplace_back(m.st.dev, m.st.state_at(k, u, s.own_begin), bytes, MemCategory::kGathered).as<float>());
-    }
-    visit(r);
-  }
-}
-
-void Engine::set_optimizer_steps(int64_t steps) { impl_->optimizer.set_steps(steps); }
+void Engine::load_state(const StateSource& source) { impl_->load(source, true); }
 
 StepResult Engine::step(int accum, const BatchSource& batches, double lr, double clip) {
   return impl_->step(accum, batches, lr, clip);
@@ -442,23 +434,28 @@ std::vector<double> Engine::evaluate(uint64_t passes, const EvalSource& batches)
   return impl_->evaluate(passes, batches);
 }
 
+bool Engine::weights_finite() { return all_weights_finite(impl_->st, impl_->comm); }
+
 int64_t Engine::optimizer_steps() const { return impl_->optimizer.steps(); }
 
-Engine::NvmeTraffic Engine::nvme_traffic() const {
-  NvmeTraffic t;
-  if (const OptimizerSwap* swap = impl_->st.swap.get()) {
-    t.bytes_read = swap->file().stats().bytes_read;
-    t.bytes_written = swap->file().stats().bytes_written;
-    t.update_bytes = impl_->optimizer.offload_io_bytes();
-    t.update_seconds = impl_->optimizer.offload_seconds();
-  }
-  return t;
-}
+void Engine::set_optimizer_steps(int64_t steps) { impl_->optimizer.set_steps(steps); }
 
-bool Engine::weights_finite() { return all_weights_finite(impl_->st, *comm_); }
+Engine::NvmeTraffic Engine::nvme_traffic() const { return impl_->nvme_traffic(); }
 
 void Engine::consolidate(const std::function<void(int unit, const float* data)>& sink) {
-  consolidate_weights(impl_->st, impl_->group, comm_->rank() == 0, sink);
+  consolidate_weights(impl_->st, impl_->group, impl_->comm.rank() == 0, sink);
 }
+
+int Engine::num_optimizer_states() const { return impl_->st.num_states(); }
+
+void Engine::visit_owned(const std::function<void(const OwnedRange&)>& visit) const { impl_->visit_owned(visit); }
+
+const EngineConfig& Engine::config() const { return impl_->cfg; }
+const ShardLayout& Engine::shards() const { return impl_->shards; }
+int Engine::shard_group_size() const { return impl_->N; }
+int Engine::replica() const { return impl_->comm.rank() / impl_->N; }
+const model::ParamLayout& Engine::layout() const { return impl_->layout; }
+comm::Communicator& Engine::comm() { return impl_->comm; }
+LossScaler& Engine::loss_scaler() { return impl_->scaler; }
 
 }  // namespace zerodp::zero

@@ -12,7 +12,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <optional>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -25,12 +24,7 @@
 #include "zero/sharding.h"
 #include "zero/state_io.h"
 
-namespace zerodp::io {
-class RunDir;
-}
-
 namespace zerodp::zero {
-
 
 // Where initial fp32 values come from: fill dst[0..count) with elements [begin, begin+count) of unit u.
 using UnitSource = std::function<void(int unit, size_t begin, size_t count, float* dst)>;
@@ -118,32 +112,21 @@ class Engine {
   void load_state(const StateSource& source);
   void set_optimizer_steps(int64_t steps);
 
-  const EngineConfig& config() const { return config_; }
+  const EngineConfig& config() const;
   // The rank's shard layout: N-way (its shard group), rank() % N.
-  const ShardLayout& shards() const { return shards_; }
+  const ShardLayout& shards() const;
   // Hybrid sharding: N, the ranks of one shard group (W without it), and which group this rank is in
   // (its replica index: rank() / N).
-  int shard_group_size() const { return group_size_; }
-  int replica() const { return comm_->rank() / group_size_; }
-  const model::ParamLayout& layout() const { return layout_; }
-  comm::Communicator& comm() { return *comm_; }
-  LossScaler& loss_scaler() { return scaler_; }
-
-  struct Impl;
+  int shard_group_size() const;
+  int replica() const;
+  const model::ParamLayout& layout() const;
+  comm::Communicator& comm();
+  LossScaler& loss_scaler();
 
  private:
-  const model::ParamLayout& layout_;
-  std::shared_ptr<comm::Communicator> comm_;
-  EngineConfig config_;
-  const int group_size_;  // N
-  ShardLayout shards_;
-  // Hybrid sharding only: the rank's shard group, and the ranks holding its shard in the other groups.
-  std::unique_ptr<comm::Communicator> group_comm_, replica_comm_;
-  LossScaler scaler_;
-  std::unique_ptr<io::RunDir> run_dir_;  // NVMe offload: this run's directory (outlives the files in it)
+  // Everything the engine holds and does (engine.cpp); each method above forwards to it.
+  struct Impl;
   std::unique_ptr<Impl> impl_;
-
-  void make_nvme_run_dir();
 };
 
 }  // namespace zerodp::zero

@@ -20,12 +20,13 @@
 // written into param_host. param_at() reaches a unit's parameters wherever they are.
 //
 // With the optimizer offloaded to NVMe, master and optim are in a file instead (swap,
-// zero/optimizer_swap.h): master, opt_m and opt_v are empty but while a StatesInHost brings one
-// unit's part of the shard in (loading, checkpoints, consolidation), from shard element
-// window_first on; the update reaches them a sub-group at a time, through the swap's slots.
+// zero/optimizer_swap.h): weights_at and state_at reach nothing but while a StatesInHost brings
+// one unit's part of the shard in (loading, checkpoints, consolidation); the update reaches them a
+// sub-group at a time, through the swap's slots.
 //
-// The engine's parts (gradient reduction, parameter gathering, the optimizer step, state I/O)
-// share one ModelStates and reach the bytes only through it.
+// The engine owns one ModelStates; its parts (gradient reduction, parameter gathering, the optimizer
+// step, state I/O) reach the bytes through its accessors, by unit and element, and never hold a
+// buffer of it.
 #pragma once
 
 #include <cstddef>
@@ -50,76 +51,128 @@ constexpr size_t kWorkChunk = size_t{1} << 18;
 // is a kernel launch, so fewer and larger ones (16 MiB of widened fp32 gradient at most).
 constexpr size_t kDeviceWorkChunk = size_t{1} << 22;
 
-struct ModelStates {
+class ModelStates {
+ public:
   ModelStates(const model::ParamLayout& layout, const ShardLayout& shards, const EngineConfig& config);
+  ModelStates(const ModelStates&) = delete;
+  ModelStates& operator=(const ModelStates&) = delete;
 
-  const model::ParamLayout& layout;
-  const ShardLayout& sh;
-  device::Device& dev;  // where the states live (the host tier ones too: its allocate_host)
-  const int W, r, stage;
-  const DType pdt;  // parameters (compute dtype)
-  const DType gdt;  // persistent gradients
-  const bool mixed;  // 16-bit compute: fp32 masters beside the parameters
-  const bool offload;  // optimizer offload: master, optim (and the gradient staging) in host memory
-  const bool has_master;  // an fp32 master copy exists: 16-bit compute, or offload
-  const bool offload_param;  // parameter offload: the sharded units' parameter shards in host memory
-  const int num_states;  // fp32 optimizer states per element
-  const bool optim_nvme;  // optimizer offload to NVMe: master and optim in swap's file
-  const bool param_nvme;  // parameter offload to NVMe: the sharded units' shards in param_swap's file
-  const size_t sub_group;  // offload: shard elements updated per round trip (staging size)
+  // ---- the modes, fixed at construction ---------------------------------------------------------
+  const model::ParamLayout& layout() const { return layout_; }
+  const ShardLayout& shards() const { return sh_; }
+  device::Device& dev() const { return dev_; }  // where the states live (the host tier's: dev().host())
+  int num_units() const { return layout_.num_units(); }
+  const UnitShard& unit(int u) const { return sh_.unit(u); }
+  int ranks() const { return sh_.world(); }  // N: the ranks the states are sharded over
+  int rank() const { return sh_.rank(); }    // this rank's shard, of N
+  int stage() const { return stage_; }
+  DType pdt() const { return pdt_; }  // parameters (compute dtype)
+  DType gdt() const { return gdt_; }  // persistent gradients
+  bool mixed() const { return mixed_; }  // 16-bit compute: fp32 masters beside the parameters
+  bool offload() const { return offload_; }  // optimizer offload: master, optim (and grad staging) in host memory
+  bool has_master() const { return has_master_; }  // an fp32 master copy exists: 16-bit compute, or offload
+  int num_states() const { return num_states_; }  // fp32 optimizer states per element
+  size_t sub_group() const { return sub_group_; }  // offload: shard elements updated per round trip
+  // Offload: sub-group buffers in the gradient staging: two (one coming down while the other is
+  // updated) when the shard has two sub-groups or more.
+  size_t grad_staging_buffers() const { return sh_.total_shard() > sub_group_ ? 2 : 1; }
 
-  Buffer param_store, master, grad_store, opt_m, opt_v;
-  Buffer param_host;  // parameter offload: the sharded units' shards, compute dtype, in host memory
-  Buffer grad_staging;  // offload: fp32 gradients of grad_staging_buffers() sub-groups, in host memory
-  std::unique_ptr<OptimizerSwap> swap;  // optimizer offload to NVMe
-  std::unique_ptr<ParamSwap> param_swap;  // parameter offload to NVMe
-  size_t window_first = 0;  // NVMe: the shard element master[0] (opt_m[0], opt_v[0]) holds
-  std::vector<size_t> shard_off;  // unit u's first element in the shard-sized buffers
-  std::vector<size_t> param_off;  // unit u's first element in param_store (param_host: offloaded shards)
-  std::vector<bool> param_whole;  // param_store holds all of unit u (stages 0-2; persistent stage-3 units)
-  std::vector<bool> param_in_host;  // param_host holds unit u's shard (parameter offload)
-
-  int num_units() const { return layout.num_units(); }
-  // Offload: sub-group buffers in grad_staging: two (one coming down while the other is updated)
-  // when the shard has two sub-groups or more.
-  size_t grad_staging_buffers() const { return sh.total_shard() > sub_group ? 2 : 1; }
-  const UnitShard& unit(int u) const { return sh.unit(u); }
-
-  size_t full_index(int u, size_t i) const { return sh.unit(u).offset + i; }
-  size_t shard_index(int u, size_t i) const { return shard_off[u] + i - static_cast<size_t>(r) * sh.unit(u).shard; }
-  size_t grad_index(int u, size_t i) const { return stage <= 1 ? full_index(u, i) : shard_index(u, i); }
-  size_t state_index(int u, size_t i) const { return stage == 0 ? full_index(u, i) : shard_index(u, i); }
-  size_t param_index(int u, size_t i) const {
-    return param_off[u] + (param_whole[u] ? i : i - static_cast<size_t>(r) * sh.unit(u).shard);
-  }
-  // True when unit u's parameters are in param_host (offloaded shard), not param_store.
-  bool param_on_host(int u) const { return param_in_host[u]; }
-  // True when unit u's shard is in param_swap's file (read and written through it, never param_at).
-  bool param_on_nvme(int u) const { return param_nvme && !param_whole[u] && !param_in_host[u]; }
-  // fp32 weights the optimizer updates: the masters (16-bit runs, offload) or the parameters themselves.
-  float* weights_at(int u, size_t i) {
-    if (has_master) return master.as<float>() + (stage == 0 ? full_index(u, i) : shard_index(u, i) - window_first);
-    return reinterpret_cast<float*>(param_at(u, i));
-  }
-  char* param_at(int u, size_t i) {
-    return (param_on_host(u) ? param_host : param_store).as<char>() + param_index(u, i) * dtype_size(pdt);
-  }
-  char* grad_at(int u, size_t i) { return grad_store.as<char>() + grad_index(u, i) * dtype_size(gdt); }
-  // Optimizer state k (0: m or momentum, 1: v) of unit u's element i.
-  float* state_at(int k, int u, size_t i) {
-    return (k == 0 ? opt_m : opt_v).as<float>() + state_index(u, i) - window_first;
-  }
+  // ---- where unit u's element i is ---------------------------------------------------------------
   // The range of unit u's elements this rank updates: all of them at stage 0, its shard otherwise.
   std::pair<size_t, size_t> update_range(int u) const {
-    if (stage == 0) return {0, sh.unit(u).numel};
-    return {sh.unit(u).own_begin, sh.unit(u).own_end};
+    if (stage_ == 0) return {0, sh_.unit(u).numel};
+    return {sh_.unit(u).own_begin, sh_.unit(u).own_end};
   }
+  // Unit u's first element in the shard-sized buffers (the units' shards end to end).
+  size_t shard_offset(int u) const { return shard_off_[u]; }
+  size_t full_index(int u, size_t i) const { return sh_.unit(u).offset + i; }
+  size_t shard_index(int u, size_t i) const {
+    return shard_off_[u] + i - static_cast<size_t>(rank()) * sh_.unit(u).shard;
+  }
+  size_t grad_index(int u, size_t i) const { return stage_ <= 1 ? full_index(u, i) : shard_index(u, i); }
+  size_t state_index(int u, size_t i) const { return stage_ == 0 ? full_index(u, i) : shard_index(u, i); }
+  size_t param_index(int u, size_t i) const {
+    return param_off_[u] + (param_whole_[u] ? i : i - static_cast<size_t>(rank()) * sh_.unit(u).shard);
+  }
+  // The parameter store holds all of unit u (stages 0-2; persistent stage-3 units).
+  bool param_whole(int u) const { return param_whole_[u]; }
+  // Unit u's parameters are in host memory (an offloaded shard), not the device's store.
+  bool param_on_host(int u) const { return param_in_host_[u]; }
+  // Unit u's shard is in param_swap()'s file (read and written through it, never param_at).
+  bool param_on_nvme(int u) const { return param_nvme_ && !param_whole_[u] && !param_in_host_[u]; }
+
+  // ---- the bytes ---------------------------------------------------------------------------------
+  // Who writes them:
+  //   param          load_states (state_io.h), ShardOptimizer's update, ParamGatherer's re-assembly
+  //   grad           the model's backward (the engine's units), GradReducer, clear_grads (the engine)
+  //   master, optim  load_states, ShardOptimizer's update (with NVMe, through optimizer_swap())
+  //   grad staging   ShardOptimizer's offloaded update
+  char* param_at(int u, size_t i) {
+    return (param_on_host(u) ? param_host_ : param_store_).as<char>() + param_index(u, i) * dtype_size(pdt_);
+  }
+  char* grad_at(int u, size_t i) { return grad_store_.as<char>() + grad_index(u, i) * dtype_size(gdt_); }
+  const char* grad_at(int u, size_t i) const {
+    return grad_store_.as<char>() + grad_index(u, i) * dtype_size(gdt_);
+  }
+  // The rank's shard of unit u, [rank()·S, (rank()+1)·S) of its elements: where the reductions leave
+  // the rank's sum and the gathers send from.
+  char* param_shard(int u) { return param_at(u, static_cast<size_t>(rank()) * sh_.unit(u).shard); }
+  char* grad_shard(int u) { return grad_at(u, static_cast<size_t>(rank()) * sh_.unit(u).shard); }
+  // fp32 weights the optimizer updates: the masters (16-bit runs, offload) or the parameters themselves.
+  float* weights_at(int u, size_t i) {
+    if (has_master_) return master_.as<float>() + (stage_ == 0 ? full_index(u, i) : shard_index(u, i) - window_first_);
+    return reinterpret_cast<float*>(param_at(u, i));
+  }
+  // Optimizer state k (0: m or momentum, 1: v) of unit u's element i.
+  float* state_at(int k, int u, size_t i) {
+    return (k == 0 ? opt_m_ : opt_v_).as<float>() + state_index(u, i) - window_first_;
+  }
+  // Offload: gradient staging buffer k (< grad_staging_buffers()) of sub_group() fp32 values.
+  float* grad_staging(size_t k) { return grad_staging_.as<float>() + k * sub_group_; }
+  // Zeroes the whole persistent gradient (each step begins with it).
+  void clear_grads() { dev_.fill_zero(grad_store_.data(), grad_store_.size()); }
+  // Optimizer offload to NVMe: the file of masters and optimizer states; null otherwise.
+  OptimizerSwap* optimizer_swap() const { return swap_.get(); }
+  // Parameter offload to NVMe: the file of the shards param_on_nvme() names; null otherwise.
+  ParamSwap* param_swap() const { return param_swap_.get(); }
+
+  // The bytes of each store, as allocated.
+  struct Footprint {
+    size_t param, param_host, grad, master, optim_m, optim_v, grad_staging;
+  };
+  Footprint footprint() const;
+  // Moves every buffer into `keep` (the engine parks them when it fails with collectives in flight).
+  void park(std::vector<Buffer>& keep);
+
+ private:
+  friend class StatesInHost;  // moves the NVMe window (window_first_, master_, opt_m_, opt_v_)
+
+  const model::ParamLayout& layout_;
+  const ShardLayout& sh_;
+  device::Device& dev_;
+  const int stage_;
+  const DType pdt_, gdt_;
+  const bool mixed_, offload_, has_master_;
+  const int num_states_;
+  const bool optim_nvme_;  // optimizer offload to NVMe: master and optim in swap_'s file
+  const bool param_nvme_;  // parameter offload to NVMe: the sharded units' shards in param_swap_'s file
+  const size_t sub_group_;
+
+  Buffer param_store_, master_, grad_store_, opt_m_, opt_v_;
+  Buffer param_host_;  // parameter offload: the sharded units' shards, compute dtype, in host memory
+  Buffer grad_staging_;  // offload: fp32 gradients of grad_staging_buffers() sub-groups, in host memory
+  std::unique_ptr<OptimizerSwap> swap_;  // optimizer offload to NVMe
+  std::unique_ptr<ParamSwap> param_swap_;  // parameter offload to NVMe
+  size_t window_first_ = 0;  // NVMe: the shard element master_[0] (opt_m_[0], opt_v_[0]) holds
+  std::vector<size_t> shard_off_;  // unit u's first element in the shard-sized buffers
+  std::vector<size_t> param_off_;  // unit u's first element in param_store_ (param_host_: offloaded shards)
+  std::vector<bool> param_whole_;
+  std::vector<bool> param_in_host_;
 };
 
 // NVMe optimizer offload: unit u's masters and optimizer states (the blocks of the file that hold
-// its part of the shard) in host memory, in ModelStates::master, opt_m, opt_v where weights_at and
-// state_at find them, while this lives; write_back() sends changes to the file first. Does nothing
-// for the other modes.
+// its part of the shard) in host memory, where weights_at and state_at find them, while this lives;
+// write_back() sends changes to the file first. Does nothing for the other modes.
 class StatesInHost {
  public:
   StatesInHost(ModelStates& st, int u);

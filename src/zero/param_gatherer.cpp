@@ -23,26 +23,26 @@ ParamGatherer::ParamGatherer(ModelStates& states, comm::Communicator& comm, cons
 
 void ParamGatherer::start(int u) {
   const UnitShard& s = st_.unit(u);
-  gathered_[u] = cfg_.dev().allocate(s.padded * dtype_size(st_.pdt), MemCategory::kGathered);
+  gathered_[u] = cfg_.dev().allocate(s.padded * dtype_size(st_.pdt()), MemCategory::kGathered);
   if (st_.param_on_nvme(u)) {
     // The read starts now; launch_reads() copies the shard up and gathers (same staging as cpu).
-    staging_[u] = cfg_.dev().allocate(s.shard * dtype_size(st_.pdt), MemCategory::kComm);
-    read_slot_[u] = st_.param_swap->read_async(u);
+    staging_[u] = cfg_.dev().allocate(s.shard * dtype_size(st_.pdt()), MemCategory::kComm);
+    read_slot_[u] = st_.param_swap()->read_async(u);
     reading_.push_back(u);
     state_[u] = State::kReading;
     live_ += s.padded;
     return;
   }
-  const void* own = st_.param_at(u, static_cast<size_t>(st_.r) * s.shard);
+  const void* own = st_.param_shard(u);
   if (st_.param_on_host(u)) {
     // The shard comes up from host memory into a device buffer that the collective sends from (on a
     // GPU: an H2D copy; on the CPU device: a memcpy).
-    const size_t bytes = s.shard * dtype_size(st_.pdt);
+    const size_t bytes = s.shard * dtype_size(st_.pdt());
     staging_[u] = cfg_.dev().allocate(bytes, MemCategory::kComm);
     cfg_.dev().copy(staging_[u].data(), own, bytes);
     own = staging_[u].data();
   }
-  work_[u] = comm_.all_gather_async(own, gathered_[u].data(), s.shard, st_.pdt);
+  work_[u] = comm_.all_gather_async(own, gathered_[u].data(), s.shard, st_.pdt());
   state_[u] = State::kInFlight;
   live_ += s.padded;
 }
@@ -52,13 +52,13 @@ void ParamGatherer::launch_reads() {
     const int u = reading_.front();
     reading_.pop_front();
     const UnitShard& s = st_.unit(u);
-    const size_t bytes = s.shard * dtype_size(st_.pdt);
+    const size_t bytes = s.shard * dtype_size(st_.pdt());
     // Up from the host read buffer into the device buffer the collective sends from; the buffer is
     // read into again only after that copy has run (on a GPU it is queued behind the compute).
-    cfg_.dev().copy(staging_[u].data(), st_.param_swap->wait_read(read_slot_[u]), bytes);
-    st_.param_swap->release_read(read_slot_[u], cfg_.dev().record());
+    cfg_.dev().copy(staging_[u].data(), st_.param_swap()->wait_read(read_slot_[u]), bytes);
+    st_.param_swap()->release_read(read_slot_[u], cfg_.dev().record());
     read_slot_[u] = -1;
-    work_[u] = comm_.all_gather_async(staging_[u].data(), gathered_[u].data(), s.shard, st_.pdt);
+    work_[u] = comm_.all_gather_async(staging_[u].data(), gathered_[u].data(), s.shard, st_.pdt());
     state_[u] = State::kInFlight;
   }
 }
@@ -75,7 +75,7 @@ void ParamGatherer::ensure(int u) {
 }
 
 bool ParamGatherer::release(int u) {
-  if (state_[u] == State::kSharded || st_.param_whole[u]) return false;
+  if (state_[u] == State::kSharded || st_.param_whole(u)) return false;
   if (state_[u] == State::kReading) launch_reads();  // in order: the collectives stay in every rank's order
   if (state_[u] == State::kInFlight) clock_.wait(work_[u]);
   work_[u].reset();
@@ -94,7 +94,7 @@ void ParamGatherer::prefetch() {
   for (size_t k = cursor_ + 1; k < end && k <= cursor_ + 4; ++k) {
     const int v = schedule_[k];
     if (state_[v] != State::kSharded) continue;
-    if (st_.param_on_nvme(v) && !st_.param_swap->read_buffer_free()) break;  // offload_param.buffer_count
+    if (st_.param_on_nvme(v) && !st_.param_swap()->read_buffer_free()) break;  // offload_param.buffer_count
     const size_t n = st_.unit(v).padded;
     if (live_ + n > static_cast<size_t>(cfg_.zero.stage3_max_live_parameters) ||
         ahead + n > static_cast<size_t>(cfg_.zero.stage3_prefetch_bucket_size)) break;
@@ -104,7 +104,7 @@ void ParamGatherer::prefetch() {
 }
 
 void ParamGatherer::use(int u, model::UnitPhase phase) {
-  if (st_.stage != 3) return;
+  if (st_.stage() != 3) return;
   if (phase == model::UnitPhase::kEmbedForward) cursor_ = 0;
   else ++cursor_;
   launch_reads();
@@ -113,18 +113,18 @@ void ParamGatherer::use(int u, model::UnitPhase phase) {
 }
 
 const void* ParamGatherer::params(int u) {
-  return st_.param_whole[u] ? st_.param_at(u, 0) : gathered_[u].data();
+  return st_.param_whole(u) ? st_.param_at(u, 0) : gathered_[u].data();
 }
 
 void ParamGatherer::gather_after_update() {
   std::deque<std::pair<comm::WorkPtr, size_t>> inflight;
   size_t live = 0;
   for (int u = 0; u < st_.num_units(); ++u) {
-    if (!st_.param_whole[u]) continue;  // stage 3 gathers sharded units when it uses them
+    if (!st_.param_whole(u)) continue;  // stage 3 gathers sharded units when it uses them
     const UnitShard& s = st_.unit(u);
     char* unit = st_.param_at(u, 0);
-    char* own = st_.param_at(u, static_cast<size_t>(st_.r) * s.shard);
-    inflight.emplace_back(comm_.all_gather_async(own, unit, s.shard, st_.pdt), s.padded);
+    char* own = st_.param_shard(u);
+    inflight.emplace_back(comm_.all_gather_async(own, unit, s.shard, st_.pdt()), s.padded);
     live += s.padded;
     while (live > static_cast<size_t>(cfg_.zero.allgather_bucket_size) && inflight.size() > 1) {
       clock_.wait(inflight.front().first);

@@ -27,7 +27,7 @@ template <class Fn>
 void for_each_piece(const ModelStates& st, size_t first, size_t last, Fn&& piece) {
   for (int u = 0; u < st.num_units(); ++u) {
     const UnitShard& s = st.unit(u);
-    const size_t at = st.shard_off[u];  // where the unit's owned range starts in the shard
+    const size_t at = st.shard_offset(u);  // where the unit's owned range starts in the shard
     const size_t lo = std::max(first, at), hi = std::min(last, at + (s.own_end - s.own_begin));
     if (lo < hi) piece(u, s.own_begin + (lo - at), s.own_begin + (hi - at));
   }
@@ -41,15 +41,15 @@ void ShardOptimizer::update_offloaded(double lr, float grad_scale, int64_t t) {
   const optim::SGDParams sgd = optim::sgd_params(cfg_.optimizer, lr);
   device::Device& dev = cfg_.dev();
   device::Device& host = dev.host();  // the update and the conversions between host buffers run there
-  const size_t total = st_.sh.total_shard();
-  const size_t groups = (total + st_.sub_group - 1) / st_.sub_group;
+  const size_t total = st_.shards().total_shard();
+  const size_t groups = (total + st_.sub_group() - 1) / st_.sub_group();
   // Sub-group g's gradient is staged in buffer g % K (K = 2 with two sub-groups or more): g+1's comes
   // down on the transfer queue while g updates, and g's weights go up there while g+1 updates.
   const size_t K = st_.grad_staging_buffers();
   std::vector<std::unique_ptr<device::Event>> down(K);
   // NVMe: sub-group g's states are in slot g % B. Reads run up to B-1 sub-groups ahead; a slot is
   // read into only once its previous sub-group's write and the transfer up of its weights are done.
-  OptimizerSwap* swap = st_.swap.get();
+  OptimizerSwap* swap = st_.optimizer_swap();
   const int B = swap ? swap->slots() : 1;
   std::vector<std::unique_ptr<device::Event>> up(B);
   const auto started = std::chrono::steady_clock::now();
@@ -63,16 +63,16 @@ void ShardOptimizer::update_offloaded(double lr, float grad_scale, int64_t t) {
     requested[g] = true;
   };
   // Sub-group g: shard elements [first(g), last(g)).
-  auto first_of = [&](size_t g) { return g * st_.sub_group; };
-  auto last_of = [&](size_t g) { return std::min(total, (g + 1) * st_.sub_group); };
+  auto first_of = [&](size_t g) { return g * st_.sub_group(); };
+  auto last_of = [&](size_t g) { return std::min(total, (g + 1) * st_.sub_group()); };
   // Where unit u's element i of sub-group g lands in its staging buffer.
   auto staged = [&](size_t g, int u, size_t i) {
-    return st_.grad_staging.as<float>() + (g % K) * st_.sub_group + (st_.shard_index(u, i) - g * st_.sub_group);
+    return st_.grad_staging(g % K) + (st_.shard_index(u, i) - g * st_.sub_group());
   };
   // Down: sub-group g's gradient into its staging buffer, in fp32, on the transfer queue.
   auto bring_down = [&](size_t g) {
     for_each_piece(st_, first_of(g), last_of(g), [&](int u, size_t b, size_t e) {
-      dev.transfer(st_.grad_at(u, b), st_.gdt, staged(g, u, b), DType::kF32, e - b);
+      dev.transfer(st_.grad_at(u, b), st_.gdt(), staged(g, u, b), DType::kF32, e - b);
     });
     down[g % K] = dev.record_transfer();
   };
@@ -98,9 +98,9 @@ void ShardOptimizer::update_offloaded(double lr, float grad_scale, int64_t t) {
     down[g % K]->wait();
     // The update, on the host, tensor by tensor (weight decay depends on the tensor).
     for_each_piece(st_, first, last, [&](int u, size_t b, size_t e) {
-      for (const Segment& seg : unit_segments(st_.layout, u, b, e)) {
+      for (const Segment& seg : unit_segments(st_.layout(), u, b, e)) {
         const size_t c = seg.begin, n = seg.count;
-        float* m = st_.num_states >= 1 ? state(0, u, c) : nullptr;
+        float* m = st_.num_states() >= 1 ? state(0, u, c) : nullptr;
         float* grad = staged(g, u, c);
         if (adamw)
           host.adamw_update(weights(u, c), grad, m, state(1, u, c), n, adam, t, seg.decay, grad_scale);
@@ -114,15 +114,16 @@ void ShardOptimizer::update_offloaded(double lr, float grad_scale, int64_t t) {
     for_each_piece(st_, first, last, [&](int u, size_t b, size_t e) {
       if (!st_.param_on_nvme(u)) {
         if (st_.param_on_host(u))
-          host.convert(weights(u, b), DType::kF32, st_.param_at(u, b), st_.pdt, e - b);
+          host.convert(weights(u, b), DType::kF32, st_.param_at(u, b), st_.pdt(), e - b);
         else
-          dev.transfer(weights(u, b), DType::kF32, st_.param_at(u, b), st_.pdt, e - b);
+          dev.transfer(weights(u, b), DType::kF32, st_.param_at(u, b), st_.pdt(), e - b);
         return;
       }
       const UnitShard& s = st_.unit(u);
-      char* shard = st_.param_swap->staging(u) ? st_.param_swap->stage_pointer() : st_.param_swap->stage(u);
-      host.convert(weights(u, b), DType::kF32, shard + (b - s.own_begin) * dtype_size(st_.pdt), st_.pdt, e - b);
-      if (e == s.own_end) st_.param_swap->commit(u);
+      ParamSwap& file = *st_.param_swap();
+      char* shard = file.staging(u) ? file.stage_pointer() : file.stage(u);
+      host.convert(weights(u, b), DType::kF32, shard + (b - s.own_begin) * dtype_size(st_.pdt()), st_.pdt(), e - b);
+      if (e == s.own_end) file.commit(u);
     });
     up[slot] = dev.record_transfer();
     if (swap) {
@@ -131,7 +132,7 @@ void ShardOptimizer::update_offloaded(double lr, float grad_scale, int64_t t) {
     }
   }
   dev.record_transfer()->wait();  // every parameter up before anyone reads them
-  if (st_.param_swap) st_.param_swap->flush();  // every shard written before the next gather reads it
+  if (st_.param_swap()) st_.param_swap()->flush();  // every shard written before the next gather reads it
   if (swap) {
     for (int s = 0; s < B; ++s) swap->wait(s);
     offload_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

@@ -10,11 +10,11 @@
 namespace zerodp::zero {
 
 void load_states(ModelStates& st, const StateSource& source, bool with_states) {
-  device::Device& dev = st.dev;
+  device::Device& dev = st.dev();
   // The elements of unit u this rank reads: all of them at stage 0, its own range otherwise.
   auto reads = [&st](int u) {
     const UnitShard& s = st.unit(u);
-    return st.stage == 0 ? std::pair<size_t, size_t>{0, s.numel} : std::pair<size_t, size_t>{s.own_begin, s.own_end};
+    return st.stage() == 0 ? std::pair<size_t, size_t>{0, s.numel} : std::pair<size_t, size_t>{s.own_begin, s.own_end};
   };
   size_t largest = 0;
   for (int u = 0; u < st.num_units(); ++u) largest = std::max(largest, reads(u).second - reads(u).first);
@@ -29,24 +29,24 @@ void load_states(ModelStates& st, const StateSource& source, bool with_states) {
     const auto [keep_b, keep_e] = reads(u);
     const auto [b, e] = st.update_range(u);
     StatesInHost in_host(st, u);  // NVMe offload: the unit's masters and states, written back below
-    char* nvme_shard = st.param_on_nvme(u) && keep_b < keep_e ? st.param_swap->stage(u) : nullptr;
+    char* nvme_shard = st.param_on_nvme(u) && keep_b < keep_e ? st.param_swap()->stage(u) : nullptr;
     for (size_t c = keep_b; c < keep_e; c += kWorkChunk) {
       const size_t n = std::min(kWorkChunk, keep_e - c);
       source(-1, u, c, n, vals);
       if (nvme_shard) {
-        convert(vals, DType::kF32, nvme_shard + (c - keep_b) * dtype_size(st.pdt), st.pdt, n);  // host memory
+        convert(vals, DType::kF32, nvme_shard + (c - keep_b) * dtype_size(st.pdt()), st.pdt(), n);  // host memory
       } else {
         device::copy_from_host(dev, dvals, vals, n * sizeof(float));  // (nothing on the CPU: the same bytes)
-        dev.convert(dvals, DType::kF32, st.param_at(u, c), st.pdt, n);
+        dev.convert(dvals, DType::kF32, st.param_at(u, c), st.pdt(), n);
       }
       // The masters from where this chunk's values are: dvals was not filled for a shard on NVMe (whose
       // masters are host memory: NVMe parameters need the optimizer offloaded).
       const float* from = nvme_shard ? vals : dvals;
       const size_t mb = std::max(b, c), me = std::min(e, c + n);
-      if (st.has_master && mb < me) dev.copy(st.weights_at(u, mb), from + (mb - c), (me - mb) * sizeof(float));
+      if (st.has_master() && mb < me) dev.copy(st.weights_at(u, mb), from + (mb - c), (me - mb) * sizeof(float));
     }
     if (with_states && b < e) {
-      for (int k = 0; k < st.num_states; ++k) {
+      for (int k = 0; k < st.num_states(); ++k) {
         if (dev.host_addressable()) {
           source(k, u, b, e - b, st.state_at(k, u, b));
           continue;
@@ -59,27 +59,27 @@ void load_states(ModelStates& st, const StateSource& source, bool with_states) {
       }
     }
     in_host.write_back();
-    if (nvme_shard) st.param_swap->commit(u);
+    if (nvme_shard) st.param_swap()->commit(u);
   }
   // The last conversions read dvals: they finish before it is freed (a no-op on the CPU).
   dev.synchronize();
-  if (st.param_swap) st.param_swap->flush();
+  if (st.param_swap()) st.param_swap()->flush();
 }
 
 void consolidate_weights(ModelStates& st, comm::Communicator& comm, bool root,
                          const std::function<void(int unit, const float* data)>& sink) {
-  device::Device& dev = st.dev;
+  device::Device& dev = st.dev();
   // Full fp32 weights are already on every rank for fp32 stages 0-2 (the parameters, equal to the
   // host masters of an offloaded run) and for 16-bit stage 0 (the masters).
   comm::UntrackedTraffic untracked(comm);
   for (int u = 0; u < st.num_units(); ++u) {
     const UnitShard& s = st.unit(u);
-    if (!st.mixed && st.param_whole[u]) {
+    if (!st.mixed() && st.param_whole(u)) {
       if (root) sink(u, device::HostRead(dev, st.param_at(u, 0), s.numel * sizeof(float), MemCategory::kGathered)
                             .as<float>());
       continue;
     }
-    if (st.mixed && st.stage == 0) {
+    if (st.mixed() && st.stage() == 0) {
       if (root) sink(u, device::HostRead(dev, st.weights_at(u, 0), s.numel * sizeof(float), MemCategory::kGathered)
                             .as<float>());
       continue;
@@ -105,7 +105,7 @@ bool all_weights_finite(ModelStates& st, comm::Communicator& comm) {
     const auto [b, e] = st.update_range(u);
     if (b >= e) continue;
     StatesInHost in_host(st, u);  // NVMe offload: the unit's masters, read from the file
-    device::Device& where = st.offload ? st.dev.host() : st.dev;  // the masters' memory: host with offload
+    device::Device& where = st.offload() ? st.dev().host() : st.dev();  // the masters' memory: host with offload
     if (!std::isfinite(where.sum_squares(st.weights_at(u, b), DType::kF32, e - b))) bad = 1.0f;
   }
   comm::UntrackedTraffic untracked(comm);

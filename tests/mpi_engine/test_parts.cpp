@@ -73,18 +73,19 @@ TEST(ModelStates, HoldsWhatEachStageKeeps) {
       const EngineConfig c = config(stage, t);
       ModelStates st(f.layout, f.sh, c);
       const uint64_t p = dtype_size(t);
-      EXPECT_EQ(st.param_store.size(), (stage == 3 ? shard : psi) * p);
-      EXPECT_EQ(st.grad_store.size(), (stage <= 1 ? psi : shard) * p);
-      EXPECT_EQ(st.master.size(), t == DType::kF32 ? 0 : (stage == 0 ? psi : shard) * 4);
-      EXPECT_EQ(st.opt_m.size(), (stage == 0 ? psi : shard) * 4);
-      EXPECT_EQ(st.opt_v.size(), st.opt_m.size());
+      const ModelStates::Footprint bytes = st.footprint();
+      EXPECT_EQ(bytes.param, (stage == 3 ? shard : psi) * p);
+      EXPECT_EQ(bytes.grad, (stage <= 1 ? psi : shard) * p);
+      EXPECT_EQ(bytes.master, t == DType::kF32 ? 0 : (stage == 0 ? psi : shard) * 4);
+      EXPECT_EQ(bytes.optim_m, (stage == 0 ? psi : shard) * 4);
+      EXPECT_EQ(bytes.optim_v, bytes.optim_m);
       // Every element a rank updates has its own place in each buffer.
       for (int u = 0; u < st.num_units(); ++u) {
         const auto [b, e] = st.update_range(u);
         if (b >= e) continue;
-        EXPECT_LE((st.state_index(u, e - 1) + 1) * 4, st.opt_m.size());
-        EXPECT_LE((st.grad_index(u, e - 1) + 1) * p, st.grad_store.size());
-        EXPECT_LE((st.param_index(u, e - 1) + 1) * p, st.param_store.size());
+        EXPECT_LE((st.state_index(u, e - 1) + 1) * 4, bytes.optim_m);
+        EXPECT_LE((st.grad_index(u, e - 1) + 1) * p, bytes.grad);
+        EXPECT_LE((st.param_index(u, e - 1) + 1) * p, bytes.param);
       }
     }
   }
@@ -109,7 +110,7 @@ TEST(GradReducer, SumsInRankOrderIntoWhatTheRankKeeps) {
         if (stage <= 1) {
           for (size_t i = 0; i < s.padded; ++i) {
             const float v = i < s.numel ? value(f.r, u, i) : 0.0f;
-            convert(&v, DType::kF32, st.grad_at(u, i), st.gdt, 1);
+            convert(&v, DType::kF32, st.grad_at(u, i), st.gdt(), 1);
           }
           reducer.unit_stored(u);
         } else {
@@ -120,12 +121,12 @@ TEST(GradReducer, SumsInRankOrderIntoWhatTheRankKeeps) {
       }
       reducer.complete_all();
       EXPECT_FALSE(reducer.in_flight());
-      const DType stored = stage <= 1 ? st.gdt : DType::kF32;  // what was summed: the store, or the fp32 gradient
+      const DType stored = stage <= 1 ? st.gdt() : DType::kF32;  // what was summed: the store, or the fp32 gradient
       for (int u = 0; u < st.num_units(); ++u) {
         const auto [b, e] = st.update_range(u);
         for (size_t i = b; i < e; ++i) {
-          const float want = f.W == 1 ? round_to(value(0, u, i), st.gdt) : round_to(expected_sum(f.W, u, i, stored, rdt), st.gdt);
-          ASSERT_EQ(read(st.grad_at(u, i), st.gdt), want)
+          const float want = f.W == 1 ? round_to(value(0, u, i), st.gdt()) : round_to(expected_sum(f.W, u, i, stored, rdt), st.gdt());
+          ASSERT_EQ(read(st.grad_at(u, i), st.gdt()), want)
               << "stage " << stage << " " << dtype_name(k.dtype) << " reduce " << dtype_name(rdt) << " unit " << u << " element " << i;
         }
       }
@@ -161,10 +162,10 @@ TEST(GradReducer, AccumulatesMicroStepsIntoTheShard) {
         const auto [b, e] = st.update_range(u);
         for (size_t i = b; i < e; ++i) {
           const float once = f.W == 1 ? value(0, u, i) : expected_sum(f.W, u, i, DType::kF32, rdt);
-          const float want = round_to(round_to(once, st.gdt) + once, st.gdt);
-          ASSERT_EQ(read(st.grad_at(u, i), st.gdt), want)
+          const float want = round_to(round_to(once, st.gdt()) + once, st.gdt());
+          ASSERT_EQ(read(st.grad_at(u, i), st.gdt()), want)
               << "stage " << stage << " " << dtype_name(k.dtype) << " reduce " << dtype_name(rdt)
-              << " stored " << dtype_name(st.gdt) << " unit " << u << " element " << i;
+              << " stored " << dtype_name(st.gdt()) << " unit " << u << " element " << i;
         }
       }
     }
@@ -212,13 +213,13 @@ TEST(ParamGatherer, AfterTheUpdateEveryRankHoldsEveryShard) {
       for (size_t i = 0; i < s.padded; ++i) {
         const bool mine = i / s.shard == static_cast<size_t>(f.r);
         const float v = mine ? value(0, u, i) : -1.0f;  // others' shards: stale until gathered
-        convert(&v, DType::kF32, st.param_at(u, i), st.pdt, 1);
+        convert(&v, DType::kF32, st.param_at(u, i), st.pdt(), 1);
       }
     }
     gatherer.gather_after_update();
     for (int u = 0; u < st.num_units(); ++u)
       for (size_t i = 0; i < st.unit(u).padded; ++i)
-        ASSERT_EQ(read(st.param_at(u, i), st.pdt), round_to(value(0, u, i), st.pdt)) << "unit " << u;
+        ASSERT_EQ(read(st.param_at(u, i), st.pdt()), round_to(value(0, u, i), st.pdt())) << "unit " << u;
   }
 }
 
@@ -241,7 +242,7 @@ TEST(ShardOptimizer, ShardStepEqualsTheWholeStepOnTheShard) {
           const auto [b, e] = m->update_range(u);
           for (size_t i = b; i < e; ++i) {
             const float g = value(5, u, i);
-            convert(&g, DType::kF32, m->grad_at(u, i), m->gdt, 1);
+            convert(&g, DType::kF32, m->grad_at(u, i), m->gdt(), 1);
           }
         }
       ShardOptimizer opt(st, c), opt_ref(ref, config(0, t));
