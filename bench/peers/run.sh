@@ -30,6 +30,10 @@
 #                           same OUT (its results are kept and pooled with the new rounds)
 #   DOCS [docs/benchmarks_peers.md] NOTES [bench/peers/notes.md]  the page written, and its commentary
 #   QUICK=1                 a fast check: 4 steps, 1 warm-up, 1 round, docs left alone
+#   The zerodp binary is $BUILD/zerodp: to compare two builds, point BUILD at each (a folder holding a
+#                           `zerodp` is enough) with its own OUT.
+#   Where /usr/bin/time exists, each run's wall, user and system seconds (the whole run: start-up, all
+#                           ranks and mpirun) go to OUT/results/cputime.txt, one `tag wall user sys` line a run.
 #   KEEP_OPENBLAS_CORETYPE [0]  1: keep OPENBLAS_CORETYPE from the environment. By default the script
 #                           unsets it, so that OpenBLAS (zerodp's fp32 GEMMs; the peers do not use it)
 #                           picks its kernels by CPUID as on a machine where nobody set it: some of
@@ -142,7 +146,9 @@ measure() {  # $1 = tag (runner-dtype-rR); the rest: the command
   while awk -v b="$busy" -v t="${QUIET_BUSY:-0.3}" 'BEGIN { exit !(b >= t) }' && ((waited < ${QUIET_MAX:-90})); do
     sleep 3; waited=$((waited + 5)); busy=$(cpu_busy)
   done
-  timeout "$RUN_TIMEOUT" "$@" || rc=$?
+  local timer=()
+  [[ -x /usr/bin/time ]] && timer=(/usr/bin/time -a -o "$res/cputime.txt" -f "$tag	%e	%U	%S")
+  "${timer[@]}" timeout "$RUN_TIMEOUT" "$@" || rc=$?
   printf '%s\t%s\t%s\t%s\n' "$tag" "$rc" "$busy" "$(cut -d' ' -f1 /proc/loadavg)" >>"$res/status.txt"
   ((rc == 0)) || log "  $tag failed (exit $rc), see $res/$tag.log"
 }
