@@ -13,9 +13,12 @@ void register_train(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("train",
                                  "Train GPT-2 with ZeRO data parallelism (run under `mpirun -n W` for W ranks)");
   add_train_options(cmd, g_options);
+  const TrainExtension& extension = train_extension();
+  if (extension.add_flags) extension.add_flags(cmd);
   cmd->callback([&action, cmd] {
     action = [cmd] {
-      train::run_training(resolve(g_options, cmd));
+      const TrainExtension& ext = train_extension();
+      train::run_training(resolve(g_options, cmd), ext.hooks ? ext.hooks() : train::TrainHooks{});
       return 0;
     };
   });

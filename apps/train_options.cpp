@@ -10,6 +10,11 @@
 
 namespace zerodp::cli {
 
+TrainExtension& train_extension() {
+  static TrainExtension extension;
+  return extension;
+}
+
 void add_train_options(CLI::App* cmd, TrainOptions& opts) {
   const train::TrainConfig defaults;
   for (const train::TrainFlag& f : train::train_flags()) {
@@ -28,7 +33,6 @@ void add_train_options(CLI::App* cmd, TrainOptions& opts) {
       CLI::Option* opt = cmd->add_option(name, slot, std::string(f.help));
       opt->type_name(std::string(f.value_name));
       if (!shown.empty()) opt->default_str(shown);
-      if (f.testing_aid) opt->group("");  // CLI11: an option in no group is not listed in --help
     }
   }
 }
@@ -58,6 +62,7 @@ train::ResolvedConfig resolve_train_words(const std::vector<std::string>& words)
   CLI::App app("train", "train");
   TrainOptions opts;
   add_train_options(&app, opts);
+  if (train_extension().add_flags) train_extension().add_flags(&app);  // a test build's: the command takes them
   std::vector<std::string> reversed(words.rbegin(), words.rend());  // CLI11 takes the arguments last first
   try {
     app.parse(reversed);

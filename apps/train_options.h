@@ -9,8 +9,17 @@
 #include <CLI/CLI.hpp>
 
 #include "train/config.h"
+#include "train/trainer.h"
 
 namespace zerodp::cli {
+
+// What a test build of the CLI adds to `train` (tests/tools/zerodp_testing.cpp sets it before main):
+// its flags, and the hooks they ask for once parsed. The zerodp binary has none.
+struct TrainExtension {
+  void (*add_flags)(CLI::App* cmd) = nullptr;
+  train::TrainHooks (*hooks)() = nullptr;
+};
+TrainExtension& train_extension();
 
 struct TrainOptions {
   // Flag name ("--lr") -> the text given on the command line. Only flags with cmd->count() > 0

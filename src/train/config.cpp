@@ -116,7 +116,6 @@ json TrainConfig::to_json() const {
       {"shuffle", shuffle},
       {"log_every", log_every},
       {"eval", {{"val_data", val_data_path}, {"eval_every", eval_every}, {"eval_tokens", eval_tokens}}},
-      {"inject_overflow", {{"step", inject_overflow_step}, {"rank", inject_overflow_rank}, {"unit", inject_overflow_unit}}},
   };
 }
 

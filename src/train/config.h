@@ -97,11 +97,6 @@ struct TrainConfig {
   std::string val_data_path;  // --val-data; empty: no validation
   int64_t eval_every = 0;     // --eval-every
   int64_t eval_tokens = 0;    // --eval-tokens
-  // Testing aid for fp16 overflow handling: rank inject_overflow_rank's gradient becomes Inf at
-  // optimizer step inject_overflow_step (0-based; -1: never).
-  int inject_overflow_step = -1;
-  int inject_overflow_rank = 0;
-  int inject_overflow_unit = 0;  // the unit whose gradient becomes Inf (0: embeddings, 1+i: block i)
 
   // Whether micro_batch / accum were set by a flag or the JSON rather than defaulted: finalize()
   // derives the one that was not from train_batch_size, as DeepSpeed does.
@@ -192,8 +187,6 @@ struct TrainFlag {
   std::string_view value_name;  // "X", "N", "PATH"...; empty for switches
   std::string_view help;
   bool is_switch;               // given alone means true; the parser adds --no-<name> for false
-  // A switch for the tests (fault injection): parsed as any flag, left out of `--help`.
-  bool testing_aid = false;
 };
 
 // Every flag of `zerodp train`, in the order resolve_config() applies them.

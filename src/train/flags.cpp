@@ -319,19 +319,6 @@ const std::vector<FlagEntry>& flag_table() {
         "arrived, instead of hanging (0: wait forever)",
         false},
        ZDP_SET { c.comm_timeout = parse_number(v, f); }, ZDP_GET { return show(c.comm_timeout); }},
-      {{"--inject-overflow-step", "S",
-        "Testing aid: make a gradient Inf at optimizer step S (-1: never)", false, true},
-       ZDP_SET { c.inject_overflow_step = parse_int32(v, f); },
-       ZDP_GET { return std::to_string(c.inject_overflow_step); }},
-      {{"--inject-overflow-rank", "R",
-        "Testing aid: the rank whose gradient --inject-overflow-step makes Inf", false, true},
-       ZDP_SET { c.inject_overflow_rank = parse_int32(v, f); },
-       ZDP_GET { return std::to_string(c.inject_overflow_rank); }},
-      {{"--inject-overflow-unit", "U",
-        "Testing aid: the unit (0: embeddings, 1+i: block i) whose gradient --inject-overflow-step makes Inf",
-        false, true},
-       ZDP_SET { c.inject_overflow_unit = parse_int32(v, f); },
-       ZDP_GET { return std::to_string(c.inject_overflow_unit); }},
   });
   return table;
 }

@@ -36,9 +36,6 @@ zero::EngineConfig engine_config(const TrainConfig& cfg) {
   e.optimizer = cfg.optimizer;
   e.micro_batch = static_cast<int>(cfg.micro_batch);
   e.seq = static_cast<int>(cfg.seq);
-  e.inject_overflow_step = static_cast<int>(cfg.inject_overflow_step);
-  e.inject_overflow_rank = static_cast<int>(cfg.inject_overflow_rank);
-  e.inject_overflow_unit = static_cast<int>(cfg.inject_overflow_unit);
   return e;
 }
 
@@ -278,7 +275,7 @@ void finish_run(zero::Engine& engine, const TrainConfig& cfg, const model::GPT2C
 
 }  // namespace
 
-TrainResult run_training(TrainConfig cfg) {
+TrainResult run_training(TrainConfig cfg, const TrainHooks& hooks) {
   using Clock = std::chrono::steady_clock;
   std::shared_ptr<comm::Communicator> world = comm::world();
   const int W = world->size(), rank = world->rank();
@@ -328,6 +325,13 @@ TrainResult run_training(TrainConfig cfg) {
   zero::EngineConfig engine_cfg = engine_config(cfg);
   engine_cfg.device = run_device.device();
   zero::Engine engine(layout, run_device.comm, engine_cfg);
+  if (hooks.gradient_fault) {
+    const zero::GradientFault& f = *hooks.gradient_fault;
+    ZDP_REQUIRE(f.step >= -1 && f.rank >= 0 && f.rank < W && f.unit >= 0 && f.unit < layout.num_units(),
+                "the gradient fault's step {} must be >= -1, its rank {} in 0..{}, its unit {} in 0..{}", f.step, f.rank,
+                W - 1, f.unit, layout.num_units() - 1);
+    engine.set_gradient_fault(f);
+  }
   const int64_t start_step = load_weights(engine, resume, weights, layout, cfg.init_path);
   const bool saving = !cfg.save_dir.empty();
   const SaveContext save_ctx = save_context(cfg, W);

@@ -3,11 +3,13 @@
 // consolidated weights (--out).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "train/config.h"
 #include "zero/engine.h"
+#include "zero/fault.h"
 
 namespace zerodp::train {
 
@@ -24,7 +26,12 @@ struct TrainResult {
   double tokens_per_second = 0;
 };
 
+// What a test build of the CLI adds to a run (tests/tools/zerodp_testing.cpp); a user's run has none.
+struct TrainHooks {
+  std::optional<zero::GradientFault> gradient_fault;
+};
+
 // Runs the whole training on comm::world(). Throws zerodp::Error on bad input (exit 2), over budget (3).
-TrainResult run_training(TrainConfig cfg);
+TrainResult run_training(TrainConfig cfg, const TrainHooks& hooks = {});
 
 }  // namespace zerodp::train

@@ -153,10 +153,6 @@ void TrainConfig::validate_run(int world_size) const {
               "--eval-every and --eval-tokens need --val-data (the validation tokens)");
   ZDP_REQUIRE(log_csv_path.empty() || (log_csv_path != metrics_path && log_csv_path != out_path),
               "--log-csv '{}' names the same file as --metrics or --out: give it a path of its own", log_csv_path);
-  ZDP_REQUIRE(inject_overflow_step >= -1, "--inject-overflow-step must be >= -1, got {}", inject_overflow_step);
-  ZDP_REQUIRE(inject_overflow_rank >= 0 && inject_overflow_rank < world_size,
-              "--inject-overflow-rank must be a rank in 0..{}, got {}", world_size - 1, inject_overflow_rank);
-  ZDP_REQUIRE(inject_overflow_unit >= 0, "--inject-overflow-unit must be >= 0, got {}", inject_overflow_unit);
 }
 
 }  // namespace zerodp::train

@@ -20,11 +20,6 @@ struct EngineConfig {
   // With an nvme offload: this run's directory under zero.nvme_path, filled in by the Engine (the
   // same name on every rank).
   std::string nvme_run_dir;
-  // Testing aid: at this call of step() (0-based; -1: never) the first gradient element of unit
-  // inject_overflow_unit that rank inject_overflow_rank owns becomes Inf.
-  int inject_overflow_step = -1;
-  int inject_overflow_rank = 0;
-  int inject_overflow_unit = 0;
   // Where the model computes and the engine's buffers live (the compute seam); null: the default
   // device (the CPU).
   device::Device* device = nullptr;

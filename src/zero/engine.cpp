@@ -129,6 +129,7 @@ struct Engine::Impl {
   std::vector<float*> grad_ptr;
 
   int64_t calls = 0;
+  GradientFault fault;  // tests only (zero/fault.h)
 
   Impl(const model::ParamLayout& l, std::shared_ptr<comm::Communicator> c, EngineConfig config)
       : layout(l),
@@ -296,17 +297,16 @@ struct Engine::Impl {
     const double global_tokens = static_cast<double>(world) * accum * cfg.micro_batch * cfg.seq;
     const double loss_sum = accumulate(accum, batches, static_cast<float>(scale / global_tokens));
 
-    const int inject_unit = cfg.inject_overflow_unit;
-    if (calls++ == cfg.inject_overflow_step && comm.rank() == cfg.inject_overflow_rank && inject_unit >= 0 &&
-        inject_unit < st.num_units()) {
-      // Testing aid: a gradient that overflowed on this rank only, inside the range whose norm it
-      // computes (at stage 0 every rank holds the whole gradient but measures its own part).
-      const UnitShard& s = st.unit(inject_unit);
+    const int unit = fault.unit;
+    if (calls++ == fault.step && comm.rank() == fault.rank && unit >= 0 && unit < st.num_units()) {
+      // A gradient that overflowed on this rank only, inside the range whose norm it computes (at
+      // stage 0 every rank holds the whole gradient but measures its own part).
+      const UnitShard& s = st.unit(unit);
       if (s.own_begin < s.own_end) {
         const float inf = std::numeric_limits<float>::infinity();
         unsigned char bits[sizeof(float)];
         convert(&inf, DType::kF32, bits, st.gdt(), 1);
-        cfg.dev().copy(st.grad_at(inject_unit, s.own_begin), bits, dtype_size(st.gdt()));
+        cfg.dev().copy(st.grad_at(unit, s.own_begin), bits, dtype_size(st.gdt()));
       }
     }
 
@@ -439,6 +439,8 @@ bool Engine::weights_finite() { return all_weights_finite(impl_->st, impl_->comm
 int64_t Engine::optimizer_steps() const { return impl_->optimizer.steps(); }
 
 void Engine::set_optimizer_steps(int64_t steps) { impl_->optimizer.set_steps(steps); }
+
+void Engine::set_gradient_fault(const GradientFault& fault) { impl_->fault = fault; }
 
 Engine::NvmeTraffic Engine::nvme_traffic() const { return impl_->nvme_traffic(); }
 

@@ -20,6 +20,7 @@
 #include "model/layout.h"
 #include "optim/optimizer.h"
 #include "zero/config.h"
+#include "zero/fault.h"
 #include "zero/loss_scaler.h"
 #include "zero/sharding.h"
 #include "zero/state_io.h"
@@ -111,6 +112,8 @@ class Engine {
   using StateSource = zero::StateSource;
   void load_state(const StateSource& source);
   void set_optimizer_steps(int64_t steps);
+  // For the tests of the non-finite paths: the fault the steps to come inject (zero/fault.h).
+  void set_gradient_fault(const GradientFault& fault);
 
   const EngineConfig& config() const;
   // The rank's shard layout: N-way (its shard group), rank() % N.

@@ -70,7 +70,8 @@ struct RunResult {
   double lr = 0;
 };
 
-RunResult run(bool alone, EngineConfig cfg, int G, int steps, double lr = 1e-3, double clip = 0.0) {
+RunResult run(bool alone, EngineConfig cfg, int G, int steps, double lr = 1e-3, double clip = 0.0,
+              GradientFault fault = {}) {
   Group group(alone);
   const model::ParamLayout layout(small_model());
   const int W = group.comm->size(), r = group.comm->rank();
@@ -79,6 +80,7 @@ RunResult run(bool alone, EngineConfig cfg, int G, int steps, double lr = 1e-3, 
   out.lr = lr;
   {
     Engine engine(layout, group.comm, cfg);
+    engine.set_gradient_fault(fault);
     engine.load(init_source(layout));
     for (int s = 0; s < steps; ++s) {
       const StepResult res = engine.step(
@@ -286,11 +288,8 @@ TEST(Engine, NonFiniteGradientsChangeNothingAndNameTheirUnit) {
   for (DType dt : {DType::kF32, DType::kBF16}) {
     for (int stage = 0; stage <= 3; ++stage) {
       const std::string what = std::string(dtype_name(dt)) + " stage " + std::to_string(stage);
-      EngineConfig c = config(stage, 2, 16, dt);
-      c.inject_overflow_step = 1;
-      c.inject_overflow_rank = W - 1;
-      c.inject_overflow_unit = 2;
-      const RunResult got = run(false, c, 1, 2);
+      const EngineConfig c = config(stage, 2, 16, dt);
+      const RunResult got = run(false, c, 1, 2, 1e-3, 0.0, GradientFault{.step = 1, .rank = W - 1, .unit = 2});
       EXPECT_FALSE(got.skipped[0]) << what;
       EXPECT_TRUE(got.skipped[1]) << what;
       EXPECT_TRUE(std::isinf(got.norms[1])) << what;
@@ -513,14 +512,13 @@ TEST(Engine, MixedPrecisionTrainsLikeFp32) {
 
 TEST(Engine, InjectedOverflowIsSkippedOnEveryRank) {
   const int W = world()->size();
-  EngineConfig c = config(2, 2, 16, DType::kF16);
-  c.inject_overflow_step = 2;
-  c.inject_overflow_rank = W - 1;
-  const RunResult got = run(false, c, 1, 5);
+  const EngineConfig c = config(2, 2, 16, DType::kF16);
+  const GradientFault fault{.step = 2, .rank = W - 1, .unit = 0};
+  const RunResult got = run(false, c, 1, 5, 1e-3, 0.0, fault);
   for (int step = 0; step < 5; ++step) EXPECT_EQ(got.skipped[step], step == 2) << "step " << step;
   // A skipped step leaves the weights exactly as they were: three steps with the third skipped end
   // where two clean steps end, bit for bit.
-  const RunResult skipped3 = run(false, c, 1, 3);
+  const RunResult skipped3 = run(false, c, 1, 3, 1e-3, 0.0, fault);
   const RunResult clean2 = run(false, config(2, 2, 16, DType::kF16), 1, 2);
   EXPECT_TRUE(skipped3.skipped[2]);
   if (world()->rank() == 0) {
