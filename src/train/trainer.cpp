@@ -273,6 +273,15 @@ void finish_run(zero::Engine& engine, const TrainConfig& cfg, const model::GPT2C
   }
 }
 
+// A test's gradient fault (TrainHooks), once it is known to name a step, a rank and a unit of this run.
+void set_gradient_fault(zero::Engine& engine, const zero::GradientFault& f) {
+  const int W = engine.comm().size(), U = engine.layout().num_units();
+  ZDP_REQUIRE(f.step >= -1 && f.rank >= 0 && f.rank < W && f.unit >= 0 && f.unit < U,
+              "the gradient fault's step {} must be >= -1, its rank {} in 0..{}, its unit {} in 0..{}", f.step, f.rank,
+              W - 1, f.unit, U - 1);
+  engine.set_gradient_fault(f);
+}
+
 }  // namespace
 
 TrainResult run_training(TrainConfig cfg, const TrainHooks& hooks) {
@@ -325,13 +334,7 @@ TrainResult run_training(TrainConfig cfg, const TrainHooks& hooks) {
   zero::EngineConfig engine_cfg = engine_config(cfg);
   engine_cfg.device = run_device.device();
   zero::Engine engine(layout, run_device.comm, engine_cfg);
-  if (hooks.gradient_fault) {
-    const zero::GradientFault& f = *hooks.gradient_fault;
-    ZDP_REQUIRE(f.step >= -1 && f.rank >= 0 && f.rank < W && f.unit >= 0 && f.unit < layout.num_units(),
-                "the gradient fault's step {} must be >= -1, its rank {} in 0..{}, its unit {} in 0..{}", f.step, f.rank,
-                W - 1, f.unit, layout.num_units() - 1);
-    engine.set_gradient_fault(f);
-  }
+  if (hooks.gradient_fault) set_gradient_fault(engine, *hooks.gradient_fault);
   const int64_t start_step = load_weights(engine, resume, weights, layout, cfg.init_path);
   const bool saving = !cfg.save_dir.empty();
   const SaveContext save_ctx = save_context(cfg, W);
