@@ -5,7 +5,7 @@
 // text comes back whole depends on the file: Removed splits, stripped added tokens and a prefix space
 // change it, in tokenizers too; tests/tokenizer checks the round trip where it holds.)
 // Seeds (corpus/tokenizer/, not written by make_corpus.py): GPT-2- and Llama-3-shaped files trained by
-// tests/tokenizer/train_tokenizers.py with 272 tokens, hand-made ones for Sequence/Digits/Split(String,
+// zdptest.train_tokenizers (tests/pylib) with 272 tokens, hand-made ones for Sequence/Digits/Split(String,
 // MergedWithNext), an inverted Removed split with an empty lookahead match, merges as pairs, a prefix
 // space, an unk_token and added tokens with every flag, and one with a bad merge.
 #include <cstddef>
