@@ -307,9 +307,11 @@ void read_zero_setting(const DsReader& r, const zero::ZeroSettingRow& row, const
                         [&](int64_t zero::ZeroSettings::*f) { z.*f = count(); },
                         [&](bool zero::ZeroSettings::*f) { z.*f = r.boolean(v, path); },
                         [&](zero::Offload zero::ZeroSettings::*f) {
-                          const std::string d = to_lower(r.string(v, path));
-                          if (d != "none" && d != "cpu" && d != "nvme") r.fail(path, "\"cpu\", \"nvme\" or \"none\"", v);
-                          z.*f = zero::parse_offload(d, path);
+                          try {
+                            z.*f = zero::parse_offload(to_lower(r.string(v, path)), path);
+                          } catch (const UsageError&) {
+                            r.fail(path, "\"cpu\", \"nvme\" or \"none\"", v);
+                          }
                         }},
              row.field);
 }
