@@ -282,7 +282,7 @@ void register_bench(CLI::App& app, Action& action) {
   comm_cmd->callback([&action, opts] { action = [opts] { return run_comm_bench(*opts); }; });
 }
 
-const CommandRegistration registration(90, register_bench);
+const CommandRegistration bench_registration(90, register_bench);
 
 }  // namespace
 

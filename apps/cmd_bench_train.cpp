@@ -82,7 +82,7 @@ void register_bench_train(CLI::App& app, Action& action) {
   sgemm->callback([&action] { action = [] { return run_sgemm_peak(opts); }; });
 }
 
-const CommandRegistration registration(91, register_bench_train);
+const CommandRegistration bench_train_registration(91, register_bench_train);
 
 }  // namespace
 

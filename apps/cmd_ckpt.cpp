@@ -67,7 +67,7 @@ void register_ckpt(CLI::App& app, Action& action) {
   inspect->callback([&action] { action = [] { return run_inspect(inspect_opts); }; });
 }
 
-const CommandRegistration registration(60, register_ckpt);
+const CommandRegistration ckpt_registration(60, register_ckpt);
 
 }  // namespace
 

@@ -246,7 +246,7 @@ void register_estimate(CLI::App& app, Action& action) {
   cmd->add_flag("--json", o.json, "Print JSON: {\"stages\":[{\"stage\",\"bytes_per_rank\",...}]}");
   cmd->callback([&action] { action = [] { return run_estimate(g_opt); }; });
 }
-const CommandRegistration registration(70, register_estimate);
+const CommandRegistration estimate_registration(70, register_estimate);
 
 }  // namespace
 }  // namespace zerodp::cli

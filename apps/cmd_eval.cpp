@@ -64,7 +64,7 @@ void register_eval(CLI::App& app, Action& action) {
   cmd->add_option("--metrics", g_metrics, "Also write the result as one JSON line to this file");
   cmd->callback([&action] { action = run_eval; });
 }
-const CommandRegistration registration(55, register_eval);
+const CommandRegistration eval_registration(55, register_eval);
 
 }  // namespace
 }  // namespace zerodp::cli

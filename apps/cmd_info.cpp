@@ -62,7 +62,7 @@ void register_info(CLI::App& app, Action& action) {
     };
   });
 }
-const CommandRegistration registration(10, register_info);
+const CommandRegistration info_registration(10, register_info);
 }  // namespace
 
 }  // namespace zerodp::cli

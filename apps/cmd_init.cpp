@@ -105,7 +105,7 @@ void register_init(CLI::App& app, Action& action) {
   cmd->callback([&action] { action = [] { return run_init(opts); }; });
 }
 
-const CommandRegistration registration(20, register_init);
+const CommandRegistration init_registration(20, register_init);
 
 }  // namespace
 

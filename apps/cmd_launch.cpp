@@ -296,7 +296,7 @@ void register_launch(CLI::App& app, Action& action) {
     action = [rest] { return launch(rest); };
   });
 }
-const CommandRegistration registration(45, register_launch);
+const CommandRegistration launch_registration(45, register_launch);
 
 }  // namespace
 

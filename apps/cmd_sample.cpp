@@ -74,7 +74,7 @@ void register_sample(CLI::App& app, Action& action) {
   cmd->add_flag("--no-stop", g_no_stop, "Go on past the tokenizer's end-of-text token instead of stopping there");
   cmd->callback([&action] { action = run_sample; });
 }
-const CommandRegistration registration(50, register_sample);
+const CommandRegistration sample_registration(50, register_sample);
 
 }  // namespace
 }  // namespace zerodp::cli

@@ -279,7 +279,7 @@ void register_sweep(CLI::App& app, Action& action) {
   cmd->add_option("--work-dir", o.work_dir, "Where runs, logs and metrics go (default: a new temporary directory)");
   cmd->callback([&action] { action = [] { return run_sweep(g_sweep); }; });
 }
-const CommandRegistration registration(80, register_sweep);
+const CommandRegistration sweep_registration(80, register_sweep);
 
 }  // namespace
 }  // namespace zerodp::cli

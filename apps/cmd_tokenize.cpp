@@ -97,7 +97,7 @@ void register_tokenize(CLI::App& app, Action& action) {
   });
 }
 
-const CommandRegistration registration(30, register_tokenize);
+const CommandRegistration tokenize_registration(30, register_tokenize);
 
 }  // namespace
 

@@ -23,7 +23,7 @@ void register_train(CLI::App& app, Action& action) {
     };
   });
 }
-const CommandRegistration registration(40, register_train);
+const CommandRegistration train_registration(40, register_train);
 
 }  // namespace
 }  // namespace zerodp::cli

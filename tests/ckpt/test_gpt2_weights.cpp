@@ -24,7 +24,7 @@ using model::GPT2Config;
 using model::ParamInfo;
 using model::ParamLayout;
 
-GPT2Config tiny() {
+GPT2Config tiny_config() {
   GPT2Config c;
   c.n_layer = 2;
   c.n_head = 2;
@@ -110,7 +110,7 @@ class GPT2WeightsTest : public ::testing::Test {
 };
 
 TEST_F(GPT2WeightsTest, SaveThenLoadRoundTrips) {
-  const GPT2Config c = tiny();
+  const GPT2Config c = tiny_config();
   const ParamLayout layout(c);
   const auto units = unit_values(layout);
   const std::string file = path("model.safetensors");
@@ -140,7 +140,7 @@ TEST_F(GPT2WeightsTest, SaveThenLoadRoundTrips) {
 }
 
 TEST_F(GPT2WeightsTest, ShardRangesCrossTensorBoundaries) {
-  const GPT2Config c = tiny();
+  const GPT2Config c = tiny_config();
   const ParamLayout layout(c);
   const auto units = unit_values(layout);
   const std::string file = path("model.safetensors");
@@ -161,7 +161,7 @@ TEST_F(GPT2WeightsTest, ShardRangesCrossTensorBoundaries) {
 }
 
 TEST_F(GPT2WeightsTest, SavesInitialisedModelsThatReloadBitForBit) {
-  const GPT2Config c = tiny();
+  const GPT2Config c = tiny_config();
   const ParamLayout layout(c);
   std::vector<float> buf;
   const std::string file = path("init.safetensors");
@@ -180,7 +180,7 @@ TEST_F(GPT2WeightsTest, SavesInitialisedModelsThatReloadBitForBit) {
 }
 
 TEST_F(GPT2WeightsTest, HuggingFaceLayoutWithConfigJson) {
-  const GPT2Config c = tiny();
+  const GPT2Config c = tiny_config();
   const std::string file = path("hf.safetensors");
   write_custom(file, c, "transformer.", DType::kBF16, {{"format", "pt"}},
                {{"transformer.h.0.attn.bias", {1, 1, 6, 6}},
@@ -205,7 +205,7 @@ TEST_F(GPT2WeightsTest, HuggingFaceLayoutWithConfigJson) {
 }
 
 TEST_F(GPT2WeightsTest, ShapesAndHeadsWhenNothingElseSays) {
-  const GPT2Config c = tiny();
+  const GPT2Config c = tiny_config();
   const std::string file = path("bare.safetensors");
   write_custom(file, c, "", DType::kF16, {});
   expect_refused(file, std::nullopt, {"--heads"});
@@ -217,7 +217,7 @@ TEST_F(GPT2WeightsTest, ShapesAndHeadsWhenNothingElseSays) {
 }
 
 TEST_F(GPT2WeightsTest, MissingUnknownAndMisshapenTensorsAreRefused) {
-  GPT2Config c = tiny();
+  GPT2Config c = tiny_config();
   const Metadata meta = {
       {"n_layer", "2"}, {"n_head", "2"}, {"n_embd", "8"}, {"vocab_size", "11"}, {"n_ctx", "6"}};
   const std::string missing = path("missing.safetensors");
@@ -244,7 +244,7 @@ TEST_F(GPT2WeightsTest, MissingUnknownAndMisshapenTensorsAreRefused) {
 }
 
 TEST_F(GPT2WeightsTest, BadHyperParametersAreRefused) {
-  const GPT2Config c = tiny();
+  const GPT2Config c = tiny_config();
   const std::string partial = path("partial.safetensors");
   write_custom(partial, c, "", DType::kF32, {{"n_layer", "2"}, {"n_head", "2"}});
   expect_refused(partial, std::nullopt, {"__metadata__", "n_embd"});

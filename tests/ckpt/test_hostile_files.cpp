@@ -145,7 +145,7 @@ void write_sparse(const std::string& path, const std::string& head, uint64_t siz
   fs::resize_file(path, size);
 }
 
-model::GPT2Config tiny() { return {2, 2, 8, 16, 8}; }
+model::GPT2Config tiny_model() { return {2, 2, 8, 16, 8}; }
 
 class HostileFilesTest : public ::testing::Test {
  protected:
@@ -158,8 +158,8 @@ class HostileFilesTest : public ::testing::Test {
   void TearDown() override { fs::remove_all(root_); }
   std::string path(const std::string& name) const { return root_ + "/" + name; }
 
-  // A valid model file of tiny() (zeros) at `name`.
-  std::string model_file(const std::string& name, const model::GPT2Config& c = tiny()) {
+  // A valid model file of tiny_model() (zeros) at `name`.
+  std::string model_file(const std::string& name, const model::GPT2Config& c = tiny_model()) {
     const model::ParamLayout layout(c);
     std::vector<float> zeros(layout.unit_numel(1) > layout.unit_numel(0) ? layout.unit_numel(1) : layout.unit_numel(0));
     const std::string p = path(name);
@@ -180,15 +180,15 @@ class HostileFilesTest : public ::testing::Test {
     write_text(file, le64(text.size()) + text + blob.substr(8 + n));
   }
 
-  // A one-rank checkpoint of tiny() in SAVE_DIR `save`; returns its directory.
+  // A one-rank checkpoint of tiny_model() in SAVE_DIR `save`; returns its directory.
   std::string checkpoint(const std::string& save, int W = 2) {
     const std::string save_dir = path(save);
-    const model::ParamLayout layout(tiny());
+    const model::ParamLayout layout(tiny_model());
     Manifest m;
     m.created_by = "test";
     m.step = 1;
     m.optimizer_steps = 1;
-    m.model = tiny();
+    m.model = tiny_model();
     m.world_size = W;
     m.optimizer = "AdamW";
     m.states = optimizer_state_names("AdamW", false);

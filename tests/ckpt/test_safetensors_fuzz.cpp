@@ -173,12 +173,12 @@ class Fuzzer {
   std::mt19937_64 gen_;
 };
 
-struct Outcome {
+struct FuzzOutcome {
   int parsed = 0;
   int refused = 0;
 };
 
-void check_one(const std::string& f, Outcome* out) {
+void check_one(const std::string& f, FuzzOutcome* out) {
   const uint8_t* bytes = reinterpret_cast<const uint8_t*>(f.data());
   try {
     const SafetensorsReader r = SafetensorsReader::parse(bytes, f.size(), "fuzz.safetensors");
@@ -200,7 +200,7 @@ void check_one(const std::string& f, Outcome* out) {
 TEST(SafetensorsFuzz, MutatedBytesParseOrAreRefused) {
   Fuzzer fz(20240520);
   const std::vector<std::string> seeds = seed_files();
-  Outcome outcome;
+  FuzzOutcome outcome;
   for (int i = 0; i < 20000; ++i) {
     check_one(fz.mutate_bytes(seeds[static_cast<size_t>(i) % seeds.size()]), &outcome);
     if (HasFatalFailure()) return;
@@ -217,7 +217,7 @@ TEST(SafetensorsFuzz, MutatedBytesParseOrAreRefused) {
 TEST(SafetensorsFuzz, StructurallyPerturbedHeadersParseOrAreRefused) {
   Fuzzer fz(7);
   const std::vector<std::string> seeds = seed_files();
-  Outcome outcome;
+  FuzzOutcome outcome;
   for (int i = 0; i < 12000; ++i) {
     check_one(fz.mutate_json(seeds[static_cast<size_t>(i) % seeds.size()]), &outcome);
     if (HasFatalFailure()) return;

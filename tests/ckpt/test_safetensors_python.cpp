@@ -41,7 +41,7 @@ std::string script_path() {
       .string();
 }
 
-std::string temp_path(const std::string& name) {
+std::string python_temp_path(const std::string& name) {
   const char* tmp = std::getenv("TMPDIR");
   return std::string(tmp && *tmp ? tmp : "/tmp") + "/zerodp_py_" + std::to_string(::getpid()) + "_" + name;
 }
@@ -66,7 +66,7 @@ class SafetensorsPython : public ::testing::Test {
 };
 
 TEST_F(SafetensorsPython, ReadsAFileWrittenByNumpy) {
-  const std::string path = temp_path("from_numpy.safetensors");
+  const std::string path = python_temp_path("from_numpy.safetensors");
   ASSERT_EQ(run_script("write", path), 0);
   const SafetensorsReader r = SafetensorsReader::open(path);
   EXPECT_EQ(r.metadata(), (Metadata{{"n_layer", "2"}, {"format", "pt"}}));
@@ -88,7 +88,7 @@ TEST_F(SafetensorsPython, ReadsAFileWrittenByNumpy) {
 }
 
 TEST_F(SafetensorsPython, NumpyReadsAFileWeWrote) {
-  const std::string path = temp_path("from_zerodp.safetensors");
+  const std::string path = python_temp_path("from_zerodp.safetensors");
   std::vector<float> a(15), b(7), c(12);
   for (size_t i = 0; i < 15; ++i) a[i] = 0.25f * static_cast<float>(i) - 1.5f;
   for (size_t i = 0; i < 7; ++i) b[i] = 0.5f * (static_cast<float>(i) - 3.0f);
