@@ -7,19 +7,18 @@
 
 namespace zerodp::model {
 
-const char* unit_phase_name(UnitPhase p) {
-  switch (p) {
-    case UnitPhase::kEmbedForward: return "embed-forward";
-    case UnitPhase::kBlockForward: return "block-forward";
-    case UnitPhase::kHeadForward: return "head-forward";
-    case UnitPhase::kHeadBackward: return "head-backward";
-    case UnitPhase::kBlockBackward: return "block-backward";
-    case UnitPhase::kEmbedBackward: return "embed-backward";
-  }
-  return "?";
-}
-
 namespace {
+
+// Use indices of gpt2_schedule (model/layout.cpp) for a model of L blocks.
+struct Gpt2Uses {
+  int L;
+  int embed_forward() const { return 0; }
+  int block_forward(int l) const { return 1 + l; }
+  int head_forward() const { return L + 1; }
+  int head_backward() const { return L + 2; }
+  int block_backward(int l) const { return L + 3 + (L - 1 - l); }
+  int embed_backward() const { return 2 * L + 3; }
+};
 
 template <class T>
 inline constexpr bool kIs16 = std::is_same_v<T, bf16> || std::is_same_v<T, fp16>;
@@ -177,22 +176,23 @@ auto GPT2<F>::losses() const -> const Acc* {
 template <typename F>
 void GPT2<F>::forward_trunk(const int32_t* inputs, int B, int T, UnitAccess<F>& units) {
   const GPT2Config& g = layout_.config();
+  const Gpt2Uses uses{g.n_layer};
   const int C = g.n_embd;
   Acts& a = *acts_;
 
-  units.begin(ParamLayout::kEmbeddingUnit, UnitPhase::kEmbedForward);
+  units.begin(uses.embed_forward());
   {
     const F* p = units.params(ParamLayout::kEmbeddingUnit);
     k_.encoder_forward(a.res[0], inputs, p + layout_.param(0, kWte).offset, p + layout_.param(0, kWpe).offset,
                     B, T, C);
   }
-  units.end(ParamLayout::kEmbeddingUnit, UnitPhase::kEmbedForward);
+  units.end(uses.embed_forward());
 
   for (int l = 0; l < g.n_layer; ++l) {
     const int u = ParamLayout::block_unit(l);
-    units.begin(u, UnitPhase::kBlockForward);
+    units.begin(uses.block_forward(l));
     block_forward(l, units.params(u), B, T, true);
-    units.end(u, UnitPhase::kBlockForward);
+    units.end(uses.block_forward(l));
   }
 }
 
@@ -221,6 +221,7 @@ void GPT2<F>::block_forward(int l, const F* p, int B, int T, bool write_output) 
 template <typename F>
 double GPT2<F>::forward(const int32_t* inputs, const int32_t* targets, UnitAccess<F>& units) {
   const GPT2Config& g = layout_.config();
+  const Gpt2Uses uses{g.n_layer};
   const int B = B_, T = T_, C = g.n_embd, V = g.vocab_size, BT = B * T;
   Acts& a = *acts_;
   for (int i = 0; i < BT; ++i) {
@@ -233,7 +234,7 @@ double GPT2<F>::forward(const int32_t* inputs, const int32_t* targets, UnitAcces
 
   forward_trunk(a.inputs, B, T, units);
 
-  units.begin(ParamLayout::kEmbeddingUnit, UnitPhase::kHeadForward);
+  units.begin(uses.head_forward());
   {
     const F* p = units.params(ParamLayout::kEmbeddingUnit);
     k_.layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, a.res[g.n_layer], p + layout_.param(0, kLnfW).offset,
@@ -241,7 +242,7 @@ double GPT2<F>::forward(const int32_t* inputs, const int32_t* targets, UnitAcces
     k_.head_forward(a.probs, a.lnf, p + layout_.param(0, kWte).offset, BT, C, V);
     k_.softmax_crossentropy_forward(a.losses, a.probs, a.probs, a.targets, BT, V);
   }
-  units.end(ParamLayout::kEmbeddingUnit, UnitPhase::kHeadForward);
+  units.end(uses.head_forward());
 
   host_losses_.resize(static_cast<size_t>(BT));
   dev_.copy(host_losses_.data(), a.losses, sizeof(Acc) * BT);  // a host destination: waits for the device
@@ -256,6 +257,7 @@ template <typename F>
 void GPT2<F>::backward(Acc dloss, UnitAccess<F>& units) {
   ZDP_CHECK(last_B_ > 0, "backward without a forward");
   const GPT2Config& g = layout_.config();
+  const Gpt2Uses uses{g.n_layer};
   const int B = last_B_, T = last_T_, C = g.n_embd, V = g.vocab_size, NH = g.n_head, BT = B * T;
   const size_t n = static_cast<size_t>(BT) * C;
   Acts& a = *acts_;
@@ -264,7 +266,7 @@ void GPT2<F>::backward(Acc dloss, UnitAccess<F>& units) {
   auto zero = [this](Acc* p, size_t count) { dev_.fill_zero(p, count * sizeof(Acc)); };
 
   // Head: softmax-cross-entropy, tied LM head, ln_f. dres becomes ∂loss/∂res[L].
-  units.begin(ParamLayout::kEmbeddingUnit, UnitPhase::kHeadBackward);
+  units.begin(uses.head_backward());
   {
     const F* p = units.params(ParamLayout::kEmbeddingUnit);
     Acc* d = units.grads(ParamLayout::kEmbeddingUnit);
@@ -275,12 +277,12 @@ void GPT2<F>::backward(Acc dloss, UnitAccess<F>& units) {
     k_.layernorm_backward(a.dres, d + off(kLnfW), d + off(kLnfB), a.dln, a.res[g.n_layer], p + off(kLnfW),
                        a.lnf_mean, a.lnf_rstd, BT, C);
   }
-  units.end(ParamLayout::kEmbeddingUnit, UnitPhase::kHeadBackward);
+  units.end(uses.head_backward());
   last_B_ = 0;  // the probabilities now hold their gradient: no second backward
 
   for (int l = g.n_layer - 1; l >= 0; --l) {
     const int u = ParamLayout::block_unit(l);
-    units.begin(u, UnitPhase::kBlockBackward);
+    units.begin(uses.block_backward(l));
     const F* p = units.params(u);
     Acc* d = units.grads(u);
     auto w = [&](int k) { return p + layout_.param(u, k).offset; };
@@ -300,22 +302,23 @@ void GPT2<F>::backward(Acc dloss, UnitAccess<F>& units) {
     k_.attention_backward(a.dqkv, a.att_scratch, a.datty, a.operand16, x.qkv, x.atty, x.att, B, T, C, NH);
     k_.linear_backward(a.dln, dw(kAttnW), dw(kAttnB), a.dqkv, x.ln1, w(kAttnW), BT, C, 3 * C, a.operand16);
     k_.layernorm_backward(a.dres, dw(kLn1W), dw(kLn1B), a.dln, a.res[l], w(kLn1W), x.ln1_mean, x.ln1_rstd, BT, C);
-    units.end(u, UnitPhase::kBlockBackward);
+    units.end(uses.block_backward(l));
   }
 
   // Embeddings: needs only the token ids and the gradient buffer.
-  units.begin(ParamLayout::kEmbeddingUnit, UnitPhase::kEmbedBackward);
+  units.begin(uses.embed_backward());
   {
     Acc* d = units.grads(ParamLayout::kEmbeddingUnit);
     k_.encoder_backward(d + layout_.param(0, kWte).offset, d + layout_.param(0, kWpe).offset, a.dres, a.inputs,
                      B, T, C);
   }
-  units.end(ParamLayout::kEmbeddingUnit, UnitPhase::kEmbedBackward);
+  units.end(uses.embed_backward());
 }
 
 template <typename F>
 void GPT2<F>::next_token_logits(const int32_t* inputs, int t, UnitAccess<F>& units, Acc* logits) {
   const GPT2Config& g = layout_.config();
+  const Gpt2Uses uses{g.n_layer};
   ZDP_REQUIRE(t > 0 && t <= T_, "context of {} tokens does not fit the model's {} positions", t, T_);
   const int C = g.n_embd, V = g.vocab_size;
   for (int i = 0; i < t; ++i)
@@ -323,13 +326,13 @@ void GPT2<F>::next_token_logits(const int32_t* inputs, int t, UnitAccess<F>& uni
   Acts& a = *acts_;
   dev_.copy(a.inputs, inputs, sizeof(int32_t) * t);
   forward_trunk(a.inputs, 1, t, units);
-  units.begin(ParamLayout::kEmbeddingUnit, UnitPhase::kHeadForward);
+  units.begin(uses.head_forward());
   const F* p = units.params(ParamLayout::kEmbeddingUnit);
   const Acc* last = a.res[g.n_layer] + static_cast<size_t>(t - 1) * C;
   k_.layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, last, p + layout_.param(0, kLnfW).offset,
                        p + layout_.param(0, kLnfB).offset, 1, C);
   k_.head_forward(logits, a.lnf, p + layout_.param(0, kWte).offset, 1, C, V);
-  units.end(ParamLayout::kEmbeddingUnit, UnitPhase::kHeadForward);
+  units.end(uses.head_forward());
   last_B_ = 0;
 }
 

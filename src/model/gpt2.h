@@ -2,12 +2,10 @@
 // its activations; parameters and gradients are not its own but are handed to it unit by unit by
 // whoever runs it (the ZeRO engine gathers a unit just before it is needed and may free it after).
 //
-// Unit use, in order:
-//   forward:  kEmbedForward(unit 0: wte, wpe) → kBlockForward(1..L) → kHeadForward(unit 0: ln_f, wte)
-//   backward: kHeadBackward(unit 0) → kBlockBackward(L..1) → kEmbedBackward(unit 0; needs no parameters,
-//             only the gradient buffer: the tied wte and wpe gradients are finished here)
-// Every backward ACCUMULATES into the unit's gradient buffer (the caller zeroes it), so micro-steps
-// of gradient accumulation simply run forward/backward again.
+// Its uses of the units (model/units.h; the layout's schedule()), in order:
+//   forward:  embed (unit 0: wte, wpe) → blocks (1..L) → head (unit 0: ln_f, wte)
+//   backward: head (unit 0) → blocks (L..1) → embed (unit 0; reads no parameters, only adds into the
+//             gradient buffer: the tied wte and wpe gradients are finished here)
 //
 // The element type P is what the model computes on: float (fp32 compute), double (gradient checks),
 // or bf16 / fp16 (16-bit compute). In 16-bit compute the parameters are read in P; the activations
@@ -19,29 +17,16 @@
 
 #include <cstdint>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "core/dtype.h"
 #include "core/memory.h"
 #include "device/device.h"
 #include "model/layout.h"
+#include "model/units.h"
 
 namespace zerodp::model {
-
-enum class UnitPhase : uint8_t {
-  kEmbedForward,
-  kBlockForward,
-  kHeadForward,
-  kHeadBackward,
-  kBlockBackward,
-  kEmbedBackward
-};
-const char* unit_phase_name(UnitPhase p);
-// Whether the phase reads the unit's parameters (kEmbedBackward does not).
-constexpr bool phase_needs_params(UnitPhase p) { return p != UnitPhase::kEmbedBackward; }
-constexpr bool phase_is_backward(UnitPhase p) {
-  return p == UnitPhase::kHeadBackward || p == UnitPhase::kBlockBackward || p == UnitPhase::kEmbedBackward;
-}
 
 // The types a model computing on P uses: parameters and stored activations in P, everything that
 // accumulates (residual stream, statistics, logits, gradients) in Acc.
@@ -49,34 +34,7 @@ template <typename P>
 struct ComputeTypes {
   using Param = P;
   using Acc = typename device::Gpt2Kernels<P>::Acc;
-};
-
-// What the model asks of its runner. begin() is called before a unit is used in a phase, end() after;
-// params() is valid between them when the phase needs parameters, grads() in backward phases.
-template <typename P>
-class UnitAccess {
- public:
-  using Grad = typename ComputeTypes<P>::Acc;
-  virtual ~UnitAccess() = default;
-  virtual void begin(int unit, UnitPhase phase) {}
-  virtual void end(int unit, UnitPhase phase) {}
-  virtual const P* params(int unit) = 0;
-  virtual Grad* grads(int unit) = 0;
-};
-
-// The simplest runner: all parameters and gradients of all units resident (one rank, stage 0).
-template <typename P>
-class ResidentUnits : public UnitAccess<P> {
- public:
-  using Grad = typename UnitAccess<P>::Grad;
-  ResidentUnits(std::vector<const P*> params, std::vector<Grad*> grads)
-      : params_(std::move(params)), grads_(std::move(grads)) {}
-  const P* params(int unit) override { return params_.at(static_cast<size_t>(unit)); }
-  Grad* grads(int unit) override { return grads_.at(static_cast<size_t>(unit)); }
-
- private:
-  std::vector<const P*> params_;
-  std::vector<Grad*> grads_;
+  static_assert(std::is_same_v<Acc, GradOf<P>>, "gradients accumulate in the kernels' Acc");
 };
 
 // Bytes of activation memory GPT2::GPT2 allocates for a micro-batch of B sequences of T tokens

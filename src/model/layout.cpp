@@ -96,6 +96,20 @@ ParamLayout::ParamLayout(const GPT2Config& c) : config_(c) {
     unit_numel_.push_back(offset);
     total_numel_ += offset;
   }
+  schedule_ = gpt2_schedule(c.n_layer);
+}
+
+UnitSchedule gpt2_schedule(int n_layer) {
+  const int L = n_layer;
+  std::vector<UnitUse> uses;
+  uses.reserve(2 * static_cast<size_t>(L) + 4);
+  uses.push_back({ParamLayout::kEmbeddingUnit, Pass::kForward, true, "embed"});
+  for (int l = 0; l < L; ++l) uses.push_back({ParamLayout::block_unit(l), Pass::kForward, true, "block"});
+  uses.push_back({ParamLayout::kEmbeddingUnit, Pass::kForward, true, "head"});
+  uses.push_back({ParamLayout::kEmbeddingUnit, Pass::kBackward, true, "head"});
+  for (int l = L - 1; l >= 0; --l) uses.push_back({ParamLayout::block_unit(l), Pass::kBackward, true, "block"});
+  uses.push_back({ParamLayout::kEmbeddingUnit, Pass::kBackward, false, "embed"});
+  return UnitSchedule(std::move(uses), L + 1);
 }
 
 std::vector<const ParamInfo*> ParamLayout::unit_params(int unit) const {

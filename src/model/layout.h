@@ -16,6 +16,7 @@
 
 #include "core/tensor.h"
 #include "model/config.h"
+#include "model/units.h"
 
 namespace zerodp::model {
 
@@ -64,12 +65,21 @@ class ParamLayout {
   // layout: what a reader checks a file against before it sizes anything by the file's config.
   static ParamInfo tensor_info(const GPT2Config& config, int unit, int index);
 
+  // The order the model uses its units in a micro-step (gpt2_schedule).
+  const UnitSchedule& schedule() const { return schedule_; }
+
  private:
   GPT2Config config_;
   std::vector<ParamInfo> params_;
   std::vector<size_t> unit_first_;  // index in params_ of each unit's first tensor
   std::vector<size_t> unit_numel_;
   size_t total_numel_ = 0;
+  UnitSchedule schedule_;
 };
+
+// GPT-2's uses of its units: embed (unit 0), blocks 1..L and head (unit 0) forward; head, blocks L..1
+// and embed backward (the tied embedding's backward reads no parameters). GPT2<P> announces use k as
+// index k of this order.
+UnitSchedule gpt2_schedule(int n_layer);
 
 }  // namespace zerodp::model

@@ -21,7 +21,6 @@
 
 namespace zerodp::zero {
 
-using model::UnitPhase;
 
 // The model, computing in the run's dtype (fp32, or bf16/fp16 16-bit compute: model/gpt2.h), seen by
 // the engine through this small interface; its units come from the engine (Engine::Impl::begin, end).
@@ -98,6 +97,7 @@ struct Engine::Impl {
   // Declared in construction order: the run directory and the communicator splits are collective,
   // in this order on every rank.
   const model::ParamLayout& layout;
+  const model::UnitSchedule& schedule;  // the model's uses of its units in a micro-step
   const std::shared_ptr<comm::Communicator> world_comm;
   EngineConfig cfg;
   const int N;  // the shard group's ranks (W without hybrid sharding)
@@ -133,6 +133,7 @@ struct Engine::Impl {
 
   Impl(const model::ParamLayout& l, std::shared_ptr<comm::Communicator> c, EngineConfig config)
       : layout(l),
+        schedule(l.schedule()),
         world_comm(std::move(c)),
         cfg(std::move(config)),
         N(checked_shard_group_ranks(cfg, world_comm->size())),
@@ -186,12 +187,16 @@ struct Engine::Impl {
   }
 
   // ---- the model's units ------------------------------------------------------------------------
-  void begin(int u, UnitPhase phase) {
-    if (model::phase_needs_params(phase)) {
-      gatherer.use(u, phase);
+  // Use k of the model's schedule (model/units.h) begins: its unit's parameters in the compute dtype
+  // when it reads them, its fp32 gradient buffer when it is a backward.
+  void begin(int k) {
+    const model::UnitUse& use = schedule[k];
+    const int u = use.unit;
+    if (use.reads_params) {
+      gatherer.use(k);
       param_ptr[u] = gatherer.params(u);  // the compute dtype is the parameters' dtype
     }
-    if (model::phase_is_backward(phase)) {
+    if (use.pass == model::Pass::kBackward) {
       if (grad_direct) {
         grad_ptr[u] = reinterpret_cast<float*>(st.grad_at(u, 0));  // fp32, the whole unit
       } else if (work_grad[u].empty()) {
@@ -206,25 +211,17 @@ struct Engine::Impl {
     if (stage == 3 && gatherer.release(u)) param_ptr[u] = nullptr;
   }
 
-  void end(int u, UnitPhase phase) {
-    switch (phase) {
-      case UnitPhase::kEmbedForward:
-      case UnitPhase::kBlockForward:
-        if (cfg.zero.reshard_after_forward) release_gathered(u);
-        break;
-      case UnitPhase::kHeadForward:
-        break;  // the head's backward comes next and uses the same parameters
-      case UnitPhase::kHeadBackward:
-        release_gathered(0);
-        break;  // unit 0's gradient stays open until the embedding's backward
-      case UnitPhase::kBlockBackward:
-        release_gathered(u);
-        finish_grad(u);
-        break;
-      case UnitPhase::kEmbedBackward:
-        finish_grad(0);
-        break;
+  // Use k ended. A forward frees the unit's gathered parameters (reshard_after_forward) unless its next
+  // use follows at once (the head's backward after its forward); a backward frees them after their
+  // last read and finishes the unit's gradient after its last backward use.
+  void end(int k) {
+    const model::UnitUse& use = schedule[k];
+    if (use.pass == model::Pass::kForward) {
+      if (cfg.zero.reshard_after_forward && !schedule.next_use_follows(k)) release_gathered(use.unit);
+      return;
     }
+    if (use.reads_params && schedule.last_param_read(k)) release_gathered(use.unit);
+    if (schedule.completes_gradient(k)) finish_grad(use.unit);
   }
 
   const void* params(int u) const { return param_ptr[u]; }
@@ -395,8 +392,8 @@ struct Engine::Impl::Runner final : ModelRunner, model::UnitAccess<P> {
       out.push_back(sum);
     }
   }
-  void begin(int u, UnitPhase phase) override { impl.begin(u, phase); }
-  void end(int u, UnitPhase phase) override { impl.end(u, phase); }
+  void begin(int use) override { impl.begin(use); }
+  void end(int use) override { impl.end(use); }
   const P* params(int u) override { return static_cast<const P*>(impl.params(u)); }
   float* grads(int u) override { return impl.grads(u); }
 };

@@ -3,22 +3,19 @@
 #include <deque>
 #include <utility>
 
+#include "core/error.h"
+
 namespace zerodp::zero {
 
 ParamGatherer::ParamGatherer(ModelStates& states, comm::Communicator& comm, const EngineConfig& config,
                              CommClock& clock)
-    : st_(states), comm_(comm), cfg_(config), clock_(clock) {
+    : st_(states), comm_(comm), cfg_(config), clock_(clock), schedule_(states.layout().schedule()) {
   const int U = st_.num_units();
   gathered_.resize(U);
   staging_.resize(U);
   state_.assign(U, State::kSharded);
   read_slot_.assign(U, -1);
   work_.resize(U);
-  schedule_.push_back(0);
-  for (int u = 1; u < U; ++u) schedule_.push_back(u);
-  schedule_.push_back(0);
-  schedule_.push_back(0);
-  for (int u = U - 1; u >= 1; --u) schedule_.push_back(u);
 }
 
 void ParamGatherer::start(int u) {
@@ -89,10 +86,10 @@ bool ParamGatherer::release(int u) {
 void ParamGatherer::prefetch() {
   if (!cfg_.zero.overlap_comm) return;
   size_t ahead = 0;
-  // The forward's uses are the schedule's first U + 1 (embed, blocks, head).
-  const size_t end = forward_only_ ? static_cast<size_t>(st_.num_units()) + 1 : schedule_.size();
+  const std::vector<int>& reads = schedule_.param_reads();
+  const size_t end = forward_only_ ? static_cast<size_t>(schedule_.forward_param_reads()) : reads.size();
   for (size_t k = cursor_ + 1; k < end && k <= cursor_ + 4; ++k) {
-    const int v = schedule_[k];
+    const int v = reads[k];
     if (state_[v] != State::kSharded) continue;
     if (st_.param_on_nvme(v) && !st_.param_swap()->read_buffer_free()) break;  // offload_param.buffer_count
     const size_t n = st_.unit(v).padded;
@@ -103,12 +100,13 @@ void ParamGatherer::prefetch() {
   }
 }
 
-void ParamGatherer::use(int u, model::UnitPhase phase) {
+void ParamGatherer::use(int k) {
   if (st_.stage() != 3) return;
-  if (phase == model::UnitPhase::kEmbedForward) cursor_ = 0;
-  else ++cursor_;
+  const int read = schedule_.param_read_index(k);
+  ZDP_CHECK(read >= 0, "use {} ({} of unit {}) reads no parameters", k, schedule_[k].part, schedule_[k].unit);
+  cursor_ = static_cast<size_t>(read);
   launch_reads();
-  ensure(u);
+  ensure(schedule_[k].unit);
   prefetch();
 }
 

@@ -22,7 +22,7 @@
 
 #include "comm/communicator.h"
 #include "core/memory.h"
-#include "model/gpt2.h"
+#include "model/units.h"
 #include "zero/comm_clock.h"
 #include "zero/config.h"
 #include "zero/model_states.h"
@@ -33,8 +33,9 @@ class ParamGatherer {
  public:
   ParamGatherer(ModelStates& states, comm::Communicator& comm, const EngineConfig& config, CommClock& clock);
 
-  // Stage 3: unit u is about to be used in `phase`: gathers it (if it is not yet) and prefetches.
-  void use(int u, model::UnitPhase phase);
+  // Stage 3: use k of the model's schedule, one that reads its unit's parameters, is about to run:
+  // gathers the unit (if it is not yet) and prefetches the next units the schedule reads.
+  void use(int k);
   // Unit u's full parameters in the compute dtype: the store (whole units) or its gathered copy.
   const void* params(int u);
   // Stage 3: frees unit u's gathered copy; false when there was none (whole, or not gathered).
@@ -67,9 +68,8 @@ class ParamGatherer {
   std::deque<int> reading_;     // NVMe: units in kReading, in the order their reads started
   std::vector<comm::WorkPtr> work_;
   size_t live_ = 0;  // elements gathered or in flight
-  // Parameter uses in one micro-step: embed, blocks, head (forward); head, blocks reversed (backward).
-  std::vector<int> schedule_;
-  size_t cursor_ = 0;
+  const model::UnitSchedule& schedule_;  // the model's (the layout's): which units it reads in what order
+  size_t cursor_ = 0;  // the current use's place in schedule_.param_reads()
   bool forward_only_ = false;
 };
 

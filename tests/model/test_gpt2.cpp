@@ -6,6 +6,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -145,30 +146,33 @@ TEST(GPT2, AccumulatesGradientsAcrossMicroSteps) {
 }
 
 namespace {
-// Records the (unit, phase) sequence and checks parameters/gradients are asked for only in between.
+// Records the uses announced (as unit, part, pass) and checks parameters / gradients are asked for
+// only in between, and only as the schedule's use allows.
 struct Recorder : UnitAccess<float> {
-  std::vector<std::pair<int, UnitPhase>> events;
+  explicit Recorder(const UnitSchedule& s) : schedule(s) {}
+  const UnitSchedule& schedule;
+  std::vector<std::tuple<int, std::string, Pass>> events;
   int open = -1;
-  UnitPhase open_phase{};
   std::vector<std::vector<float>> p, g;
-  void begin(int u, UnitPhase ph) override {
+  void begin(int k) override {
     EXPECT_EQ(open, -1);
-    open = u;
-    open_phase = ph;
-    events.emplace_back(u, ph);
+    open = k;
+    events.emplace_back(schedule[k].unit, std::string(schedule[k].part), schedule[k].pass);
   }
-  void end(int u, UnitPhase ph) override {
-    EXPECT_EQ(open, u);
+  void end(int k) override {
+    EXPECT_EQ(open, k);
     open = -1;
   }
   const float* params(int u) override {
-    EXPECT_EQ(open, u);
-    EXPECT_TRUE(phase_needs_params(open_phase));
+    EXPECT_NE(open, -1);
+    EXPECT_EQ(schedule[open].unit, u);
+    EXPECT_TRUE(schedule[open].reads_params);
     return p[u].data();
   }
   float* grads(int u) override {
-    EXPECT_EQ(open, u);
-    EXPECT_TRUE(phase_is_backward(open_phase));
+    EXPECT_NE(open, -1);
+    EXPECT_EQ(schedule[open].unit, u);
+    EXPECT_EQ(schedule[open].pass, Pass::kBackward);
     return g[u].data();
   }
 };
@@ -176,7 +180,7 @@ struct Recorder : UnitAccess<float> {
 
 TEST(GPT2, UsesUnitsInTheDocumentedOrder) {
   const ParamLayout layout(tiny());
-  Recorder rec;
+  Recorder rec(layout.schedule());
   for (int u = 0; u < layout.num_units(); ++u) {
     rec.p.emplace_back(layout.unit_numel(u), 0.01f);
     rec.g.emplace_back(layout.unit_numel(u), 0.0f);
@@ -185,12 +189,45 @@ TEST(GPT2, UsesUnitsInTheDocumentedOrder) {
   std::vector<int32_t> in = {1, 2, 3}, tg = {2, 3, 4};
   model.forward(in.data(), tg.data(), rec);
   model.backward(1.0f, rec);
-  using P = UnitPhase;
-  std::vector<std::pair<int, UnitPhase>> want = {{0, P::kEmbedForward}, {1, P::kBlockForward},
-                                                 {2, P::kBlockForward}, {0, P::kHeadForward},
-                                                 {0, P::kHeadBackward}, {2, P::kBlockBackward},
-                                                 {1, P::kBlockBackward}, {0, P::kEmbedBackward}};
+  const Pass F = Pass::kForward, B = Pass::kBackward;
+  const std::vector<std::tuple<int, std::string, Pass>> want = {
+      {0, "embed", F}, {1, "block", F}, {2, "block", F}, {0, "head", F},
+      {0, "head", B},  {2, "block", B}, {1, "block", B}, {0, "embed", B}};
   EXPECT_EQ(rec.events, want);
+  // Every use of the schedule, in its order: the model announces the indices the layout describes.
+  ASSERT_EQ(layout.schedule().size(), static_cast<int>(want.size()));
+  for (int k = 0; k < layout.schedule().size(); ++k) {
+    EXPECT_EQ(layout.schedule()[k].unit, std::get<0>(want[k]));
+    EXPECT_EQ(layout.schedule()[k].part, std::get<1>(want[k]));
+  }
+}
+
+TEST(UnitSchedule, DerivesWhenToFreeAndWhenAGradientIsComplete) {
+  const ParamLayout layout(tiny());
+  const UnitSchedule& s = layout.schedule();  // uses as in UsesUnitsInTheDocumentedOrder
+  // embed forward: unit 0 is read again only at the head (not next): free after a forward.
+  EXPECT_FALSE(s.next_use_follows(0));
+  EXPECT_TRUE(s.next_use_follows(3)) << "the head's backward follows its forward";
+  EXPECT_FALSE(s.last_param_read(3));
+  EXPECT_TRUE(s.last_param_read(4)) << "after the head's backward only the embedding's, which reads nothing";
+  EXPECT_FALSE(s.completes_gradient(4)) << "the tied embedding's gradient is finished by the embed backward";
+  EXPECT_TRUE(s.completes_gradient(5));
+  EXPECT_TRUE(s.completes_gradient(6));
+  EXPECT_TRUE(s.completes_gradient(7));
+  EXPECT_EQ(s.forward_uses(), 4);
+  EXPECT_EQ(s.param_reads(), (std::vector<int>{0, 1, 2, 0, 0, 2, 1}));
+  EXPECT_EQ(s.forward_param_reads(), 4);
+  EXPECT_EQ(s.param_read_index(5), 5);
+  EXPECT_EQ(s.param_read_index(7), -1);
+}
+
+TEST(UnitSchedule, RefusesAnOrderTheEngineCannotRun) {
+  auto build = [](std::vector<UnitUse> uses) { return UnitSchedule(std::move(uses), 2); };
+  const Pass F = Pass::kForward, B = Pass::kBackward;
+  EXPECT_THROW(build({{0, F, true, "a"}, {1, F, true, "b"}, {1, B, true, "b"}}), Error);  // unit 0 never backward
+  EXPECT_THROW(build({{0, F, true, "a"}, {0, B, true, "a"}, {1, F, true, "b"}, {1, B, true, "b"}}), Error);
+  EXPECT_THROW(build({{0, F, true, "a"}, {2, F, true, "c"}, {0, B, true, "a"}}), Error);
+  EXPECT_NO_THROW(build({{0, F, true, "a"}, {1, F, true, "b"}, {1, B, true, "b"}, {0, B, false, "a"}}));
 }
 
 TEST(GPT2, ActivationBytesMatchTheLedger) {

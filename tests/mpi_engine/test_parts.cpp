@@ -187,11 +187,12 @@ TEST(ParamGatherer, Stage3GathersEachUnitWholeAndFreesIt) {
       }
     }
     const uint64_t gathered_before = MemoryLedger::global().live(MemCategory::kGathered);
-    gatherer.use(0, model::UnitPhase::kEmbedForward);
-    for (int u = 1; u < st.num_units(); ++u) gatherer.use(u, model::UnitPhase::kBlockForward);
+    // The forward's uses 0..L are units 0..L (embed, then the blocks; model/layout.h gpt2_schedule).
+    gatherer.use(0);
+    for (int u = 1; u < st.num_units(); ++u) gatherer.use(u);
     for (int u = 0; u < st.num_units(); ++u) {
       const char* p = static_cast<const char*>(gatherer.params(u));
-      if (u > 0 && u < st.num_units() - 1) gatherer.use(u + 1, model::UnitPhase::kBlockForward);  // no-op once ready
+      if (u > 0 && u < st.num_units() - 1) gatherer.use(u + 1);  // no-op once ready
       for (size_t i = 0; i < st.unit(u).numel; ++i)
         ASSERT_EQ(read(p + i * dtype_size(t), t), round_to(value(0, u, i), t)) << "unit " << u << " element " << i;
     }
