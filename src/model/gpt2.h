@@ -24,6 +24,7 @@
 #include "core/memory.h"
 #include "device/device.h"
 #include "model/layout.h"
+#include "model/model.h"
 #include "model/units.h"
 
 namespace zerodp::model {
@@ -51,37 +52,29 @@ size_t activation_bytes_with(const GPT2Config& config, int B, int T, bool checkp
                              const device::Gpt2Kernels<P>& kernels);
 
 template <typename F>
-class GPT2 {
+class GPT2 final : public Model<F> {
   using Acc = typename ComputeTypes<F>::Acc;
 
  public:
   // Allocates the activations for micro-batches of up to B sequences of T tokens, under `act`.
-  // `checkpointing`: keep only each block's input and recompute the block's activations during its
-  // backward (one more block forward per block, far less memory); the gradients are bitwise the same.
+  // `checkpointing`: keep only the residual stream entering each block and recompute the block's
+  // activations during its backward (one more block forward per block, far less memory).
   // Its memory and kernels are `dev`'s (the compute seam, device/device.h).
   GPT2(const ParamLayout& layout, int B, int T, bool checkpointing = false,
        device::Device& dev = device::default_device());
-  ~GPT2();
+  ~GPT2() override;
   GPT2(const GPT2&) = delete;
   GPT2& operator=(const GPT2&) = delete;
 
   const ParamLayout& layout() const { return layout_; }
-  int max_batch() const { return B_; }
-  int max_seq() const { return T_; }
+  int max_batch() const override { return B_; }
+  int max_seq() const override { return T_; }
 
-  // Runs the forward pass of a micro-batch ([B, T] token ids, targets in [0, V)) and returns the mean
-  // cross-entropy over its B·T tokens. Keeps what backward needs.
-  double forward(const int32_t* inputs, const int32_t* targets, UnitAccess<F>& units);
-  // The per-token losses of the last forward, [B·T], in the device's memory.
-  const Acc* losses() const;
-  // The same, read back into host memory by the forward (row-major [B, T]).
-  const std::vector<Acc>& host_losses() const { return host_losses_; }
-  // Backward of the last forward: the gradient of Σ_tokens dloss·loss_token, accumulated into
-  // units.grads(u). dloss = loss scale / number of tokens the step's loss averages over.
-  void backward(Acc dloss, UnitAccess<F>& units);
-
-  // Inference: logits [V] of the next token after the t tokens of `inputs` (one sequence, t <= T).
-  void next_token_logits(const int32_t* inputs, int t, UnitAccess<F>& units, Acc* logits);
+  double forward(const int32_t* inputs, const int32_t* targets, UnitAccess<F>& units) override;
+  const Acc* losses() const override;
+  const std::vector<Acc>& host_losses() const override { return host_losses_; }
+  void backward(Acc dloss, UnitAccess<F>& units) override;
+  void next_token_logits(const int32_t* inputs, int t, UnitAccess<F>& units, Acc* logits) override;
 
   struct Acts;  // the activation arrays (opaque; public so activation_bytes can lay them out)
 

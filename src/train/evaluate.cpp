@@ -14,7 +14,7 @@
 #include "core/fs.h"
 #include "core/memory.h"
 #include "data/tokenizer.h"
-#include "model/gpt2.h"
+#include "model/model.h"
 
 namespace zerodp::train {
 
@@ -119,14 +119,14 @@ EvalResult evaluate_model_file(const std::string& model_path, const std::string&
   r.tokens = r.windows * static_cast<uint64_t>(seq);
   const int B = static_cast<int>(micro_batch), T = static_cast<int>(seq);
   const data::EvalWindows split(r.windows, 1, 0, B, T);
-  model::GPT2<float> gpt2(m.layout, B, T);
+  const auto net = model::make_model<float>(m.layout, B, T);
   model::ResidentUnits<float> access = m.access();
   std::vector<int32_t> inputs(static_cast<size_t>(B) * T), targets(inputs.size());
   std::vector<double> sums;
   for (uint64_t p = 0; p < split.passes(); ++p) {
     split.load(val, p, inputs.data(), targets.data());
-    gpt2.forward(inputs.data(), targets.data(), access);
-    const auto& losses = gpt2.host_losses();
+    net->forward(inputs.data(), targets.data(), access);
+    const auto& losses = net->host_losses();
     for (int b = 0; b < B; ++b) {
       double sum = 0;
       for (int t = 0; t < T; ++t) sum += static_cast<double>(losses[static_cast<size_t>(b) * T + t]);
@@ -219,7 +219,7 @@ ChoiceResult score_choices(const std::string& model_path, const std::string& cho
     }
   }
   const int T = static_cast<int>(longest);
-  model::GPT2<float> gpt2(m.layout, 1, T);
+  const auto net = model::make_model<float>(m.layout, 1, T);
   model::ResidentUnits<float> access = m.access();
   std::vector<int32_t> inputs(static_cast<size_t>(T)), targets(static_cast<size_t>(T));
   ChoiceResult r;
@@ -235,8 +235,8 @@ ChoiceResult score_choices(const std::string& model_path, const std::string& cho
         inputs[i] = static_cast<int32_t>(ids[i]);
         targets[i] = static_cast<int32_t>(ids[i + 1]);
       }
-      gpt2.forward(inputs.data(), targets.data(), access);
-      const auto& losses = gpt2.host_losses();
+      net->forward(inputs.data(), targets.data(), access);
+      const auto& losses = net->host_losses();
       // The ending's tokens are the targets at positions |context| − 1 .. |ids| − 2.
       double sum = 0;
       for (size_t i = it.context.size() - 1; i + 1 < ids.size(); ++i) sum += static_cast<double>(losses[i]);

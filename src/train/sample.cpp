@@ -7,7 +7,7 @@
 
 #include "ckpt/gpt2_weights.h"
 #include "core/error.h"
-#include "model/gpt2.h"
+#include "model/model.h"
 
 namespace zerodp::train {
 
@@ -28,7 +28,7 @@ std::vector<uint32_t> generate(const std::string& path, const std::vector<uint32
   }
   model::ResidentUnits<float> access(params, std::vector<float*>(params.size(), nullptr));
   const int ctx = mc.n_ctx;
-  model::GPT2<float> model(layout, 1, ctx);
+  const auto net = model::make_model<float>(layout, 1, ctx);
 
   std::vector<int32_t> seq;
   for (uint32_t id : prompt) {
@@ -48,7 +48,7 @@ std::vector<uint32_t> generate(const std::string& path, const std::vector<uint32
   std::vector<uint32_t> out;
   for (int i = 0; i < opts.tokens; ++i) {
     const int t = std::min<int>(static_cast<int>(seq.size()), ctx);
-    model.next_token_logits(seq.data() + (seq.size() - t), t, access, logits.data());
+    net->next_token_logits(seq.data() + (seq.size() - t), t, access, logits.data());
     int32_t next;
     if (opts.temperature == 0) {
       next = static_cast<int32_t>(std::max_element(logits.begin(), logits.begin() + drawn) - logits.begin());

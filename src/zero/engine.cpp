@@ -11,6 +11,7 @@
 #include "core/memory.h"
 #include "device/host_access.h"
 #include "io/run_dir.h"
+#include "model/model.h"
 #include "zero/comm_clock.h"
 #include "zero/grad_reducer.h"
 #include "zero/model_states.h"
@@ -21,8 +22,7 @@
 
 namespace zerodp::zero {
 
-
-// The model, computing in the run's dtype (fp32, or bf16/fp16 16-bit compute: model/gpt2.h), seen by
+// The model, computing in the run's dtype (fp32, or bf16/fp16 16-bit compute: model/model.h), seen by
 // the engine through this small interface; its units come from the engine (Engine::Impl::begin, end).
 struct ModelRunner {
   virtual ~ModelRunner() = default;
@@ -372,19 +372,19 @@ struct Engine::Impl {
   }
 };
 
-// GPT2<P> over the engine's units: P = float for fp32 runs, bf16 / fp16 for 16-bit ones.
+// The layout's model over the engine's units: P = float for fp32 runs, bf16 / fp16 for 16-bit ones.
 template <class P>
 struct Engine::Impl::Runner final : ModelRunner, model::UnitAccess<P> {
   Impl& impl;
-  model::GPT2<P> gpt2;
+  std::unique_ptr<model::Model<P>> net;
   Runner(Impl& i, const model::ParamLayout& l, const EngineConfig& c)
-      : impl(i), gpt2(l, c.micro_batch, c.seq, c.zero.activation_checkpointing, c.dev()) {}
+      : impl(i), net(model::make_model<P>(l, c.micro_batch, c.seq, c.zero.activation_checkpointing, c.dev())) {}
   double forward(const int32_t* inputs, const int32_t* targets) override {
-    return gpt2.forward(inputs, targets, *this);
+    return net->forward(inputs, targets, *this);
   }
-  void backward(float dloss) override { gpt2.backward(dloss, *this); }
+  void backward(float dloss) override { net->backward(dloss, *this); }
   void append_sequence_losses(int B, int T, std::vector<double>& out) const override {
-    const auto& losses = gpt2.host_losses();
+    const auto& losses = net->host_losses();
     ZDP_CHECK(losses.size() == static_cast<size_t>(B) * T, "{} losses for {} sequences of {}", losses.size(), B, T);
     for (int b = 0; b < B; ++b) {
       double sum = 0;

@@ -16,7 +16,6 @@
 
 #include "comm/communicator.h"
 #include "core/dtype.h"
-#include "model/gpt2.h"
 #include "model/layout.h"
 #include "optim/optimizer.h"
 #include "zero/config.h"

@@ -1,0 +1,18 @@
+#include "model/model.h"
+
+#include "model/gpt2.h"
+
+namespace zerodp::model {
+
+template <typename P>
+std::unique_ptr<Model<P>> make_model(const ParamLayout& layout, int B, int T, bool checkpointing,
+                                     device::Device& dev) {
+  return std::make_unique<GPT2<P>>(layout, B, T, checkpointing, dev);
+}
+
+template std::unique_ptr<Model<float>> make_model(const ParamLayout&, int, int, bool, device::Device&);
+template std::unique_ptr<Model<double>> make_model(const ParamLayout&, int, int, bool, device::Device&);
+template std::unique_ptr<Model<bf16>> make_model(const ParamLayout&, int, int, bool, device::Device&);
+template std::unique_ptr<Model<fp16>> make_model(const ParamLayout&, int, int, bool, device::Device&);
+
+}  // namespace zerodp::model

@@ -1,0 +1,56 @@
+// The model seam: what the engine, evaluation and sampling run, without naming an architecture. A
+// model owns its activations (allocated once, for micro-batches of up to B sequences of T tokens,
+// under the ledger's `act`); parameters and gradients are not its own but are handed to it unit by
+// unit through a UnitAccess, in the order of its layout's UnitSchedule (model/units.h).
+//
+// P is what the model computes on: float (fp32 compute), double (gradient checks), or bf16 / fp16
+// (16-bit compute, its parameters read in P; gradients and the loss accumulate in fp32).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/dtype.h"
+#include "device/device.h"
+#include "model/layout.h"
+#include "model/units.h"
+
+namespace zerodp::model {
+
+template <typename P>
+class Model {
+ public:
+  using Acc = GradOf<P>;
+  virtual ~Model() = default;
+
+  virtual int max_batch() const = 0;
+  virtual int max_seq() const = 0;
+
+  // Runs the forward pass of a micro-batch ([B, T] token ids, targets in [0, V)) and returns the mean
+  // cross-entropy over its B·T tokens. Keeps what backward needs.
+  virtual double forward(const int32_t* inputs, const int32_t* targets, UnitAccess<P>& units) = 0;
+  // The per-token losses of the last forward, [B·T], in the device's memory.
+  virtual const Acc* losses() const = 0;
+  // The same, read back into host memory by the forward (row-major [B, T]).
+  virtual const std::vector<Acc>& host_losses() const = 0;
+  // Backward of the last forward: the gradient of Σ_tokens dloss·loss_token, accumulated into
+  // units.grads(u). dloss = loss scale / number of tokens the step's loss averages over.
+  virtual void backward(Acc dloss, UnitAccess<P>& units) = 0;
+  // Inference: logits [V] of the next token after the t tokens of `inputs` (one sequence, t <= T).
+  virtual void next_token_logits(const int32_t* inputs, int t, UnitAccess<P>& units, Acc* logits) = 0;
+};
+
+// The model `layout` describes, with activations for micro-batches of up to B sequences of T tokens
+// on `dev`. `checkpointing`: keep only each unit's input and recompute its activations during its
+// backward (the gradients are bitwise the same).
+template <typename P>
+std::unique_ptr<Model<P>> make_model(const ParamLayout& layout, int B, int T, bool checkpointing = false,
+                                     device::Device& dev = device::default_device());
+
+extern template std::unique_ptr<Model<float>> make_model(const ParamLayout&, int, int, bool, device::Device&);
+extern template std::unique_ptr<Model<double>> make_model(const ParamLayout&, int, int, bool, device::Device&);
+extern template std::unique_ptr<Model<bf16>> make_model(const ParamLayout&, int, int, bool, device::Device&);
+extern template std::unique_ptr<Model<fp16>> make_model(const ParamLayout&, int, int, bool, device::Device&);
+
+}  // namespace zerodp::model
