@@ -1,0 +1,64 @@
+#include "kernels/swiglu.h"
+
+#include <cmath>
+#include <cstddef>
+
+#include "core/error.h"
+#include "kernels/dispatch.h"
+#include "kernels/half.h"
+
+namespace zerodp::kernels {
+
+using detail::load;
+using detail::put;
+
+template <class X, class O>
+ZDP_KERNEL_CLONES
+void swiglu_forward(O* out, const X* inp, int N, int I) {
+  ZDP_CHECK(N > 0 && I > 0, "swiglu_forward: bad shape N={} I={}", N, I);
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; ++n) {
+    const X* g = inp + static_cast<ptrdiff_t>(n) * 2 * I;
+    const X* u = g + I;
+    O* o = out + static_cast<ptrdiff_t>(n) * I;
+#pragma omp simd
+    for (int i = 0; i < I; ++i) {
+      using F = decltype(load(g[i]));
+      const F x = load(g[i]);
+      const F sig = F(1) / (F(1) + std::exp(-x));
+      put(o[i], x * sig * load(u[i]));
+    }
+  }
+}
+
+template <class X, class T>
+ZDP_KERNEL_CLONES
+void swiglu_backward(T* dinp, const T* dout, const X* inp, int N, int I) {
+  ZDP_CHECK(N > 0 && I > 0, "swiglu_backward: bad shape N={} I={}", N, I);
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; ++n) {
+    const X* g = inp + static_cast<ptrdiff_t>(n) * 2 * I;
+    const X* u = g + I;
+    const T* d = dout + static_cast<ptrdiff_t>(n) * I;
+    T* dg = dinp + static_cast<ptrdiff_t>(n) * 2 * I;
+    T* du = dg + I;
+#pragma omp simd
+    for (int i = 0; i < I; ++i) {
+      const T x = static_cast<T>(load(g[i])), up = static_cast<T>(load(u[i]));
+      const T sig = T(1) / (T(1) + std::exp(-x));
+      dg[i] = d[i] * up * sig * (T(1) + x * (T(1) - sig));
+      du[i] = d[i] * x * sig;
+    }
+  }
+}
+
+template void swiglu_forward(float*, const float*, int, int);
+template void swiglu_forward(double*, const double*, int, int);
+template void swiglu_forward(bf16*, const bf16*, int, int);
+template void swiglu_forward(fp16*, const fp16*, int, int);
+template void swiglu_backward(float*, const float*, const float*, int, int);
+template void swiglu_backward(double*, const double*, const double*, int, int);
+template void swiglu_backward(float*, const float*, const bf16*, int, int);
+template void swiglu_backward(float*, const float*, const fp16*, int, int);
+
+}  // namespace zerodp::kernels
