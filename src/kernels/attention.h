@@ -1,11 +1,14 @@
-// Causal multi-head self-attention, per batch row b and head h (hs = C/NH, Q, K, V the [T,hs]
-// column slices h·hs..(h+1)·hs of the q, k and v thirds of qkv [B,T,3C]):
+// Causal multi-head self-attention with grouped-query heads, per batch row b and query head h (Q, K,
+// V the [T,hs] column slices of qkv [B,T,(NH + 2·NKV)·hs]: the NH query heads, then the NKV key heads,
+// then the NKV value heads; query head h reads key/value head h / (NH/NKV)):
 //   forward:  S = Q·Kᵀ/sqrt(hs) ;  P = softmax(S) over j ≤ t of each row t (P[t,j>t] = 0) ;  O = P·V
 //   backward: dP = dO·Vᵀ ;  dV += Pᵀ·dO ;  dS = P∘(dP − rowsum(P∘dP))/sqrt(hs)
 //             dQ += dS·K ;  dK += dSᵀ·Q
-// Every product goes through BLAS on strided views (leading dimension 3C or C), one (b, h) pair per
-// OpenMP task. Rows are processed in blocks of kAttentionRowBlock so that only the blocks on or
-// below the diagonal are multiplied (about half the flops of the full T×T products at T = 256).
+// GPT-2 is the case NKV = NH (qkv [B,T,3C], hs = C/NH). Every product goes through BLAS on strided
+// views, one (b, h) pair per OpenMP task forward and one (b, key/value head) backward, whose query
+// heads run in order (they add into the same dK, dV). Rows are processed in blocks of
+// kAttentionRowBlock so that only the blocks on or below the diagonal are multiplied (about half the
+// flops of the full T×T products at T = 256).
 #pragma once
 
 #include <cstddef>
@@ -14,20 +17,42 @@ namespace zerodp::kernels {
 
 inline constexpr int kAttentionRowBlock = 64;
 
-// out [B,T,C]; att [B,NH,T,T] receives P (saved for backward; entries above the diagonal are 0).
-template <class T>
-void attention_forward(T* out, T* att, const T* qkv, int B, int T_, int C, int NH);
+struct AttentionShape {
+  int B = 0, T = 0;
+  int heads = 0;     // NH, query heads
+  int kv_heads = 0;  // NKV, key and value heads, dividing NH
+  int head_size = 0;
+  // GPT-2's: as many key/value heads as query heads, C/NH values each (a check fails unless NH divides C).
+  static AttentionShape mha(int B, int T, int C, int NH);
+};
 
-// Elements of working memory attention_backward needs: one row block of dP per (b, h), that is
-// B·NH·min(T, kAttentionRowBlock)·T.
-size_t attention_scratch_elems(int B, int T_, int NH);
-
-// Accumulates into dqkv [B,T,3C]. scratch: at least attention_scratch_elems(B, T_, NH) elements,
-// contents ignored and overwritten. Deterministic: each (b, h) is computed by one thread in a fixed
-// order, so the result does not depend on the number of threads.
+// out [B,T,NH·hs]; att [B,NH,T,T] receives P (saved for backward; entries above the diagonal are 0).
 template <class T>
-void attention_backward(T* dqkv, T* scratch, const T* dout, const T* qkv, const T* att, int B, int T_,
-                        int C, int NH);
+void attention_forward(T* out, T* att, const T* qkv, const AttentionShape& shape);
+
+// Elements of working memory attention_backward needs: one row block of dP per (b, key/value head),
+// that is B·NKV·min(T, kAttentionRowBlock)·T.
+size_t attention_scratch_elems(const AttentionShape& shape);
+
+// Accumulates into dqkv (qkv's layout). scratch: at least attention_scratch_elems(shape) elements,
+// contents ignored and overwritten. Deterministic: each (b, key/value head) is computed by one thread
+// in a fixed order, so the result does not depend on the number of threads.
+template <class T>
+void attention_backward(T* dqkv, T* scratch, const T* dout, const T* qkv, const T* att, const AttentionShape& shape);
+
+// GPT-2's forms (qkv [B,T,3C], NH heads of C/NH).
+template <class T>
+void attention_forward(T* out, T* att, const T* qkv, int B, int T_, int C, int NH) {
+  attention_forward(out, att, qkv, AttentionShape::mha(B, T_, C, NH));
+}
+inline size_t attention_scratch_elems(int B, int T_, int NH) {
+  return attention_scratch_elems(AttentionShape{B, T_, NH, NH, 1});
+}
+template <class T>
+void attention_backward(T* dqkv, T* scratch, const T* dout, const T* qkv, const T* att, int B, int T_, int C,
+                        int NH) {
+  attention_backward(dqkv, scratch, dout, qkv, att, AttentionShape::mha(B, T_, C, NH));
+}
 
 }  // namespace zerodp::kernels
 

@@ -169,5 +169,86 @@ TEST(Attention, RejectsHeadsThatDoNotDivideC) {
   EXPECT_THROW(attention_forward(buf.data(), buf.data(), buf.data(), 1, 2, 10, 3), RuntimeFailure);
 }
 
+// ---- grouped-query attention ---------------------------------------------------------------------------
+
+// A GQA problem and the same problem with every key/value head repeated for its query heads (the
+// multi-head layout GPT-2's attention runs): the two must agree, the repeated heads' key and value
+// gradients summing to the shared head's.
+struct GqaCase {
+  static constexpr AttentionShape shape{2, 2 * kAttentionRowBlock + 3, 6, 2, 4};  // groups of 3, 3 row blocks
+  static constexpr int B = shape.B, T = shape.T, NH = shape.heads, NKV = shape.kv_heads, hs = shape.head_size;
+  static constexpr int group = NH / NKV, R = (NH + 2 * NKV) * hs, C = NH * hs;
+  std::vector<double> qkv = random_normal(static_cast<size_t>(B) * T * R, 21);
+  // qkv with the key and value heads repeated: [B,T,3C].
+  std::vector<double> expanded() const {
+    std::vector<double> e(static_cast<size_t>(B) * T * 3 * C);
+    for (int bt = 0; bt < B * T; ++bt)
+      for (int h = 0; h < NH; ++h)
+        for (int i = 0; i < hs; ++i) {
+          const double* row = &qkv[static_cast<size_t>(bt) * R];
+          double* out = &e[static_cast<size_t>(bt) * 3 * C];
+          out[h * hs + i] = row[h * hs + i];
+          out[C + h * hs + i] = row[NH * hs + (h / group) * hs + i];
+          out[2 * C + h * hs + i] = row[(NH + NKV) * hs + (h / group) * hs + i];
+        }
+    return e;
+  }
+};
+
+TEST(Attention, GroupedQueryHeadsEqualRepeatedKeyValueHeads) {
+  const GqaCase k;
+  using G = GqaCase;
+  const size_t out_n = static_cast<size_t>(G::B) * G::T * G::C, att_n = static_cast<size_t>(G::B) * G::NH * G::T * G::T;
+  std::vector<double> out(out_n), att(att_n), out_mha(out_n), att_mha(att_n);
+  attention_forward(out.data(), att.data(), k.qkv.data(), G::shape);
+  const auto qkv_mha = k.expanded();
+  attention_forward(out_mha.data(), att_mha.data(), qkv_mha.data(), G::B, G::T, G::C, G::NH);
+  testing::expect_close_scaled(out, out_mha, 1e-13, "out");
+  testing::expect_close_scaled(att, att_mha, 1e-13, "att");
+
+  const auto dout = random_normal(out_n, 22);
+  std::vector<double> dqkv(k.qkv.size(), 0.0), dqkv_mha(qkv_mha.size(), 0.0);
+  std::vector<double> scratch(attention_scratch_elems(G::shape)),
+      scratch_mha(attention_scratch_elems(G::B, G::T, G::NH));
+  attention_backward(dqkv.data(), scratch.data(), dout.data(), k.qkv.data(), att.data(), G::shape);
+  attention_backward(dqkv_mha.data(), scratch_mha.data(), dout.data(), qkv_mha.data(), att_mha.data(), G::B, G::T,
+                     G::C, G::NH);
+  // Fold the repeated heads' gradients back onto the shared ones.
+  std::vector<double> want(dqkv.size(), 0.0);
+  for (int bt = 0; bt < G::B * G::T; ++bt)
+    for (int h = 0; h < G::NH; ++h)
+      for (int i = 0; i < G::hs; ++i) {
+        const double* m = &dqkv_mha[static_cast<size_t>(bt) * 3 * G::C];
+        double* w = &want[static_cast<size_t>(bt) * G::R];
+        w[h * G::hs + i] = m[h * G::hs + i];
+        w[G::NH * G::hs + (h / G::group) * G::hs + i] += m[G::C + h * G::hs + i];
+        w[(G::NH + G::NKV) * G::hs + (h / G::group) * G::hs + i] += m[2 * G::C + h * G::hs + i];
+      }
+  testing::expect_close_scaled(dqkv, want, 1e-12, "dqkv");
+  EXPECT_LT(attention_scratch_elems(G::shape), attention_scratch_elems(G::B, G::T, G::NH))
+      << "one dP block per key/value head, not per query head";
+}
+
+TEST(Attention, GroupedQueryGradientMatchesFiniteDifferences) {
+  constexpr AttentionShape s{1, 9, 4, 2, 3};
+  const int R = (s.heads + 2 * s.kv_heads) * s.head_size, W = s.heads * s.head_size;
+  auto qkv = random_normal(static_cast<size_t>(s.B) * s.T * R, 23);
+  const auto dout = random_normal(static_cast<size_t>(s.B) * s.T * W, 24);
+  std::vector<double> out(dout.size()), att(static_cast<size_t>(s.B) * s.heads * s.T * s.T);
+  auto loss = [&] {
+    attention_forward(out.data(), att.data(), qkv.data(), s);
+    return testing::dot(dout, out);
+  };
+  loss();
+  std::vector<double> dqkv(qkv.size(), 0.0), scratch(attention_scratch_elems(s));
+  attention_backward(dqkv.data(), scratch.data(), dout.data(), qkv.data(), att.data(), s);
+  testing::expect_gradients_match(loss, {{"qkv", &qkv, &dqkv}});
+}
+
+TEST(Attention, RejectsKeyValueHeadsThatDoNotDivideTheHeads) {
+  std::vector<float> buf(4096);
+  EXPECT_THROW(attention_forward(buf.data(), buf.data(), buf.data(), AttentionShape{1, 2, 6, 4, 2}), RuntimeFailure);
+}
+
 }  // namespace
 }  // namespace zerodp::kernels
