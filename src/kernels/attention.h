@@ -62,13 +62,27 @@ void attention_backward(T* dqkv, T* scratch, const T* dout, const T* qkv, const 
 // to A (dout16 [B,T,C]) and accumulates into an fp32 dqkv.
 namespace zerodp::kernels {
 
-// Bytes of working memory either direction needs: per (b, h) one row block of fp32 scores and A
-// probabilities' gradient, and one row block of the fp32 output, 64-byte aligned.
-size_t attention16_scratch_bytes(int B, int T_, int C, int NH);
+// Bytes of working memory either direction needs: per (b, query head) one row block of fp32 scores
+// and A probabilities' gradient, and one row block of the fp32 output, 64-byte aligned.
+size_t attention16_scratch_bytes(const AttentionShape& shape);
 template <class A>
-void attention16_forward(A* out, A* att, const A* qkv, void* scratch, int B, int T_, int C, int NH);
+void attention16_forward(A* out, A* att, const A* qkv, void* scratch, const AttentionShape& shape);
+template <class A>
+void attention16_backward(float* dqkv, void* scratch, const A* dout16, const A* qkv, const A* att,
+                          const AttentionShape& shape);
+
+// GPT-2's forms (qkv [B,T,3C], NH heads of C/NH).
+inline size_t attention16_scratch_bytes(int B, int T_, int C, int NH) {
+  return attention16_scratch_bytes(AttentionShape::mha(B, T_, C, NH));
+}
+template <class A>
+void attention16_forward(A* out, A* att, const A* qkv, void* scratch, int B, int T_, int C, int NH) {
+  attention16_forward(out, att, qkv, scratch, AttentionShape::mha(B, T_, C, NH));
+}
 template <class A>
 void attention16_backward(float* dqkv, void* scratch, const A* dout16, const A* qkv, const A* att, int B, int T_,
-                          int C, int NH);
+                          int C, int NH) {
+  attention16_backward(dqkv, scratch, dout16, qkv, att, AttentionShape::mha(B, T_, C, NH));
+}
 
 }  // namespace zerodp::kernels

@@ -37,51 +37,59 @@ struct HeadScratch {
   }
 };
 
-// The shape of one call and where head (b, h)'s slices start.
+// The shape of one call and where each head's slices start (attention.h's qkv layout).
 struct Heads {
-  int T, C, NH, hs, C3;
-  float scale;  // 1/sqrt(hs)
+  int T, NH, NKV, group, hs, W, R;  // W: a row of out; R: a row of qkv
+  float scale;                      // 1/sqrt(hs)
   HeadScratch scratch;
-  Heads(const char* what, int B, int T_, int C_, int NH_)
-      : T(T_), C(C_), NH(NH_), hs(NH_ > 0 ? C_ / NH_ : 0), C3(3 * C_),
-        scale(static_cast<float>(1.0 / std::sqrt(static_cast<double>(hs > 0 ? hs : 1)))), scratch(T_, hs) {
-    ZDP_CHECK(B > 0 && T_ > 0 && C_ > 0 && NH_ > 0 && C_ % NH_ == 0,
-              "{}: bad shape B={} T={} C={} NH={} (C must be a multiple of NH)", what, B, T_, C_, NH_);
+  Heads(const char* what, const AttentionShape& s)
+      : T(s.T), NH(s.heads), NKV(s.kv_heads), group(s.kv_heads > 0 ? s.heads / s.kv_heads : 0), hs(s.head_size),
+        W(s.heads * s.head_size), R((s.heads + 2 * s.kv_heads) * s.head_size),
+        scale(static_cast<float>(1.0 / std::sqrt(static_cast<double>(hs > 0 ? hs : 1)))),
+        scratch(s.T, s.head_size > 0 ? s.head_size : 1) {
+    ZDP_CHECK(s.B > 0 && s.T > 0 && s.heads > 0 && s.kv_heads > 0 && s.head_size > 0 && s.heads % s.kv_heads == 0,
+              "{}: bad shape B={} T={} heads={} kv_heads={} head_size={} (kv_heads must divide heads)", what, s.B,
+              s.T, s.heads, s.kv_heads, s.head_size);
   }
-  ptrdiff_t qkv(int bh) const { return static_cast<ptrdiff_t>(bh / NH) * T * C3 + (bh % NH) * hs; }  // q; k +C, v +2C
-  ptrdiff_t out(int bh) const { return static_cast<ptrdiff_t>(bh / NH) * T * C + (bh % NH) * hs; }
-  ptrdiff_t att(int bh) const { return static_cast<ptrdiff_t>(bh) * T * T; }
-  char* scratch_of(void* base, int bh) const { return static_cast<char*>(base) + bh * scratch.total; }
+  ptrdiff_t row0(int b) const { return static_cast<ptrdiff_t>(b) * T * R; }
+  ptrdiff_t q(int b, int h) const { return row0(b) + h * hs; }
+  ptrdiff_t k(int b, int g) const { return row0(b) + W + g * hs; }
+  ptrdiff_t v(int b, int g) const { return row0(b) + W + NKV * hs + g * hs; }
+  ptrdiff_t out(int b, int h) const { return static_cast<ptrdiff_t>(b) * T * W + h * hs; }
+  ptrdiff_t att(int b, int h) const { return (static_cast<ptrdiff_t>(b) * NH + h) * T * T; }
+  char* scratch_of(void* base, int task) const { return static_cast<char*>(base) + task * scratch.total; }
 };
 
 }  // namespace
 
-size_t attention16_scratch_bytes(int B, int T_, int C, int NH) {
-  return static_cast<size_t>(B) * NH * HeadScratch(T_, C / NH).total;
+size_t attention16_scratch_bytes(const AttentionShape& s) {
+  // The forward's tasks are the (b, query head) pairs, the backward's fewer.
+  return static_cast<size_t>(s.B) * s.heads * HeadScratch(s.T, s.head_size).total;
 }
 
 template <class A>
 ZDP_KERNEL_CLONES
-void attention16_forward(A* out, A* att, const A* qkv, void* scratch, int B, int T_, int C, int NH) {
-  const Heads H("attention16_forward", B, T_, C, NH);
-  const int hs = H.hs, C3 = H.C3;
+void attention16_forward(A* out, A* att, const A* qkv, void* scratch, const AttentionShape& shape) {
+  const Heads H("attention16_forward", shape);
+  const int T_ = H.T, hs = H.hs, R = H.R, W = H.W, NH = H.NH;
   const DType t16 = dtype_of<A>;
   const float scale = H.scale;
 #pragma omp parallel for schedule(static)
-  for (int bh = 0; bh < B * NH; ++bh) {
-    const A* q = qkv + H.qkv(bh);
-    const A* k = q + C;
-    const A* v = q + 2 * C;
-    A* p = att + H.att(bh);
-    A* o = out + H.out(bh);
+  for (int bh = 0; bh < shape.B * NH; ++bh) {
+    const int b = bh / NH, h = bh % NH;
+    const A* q = qkv + H.q(b, h);
+    const A* k = qkv + H.k(b, h / H.group);
+    const A* v = qkv + H.v(b, h / H.group);
+    A* p = att + H.att(b, h);
+    A* o = out + H.out(b, h);
     char* mine = H.scratch_of(scratch, bh);
     float* s = reinterpret_cast<float*>(mine);
     float* o32 = reinterpret_cast<float*>(mine + H.scratch.scores + H.scratch.ds);
     for (int r0 = 0; r0 < T_; r0 += kAttentionRowBlock) {
       const int r1 = std::min(T_, r0 + kAttentionRowBlock), rows = r1 - r0;
       // S[r0:r1, 0:r1] = scale · Q[r0:r1]·K[0:r1]ᵀ (fp32), then P = causal softmax, rounded into att.
-      gemm16(t16, false, true, rows, r1, hs, scale, bits(q + static_cast<ptrdiff_t>(r0) * C3), C3, bits(k), C3,
-             0.0f, s, r1);
+      gemm16(t16, false, true, rows, r1, hs, scale, bits(q + static_cast<ptrdiff_t>(r0) * R), R, bits(k), R, 0.0f,
+             s, r1);
       for (int t = r0; t < r1; ++t) {
         float* row = s + static_cast<ptrdiff_t>(t - r0) * r1;
         const int n = t + 1;
@@ -93,10 +101,10 @@ void attention16_forward(A* out, A* att, const A* qkv, void* scratch, int B, int
         std::fill(prow + n, prow + T_, A{0});
       }
       // O[r0:r1] = P[r0:r1, 0:r1]·V[0:r1]
-      gemm16(t16, false, false, rows, hs, r1, 1.0f, bits(p + static_cast<ptrdiff_t>(r0) * T_), T_, bits(v), C3,
-             0.0f, o32, hs);
+      gemm16(t16, false, false, rows, hs, r1, 1.0f, bits(p + static_cast<ptrdiff_t>(r0) * T_), T_, bits(v), R, 0.0f,
+             o32, hs);
       for (int r = 0; r < rows; ++r) {
-        A* orow = o + static_cast<ptrdiff_t>(r0 + r) * C;
+        A* orow = o + static_cast<ptrdiff_t>(r0 + r) * W;
         const float* src = o32 + static_cast<ptrdiff_t>(r) * hs;
 #pragma omp simd
         for (int c = 0; c < hs; ++c) put(orow[c], src[c]);
@@ -107,56 +115,60 @@ void attention16_forward(A* out, A* att, const A* qkv, void* scratch, int B, int
 
 template <class A>
 ZDP_KERNEL_CLONES
-void attention16_backward(float* dqkv, void* scratch, const A* dout16, const A* qkv, const A* att, int B, int T_,
-                          int C, int NH) {
-  const Heads H("attention16_backward", B, T_, C, NH);
-  const int hs = H.hs, C3 = H.C3;
+void attention16_backward(float* dqkv, void* scratch, const A* dout16, const A* qkv, const A* att,
+                          const AttentionShape& shape) {
+  const Heads H("attention16_backward", shape);
+  const int T_ = H.T, hs = H.hs, R = H.R, W = H.W, NKV = H.NKV;
   const DType t16 = dtype_of<A>;
   const float scale = H.scale;
+  // One task per (b, key/value head): its query heads add into the same dK, dV in order.
 #pragma omp parallel for schedule(static)
-  for (int bh = 0; bh < B * NH; ++bh) {
-    const A* q = qkv + H.qkv(bh);
-    const A* k = q + C;
-    const A* v = q + 2 * C;
-    float* dq = dqkv + H.qkv(bh);
-    float* dk = dq + C;
-    float* dv = dq + 2 * C;
-    const A* p = att + H.att(bh);
-    const A* dout_h = dout16 + H.out(bh);
-    char* mine = H.scratch_of(scratch, bh);
+  for (int bg = 0; bg < shape.B * NKV; ++bg) {
+    const int b = bg / NKV, g = bg % NKV;
+    const A* k = qkv + H.k(b, g);
+    const A* v = qkv + H.v(b, g);
+    float* dk = dqkv + H.k(b, g);
+    float* dv = dqkv + H.v(b, g);
+    char* mine = H.scratch_of(scratch, bg);
     float* dp = reinterpret_cast<float*>(mine);
     A* ds = reinterpret_cast<A*>(mine + H.scratch.scores);
-    for (int r0 = 0; r0 < T_; r0 += kAttentionRowBlock) {
-      const int r1 = std::min(T_, r0 + kAttentionRowBlock), rows = r1 - r0;
-      const A* p_rows = p + static_cast<ptrdiff_t>(r0) * T_;
-      const A* do_rows = dout_h + static_cast<ptrdiff_t>(r0) * C;
-      // dP = dO[r0:r1]·V[0:r1]ᵀ ;  dV[0:r1] += P[r0:r1, 0:r1]ᵀ·dO[r0:r1]
-      gemm16(t16, false, true, rows, r1, hs, 1.0f, bits(do_rows), C, bits(v), C3, 0.0f, dp, r1);
-      gemm16(t16, true, false, r1, hs, rows, 1.0f, bits(p_rows), T_, bits(do_rows), C, 1.0f, dv, C3);
-      // dS = P∘(dP − rowsum(P∘dP))·scale, rounded; zero right of the diagonal.
-      for (int t = r0; t < r1; ++t) {
-        const A* p_row = p + static_cast<ptrdiff_t>(t) * T_;
-        const float* dp_row = dp + static_cast<ptrdiff_t>(t - r0) * r1;
-        A* ds_row = ds + static_cast<ptrdiff_t>(t - r0) * r1;
-        float dot = 0;
+    for (int h = g * H.group; h < (g + 1) * H.group; ++h) {
+      const A* q = qkv + H.q(b, h);
+      float* dq = dqkv + H.q(b, h);
+      const A* p = att + H.att(b, h);
+      const A* dout_h = dout16 + H.out(b, h);
+      for (int r0 = 0; r0 < T_; r0 += kAttentionRowBlock) {
+        const int r1 = std::min(T_, r0 + kAttentionRowBlock), rows = r1 - r0;
+        const A* p_rows = p + static_cast<ptrdiff_t>(r0) * T_;
+        const A* do_rows = dout_h + static_cast<ptrdiff_t>(r0) * W;
+        // dP = dO[r0:r1]·V[0:r1]ᵀ ;  dV[0:r1] += P[r0:r1, 0:r1]ᵀ·dO[r0:r1]
+        gemm16(t16, false, true, rows, r1, hs, 1.0f, bits(do_rows), W, bits(v), R, 0.0f, dp, r1);
+        gemm16(t16, true, false, r1, hs, rows, 1.0f, bits(p_rows), T_, bits(do_rows), W, 1.0f, dv, R);
+        // dS = P∘(dP − rowsum(P∘dP))·scale, rounded; zero right of the diagonal.
+        for (int t = r0; t < r1; ++t) {
+          const A* p_row = p + static_cast<ptrdiff_t>(t) * T_;
+          const float* dp_row = dp + static_cast<ptrdiff_t>(t - r0) * r1;
+          A* ds_row = ds + static_cast<ptrdiff_t>(t - r0) * r1;
+          float dot = 0;
 #pragma omp simd reduction(+ : dot)
-        for (int j = 0; j <= t; ++j) dot += load(p_row[j]) * dp_row[j];
+          for (int j = 0; j <= t; ++j) dot += load(p_row[j]) * dp_row[j];
 #pragma omp simd
-        for (int j = 0; j <= t; ++j) put(ds_row[j], load(p_row[j]) * (dp_row[j] - dot) * scale);
-        std::fill(ds_row + t + 1, ds_row + r1, A{0});
+          for (int j = 0; j <= t; ++j) put(ds_row[j], load(p_row[j]) * (dp_row[j] - dot) * scale);
+          std::fill(ds_row + t + 1, ds_row + r1, A{0});
+        }
+        // dQ[r0:r1] += dS·K[0:r1] ;  dK[0:r1] += dSᵀ·Q[r0:r1]
+        gemm16(t16, false, false, rows, hs, r1, 1.0f, bits(ds), r1, bits(k), R, 1.0f,
+               dq + static_cast<ptrdiff_t>(r0) * R, R);
+        gemm16(t16, true, false, r1, hs, rows, 1.0f, bits(ds), r1, bits(q + static_cast<ptrdiff_t>(r0) * R), R, 1.0f,
+               dk, R);
       }
-      // dQ[r0:r1] += dS·K[0:r1] ;  dK[0:r1] += dSᵀ·Q[r0:r1]
-      gemm16(t16, false, false, rows, hs, r1, 1.0f, bits(ds), r1, bits(k), C3, 1.0f,
-             dq + static_cast<ptrdiff_t>(r0) * C3, C3);
-      gemm16(t16, true, false, r1, hs, rows, 1.0f, bits(ds), r1, bits(q + static_cast<ptrdiff_t>(r0) * C3), C3,
-             1.0f, dk, C3);
     }
   }
 }
 
-template void attention16_forward(bf16*, bf16*, const bf16*, void*, int, int, int, int);
-template void attention16_forward(fp16*, fp16*, const fp16*, void*, int, int, int, int);
-template void attention16_backward(float*, void*, const bf16*, const bf16*, const bf16*, int, int, int, int);
-template void attention16_backward(float*, void*, const fp16*, const fp16*, const fp16*, int, int, int, int);
+template void attention16_forward(bf16*, bf16*, const bf16*, void*, const AttentionShape&);
+template void attention16_forward(fp16*, fp16*, const fp16*, void*, const AttentionShape&);
+template void attention16_backward(float*, void*, const bf16*, const bf16*, const bf16*, const AttentionShape&);
+template void attention16_backward(float*, void*, const fp16*, const fp16*, const fp16*, const AttentionShape&);
 
 }  // namespace zerodp::kernels
