@@ -5,16 +5,11 @@
 #include <cstddef>
 
 #include "core/error.h"
+#include "kernels/column_sums.h"
 #include "kernels/dispatch.h"
 #include "kernels/half.h"
 
 namespace zerodp::kernels {
-
-namespace {
-// dweight/dbias are reduced over rows by column blocks of this many, one block per task, each
-// summed in row order: the result is the same whatever the number of threads.
-constexpr int kColumnBlock = 64;
-}  // namespace
 
 using detail::load;
 using detail::put;
@@ -56,7 +51,6 @@ void layernorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* i
                         const T* mean, const T* rstd, int N, int C) {
   ZDP_CHECK(N > 0 && C > 0, "layernorm_backward: bad shape N={} C={}", N, C);
   const T inv_c = T(1) / T(C);
-  const int col_blocks = (C + kColumnBlock - 1) / kColumnBlock;
 #pragma omp parallel
   {
     // dinp: row by row, each row needs two reductions of its own.
@@ -81,25 +75,19 @@ void layernorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* i
       }
     }
     // dweight, dbias: column blocks, rows in order.
-#pragma omp for schedule(static)
-    for (int cb = 0; cb < col_blocks; ++cb) {
-      const int c0 = cb * kColumnBlock, width = std::min(C - c0, kColumnBlock);
-      T dw[kColumnBlock] = {}, db[kColumnBlock] = {};
-      for (int n = 0; n < N; ++n) {
-        const T* x = inp + static_cast<ptrdiff_t>(n) * C + c0;
-        const T* d = dout + static_cast<ptrdiff_t>(n) * C + c0;
-        const T m = mean[n], s = rstd[n];
+    using Acc = T (*)[detail::kColumnBlock];
+    detail::sum_columns_in_row_order<2, T>(N, C, {dweight, dbias}, [&](int n, int c0, int width, Acc acc) {
+      const T* x = inp + static_cast<ptrdiff_t>(n) * C + c0;
+      const T* d = dout + static_cast<ptrdiff_t>(n) * C + c0;
+      const T m = mean[n], s = rstd[n];
+      T* dw = acc[0];
+      T* db = acc[1];
 #pragma omp simd
-        for (int c = 0; c < width; ++c) {
-          dw[c] += d[c] * ((x[c] - m) * s);
-          db[c] += d[c];
-        }
-      }
       for (int c = 0; c < width; ++c) {
-        dweight[c0 + c] += dw[c];
-        dbias[c0 + c] += db[c];
+        dw[c] += d[c] * ((x[c] - m) * s);
+        db[c] += d[c];
       }
-    }
+    });
   }
 }
 

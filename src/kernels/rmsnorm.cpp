@@ -5,16 +5,11 @@
 #include <cstddef>
 
 #include "core/error.h"
+#include "kernels/column_sums.h"
 #include "kernels/dispatch.h"
 #include "kernels/half.h"
 
 namespace zerodp::kernels {
-
-namespace {
-// dweight is reduced over rows by column blocks of this many, one block per task, each summed in row
-// order: the result is the same whatever the number of threads.
-constexpr int kColumnBlock = 64;
-}  // namespace
 
 using detail::load;
 using detail::put;
@@ -28,14 +23,13 @@ void rmsnorm_forward(O* out, T* rstd, const T* inp, const W* weight, int N, int 
   const T e = static_cast<T>(eps);
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; ++n) {
-    const T* x = inp + static_cast<ptrdiff_t>(n) * C;
-    O* o = out + static_cast<ptrdiff_t>(n) * C;
+    const ptrdiff_t row = static_cast<ptrdiff_t>(n) * C;
     T sq = 0;
 #pragma omp simd reduction(+ : sq)
-    for (int c = 0; c < C; ++c) sq += x[c] * x[c];
+    for (int c = 0; c < C; ++c) sq += inp[row + c] * inp[row + c];
     const T s = T(1) / std::sqrt(sq * inv_c + e);
 #pragma omp simd
-    for (int c = 0; c < C; ++c) put(o[c], (x[c] * s) * load(weight[c]));
+    for (int c = 0; c < C; ++c) put(out[row + c], (inp[row + c] * s) * load(weight[c]));
     rstd[n] = s;
   }
 }
@@ -46,35 +40,31 @@ void rmsnorm_backward(T* dinp, T* dweight, const T* dout, const T* inp, const W*
                       int C) {
   ZDP_CHECK(N > 0 && C > 0, "rmsnorm_backward: bad shape N={} C={}", N, C);
   const T inv_c = T(1) / T(C);
-  const int col_blocks = (C + kColumnBlock - 1) / kColumnBlock;
 #pragma omp parallel
   {
+    // dinp: row by row; each row needs one reduction, mean(dn·n).
 #pragma omp for schedule(static) nowait
     for (int n = 0; n < N; ++n) {
-      const T* x = inp + static_cast<ptrdiff_t>(n) * C;
-      const T* d = dout + static_cast<ptrdiff_t>(n) * C;
-      T* dx = dinp + static_cast<ptrdiff_t>(n) * C;
+      const ptrdiff_t row = static_cast<ptrdiff_t>(n) * C;
       const T s = rstd[n];
       T dn_n_sum = 0;
 #pragma omp simd reduction(+ : dn_n_sum)
-      for (int c = 0; c < C; ++c) dn_n_sum += d[c] * load(weight[c]) * (x[c] * s);
+      for (int c = 0; c < C; ++c) dn_n_sum += dout[row + c] * load(weight[c]) * (inp[row + c] * s);
       const T dn_n_mean = dn_n_sum * inv_c;
 #pragma omp simd
-      for (int c = 0; c < C; ++c) dx[c] += s * (d[c] * load(weight[c]) - (x[c] * s) * dn_n_mean);
+      for (int c = 0; c < C; ++c)
+        dinp[row + c] += s * (dout[row + c] * load(weight[c]) - (inp[row + c] * s) * dn_n_mean);
     }
-#pragma omp for schedule(static)
-    for (int cb = 0; cb < col_blocks; ++cb) {
-      const int c0 = cb * kColumnBlock, width = std::min(C - c0, kColumnBlock);
-      T dw[kColumnBlock] = {};
-      for (int n = 0; n < N; ++n) {
-        const T* x = inp + static_cast<ptrdiff_t>(n) * C + c0;
-        const T* d = dout + static_cast<ptrdiff_t>(n) * C + c0;
-        const T s = rstd[n];
+    // dweight: column blocks, rows in order.
+    using Acc = T (*)[detail::kColumnBlock];
+    detail::sum_columns_in_row_order<1, T>(N, C, {dweight}, [&](int n, int c0, int width, Acc acc) {
+      const T* x = inp + static_cast<ptrdiff_t>(n) * C + c0;
+      const T* d = dout + static_cast<ptrdiff_t>(n) * C + c0;
+      const T s = rstd[n];
+      T* dw = acc[0];
 #pragma omp simd
-        for (int c = 0; c < width; ++c) dw[c] += d[c] * (x[c] * s);
-      }
-      for (int c = 0; c < width; ++c) dweight[c0 + c] += dw[c];
-    }
+      for (int c = 0; c < width; ++c) dw[c] += d[c] * (x[c] * s);
+    });
   }
 }
 

@@ -6,14 +6,10 @@
 
 namespace zerodp::model {
 
-namespace {
-
-void require_in_range(const char* key, int value, int64_t limit) {
+void require_hyper_parameter(const char* key, int value, int64_t limit) {
   ZDP_REQUIRE(value > 0, "{} must be positive, got {}", key, value);
   ZDP_REQUIRE(value <= limit, "{} is {}, over the limit of {} (docs/limits.md)", key, value, limit);
 }
-
-}  // namespace
 
 int64_t hyper_parameter_limit(std::string_view key) {
   if (key == "n_layer") return GPT2Limits::kMaxLayers;
@@ -25,11 +21,11 @@ int64_t hyper_parameter_limit(std::string_view key) {
 }
 
 void GPT2Config::validate() const {
-  require_in_range("n_layer", n_layer, GPT2Limits::kMaxLayers);
-  require_in_range("n_head", n_head, GPT2Limits::kMaxHeads);
-  require_in_range("n_embd", n_embd, GPT2Limits::kMaxEmbd);
-  require_in_range("vocab_size", vocab_size, GPT2Limits::kMaxVocab);
-  require_in_range("n_ctx", n_ctx, GPT2Limits::kMaxCtx);
+  require_hyper_parameter("n_layer", n_layer, GPT2Limits::kMaxLayers);
+  require_hyper_parameter("n_head", n_head, GPT2Limits::kMaxHeads);
+  require_hyper_parameter("n_embd", n_embd, GPT2Limits::kMaxEmbd);
+  require_hyper_parameter("vocab_size", vocab_size, GPT2Limits::kMaxVocab);
+  require_hyper_parameter("n_ctx", n_ctx, GPT2Limits::kMaxCtx);
   ZDP_REQUIRE(n_embd % n_head == 0, "n_embd ({}) must be divisible by n_head ({})", n_embd, n_head);
   const CheckedSize params = checked_param_count();
   ZDP_REQUIRE(params.within(GPT2Limits::kMaxParams), "GPT-2 {} has {} parameters, over the limit of 2^40 (docs/limits.md)",

@@ -72,6 +72,9 @@ struct GPT2Config {
   bool operator==(const GPT2Config&) const = default;
 };
 
+// UsageError unless 0 < value <= limit, naming `key` (every architecture's validate()).
+void require_hyper_parameter(const char* key, int value, int64_t limit);
+
 // The bound of a hyper-parameter by its name ("n_layer", "n_head", "n_embd", "vocab_size", "n_ctx"),
 // or 0 for another name.
 int64_t hyper_parameter_limit(std::string_view key);

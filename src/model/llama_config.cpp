@@ -6,15 +6,11 @@
 
 #include "core/error.h"
 #include "core/json.h"
+#include "model/config.h"
 
 namespace zerodp::model {
 
 namespace {
-
-void require_in_range(const char* key, int value, int64_t limit) {
-  ZDP_REQUIRE(value > 0, "{} must be positive, got {}", key, value);
-  ZDP_REQUIRE(value <= limit, "{} is {}, over the limit of {} (docs/limits.md)", key, value, limit);
-}
 
 // A config.json's fields, read with messages naming the file and the key.
 class Fields {
@@ -83,14 +79,19 @@ void read_rope(const Fields& f, LlamaConfig& c) {
 }  // namespace
 
 void LlamaConfig::validate() const {
-  require_in_range("num_hidden_layers", n_layer, LlamaLimits::kMaxLayers);
-  require_in_range("num_attention_heads", n_head, LlamaLimits::kMaxHeads);
-  require_in_range("num_key_value_heads", n_kv_head, LlamaLimits::kMaxHeads);
-  require_in_range("hidden_size", n_embd, LlamaLimits::kMaxEmbd);
-  require_in_range("head_dim", head_dim, LlamaLimits::kMaxHeadDim);
-  require_in_range("intermediate_size", intermediate_size, LlamaLimits::kMaxIntermediate);
-  require_in_range("vocab_size", vocab_size, LlamaLimits::kMaxVocab);
-  require_in_range("max_position_embeddings", n_ctx, LlamaLimits::kMaxCtx);
+  const struct {
+    const char* key;
+    int value;
+    int64_t limit;
+  } sizes[] = {{"num_hidden_layers", n_layer, LlamaLimits::kMaxLayers},
+               {"num_attention_heads", n_head, LlamaLimits::kMaxHeads},
+               {"num_key_value_heads", n_kv_head, LlamaLimits::kMaxHeads},
+               {"hidden_size", n_embd, LlamaLimits::kMaxEmbd},
+               {"head_dim", head_dim, LlamaLimits::kMaxHeadDim},
+               {"intermediate_size", intermediate_size, LlamaLimits::kMaxIntermediate},
+               {"vocab_size", vocab_size, LlamaLimits::kMaxVocab},
+               {"max_position_embeddings", n_ctx, LlamaLimits::kMaxCtx}};
+  for (const auto& s : sizes) require_hyper_parameter(s.key, s.value, s.limit);
   ZDP_REQUIRE(n_head % n_kv_head == 0, "num_key_value_heads ({}) must divide num_attention_heads ({})", n_kv_head,
               n_head);
   ZDP_REQUIRE(head_dim % 2 == 0, "head_dim ({}) must be even: rotary embeddings turn pairs of values", head_dim);
