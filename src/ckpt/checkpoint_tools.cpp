@@ -20,8 +20,10 @@ void consolidate_checkpoint(const Checkpoint& ckpt, const std::string& out_path)
     largest = std::max(largest, p.numel);
   }
   Metadata meta;
-  const nlohmann::json meta_json = layout.config().to_metadata();
-  for (const auto& [k, v] : meta_json.items()) meta[k] = v.get<std::string>();
+  if (layout.config().is_gpt2()) {
+    const nlohmann::json meta_json = layout.config().gpt2().to_metadata();
+    for (const auto& [k, v] : meta_json.items()) meta[k] = v.get<std::string>();
+  }
   SafetensorsWriter writer(out_path, std::move(specs), std::move(meta));
   Buffer tensor(largest * sizeof(float), MemCategory::kGathered);
   for (const model::ParamInfo& p : layout.params()) {
@@ -33,9 +35,12 @@ void consolidate_checkpoint(const Checkpoint& ckpt, const std::string& out_path)
 
 namespace {
 
-std::string unit_label(int unit) {
-  if (unit == model::ParamLayout::kEmbeddingUnit) return "wte, wpe, ln_f";
-  return fmt::format("h.{}", unit - 1);
+std::string unit_label(const model::ParamLayout& layout, int unit) {
+  const bool gpt2 = layout.config().is_gpt2();
+  if (unit == model::ParamLayout::kEmbeddingUnit)
+    return gpt2 ? "wte, wpe, ln_f" : layout.config().untied_head() ? "embed_tokens" : "embed_tokens, norm";
+  if (unit == layout.head_unit()) return "norm, lm_head";
+  return gpt2 ? fmt::format("h.{}", unit - 1) : fmt::format("layers.{}", unit - 1);
 }
 
 // A setting of the manifest's free-form `training` section, on one line of bounded length.
@@ -86,7 +91,7 @@ std::string describe_checkpoint(const Checkpoint& ckpt) {
   out += "  units\n";
   for (int u = 0; u < layout.num_units(); ++u) {
     const UnitShape& s = m.units[static_cast<size_t>(u)];
-    out += fmt::format("    unit {:<3} {:<16} {:>12} elements, padded to {} = {} x {}\n", u, unit_label(u),
+    out += fmt::format("    unit {:<3} {:<16} {:>12} elements, padded to {} = {} x {}\n", u, unit_label(layout, u),
                        s.numel, s.padded, m.world_size, s.shard);
   }
   out += "  files\n";

@@ -211,7 +211,7 @@ void check_tensor_counts(const SafetensorsReader& r, const GPT2Config& c, const 
   if (static_cast<int64_t>(present.size()) >= c.num_tensors()) return;
   // Some parameter is missing; among the first present.size() + 1 expected names, one must be.
   for (int unit = 0; unit <= c.n_layer; ++unit) {
-    for (int index = 0; index < ParamLayout::unit_tensor_count(unit); ++index) {
+    for (int index = 0; index < ParamLayout::unit_tensor_count(c, unit); ++index) {
       const ParamInfo p = ParamLayout::tensor_info(c, unit, index);
       ZDP_REQUIRE(present.count(p.name) > 0, "'{}': missing tensor '{}' (expected shape {}) for a GPT-2 of {} (from {})",
                   path, p.name, shape_str(p.shape), c.summary(), config_source);

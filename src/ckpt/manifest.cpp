@@ -186,7 +186,14 @@ ordered_json manifest_to_json(const Manifest& m) {
                         {"file_offset", t.file_offset}});
     tensors.push_back({{"name", p.name}, {"unit", p.unit}, {"shape", p.shape}, {"pieces", pieces}});
   }
-  const model::GPT2Config& c = m.model;
+  ordered_json model_json;
+  if (m.model.is_gpt2()) {
+    const model::GPT2Config& c = m.model.gpt2();
+    model_json = {{"n_layer", c.n_layer}, {"n_head", c.n_head}, {"n_embd", c.n_embd}, {"vocab_size", c.vocab_size},
+                  {"n_ctx", c.n_ctx}};
+  } else {
+    model_json = ordered_json(m.model.to_json());
+  }
   ordered_json data{{"path", m.data.path},
                     {"micro_batch", m.data.micro_batch},
                     {"seq", m.data.seq},
@@ -200,9 +207,7 @@ ordered_json manifest_to_json(const Manifest& m) {
       {"created_by", m.created_by},
       {"step", m.step},
       {"optimizer_steps", m.optimizer_steps},
-      {"model",
-       {{"n_layer", c.n_layer}, {"n_head", c.n_head}, {"n_embd", c.n_embd}, {"vocab_size", c.vocab_size},
-        {"n_ctx", c.n_ctx}}},
+      {"model", model_json},
       {"world_size", m.world_size},
       {"zero_stage", m.zero_stage},
       {"dtype", dtype_name(m.dtype)},
@@ -223,23 +228,34 @@ ordered_json manifest_to_json(const Manifest& m) {
 
 namespace {
 
+// GPT-2's five sizes, or a Llama's config.json fields under "arch": "llama" (model::ModelConfig).
 void read_model(const Schema& s, const json& j, Manifest& m) {
   const json& mj = s.object(j, "", "model");
+  if (mj.contains("arch")) {
+    try {
+      m.model = model::ModelConfig::from_json(mj, "model");
+    } catch (const UsageError& e) {
+      s.fail("model", e.what());
+    }
+    return;
+  }
   auto hyper = [&](const char* key) {
     return static_cast<int>(s.integer(mj, "model", key, 1, model::hyper_parameter_limit(key)));
   };
-  m.model.n_layer = hyper("n_layer");
-  m.model.n_head = hyper("n_head");
-  m.model.n_embd = hyper("n_embd");
-  m.model.vocab_size = hyper("vocab_size");
-  m.model.n_ctx = hyper("n_ctx");
-  if (m.model.n_embd % m.model.n_head != 0)
-    s.fail("model", fmt::format("n_embd {} is not divisible by n_head {}", m.model.n_embd, m.model.n_head));
+  model::GPT2Config c;
+  c.n_layer = hyper("n_layer");
+  c.n_head = hyper("n_head");
+  c.n_embd = hyper("n_embd");
+  c.vocab_size = hyper("vocab_size");
+  c.n_ctx = hyper("n_ctx");
+  if (c.n_embd % c.n_head != 0)
+    s.fail("model", fmt::format("n_embd {} is not divisible by n_head {}", c.n_embd, c.n_head));
   try {
-    m.model.validate();  // the totals (parameters, activations) within their limits too
+    c.validate();  // the totals (parameters, activations) within their limits too
   } catch (const UsageError& e) {
     s.fail("model", e.what());
   }
+  m.model = c;
 }
 
 // The run's shape and state: world size, stage, dtypes, the optimizer and its states, the loss scaler.
@@ -279,7 +295,7 @@ void read_data(const Schema& s, const json& j, Manifest& m) {
   const json& dj = s.object(j, "", "data");
   m.data.path = s.string(dj, "data", "path");
   m.data.micro_batch = s.integer(dj, "data", "micro_batch", 1, kMaxBatchFactor);
-  m.data.seq = s.integer(dj, "data", "seq", 1, m.model.n_ctx);  // a run trains on T <= N
+  m.data.seq = s.integer(dj, "data", "seq", 1, m.model.n_ctx());  // a run trains on T <= N
   m.data.accum = s.integer(dj, "data", "accum", 1, kMaxBatchFactor);
   m.data.tokens_per_step = s.integer(dj, "data", "tokens_per_step", 1);
   m.data.next_token = s.integer(dj, "data", "next_token", 0);
@@ -327,7 +343,7 @@ void read_units(const Schema& s, const json& j, const model::ParamLayout& layout
     ordered_json expected = ordered_json::array();
     for (const model::ParamInfo* p : layout.unit_params(u)) expected.push_back(tensor_json(*p));
     if (json(expected) != tj)
-      s.fail(path + ".tensors", "do not match the layout of docs/reference/model.md#gpt2 (names, shapes, offsets, in order)");
+      s.fail(path + ".tensors", "do not match the model's layout (docs/reference/model.md: names, shapes, offsets, in order)");
     m.units.push_back(us);
   }
 }
@@ -410,9 +426,9 @@ Manifest manifest_from_json(const json& j, const std::string& label) {
   // Units: exactly the model's, each padded to world_size equal shards. Their count is checked
   // before the layout is built, so that the layout is never larger than the manifest's own list.
   const json& uj = s.array(j, "", "units");
-  if (uj.size() != static_cast<size_t>(m.model.n_layer) + 1)
-    s.fail("units", fmt::format("holds {} units, the model {} has {}", uj.size(), m.model.summary(),
-                                m.model.n_layer + 1));
+  const int units = model::ParamLayout::units_of(m.model);
+  if (uj.size() != static_cast<size_t>(units))
+    s.fail("units", fmt::format("holds {} units, the model {} has {}", uj.size(), m.model.summary(), units));
   const model::ParamLayout layout(m.model);
   read_units(s, j, layout, m);
   read_files(s, j, layout, label, m);

@@ -77,7 +77,7 @@ struct Manifest {
   std::string created_by;           // "zerodp 0.1.0 (abc1234)"
   int64_t step = 0;                 // optimizer steps run: the index of the next step
   int64_t optimizer_steps = 0;      // updates applied (AdamW's t); fewer than step after fp16 skips
-  model::GPT2Config model;
+  model::ModelConfig model;
   int world_size = 1;
   int zero_stage = 0;
   DType dtype = DType::kF32;        // compute dtype; the checkpoint always holds fp32

@@ -9,17 +9,6 @@ namespace zerodp::model {
 
 namespace {
 
-// Use indices of gpt2_schedule (model/layout.cpp) for a model of L blocks.
-struct Gpt2Uses {
-  int L;
-  int embed_forward() const { return 0; }
-  int block_forward(int l) const { return 1 + l; }
-  int head_forward() const { return L + 1; }
-  int head_backward() const { return L + 2; }
-  int block_backward(int l) const { return L + 3 + (L - 1 - l); }
-  int embed_backward() const { return 2 * L + 3; }
-};
-
 template <class T>
 inline constexpr bool kIs16 = std::is_same_v<T, bf16> || std::is_same_v<T, fp16>;
 
@@ -150,7 +139,7 @@ size_t activation_bytes(const GPT2Config& config, int B, int T, bool checkpointi
 template <typename F>
 GPT2<F>::GPT2(const ParamLayout& layout, int B, int T, bool checkpointing, device::Device& dev)
     : layout_(layout), B_(B), T_(T), checkpointing_(checkpointing), dev_(dev), k_(dev.gpt2<F>()) {
-  const GPT2Config& g = layout.config();
+  const GPT2Config& g = layout.config().gpt2();
   ZDP_REQUIRE(B > 0 && T > 0, "micro-batch ({}) and sequence length ({}) must be positive", B, T);
   ZDP_REQUIRE(T <= g.n_ctx, "sequence length {} exceeds the model's context n_ctx = {}", T, g.n_ctx);
   acts_ = std::make_unique<Acts>();
@@ -175,8 +164,8 @@ auto GPT2<F>::losses() const -> const Acc* {
 
 template <typename F>
 void GPT2<F>::forward_trunk(const int32_t* inputs, int B, int T, UnitAccess<F>& units) {
-  const GPT2Config& g = layout_.config();
-  const Gpt2Uses uses{g.n_layer};
+  const GPT2Config& g = layout_.config().gpt2();
+  const ScheduleUses uses{g.n_layer};
   const int C = g.n_embd;
   Acts& a = *acts_;
 
@@ -198,7 +187,7 @@ void GPT2<F>::forward_trunk(const int32_t* inputs, int B, int T, UnitAccess<F>& 
 
 template <typename F>
 void GPT2<F>::block_forward(int l, const F* p, int B, int T, bool write_output) {
-  const GPT2Config& g = layout_.config();
+  const GPT2Config& g = layout_.config().gpt2();
   const int C = g.n_embd, NH = g.n_head, BT = B * T;
   const int u = ParamLayout::block_unit(l);
   Acts& a = *acts_;
@@ -220,8 +209,8 @@ void GPT2<F>::block_forward(int l, const F* p, int B, int T, bool write_output) 
 
 template <typename F>
 double GPT2<F>::forward(const int32_t* inputs, const int32_t* targets, UnitAccess<F>& units) {
-  const GPT2Config& g = layout_.config();
-  const Gpt2Uses uses{g.n_layer};
+  const GPT2Config& g = layout_.config().gpt2();
+  const ScheduleUses uses{g.n_layer};
   const int B = B_, T = T_, C = g.n_embd, V = g.vocab_size, BT = B * T;
   Acts& a = *acts_;
   for (int i = 0; i < BT; ++i) {
@@ -256,8 +245,8 @@ double GPT2<F>::forward(const int32_t* inputs, const int32_t* targets, UnitAcces
 template <typename F>
 void GPT2<F>::backward(Acc dloss, UnitAccess<F>& units) {
   ZDP_CHECK(last_B_ > 0, "backward without a forward");
-  const GPT2Config& g = layout_.config();
-  const Gpt2Uses uses{g.n_layer};
+  const GPT2Config& g = layout_.config().gpt2();
+  const ScheduleUses uses{g.n_layer};
   const int B = last_B_, T = last_T_, C = g.n_embd, V = g.vocab_size, NH = g.n_head, BT = B * T;
   const size_t n = static_cast<size_t>(BT) * C;
   Acts& a = *acts_;
@@ -317,8 +306,8 @@ void GPT2<F>::backward(Acc dloss, UnitAccess<F>& units) {
 
 template <typename F>
 void GPT2<F>::next_token_logits(const int32_t* inputs, int t, UnitAccess<F>& units, Acc* logits) {
-  const GPT2Config& g = layout_.config();
-  const Gpt2Uses uses{g.n_layer};
+  const GPT2Config& g = layout_.config().gpt2();
+  const ScheduleUses uses{g.n_layer};
   ZDP_REQUIRE(t > 0 && t <= T_, "context of {} tokens does not fit the model's {} positions", t, T_);
   const int C = g.n_embd, V = g.vocab_size;
   for (int i = 0; i < t; ++i)

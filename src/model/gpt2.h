@@ -2,7 +2,7 @@
 // its activations; parameters and gradients are not its own but are handed to it unit by unit by
 // whoever runs it (the ZeRO engine gathers a unit just before it is needed and may free it after).
 //
-// Its uses of the units (model/units.h; the layout's schedule()), in order:
+// Its uses of the units (model/units.h; the layout's schedule(), model_schedule), in order:
 //   forward:  embed (unit 0: wte, wpe) → blocks (1..L) → head (unit 0: ln_f, wte)
 //   backward: head (unit 0) → blocks (L..1) → embed (unit 0; reads no parameters, only adds into the
 //             gradient buffer: the tied wte and wpe gradients are finished here)

@@ -17,18 +17,22 @@ bool ends_with(std::string_view s, std::string_view suffix) {
 }
 }  // namespace
 
-InitRule init_rule(const ParamInfo& p, const GPT2Config& config) {
+InitRule init_rule(const ParamInfo& p, const ModelConfig& config) {
   const std::string_view name = p.name;
   if (ends_with(name, ".bias")) return {InitRule::Kind::kZeros, 0.0f};
+  if (config.is_llama()) {
+    if (ends_with(name, "layernorm.weight") || name == "model.norm.weight") return {InitRule::Kind::kOnes, 0.0f};
+    return {InitRule::Kind::kNormal, kInitStd};
+  }
   if (ends_with(name, "ln_1.weight") || ends_with(name, "ln_2.weight") || name == "ln_f.weight")
     return {InitRule::Kind::kOnes, 0.0f};
   if (ends_with(name, ".c_proj.weight"))
     return {InitRule::Kind::kNormal,
-            static_cast<float>(kInitStd / std::sqrt(2.0 * static_cast<double>(config.n_layer)))};
+            static_cast<float>(kInitStd / std::sqrt(2.0 * static_cast<double>(config.n_layer())))};
   return {InitRule::Kind::kNormal, kInitStd};
 }
 
-void init_unit_range(const GPT2Config& config, const ParamLayout& layout, int unit, size_t begin,
+void init_unit_range(const ModelConfig& config, const ParamLayout& layout, int unit, size_t begin,
                      size_t count, uint64_t seed, float* dst) {
   ZDP_CHECK(layout.config() == config, "layout of {} used with config {}", layout.config().summary(),
             config.summary());

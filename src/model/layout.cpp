@@ -11,6 +11,7 @@ namespace zerodp::model {
 
 namespace {
 
+// ---- GPT-2 ----------------------------------------------------------------------------------------
 // The names of docs/reference/model.md#tensors, in unit order, without the "h.{i}." of block tensors.
 constexpr std::array<std::string_view, kNumEmbedParams> kEmbedNames = {"wte.weight", "wpe.weight", "ln_f.weight",
                                                                         "ln_f.bias"};
@@ -19,31 +20,7 @@ constexpr std::array<std::string_view, kNumBlockParams> kBlockNames = {
     "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight",        "ln_2.bias",
     "mlp.c_fc.weight",    "mlp.c_fc.bias",    "mlp.c_proj.weight",  "mlp.c_proj.bias"};
 
-template <size_t K>
-int index_in(const std::array<std::string_view, K>& names, std::string_view name) {
-  for (size_t i = 0; i < K; ++i)
-    if (names[i] == name) return static_cast<int>(i);
-  return -1;
-}
-
-// "h.12.attn.bias" -> 12 and "attn.bias"; -1 when the name has no block index written the way the
-// layout writes it (decimal, no sign, no leading zero, at most 9 digits so that it fits an int).
-int64_t parse_block(std::string_view name, std::string_view* rest) {
-  if (!name.starts_with("h.")) return -1;
-  const size_t dot = name.find('.', 2);
-  if (dot == std::string_view::npos || dot == 2 || dot > 2 + 9) return -1;
-  const std::string_view digits = name.substr(2, dot - 2);
-  if (digits.size() > 1 && digits[0] == '0') return -1;
-  int64_t block = 0;
-  for (char c : digits) {
-    if (c < '0' || c > '9') return -1;
-    block = block * 10 + (c - '0');
-  }
-  *rest = name.substr(dot + 1);
-  return block;
-}
-
-Shape embed_shape(const GPT2Config& c, int index) {
+Shape gpt2_embed_shape(const GPT2Config& c, int index) {
   const int64_t C = c.n_embd;
   switch (index) {
     case kWte: return {c.vocab_size, C};
@@ -52,7 +29,7 @@ Shape embed_shape(const GPT2Config& c, int index) {
   }
 }
 
-Shape block_shape(const GPT2Config& c, int index) {
+Shape gpt2_block_shape(const GPT2Config& c, int index) {
   const int64_t C = c.n_embd;
   switch (index) {
     case kAttnW: return {C, 3 * C};
@@ -65,29 +42,100 @@ Shape block_shape(const GPT2Config& c, int index) {
   }
 }
 
+void gpt2_tensor(const GPT2Config& c, int unit, int index, ParamInfo& p) {
+  const size_t i = static_cast<size_t>(index);
+  if (unit == ParamLayout::kEmbeddingUnit) {
+    p.name = std::string(kEmbedNames[i]);
+    p.shape = gpt2_embed_shape(c, index);
+  } else {
+    p.name = fmt::format("h.{}.{}", unit - 1, kBlockNames[i]);
+    p.shape = gpt2_block_shape(c, index);
+  }
+}
+
+// ---- Llama ----------------------------------------------------------------------------------------
+struct NamedShape {
+  std::string_view name;
+  Shape shape;
+};
+
+// A block's tensors in unit order (names without "model.layers.{i}.").
+std::vector<NamedShape> llama_block(const LlamaConfig& c) {
+  const int64_t C = c.n_embd, q = int64_t{c.n_head} * c.head_dim, kv = int64_t{c.n_kv_head} * c.head_dim;
+  const int64_t I = c.intermediate_size;
+  std::vector<NamedShape> t = {{"input_layernorm.weight", {C}},
+                               {"self_attn.q_proj.weight", {q, C}},
+                               {"self_attn.k_proj.weight", {kv, C}},
+                               {"self_attn.v_proj.weight", {kv, C}}};
+  if (c.qkv_bias()) {
+    t.push_back({"self_attn.q_proj.bias", {q}});
+    t.push_back({"self_attn.k_proj.bias", {kv}});
+    t.push_back({"self_attn.v_proj.bias", {kv}});
+  }
+  t.push_back({"self_attn.o_proj.weight", {C, q}});
+  if (c.o_bias()) t.push_back({"self_attn.o_proj.bias", {C}});
+  t.push_back({"post_attention_layernorm.weight", {C}});
+  t.push_back({"mlp.gate_proj.weight", {I, C}});
+  t.push_back({"mlp.up_proj.weight", {I, C}});
+  t.push_back({"mlp.down_proj.weight", {C, I}});
+  return t;
+}
+
+// The embedding unit (and the head's unit when untied).
+std::vector<NamedShape> llama_outer(const LlamaConfig& c, bool head) {
+  const int64_t C = c.n_embd, V = c.vocab_size;
+  if (c.tie_word_embeddings) return {{"model.embed_tokens.weight", {V, C}}, {"model.norm.weight", {C}}};
+  if (head) return {{"model.norm.weight", {C}}, {"lm_head.weight", {V, C}}};
+  return {{"model.embed_tokens.weight", {V, C}}};
+}
+
+void llama_tensor(const LlamaConfig& c, int unit, int index, ParamInfo& p) {
+  const size_t i = static_cast<size_t>(index);
+  if (unit >= 1 && unit <= c.n_layer) {
+    const std::vector<NamedShape> t = llama_block(c);
+    p.name = fmt::format("model.layers.{}.{}", unit - 1, t.at(i).name);
+    p.shape = t.at(i).shape;
+  } else {
+    const std::vector<NamedShape> t = llama_outer(c, unit != ParamLayout::kEmbeddingUnit);
+    p.name = std::string(t.at(i).name);
+    p.shape = t.at(i).shape;
+  }
+}
+
 }  // namespace
 
-ParamInfo ParamLayout::tensor_info(const GPT2Config& c, int unit, int index) {
-  ZDP_CHECK(unit >= 0 && unit <= c.n_layer, "unit {} of a GPT-2 of {} layers", unit, c.n_layer);
-  const bool embed = unit == kEmbeddingUnit;
-  ZDP_CHECK(index >= 0 && index < unit_tensor_count(unit), "tensor {} of unit {}", index, unit);
+int ParamLayout::units_of(const ModelConfig& c) { return c.n_layer() + (c.untied_head() ? 2 : 1); }
+
+int ParamLayout::unit_tensor_count(const ModelConfig& c, int unit) {
+  ZDP_CHECK(unit >= 0 && unit < units_of(c), "unit {} of {}", unit, c.summary());
+  const bool block = unit >= 1 && unit <= c.n_layer();
+  if (c.is_gpt2()) return block ? static_cast<int>(kNumBlockParams) : static_cast<int>(kNumEmbedParams);
+  const LlamaConfig& l = c.llama();
+  return static_cast<int>(block ? llama_block(l).size() : llama_outer(l, unit != kEmbeddingUnit).size());
+}
+
+ParamInfo ParamLayout::tensor_info(const ModelConfig& c, int unit, int index) {
+  ZDP_CHECK(index >= 0 && index < unit_tensor_count(c, unit), "tensor {} of unit {}", index, unit);
   ParamInfo p;
-  const size_t i = static_cast<size_t>(index);
-  p.name = embed ? std::string(kEmbedNames[i]) : fmt::format("h.{}.{}", unit - 1, kBlockNames[i]);
-  p.shape = embed ? embed_shape(c, index) : block_shape(c, index);
+  if (c.is_gpt2()) {
+    gpt2_tensor(c.gpt2(), unit, index, p);
+  } else {
+    llama_tensor(c.llama(), unit, index, p);
+  }
   p.unit = unit;
   p.numel = static_cast<size_t>(shape_numel(p.shape));
   p.decay = p.shape.size() >= 2;
   return p;
 }
 
-ParamLayout::ParamLayout(const GPT2Config& c) : config_(c) {
-  c.validate();  // within GPT2Limits: every size below fits, with room
-  params_.reserve(static_cast<size_t>(c.num_tensors()));
-  for (int unit = 0; unit <= c.n_layer; ++unit) {
+ParamLayout::ParamLayout(const ModelConfig& c) : config_(c) {
+  c.validate();  // within the architecture's limits: every size below fits, with room
+  const int units = units_of(c);
+  for (int unit = 0; unit < units; ++unit) {
     unit_first_.push_back(params_.size());
     size_t offset = 0;
-    for (int index = 0; index < unit_tensor_count(unit); ++index) {
+    const int count = unit_tensor_count(c, unit);
+    for (int index = 0; index < count; ++index) {
       ParamInfo p = tensor_info(c, unit, index);
       p.offset = offset;
       offset += p.numel;
@@ -96,20 +144,23 @@ ParamLayout::ParamLayout(const GPT2Config& c) : config_(c) {
     unit_numel_.push_back(offset);
     total_numel_ += offset;
   }
-  schedule_ = gpt2_schedule(c.n_layer);
+  by_name_.reserve(params_.size());
+  for (size_t i = 0; i < params_.size(); ++i) by_name_.emplace(params_[i].name, i);
+  schedule_ = model_schedule(c.n_layer(), c.untied_head());
 }
 
-UnitSchedule gpt2_schedule(int n_layer) {
+UnitSchedule model_schedule(int n_layer, bool untied_head) {
   const int L = n_layer;
+  const int embed = ParamLayout::kEmbeddingUnit, head = untied_head ? L + 1 : embed;
   std::vector<UnitUse> uses;
   uses.reserve(2 * static_cast<size_t>(L) + 4);
-  uses.push_back({ParamLayout::kEmbeddingUnit, Pass::kForward, true, "embed"});
+  uses.push_back({embed, Pass::kForward, true, "embed"});
   for (int l = 0; l < L; ++l) uses.push_back({ParamLayout::block_unit(l), Pass::kForward, true, "block"});
-  uses.push_back({ParamLayout::kEmbeddingUnit, Pass::kForward, true, "head"});
-  uses.push_back({ParamLayout::kEmbeddingUnit, Pass::kBackward, true, "head"});
+  uses.push_back({head, Pass::kForward, true, "head"});
+  uses.push_back({head, Pass::kBackward, true, "head"});
   for (int l = L - 1; l >= 0; --l) uses.push_back({ParamLayout::block_unit(l), Pass::kBackward, true, "block"});
-  uses.push_back({ParamLayout::kEmbeddingUnit, Pass::kBackward, false, "embed"});
-  return UnitSchedule(std::move(uses), L + 1);
+  uses.push_back({embed, Pass::kBackward, false, "embed"});
+  return UnitSchedule(std::move(uses), untied_head ? L + 2 : L + 1);
 }
 
 std::vector<const ParamInfo*> ParamLayout::unit_params(int unit) const {
@@ -121,17 +172,8 @@ std::vector<const ParamInfo*> ParamLayout::unit_params(int unit) const {
 }
 
 const ParamInfo* ParamLayout::find(std::string_view name) const {
-  int unit = kEmbeddingUnit, index = index_in(kEmbedNames, name);
-  if (index < 0) {
-    std::string_view rest;
-    const int64_t block = parse_block(name, &rest);
-    if (block < 0 || block >= config_.n_layer) return nullptr;
-    unit = block_unit(static_cast<int>(block));
-    index = index_in(kBlockNames, rest);
-    if (index < 0) return nullptr;
-  }
-  const ParamInfo& p = param(unit, index);
-  return p.name == name ? &p : nullptr;
+  const auto it = by_name_.find(name);
+  return it == by_name_.end() ? nullptr : &params_[it->second];
 }
 
 const ParamInfo& ParamLayout::param(int unit, int index) const {

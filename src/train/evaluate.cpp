@@ -109,7 +109,7 @@ EvalResult evaluate_model_file(const std::string& model_path, const std::string&
               micro_batch);
   ZDP_REQUIRE(seq > 0, "--seq must be positive, got {}", seq);
   const ResidentModel m(model_path);
-  const model::GPT2Config& mc = m.layout.config();
+  const model::GPT2Config& mc = m.layout.config().gpt2();
   ZDP_REQUIRE(seq <= mc.n_ctx, "--seq {} exceeds the model's context n_ctx = {} ('{}')", seq, mc.n_ctx, model_path);
   ZDP_REQUIRE(micro_batch * seq <= (int64_t{1} << 31) - 1, "--micro-batch {} x --seq {} is over 2^31 tokens",
               micro_batch, seq);
@@ -201,7 +201,7 @@ ChoiceResult score_choices(const std::string& model_path, const std::string& cho
   const std::unique_ptr<data::Tokenizer> tok =
       tokenizer_path.empty() ? data::byte_tokenizer() : data::load_tokenizer(tokenizer_path);
   const ResidentModel m(model_path);
-  const model::GPT2Config& mc = m.layout.config();
+  const model::GPT2Config& mc = m.layout.config().gpt2();
   ZDP_REQUIRE(tok->vocab_size() <= mc.vocab_size,
               "the tokenizer's vocabulary of {} is larger than the model's {} ('{}'): not this model's tokenizer",
               tok->vocab_size(), mc.vocab_size, model_path);

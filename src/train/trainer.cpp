@@ -305,7 +305,7 @@ TrainResult run_training(TrainConfig cfg, const TrainHooks& hooks) {
   }
   std::optional<ckpt::GPT2Weights> weights;
   if (!cfg.init_path.empty()) weights.emplace(ckpt::GPT2Weights::open(cfg.init_path));
-  const model::GPT2Config mc = resume ? resume->manifest().model : weights->config();
+  const model::GPT2Config mc = resume ? resume->manifest().model.gpt2() : weights->config();
   if (resume) {
     inherit_data_order(*resume, cfg);
     for (const std::string& w : check_resume(*resume, cfg, W, weights ? &weights->config() : nullptr))
