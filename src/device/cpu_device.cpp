@@ -14,6 +14,9 @@
 #include "kernels/matmul.h"
 #include "kernels/precision.h"
 #include "kernels/residual.h"
+#include "kernels/rmsnorm.h"
+#include "kernels/rope.h"
+#include "kernels/swiglu.h"
 
 namespace zerodp::device {
 
@@ -149,6 +152,114 @@ class CpuGpt2 final : public Gpt2Kernels<P> {
   }
 };
 
+// The Llama family's kernels of kernels/ for compute type P, as CpuGpt2 holds GPT-2's: no context,
+// one object a type.
+template <class P>
+class CpuLlama final : public LlamaKernels<P> {
+ public:
+  using Acc = typename LlamaKernels<P>::Acc;
+  static constexpr bool k16 = std::is_same_v<P, bf16> || std::is_same_v<P, fp16>;
+  static constexpr auto kOutIn = kernels::WeightLayout::kOutIn;
+
+  void embedding_forward(Acc* out, const int32_t* inp, const P* table, int N, int C) const override {
+    kernels::embedding_forward<Acc, P>(out, inp, table, N, C);
+  }
+  void embedding_backward(Acc* dtable, const Acc* dout, const int32_t* inp, int N, int C) const override {
+    kernels::embedding_backward<Acc>(dtable, dout, inp, N, C);
+  }
+  void rmsnorm_forward(P* out, Acc* rstd, const Acc* inp, const P* w, int N, int C, double eps) const override {
+    kernels::rmsnorm_forward<Acc, P, P>(out, rstd, inp, w, N, C, eps);
+  }
+  void rmsnorm_backward(Acc* dinp, Acc* dw, const Acc* dout, const Acc* inp, const P* w, const Acc* rstd, int N,
+                        int C) const override {
+    kernels::rmsnorm_backward<Acc, P>(dinp, dw, dout, inp, w, rstd, N, C);
+  }
+  void linear_forward(P* out, const P* inp, const P* w, const P* b, int N, int C, int OC,
+                      float* scratch) const override {
+    linear(out, inp, w, b, N, C, OC, scratch);
+  }
+  void linear_forward_acc(Acc* out, const P* inp, const P* w, const P* b, int N, int C, int OC,
+                          float* scratch) const override {
+    linear(out, inp, w, b, N, C, OC, scratch);
+  }
+  void linear_backward(Acc* dinp, Acc* dw, Acc* db, const Acc* dout, const P* inp, const P* w, int N, int C, int OC,
+                       P* operand16) const override {
+    if constexpr (k16) {
+      kernels::matmul16_backward(dinp, dw, db, dout, operand16, inp, w, N, C, OC, kOutIn);
+    } else {
+      kernels::matmul_backward(dinp, dw, db, dout, inp, w, N, C, OC, kOutIn);
+    }
+  }
+  void rope_forward(P* x, const float* cos, const float* sin, int N, int T, int heads, int D,
+                    int64_t stride) const override {
+    kernels::rope_forward<P>(x, x, cos, sin, N, T, heads, D, stride);
+  }
+  void rope_backward(Acc* dx, const float* cos, const float* sin, int N, int T, int heads, int D,
+                     int64_t stride) const override {
+    kernels::rope_backward<Acc>(dx, dx, cos, sin, N, T, heads, D, stride);
+  }
+  size_t attention_scratch_bytes(const kernels::AttentionShape& shape) const override {
+    if constexpr (k16) {
+      return kernels::attention16_scratch_bytes(shape);
+    } else {
+      return kernels::attention_scratch_elems(shape) * sizeof(Acc);
+    }
+  }
+  // The probabilities [B,NH,T,T].
+  size_t attention_saved_bytes(const kernels::AttentionShape& shape) const override {
+    return static_cast<size_t>(shape.B) * shape.heads * shape.T * shape.T * sizeof(P);
+  }
+  void attention_forward(P* out, P* att, const P* qkv, void* scratch,
+                         const kernels::AttentionShape& shape) const override {
+    if constexpr (k16) {
+      kernels::attention16_forward(out, att, qkv, scratch, shape);
+    } else {
+      kernels::attention_forward(out, att, qkv, shape);
+    }
+  }
+  void attention_backward(Acc* dqkv, void* scratch, const Acc* dout, P* operand16, const P* qkv, const P*,
+                          const P* att, const kernels::AttentionShape& shape) const override {
+    if constexpr (k16) {
+      kernels::round_to(operand16, dout, static_cast<size_t>(shape.B) * shape.T * shape.heads * shape.head_size);
+      kernels::attention16_backward(dqkv, scratch, operand16, qkv, att, shape);
+    } else {
+      kernels::attention_backward(dqkv, static_cast<Acc*>(scratch), dout, qkv, att, shape);
+    }
+  }
+  void swiglu_forward(P* out, const P* inp, int N, int I) const override {
+    kernels::swiglu_forward<P, P>(out, inp, N, I);
+  }
+  void swiglu_backward(Acc* dinp, const Acc* dout, const P* inp, int N, int I) const override {
+    kernels::swiglu_backward<P, Acc>(dinp, dout, inp, N, I);
+  }
+  void residual_forward(Acc* out, const Acc* a, const Acc* b, size_t n) const override {
+    CpuGpt2<P>::instance().residual_forward(out, a, b, n);
+  }
+  void softmax_crossentropy_forward(Acc* losses, Acc* probs, const Acc* logits, const int32_t* targets, int N,
+                                    int V) const override {
+    CpuGpt2<P>::instance().softmax_crossentropy_forward(losses, probs, logits, targets, N, V);
+  }
+  void softmax_crossentropy_backward(Acc* dlogits, const Acc* probs, const int32_t* targets, Acc dloss, int N,
+                                     int V) const override {
+    CpuGpt2<P>::instance().softmax_crossentropy_backward(dlogits, probs, targets, dloss, N, V);
+  }
+
+  static const CpuLlama& instance() {
+    static const CpuLlama table;
+    return table;
+  }
+
+ private:
+  template <class O>
+  static void linear(O* out, const P* inp, const P* w, const P* b, int N, int C, int OC, float* scratch) {
+    if constexpr (k16) {
+      kernels::matmul16_forward(out, inp, w, b, N, C, OC, scratch, kOutIn);
+    } else {
+      kernels::matmul_forward(out, inp, w, b, N, C, OC, kOutIn);
+    }
+  }
+};
+
 }  // namespace
 
 Buffer CpuDevice::allocate(size_t bytes, MemCategory category) { return Buffer(bytes, category); }
@@ -216,6 +327,10 @@ const Gpt2Kernels<float>& CpuDevice::gpt2_f32() const { return CpuGpt2<float>::i
 const Gpt2Kernels<double>& CpuDevice::gpt2_f64() const { return CpuGpt2<double>::instance(); }
 const Gpt2Kernels<bf16>& CpuDevice::gpt2_bf16() const { return CpuGpt2<bf16>::instance(); }
 const Gpt2Kernels<fp16>& CpuDevice::gpt2_fp16() const { return CpuGpt2<fp16>::instance(); }
+const LlamaKernels<float>* CpuDevice::llama_f32() const { return &CpuLlama<float>::instance(); }
+const LlamaKernels<double>* CpuDevice::llama_f64() const { return &CpuLlama<double>::instance(); }
+const LlamaKernels<bf16>* CpuDevice::llama_bf16() const { return &CpuLlama<bf16>::instance(); }
+const LlamaKernels<fp16>* CpuDevice::llama_fp16() const { return &CpuLlama<fp16>::instance(); }
 
 Device& default_device() {
   static CpuDevice cpu;

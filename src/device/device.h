@@ -24,6 +24,7 @@
 
 #include "core/dtype.h"
 #include "core/memory.h"
+#include "kernels/attention.h"
 #include "optim/adamw.h"
 #include "optim/sgd.h"
 
@@ -80,6 +81,55 @@ class Gpt2Kernels {
   // leaves dpre alone (may be null): the same results as gelu_backward followed by linear_backward.
   virtual void gelu_linear_backward(Acc* dinp, Acc* dweight, Acc* dbias, Acc* dpre, const Acc* dgelu, const P* pre,
                                     const P* inp, const P* weight, int N, int C, int OC, P* operand16) const = 0;
+  virtual void residual_forward(Acc* out, const Acc* a, const Acc* b, size_t n) const = 0;
+  virtual void softmax_crossentropy_forward(Acc* losses, Acc* probs, const Acc* logits, const int32_t* targets,
+                                            int N, int V) const = 0;
+  virtual void softmax_crossentropy_backward(Acc* dlogits, const Acc* probs, const int32_t* targets, Acc dloss,
+                                             int N, int V) const = 0;
+};
+
+// The Llama family's kernels for compute type P (math in kernels/*.h: rmsnorm, rope, swiglu, the
+// grouped-query attention, dense layers with PyTorch's [out, in] weights), bound to the device's
+// context as Gpt2Kernels are, with the same types and working memory: Acc accumulates, 16-bit P
+// stores what feeds a GEMM or the attention, `scratch` / `operand16` are 16-bit compute's.
+template <class P>
+class LlamaKernels {
+ public:
+  using Acc = typename Gpt2Kernels<P>::Acc;
+  virtual ~LlamaKernels() = default;
+
+  // out[n,:] = table[inp[n],:] ; dtable[inp[n],:] += dout[n,:] (summed in row order).
+  virtual void embedding_forward(Acc* out, const int32_t* inp, const P* table, int N, int C) const = 0;
+  virtual void embedding_backward(Acc* dtable, const Acc* dout, const int32_t* inp, int N, int C) const = 0;
+  virtual void rmsnorm_forward(P* out, Acc* rstd, const Acc* inp, const P* weight, int N, int C,
+                               double eps) const = 0;
+  virtual void rmsnorm_backward(Acc* dinp, Acc* dweight, const Acc* dout, const Acc* inp, const P* weight,
+                                const Acc* rstd, int N, int C) const = 0;
+  // out[N,OC] = inp·Wᵀ + bias with W [OC, C] (bias may be null), into the next GEMM's input (P) or
+  // into the residual stream and the logits (Acc); the backward writes dinp, accumulates dW and dbias
+  // (dbias may be null).
+  virtual void linear_forward(P* out, const P* inp, const P* weight, const P* bias, int N, int C, int OC,
+                              float* scratch) const = 0;
+  virtual void linear_forward_acc(Acc* out, const P* inp, const P* weight, const P* bias, int N, int C, int OC,
+                                  float* scratch) const = 0;
+  virtual void linear_backward(Acc* dinp, Acc* dweight, Acc* dbias, const Acc* dout, const P* inp, const P* weight,
+                               int N, int C, int OC, P* operand16) const = 0;
+  // Rotates, in place, `heads` heads of D values at the start of each of N rows `stride` apart (the
+  // query and key heads of qkv), row n at position n % T; the backward rotates their gradient back.
+  virtual void rope_forward(P* x, const float* cos, const float* sin, int N, int T, int heads, int D,
+                            int64_t stride) const = 0;
+  virtual void rope_backward(Acc* dx, const float* cos, const float* sin, int N, int T, int heads, int D,
+                             int64_t stride) const = 0;
+  // As Gpt2Kernels' attention, for grouped-query heads.
+  virtual size_t attention_scratch_bytes(const kernels::AttentionShape& shape) const = 0;
+  virtual size_t attention_saved_bytes(const kernels::AttentionShape& shape) const = 0;
+  virtual void attention_forward(P* out, P* att, const P* qkv, void* scratch,
+                                 const kernels::AttentionShape& shape) const = 0;
+  virtual void attention_backward(Acc* dqkv, void* scratch, const Acc* dout, P* operand16, const P* qkv,
+                                  const P* out, const P* att, const kernels::AttentionShape& shape) const = 0;
+  // out[N,I] = silu(gate)·up of inp [N, 2I] (gate | up); dinp [N, 2I] written.
+  virtual void swiglu_forward(P* out, const P* inp, int N, int I) const = 0;
+  virtual void swiglu_backward(Acc* dinp, const Acc* dout, const P* inp, int N, int I) const = 0;
   virtual void residual_forward(Acc* out, const Acc* a, const Acc* b, size_t n) const = 0;
   virtual void softmax_crossentropy_forward(Acc* losses, Acc* probs, const Acc* logits, const int32_t* targets,
                                             int N, int V) const = 0;
@@ -161,6 +211,11 @@ class Device {
   // (supports()) is a RuntimeFailure that says which --dtype to use instead.
   template <class P>
   const Gpt2Kernels<P>& gpt2() const;
+  // Whether the Llama family's kernels compute in `compute` here; llama<P>() for a type without them
+  // is a RuntimeFailure naming the device.
+  bool supports_llama(DType compute) const;
+  template <class P>
+  const LlamaKernels<P>& llama() const;
 
   // ---- ordering ----------------------------------------------------------------------------------------
   // An event after everything issued so far.
@@ -173,6 +228,14 @@ class Device {
   virtual const Gpt2Kernels<double>& gpt2_f64() const = 0;
   virtual const Gpt2Kernels<bf16>& gpt2_bf16() const = 0;
   virtual const Gpt2Kernels<fp16>& gpt2_fp16() const = 0;
+  // The Llama tables, or null where the device has none (the default).
+  virtual const LlamaKernels<float>* llama_f32() const { return nullptr; }
+  virtual const LlamaKernels<double>* llama_f64() const { return nullptr; }
+  virtual const LlamaKernels<bf16>* llama_bf16() const { return nullptr; }
+  virtual const LlamaKernels<fp16>* llama_fp16() const { return nullptr; }
+
+ private:
+  [[noreturn]] void no_llama_kernels(DType compute) const;
 };
 
 template <class P>
@@ -181,6 +244,17 @@ const Gpt2Kernels<P>& Device::gpt2() const {
   else if constexpr (std::is_same_v<P, double>) return gpt2_f64();
   else if constexpr (std::is_same_v<P, bf16>) return gpt2_bf16();
   else return gpt2_fp16();
+}
+
+template <class P>
+const LlamaKernels<P>& Device::llama() const {
+  const LlamaKernels<P>* table = nullptr;
+  if constexpr (std::is_same_v<P, float>) table = llama_f32();
+  else if constexpr (std::is_same_v<P, double>) table = llama_f64();
+  else if constexpr (std::is_same_v<P, bf16>) table = llama_bf16();
+  else table = llama_fp16();
+  if (table == nullptr) no_llama_kernels(dtype_of<P>);
+  return *table;
 }
 
 // The process's CPU device (cpu_device.h): where the model and the engine compute when they are given

@@ -31,32 +31,51 @@ void encoder_forward(T* out, const int32_t* inp, const W* wte, const W* wpe, int
   }
 }
 
+// dwte over column blocks, one block per task, rows in order within each (the row order is the
+// only order of each element's sum, so the result does not depend on the number of threads).
+template <class T>
+ZDP_KERNEL_CLONES
+void embedding_backward(T* dwte, const T* dout, const int32_t* inp, int N, int C) {
+  ZDP_CHECK(N > 0 && C > 0, "embedding_backward: bad shape N={} C={}", N, C);
+  const int col_blocks = (C + kColumnBlock - 1) / kColumnBlock;
+#pragma omp parallel for schedule(static)
+  for (int cb = 0; cb < col_blocks; ++cb) {
+    const int c0 = cb * kColumnBlock, c1 = std::min(C, c0 + kColumnBlock);
+    for (ptrdiff_t n = 0; n < N; ++n) {
+      T* dw = dwte + static_cast<ptrdiff_t>(inp[n]) * C;
+      const T* d = dout + n * C;
+#pragma omp simd
+      for (int c = c0; c < c1; ++c) dw[c] += d[c];
+    }
+  }
+}
+
+template <class T, class W>
+ZDP_KERNEL_CLONES
+void embedding_forward(T* out, const int32_t* inp, const W* wte, int N, int C) {
+  using detail::load;
+  ZDP_CHECK(N > 0 && C > 0, "embedding_forward: bad shape N={} C={}", N, C);
+#pragma omp parallel for schedule(static)
+  for (ptrdiff_t n = 0; n < N; ++n) {
+    T* o = out + n * C;
+    const W* e = wte + static_cast<ptrdiff_t>(inp[n]) * C;
+#pragma omp simd
+    for (int c = 0; c < C; ++c) o[c] = load(e[c]);
+  }
+}
+
 template <class T>
 ZDP_KERNEL_CLONES
 void encoder_backward(T* dwte, T* dwpe, const T* dout, const int32_t* inp, int B, int T_, int C) {
   ZDP_CHECK(B > 0 && T_ > 0 && C > 0, "encoder_backward: bad shape B={} T={} C={}", B, T_, C);
-  const ptrdiff_t rows = static_cast<ptrdiff_t>(B) * T_;
-  const int col_blocks = (C + kColumnBlock - 1) / kColumnBlock;
-#pragma omp parallel
-  {
-#pragma omp for schedule(static) nowait
-    for (int cb = 0; cb < col_blocks; ++cb) {
-      const int c0 = cb * kColumnBlock, c1 = std::min(C, c0 + kColumnBlock);
-      for (ptrdiff_t bt = 0; bt < rows; ++bt) {
-        T* dw = dwte + static_cast<ptrdiff_t>(inp[bt]) * C;
-        const T* d = dout + bt * C;
+  embedding_backward(dwte, dout, inp, B * T_, C);
+#pragma omp parallel for schedule(static)
+  for (int t = 0; t < T_; ++t) {
+    T* dp = dwpe + static_cast<ptrdiff_t>(t) * C;
+    for (int b = 0; b < B; ++b) {
+      const T* d = dout + (static_cast<ptrdiff_t>(b) * T_ + t) * C;
 #pragma omp simd
-        for (int c = c0; c < c1; ++c) dw[c] += d[c];
-      }
-    }
-#pragma omp for schedule(static)
-    for (int t = 0; t < T_; ++t) {
-      T* dp = dwpe + static_cast<ptrdiff_t>(t) * C;
-      for (int b = 0; b < B; ++b) {
-        const T* d = dout + (static_cast<ptrdiff_t>(b) * T_ + t) * C;
-#pragma omp simd
-        for (int c = 0; c < C; ++c) dp[c] += d[c];
-      }
+      for (int c = 0; c < C; ++c) dp[c] += d[c];
     }
   }
 }
@@ -67,5 +86,11 @@ template void encoder_forward(float*, const int32_t*, const bf16*, const bf16*, 
 template void encoder_forward(float*, const int32_t*, const fp16*, const fp16*, int, int, int);
 template void encoder_backward<float>(float*, float*, const float*, const int32_t*, int, int, int);
 template void encoder_backward<double>(double*, double*, const double*, const int32_t*, int, int, int);
+template void embedding_forward(float*, const int32_t*, const float*, int, int);
+template void embedding_forward(double*, const int32_t*, const double*, int, int);
+template void embedding_forward(float*, const int32_t*, const bf16*, int, int);
+template void embedding_forward(float*, const int32_t*, const fp16*, int, int);
+template void embedding_backward<float>(float*, const float*, const int32_t*, int, int);
+template void embedding_backward<double>(double*, const double*, const int32_t*, int, int);
 
 }  // namespace zerodp::kernels

@@ -1,5 +1,6 @@
-// GPT-2's input embedding: token embedding plus learned position embedding.
-//   forward:  out[b,t,:] = wte[inp[b,t],:] + wpe[t,:]
+// Input embeddings. GPT-2's: token embedding plus learned position embedding; the Llama family's:
+// the token embedding alone (positions enter through RoPE).
+//   forward:  out[b,t,:] = wte[inp[b,t],:] + wpe[t,:]        (embedding: out[n,:] = wte[inp[n],:])
 //   backward: dwte[v,:] += Σ_{b,t: inp[b,t]=v} dout[b,t,:] ;  dwpe[t,:] += Σ_b dout[b,t,:]
 // Tokens must lie in [0, V) for the wte they index (the data layer checks them against V).
 #pragma once
@@ -16,5 +17,12 @@ void encoder_forward(T* out, const int32_t* inp, const W* wte, const W* wpe, int
 // thread, over (b, t) in order, whatever the number of threads.
 template <class T>
 void encoder_backward(T* dwte, T* dwpe, const T* dout, const int32_t* inp, int B, int T_, int C);
+
+// The token embedding alone over N rows: out [N,C] (float or double; wte may be 16-bit); dwte
+// accumulated as encoder_backward accumulates it (the same bits).
+template <class T, class W>
+void embedding_forward(T* out, const int32_t* inp, const W* wte, int N, int C);
+template <class T>
+void embedding_backward(T* dwte, const T* dout, const int32_t* inp, int N, int C);
 
 }  // namespace zerodp::kernels

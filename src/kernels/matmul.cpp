@@ -16,7 +16,7 @@ constexpr int kColumnBlock = 64;
 
 template <class T>
 ZDP_KERNEL_CLONES
-void matmul_forward(T* out, const T* inp, const T* weight, const T* bias, int N, int C, int OC) {
+void matmul_forward(T* out, const T* inp, const T* weight, const T* bias, int N, int C, int OC, WeightLayout layout) {
   ZDP_CHECK(N > 0 && C > 0 && OC > 0, "matmul_forward: bad shape N={} C={} OC={}", N, C, OC);
   T beta = 0;
   if (bias != nullptr) {
@@ -25,16 +25,22 @@ void matmul_forward(T* out, const T* inp, const T* weight, const T* bias, int N,
     for (int n = 0; n < N; ++n) std::copy(bias, bias + OC, out + static_cast<ptrdiff_t>(n) * OC);
     beta = 1;
   }
-  // [in, out] weights: out = inp·W with no transposes.
-  detail::gemm(false, false, N, OC, C, T(1), inp, C, weight, OC, beta, out, OC);
+  // [in, out] weights: out = inp·W with no transposes; [out, in]: inp·Wᵀ.
+  const bool out_in = layout == WeightLayout::kOutIn;
+  detail::gemm(false, out_in, N, OC, C, T(1), inp, C, weight, out_in ? C : OC, beta, out, OC);
 }
 
 template <class T>
 void matmul_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight,
-                     int N, int C, int OC) {
+                     int N, int C, int OC, WeightLayout layout) {
   ZDP_CHECK(N > 0 && C > 0 && OC > 0, "matmul_backward: bad shape N={} C={} OC={}", N, C, OC);
-  if (dinp != nullptr) detail::gemm(false, true, N, C, OC, T(1), dout, OC, weight, OC, T(0), dinp, C);
-  detail::gemm(true, false, C, OC, N, T(1), inp, C, dout, OC, T(1), dweight, OC);
+  if (layout == WeightLayout::kOutIn) {
+    if (dinp != nullptr) detail::gemm(false, false, N, C, OC, T(1), dout, OC, weight, C, T(0), dinp, C);
+    detail::gemm(true, false, OC, C, N, T(1), dout, OC, inp, C, T(1), dweight, C);
+  } else {
+    if (dinp != nullptr) detail::gemm(false, true, N, C, OC, T(1), dout, OC, weight, OC, T(0), dinp, C);
+    detail::gemm(true, false, C, OC, N, T(1), inp, C, dout, OC, T(1), dweight, OC);
+  }
   if (dbias != nullptr) bias_backward(dbias, dout, N, OC);
 }
 
@@ -57,24 +63,22 @@ void bias_backward(T* dbias, const T* dout, int N, int OC) {
 
 template <class T>
 void matmul_nt_forward(T* out, const T* inp, const T* wte, int N, int C, int V) {
-  ZDP_CHECK(N > 0 && C > 0 && V > 0, "matmul_nt_forward: bad shape N={} C={} V={}", N, C, V);
-  detail::gemm(false, true, N, V, C, T(1), inp, C, wte, C, T(0), out, V);
+  matmul_forward(out, inp, wte, static_cast<const T*>(nullptr), N, C, V, WeightLayout::kOutIn);
 }
 
 template <class T>
 void matmul_nt_backward(T* dinp, T* dwte, const T* dout, const T* inp, const T* wte, int N, int C,
                         int V) {
-  ZDP_CHECK(N > 0 && C > 0 && V > 0, "matmul_nt_backward: bad shape N={} C={} V={}", N, C, V);
-  if (dinp != nullptr) detail::gemm(false, false, N, C, V, T(1), dout, V, wte, C, T(0), dinp, C);
-  detail::gemm(true, false, V, C, N, T(1), dout, V, inp, C, T(1), dwte, C);
+  matmul_backward(dinp, dwte, static_cast<T*>(nullptr), dout, inp, wte, N, C, V, WeightLayout::kOutIn);
 }
 
-template void matmul_forward<float>(float*, const float*, const float*, const float*, int, int, int);
-template void matmul_forward<double>(double*, const double*, const double*, const double*, int, int, int);
+template void matmul_forward<float>(float*, const float*, const float*, const float*, int, int, int, WeightLayout);
+template void matmul_forward<double>(double*, const double*, const double*, const double*, int, int, int,
+                                      WeightLayout);
 template void matmul_backward<float>(float*, float*, float*, const float*, const float*, const float*,
-                                     int, int, int);
+                                     int, int, int, WeightLayout);
 template void matmul_backward<double>(double*, double*, double*, const double*, const double*,
-                                      const double*, int, int, int);
+                                      const double*, int, int, int, WeightLayout);
 template void bias_backward<float>(float*, const float*, int, int);
 template void bias_backward<double>(double*, const double*, int, int);
 template void matmul_nt_forward<float>(float*, const float*, const float*, int, int, int);

@@ -1,6 +1,8 @@
 // Dense layers through BLAS (sgemm for float, dgemm for double), row-major.
 //   linear:   out[N,OC] = inp[N,C]·W[C,OC] + bias[OC]           (W stored [in, out], as GPT-2's Conv1D)
 //             dinp = dout·Wᵀ ;  dW += inpᵀ·dout ;  dbias += Σ_rows dout
+//             or, W stored [out, in] (PyTorch's Linear, the Llama family): out = inp·Wᵀ + bias,
+//             dinp = dout·W ;  dW += doutᵀ·inp
 //   LM head:  out[N,V] = inp[N,C]·wteᵀ with wte [V,C] (tied to the embedding), no bias
 //             dinp = dout·wte ;  dwte += doutᵀ·inp
 // The input's gradient is written (each activation gradient has one producer, so nobody zeroes it
@@ -10,18 +12,26 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 namespace zerodp::kernels {
 
+// How a dense layer's weight is stored (the same GEMMs, transposed).
+enum class WeightLayout : uint8_t {
+  kInOut,  // [in, out]: GPT-2's Conv1D
+  kOutIn,  // [out, in]: PyTorch's Linear
+};
+
 // bias may be null (no bias).
 template <class T>
-void matmul_forward(T* out, const T* inp, const T* weight, const T* bias, int N, int C, int OC);
+void matmul_forward(T* out, const T* inp, const T* weight, const T* bias, int N, int C, int OC,
+                    WeightLayout layout = WeightLayout::kInOut);
 
 // Writes dinp, accumulates dweight and dbias. dinp or dbias may be null: that gradient is skipped. dbias is summed over rows in
 // row order by the thread that owns each column.
 template <class T>
 void matmul_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight,
-                     int N, int C, int OC);
+                     int N, int C, int OC, WeightLayout layout = WeightLayout::kInOut);
 
 // dbias[OC] += Σ_rows dout[N,OC], each column summed in row order by the thread that owns it.
 template <class T>
@@ -46,15 +56,16 @@ void matmul_nt_backward(T* dinp, T* dwte, const T* dout, const T* inp, const T* 
 namespace zerodp::kernels {
 
 template <class A, class O>
-void matmul16_forward(O* out, const A* inp, const A* weight, const A* bias, int N, int C, int OC, float* scratch);
+void matmul16_forward(O* out, const A* inp, const A* weight, const A* bias, int N, int C, int OC, float* scratch,
+                      WeightLayout layout = WeightLayout::kInOut);
 template <class A>
 void matmul16_backward(float* dinp, float* dweight, float* dbias, const float* dout, A* dout16, const A* inp,
-                       const A* weight, int N, int C, int OC);
+                       const A* weight, int N, int C, int OC, WeightLayout layout = WeightLayout::kInOut);
 // matmul16_backward's two GEMMs, for a dout already rounded (and its bias gradient already summed)
 // by the kernel that produced it (gelu_round_bias_backward).
 template <class A>
 void matmul16_backward_rounded(float* dinp, float* dweight, const A* dout16, const A* inp, const A* weight, int N,
-                               int C, int OC);
+                               int C, int OC, WeightLayout layout = WeightLayout::kInOut);
 template <class A>
 void matmul16_nt_forward(float* out, const A* inp, const A* wte, int N, int C, int V);
 template <class A>

@@ -48,7 +48,8 @@ void add_bias_round(O* out, const float* acc, const A* bias, int N, int OC) {
 }
 
 template <class A, class O>
-void matmul16_forward(O* out, const A* inp, const A* weight, const A* bias, int N, int C, int OC, float* scratch) {
+void matmul16_forward(O* out, const A* inp, const A* weight, const A* bias, int N, int C, int OC, float* scratch,
+                      WeightLayout layout) {
   ZDP_CHECK(N > 0 && C > 0 && OC > 0, "matmul16_forward: bad shape N={} C={} OC={}", N, C, OC);
   constexpr bool to16 = !std::is_same_v<O, float>;
   float* acc = nullptr;
@@ -58,7 +59,8 @@ void matmul16_forward(O* out, const A* inp, const A* weight, const A* bias, int 
   } else {
     acc = out;
   }
-  gemm16(dtype_of<A>, false, false, N, OC, C, 1.0f, bits(inp), C, bits(weight), OC, 0.0f, acc, OC);
+  const bool out_in = layout == WeightLayout::kOutIn;
+  gemm16(dtype_of<A>, false, out_in, N, OC, C, 1.0f, bits(inp), C, bits(weight), out_in ? C : OC, 0.0f, acc, OC);
   if (to16 || bias != nullptr) add_bias_round(out, acc, bias, N, OC);
 }
 
@@ -88,47 +90,49 @@ void round_and_bias_backward(A* dout16, float* dbias, const float* dout, int N, 
 
 template <class A>
 void matmul16_backward(float* dinp, float* dweight, float* dbias, const float* dout, A* dout16, const A* inp,
-                       const A* weight, int N, int C, int OC) {
+                       const A* weight, int N, int C, int OC, WeightLayout layout) {
   ZDP_CHECK(N > 0 && C > 0 && OC > 0, "matmul16_backward: bad shape N={} C={} OC={}", N, C, OC);
   if (dbias != nullptr) {
     round_and_bias_backward(dout16, dbias, dout, N, OC);
   } else {
     round_to(dout16, dout, static_cast<size_t>(N) * OC);
   }
-  matmul16_backward_rounded(dinp, dweight, dout16, inp, weight, N, C, OC);
+  matmul16_backward_rounded(dinp, dweight, dout16, inp, weight, N, C, OC, layout);
 }
 
 template <class A>
 void matmul16_backward_rounded(float* dinp, float* dweight, const A* dout16, const A* inp, const A* weight, int N,
-                               int C, int OC) {
+                               int C, int OC, WeightLayout layout) {
   ZDP_CHECK(N > 0 && C > 0 && OC > 0, "matmul16_backward: bad shape N={} C={} OC={}", N, C, OC);
   const DType t = dtype_of<A>;
-  if (dinp != nullptr) gemm16(t, false, true, N, C, OC, 1.0f, bits(dout16), OC, bits(weight), OC, 0.0f, dinp, C);
-  gemm16(t, true, false, C, OC, N, 1.0f, bits(inp), C, bits(dout16), OC, 1.0f, dweight, OC);
+  if (layout == WeightLayout::kOutIn) {
+    if (dinp != nullptr) gemm16(t, false, false, N, C, OC, 1.0f, bits(dout16), OC, bits(weight), C, 0.0f, dinp, C);
+    gemm16(t, true, false, OC, C, N, 1.0f, bits(dout16), OC, bits(inp), C, 1.0f, dweight, C);
+  } else {
+    if (dinp != nullptr) gemm16(t, false, true, N, C, OC, 1.0f, bits(dout16), OC, bits(weight), OC, 0.0f, dinp, C);
+    gemm16(t, true, false, C, OC, N, 1.0f, bits(inp), C, bits(dout16), OC, 1.0f, dweight, OC);
+  }
 }
 
 template <class A>
 void matmul16_nt_forward(float* out, const A* inp, const A* wte, int N, int C, int V) {
-  ZDP_CHECK(N > 0 && C > 0 && V > 0, "matmul16_nt_forward: bad shape N={} C={} V={}", N, C, V);
-  gemm16(dtype_of<A>, false, true, N, V, C, 1.0f, bits(inp), C, bits(wte), C, 0.0f, out, V);
+  matmul16_forward(out, inp, wte, static_cast<const A*>(nullptr), N, C, V, nullptr, WeightLayout::kOutIn);
 }
 
 template <class A>
 void matmul16_nt_backward(float* dinp, float* dwte, const float* dout, A* dout16, const A* inp, const A* wte,
                           int N, int C, int V) {
-  ZDP_CHECK(N > 0 && C > 0 && V > 0, "matmul16_nt_backward: bad shape N={} C={} V={}", N, C, V);
-  round_to(dout16, dout, static_cast<size_t>(N) * V);
-  const DType t = dtype_of<A>;
-  if (dinp != nullptr) gemm16(t, false, false, N, C, V, 1.0f, bits(dout16), V, bits(wte), C, 0.0f, dinp, C);
-  gemm16(t, true, false, V, C, N, 1.0f, bits(dout16), V, bits(inp), C, 1.0f, dwte, C);
+  matmul16_backward(dinp, dwte, nullptr, dout, dout16, inp, wte, N, C, V, WeightLayout::kOutIn);
 }
 
 #define ZDP_MATMUL16(A)                                                                                      \
   template void round_to(A*, const float*, size_t);                                                          \
-  template void matmul16_forward(float*, const A*, const A*, const A*, int, int, int, float*);               \
-  template void matmul16_forward(A*, const A*, const A*, const A*, int, int, int, float*);                   \
-  template void matmul16_backward(float*, float*, float*, const float*, A*, const A*, const A*, int, int, int); \
-  template void matmul16_backward_rounded(float*, float*, const A*, const A*, const A*, int, int, int);      \
+  template void matmul16_forward(float*, const A*, const A*, const A*, int, int, int, float*, WeightLayout); \
+  template void matmul16_forward(A*, const A*, const A*, const A*, int, int, int, float*, WeightLayout);     \
+  template void matmul16_backward(float*, float*, float*, const float*, A*, const A*, const A*, int, int, int, \
+                                  WeightLayout);                                                             \
+  template void matmul16_backward_rounded(float*, float*, const A*, const A*, const A*, int, int, int,       \
+                                          WeightLayout);                                                     \
   template void matmul16_nt_forward(float*, const A*, const A*, int, int, int);                              \
   template void matmul16_nt_backward(float*, float*, const float*, A*, const A*, const A*, int, int, int);
 ZDP_MATMUL16(bf16)

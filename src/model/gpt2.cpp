@@ -4,29 +4,11 @@
 #include <type_traits>
 
 #include "core/error.h"
+#include "model/carver.h"
 
 namespace zerodp::model {
 
 namespace {
-
-template <class T>
-inline constexpr bool kIs16 = std::is_same_v<T, bf16> || std::is_same_v<T, fp16>;
-
-// Hands out consecutive slices of one allocation, each starting on a multiple of `align` bytes; with
-// a null base it only counts. The fp32 and double models use align 1: their arrays are all of one
-// type, laid out back to back.
-struct Carver {
-  char* base = nullptr;
-  size_t used = 0;
-  size_t align = 1;
-  template <class T>
-  T* take(size_t n) {
-    used = (used + align - 1) / align * align;
-    T* p = base ? reinterpret_cast<T*>(base + used) : nullptr;
-    used += n * sizeof(T);
-    return p;
-  }
-};
 
 template <typename P, typename Acc>
 struct LayerActs {

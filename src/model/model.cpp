@@ -1,12 +1,14 @@
 #include "model/model.h"
 
 #include "model/gpt2.h"
+#include "model/llama.h"
 
 namespace zerodp::model {
 
 template <typename P>
 std::unique_ptr<Model<P>> make_model(const ParamLayout& layout, int B, int T, bool checkpointing,
                                      device::Device& dev) {
+  if (layout.config().is_llama()) return std::make_unique<Llama<P>>(layout, B, T, checkpointing, dev);
   return std::make_unique<GPT2<P>>(layout, B, T, checkpointing, dev);
 }
 

@@ -1,0 +1,328 @@
+#include "model/llama.h"
+
+#include <algorithm>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "model/carver.h"
+#include "model/rope.h"
+
+namespace zerodp::model {
+
+namespace {
+
+constexpr size_t kNone = static_cast<size_t>(-1);
+
+template <typename P, typename Acc>
+struct LlamaLayerActs {
+  P* ln1;        // input_layernorm's output [BT,C]
+  Acc* rstd1;    // and its statistic [BT]
+  P* qkv;        // q, k (rotated), v [BT, (NH + 2·KV)·D]
+  P* atty;       // attention output before o_proj [BT, NH·D]
+  P* att;        // what the attention saves for its backward
+  Acc* res2;     // residual stream after attention [BT,C]
+  P* ln2;        // post_attention_layernorm's output
+  Acc* rstd2;
+  P* gate_up;    // gate | up [BT, 2I]
+  P* act;        // silu(gate)·up [BT, I]
+};
+
+// The sizes of a config the model's arrays and calls use.
+struct Dims {
+  int C, D, NH, KV, I, V, L;
+  int qd() const { return NH * D; }
+  int qkv() const { return (NH + 2 * KV) * D; }
+  explicit Dims(const LlamaConfig& c)
+      : C(c.n_embd), D(c.head_dim), NH(c.n_head), KV(c.n_kv_head), I(c.intermediate_size), V(c.vocab_size),
+        L(c.n_layer) {}
+  kernels::AttentionShape attention(int B, int T) const { return {B, T, NH, KV, D}; }
+};
+
+size_t offset_of(const ParamLayout& layout, const std::string& name, bool optional = false) {
+  const ParamInfo* p = layout.find(name);
+  ZDP_CHECK(p != nullptr || optional, "the Llama layout has no '{}'", name);
+  return p ? p->offset : kNone;
+}
+
+}  // namespace
+
+template <typename F>
+struct Llama<F>::Acts {
+  using P = F;
+  static constexpr bool k16 = kIs16<F>;
+  Buffer storage;
+  Buffer tokens;
+  std::vector<Acc*> res;  // res[0] = embeddings, res[l+1] = output of block l
+  std::vector<LlamaLayerActs<P, Acc>> layers;
+  P* lnf;
+  Acc* rstdf;
+  Acc* probs;   // logits, then probabilities in place, then their gradient [BT,V]
+  Acc* losses;  // [BT]
+  Acc *dres, *dln, *datty, *dqkv, *dgate_up, *dact;  // backward working memory, shared by the blocks
+  float* gemm_out = nullptr;  // 16-bit compute: fp32 GEMM results before rounding
+  P* operand16 = nullptr;     // 16-bit compute: rounded GEMM operands
+  char* att_scratch = nullptr;
+  float *rope_cos, *rope_sin;  // [T, D/2]
+  int32_t *inputs, *targets;
+
+  void carve(Carver& c, const LlamaConfig& cfg, int B, int T, bool checkpointing,
+             const device::LlamaKernels<F>& k) {
+    const Dims d(cfg);
+    const size_t BT = static_cast<size_t>(B) * T, C = d.C, V = d.V, I = d.I;
+    const size_t QD = d.qd(), QKV = d.qkv();
+    if (k16) c.align = 64;
+    res.assign(static_cast<size_t>(d.L) + 1, nullptr);
+    for (auto& r : res) r = c.take<Acc>(BT * C);
+    layers.assign(checkpointing ? 1 : static_cast<size_t>(d.L), {});
+    for (auto& a : layers) {
+      a.ln1 = c.take<P>(BT * C);
+      a.rstd1 = c.take<Acc>(BT);
+      a.qkv = c.take<P>(BT * QKV);
+      a.atty = c.take<P>(BT * QD);
+      a.att = reinterpret_cast<P*>(c.take<char>(k.attention_saved_bytes(d.attention(B, T))));
+      a.res2 = c.take<Acc>(BT * C);
+      a.ln2 = c.take<P>(BT * C);
+      a.rstd2 = c.take<Acc>(BT);
+      a.gate_up = c.take<P>(BT * 2 * I);
+      a.act = c.take<P>(BT * I);
+    }
+    lnf = c.take<P>(BT * C);
+    rstdf = c.take<Acc>(BT);
+    probs = c.take<Acc>(BT * V);
+    losses = c.take<Acc>(BT);
+    dres = c.take<Acc>(BT * C);
+    dln = c.take<Acc>(BT * C);
+    datty = c.take<Acc>(BT * QD);
+    dqkv = c.take<Acc>(BT * QKV);
+    dgate_up = c.take<Acc>(BT * 2 * I);
+    dact = c.take<Acc>(BT * I);
+    if constexpr (k16) {
+      gemm_out = c.take<float>(BT * std::max(QKV, 2 * I));
+      operand16 = c.take<P>(BT * std::max({QKV, 2 * I, V, C}));
+    }
+    att_scratch = c.take<char>(k.attention_scratch_bytes(d.attention(B, T)));
+    rope_cos = c.take<float>(static_cast<size_t>(T) * (d.D / 2));
+    rope_sin = c.take<float>(static_cast<size_t>(T) * (d.D / 2));
+  }
+};
+
+namespace {
+template <typename F>
+size_t llama_carved_bytes(const LlamaConfig& config, int B, int T, bool checkpointing) {
+  Carver counter;
+  typename Llama<F>::Acts acts;
+  acts.carve(counter, config, B, T, checkpointing, device::default_device().llama<F>());
+  return counter.used;
+}
+}  // namespace
+
+size_t llama_activation_bytes(const LlamaConfig& config, int B, int T, bool checkpointing, DType compute) {
+  const size_t arrays = compute == DType::kF32    ? llama_carved_bytes<float>(config, B, T, checkpointing)
+                        : compute == DType::kBF16 ? llama_carved_bytes<bf16>(config, B, T, checkpointing)
+                                                  : llama_carved_bytes<fp16>(config, B, T, checkpointing);
+  return arrays + 2 * static_cast<size_t>(B) * T * sizeof(int32_t);
+}
+
+template <typename F>
+Llama<F>::Llama(const ParamLayout& layout, int B, int T, bool checkpointing, device::Device& dev)
+    : layout_(layout),
+      config_(layout.config().llama()),
+      B_(B),
+      T_(T),
+      checkpointing_(checkpointing),
+      dev_(dev),
+      k_(dev.llama<F>()) {
+  ZDP_REQUIRE(B > 0 && T > 0, "micro-batch ({}) and sequence length ({}) must be positive", B, T);
+  ZDP_REQUIRE(T <= config_.n_ctx, "sequence length {} exceeds the model's context max_position_embeddings = {}", T,
+              config_.n_ctx);
+  const std::string block = "model.layers.0.";
+  off_.in_norm = offset_of(layout, block + "input_layernorm.weight");
+  off_.qkv = offset_of(layout, block + "self_attn.q_proj.weight");
+  off_.qkv_bias = offset_of(layout, block + "self_attn.q_proj.bias", true);
+  off_.o = offset_of(layout, block + "self_attn.o_proj.weight");
+  off_.o_bias = offset_of(layout, block + "self_attn.o_proj.bias", true);
+  off_.post_norm = offset_of(layout, block + "post_attention_layernorm.weight");
+  off_.gate_up = offset_of(layout, block + "mlp.gate_proj.weight");
+  off_.down = offset_of(layout, block + "mlp.down_proj.weight");
+  off_.embed = offset_of(layout, "model.embed_tokens.weight");
+  off_.norm = offset_of(layout, "model.norm.weight");
+  off_.head = config_.tie_word_embeddings ? off_.embed : offset_of(layout, "lm_head.weight");
+
+  acts_ = std::make_unique<Acts>();
+  Carver counter;
+  acts_->carve(counter, config_, B, T, checkpointing, k_);
+  acts_->storage = dev_.allocate(counter.used, MemCategory::kAct);
+  Carver carver{acts_->storage.template as<char>(), 0};
+  acts_->carve(carver, config_, B, T, checkpointing, k_);
+  const size_t BT = static_cast<size_t>(B) * T;
+  acts_->tokens = dev_.allocate(2 * BT * sizeof(int32_t), MemCategory::kAct);
+  acts_->inputs = acts_->tokens.template as<int32_t>();
+  acts_->targets = acts_->inputs + BT;
+  // The rotary tables of positions [0, T), computed on the host, copied to the device once.
+  const int half = config_.head_dim / 2;
+  const std::vector<float> inv_freq = rope_inv_freq(
+      config_.rope_theta, config_.head_dim, config_.rope_scaling ? &*config_.rope_scaling : nullptr);
+  std::vector<float> cos(static_cast<size_t>(T) * half), sin(cos.size());
+  rope_tables(cos.data(), sin.data(), inv_freq.data(), T, half);
+  dev_.copy(acts_->rope_cos, cos.data(), cos.size() * sizeof(float));
+  dev_.copy(acts_->rope_sin, sin.data(), sin.size() * sizeof(float));
+  dev_.synchronize();  // the host tables go out of scope
+}
+
+template <typename F>
+Llama<F>::~Llama() = default;
+
+template <typename F>
+auto Llama<F>::losses() const -> const Acc* {
+  return acts_->losses;
+}
+
+template <typename F>
+void Llama<F>::forward_trunk(const int32_t* inputs, int B, int T, UnitAccess<F>& units) {
+  const ScheduleUses uses{config_.n_layer};
+  Acts& a = *acts_;
+  units.begin(uses.embed_forward());
+  k_.embedding_forward(a.res[0], inputs, units.params(ParamLayout::kEmbeddingUnit) + off_.embed, B * T,
+                       config_.n_embd);
+  units.end(uses.embed_forward());
+  for (int l = 0; l < config_.n_layer; ++l) {
+    units.begin(uses.block_forward(l));
+    block_forward(l, units.params(ParamLayout::block_unit(l)), B, T, true);
+    units.end(uses.block_forward(l));
+  }
+}
+
+template <typename F>
+void Llama<F>::block_forward(int l, const F* p, int B, int T, bool write_output) {
+  const Dims d(config_);
+  const int BT = B * T, C = d.C, QKV = d.qkv(), I = d.I;
+  const size_t n = static_cast<size_t>(BT) * C;
+  const double eps = config_.rms_norm_eps;
+  Acts& a = *acts_;
+  auto& x = a.layers[checkpointing_ ? 0 : static_cast<size_t>(l)];
+  const F* qkv_bias = off_.qkv_bias == kNone ? nullptr : p + off_.qkv_bias;
+  const F* o_bias = off_.o_bias == kNone ? nullptr : p + off_.o_bias;
+  k_.rmsnorm_forward(x.ln1, x.rstd1, a.res[l], p + off_.in_norm, BT, C, eps);
+  k_.linear_forward(x.qkv, x.ln1, p + off_.qkv, qkv_bias, BT, C, QKV, a.gemm_out);
+  k_.rope_forward(x.qkv, a.rope_cos, a.rope_sin, BT, T, d.NH + d.KV, d.D, QKV);  // q and k heads
+  k_.attention_forward(x.atty, x.att, x.qkv, a.att_scratch, d.attention(B, T));
+  k_.linear_forward_acc(x.res2, x.atty, p + off_.o, o_bias, BT, d.qd(), C, a.gemm_out);
+  k_.residual_forward(x.res2, x.res2, a.res[l], n);
+  k_.rmsnorm_forward(x.ln2, x.rstd2, x.res2, p + off_.post_norm, BT, C, eps);
+  k_.linear_forward(x.gate_up, x.ln2, p + off_.gate_up, nullptr, BT, C, 2 * I, a.gemm_out);
+  k_.swiglu_forward(x.act, x.gate_up, BT, I);
+  if (!write_output) return;  // recomputing for backward
+  k_.linear_forward_acc(a.res[l + 1], x.act, p + off_.down, nullptr, BT, I, C, a.gemm_out);
+  k_.residual_forward(a.res[l + 1], a.res[l + 1], x.res2, n);
+}
+
+template <typename F>
+void Llama<F>::head_forward(const Acc* from, int rows, const F* p, Acc* logits) {
+  Acts& a = *acts_;
+  k_.rmsnorm_forward(a.lnf, a.rstdf, from, p + off_.norm, rows, config_.n_embd, config_.rms_norm_eps);
+  k_.linear_forward_acc(logits, a.lnf, p + off_.head, nullptr, rows, config_.n_embd, config_.vocab_size, nullptr);
+}
+
+template <typename F>
+double Llama<F>::forward(const int32_t* inputs, const int32_t* targets, UnitAccess<F>& units) {
+  const ScheduleUses uses{config_.n_layer};
+  const int B = B_, T = T_, V = config_.vocab_size, BT = B * T;
+  Acts& a = *acts_;
+  for (int i = 0; i < BT; ++i) {
+    ZDP_CHECK(inputs[i] >= 0 && inputs[i] < V, "input token {} at position {} is outside [0, {})", inputs[i], i, V);
+    ZDP_CHECK(targets[i] >= 0 && targets[i] < V, "target token {} at position {} is outside [0, {})", targets[i], i, V);
+  }
+  dev_.copy(a.inputs, inputs, sizeof(int32_t) * BT);
+  dev_.copy(a.targets, targets, sizeof(int32_t) * BT);
+  forward_trunk(a.inputs, B, T, units);
+  units.begin(uses.head_forward());
+  head_forward(a.res[config_.n_layer], BT, units.params(layout_.head_unit()), a.probs);
+  k_.softmax_crossentropy_forward(a.losses, a.probs, a.probs, a.targets, BT, V);
+  units.end(uses.head_forward());
+  host_losses_.resize(static_cast<size_t>(BT));
+  dev_.copy(host_losses_.data(), a.losses, sizeof(Acc) * BT);
+  double sum = 0;
+  for (int i = 0; i < BT; ++i) sum += static_cast<double>(host_losses_[i]);
+  last_B_ = B;
+  last_T_ = T;
+  return sum / BT;
+}
+
+template <typename F>
+void Llama<F>::backward(Acc dloss, UnitAccess<F>& units) {
+  ZDP_CHECK(last_B_ > 0, "backward without a forward");
+  const ScheduleUses uses{config_.n_layer};
+  const Dims d(config_);
+  const int B = last_B_, T = last_T_, C = d.C, V = d.V, I = d.I, QKV = d.qkv(), BT = B * T;
+  Acts& a = *acts_;
+  auto zero = [this](Acc* p, size_t count) { dev_.fill_zero(p, count * sizeof(Acc)); };
+
+  // Head: softmax-cross-entropy, lm_head, the final norm. dres becomes ∂loss/∂res[L].
+  const int head = layout_.head_unit();
+  units.begin(uses.head_backward());
+  {
+    const F* p = units.params(head);
+    Acc* g = units.grads(head);
+    k_.softmax_crossentropy_backward(a.probs, a.probs, a.targets, dloss, BT, V);
+    k_.linear_backward(a.dln, g + off_.head, nullptr, a.probs, a.lnf, p + off_.head, BT, C, V, a.operand16);
+    zero(a.dres, static_cast<size_t>(BT) * C);
+    k_.rmsnorm_backward(a.dres, g + off_.norm, a.dln, a.res[d.L], p + off_.norm, a.rstdf, BT, C);
+  }
+  units.end(uses.head_backward());
+  last_B_ = 0;
+
+  for (int l = d.L - 1; l >= 0; --l) {
+    const int u = ParamLayout::block_unit(l);
+    units.begin(uses.block_backward(l));
+    const F* p = units.params(u);
+    Acc* g = units.grads(u);
+    if (checkpointing_) block_forward(l, p, B, T, false);
+    auto& x = a.layers[checkpointing_ ? 0 : static_cast<size_t>(l)];
+    Acc* qkv_bias_grad = off_.qkv_bias == kNone ? nullptr : g + off_.qkv_bias;
+    Acc* o_bias_grad = off_.o_bias == kNone ? nullptr : g + off_.o_bias;
+    // MLP: x' = res2 + down(silu(gate)·up); dres flows through the residual unchanged.
+    k_.linear_backward(a.dact, g + off_.down, nullptr, a.dres, x.act, p + off_.down, BT, I, C, a.operand16);
+    k_.swiglu_backward(a.dgate_up, a.dact, x.gate_up, BT, I);
+    k_.linear_backward(a.dln, g + off_.gate_up, nullptr, a.dgate_up, x.ln2, p + off_.gate_up, BT, C, 2 * I,
+                       a.operand16);
+    k_.rmsnorm_backward(a.dres, g + off_.post_norm, a.dln, x.res2, p + off_.post_norm, x.rstd2, BT, C);
+    // Attention: res2 = res + o_proj(attention(rope(q), rope(k), v)).
+    k_.linear_backward(a.datty, g + off_.o, o_bias_grad, a.dres, x.atty, p + off_.o, BT, d.qd(), C, a.operand16);
+    zero(a.dqkv, static_cast<size_t>(BT) * QKV);
+    k_.attention_backward(a.dqkv, a.att_scratch, a.datty, a.operand16, x.qkv, x.atty, x.att, d.attention(B, T));
+    k_.rope_backward(a.dqkv, a.rope_cos, a.rope_sin, BT, T, d.NH + d.KV, d.D, QKV);
+    k_.linear_backward(a.dln, g + off_.qkv, qkv_bias_grad, a.dqkv, x.ln1, p + off_.qkv, BT, C, QKV, a.operand16);
+    k_.rmsnorm_backward(a.dres, g + off_.in_norm, a.dln, a.res[l], p + off_.in_norm, x.rstd1, BT, C);
+    units.end(uses.block_backward(l));
+  }
+
+  units.begin(uses.embed_backward());
+  k_.embedding_backward(units.grads(ParamLayout::kEmbeddingUnit) + off_.embed, a.dres, a.inputs, BT, C);
+  units.end(uses.embed_backward());
+}
+
+template <typename F>
+void Llama<F>::next_token_logits(const int32_t* inputs, int t, UnitAccess<F>& units, Acc* logits) {
+  const ScheduleUses uses{config_.n_layer};
+  ZDP_REQUIRE(t > 0 && t <= T_, "context of {} tokens does not fit the model's {} positions", t, T_);
+  const int C = config_.n_embd, V = config_.vocab_size;
+  for (int i = 0; i < t; ++i)
+    ZDP_REQUIRE(inputs[i] >= 0 && inputs[i] < V, "token {} is outside the vocabulary [0, {})", inputs[i], V);
+  Acts& a = *acts_;
+  dev_.copy(a.inputs, inputs, sizeof(int32_t) * t);
+  forward_trunk(a.inputs, 1, t, units);
+  units.begin(uses.head_forward());
+  head_forward(a.res[config_.n_layer] + static_cast<size_t>(t - 1) * C, 1, units.params(layout_.head_unit()),
+               logits);
+  units.end(uses.head_forward());
+  last_B_ = 0;
+}
+
+template class Llama<float>;
+template class Llama<double>;
+template class Llama<bf16>;
+template class Llama<fp16>;
+
+}  // namespace zerodp::model

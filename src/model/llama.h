@@ -1,0 +1,85 @@
+// The Llama family's forward and backward over flat parameter units (contract §12: Hugging Face's
+// LlamaForCausalLM and Qwen2ForCausalLM), on the model seam as GPT2 is: the model owns its
+// activations, its parameters and gradients are handed to it unit by unit.
+//
+// A block, with x the fp32 residual stream:
+//   h = rmsnorm(x)·w1 ; q,k,v = h·[Wq;Wk;Wv]ᵀ (+ biases) ; q,k = rope(q), rope(k)
+//   x += o_proj(attention(q, k, v))          (grouped-query: KV heads shared by NH/KV query heads)
+//   h = rmsnorm(x)·w2 ; x += down(silu(h·Wgateᵀ) · (h·Wupᵀ))
+// then logits = rmsnorm(x)·w · lm_headᵀ (lm_head = embed_tokens when tied).
+//
+// Its uses of the units (model_schedule; the layout's schedule()), in order:
+//   forward:  embed (unit 0) → blocks (1..L) → head (unit 0 when tied, L+1 when not)
+//   backward: head → blocks (L..1) → embed (unit 0; reads no parameters, adds into its gradient)
+//
+// Types as in GPT2 (model/gpt2.h): P the compute type of parameters and of the activations that feed
+// a GEMM or the attention, fp32 (Acc) for the residual stream, statistics, logits and every gradient.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/dtype.h"
+#include "device/device.h"
+#include "model/layout.h"
+#include "model/llama_config.h"
+#include "model/model.h"
+
+namespace zerodp::model {
+
+// Bytes of activation memory Llama::Llama allocates for micro-batches of B sequences of T tokens
+// computing in `compute` (the `act` category while the model exists), RoPE tables included.
+size_t llama_activation_bytes(const LlamaConfig& config, int B, int T, bool checkpointing = false,
+                              DType compute = DType::kF32);
+
+template <typename F>
+class Llama final : public Model<F> {
+  using Acc = GradOf<F>;
+
+ public:
+  Llama(const ParamLayout& layout, int B, int T, bool checkpointing = false,
+        device::Device& dev = device::default_device());
+  ~Llama() override;
+  Llama(const Llama&) = delete;
+  Llama& operator=(const Llama&) = delete;
+
+  int max_batch() const override { return B_; }
+  int max_seq() const override { return T_; }
+  double forward(const int32_t* inputs, const int32_t* targets, UnitAccess<F>& units) override;
+  const Acc* losses() const override;
+  const std::vector<Acc>& host_losses() const override { return host_losses_; }
+  void backward(Acc dloss, UnitAccess<F>& units) override;
+  void next_token_logits(const int32_t* inputs, int t, UnitAccess<F>& units, Acc* logits) override;
+
+  struct Acts;  // the activation arrays (opaque; public so llama_activation_bytes can lay them out)
+  // Where a block's tensors start inside its unit (the same for every block), and the outer ones.
+  struct Offsets {
+    size_t in_norm, qkv, qkv_bias, o, o_bias, post_norm, gate_up, down;  // qkv_bias, o_bias: npos if none
+    size_t embed, norm, head;  // embed_tokens in unit 0; the final norm and lm_head in the head unit
+  };
+
+ private:
+  void forward_trunk(const int32_t* inputs, int B, int T, UnitAccess<F>& units);
+  void block_forward(int l, const F* p, int B, int T, bool write_output);
+  // The final norm and the logits of `rows` rows of the last residual stream starting at `from`.
+  void head_forward(const Acc* from, int rows, const F* p, Acc* logits);
+
+  const ParamLayout& layout_;
+  const LlamaConfig config_;
+  int B_, T_;
+  bool checkpointing_;
+  device::Device& dev_;
+  const device::LlamaKernels<F>& k_;
+  Offsets off_;
+  std::unique_ptr<Acts> acts_;
+  std::vector<Acc> host_losses_;
+  int last_B_ = 0, last_T_ = 0;
+};
+
+extern template class Llama<float>;
+extern template class Llama<double>;
+extern template class Llama<bf16>;
+extern template class Llama<fp16>;
+
+}  // namespace zerodp::model
