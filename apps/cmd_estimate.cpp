@@ -68,6 +68,9 @@ uint64_t parse_count(const std::string& text) {
   return static_cast<uint64_t>(std::llround(v * scale));
 }
 
+// What a Llama preset plans for without --seq.
+constexpr int kLlamaDefaultSeq = 4096;
+
 plan::PlanInput plan_input(const EstimateOptions& o) {
   plan::PlanInput in;
   const bool dims = o.layers || o.embd || o.heads || o.vocab || o.ctx;
@@ -75,6 +78,12 @@ plan::PlanInput plan_input(const EstimateOptions& o) {
               "--params gives a bare parameter count: do not combine it with --preset or GPT-2 dimensions");
   if (!o.params.empty()) {
     in.params = parse_count(o.params);
+  } else if (!o.preset.empty() && plan::model_preset(o.preset).is_llama()) {
+    ZDP_REQUIRE(!dims, "--preset {}: the GPT-2 dimensions (--layers, --embd, ...) do not apply to a Llama preset",
+                o.preset);
+    in.model = plan::model_preset(o.preset);
+    // Llama 3's context is 128K tokens: a sequence of that length is not what one plans for by default.
+    if (o.seq == 0) in.seq = std::min(in.model->n_ctx(), kLlamaDefaultSeq);
   } else if (!o.preset.empty() || dims) {
     model::GPT2Config g = o.preset.empty() ? model::GPT2Config{0, 0, 0, 50257, 0} : plan::gpt2_preset(o.preset);
     if (o.layers) g.n_layer = o.layers;
@@ -86,7 +95,7 @@ plan::PlanInput plan_input(const EstimateOptions& o) {
     ZDP_REQUIRE(g.n_layer > 0 && g.n_head > 0 && g.n_embd > 0,
                 "GPT-2 dimensions need --layers, --embd and --heads (or a --preset)");
     g.validate();
-    in.gpt2 = g;
+    in.model = g;
   }
   in.world = o.gpus;
   in.precision.dtype = parse_dtype(o.dtype);
@@ -98,12 +107,14 @@ plan::PlanInput plan_input(const EstimateOptions& o) {
     in.precision.reduce_dtype = r;
   }
   in.micro_batch = o.micro_batch;
-  in.seq = o.seq;
+  if (o.seq > 0 || !in.model || in.model->is_gpt2()) in.seq = o.seq;
   in.accum = o.accum;
   const device::DeviceSpec device = device::parse_device_spec(o.device);
   in.gpu = device.kind == device::DeviceSpec::Kind::kCuda;
   ZDP_REQUIRE(!in.gpu || in.precision.dtype != DType::kF32, "--device {}: the GPU computes in bf16 or fp16 (--dtype)",
               o.device);
+  ZDP_REQUIRE(!in.gpu || !in.model || in.model->is_gpt2(),
+              "--device {}: the GPU has no Llama-family kernels yet: plan Llama models for the CPU", o.device);
   for (const auto& [flag, text] : o.zero_settings)
     if (!text.empty()) zero::set_zero_setting(in.zero, *zero::find_zero_setting_by_flag(flag), text);
   in.zero.shard_group_size = o.shard_group;
@@ -159,8 +170,9 @@ int run_estimate(const EstimateOptions& o) {
   const DType dtype = in.precision.dtype;
   const char* unit = gib ? "GiB" : "GB";
   const plan::ParamCounts counts = plan::param_counts(in);
-  if (in.gpt2) {
-    fmt::print("GPT-2 {}: {} parameters; Ψ = {} with the padding of {} rank{}\n", in.gpt2->summary(), counts.numel,
+  if (in.model) {
+    fmt::print("{}{}: {} parameters; Ψ = {} with the padding of {} rank{}\n", in.model->is_gpt2() ? "GPT-2 " : "",
+               in.model->summary(), counts.numel,
                counts.padded, in.world, in.world == 1 ? "" : "s");
   } else {
     fmt::print("{} parameters (a bare count: no padding, no activations)\n", counts.numel);
@@ -198,13 +210,15 @@ int run_estimate(const EstimateOptions& o) {
   fmt::print("\nact: activations ({}), token buffers, load chunk; working: peak of gathered + comm;\n"
              "total: the peak of all categories together. traffic: bytes each rank sends (ring accounting).\n",
              act_kind);
-  if (in.gpt2) {
+  if (in.model) {
     const int64_t T = in.seq_len();
-    const plan::ActivationBytes a = plan::gpt2_activation_bytes(*in.gpt2, in.micro_batch, T, false, dtype, in.gpu);
+    const plan::ActivationBytes a =
+        in.model->is_gpt2() ? plan::gpt2_activation_bytes(in.model->gpt2(), in.micro_batch, T, false, dtype, in.gpu)
+                            : plan::llama_activation_bytes(in.model->llama(), in.micro_batch, T, false, dtype);
     fmt::print("Activations of one block: {} {} in zerodp ({}); {} {} by Korthikanti et al. 2022 (16-bit)\n",
                size_text(a.per_block, gib), unit, act_kind,
-               size_text(static_cast<uint64_t>(plan::korthikanti_layer_bytes(T, in.micro_batch, in.gpt2->n_embd,
-                                                                             in.gpt2->n_head)),
+               size_text(static_cast<uint64_t>(plan::korthikanti_layer_bytes(T, in.micro_batch, in.model->n_embd(),
+                                                                             in.model->n_head())),
                          gib),
                unit);
   }
@@ -216,13 +230,15 @@ void register_estimate(CLI::App& app, Action& action) {
                                  "Estimate memory per rank, traffic per step and the largest micro-batch, per ZeRO stage");
   EstimateOptions& o = g_opt;
   cmd->add_option("--params", o.params, "Model size as a bare parameter count (7.5B, 1.56e9): model states only");
-  cmd->add_option("--preset", o.preset, "gpt2, gpt2-medium, gpt2-large or gpt2-xl");
+  cmd->add_option("--preset", o.preset,
+                  "gpt2, gpt2-medium, gpt2-large, gpt2-xl, llama-3.2-1b, llama-3.2-3b, llama-3.1-8b, llama-3.1-70b, "
+                  "qwen-2.5-0.5b, qwen-2.5-7b or smollm-135m");
   cmd->add_option("--layers", o.layers, "GPT-2 layers L");
   cmd->add_option("--embd", o.embd, "GPT-2 width C");
   cmd->add_option("--heads", o.heads, "GPT-2 attention heads H");
   cmd->add_option("--vocab", o.vocab, "GPT-2 vocabulary V (default 50257)");
   cmd->add_option("--ctx", o.ctx, "GPT-2 context N, the rows of wpe (default: the preset's, or --seq, or 1024)");
-  cmd->add_option("--seq", o.seq, "Tokens per sequence T (default: the context N)");
+  cmd->add_option("--seq", o.seq, "Tokens per sequence T (default: the context N; for a Llama preset at most 4096)");
   cmd->add_option("--gpus", o.gpus, "World size W (ranks, one GPU each)")->capture_default_str();
   cmd->add_option("--stage", o.stage, "ZeRO stage 0, 1, 2, 3 or all")->capture_default_str();
   cmd->add_option("--dtype", o.dtype, "Compute dtype fp32, bf16 or fp16 (16-bit: fp32 masters)")->capture_default_str();

@@ -1,5 +1,6 @@
-// `zerodp init`: writes a freshly initialised GPT-2 (docs/reference/model.md#init, docs/reference/command-line.md#commands) as safetensors, one unit at a
-// time so memory stays near the largest unit.
+// `zerodp init`: writes a freshly initialised model (docs/reference/model.md#init,
+// docs/reference/command-line.md#commands), one unit at a time so memory stays near the largest unit:
+// a GPT-2 as one safetensors file, a Llama-family model as a Hugging Face directory (contract §12).
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 
 #include "apps/commands.h"
 #include "ckpt/gpt2_weights.h"
+#include "ckpt/hf_model.h"
 #include "core/error.h"
 #include "core/memory.h"
 #include "model/config.h"
@@ -23,13 +25,60 @@ namespace {
 
 struct InitOptions {
   std::string out;
+  std::string arch = "gpt2";
   int layers = 2;
   int heads = 4;
   int embd = 64;
   int vocab = 256;
   int ctx = 128;
   uint64_t seed = 1337;
+  // The Llama family's (0: the default the help states).
+  int kv_heads = 0;
+  int head_dim = 0;
+  int intermediate = 0;
+  double rope_theta = 10000.0;
+  bool tie = false;
+  bool qwen2 = false;
+  bool attention_bias = false;
+  std::string dtype = "fp32";
 };
+
+// A SwiGLU MLP's usual width for C: 8C/3 rounded up to a multiple of 32 (Llama's rule of thumb).
+int default_intermediate(int C) { return (8 * C / 3 + 31) / 32 * 32; }
+
+model::LlamaConfig llama_config(const InitOptions& o) {
+  model::LlamaConfig c;
+  c.family = o.qwen2 ? model::LlamaFamily::kQwen2 : model::LlamaFamily::kLlama;
+  c.n_layer = o.layers;
+  c.n_head = o.heads;
+  c.n_kv_head = o.kv_heads > 0 ? o.kv_heads : o.heads;
+  c.n_embd = o.embd;
+  ZDP_REQUIRE(o.head_dim > 0 || o.embd % o.heads == 0,
+              "--embd {} is not divisible by --heads {}: give --head-dim", o.embd, o.heads);
+  c.head_dim = o.head_dim > 0 ? o.head_dim : o.embd / o.heads;
+  c.intermediate_size = o.intermediate > 0 ? o.intermediate : default_intermediate(o.embd);
+  c.vocab_size = o.vocab;
+  c.n_ctx = o.ctx;
+  c.rope_theta = o.rope_theta;
+  c.tie_word_embeddings = o.tie;
+  c.attention_bias = o.attention_bias;
+  c.validate();  // within LlamaLimits
+  return c;
+}
+
+// Elements of the model's largest unit, from the config alone (no layout of a huge model is built
+// just to refuse it): the embedding unit, a block, or the head's own unit.
+uint64_t largest_unit_numel(const model::ModelConfig& c) {
+  uint64_t largest = 0;
+  const int units = model::ParamLayout::units_of(c);
+  for (int unit : {0, 1, units - 1}) {
+    uint64_t n = 0;
+    for (int i = 0; i < model::ParamLayout::unit_tensor_count(c, unit); ++i)
+      n += model::ParamLayout::tensor_info(c, unit, i).numel;
+    largest = std::max(largest, n);
+  }
+  return largest;
+}
 
 // Free bytes of the file system that will hold `path` (0 when it cannot be told).
 uint64_t free_bytes_beside(const std::string& path) {
@@ -41,20 +90,17 @@ uint64_t free_bytes_beside(const std::string& path) {
 }
 
 // A valid config (within docs/limits.md) may still be too large for this machine: init holds one
-// unit at a time in memory and writes every parameter in fp32. Refuse before allocating or writing.
-void check_fits(const model::GPT2Config& c, const std::string& out) {
-  const uint64_t C = static_cast<uint64_t>(c.n_embd);
-  const uint64_t embedding = (static_cast<uint64_t>(c.vocab_size) + static_cast<uint64_t>(c.n_ctx) + 2) * C;
-  const uint64_t block = 12 * C * C + 13 * C;
-  const uint64_t unit_bytes = std::max(embedding, block) * sizeof(float);
+// unit at a time in fp32 and writes every parameter in `dtype`. Refuse before allocating or writing.
+void check_fits(const model::ModelConfig& c, DType dtype, const std::string& out) {
+  const uint64_t unit_bytes = largest_unit_numel(c) * sizeof(float);
   const uint64_t memory = physical_memory_bytes();
   ZDP_REQUIRE(memory == 0 || unit_bytes <= memory,
-              "GPT-2 {}: its largest unit alone is {} of fp32, more than this machine's {} of memory",
-              c.summary(), format_bytes(unit_bytes), format_bytes(memory));
-  const uint64_t file_bytes = static_cast<uint64_t>(c.param_count()) * sizeof(float);
+              "{}: its largest unit alone is {} of fp32, more than this machine's {} of memory", c.summary(),
+              format_bytes(unit_bytes), format_bytes(memory));
+  const uint64_t file_bytes = static_cast<uint64_t>(c.param_count()) * dtype_size(dtype);
   const uint64_t disk = free_bytes_beside(out);
-  ZDP_REQUIRE(disk == 0 || file_bytes <= disk, "'{}': GPT-2 {} is {} of fp32, more than the {} free there", out,
-              c.summary(), format_bytes(file_bytes), format_bytes(disk));
+  ZDP_REQUIRE(disk == 0 || file_bytes <= disk, "'{}': {} is {} of {}, more than the {} free there", out, c.summary(),
+              format_bytes(file_bytes), dtype_name(dtype), format_bytes(disk));
 }
 
 int run_init(const InitOptions& o) {
@@ -63,34 +109,49 @@ int run_init(const InitOptions& o) {
   ZDP_REQUIRE(o.embd > 0, "--embd must be positive, got {}", o.embd);
   ZDP_REQUIRE(o.vocab > 0, "--vocab must be positive, got {}", o.vocab);
   ZDP_REQUIRE(o.ctx > 0, "--ctx must be positive, got {}", o.ctx);
-  ZDP_REQUIRE(o.embd % o.heads == 0, "--embd {} is not divisible by --heads {}", o.embd, o.heads);
-  model::GPT2Config config;
-  config.n_layer = o.layers;
-  config.n_head = o.heads;
-  config.n_embd = o.embd;
-  config.vocab_size = o.vocab;
-  config.n_ctx = o.ctx;
-  config.validate();  // within docs/limits.md
-  check_fits(config, o.out);
+  const model::Arch arch = model::parse_arch(o.arch, "--arch");
+  const bool llama = arch == model::Arch::kLlama;
+  ZDP_REQUIRE(llama || (o.kv_heads == 0 && o.head_dim == 0 && o.intermediate == 0 && !o.tie && !o.qwen2 &&
+                        !o.attention_bias && o.dtype == "fp32"),
+              "--kv-heads, --head-dim, --intermediate, --tie, --qwen2, --attention-bias and --dtype are for "
+              "--arch llama");
+  model::ModelConfig config;
+  if (llama) {
+    config = llama_config(o);
+  } else {
+    ZDP_REQUIRE(o.embd % o.heads == 0, "--embd {} is not divisible by --heads {}", o.embd, o.heads);
+    config = model::GPT2Config{o.layers, o.heads, o.embd, o.vocab, o.ctx};
+    config.validate();  // within docs/limits.md
+  }
+  const DType dtype = parse_dtype(o.dtype);
+  if (llama) ckpt::check_hf_output(o.out, "--out");
+  check_fits(config, dtype, o.out);
   const model::ParamLayout layout(config);
 
   Buffer unit_buffer;  // one unit at a time, replaced on each call
-  ckpt::save_gpt2(o.out, config, layout, [&](int unit) {
+  const auto unit_data = [&](int unit) {
     const size_t n = layout.unit_numel(unit);
     unit_buffer.release();  // the previous unit is written: free it before taking the next
     unit_buffer = Buffer(n * sizeof(float), MemCategory::kParam);
     model::init_unit_range(config, layout, unit, 0, n, o.seed, unit_buffer.as<float>());
     return static_cast<const float*>(unit_buffer.as<float>());
-  });
-  fmt::print("wrote {}: GPT-2 {} ({} parameters, seed {})\n", o.out, config.summary(), layout.total_numel(),
-             o.seed);
+  };
+  if (llama) {
+    ckpt::save_hf_model(o.out, layout, dtype, ckpt::kDefaultShardBytes, unit_data);
+  } else {
+    ckpt::save_gpt2(o.out, config.gpt2(), layout, unit_data);
+  }
+  fmt::print("wrote {}: {}{} ({} parameters, seed {})\n", o.out, llama ? "" : "GPT-2 ", config.summary(),
+             layout.total_numel(), o.seed);
   return 0;
 }
 
 void register_init(CLI::App& app, Action& action) {
   static InitOptions opts;
-  auto* cmd = app.add_subcommand("init", "Write a freshly initialised GPT-2 (safetensors, F32)");
-  cmd->add_option("--out", opts.out, "Output safetensors file (written atomically)")->required();
+  auto* cmd = app.add_subcommand("init", "Write a freshly initialised model (GPT-2: safetensors; Llama: a Hugging Face directory)");
+  cmd->add_option("--out", opts.out, "Output: a safetensors file (GPT-2) or a model directory (Llama), written atomically")
+      ->required();
+  cmd->add_option("--arch", opts.arch, "gpt2 or llama")->capture_default_str();
   cmd->add_option("--layers", opts.layers, "Number of transformer blocks L")->capture_default_str();
   cmd->add_option("--heads", opts.heads, "Attention heads H (must divide --embd)")->capture_default_str();
   cmd->add_option("--embd", opts.embd, "Embedding width C")->capture_default_str();
@@ -99,9 +160,18 @@ void register_init(CLI::App& app, Action& action) {
   cmd->add_option("--ctx", opts.ctx, "Context length N (rows of wpe)")->capture_default_str();
   cmd->add_option("--seed", opts.seed, "Random seed: the same seed gives the same bits")
       ->capture_default_str();
+  cmd->add_option("--kv-heads", opts.kv_heads, "Llama: key/value heads (dividing --heads; default --heads)");
+  cmd->add_option("--head-dim", opts.head_dim, "Llama: values per head (default --embd / --heads)");
+  cmd->add_option("--intermediate", opts.intermediate, "Llama: the MLP's width (default 8C/3 rounded up to 32)");
+  cmd->add_option("--rope-theta", opts.rope_theta, "Llama: RoPE's base")->capture_default_str();
+  cmd->add_flag("--tie", opts.tie, "Llama: tie lm_head to embed_tokens (tie_word_embeddings)");
+  cmd->add_flag("--qwen2", opts.qwen2, "Llama: a Qwen2ForCausalLM (q/k/v biases)");
+  cmd->add_flag("--attention-bias", opts.attention_bias, "Llama: biases on q, k, v and o (attention_bias)");
+  cmd->add_option("--dtype", opts.dtype, "Llama: the tensors' dtype, fp32, bf16 or fp16")->capture_default_str();
   cmd->footer(
       "Defaults make a small model: L=2 H=4 C=64 V=256 N=128, seed 1337.\n"
-      "Weights ~ N(0, 0.02), c_proj weights ~ N(0, 0.02/sqrt(2L)), biases 0, LayerNorm weights 1.");
+      "GPT-2: weights ~ N(0, 0.02), c_proj weights ~ N(0, 0.02/sqrt(2L)), biases 0, LayerNorm weights 1.\n"
+      "Llama: weights ~ N(0, 0.02) (initializer_range), biases 0, RMSNorm weights 1.");
   cmd->callback([&action] { action = [] { return run_init(opts); }; });
 }
 

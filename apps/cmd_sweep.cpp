@@ -111,7 +111,7 @@ class Sweeper {
 
   plan::PlanInput input(int world, int stage, int B) const {
     plan::PlanInput in;
-    in.gpt2 = model_;
+    in.model = model_;
     in.world = world;
     in.zero.stage = stage;
     in.precision = train::TrainConfig{}.precision;  // zerodp train's: fp32 accumulation under bf16/fp16
@@ -202,7 +202,7 @@ class Sweeper {
       for (int stage : {0, 2}) {
         for (bool ckpt : {false, true}) {
           plan::PlanInput in;
-          in.gpt2 = plan::gpt2_preset("gpt2-xl");
+          in.model = plan::gpt2_preset("gpt2-xl");
           in.world = W;
           in.zero.stage = stage;
           in.precision.dtype = DType::kBF16;

@@ -32,6 +32,9 @@ int ModelConfig::n_layer() const {
 int ModelConfig::n_embd() const {
   return std::visit([](const auto& c) { return c.n_embd; }, config_);
 }
+int ModelConfig::n_head() const {
+  return std::visit([](const auto& c) { return c.n_head; }, config_);
+}
 int ModelConfig::vocab_size() const {
   return std::visit([](const auto& c) { return c.vocab_size; }, config_);
 }
@@ -49,6 +52,10 @@ CheckedSize ModelConfig::checked_param_count() const {
 
 std::string ModelConfig::summary() const {
   return std::visit([](const auto& c) { return c.summary(); }, config_);
+}
+
+std::string model_name(const ModelConfig& config) {
+  return config.is_gpt2() ? "GPT-2 " + config.summary() : config.summary();
 }
 
 nlohmann::json ModelConfig::to_json() const {

@@ -38,6 +38,7 @@ class ModelConfig {
 
   int n_layer() const;
   int n_embd() const;
+  int n_head() const;
   int vocab_size() const;
   int n_ctx() const;  // the longest sequence
   // Whether the LM head has weights of its own (an untied Llama) rather than the token embedding's.
@@ -61,5 +62,8 @@ class ModelConfig {
  private:
   std::variant<GPT2Config, LlamaConfig> config_;
 };
+
+// The model for messages: "GPT-2 L2 H4 C64 V256 N128", "llama L2 H4/2 C64 I172 V256 N128".
+std::string model_name(const ModelConfig& config);
 
 }  // namespace zerodp::model

@@ -71,6 +71,44 @@ ActivationBytes gpt2_activation_bytes(const model::GPT2Config& g, int64_t B, int
   return r;
 }
 
+ActivationBytes llama_activation_bytes(const model::LlamaConfig& c, int64_t B, int64_t T, bool checkpointing,
+                                       DType compute) {
+  const bool k16 = compute != DType::kF32;
+  const uint64_t p = k16 ? 2 : kF32;  // the arrays that feed a GEMM or the attention
+  // 16-bit compute: each array rounded up to 64 bytes.
+  auto R = [k16](uint64_t bytes) { return k16 ? (bytes + 63) / 64 * 64 : bytes; };
+  const uint64_t b = static_cast<uint64_t>(B), s = static_cast<uint64_t>(T), bs = b * s;
+  const uint64_t h = static_cast<uint64_t>(c.n_embd), a = static_cast<uint64_t>(c.n_head);
+  const uint64_t kv = static_cast<uint64_t>(c.n_kv_head), d = static_cast<uint64_t>(c.head_dim);
+  const uint64_t I = static_cast<uint64_t>(c.intermediate_size), V = static_cast<uint64_t>(c.vocab_size);
+  const uint64_t L = static_cast<uint64_t>(c.n_layer);
+  const uint64_t q = a * d, qkv = (a + 2 * kv) * d;
+  // One block's saved set without its output: the two RMSNorm outputs (h each) and statistics (1
+  // each), q|k|v (rotated), the attention output (a·d), its probabilities [a·b,s,s], the residual
+  // after attention (fp32 h), gate|up (2I) and silu(gate)·up (I).
+  const uint64_t block_set = 2 * R(p * bs * h) + 2 * R(kF32 * bs) + R(p * bs * qkv) + R(p * bs * q) +
+                             R(p * a * b * s * s) + R(kF32 * bs * h) + R(p * bs * 2 * I) + R(p * bs * I);
+  const uint64_t block_output = R(kF32 * bs * h);
+  ActivationBytes r;
+  r.per_block = block_set + block_output;
+  r.blocks = checkpointing ? L * block_output + block_set : L * r.per_block;
+  // The embeddings on the residual stream, the final norm's output and statistic, logits, losses.
+  r.head = R(kF32 * bs * h) + R(p * bs * h) + R(kF32 * bs) + R(kF32 * bs * V) + R(kF32 * bs);
+  // dres, dln (h), datty (a·d), dqkv, dgate_up (2I), dact (I), all fp32; 16-bit compute's fp32 GEMM
+  // results [bs, max(qkv, 2I)] and operands [bs, max(qkv, 2I, V, h)]; the attention backward's
+  // scratch (fp32: one row block of dP per (b, key/value head); 16-bit: per (b, query head) a row
+  // block of fp32 scores, 16-bit dS and fp32 output); the RoPE tables, fp32 [s, d/2] twice.
+  const uint64_t rows = std::min<uint64_t>(s, kAttentionScratchRows);
+  const uint64_t attention_scratch = k16 ? a * b * (R(kF32 * rows * s) + R(2 * rows * s) + R(kF32 * rows * d))
+                                         : kF32 * b * kv * rows * s;
+  r.backward = 2 * R(kF32 * bs * h) + R(kF32 * bs * q) + R(kF32 * bs * qkv) + R(kF32 * bs * 2 * I) +
+               R(kF32 * bs * I) +
+               (k16 ? R(kF32 * bs * std::max(qkv, 2 * I)) + R(2 * bs * std::max({qkv, 2 * I, V, h})) : 0) +
+               R(attention_scratch) + R(kF32 * s * (d / 2)) + kF32 * s * (d / 2);
+  r.tokens = kI32 * 2 * bs;
+  return r;
+}
+
 double korthikanti_layer_bytes(int64_t s, int64_t b, int64_t h, int64_t a) {
   const double sbh = static_cast<double>(s) * static_cast<double>(b) * static_cast<double>(h);
   return sbh * (34.0 + 5.0 * static_cast<double>(a) * static_cast<double>(s) / static_cast<double>(h));

@@ -29,6 +29,7 @@
 
 #include "core/dtype.h"
 #include "model/config.h"
+#include "model/llama_config.h"
 
 namespace zerodp::plan {
 
@@ -54,6 +55,10 @@ struct ActivationBytes {
 // `compute` (fp32, or bf16/fp16 16-bit compute).
 ActivationBytes gpt2_activation_bytes(const model::GPT2Config& config, int64_t B, int64_t T, bool checkpointing,
                                       DType compute = DType::kF32, bool gpu = false);
+
+// The same for a Llama-family model (model/llama.h's arrays; docs/planner.md), on the CPU.
+ActivationBytes llama_activation_bytes(const model::LlamaConfig& config, int64_t B, int64_t T, bool checkpointing,
+                                       DType compute = DType::kF32);
 
 // Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models", eq. (1):
 // bytes one transformer layer keeps with 16-bit activations and dropout, s·b·h·(34 + 5·a·s/h).

@@ -26,23 +26,28 @@ uint64_t ring(uint64_t n, uint64_t mult, uint64_t W) {
   return static_cast<uint64_t>(static_cast<unsigned __int128>(n) * mult * (W - 1) / W);
 }
 
-// The units of a GPT-2: unit 0 (wte, wpe, ln_f) and one per block, all blocks the same size.
+// The units of a model: unit 0 (the embeddings, and the head when tied), one per block (all the
+// same size), and an untied head's own unit after them (h: none when tied).
 struct Units {
-  uint64_t n0 = 0, nb = 0;  // real elements
-  uint64_t p0 = 0, pb = 0;  // padded, P = W·S
-  uint64_t s0 = 0, sb = 0;  // shards
+  uint64_t n0 = 0, nb = 0, nh = 0;  // real elements
+  uint64_t p0 = 0, pb = 0, ph = 0;  // padded, P = W·S
+  uint64_t s0 = 0, sb = 0, sh = 0;  // shards
   uint64_t L = 0;
+  bool head_unit() const { return nh > 0; }
 };
-Units units_of(const model::GPT2Config& g, uint64_t W) {
+Units units_of(const model::ModelConfig& g, uint64_t W) {
   const model::ParamLayout layout(g);
   Units u;
-  u.L = static_cast<uint64_t>(g.n_layer);
+  u.L = static_cast<uint64_t>(g.n_layer());
   u.n0 = layout.unit_numel(model::ParamLayout::kEmbeddingUnit);
   u.nb = layout.unit_numel(model::ParamLayout::block_unit(0));
+  if (layout.head_unit() != model::ParamLayout::kEmbeddingUnit) u.nh = layout.unit_numel(layout.head_unit());
   u.s0 = shard_of(u.n0, W);
   u.sb = shard_of(u.nb, W);
+  u.sh = u.nh > 0 ? shard_of(u.nh, W) : 0;
   u.p0 = u.s0 * W;
   u.pb = u.sb * W;
+  u.ph = u.sh * W;
   return u;
 }
 
@@ -55,10 +60,11 @@ uint64_t nvme_window_bytes(const PlanInput& in) {
     const uint64_t b = off * 4 / kBlock * kBlock, e = (off + n) * 4;
     return (e + kBlock - 1) / kBlock * kBlock - b;
   };
-  if (!in.gpt2) return 0;
-  const Units u = units_of(*in.gpt2, static_cast<uint64_t>(in.world));
+  if (!in.model) return 0;
+  const Units u = units_of(*in.model, static_cast<uint64_t>(in.world));
   uint64_t most = span(0, u.s0);
   for (uint64_t k = 0; k < u.L; ++k) most = std::max(most, span(u.s0 + k * u.sb, u.sb));
+  if (u.head_unit()) most = std::max(most, span(u.s0 + u.L * u.sb, u.sh));
   return most;
 }
 
@@ -85,7 +91,7 @@ uint64_t reduction_staging_bytes(bool all_reduce, uint64_t count, uint64_t r, ui
 uint64_t staging_bytes(const PlanInput& in, const Units& u) {
   const uint64_t W = static_cast<uint64_t>(in.world), r = reduce_bytes(in);
   return std::max({reduction_staging_bytes(true, 2, 4, W), reduction_staging_bytes(false, u.s0, r, W),
-                   reduction_staging_bytes(false, u.sb, r, W)});
+                   reduction_staging_bytes(false, u.sb, r, W), reduction_staging_bytes(false, u.sh, r, W)});
 }
 
 // Stage 3 prefetches up to four units ahead of the one in use, within the limits on what may be live
@@ -240,15 +246,15 @@ uint64_t transient_bytes_stages01(const PlanInput& in, const Units& u) {
 }  // namespace
 
 void PlanInput::validate() const {
-  ZDP_REQUIRE(gpt2 || params > 0, "give the model as --params N, a --preset, or --layers/--embd/--heads/--vocab");
-  if (gpt2) gpt2->validate();
+  ZDP_REQUIRE(model || params > 0, "give the model as --params N, a --preset, or --layers/--embd/--heads/--vocab");
+  if (model) model->validate();
   ZDP_REQUIRE(world >= 1, "--gpus must be at least 1, got {}", world);
   ZDP_REQUIRE(micro_batch >= 1, "--micro-batch must be at least 1, got {}", micro_batch);
   ZDP_REQUIRE(accum >= 1, "--accum must be at least 1, got {}", accum);
   ZDP_REQUIRE(optimizer_states >= 0, "optimizer states per parameter must not be negative");
-  if (gpt2) {
-    ZDP_REQUIRE(seq_len() >= 1 && seq_len() <= gpt2->n_ctx, "--seq {} must be in [1, n_ctx = {}]", seq_len(),
-                gpt2->n_ctx);
+  if (model) {
+    ZDP_REQUIRE(seq_len() >= 1 && seq_len() <= model->n_ctx(), "--seq {} must be in [1, n_ctx = {}]", seq_len(),
+                model->n_ctx());
   }
   zero::check_zero_modes(zero, world);
 }
@@ -268,15 +274,15 @@ PlanInput as_group(const PlanInput& in) {
 ParamCounts param_counts(const PlanInput& in) {
   const uint64_t W = static_cast<uint64_t>(in.world);
   ParamCounts c;
-  if (!in.gpt2) {
+  if (!in.model) {
     c.numel = c.padded = in.params;
     c.shard = (in.params + W - 1) / W;
     return c;
   }
-  const Units u = units_of(*in.gpt2, W);
-  c.numel = u.n0 + u.L * u.nb;
-  c.padded = u.p0 + u.L * u.pb;
-  c.shard = u.s0 + u.L * u.sb;
+  const Units u = units_of(*in.model, W);
+  c.numel = u.n0 + u.L * u.nb + u.nh;
+  c.padded = u.p0 + u.L * u.pb + u.ph;
+  c.shard = u.s0 + u.L * u.sb + u.sh;
   return c;
 }
 
@@ -333,10 +339,11 @@ MemoryEstimate estimate_memory(const PlanInput& in) {
   if (in.zero.offload_param == Offload::kCpu) m.host_by.param += m.param;
   if (in.zero.offload_param == Offload::kNvme) {
     std::vector<uint64_t> shards;  // elements
-    if (in.gpt2) {
-      const Units u = units_of(*in.gpt2, static_cast<uint64_t>(in.world));
+    if (in.model) {
+      const Units u = units_of(*in.model, static_cast<uint64_t>(in.world));
       shards.push_back(u.s0);
       shards.insert(shards.end(), u.L, u.sb);
+      if (u.head_unit()) shards.push_back(u.sh);
     } else {
       shards.push_back(m.param / p);
     }
@@ -352,7 +359,7 @@ MemoryEstimate estimate_memory(const PlanInput& in) {
     }
     m.nvme_by.param += in_file;
     constexpr uint64_t kWriteBuffers = 2;  // zero/param_swap.h
-    if (in.gpt2 && in_file > 0) m.host_by.param += (u64(in.zero.param_buffer_count) + kWriteBuffers) * largest * p;
+    if (in.model && in_file > 0) m.host_by.param += (u64(in.zero.param_buffer_count) + kWriteBuffers) * largest * p;
   }
   if (in.zero.offload_param != Offload::kNone) m.param = 0;
   auto sum = [](const MemoryEstimate::Offloaded& o) { return o.param + o.grad + o.master + o.optim; };
@@ -360,16 +367,23 @@ MemoryEstimate estimate_memory(const PlanInput& in) {
   m.nvme = sum(m.nvme_by);
 
   uint64_t act_live = 0, chunk = 0;
-  if (in.gpt2) {
-    const Units u = units_of(*in.gpt2, static_cast<uint64_t>(in.world));
+  if (in.model) {
+    const Units u = units_of(*in.model, static_cast<uint64_t>(in.world));
     const int64_t T = in.seq_len();
-    act_live = gpt2_activation_bytes(*in.gpt2, in.micro_batch, T, in.zero.activation_checkpointing, in.precision.dtype, in.gpu).total();
+    act_live = in.model->is_gpt2() ? gpt2_activation_bytes(in.model->gpt2(), in.micro_batch, T,
+                                                           in.zero.activation_checkpointing, in.precision.dtype, in.gpu)
+                                         .total()
+                                   : llama_activation_bytes(in.model->llama(), in.micro_batch, T,
+                                                            in.zero.activation_checkpointing, in.precision.dtype)
+                                         .total();
     // The engine's tokens (on a GPU in host memory), or cuBLASLt's workspace (the GPU's, for its life).
     act_live += in.gpu ? kGpuGemmWorkspaceBytes : 2 * 4 * static_cast<uint64_t>(in.micro_batch) * static_cast<uint64_t>(T);
     // Loading (and widening 16-bit gradients) goes through a chunk of at most 2^18 fp32 values,
     // no larger than the largest range the rank reads: whole units at stage 0, its own range of each
     // unit at stages 1-3 (the rest of the units it keeps whole is gathered).
-    const uint64_t kept = in.zero.stage >= 1 ? std::max(std::min(u.s0, u.n0), std::min(u.sb, u.nb)) : std::max(u.n0, u.nb);
+    const uint64_t kept = in.zero.stage >= 1
+                              ? std::max({std::min(u.s0, u.n0), std::min(u.sb, u.nb), std::min(u.sh, u.nh)})
+                              : std::max({u.n0, u.nb, u.nh});
     chunk = 4 * std::min<uint64_t>(uint64_t{1} << 18, kept);
     // On a GPU the optimizer widens 16-bit gradients 2^22 elements at a time (zero/model_states.h).
     const bool widens = in.precision.dtype != DType::kF32 && !in.precision.accumulates_in_fp32();
@@ -414,7 +428,7 @@ uint64_t traffic_bytes_per_step(const PlanInput& in) {
 }
 
 std::optional<int64_t> max_micro_batch(const PlanInput& in, uint64_t gpu_bytes) {
-  if (!in.gpt2) return std::nullopt;
+  if (!in.model) return std::nullopt;
   PlanInput q = in;
   auto fits = [&](int64_t B) {
     q.micro_batch = B;

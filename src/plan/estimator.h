@@ -1,5 +1,5 @@
 // The planner: bytes per rank by memory category (docs/reference/metrics.md#memory), bytes each rank sends per step, and
-// the largest micro-batch that fits a GPU, for a GPT-2 (or a bare parameter count) trained by
+// the largest micro-batch that fits a GPU, for a GPT-2 or a Llama (or a bare parameter count) trained by
 // zerodp's engine at a ZeRO stage. docs/planner.md derives every formula.
 //
 // Model states follow docs/design.md's table, with Ψ counting the padding zero/sharding.h adds
@@ -24,7 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/dtype.h"
-#include "model/config.h"
+#include "model/model_config.h"
 #include "zero/settings.h"
 
 namespace zerodp::plan {
@@ -36,8 +36,9 @@ using zero::Offload;
 inline constexpr uint64_t kGpuGemmWorkspaceBytes = uint64_t{32} << 20;
 
 struct PlanInput {
-  // GPT-2 dimensions (padding and activations modelled) or, when unset, a bare parameter count.
-  std::optional<model::GPT2Config> gpt2;
+  // A model's dimensions (GPT-2 or Llama: padding and activations modelled) or, when unset, a bare
+  // parameter count.
+  std::optional<model::ModelConfig> model;
   uint64_t params = 0;
 
   int world = 1;  // W ranks
@@ -65,7 +66,7 @@ struct PlanInput {
   // UsageError naming the flag for anything out of range (W < 1, stage outside 0..3, T > n_ctx, an
   // offload DeepSpeed does not have at this stage, ...).
   void validate() const;
-  int64_t seq_len() const { return seq > 0 ? seq : (gpt2 ? gpt2->n_ctx : 0); }
+  int64_t seq_len() const { return seq > 0 ? seq : (model ? model->n_ctx() : 0); }
 };
 
 // Element counts of the model as the engine holds it.

@@ -4,6 +4,8 @@
 
 #include "core/error.h"
 
+#include <fmt/ranges.h>
+
 namespace zerodp::plan {
 
 namespace {
@@ -18,6 +20,45 @@ constexpr std::array<Preset, 4> kPresets = {{
     {"gpt2-xl", 48, 25, 1600},
 }};
 constexpr int kVocab = 50257, kContext = 1024;
+
+// The Llama family's config.json values (Hugging Face's copies of each model's).
+struct LlamaPreset {
+  std::string_view name;
+  model::LlamaFamily family;
+  int L, H, KV, C, D, I, V, N;
+  double theta, eps;
+  bool tied;
+  double scaling_factor;  // llama3 RoPE scaling (low 1, high 4, original 8192); 0: none
+};
+constexpr auto kLlama = model::LlamaFamily::kLlama;
+constexpr auto kQwen2 = model::LlamaFamily::kQwen2;
+constexpr std::array<LlamaPreset, 7> kLlamaPresets = {{
+    {"llama-3.2-1b", kLlama, 16, 32, 8, 2048, 64, 8192, 128256, 131072, 500000.0, 1e-5, true, 32.0},
+    {"llama-3.2-3b", kLlama, 28, 24, 8, 3072, 128, 8192, 128256, 131072, 500000.0, 1e-5, true, 32.0},
+    {"llama-3.1-8b", kLlama, 32, 32, 8, 4096, 128, 14336, 128256, 131072, 500000.0, 1e-5, false, 8.0},
+    {"llama-3.1-70b", kLlama, 80, 64, 8, 8192, 128, 28672, 128256, 131072, 500000.0, 1e-5, false, 8.0},
+    {"qwen-2.5-0.5b", kQwen2, 24, 14, 2, 896, 64, 4864, 151936, 32768, 1000000.0, 1e-6, true, 0.0},
+    {"qwen-2.5-7b", kQwen2, 28, 28, 4, 3584, 128, 18944, 152064, 131072, 1000000.0, 1e-6, false, 0.0},
+    {"smollm-135m", kLlama, 30, 9, 3, 576, 64, 1536, 49152, 2048, 10000.0, 1e-5, true, 0.0},
+}};
+
+model::LlamaConfig llama_of(const LlamaPreset& p) {
+  model::LlamaConfig c;
+  c.family = p.family;
+  c.n_layer = p.L;
+  c.n_head = p.H;
+  c.n_kv_head = p.KV;
+  c.n_embd = p.C;
+  c.head_dim = p.D;
+  c.intermediate_size = p.I;
+  c.vocab_size = p.V;
+  c.n_ctx = p.N;
+  c.rope_theta = p.theta;
+  c.rms_norm_eps = p.eps;
+  c.tie_word_embeddings = p.tied;
+  if (p.scaling_factor > 0) c.rope_scaling = model::Llama3RopeScaling{p.scaling_factor, 1.0, 4.0, 8192};
+  return c;
+}
 }  // namespace
 
 model::GPT2Config gpt2_preset(std::string_view name) {
@@ -30,6 +71,20 @@ model::GPT2Config gpt2_preset(std::string_view name) {
 std::vector<std::string_view> gpt2_preset_names() {
   std::vector<std::string_view> names;
   for (const Preset& p : kPresets) names.push_back(p.name);
+  return names;
+}
+
+model::ModelConfig model_preset(std::string_view name) {
+  for (const LlamaPreset& p : kLlamaPresets)
+    if (p.name == name) return llama_of(p);
+  for (const Preset& p : kPresets)
+    if (p.name == name) return gpt2_preset(name);
+  throw UsageError(fmt::format("--preset: unknown model '{}' (known: {})", name, fmt::join(model_preset_names(), ", ")));
+}
+
+std::vector<std::string_view> model_preset_names() {
+  std::vector<std::string_view> names = gpt2_preset_names();
+  for (const LlamaPreset& p : kLlamaPresets) names.push_back(p.name);
   return names;
 }
 

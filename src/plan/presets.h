@@ -1,11 +1,14 @@
-// GPT-2's published sizes by name (Radford et al. 2019, as Hugging Face ships them), for
-// `zerodp estimate --preset`: small 124M, medium 355M, large 774M, xl 1.56B parameters.
+// Published model sizes by name, for `zerodp estimate --preset`: GPT-2 (Radford et al. 2019, as
+// Hugging Face ships them: small 124M, medium 355M, large 774M, xl 1.56B parameters) and the Llama
+// family's configs as their config.json files give them (Llama 3.2 1B/3B, Llama 3.1 8B/70B, Qwen 2.5
+// 0.5B/7B, SmolLM 135M).
 #pragma once
 
 #include <string_view>
 #include <vector>
 
 #include "model/config.h"
+#include "model/model_config.h"
 
 namespace zerodp::plan {
 
@@ -14,5 +17,10 @@ namespace zerodp::plan {
 // names otherwise.
 model::GPT2Config gpt2_preset(std::string_view name);
 std::vector<std::string_view> gpt2_preset_names();
+
+// Any preset: GPT-2's above, or "llama-3.2-1b", "llama-3.2-3b", "llama-3.1-8b", "llama-3.1-70b",
+// "qwen-2.5-0.5b", "qwen-2.5-7b", "smollm-135m". UsageError naming the known names otherwise.
+model::ModelConfig model_preset(std::string_view name);
+std::vector<std::string_view> model_preset_names();
 
 }  // namespace zerodp::plan

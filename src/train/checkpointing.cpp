@@ -206,12 +206,11 @@ ckpt::Checkpoint open_checkpoint(comm::Communicator& comm, const std::string& pa
 }
 
 std::vector<std::string> check_resume(const ckpt::Checkpoint& ckpt, const TrainConfig& cfg, int W,
-                                      const model::GPT2Config* init_model) {
+                                      const model::ModelConfig* init_model) {
   const ckpt::Manifest& m = ckpt.manifest();
   const std::string where = ckpt.dir() + "/" + ckpt::kManifestFile;
-  ZDP_REQUIRE(init_model == nullptr || *init_model == m.model,
-              "'{}': the checkpoint holds GPT-2 {}, but --init '{}' is GPT-2 {}", where, m.model.summary(),
-              cfg.init_path, init_model ? init_model->summary() : "");
+  ZDP_REQUIRE(init_model == nullptr || *init_model == m.model, "'{}': the checkpoint holds {}, but --init '{}' is {}",
+              where, model::model_name(m.model), cfg.init_path, init_model ? model::model_name(*init_model) : "");
   const std::string optimizer = optim::optimizer_name(cfg.optimizer.kind);
   ZDP_REQUIRE(m.optimizer == optimizer, "'{}': the checkpoint was trained with {}, this run asks for --optimizer {}",
               where, m.optimizer, optimizer);

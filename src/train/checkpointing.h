@@ -59,7 +59,7 @@ ckpt::Checkpoint open_checkpoint(comm::Communicator& comm, const std::string& pa
 // not prevent resuming (learning rate, schedule, clipping, dtype, token file...) are returned as
 // warnings, one line each.
 std::vector<std::string> check_resume(const ckpt::Checkpoint& ckpt, const TrainConfig& cfg, int world_size,
-                                      const model::GPT2Config* init_model);
+                                      const model::ModelConfig* init_model);
 
 // The data order continues from the checkpoint: --shuffle and --seed default to the ones it was
 // trained with (a checkpoint from before --shuffle existed was in order). Given flags that would

@@ -83,6 +83,8 @@ json TrainConfig::to_json() const {
       {"metrics", metrics_path},
       {"log_csv", log_csv_path},
       {"out", out_path},
+      {"out_dtype", out_dtype ? json(dtype_name(*out_dtype)) : json(nullptr)},
+      {"out_shard_size", out_shard_size},
       {"config", config_path},
       {"save_dir", save_dir},
       {"save_every", save_every},

@@ -31,11 +31,13 @@ namespace zerodp::train {
 
 struct TrainConfig {
   // ---- files
-  std::string init_path;     // --init: the initial weights (safetensors)
+  std::string init_path;     // --init: the initial weights (a GPT-2 safetensors file or a model directory)
   std::string data_path;     // --data: the token file, a directory of *.bin shards or a glob (data/dataset.h)
   std::string metrics_path;  // --metrics: JSON Lines written by rank 0; empty: none
   std::string log_csv_path;  // --log-csv: one CSV row per step (train/metrics.h CsvLog), rank 0; empty: none
-  std::string out_path;      // --out: the trained weights, F32 safetensors; empty: not written
+  std::string out_path;      // --out: the trained weights (GPT-2: F32 safetensors; Llama: a model directory)
+  std::optional<DType> out_dtype;  // --out-dtype: a model directory's tensors; unset: the --init directory's
+  uint64_t out_shard_size = 5'000'000'000;  // --out-shard-size: a model directory's largest shard
   std::string config_path;   // --config: the DeepSpeed-style JSON that was read; empty: none
   // ---- checkpoints (docs/checkpoints.md)
   std::string save_dir;      // --save-dir: checkpoints go to <save_dir>/step-<n>/; empty: none

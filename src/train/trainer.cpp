@@ -10,6 +10,8 @@
 #include <fmt/ranges.h>
 
 #include "ckpt/gpt2_weights.h"
+#include "ckpt/hf_model.h"
+#include "ckpt/model_source.h"
 #include "comm/runtime.h"
 #include "core/checked.h"
 #include "core/error.h"
@@ -40,7 +42,11 @@ zero::EngineConfig engine_config(const TrainConfig& cfg) {
 }
 
 std::string unit_label(const model::ParamLayout& layout, int unit) {
-  if (unit == model::ParamLayout::kEmbeddingUnit) return "unit 0 (wte, wpe, ln_f)";
+  if (unit == model::ParamLayout::kEmbeddingUnit)
+    return layout.config().is_gpt2() ? "unit 0 (wte, wpe, ln_f)"
+           : layout.config().untied_head() ? "unit 0 (embed_tokens)"
+                                           : "unit 0 (embed_tokens, norm)";
+  if (unit == layout.head_unit()) return fmt::format("unit {} (norm, lm_head)", unit);
   return fmt::format("unit {} (block {})", unit, unit - 1);
 }
 
@@ -82,38 +88,48 @@ std::string nonfinite_what(const model::ParamLayout& layout, const zero::StepRes
 // (the planner's exact parts; its transient buffers come on top). Ranks sharing the machine each
 // need theirs, so this is the least a run asks of it.
 // On a GPU (gpu_memory > 0) the states and activations are the GPU's, what offload moves the host's.
-void check_fits_in_memory(const TrainConfig& cfg, const model::GPT2Config& mc, int W, const std::string& source,
+// An upper bound on the activation bytes of a micro-batch, overflow-checked: the planner's arithmetic
+// is done in uint64 only for runs below it.
+CheckedSize activation_bound(const model::ModelConfig& mc, int64_t B, int64_t T) {
+  if (mc.is_gpt2()) return CheckedSize(B) * mc.gpt2().checked_sequence_activations() * 4;
+  const model::LlamaConfig& c = mc.llama();
+  const CheckedSize qkv = CheckedSize(c.n_head + 2 * c.n_kv_head) * c.head_dim;
+  const CheckedSize per_token = CheckedSize(c.n_head) * T + CheckedSize(8) * c.n_embd + CheckedSize(3) * qkv +
+                                CheckedSize(6) * c.intermediate_size;
+  return CheckedSize(B) * T * ((CheckedSize(c.n_layer) + 1) * per_token + c.vocab_size + 8) * 4;
+}
+
+void check_fits_in_memory(const TrainConfig& cfg, const model::ModelConfig& mc, int W, const std::string& source,
                           uint64_t gpu_memory) {
-  const CheckedSize act_bound = CheckedSize(cfg.micro_batch) * mc.checked_sequence_activations() * 4;
-  ZDP_REQUIRE(act_bound.within(int64_t{1} << 62),
-              "--micro-batch {} of GPT-2 {} ({}) would need more than 2^62 bytes of activations", cfg.micro_batch,
-              mc.summary(), source);
-  const plan::PlanInput in{.gpt2 = mc, .world = W, .zero = cfg.zero, .precision = cfg.precision,
+  ZDP_REQUIRE(activation_bound(mc, cfg.micro_batch, cfg.seq).within(int64_t{1} << 62),
+              "--micro-batch {} of {} ({}) would need more than 2^62 bytes of activations", cfg.micro_batch,
+              model::model_name(mc), source);
+  const plan::PlanInput in{.model = mc, .world = W, .zero = cfg.zero, .precision = cfg.precision,
                            .micro_batch = cfg.micro_batch, .seq = cfg.seq, .accum = cfg.accum, .gpu = gpu_memory > 0};
   const plan::MemoryEstimate e = plan::estimate_memory(in);
   // What offload moves to the host is this machine's memory all the same.
   if (gpu_memory > 0) {
     const uint64_t on_gpu = e.param + e.grad + e.master + e.optim + e.act;
     ZDP_REQUIRE(on_gpu <= gpu_memory,
-                "GPT-2 {} ({}) at ZeRO stage {} on {} rank{} needs {} of GPU memory a rank ({} of activations for "
+                "{} ({}) at ZeRO stage {} on {} rank{} needs {} of GPU memory a rank ({} of activations for "
                 "--micro-batch {} --seq {}), more than the GPU's {}: use a higher --zero-stage, more ranks, a smaller "
                 "--micro-batch or --activation-checkpointing (`zerodp estimate` plans it)",
-                mc.summary(), source, cfg.zero.stage, W, W == 1 ? "" : "s", format_bytes(on_gpu), format_bytes(e.act),
+                model::model_name(mc), source, cfg.zero.stage, W, W == 1 ? "" : "s", format_bytes(on_gpu), format_bytes(e.act),
                 cfg.micro_batch, cfg.seq, format_bytes(gpu_memory));
     const uint64_t have = physical_memory_bytes();
     ZDP_REQUIRE(have == 0 || e.host <= have,
-                "GPT-2 {} ({}) at ZeRO stage {} on {} rank{} offloads {} a rank to page-locked host memory, more than "
+                "{} ({}) at ZeRO stage {} on {} rank{} offloads {} a rank to page-locked host memory, more than "
                 "this machine's {}: use more ranks, --offload-optimizer nvme or a higher --zero-stage",
-                mc.summary(), source, cfg.zero.stage, W, W == 1 ? "" : "s", format_bytes(e.host), format_bytes(have));
+                model::model_name(mc), source, cfg.zero.stage, W, W == 1 ? "" : "s", format_bytes(e.host), format_bytes(have));
     return;
   }
   const uint64_t states = e.param + e.grad + e.master + e.optim + e.host;
   const uint64_t have = physical_memory_bytes();
   ZDP_REQUIRE(have == 0 || states + e.act <= have,
-              "GPT-2 {} ({}) at ZeRO stage {} on {} rank{} needs {} a rank ({} of model states, {} of activations "
+              "{} ({}) at ZeRO stage {} on {} rank{} needs {} a rank ({} of model states, {} of activations "
               "for --micro-batch {} --seq {}), more than this machine's {}: use a higher --zero-stage, more ranks, a "
               "smaller --micro-batch or --activation-checkpointing (`zerodp estimate` plans it)",
-              mc.summary(), source, cfg.zero.stage, W, W == 1 ? "" : "s", format_bytes(states + e.act),
+              model::model_name(mc), source, cfg.zero.stage, W, W == 1 ? "" : "s", format_bytes(states + e.act),
               format_bytes(states), format_bytes(e.act), cfg.micro_batch, cfg.seq, format_bytes(have));
 }
 
@@ -159,7 +175,7 @@ void resolve_node_shard_group(TrainConfig& cfg, comm::Communicator& world) {
 // The engine's weights: the checkpoint's (then closed) with --resume, else --init's; returns the step
 // the run starts at.
 int64_t load_weights(zero::Engine& engine, std::optional<ckpt::Checkpoint>& resume,
-                     const std::optional<ckpt::GPT2Weights>& weights, const model::ParamLayout& layout,
+                     const std::optional<ckpt::ModelSource>& weights, const model::ParamLayout& layout,
                      const std::string& init_path) {
   if (resume) {
     const int64_t start_step = restore_checkpoint(engine, *resume);
@@ -245,8 +261,8 @@ void log_progress(const TrainConfig& cfg, zero::Engine& engine, int64_t s, const
 
 // After the last step: the ledgers (before --out, so that writing it does not show in them), then the
 // consolidated weights, then the NVMe offload's traffic.
-void finish_run(zero::Engine& engine, const TrainConfig& cfg, const model::GPT2Config& mc,
-                const model::ParamLayout& layout, comm::Communicator& world, MetricsWriter& metrics) {
+void finish_run(zero::Engine& engine, const TrainConfig& cfg, DType out_dtype, const model::ParamLayout& layout,
+                comm::Communicator& world, MetricsWriter& metrics) {
   const std::vector<RankLedgers> ledgers = gather_ledgers(world);
   for (const RankLedgers& l : ledgers) metrics.write(memory_json(l));
   for (const RankLedgers& l : ledgers) metrics.write(traffic_json(l));
@@ -260,8 +276,16 @@ void finish_run(zero::Engine& engine, const TrainConfig& cfg, const model::GPT2C
       std::memcpy(units[static_cast<size_t>(unit)].data(), data, layout.unit_numel(unit) * sizeof(float));
     });
     if (world.rank() == 0) {
-      ckpt::save_gpt2(cfg.out_path, mc, layout,
-                      [&](int unit) { return units[static_cast<size_t>(unit)].as<float>(); });
+      const auto unit_data = [&](int unit) -> const float* {
+        // Each unit is written once: freed as the next is asked for.
+        if (unit > 0) units[static_cast<size_t>(unit) - 1].release();
+        return units[static_cast<size_t>(unit)].as<float>();
+      };
+      if (layout.config().is_gpt2()) {
+        ckpt::save_gpt2(cfg.out_path, layout.config().gpt2(), layout, unit_data);
+      } else {
+        ckpt::save_hf_model(cfg.out_path, layout, out_dtype, cfg.out_shard_size, unit_data);
+      }
       log::info("wrote {}", cfg.out_path);
     }
   }
@@ -271,6 +295,20 @@ void finish_run(zero::Engine& engine, const TrainConfig& cfg, const model::GPT2C
               format_bytes(t.bytes_read), format_bytes(t.bytes_written), format_bytes(t.update_bytes),
               t.update_seconds, t.update_seconds > 0 ? t.update_bytes / t.update_seconds / 1e6 : 0.0);
   }
+}
+
+// What depends on the architecture, checked before anything is allocated: a Llama computes on the
+// CPU (its GPU kernels are not written yet) and is written out as a model directory; GPT-2's --out
+// is F32 safetensors (contract §2), so the directory flags do not apply to it.
+void check_model_outputs(const TrainConfig& cfg, const model::ModelConfig& mc, const device::DeviceSpec& device) {
+  if (mc.is_gpt2()) {
+    ZDP_REQUIRE(!cfg.out_dtype, "--out-dtype: GPT-2's --out is F32 safetensors (a Llama's is a model directory)");
+    return;
+  }
+  ZDP_REQUIRE(device.kind == device::DeviceSpec::Kind::kCpu,
+              "--device {}: the GPU has no Llama-family kernels yet; train {} on the CPU", device::device_spec_name(device),
+              mc.summary());
+  if (!cfg.out_path.empty()) ckpt::check_hf_output(cfg.out_path, "--out");
 }
 
 // A test's gradient fault (TrainHooks), once it is known to name a step, a rank and a unit of this run.
@@ -303,26 +341,28 @@ TrainResult run_training(TrainConfig cfg, const TrainHooks& hooks) {
     const int N = cfg.zero.shard_group_size > 0 ? static_cast<int>(cfg.zero.shard_group_size) : W;
     resume.emplace(open_checkpoint(*world, cfg.resume_path, ShardToRead{cfg.zero.stage, N, rank % N}));
   }
-  std::optional<ckpt::GPT2Weights> weights;
-  if (!cfg.init_path.empty()) weights.emplace(ckpt::GPT2Weights::open(cfg.init_path));
-  const model::GPT2Config mc = resume ? resume->manifest().model.gpt2() : weights->config();
+  std::optional<ckpt::ModelSource> weights;
+  if (!cfg.init_path.empty()) weights.emplace(ckpt::ModelSource::open(cfg.init_path));
+  const model::ModelConfig mc = resume ? resume->manifest().model : weights->config();
+  check_model_outputs(cfg, mc, device_spec);
+  const DType out_dtype = cfg.out_dtype.value_or(weights ? weights->dtype() : DType::kF32);
   if (resume) {
     inherit_data_order(*resume, cfg);
     for (const std::string& w : check_resume(*resume, cfg, W, weights ? &weights->config() : nullptr))
       if (rank == 0) log::warn("--resume: {}", w);
   }
-  ZDP_REQUIRE(cfg.seq <= mc.n_ctx, "--seq {} exceeds the model's context n_ctx = {} ({})", cfg.seq, mc.n_ctx,
+  ZDP_REQUIRE(cfg.seq <= mc.n_ctx(), "--seq {} exceeds the model's context n_ctx = {} ({})", cfg.seq, mc.n_ctx(),
               resume ? resume->dir() : cfg.init_path);
   // The rank's device and the communicator the engine uses (on a GPU: NCCL or host staging).
   const RunDevice run_device = open_run_device(device_spec, world);
   check_fits_in_memory(cfg, mc, W, resume ? resume->dir() : cfg.init_path, run_device.memory_bytes);
   if (!cfg.save_dir.empty() && rank == 0) ckpt::make_save_dir(cfg.save_dir);
-  const data::TokenStream tokens = data::TokenStream::open(cfg.data_path, mc.vocab_size);
+  const data::TokenStream tokens = data::TokenStream::open(cfg.data_path, mc.vocab_size());
   const data::BatchLoader loader(tokens, W, rank, static_cast<int>(cfg.micro_batch), static_cast<int>(cfg.seq),
                                  static_cast<int>(cfg.accum), {cfg.shuffle, cfg.seed});
   // Validation (docs/reference/data-order.md#validation): its stream and windows are checked here, before anything is allocated.
   std::optional<data::TokenStream> val;
-  if (!cfg.val_data_path.empty()) val.emplace(data::TokenStream::open(cfg.val_data_path, mc.vocab_size));
+  if (!cfg.val_data_path.empty()) val.emplace(data::TokenStream::open(cfg.val_data_path, mc.vocab_size()));
   const uint64_t val_windows = val ? validation_windows(*val, cfg.eval_tokens, cfg.seq, "--eval-tokens") : 0;
   const uint64_t val_tokens = val_windows * static_cast<uint64_t>(cfg.seq);
   const optim::LrSchedule schedule = cfg.make_lr_schedule();
@@ -341,9 +381,9 @@ TrainResult run_training(TrainConfig cfg, const TrainHooks& hooks) {
   int64_t last_saved = -1;
 
   const int64_t tokens_per_step = cfg.tokens_per_step(W);
-  log::info("training GPT-2 {} ({} parameters) on {} rank{} ({}): ZeRO stage {}, {}, B={} T={} G={} ({} tokens/step), "
+  log::info("training {} ({} parameters) on {} rank{} ({}): ZeRO stage {}, {}, B={} T={} G={} ({} tokens/step), "
             "{} steps",
-            mc.summary(), layout.total_numel(), W, W == 1 ? "" : "s", run_device.description, cfg.zero.stage,
+            model::model_name(mc), layout.total_numel(), W, W == 1 ? "" : "s", run_device.description, cfg.zero.stage,
             dtype_name(cfg.precision.dtype),
             cfg.micro_batch, cfg.seq, cfg.accum, tokens_per_step, cfg.steps);
   if (rank == 0 && !run_device.warning.empty()) log::warn("{}", run_device.warning);
@@ -393,7 +433,7 @@ TrainResult run_training(TrainConfig cfg, const TrainHooks& hooks) {
   }
   result.tokens_per_second = total_ms > 0 ? tokens_per_step * (cfg.steps - start_step) / (total_ms / 1000.0) : 0;
 
-  finish_run(engine, cfg, mc, layout, *world, metrics);
+  finish_run(engine, cfg, out_dtype, layout, *world, metrics);
   world->barrier();
   metrics.commit();
   csv_log.commit();

@@ -62,7 +62,7 @@ TEST(Estimator, SixteenBytesAParameterEighteenWithFp32Accumulation) {
   EXPECT_EQ(m.grad, 4 * 1'560'000'000ULL);
   // The real GPT-2 XL, padded for one rank: 1,557,611,200 parameters.
   PlanInput xl;
-  xl.gpt2 = gpt2_preset("gpt2-xl");
+  xl.model = gpt2_preset("gpt2-xl");
   xl.precision.dtype = DType::kBF16;
   xl.precision.fp32_grad_accum = true;
   EXPECT_EQ(param_counts(xl).numel, 1'557'611'200u);
@@ -140,10 +140,10 @@ TEST(Estimator, GradientsTravelInTheReduceDtypeAtEveryStage) {
 //   Ψ = 144 + 2·912 = 1968, Σ S = 48 + 2·304 = 656
 TEST(Estimator, PadsUnitsAsTheEngineShardsThem) {
   PlanInput in;
-  in.gpt2 = model::GPT2Config{2, 2, 8, 10, 6};
+  in.model = model::GPT2Config{2, 2, 8, 10, 6};
   in.world = 3;
   const ParamCounts c = param_counts(in);
-  EXPECT_EQ(c.numel, model::ParamLayout(*in.gpt2).total_numel());
+  EXPECT_EQ(c.numel, model::ParamLayout(*in.model).total_numel());
   EXPECT_EQ(c.numel, 144u + 2 * 872u);
   EXPECT_EQ(c.padded, 1968u);
   EXPECT_EQ(c.shard, 656u);
@@ -215,7 +215,7 @@ TEST(Estimator, ParamOffloadMovesTheShardsAndStagesTheGathersInFlight) {
   EXPECT_EQ(m.host, 250'000'000u + 500'000'000u * 4);  // + masters, m, v and the gradient staging
   // A GPT-2: the blocks prefetched ahead of the one in use each hold a staged shard.
   PlanInput g;
-  g.gpt2 = model::GPT2Config{12, 12, 768, 50257, 1024};
+  g.model = model::GPT2Config{12, 12, 768, 50257, 1024};
   g.world = 4;
   g.zero.stage = 3;
   g.precision.dtype = DType::kBF16;
@@ -225,7 +225,7 @@ TEST(Estimator, ParamOffloadMovesTheShardsAndStagesTheGathersInFlight) {
   EXPECT_EQ(off.param, 0u);
   EXPECT_EQ(off.host_by.param, plain.param);
   EXPECT_GT(off.transient, plain.transient);
-  const model::ParamLayout layout(*g.gpt2);
+  const model::ParamLayout layout(*g.model);
   const uint64_t sb = (layout.unit_numel(1) + 3) / 4;  // a block's shard (already a multiple of 16 here)
   EXPECT_LE(off.transient - plain.transient, 4 * 2 * sb);
 }
@@ -241,7 +241,7 @@ TEST(Estimator, ParamOffloadMovesTheShardsAndStagesTheGathersInFlight) {
 // 4·(s0 + 2·sb) more; from then on every micro-step repeats.
 TEST(Estimator, GradientAccumulationKeepsTheLastReductionsInFlight) {
   PlanInput in;
-  in.gpt2 = model::GPT2Config{2, 4, 64, 256, 64};
+  in.model = model::GPT2Config{2, 4, 64, 256, 64};
   in.world = 2;
   in.zero.stage = 3;
   in.micro_batch = 2;
@@ -284,7 +284,7 @@ TEST(Estimator, GradientAccumulationKeepsTheLastReductionsInFlight) {
 // as the peak of gathered + comm on both ranks (docs/planner.md).
 TEST(Estimator, StagesZeroOneHoldTheConversionsOfTheReductionsInFlight) {
   PlanInput in;
-  in.gpt2 = model::GPT2Config{5, 4, 48, 256, 32};
+  in.model = model::GPT2Config{5, 4, 48, 256, 32};
   in.world = 2;
   in.precision.dtype = DType::kBF16;
   in.micro_batch = 2;
@@ -337,13 +337,13 @@ TEST(Estimator, StagesZeroOneHoldTheConversionsOfTheReductionsInFlight) {
 // embeddings first); the host holds buffer_count + 2 buffers of the largest shard left in the file.
 TEST(Estimator, ParamNvmeKeepsWhatMaxInCpuHoldsInHostMemory) {
   PlanInput g;
-  g.gpt2 = model::GPT2Config{4, 12, 768, 50257, 1024};
+  g.model = model::GPT2Config{4, 12, 768, 50257, 1024};
   g.world = 4;
   g.zero.stage = 3;
   g.precision.dtype = DType::kBF16;
   g.zero.offload_optimizer = Offload::kCpu;
   g.zero.offload_param = Offload::kNvme;
-  const model::ParamLayout layout(*g.gpt2);
+  const model::ParamLayout layout(*g.model);
   const uint64_t s0 = (layout.unit_numel(0) + 3) / 4, sb = (layout.unit_numel(1) + 3) / 4;
   ASSERT_GT(s0, sb);  // the embeddings' shard is the largest
   const uint64_t states = estimate_memory(g).host_by.param;  // the 5 + 2 buffers only
@@ -367,7 +367,7 @@ TEST(Estimator, ParamNvmeKeepsWhatMaxInCpuHoldsInHostMemory) {
 
 TEST(Estimator, LargestMicroBatchIsTheLastThatFits) {
   PlanInput in;
-  in.gpt2 = gpt2_preset("gpt2");
+  in.model = gpt2_preset("gpt2");
   in.world = 8;
   in.precision.dtype = DType::kBF16;
   const uint64_t gpu = 16'000'000'000ULL;
@@ -420,7 +420,7 @@ TEST(Estimator, RefusesWhatIsOutOfRange) {
   EXPECT_THROW(estimate_memory(bare(1e9, 0, 0, DType::kF32)), UsageError);
   EXPECT_THROW(estimate_memory(bare(1e9, 8, 4, DType::kF32)), UsageError);
   PlanInput in;
-  in.gpt2 = gpt2_preset("gpt2");
+  in.model = gpt2_preset("gpt2");
   in.seq = 2048;
   EXPECT_THROW(estimate_memory(in), UsageError);
   EXPECT_THROW(gpt2_preset("gpt3"), UsageError);
@@ -437,7 +437,7 @@ TEST(Presets, HaveThePublishedParameterCounts) {
 // in flight hold less, down to one (plan_cli_tests' stages01 checks the bytes against the ledger).
 TEST(Estimator, FewerReductionsInFlightHoldLess) {
   PlanInput in;
-  in.gpt2 = model::GPT2Config{6, 4, 48, 256, 32};
+  in.model = model::GPT2Config{6, 4, 48, 256, 32};
   in.world = 2;
   in.precision.dtype = DType::kBF16;
   in.precision.reduce_dtype = DType::kF32;  // conversions beside every reduction

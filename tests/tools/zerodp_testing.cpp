@@ -5,9 +5,26 @@
 //   --inject-overflow-rank R  on rank R only (default 0)
 //   --inject-overflow-unit U  in unit U (0: the embeddings' unit, 1 + i: block i; default 0)
 // The fault is a hook of the run (train::TrainHooks), not a setting: the zerodp binary has no such flag.
+// And one command of its own:
+//   logits --model PATH --tokens 1,2,3 --out F.bin   the fp32 logits [T, V] of one sequence (row t: the
+//                             next token's after tokens 0..t), raw little-endian: what the reference
+//                             tests compare with transformers' (tests/reference/compare_llama.py).
 #include <CLI/CLI.hpp>
 
+#include <cstdio>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "apps/commands.h"
 #include "apps/train_options.h"
+#include "ckpt/model_source.h"
+#include "core/error.h"
+#include "core/fs.h"
+#include "model/layout.h"
+#include "model/model.h"
 #include "zero/fault.h"
 
 namespace zerodp::cli {
@@ -27,6 +44,44 @@ train::TrainHooks fault_hooks() {
   if (g_fault.step >= 0) hooks.gradient_fault = g_fault;
   return hooks;
 }
+
+struct LogitsOptions {
+  std::string model, tokens, out;
+};
+
+int run_logits(const LogitsOptions& o) {
+  const ckpt::ModelSource source = ckpt::ModelSource::open(o.model);
+  const model::ParamLayout layout(source.config());
+  std::vector<int32_t> tokens;
+  std::stringstream in(o.tokens);
+  for (std::string item; std::getline(in, item, ',');) tokens.push_back(static_cast<int32_t>(std::stol(item)));
+  const int T = static_cast<int>(tokens.size()), V = source.config().vocab_size();
+  ZDP_REQUIRE(T > 0 && T <= source.config().n_ctx(), "--tokens: 1 to {} tokens, got {}", source.config().n_ctx(), T);
+  std::vector<std::vector<float>> params(static_cast<size_t>(layout.num_units()));
+  std::vector<const float*> views;
+  for (int u = 0; u < layout.num_units(); ++u) {
+    params[u].resize(layout.unit_numel(u));
+    source.read_unit_range(layout, u, 0, params[u].size(), params[u].data());
+    views.push_back(params[u].data());
+  }
+  model::ResidentUnits<float> units(views, std::vector<float*>(views.size(), nullptr));
+  const auto m = model::make_model<float>(layout, 1, T);
+  std::vector<float> logits(static_cast<size_t>(T) * V);
+  for (int t = 1; t <= T; ++t) m->next_token_logits(tokens.data(), t, units, logits.data() + static_cast<size_t>(t - 1) * V);
+  write_file_atomic(o.out, logits.data(), logits.size() * sizeof(float));
+  return 0;
+}
+
+void register_logits(CLI::App& app, Action& action) {
+  static LogitsOptions opts;
+  auto* cmd = app.add_subcommand("logits", "Testing: the fp32 logits [T, V] of one sequence, raw");
+  cmd->add_option("--model", opts.model, "A GPT-2 safetensors file or a model directory")->required();
+  cmd->add_option("--tokens", opts.tokens, "Comma-separated token ids")->required();
+  cmd->add_option("--out", opts.out, "Output file")->required();
+  cmd->callback([&action] { action = [] { return run_logits(opts); }; });
+}
+
+const CommandRegistration logits_registration(90, register_logits);
 
 const bool installed = [] {
   train_extension() = {add_fault_flags, fault_hooks};

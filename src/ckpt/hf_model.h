@@ -1,0 +1,83 @@
+// Hugging Face model directories (contract §12): config.json beside model.safetensors, or beside
+// shards listed in model.safetensors.index.json ("weight_map": tensor name → file name), tensors in
+// F32, BF16 or F16 under transformers' names and PyTorch's [out, in] shapes. What `--init DIR` reads
+// and `--out DIR` / `ckpt consolidate --hf DIR` write, loadable by `from_pretrained` as it is.
+//
+// Reading maps every shard and validates every header, name and shape before anything is copied:
+// then read_unit_range() touches only the bytes of the range asked for, so a rank that loads its
+// ZeRO shard reads that part of the files and nothing else. Buffers transformers keeps in some
+// files (rotary inv_freq) and a tied model's lm_head.weight are ignored.
+//
+// Writing streams unit by unit into shards of at most `shard_bytes` (a tensor larger than that gets
+// a shard of its own, as transformers does), in a staging directory beside the target that replaces
+// it only once complete: a failed write leaves an earlier directory as it was.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "ckpt/safetensors.h"
+#include "core/dtype.h"
+#include "model/layout.h"
+#include "model/model_config.h"
+
+namespace zerodp::ckpt {
+
+// Limits on what a model directory may hold (docs/limits.md), checked before anything is sized by it.
+struct HfDirLimits {
+  static constexpr size_t kMaxConfigBytes = size_t{1} << 20;  // config.json (Llama 3's: 1 KB)
+  static constexpr size_t kMaxIndexBytes = size_t{64} << 20;  // the index (Llama 3.1 405B's: 100 KB)
+  static constexpr size_t kMaxShards = 100000;
+};
+
+// transformers' default shard size for save_pretrained: 5 GB.
+inline constexpr uint64_t kDefaultShardBytes = uint64_t{5} * 1000 * 1000 * 1000;
+
+class HfModelDir {
+ public:
+  // Whether `path` is a directory holding a config.json (what --init tells apart from a file).
+  static bool is_model_dir(const std::string& path);
+  // UsageError naming the directory, the file and the tensor on any problem.
+  static HfModelDir open(const std::string& dir);
+
+  const model::ModelConfig& config() const { return config_; }
+  const std::string& path() const { return dir_; }
+  // The dtype of the token embedding's tensor: what --out-dtype defaults to.
+  DType dtype() const { return dtype_; }
+  // How many safetensors files hold the tensors.
+  size_t num_files() const { return files_.size(); }
+
+  // dst[k] = element (begin + k) of `unit`'s flat buffer in `layout` (config()'s), widened to fp32.
+  void read_unit_range(const model::ParamLayout& layout, int unit, size_t begin, size_t count, float* dst) const;
+
+ private:
+  HfModelDir() = default;
+  std::string dir_;
+  model::ModelConfig config_;
+  DType dtype_ = DType::kF32;
+  std::vector<SafetensorsReader> files_;
+  std::unordered_map<std::string, const TensorEntry*> by_name_;  // the layout's names → their tensors
+};
+
+// The file names save_hf_model gives a layout's tensors: "model.safetensors" for all when one shard
+// holds them, else "model-0000i-of-0000n.safetensors", each shard at most `shard_bytes` (or one
+// tensor); in layout order (a tied model's lm_head is not written: transformers ties it).
+std::vector<std::string> hf_shard_files(const model::ParamLayout& layout, DType dtype, uint64_t shard_bytes);
+
+// Writes `dir` (config.json, the weights, the index when sharded) for `layout`'s model in `dtype`.
+// unit_data(u) is called for u = 0, 1, ... and returns unit u's flat fp32 buffer, valid until the
+// next call. UsageError when `dir` exists and is neither empty nor a model directory.
+void save_hf_model(const std::string& dir, const model::ParamLayout& layout, DType dtype, uint64_t shard_bytes,
+                   const std::function<const float*(int unit)>& unit_data);
+
+// UsageError unless `dir` could be written by save_hf_model (absent, empty, or a model directory,
+// in a parent that exists): checked before a run trains for hours.
+void check_hf_output(const std::string& dir, std::string_view flag);
+
+// "float32", "bfloat16", "float16": config.json's torch_dtype.
+const char* torch_dtype_name(DType dtype);
+
+}  // namespace zerodp::ckpt

@@ -1,0 +1,35 @@
+// Where a run's initial weights come from (--init): a GPT-2 safetensors file (ckpt/gpt2_weights.h)
+// or a Hugging Face model directory (ckpt/hf_model.h), told apart by what the path is. Either is
+// validated in full when opened and read by unit ranges, so each rank loads its shard alone.
+#pragma once
+
+#include <string>
+#include <variant>
+
+#include "ckpt/gpt2_weights.h"
+#include "ckpt/hf_model.h"
+#include "model/layout.h"
+#include "model/model_config.h"
+
+namespace zerodp::ckpt {
+
+class ModelSource {
+ public:
+  // A directory with a config.json: a model directory; anything else: a GPT-2 file.
+  static ModelSource open(const std::string& path);
+
+  const model::ModelConfig& config() const { return config_; }
+  const std::string& path() const { return path_; }
+  // The dtype of the token embedding's tensor (a directory's --out-dtype default).
+  DType dtype() const;
+  void read_unit_range(const model::ParamLayout& layout, int unit, size_t begin, size_t count, float* dst) const;
+
+ private:
+  explicit ModelSource(GPT2Weights w);
+  explicit ModelSource(HfModelDir d);
+  model::ModelConfig config_;
+  std::string path_;
+  std::variant<GPT2Weights, HfModelDir> source_;
+};
+
+}  // namespace zerodp::ckpt
