@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "apps/commands.h"
+#include "apps/model_options.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "device/select.h"
@@ -24,6 +25,9 @@ namespace {
 struct EstimateOptions {
   std::string params, preset;
   int layers = 0, embd = 0, heads = 0, vocab = 0, ctx = 0, seq = 0;
+  // --arch llama: the Llama family's dimensions, as `zerodp init --arch llama` takes them.
+  std::string arch = "gpt2";
+  LlamaOptions llama;
   int gpus = 1;
   std::string stage = "all";
   std::string dtype = "bf16";
@@ -78,6 +82,11 @@ plan::PlanInput plan_input(const EstimateOptions& o) {
               "--params gives a bare parameter count: do not combine it with --preset or GPT-2 dimensions");
   if (!o.params.empty()) {
     in.params = parse_count(o.params);
+  } else if (model::parse_arch(o.arch, "--arch") == model::Arch::kLlama) {
+    ZDP_REQUIRE(o.preset.empty(), "--arch llama gives the dimensions: do not combine it with --preset");
+    ZDP_REQUIRE(o.layers > 0 && o.heads > 0 && o.embd > 0 && o.vocab > 0 && o.ctx > 0,
+                "--arch llama needs --layers, --heads, --embd, --vocab and --ctx");
+    in.model = llama_config(o.layers, o.heads, o.embd, o.vocab, o.ctx, o.llama);
   } else if (!o.preset.empty() && plan::model_preset(o.preset).is_llama()) {
     ZDP_REQUIRE(!dims, "--preset {}: the GPT-2 dimensions (--layers, --embd, ...) do not apply to a Llama preset",
                 o.preset);
@@ -238,6 +247,9 @@ void register_estimate(CLI::App& app, Action& action) {
   cmd->add_option("--heads", o.heads, "GPT-2 attention heads H");
   cmd->add_option("--vocab", o.vocab, "GPT-2 vocabulary V (default 50257)");
   cmd->add_option("--ctx", o.ctx, "GPT-2 context N, the rows of wpe (default: the preset's, or --seq, or 1024)");
+  cmd->add_option("--arch", o.arch, "gpt2 or llama (with --layers, --heads, --embd, --vocab, --ctx and these:)")
+      ->capture_default_str();
+  add_llama_options(cmd, o.llama);
   cmd->add_option("--seq", o.seq, "Tokens per sequence T (default: the context N; for a Llama preset at most 4096)");
   cmd->add_option("--gpus", o.gpus, "World size W (ranks, one GPU each)")->capture_default_str();
   cmd->add_option("--stage", o.stage, "ZeRO stage 0, 1, 2, 3 or all")->capture_default_str();

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "apps/commands.h"
+#include "apps/model_options.h"
 #include "ckpt/gpt2_weights.h"
 #include "ckpt/hf_model.h"
 #include "core/error.h"
@@ -32,39 +33,9 @@ struct InitOptions {
   int vocab = 256;
   int ctx = 128;
   uint64_t seed = 1337;
-  // The Llama family's (0: the default the help states).
-  int kv_heads = 0;
-  int head_dim = 0;
-  int intermediate = 0;
-  double rope_theta = 10000.0;
-  bool tie = false;
-  bool qwen2 = false;
-  bool attention_bias = false;
+  LlamaOptions llama;
   std::string dtype = "fp32";
 };
-
-// A SwiGLU MLP's usual width for C: 8C/3 rounded up to a multiple of 32 (Llama's rule of thumb).
-int default_intermediate(int C) { return (8 * C / 3 + 31) / 32 * 32; }
-
-model::LlamaConfig llama_config(const InitOptions& o) {
-  model::LlamaConfig c;
-  c.family = o.qwen2 ? model::LlamaFamily::kQwen2 : model::LlamaFamily::kLlama;
-  c.n_layer = o.layers;
-  c.n_head = o.heads;
-  c.n_kv_head = o.kv_heads > 0 ? o.kv_heads : o.heads;
-  c.n_embd = o.embd;
-  ZDP_REQUIRE(o.head_dim > 0 || o.embd % o.heads == 0,
-              "--embd {} is not divisible by --heads {}: give --head-dim", o.embd, o.heads);
-  c.head_dim = o.head_dim > 0 ? o.head_dim : o.embd / o.heads;
-  c.intermediate_size = o.intermediate > 0 ? o.intermediate : default_intermediate(o.embd);
-  c.vocab_size = o.vocab;
-  c.n_ctx = o.ctx;
-  c.rope_theta = o.rope_theta;
-  c.tie_word_embeddings = o.tie;
-  c.attention_bias = o.attention_bias;
-  c.validate();  // within LlamaLimits
-  return c;
-}
 
 // Elements of the model's largest unit, from the config alone (no layout of a huge model is built
 // just to refuse it): the embedding unit, a block, or the head's own unit.
@@ -111,13 +82,12 @@ int run_init(const InitOptions& o) {
   ZDP_REQUIRE(o.ctx > 0, "--ctx must be positive, got {}", o.ctx);
   const model::Arch arch = model::parse_arch(o.arch, "--arch");
   const bool llama = arch == model::Arch::kLlama;
-  ZDP_REQUIRE(llama || (o.kv_heads == 0 && o.head_dim == 0 && o.intermediate == 0 && !o.tie && !o.qwen2 &&
-                        !o.attention_bias && o.dtype == "fp32"),
-              "--kv-heads, --head-dim, --intermediate, --tie, --qwen2, --attention-bias and --dtype are for "
-              "--arch llama");
+  ZDP_REQUIRE(llama || (!any_llama_option(o.llama) && o.dtype == "fp32"),
+              "--kv-heads, --head-dim, --intermediate, --rope-theta, --tie, --qwen2, --attention-bias and --dtype "
+              "are for --arch llama");
   model::ModelConfig config;
   if (llama) {
-    config = llama_config(o);
+    config = llama_config(o.layers, o.heads, o.embd, o.vocab, o.ctx, o.llama);
   } else {
     ZDP_REQUIRE(o.embd % o.heads == 0, "--embd {} is not divisible by --heads {}", o.embd, o.heads);
     config = model::GPT2Config{o.layers, o.heads, o.embd, o.vocab, o.ctx};
@@ -160,13 +130,7 @@ void register_init(CLI::App& app, Action& action) {
   cmd->add_option("--ctx", opts.ctx, "Context length N (rows of wpe)")->capture_default_str();
   cmd->add_option("--seed", opts.seed, "Random seed: the same seed gives the same bits")
       ->capture_default_str();
-  cmd->add_option("--kv-heads", opts.kv_heads, "Llama: key/value heads (dividing --heads; default --heads)");
-  cmd->add_option("--head-dim", opts.head_dim, "Llama: values per head (default --embd / --heads)");
-  cmd->add_option("--intermediate", opts.intermediate, "Llama: the MLP's width (default 8C/3 rounded up to 32)");
-  cmd->add_option("--rope-theta", opts.rope_theta, "Llama: RoPE's base")->capture_default_str();
-  cmd->add_flag("--tie", opts.tie, "Llama: tie lm_head to embed_tokens (tie_word_embeddings)");
-  cmd->add_flag("--qwen2", opts.qwen2, "Llama: a Qwen2ForCausalLM (q/k/v biases)");
-  cmd->add_flag("--attention-bias", opts.attention_bias, "Llama: biases on q, k, v and o (attention_bias)");
+  add_llama_options(cmd, opts.llama);
   cmd->add_option("--dtype", opts.dtype, "Llama: the tensors' dtype, fp32, bf16 or fp16")->capture_default_str();
   cmd->footer(
       "Defaults make a small model: L=2 H=4 C=64 V=256 N=128, seed 1337.\n"

@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/commands.h"
+#include "apps/model_options.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/json.h"
@@ -38,6 +39,8 @@ namespace fs = std::filesystem;
 
 struct SweepOptions {
   int layers = 4, embd = 256, heads = 4, vocab = 256, seq = 16;
+  std::string arch = "gpt2";
+  LlamaOptions llama;  // --arch llama
   int gpus = 4;
   std::vector<int> worlds = {1, 2, 4};
   std::string dtype = "fp32";
@@ -91,7 +94,12 @@ class Sweeper {
       fs::create_directories(work_);
     }
     log::info("sweep: runs, logs and metrics in {}", work_.string());
-    model_ = model::GPT2Config{o.layers, o.heads, o.embd, o.vocab, o.seq};
+    if (model::parse_arch(o.arch, "--arch") == model::Arch::kLlama) {
+      model_ = llama_config(o.layers, o.heads, o.embd, o.vocab, o.seq, o.llama);
+    } else {
+      ZDP_REQUIRE(!any_llama_option(o.llama), "--kv-heads, --head-dim, ... are for --arch llama");
+      model_ = model::GPT2Config{o.layers, o.heads, o.embd, o.vocab, o.seq};
+    }
     model_.validate();
     dtype_ = parse_dtype(o.dtype);
   }
@@ -99,12 +107,13 @@ class Sweeper {
   void prepare() {
     ZDP_REQUIRE(fs::exists(o_.text), "--text {}: no such file (run from the repository root)", o_.text);
     tokens_ = (work_ / "tokens.bin").string();
-    init_ = (work_ / "init.safetensors").string();
+    init_ = (work_ / (model_.is_gpt2() ? "init.safetensors" : "init")).string();
     int rc = shell(fmt::format("{} tokenize --text {} --out {}", quote(self_), quote(o_.text), quote(tokens_)),
                    work_ / "tokenize.log");
     ZDP_REQUIRE(rc == 0, "zerodp tokenize failed (exit {}), see {}", rc, (work_ / "tokenize.log").string());
-    rc = shell(fmt::format("{} init --out {} --layers {} --heads {} --embd {} --vocab {} --ctx {} --seed 1", quote(self_),
-                           quote(init_), o_.layers, o_.heads, o_.embd, o_.vocab, o_.seq),
+    rc = shell(fmt::format("{} init --out {} --layers {} --heads {} --embd {} --vocab {} --ctx {} --seed 1{}", quote(self_),
+                           quote(init_), o_.layers, o_.heads, o_.embd, o_.vocab, o_.seq,
+                           model_.is_gpt2() ? std::string() : " --arch llama " + llama_flags(o_.llama)),
                work_ / "init.log");
     ZDP_REQUIRE(rc == 0, "zerodp init failed (exit {}), see {}", rc, (work_ / "init.log").string());
   }
@@ -220,7 +229,7 @@ class Sweeper {
   uint64_t budget_;
   std::string self_, tokens_, init_;
   fs::path work_;
-  model::GPT2Config model_;
+  model::ModelConfig model_;
   DType dtype_;
   std::map<std::tuple<int, int, int>, Run> cache_;
 };
@@ -258,10 +267,12 @@ void register_sweep(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand(
       "sweep", "Train short runs across ZeRO stages and micro-batches under a memory budget; CSV and plots");
   SweepOptions& o = g_sweep;
-  cmd->add_option("--layers", o.layers, "GPT-2 layers")->capture_default_str();
-  cmd->add_option("--embd", o.embd, "GPT-2 width")->capture_default_str();
-  cmd->add_option("--heads", o.heads, "GPT-2 heads")->capture_default_str();
-  cmd->add_option("--vocab", o.vocab, "GPT-2 vocabulary (>= 256: the text is tokenized by bytes)")->capture_default_str();
+  cmd->add_option("--arch", o.arch, "gpt2 or llama")->capture_default_str();
+  cmd->add_option("--layers", o.layers, "Layers")->capture_default_str();
+  cmd->add_option("--embd", o.embd, "Width")->capture_default_str();
+  cmd->add_option("--heads", o.heads, "Heads")->capture_default_str();
+  cmd->add_option("--vocab", o.vocab, "Vocabulary (>= 256: the text is tokenized by bytes)")->capture_default_str();
+  add_llama_options(cmd, o.llama);
   cmd->add_option("--seq", o.seq, "Tokens per sequence (also the context)")->capture_default_str();
   cmd->add_option("--gpus", o.gpus, "Ranks for the stage sweep")->capture_default_str();
   cmd->add_option("--worlds", o.worlds, "Ranks for the DP vs ZeRO-2 global batch sweep")->delimiter(',')->capture_default_str();

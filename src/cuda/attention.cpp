@@ -16,6 +16,23 @@
 
 namespace zerodp::cuda {
 
+void check_attention_shape(const char* what, DType dtype, const AttentionDims& d) {
+  ZDP_CHECK(dtype == DType::kBF16 || dtype == DType::kF16, "{}: the CUDA attention computes in bf16 or fp16, not {}",
+            what, dtype_name(dtype));
+  ZDP_CHECK(d.B > 0 && d.T > 0 && d.heads > 0 && d.kv_heads > 0 && d.head_size > 0 && d.heads % d.kv_heads == 0,
+            "{}: bad shape B={} T={} heads={} kv_heads={} head_size={} (kv_heads must divide heads)", what, d.B, d.T,
+            d.heads, d.kv_heads, d.head_size);
+  const int hs = d.head_size;
+  ZDP_CHECK(attn::supported_head_size(hs), "{}: head size {} is not supported by the CUDA attention (32, 64 or 128)",
+            what, hs);
+  ZDP_CHECK(attn::grid_fits(d.B, d.T, d.heads, hs),
+            "{}: B={} T={} NH={} exceeds the CUDA attention's grid (B·NH < 2^31, T ≤ {})", what, d.B, d.T, d.heads,
+            attn::kMaxGridY * attn::min_int(attn::block_rows(hs), attn::block_cols(hs)));
+  ZDP_CHECK(static_cast<int64_t>(d.B) * d.T * (static_cast<int64_t>(d.heads) + 2 * d.kv_heads) * hs <
+                (int64_t{1} << 62),
+            "{}: B={} T={} heads={} kv_heads={} head_size={} is too large", what, d.B, d.T, d.heads, d.kv_heads, hs);
+}
+
 void check_attention_shape(const char* what, DType dtype, int B, int T, int C, int NH) {
   ZDP_CHECK(dtype == DType::kBF16 || dtype == DType::kF16, "{}: the CUDA attention computes in bf16 or fp16, not {}",
             what, dtype_name(dtype));
@@ -25,14 +42,14 @@ void check_attention_shape(const char* what, DType dtype, int B, int T, int C, i
   ZDP_CHECK(attn::supported_head_size(hs),
             "{}: head size {} (C={} / NH={}) is not supported by the CUDA attention (32, 64 or 128)", what, hs, C,
             NH);
-  ZDP_CHECK(attn::grid_fits(B, T, NH, hs), "{}: B={} T={} NH={} exceeds the CUDA attention's grid (B·NH < 2^31, T ≤ {})",
-            what, B, T, NH, attn::kMaxGridY * attn::min_int(attn::block_rows(hs), attn::block_cols(hs)));
-  ZDP_CHECK(static_cast<int64_t>(B) * T * 3 * C < (int64_t{1} << 62), "{}: B={} T={} C={} is too large", what, B,
-            T, C);
+  check_attention_shape(what, dtype, AttentionDims{B, T, NH, NH, hs});
 }
 
+size_t attention_backward_scratch_bytes(const AttentionDims& d) {
+  return static_cast<size_t>(d.B) * d.heads * d.T * sizeof(float);
+}
 size_t attention_backward_scratch_bytes(int B, int T, int NH) {
-  return static_cast<size_t>(B) * NH * T * sizeof(float);
+  return attention_backward_scratch_bytes(AttentionDims{B, T, NH, NH, 1});
 }
 
 namespace {
@@ -77,26 +94,35 @@ void require_tc(const char* what, int hs, bool pointers_aligned) {
   ZDP_CHECK(why == nullptr, "{}: the tensor-core attention cannot run head size {} here: {}", what, hs, why);
 }
 
-void run_forward(AttentionKernel kernel, DType dtype, void* out, float* lse, const void* qkv, int B, int T, int C, int NH,
+void run_forward(AttentionKernel kernel, DType dtype, void* out, float* lse, const void* qkv, const AttentionDims& d,
                  cudaStream_t stream) {
   if (kernel == AttentionKernel::kTensorCore)
-    detail::tc_attention_forward(dtype, out, lse, qkv, B, T, C, NH, stream);
+    detail::tc_attention_forward(dtype, out, lse, qkv, d, stream);
   else
-    detail::fma_attention_forward(dtype, out, lse, qkv, B, T, C, NH, stream);
+    detail::fma_attention_forward(dtype, out, lse, qkv, d, stream);
 }
 
 void run_backward(AttentionKernel kernel, DType dtype, float* dqkv, void* scratch, const void* dout, const void* out,
-                  const float* lse, const void* qkv, int B, int T, int C, int NH, cudaStream_t stream) {
+                  const float* lse, const void* qkv, const AttentionDims& d, cudaStream_t stream) {
   if (kernel == AttentionKernel::kTensorCore)
-    detail::tc_attention_backward(dtype, dqkv, scratch, dout, out, lse, qkv, B, T, C, NH, stream);
+    detail::tc_attention_backward(dtype, dqkv, scratch, dout, out, lse, qkv, d, stream);
   else
-    detail::fma_attention_backward(dtype, dqkv, scratch, dout, out, lse, qkv, B, T, C, NH, stream);
+    detail::fma_attention_backward(dtype, dqkv, scratch, dout, out, lse, qkv, d, stream);
 }
 
 bool forward_aligned(const void* out, const void* qkv) { return aligned(out, 16) && aligned(qkv, 16); }
 bool backward_aligned(const float* dqkv, const void* dout, const void* out, const void* qkv) {
   return aligned(dout, 16) && aligned(out, 16) && aligned(qkv, 16) && aligned(dqkv, 8);
 }
+
+// GPT-2's shape, checked with its own message (C a multiple of NH) before it becomes AttentionDims.
+AttentionDims mha_dims(const char* what, DType dtype, int B, int T, int C, int NH) {
+  check_attention_shape(what, dtype, B, T, C, NH);
+  return AttentionDims{B, T, NH, NH, C / NH};
+}
+
+constexpr const char* kForward = "cuda attention_forward";
+constexpr const char* kBackward = "cuda attention_backward";
 
 }  // namespace
 
@@ -105,37 +131,52 @@ AttentionKernel attention_kernel_for(int C, int NH) {
   return choose("cuda attention", request_from_env(), C / NH, true);
 }
 
+void attention_forward_with(AttentionKernel kernel, DType dtype, void* out, float* lse, const void* qkv,
+                            const AttentionDims& d, cudaStream_t stream) {
+  check_attention_shape(kForward, dtype, d);
+  if (kernel == AttentionKernel::kTensorCore) require_tc(kForward, d.head_size, forward_aligned(out, qkv));
+  run_forward(kernel, dtype, out, lse, qkv, d, stream);
+}
 void attention_forward_with(AttentionKernel kernel, DType dtype, void* out, float* lse, const void* qkv, int B, int T,
                             int C, int NH, cudaStream_t stream) {
-  const char* what = "cuda attention_forward";
-  check_attention_shape(what, dtype, B, T, C, NH);
-  if (kernel == AttentionKernel::kTensorCore) require_tc(what, C / NH, forward_aligned(out, qkv));
-  run_forward(kernel, dtype, out, lse, qkv, B, T, C, NH, stream);
+  attention_forward_with(kernel, dtype, out, lse, qkv, mha_dims(kForward, dtype, B, T, C, NH), stream);
 }
 
 void attention_backward_with(AttentionKernel kernel, DType dtype, float* dqkv, void* scratch, const void* dout,
+                             const void* out, const float* lse, const void* qkv, const AttentionDims& d,
+                             cudaStream_t stream) {
+  check_attention_shape(kBackward, dtype, d);
+  if (kernel == AttentionKernel::kTensorCore)
+    require_tc(kBackward, d.head_size, backward_aligned(dqkv, dout, out, qkv));
+  run_backward(kernel, dtype, dqkv, scratch, dout, out, lse, qkv, d, stream);
+}
+void attention_backward_with(AttentionKernel kernel, DType dtype, float* dqkv, void* scratch, const void* dout,
                              const void* out, const float* lse, const void* qkv, int B, int T, int C, int NH,
                              cudaStream_t stream) {
-  const char* what = "cuda attention_backward";
-  check_attention_shape(what, dtype, B, T, C, NH);
-  if (kernel == AttentionKernel::kTensorCore) require_tc(what, C / NH, backward_aligned(dqkv, dout, out, qkv));
-  run_backward(kernel, dtype, dqkv, scratch, dout, out, lse, qkv, B, T, C, NH, stream);
+  attention_backward_with(kernel, dtype, dqkv, scratch, dout, out, lse, qkv, mha_dims(kBackward, dtype, B, T, C, NH),
+                          stream);
 }
 
+void attention_forward(DType dtype, void* out, float* lse, const void* qkv, const AttentionDims& d,
+                       cudaStream_t stream) {
+  check_attention_shape(kForward, dtype, d);
+  const AttentionKernel k = choose(kForward, request_from_env(), d.head_size, forward_aligned(out, qkv));
+  run_forward(k, dtype, out, lse, qkv, d, stream);
+}
 void attention_forward(DType dtype, void* out, float* lse, const void* qkv, int B, int T, int C, int NH,
                        cudaStream_t stream) {
-  const char* what = "cuda attention_forward";
-  check_attention_shape(what, dtype, B, T, C, NH);
-  const AttentionKernel k = choose(what, request_from_env(), C / NH, forward_aligned(out, qkv));
-  run_forward(k, dtype, out, lse, qkv, B, T, C, NH, stream);
+  attention_forward(dtype, out, lse, qkv, mha_dims(kForward, dtype, B, T, C, NH), stream);
 }
 
 void attention_backward(DType dtype, float* dqkv, void* scratch, const void* dout, const void* out, const float* lse,
+                        const void* qkv, const AttentionDims& d, cudaStream_t stream) {
+  check_attention_shape(kBackward, dtype, d);
+  const AttentionKernel k = choose(kBackward, request_from_env(), d.head_size, backward_aligned(dqkv, dout, out, qkv));
+  run_backward(k, dtype, dqkv, scratch, dout, out, lse, qkv, d, stream);
+}
+void attention_backward(DType dtype, float* dqkv, void* scratch, const void* dout, const void* out, const float* lse,
                         const void* qkv, int B, int T, int C, int NH, cudaStream_t stream) {
-  const char* what = "cuda attention_backward";
-  check_attention_shape(what, dtype, B, T, C, NH);
-  const AttentionKernel k = choose(what, request_from_env(), C / NH, backward_aligned(dqkv, dout, out, qkv));
-  run_backward(k, dtype, dqkv, scratch, dout, out, lse, qkv, B, T, C, NH, stream);
+  attention_backward(dtype, dqkv, scratch, dout, out, lse, qkv, mha_dims(kBackward, dtype, B, T, C, NH), stream);
 }
 
 }  // namespace zerodp::cuda

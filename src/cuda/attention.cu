@@ -6,8 +6,13 @@
 //             one block per (b, h, query block of Br rows), one thread per query row; the key blocks
 //             right of the diagonal are never loaded; online softmax over the key blocks (FlashAttention-2).
 //   backward: D = rowsum(dO∘O) ;  P = e^(S − L) ;  dP = dO·Vᵀ ;  dS = P∘(dP − D)·scale
-//             dV += Pᵀ·dO ;  dK += dSᵀ·Q  (kernel per key block, iterating the query blocks below it)
+//             dV += Pᵀ·dO ;  dK += dSᵀ·Q  (kernel per key block of a key/value head, iterating its query
+//                                         heads in order and, for each, the query blocks below it)
 //             dQ += dS·K               (kernel per query block, iterating the key blocks left of it)
+// Grouped-query heads (attention_tiling.h's HeadLayout): query head h reads key/value head h/(NH/NKV);
+// the forward and dQ run per query head, dK/dV per key/value head, summing its NH/NKV query heads'
+// contributions in head order in the thread's registers (one add into dqkv at the end). With NKV = NH
+// (GPT-2) that loop has one turn and every sum is the one it was.
 //
 // Determinism: FlashAttention-2 accumulates dQ with float atomics from every key block, whose order
 // varies between runs. Here dQ has its own pass (one thread per query row, key blocks in order),
@@ -62,17 +67,16 @@ __device__ inline void load_tile(E* tile, int ld, const E* src, ptrdiff_t stride
 // O_i = Σ_j softmax_j(scale·q_i·k_j)·v_j over j ≤ i, by fwd_row_tile's online softmax; L_i = m + log l.
 template <int HS, class E>
 __global__ void __launch_bounds__(block_rows(HS))
-    attention_forward_kernel(E* out, float* lse, const E* qkv, int T, int C, int NH, float scale) {
+    attention_forward_kernel(E* out, float* lse, const E* qkv, int T, HeadLayout L, float scale) {
   constexpr int BR = block_rows(HS), BC = block_cols(HS), QS = padded_row(HS);
   extern __shared__ __align__(16) unsigned char smem[];
   E* sq = reinterpret_cast<E*>(smem);  // [BR][QS], row r is thread r's
   E* sk = sq + BR * QS;                // [BC][HS]
   E* sv = sk + BC * HS;                // [BC][HS]
-  const HeadRows head = head_rows(blockIdx.x, T, C, NH, HS);
-  const int b = head.b, h = head.h;
+  const HeadRows head = head_rows(blockIdx.x, T, L);
   const int qb = query_block_of(blockIdx.y, gridDim.y);
   const int r = threadIdx.x, i = qb * BR + r;
-  const ptrdiff_t stride = 3 * static_cast<ptrdiff_t>(C);
+  const ptrdiff_t stride = qkv_row(L);
   const E *q = qkv + head.q, *k = qkv + head.k, *v = qkv + head.v;
 
   load_tile<HS>(sq, QS, q, stride, qb * BR, BR, T);
@@ -90,30 +94,31 @@ __global__ void __launch_bounds__(block_rows(HS))
   }
   if (i < T) {
     const float inv = 1.0f / l;
-    E* orow = out + out_index(b, i, h, 0, T, C, HS);
+    E* orow = out + head.out + static_cast<ptrdiff_t>(i) * out_row(L);
 #pragma unroll
     for (int c = 0; c < HS; ++c) orow[c] = from_f32<E>(o[c] * inv);
-    lse[row_stat_index(b, h, i, T, NH)] = m + logf(l);
+    lse[head.stat + i] = m + logf(l);
   }
 }
 
 // ---- backward ---------------------------------------------------------------------------------------
 // D_i = Σ_c dO_ic·O_ic (fp32, from the 16-bit dO and the saved 16-bit O), one thread per row.
 template <int HS, class E>
-__global__ void attention_row_dot_kernel(float* D, const E* dout, const E* out, int B, int T, int C, int NH) {
+__global__ void attention_row_dot_kernel(float* D, const E* dout, const E* out, int B, int T, HeadLayout L) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;  // (b, h, t)
-  if (row >= static_cast<int64_t>(B) * NH * T) return;
-  const int t = static_cast<int>(row % T), bh = static_cast<int>(row / T), b = bh / NH, h = bh % NH;
-  const ptrdiff_t at = out_index(b, t, h, 0, T, C, HS);
+  if (row >= static_cast<int64_t>(B) * L.NH * T) return;
+  const int t = static_cast<int>(row % T), bh = static_cast<int>(row / T), b = bh / L.NH, h = bh % L.NH;
+  const ptrdiff_t at = out_index(b, t, h, 0, T, L);
   D[row] = dot_row<HS>(dout + at, out + at);
 }
 
-// dV_j += Σ_i P_ij·dO_i ; dK_j += Σ_i dS_ij·q_i over i ≥ j: one thread per key row j, query blocks in
-// order from the diagonal one down, each tile's rows in order (bwd_kv_row_tile).
+// dV_j += Σ_i P_ij·dO_i ; dK_j += Σ_i dS_ij·q_i over i ≥ j and over the query heads of key/value head g:
+// one thread per key row j; the heads in order, for each the query blocks in order from the diagonal
+// one down, each tile's rows in order (bwd_kv_row_tile).
 template <int HS, class E>
 __global__ void __launch_bounds__(block_cols(HS))
     attention_backward_kv_kernel(float* dqkv, const E* dout, const float* lse, const float* D, const E* qkv, int T,
-                                 int C, int NH, float scale) {
+                                 HeadLayout L, float scale) {
   constexpr int BR = block_rows(HS), BC = block_cols(HS), KS = padded_row(HS);
   extern __shared__ __align__(16) unsigned char smem[];
   E* sk = reinterpret_cast<E*>(smem);  // [BC][KS], row r is thread r's
@@ -122,38 +127,40 @@ __global__ void __launch_bounds__(block_cols(HS))
   E* sdo = sq + BR * HS;               // [BR][HS]
   float* sL = reinterpret_cast<float*>(sdo + BR * HS);  // [BR]; 4-byte aligned: the offsets above are even
   float* sD = sL + BR;                                  // [BR]
-  const HeadRows head = head_rows(blockIdx.x, T, C, NH, HS);
-  const int b = head.b, h = head.h;
+  const KvHeadRows kv = kv_head_rows(blockIdx.x, T, L);
   const int kb = key_block_of(blockIdx.y);
   const int r = threadIdx.x, j = kb * BC + r;
-  const ptrdiff_t stride = 3 * static_cast<ptrdiff_t>(C);
-  const E *q = qkv + head.q, *k = qkv + head.k, *v = qkv + head.v;
-  const E* dO = dout + head.out;
-  const float *Lh = lse + head.stat, *Dh = D + head.stat;
+  const ptrdiff_t stride = qkv_row(L);
 
-  load_tile<HS>(sk, KS, k, stride, kb * BC, BC, T);
-  load_tile<HS>(sv, KS, v, stride, kb * BC, BC, T);
+  load_tile<HS>(sk, KS, qkv + kv.k, stride, kb * BC, BC, T);
+  load_tile<HS>(sv, KS, qkv + kv.v, stride, kb * BC, BC, T);
   float dk[HS], dv[HS];
 #pragma unroll
   for (int c = 0; c < HS; ++c) dk[c] = dv[c] = 0.0f;
   const int nqb = ceil_div(T, BR);
-  for (int qb = first_query_block(kb, BR, BC); qb < nqb; ++qb) {
-    __syncthreads();
-    load_tile<HS>(sq, HS, q, stride, qb * BR, BR, T);
-    load_tile<HS>(sdo, HS, dO, C, qb * BR, BR, T);
-    for (int e = threadIdx.x; e < BR; e += blockDim.x) {
-      const int t = qb * BR + e;
-      sL[e] = t < T ? Lh[t] : 0.0f;
-      sD[e] = t < T ? Dh[t] : 0.0f;
+  for (int g = 0; g < group_size(L); ++g) {
+    const HeadRows head = head_rows(query_block_x(kv, g, L), T, L);
+    const E* q = qkv + head.q;
+    const E* dO = dout + head.out;
+    const float *Lh = lse + head.stat, *Dh = D + head.stat;
+    for (int qb = first_query_block(kb, BR, BC); qb < nqb; ++qb) {
+      __syncthreads();
+      load_tile<HS>(sq, HS, q, stride, qb * BR, BR, T);
+      load_tile<HS>(sdo, HS, dO, out_row(L), qb * BR, BR, T);
+      for (int e = threadIdx.x; e < BR; e += blockDim.x) {
+        const int t = qb * BR + e;
+        sL[e] = t < T ? Lh[t] : 0.0f;
+        sD[e] = t < T ? Dh[t] : 0.0f;
+      }
+      __syncthreads();
+      if (j < T)
+        bwd_kv_row_tile<HS, BR>(sk + r * KS, sv + r * KS, sq, sdo, sL, sD, qb * BR, j, rows_present(qb * BR, T, BR),
+                                scale, dk, dv);
     }
-    __syncthreads();
-    if (j < T)
-      bwd_kv_row_tile<HS, BR>(sk + r * KS, sv + r * KS, sq, sdo, sL, sD, qb * BR, j, rows_present(qb * BR, T, BR),
-                              scale, dk, dv);
   }
   if (j < T) {
-    float* dkrow = dqkv + qkv_index(b, j, 1, h, 0, T, C, HS);
-    float* dvrow = dqkv + qkv_index(b, j, 2, h, 0, T, C, HS);
+    float* dkrow = dqkv + kv.k + static_cast<ptrdiff_t>(j) * stride;
+    float* dvrow = dqkv + kv.v + static_cast<ptrdiff_t>(j) * stride;
 #pragma unroll
     for (int c = 0; c < HS; ++c) {
       dkrow[c] += dk[c];
@@ -167,25 +174,24 @@ __global__ void __launch_bounds__(block_cols(HS))
 template <int HS, class E>
 __global__ void __launch_bounds__(block_rows(HS))
     attention_backward_q_kernel(float* dqkv, const E* dout, const float* lse, const float* D, const E* qkv, int T,
-                                int C, int NH, float scale) {
+                                HeadLayout L, float scale) {
   constexpr int BR = block_rows(HS), BC = block_cols(HS), QS = padded_row(HS);
   extern __shared__ __align__(16) unsigned char smem[];
   E* sq = reinterpret_cast<E*>(smem);  // [BR][QS], row r is thread r's
   E* sdo = sq + BR * QS;               // [BR][QS]
   E* sk = sdo + BR * QS;               // [BC][HS]
   E* sv = sk + BC * HS;                // [BC][HS]
-  const HeadRows head = head_rows(blockIdx.x, T, C, NH, HS);
-  const int b = head.b, h = head.h;
+  const HeadRows head = head_rows(blockIdx.x, T, L);
   const int qb = query_block_of(blockIdx.y, gridDim.y);
   const int r = threadIdx.x, i = qb * BR + r;
-  const ptrdiff_t stride = 3 * static_cast<ptrdiff_t>(C);
+  const ptrdiff_t stride = qkv_row(L);
   const E *q = qkv + head.q, *k = qkv + head.k, *v = qkv + head.v;
   const E* dO = dout + head.out;
 
   load_tile<HS>(sq, QS, q, stride, qb * BR, BR, T);
-  load_tile<HS>(sdo, QS, dO, C, qb * BR, BR, T);
-  const float Li = i < T ? lse[row_stat_index(b, h, i, T, NH)] : 0.0f;
-  const float Di = i < T ? D[row_stat_index(b, h, i, T, NH)] : 0.0f;
+  load_tile<HS>(sdo, QS, dO, out_row(L), qb * BR, BR, T);
+  const float Li = i < T ? lse[head.stat + i] : 0.0f;
+  const float Di = i < T ? D[head.stat + i] : 0.0f;
   float dq[HS];
 #pragma unroll
   for (int c = 0; c < HS; ++c) dq[c] = 0.0f;
@@ -199,7 +205,7 @@ __global__ void __launch_bounds__(block_rows(HS))
     if (n > 0) bwd_q_row_tile<HS, BC>(sq + r * QS, sdo + r * QS, sk, sv, n, Li, Di, scale, dq);
   }
   if (i < T) {
-    float* dqrow = dqkv + qkv_index(b, i, 0, h, 0, T, C, HS);
+    float* dqrow = dqkv + head.q + static_cast<ptrdiff_t>(i) * stride;
 #pragma unroll
     for (int c = 0; c < HS; ++c) dqrow[c] += dq[c];
   }
@@ -210,48 +216,50 @@ float scale_of(int hs) { return static_cast<float>(1.0 / std::sqrt(static_cast<d
 dim3 dim3_of(Grid g) { return dim3(g.x, g.y, g.z); }
 
 template <int HS, class E>
-void forward_hs(void* out, float* lse, const void* qkv, int B, int T, int C, int NH, cudaStream_t stream) {
+void forward_hs(void* out, float* lse, const void* qkv, int B, int T, HeadLayout L, cudaStream_t stream) {
   static_assert(fwd_smem_bytes(HS) <= kSmemWithoutOptIn);
-  attention_forward_kernel<HS, E><<<dim3_of(query_grid(B, T, NH, HS)), block_rows(HS), fwd_smem_bytes(HS), stream>>>(
-      static_cast<E*>(out), lse, static_cast<const E*>(qkv), T, C, NH, scale_of(HS));
+  attention_forward_kernel<HS, E><<<dim3_of(query_grid(B, T, L.NH, HS)), block_rows(HS), fwd_smem_bytes(HS), stream>>>(
+      static_cast<E*>(out), lse, static_cast<const E*>(qkv), T, L, scale_of(HS));
   ZDP_CUDA_CHECK(cudaGetLastError());
 }
 
 template <int HS, class E>
 void backward_hs(float* dqkv, void* scratch, const void* dout, const void* out, const float* lse, const void* qkv,
-                 int B, int T, int C, int NH, cudaStream_t stream) {
+                 int B, int T, HeadLayout L, cudaStream_t stream) {
   static_assert(bwd_kv_smem_bytes(HS) <= kSmemWithoutOptIn && bwd_q_smem_bytes(HS) <= kSmemWithoutOptIn);
   float* D = static_cast<float*>(scratch);
   const E* dO = static_cast<const E*>(dout);
   const E* x = static_cast<const E*>(qkv);
-  const int64_t rows = static_cast<int64_t>(B) * NH * T;
+  const int64_t rows = static_cast<int64_t>(B) * L.NH * T;
   attention_row_dot_kernel<HS, E><<<static_cast<unsigned>((rows + kRowThreads - 1) / kRowThreads), kRowThreads, 0,
-                                    stream>>>(D, dO, static_cast<const E*>(out), B, T, C, NH);
+                                    stream>>>(D, dO, static_cast<const E*>(out), B, T, L);
   ZDP_CUDA_CHECK(cudaGetLastError());
-  attention_backward_kv_kernel<HS, E><<<dim3_of(key_grid(B, T, NH, HS)), block_cols(HS), bwd_kv_smem_bytes(HS),
-                                        stream>>>(dqkv, dO, lse, D, x, T, C, NH, scale_of(HS));
+  attention_backward_kv_kernel<HS, E><<<dim3_of(key_grid(B, T, L.NKV, HS)), block_cols(HS), bwd_kv_smem_bytes(HS),
+                                        stream>>>(dqkv, dO, lse, D, x, T, L, scale_of(HS));
   ZDP_CUDA_CHECK(cudaGetLastError());
-  attention_backward_q_kernel<HS, E><<<dim3_of(query_grid(B, T, NH, HS)), block_rows(HS), bwd_q_smem_bytes(HS),
-                                       stream>>>(dqkv, dO, lse, D, x, T, C, NH, scale_of(HS));
+  attention_backward_q_kernel<HS, E><<<dim3_of(query_grid(B, T, L.NH, HS)), block_rows(HS), bwd_q_smem_bytes(HS),
+                                       stream>>>(dqkv, dO, lse, D, x, T, L, scale_of(HS));
   ZDP_CUDA_CHECK(cudaGetLastError());
 }
 
 template <class E>
-void forward_typed(void* out, float* lse, const void* qkv, int B, int T, int C, int NH, cudaStream_t stream) {
-  switch (C / NH) {
-    case 32: return forward_hs<32, E>(out, lse, qkv, B, T, C, NH, stream);
-    case 64: return forward_hs<64, E>(out, lse, qkv, B, T, C, NH, stream);
-    default: return forward_hs<128, E>(out, lse, qkv, B, T, C, NH, stream);  // checked: 128
+void forward_typed(void* out, float* lse, const void* qkv, const AttentionDims& d, cudaStream_t stream) {
+  const HeadLayout L{d.heads, d.kv_heads, d.head_size};
+  switch (d.head_size) {
+    case 32: return forward_hs<32, E>(out, lse, qkv, d.B, d.T, L, stream);
+    case 64: return forward_hs<64, E>(out, lse, qkv, d.B, d.T, L, stream);
+    default: return forward_hs<128, E>(out, lse, qkv, d.B, d.T, L, stream);  // checked: 128
   }
 }
 
 template <class E>
 void backward_typed(float* dqkv, void* scratch, const void* dout, const void* out, const float* lse, const void* qkv,
-                    int B, int T, int C, int NH, cudaStream_t stream) {
-  switch (C / NH) {
-    case 32: return backward_hs<32, E>(dqkv, scratch, dout, out, lse, qkv, B, T, C, NH, stream);
-    case 64: return backward_hs<64, E>(dqkv, scratch, dout, out, lse, qkv, B, T, C, NH, stream);
-    default: return backward_hs<128, E>(dqkv, scratch, dout, out, lse, qkv, B, T, C, NH, stream);
+                    const AttentionDims& d, cudaStream_t stream) {
+  const HeadLayout L{d.heads, d.kv_heads, d.head_size};
+  switch (d.head_size) {
+    case 32: return backward_hs<32, E>(dqkv, scratch, dout, out, lse, qkv, d.B, d.T, L, stream);
+    case 64: return backward_hs<64, E>(dqkv, scratch, dout, out, lse, qkv, d.B, d.T, L, stream);
+    default: return backward_hs<128, E>(dqkv, scratch, dout, out, lse, qkv, d.B, d.T, L, stream);
   }
 }
 
@@ -260,20 +268,20 @@ void backward_typed(float* dqkv, void* scratch, const void* dout, const void* ou
 namespace detail {
 
 // The shape was checked by the caller (attention.cpp).
-void fma_attention_forward(DType dtype, void* out, float* lse, const void* qkv, int B, int T, int C, int NH,
+void fma_attention_forward(DType dtype, void* out, float* lse, const void* qkv, const AttentionDims& dims,
                            cudaStream_t stream) {
   if (dtype == DType::kBF16)
-    forward_typed<__nv_bfloat16>(out, lse, qkv, B, T, C, NH, stream);
+    forward_typed<__nv_bfloat16>(out, lse, qkv, dims, stream);
   else
-    forward_typed<__half>(out, lse, qkv, B, T, C, NH, stream);
+    forward_typed<__half>(out, lse, qkv, dims, stream);
 }
 
 void fma_attention_backward(DType dtype, float* dqkv, void* scratch, const void* dout, const void* out,
-                            const float* lse, const void* qkv, int B, int T, int C, int NH, cudaStream_t stream) {
+                            const float* lse, const void* qkv, const AttentionDims& dims, cudaStream_t stream) {
   if (dtype == DType::kBF16)
-    backward_typed<__nv_bfloat16>(dqkv, scratch, dout, out, lse, qkv, B, T, C, NH, stream);
+    backward_typed<__nv_bfloat16>(dqkv, scratch, dout, out, lse, qkv, dims, stream);
   else
-    backward_typed<__half>(dqkv, scratch, dout, out, lse, qkv, B, T, C, NH, stream);
+    backward_typed<__half>(dqkv, scratch, dout, out, lse, qkv, dims, stream);
 }
 
 }  // namespace detail

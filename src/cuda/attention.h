@@ -7,18 +7,23 @@
 //   FMA (cuda/attention.cu, cuda/attention_tiling.h): fp32 per thread, no tensor cores.
 // attention_forward/backward choose (cuda/attention_choice.h): tensor cores where they can run (head
 // size 32, 64 or 128, sm_80+, aligned pointers), unless the environment variable ZERODP_ATTENTION says
-// "fma" (or "tc": tensor cores or an error). Either forward's O and L serve either backward.
+// "fma" (or "tc": tensor cores or an error). Either forward's O and L serve either backward. Both
+// implementations run grouped-query heads (NKV key/value heads shared by NH/NKV query heads each).
 //
-//   forward:  out [B,T,C] (16-bit) and L [B,NH,T] (fp32 logsumexp of each row of scaled scores) from
-//             qkv [B,T,3C] (16-bit). Only out and L are saved for the backward.
-//   backward: dqkv [B,T,3C] (fp32) += the gradient, from dout [B,T,C] (16-bit, already rounded, as the
-//             CPU path's dout16), out, L and qkv. Like attention16_backward it ADDS into dqkv.
+//   forward:  out [B,T,NH·hs] (16-bit) and L [B,NH,T] (fp32 logsumexp of each row of scaled scores)
+//             from qkv [B,T,(NH + 2·NKV)·hs] (16-bit: the NH query heads, the NKV key heads, the NKV
+//             value heads of each token; query head h reads key/value head h/(NH/NKV)). Only out and
+//             L are saved for the backward.
+//   backward: dqkv (fp32, qkv's layout) += the gradient, from dout [B,T,NH·hs] (16-bit, already rounded,
+//             as the CPU path's dout16), out, L and qkv. Like attention16_backward it ADDS into dqkv.
 //             Deterministic: no atomics; every element of dqkv is accumulated by one thread in a fixed
-//             order, so two runs (of the same implementation) give the same bits.
+//             order (dK, dV of a key/value head: its query heads in order, each one's query blocks
+//             in order), so two runs (of the same implementation) give the same bits.
+// GPT-2 is NKV = NH (qkv [B,T,3C], C = NH·hs): the forms taking (B, T, C, NH) below.
 //
-// Supported: head size hs = C/NH of 32, 64 or 128; B·NH < 2^31; T up to 65535·32. Other shapes throw
-// (RuntimeFailure) before anything is launched. Pointers are device pointers; the work is queued on
-// `stream` and nothing waits for it.
+// Supported: head size hs of 32, 64 or 128; NKV dividing NH; B·NH < 2^31; T up to 65535·32. Other
+// shapes throw (RuntimeFailure) before anything is launched. Pointers are device pointers; the work is
+// queued on `stream` and nothing waits for it.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -30,17 +35,32 @@
 
 namespace zerodp::cuda {
 
-// Throws unless (dtype, B, T, C, NH) is a shape the CUDA attention runs: dtype bf16 or fp16, positive
-// sizes, C a multiple of NH, a supported head size, grids within CUDA's limits.
+// kernels::AttentionShape's fields (cuda/ does not include kernels/; the device seam converts).
+struct AttentionDims {
+  int B = 0, T = 0;
+  int heads = 0;     // NH, query heads
+  int kv_heads = 0;  // NKV, key/value heads, dividing NH
+  int head_size = 0;
+};
+
+// Throws unless the shape is one the CUDA attention runs: dtype bf16 or fp16, positive sizes, NKV
+// dividing NH, a supported head size, grids within CUDA's limits.
+void check_attention_shape(const char* what, DType dtype, const AttentionDims& dims);
+// GPT-2's: C a multiple of NH as well.
 void check_attention_shape(const char* what, DType dtype, int B, int T, int C, int NH);
 
 // Device working memory attention_backward needs: D [B,NH,T] fp32.
+size_t attention_backward_scratch_bytes(const AttentionDims& dims);
 size_t attention_backward_scratch_bytes(int B, int T, int NH);
 
+void attention_forward(DType dtype, void* out, float* lse, const void* qkv, const AttentionDims& dims,
+                       cudaStream_t stream);
 void attention_forward(DType dtype, void* out, float* lse, const void* qkv, int B, int T, int C, int NH,
                        cudaStream_t stream);
 
-// scratch: at least attention_backward_scratch_bytes(B, T, NH) bytes of device memory, contents ignored.
+// scratch: at least attention_backward_scratch_bytes bytes of device memory, contents ignored.
+void attention_backward(DType dtype, float* dqkv, void* scratch, const void* dout, const void* out, const float* lse,
+                        const void* qkv, const AttentionDims& dims, cudaStream_t stream);
 void attention_backward(DType dtype, float* dqkv, void* scratch, const void* dout, const void* out, const float* lse,
                         const void* qkv, int B, int T, int C, int NH, cudaStream_t stream);
 
@@ -51,8 +71,13 @@ AttentionKernel attention_kernel_for(int C, int NH);
 
 // The same calls with the implementation given (tests, benchmarks): kTensorCore throws (RuntimeFailure)
 // where the tensor-core kernels cannot run this shape on this device with these pointers.
+void attention_forward_with(AttentionKernel kernel, DType dtype, void* out, float* lse, const void* qkv,
+                            const AttentionDims& dims, cudaStream_t stream);
 void attention_forward_with(AttentionKernel kernel, DType dtype, void* out, float* lse, const void* qkv, int B, int T,
                             int C, int NH, cudaStream_t stream);
+void attention_backward_with(AttentionKernel kernel, DType dtype, float* dqkv, void* scratch, const void* dout,
+                             const void* out, const float* lse, const void* qkv, const AttentionDims& dims,
+                             cudaStream_t stream);
 void attention_backward_with(AttentionKernel kernel, DType dtype, float* dqkv, void* scratch, const void* dout,
                              const void* out, const float* lse, const void* qkv, int B, int T, int C, int NH,
                              cudaStream_t stream);

@@ -8,17 +8,18 @@
 #include <cuda_runtime_api.h>
 
 #include "core/dtype.h"
+#include "cuda/attention.h"
 
 namespace zerodp::cuda::detail {
 
-void fma_attention_forward(DType dtype, void* out, float* lse, const void* qkv, int B, int T, int C, int NH,
+void fma_attention_forward(DType dtype, void* out, float* lse, const void* qkv, const AttentionDims& dims,
                            cudaStream_t stream);
 void fma_attention_backward(DType dtype, float* dqkv, void* scratch, const void* dout, const void* out,
-                            const float* lse, const void* qkv, int B, int T, int C, int NH, cudaStream_t stream);
+                            const float* lse, const void* qkv, const AttentionDims& dims, cudaStream_t stream);
 
-void tc_attention_forward(DType dtype, void* out, float* lse, const void* qkv, int B, int T, int C, int NH,
+void tc_attention_forward(DType dtype, void* out, float* lse, const void* qkv, const AttentionDims& dims,
                           cudaStream_t stream);
 void tc_attention_backward(DType dtype, float* dqkv, void* scratch, const void* dout, const void* out,
-                           const float* lse, const void* qkv, int B, int T, int C, int NH, cudaStream_t stream);
+                           const float* lse, const void* qkv, const AttentionDims& dims, cudaStream_t stream);
 
 }  // namespace zerodp::cuda::detail

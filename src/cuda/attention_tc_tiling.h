@@ -132,12 +132,13 @@ ZDP_HD constexpr size_t tc_max_smem_bytes(int hs) {
              : (tc_dq_smem_bytes(hs) > tc_kv_smem_bytes(hs) ? tc_dq_smem_bytes(hs) : tc_kv_smem_bytes(hs));
 }
 
-// Grids: x = (b, h), y = the block (heaviest first, as attention_tiling.h's query_block_of/key_block_of).
+// Grids: x = (b, h), y = the block (heaviest first, as attention_tiling.h's query_block_of/key_block_of);
+// h a query head (forward, dQ: NH of them) or a key/value head (dK/dV: NKV).
 ZDP_HD constexpr attn::Grid tc_query_grid(int B, int T, int NH) {
   return attn::Grid{static_cast<uint32_t>(B * NH), static_cast<uint32_t>(ceil_div(T, tc_block_rows())), 1};
 }
-ZDP_HD constexpr attn::Grid tc_key_grid(int B, int T, int NH) {
-  return attn::Grid{static_cast<uint32_t>(B * NH), static_cast<uint32_t>(ceil_div(T, tc_kv_block_keys())), 1};
+ZDP_HD constexpr attn::Grid tc_key_grid(int B, int T, int NKV) {
+  return attn::Grid{static_cast<uint32_t>(B * NKV), static_cast<uint32_t>(ceil_div(T, tc_kv_block_keys())), 1};
 }
 
 // ---- the causal schedule at the warp level ----------------------------------------------------------

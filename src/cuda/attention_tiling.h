@@ -3,9 +3,11 @@
 // that the CPU test suite covers them (tests/cuda/test_attention_tiling.cpp runs the very same tiled
 // algorithm on the host). Nothing here allocates, launches or needs a GPU.
 //
-// Layout (that of kernels/attention.h): qkv [B,T,3C] with q, k, v the thirds of each token's row,
-// head h the columns h·hs..(h+1)·hs of each third (hs = C/NH); out and dout [B,T,C]; the saved
-// per-row logsumexp L and the backward's D, [B,NH,T] fp32.
+// Layout (that of kernels/attention.h, with grouped-query heads): each token's row of qkv holds the
+// NH query heads, then the NKV key heads, then the NKV value heads, hs values each (a row of
+// (NH + 2·NKV)·hs); query head h reads key/value head h / (NH/NKV). out and dout [B,T,NH·hs]; the saved
+// per-row logsumexp L and the backward's D, [B,NH,T] fp32. GPT-2 is the case NKV = NH (qkv [B,T,3C],
+// q, k, v the thirds of a row, head h the columns h·hs.. of each third, C = NH·hs).
 //
 // Tiles: a query block is Br consecutive rows of one (b, h), a key block Bc consecutive keys. The
 // 16-bit tiles live in shared memory as they are (bf16/fp16 -> fp32 is exact, so the math below is the
@@ -85,7 +87,7 @@ inline constexpr size_t kSmemWithoutOptIn = 48 * 1024;  // per block, every GPU 
 inline constexpr size_t kSmemMaxSm90 = 227 * 1024;      // per block with opt-in, H100/H200 (sm_80: 163 KiB)
 
 // ---- grid shapes ------------------------------------------------------------------------------------
-// x = the (b, h) pair (up to 2^31 − 1), y = the row or key block (up to 65535). Blocks start in x-major
+// x = the (b, h) pair (up to 2^31 − 1; h a query head, or a key/value head for dK/dV), y = the row or key block (up to 65535). Blocks start in x-major
 // order, so every head's first y starts before any second y: y is mapped to the heaviest block first
 // (the last query blocks visit the most key blocks; the first key blocks the most query blocks).
 struct Grid {
@@ -97,9 +99,9 @@ inline constexpr int64_t kMaxGridY = 65535;
 ZDP_HD constexpr Grid query_grid(int B, int T, int NH, int hs) {
   return Grid{static_cast<uint32_t>(B * NH), static_cast<uint32_t>(ceil_div(T, block_rows(hs))), 1};
 }
-// dK/dV: one block per key block of each head, Bc threads.
-ZDP_HD constexpr Grid key_grid(int B, int T, int NH, int hs) {
-  return Grid{static_cast<uint32_t>(B * NH), static_cast<uint32_t>(ceil_div(T, block_cols(hs))), 1};
+// dK/dV: one block per key block of each key/value head (NKV of them: pass NKV), Bc threads.
+ZDP_HD constexpr Grid key_grid(int B, int T, int NKV, int hs) {
+  return Grid{static_cast<uint32_t>(B * NKV), static_cast<uint32_t>(ceil_div(T, block_cols(hs))), 1};
 }
 // blockIdx.y -> query block (last first) and key block (first first).
 ZDP_HD constexpr int query_block_of(int by, int ny) { return ny - 1 - by; }
@@ -112,33 +114,79 @@ ZDP_HD constexpr bool grid_fits(int64_t B, int64_t T, int64_t NH, int hs) {
 // The row-statistics kernel (D): one thread per row of every head.
 inline constexpr int kRowThreads = 256;
 
-// ---- indices (those of kernels/attention.cpp: q at b·T·3C + h·hs, k +C, v +2C, row stride 3C) --------
-// part 0 = q, 1 = k, 2 = v.
+// ---- the heads' layout (kernels/attention.h's AttentionShape without B and T) ------------------------
+struct HeadLayout {
+  int NH;   // query heads
+  int NKV;  // key/value heads, dividing NH
+  int hs;   // head size
+};
+// GPT-2's: NH heads of C/NH for queries, keys and values alike.
+ZDP_HD constexpr HeadLayout mha_layout(int C, int NH) { return HeadLayout{NH, NH, C / NH}; }
+// Query heads per key/value head, and the key/value head query head h reads.
+ZDP_HD constexpr int group_size(const HeadLayout& l) { return l.NH / l.NKV; }
+ZDP_HD constexpr int kv_head_of(int h, const HeadLayout& l) { return h / group_size(l); }
+// Elements in a token's row of qkv (and dqkv), and of out (and dout).
+ZDP_HD constexpr ptrdiff_t qkv_row(const HeadLayout& l) { return static_cast<ptrdiff_t>(l.NH + 2 * l.NKV) * l.hs; }
+ZDP_HD constexpr ptrdiff_t out_row(const HeadLayout& l) { return static_cast<ptrdiff_t>(l.NH) * l.hs; }
+// Where head `head` of part 0 (q: a query head), 1 (k) or 2 (v: key/value heads) starts in the row.
+ZDP_HD constexpr ptrdiff_t part_col(int part, int head, const HeadLayout& l) {
+  const int first = part == 0 ? 0 : (part == 1 ? l.NH : l.NH + l.NKV);
+  return static_cast<ptrdiff_t>(first + head) * l.hs;
+}
+
+// ---- indices (those of kernels/attention.cpp: a row of qkv per token, q heads, k heads, v heads) ----
+// part 0 = q (head: a query head), 1 = k, 2 = v (head: a key/value head).
+ZDP_HD constexpr ptrdiff_t qkv_index(int b, int t, int part, int head, int c, int T, const HeadLayout& l) {
+  return (static_cast<ptrdiff_t>(b) * T + t) * qkv_row(l) + part_col(part, head, l) + c;
+}
+ZDP_HD constexpr ptrdiff_t out_index(int b, int t, int h, int c, int T, const HeadLayout& l) {
+  return (static_cast<ptrdiff_t>(b) * T + t) * out_row(l) + static_cast<ptrdiff_t>(h) * l.hs + c;
+}
+// GPT-2's forms (qkv [B,T,3C], out [B,T,C]): q at b·T·3C + h·hs, k +C, v +2C, row stride 3C.
 ZDP_HD constexpr ptrdiff_t qkv_index(int b, int t, int part, int h, int c, int T, int C, int hs) {
-  return (static_cast<ptrdiff_t>(b) * T + t) * 3 * C + static_cast<ptrdiff_t>(part) * C + h * hs + c;
+  return qkv_index(b, t, part, h, c, T, HeadLayout{C / hs, C / hs, hs});
 }
 ZDP_HD constexpr ptrdiff_t out_index(int b, int t, int h, int c, int T, int C, int hs) {
-  return (static_cast<ptrdiff_t>(b) * T + t) * C + h * hs + c;
+  return out_index(b, t, h, c, T, HeadLayout{C / hs, C / hs, hs});
 }
 ZDP_HD constexpr ptrdiff_t row_stat_index(int b, int h, int t, int T, int NH) {
   return (static_cast<ptrdiff_t>(b) * NH + h) * T + t;
 }
-// The block x index bh = b·NH + h of the attention's grids: the batch b, the head h, and where that
-// head's rows start: q, k and v in qkv [B,T,3C] (row stride 3C), its rows of out and dout [B,T,C]
-// (row stride C), its row statistics L and D [B,NH,T].
+// The forward's and dQ's block x index bh = b·NH + h (a query head): the batch b, the head h, and where
+// that head's rows start: its q, and the k and v of its key/value head, in qkv (row stride qkv_row);
+// its rows of out and dout (row stride out_row); its row statistics L and D [B,NH,T].
 struct HeadRows {
   int b, h;
   ptrdiff_t q, k, v, out, stat;
 };
-ZDP_HD constexpr HeadRows head_rows(int bh, int T, int C, int NH, int hs) {
-  const int b = bh / NH, h = bh % NH;
+ZDP_HD constexpr HeadRows head_rows(int bh, int T, const HeadLayout& l) {
+  const int b = bh / l.NH, h = bh % l.NH, g = kv_head_of(h, l);
   return {b,
           h,
-          qkv_index(b, 0, 0, h, 0, T, C, hs),
-          qkv_index(b, 0, 1, h, 0, T, C, hs),
-          qkv_index(b, 0, 2, h, 0, T, C, hs),
-          out_index(b, 0, h, 0, T, C, hs),
-          row_stat_index(b, h, 0, T, NH)};
+          qkv_index(b, 0, 0, h, 0, T, l),
+          qkv_index(b, 0, 1, g, 0, T, l),
+          qkv_index(b, 0, 2, g, 0, T, l),
+          out_index(b, 0, h, 0, T, l),
+          row_stat_index(b, h, 0, T, l.NH)};
+}
+ZDP_HD constexpr HeadRows head_rows(int bh, int T, int /*C = NH·hs*/, int NH, int hs) {
+  return head_rows(bh, T, HeadLayout{NH, NH, hs});
+}
+// The dK/dV kernels' block x index bg = b·NKV + g (a key/value head): its k and v rows in qkv (and
+// dqkv, laid out alike), and its query heads g·(NH/NKV) + 0, 1, ..., which the kernels run in that
+// order (head_rows of b·NH + first_query_head + i): the sums into the shared dK, dV keep one order.
+struct KvHeadRows {
+  int b, g;
+  int first_query_head;
+  ptrdiff_t k, v;
+};
+ZDP_HD constexpr KvHeadRows kv_head_rows(int bg, int T, const HeadLayout& l) {
+  const int b = bg / l.NKV, g = bg % l.NKV;
+  return {b, g, g * group_size(l), qkv_index(b, 0, 1, g, 0, T, l), qkv_index(b, 0, 2, g, 0, T, l)};
+}
+// The block x of query head first_query_head + i of that key/value head, for head_rows.
+ZDP_HD constexpr int query_block_x(const KvHeadRows& kv, int i, const HeadLayout& l) {
+  return kv.b * l.NH + kv.first_query_head + i;
 }
 
 // ---- per-row tile math (one thread's work between two barriers) ------------------------------------

@@ -1,4 +1,4 @@
-// GPT-2's non-GEMM, non-attention kernels on the GPU: host-callable launchers (plain device pointers,
+// GPT-2's non-GEMM, non-attention kernels on the GPU (the Llama family's own are cuda/llama_kernels.h): host-callable launchers (plain device pointers,
 // sizes and a stream), the same math as the CPU kernels of src/kernels (the reference), which each
 // .cu file restates beside its kernels. Includable from plain C++ (only cuda_runtime.h is needed);
 // the 16-bit types are core/dtype.h's bf16/fp16, raw bits with the layout of __nv_bfloat16/__half.
@@ -36,6 +36,13 @@ void encoder_forward(float* out, const int32_t* inp, const fp16* wte, const fp16
 // bitwise the CPU's encoder_backward. Tokens must lie in [0, V) of dwte (the data layer checks).
 void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* inp, int B, int T, int C,
                       cudaStream_t stream);
+// The token embedding alone (the Llama family's: positions enter through RoPE) over N rows:
+// out[n,:] = wte[inp[n],:] (fp32 out) ; dwte[v,:] += Σ_{inp[n]=v} dout[n,:] summed in row order, the
+// kernel encoder_backward's dwte is: bitwise the CPU's embedding_backward.
+void embedding_forward(float* out, const int32_t* inp, const float* wte, int N, int C, cudaStream_t stream);
+void embedding_forward(float* out, const int32_t* inp, const bf16* wte, int N, int C, cudaStream_t stream);
+void embedding_forward(float* out, const int32_t* inp, const fp16* wte, int N, int C, cudaStream_t stream);
+void embedding_backward(float* dwte, const float* dout, const int32_t* inp, int N, int C, cudaStream_t stream);
 
 // ---- LayerNorm (kernels/layernorm.h) -----------------------------------------------------------------
 // inp [N,C] fp32; out [N,C] in the parameters' type; mean, rstd [N] fp32.

@@ -1,6 +1,7 @@
-// GPT-2's input embedding (kernels/encoder.h):
-//   forward:  out[b,t,:] = wte[inp[b,t],:] + wpe[t,:]
+// GPT-2's input embedding, and the Llama family's token embedding alone (kernels/encoder.h):
+//   forward:  out[b,t,:] = wte[inp[b,t],:] + wpe[t,:]          (embedding: out[n,:] = wte[inp[n],:])
 //   backward: dwte[v,:] += Σ_{b,t: inp[b,t]=v} dout[b,t,:] ;  dwpe[t,:] += Σ_b dout[b,t,:]
+// (the embedding's backward is the dwte part over its N rows: the same kernel, the same bits).
 // Backward without atomics, each output element summed by one thread in (b, t) order, the CPU's
 // order: the GPU's dwte and dwpe are bitwise the CPU's. dwte: a block owns a slice of channels and
 // the token ids of one residue class mod kEncoderClasses, and walks all tokens in order, skipping the
@@ -27,6 +28,16 @@ __global__ void encoder_forward_kernel(float* __restrict__ out, const int32_t* _
     const size_t bt = i / C, c = i % C;
     const size_t t = bt % T;
     out[i] = load(wte[static_cast<size_t>(inp[bt]) * C + c]) + load(wpe[t * C + c]);
+  }
+}
+
+template <class W>
+__global__ void embedding_forward_kernel(float* __restrict__ out, const int32_t* __restrict__ inp,
+                                         const W* __restrict__ wte, int C, size_t total) {
+  const size_t stride = tl::elementwise_stride(gridDim.x, blockDim.x);
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
+    const size_t n = i / C, c = i % C;
+    out[i] = load(wte[static_cast<size_t>(inp[n]) * C + c]);
   }
 }
 
@@ -74,6 +85,23 @@ void encoder_forward_impl(float* out, const int32_t* inp, const W* wte, const W*
   ZDP_CUDA_CHECK(cudaGetLastError());
 }
 
+template <class W>
+void embedding_forward_impl(float* out, const int32_t* inp, const W* wte, int N, int C, cudaStream_t stream) {
+  if (N <= 0 || C <= 0) return;
+  const size_t total = static_cast<size_t>(N) * C;
+  embedding_forward_kernel<W><<<static_cast<unsigned>(tl::elementwise_blocks(total)), tl::kElementwiseBlock, 0,
+                                stream>>>(out, inp, wte, C, total);
+  ZDP_CUDA_CHECK(cudaGetLastError());
+}
+
+// dwte over `rows` tokens (the encoder's B·T, the embedding's N).
+void launch_wte_backward(float* dwte, const float* dout, const int32_t* inp, int64_t rows, int C,
+                         cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(tl::encoder_col_blocks(C)), tl::kEncoderClasses);
+  encoder_backward_wte_kernel<<<grid, tl::kEncoderCols, 0, stream>>>(dwte, dout, inp, rows, C);
+  ZDP_CUDA_CHECK(cudaGetLastError());
+}
+
 }  // namespace
 
 void encoder_forward(float* out, const int32_t* inp, const float* wte, const float* wpe, int B, int T, int C,
@@ -89,13 +117,25 @@ void encoder_forward(float* out, const int32_t* inp, const fp16* wte, const fp16
   encoder_forward_impl(out, inp, wte, wpe, B, T, C, stream);
 }
 
+void embedding_forward(float* out, const int32_t* inp, const float* wte, int N, int C, cudaStream_t stream) {
+  embedding_forward_impl(out, inp, wte, N, C, stream);
+}
+void embedding_forward(float* out, const int32_t* inp, const bf16* wte, int N, int C, cudaStream_t stream) {
+  embedding_forward_impl(out, inp, wte, N, C, stream);
+}
+void embedding_forward(float* out, const int32_t* inp, const fp16* wte, int N, int C, cudaStream_t stream) {
+  embedding_forward_impl(out, inp, wte, N, C, stream);
+}
+
+void embedding_backward(float* dwte, const float* dout, const int32_t* inp, int N, int C, cudaStream_t stream) {
+  if (N <= 0 || C <= 0) return;
+  launch_wte_backward(dwte, dout, inp, N, C, stream);
+}
+
 void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* inp, int B, int T, int C,
                       cudaStream_t stream) {
   if (B <= 0 || T <= 0 || C <= 0) return;
-  const int64_t rows = static_cast<int64_t>(B) * T;
-  const dim3 grid(static_cast<unsigned>(tl::encoder_col_blocks(C)), tl::kEncoderClasses);
-  encoder_backward_wte_kernel<<<grid, tl::kEncoderCols, 0, stream>>>(dwte, dout, inp, rows, C);
-  ZDP_CUDA_CHECK(cudaGetLastError());
+  launch_wte_backward(dwte, dout, inp, static_cast<int64_t>(B) * T, C, stream);
   const auto blocks = tl::elementwise_blocks(static_cast<size_t>(T) * C);
   encoder_backward_wpe_kernel<<<static_cast<unsigned>(blocks), tl::kElementwiseBlock, 0, stream>>>(dwpe, dout, B, T,
                                                                                                   C);

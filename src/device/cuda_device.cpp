@@ -15,6 +15,7 @@
 #include "cuda/device_memory.h"
 #include "cuda/gemm.h"
 #include "cuda/kernels.h"
+#include "cuda/llama_kernels.h"
 #include "device/cpu_device.h"
 
 namespace zerodp::device {
@@ -84,6 +85,42 @@ struct KernelContext {
   BufferSource* memory = nullptr;
 };
 
+// What both kernel tables share: the context their work is issued with, the 16-bit type, the scratch
+// of a call, and the cuBLASLt GEMM on P operands. Made without a context (the sizing tables), only a
+// table's sizing entries may be called: ctx() refuses the others.
+template <class P>
+class CudaTable {
+ protected:
+  static constexpr DType kType = std::is_same_v<P, bf16> ? DType::kBF16 : DType::kF16;
+
+  CudaTable(const KernelContext* context, const char* family) : context_(context), family_(family) {}
+
+  const KernelContext& ctx() const {
+    ZDP_CHECK(context_ != nullptr, "a {} kernel of the CUDA table for sizing was called: kernels run through a "
+                                   "CudaDevice's table", family_);
+    return *context_;
+  }
+
+  // A kernel's working memory (column-sum partials), in the ledger under act like the CPU's activations'
+  // scratch. Freed when the call returns, with the kernel maybe still running: the next user of the
+  // block is issued on the same stream, after it (cuda/caching_allocator.h).
+  Buffer scratch(size_t bytes) const { return Buffer(bytes, MemCategory::kAct, MemTier::kDevice, *ctx().memory); }
+
+  // C[M,N] (c_type) = op(A)·op(B) (+ beta·C), A and B in P, row-major.
+  void gemm(bool ta, bool tb, int M, int N, int K, const void* A, int lda, const void* B, int ldb, void* C,
+            DType c_type, int ldc, float beta, cuda::GemmEpilogue epilogue = cuda::GemmEpilogue::kNone,
+            const void* bias = nullptr) const {
+    cuda::GemmArgs g = cuda::gemm_args(kType, c_type, ta, tb, M, N, K, A, lda, B, ldb, C, ldc, 1.0f, beta);
+    g.epilogue = epilogue;
+    g.bias = const_cast<void*>(bias);
+    ctx().gemm->gemm(g);
+  }
+
+ private:
+  const KernelContext* context_;
+  const char* family_;
+};
+
 // GPT-2's kernels for 16-bit compute type P on the GPU of `context`, with the CPU's semantics
 // (device/device.h, kernels/*.h): the same outputs written or accumulated, GEMMs through cuBLASLt on P
 // operands with fp32 accumulation, statistics in fp32. Each entry makes its GPU the thread's current
@@ -95,9 +132,15 @@ struct KernelContext {
 //     fp32 bias gradients are column sums in row order (the CPU's bits) rather than cuBLASLt's epilogue.
 // Made without a context (cuda_gpt2_kernels), only the sizing entries may be called.
 template <class P>
-class CudaGpt2 final : public Gpt2Kernels<P> {
+class CudaGpt2 final : public Gpt2Kernels<P>, private CudaTable<P> {
+  using Base = CudaTable<P>;
+  using Base::ctx;
+  using Base::gemm;
+  using Base::kType;
+  using Base::scratch;
+
  public:
-  explicit CudaGpt2(const KernelContext* context) : context_(context) {}
+  explicit CudaGpt2(const KernelContext* context) : Base(context, "GPT-2") {}
 
   void encoder_forward(float* out, const int32_t* inp, const P* wte, const P* wpe, int B, int T,
                        int C) const override {
@@ -205,37 +248,148 @@ class CudaGpt2 final : public Gpt2Kernels<P> {
   }
 
  private:
-  static constexpr DType kType = std::is_same_v<P, bf16> ? DType::kBF16 : DType::kF16;
-
-  const KernelContext& ctx() const {
-    ZDP_CHECK(context_ != nullptr, "a GPT-2 kernel of the CUDA table for sizing was called: kernels run through a "
-                                   "CudaDevice's gpt2<P>()");
-    return *context_;
-  }
-
-  // A kernel's working memory (column-sum partials), in the ledger under act like the CPU's activations'
-  // scratch. Freed when the call returns, with the kernel maybe still running: the next user of the
-  // block is issued on the same stream, after it (cuda/caching_allocator.h).
-  Buffer scratch(size_t bytes) const { return Buffer(bytes, MemCategory::kAct, MemTier::kDevice, *ctx().memory); }
-
-  // C[M,N] (c_type) = op(A)·op(B) (+ beta·C), A and B in P, row-major.
-  void gemm(bool ta, bool tb, int M, int N, int K, const void* A, int lda, const void* B, int ldb, void* C,
-            DType c_type, int ldc, float beta, cuda::GemmEpilogue epilogue = cuda::GemmEpilogue::kNone,
-            const void* bias = nullptr) const {
-    cuda::GemmArgs g = cuda::gemm_args(kType, c_type, ta, tb, M, N, K, A, lda, B, ldb, C, ldc, 1.0f, beta);
-    g.epilogue = epilogue;
-    g.bias = const_cast<void*>(bias);
-    ctx().gemm->gemm(g);
-  }
-
   // dinp = dout16·Wᵀ (written), dW += inpᵀ·dout16, over dout16 = round(dout) already in `dout16`.
   void linear_weight_grads(float* dinp, float* dw, const P* dout16, const P* inp, const P* w, int N, int C,
                            int OC) const {
     if (dinp != nullptr) gemm(false, true, N, C, OC, dout16, OC, w, OC, dinp, DType::kF32, C, 0.0f);
     gemm(true, false, C, OC, N, inp, C, dout16, OC, dw, DType::kF32, OC, 1.0f);
   }
+};
 
-  const KernelContext* context_;
+// The grouped-query shape as the CUDA attention takes it.
+cuda::AttentionDims attention_dims(const kernels::AttentionShape& s) {
+  return cuda::AttentionDims{s.B, s.T, s.heads, s.kv_heads, s.head_size};
+}
+
+// The Llama family's kernels for 16-bit compute type P on the GPU of `context`, with CpuLlama's
+// semantics (device/device.h, kernels/{rmsnorm,rope,swiglu,encoder,matmul,attention}.h): the same
+// outputs written or accumulated, statistics in fp32, 16-bit values computed in fp32 and rounded once.
+// As CudaGpt2:
+//   - dense layers are cuBLASLt GEMMs on P operands with fp32 accumulation, here with PyTorch's [out, in]
+//     weights (W read transposed); a 16-bit output gets its bias in the GEMM's epilogue (rounded once
+//     with it), an fp32 one after the GEMM (cuda/kernels_bias.cu: the CPU's addition); the fp32 bias
+//     gradient is a column sum in row order (the CPU's bits);
+//   - the attention (cuda/attention.h, grouped-query heads) saves its row log-sum-exp [B,NH,T] fp32 in
+//     `att` (attention_saved_bytes), and its backward reads it with the forward's output;
+//   - the embedding's gradient is summed in row order, bitwise the CPU's; RMSNorm's weight gradient is
+//     LayerNorm's deterministic column sum.
+// Made without a context (cuda_llama_kernels), only the sizing entries may be called.
+template <class P>
+class CudaLlama final : public LlamaKernels<P>, private CudaTable<P> {
+  using Base = CudaTable<P>;
+  using Base::ctx;
+  using Base::gemm;
+  using Base::kType;
+  using Base::scratch;
+
+ public:
+  explicit CudaLlama(const KernelContext* context) : Base(context, "Llama") {}
+
+  void embedding_forward(float* out, const int32_t* inp, const P* table, int N, int C) const override {
+    const cuda::DeviceGuard on(ctx().ordinal);
+    cuda::embedding_forward(out, inp, table, N, C, ctx().stream);
+  }
+  void embedding_backward(float* dtable, const float* dout, const int32_t* inp, int N, int C) const override {
+    const cuda::DeviceGuard on(ctx().ordinal);
+    cuda::embedding_backward(dtable, dout, inp, N, C, ctx().stream);
+  }
+  void rmsnorm_forward(P* out, float* rstd, const float* inp, const P* w, int N, int C, double eps) const override {
+    ZDP_CHECK(N > 0 && C > 0 && eps >= 0, "rmsnorm_forward: bad shape N={} C={} or eps {}", N, C, eps);
+    const cuda::DeviceGuard on(ctx().ordinal);
+    cuda::rmsnorm_forward(out, rstd, inp, w, N, C, static_cast<float>(eps), ctx().stream);
+  }
+  void rmsnorm_backward(float* dinp, float* dw, const float* dout, const float* inp, const P* w, const float* rstd,
+                        int N, int C) const override {
+    ZDP_CHECK(N > 0 && C > 0, "rmsnorm_backward: bad shape N={} C={}", N, C);
+    const cuda::DeviceGuard on(ctx().ordinal);
+    Buffer partials = scratch(cuda::rmsnorm_backward_scratch_floats(N, C) * sizeof(float));
+    cuda::rmsnorm_backward(dinp, dw, dout, inp, w, rstd, N, C, partials.as<float>(), ctx().stream);
+  }
+  // out[N,OC] = inp[N,C]·Wᵀ + bias with W [OC,C], rounded once to P by the GEMM's bias epilogue.
+  void linear_forward(P* out, const P* inp, const P* w, const P* b, int N, int C, int OC, float*) const override {
+    const cuda::DeviceGuard on(ctx().ordinal);
+    gemm(false, true, N, OC, C, inp, C, w, C, out, kType, OC, 0.0f,
+         b != nullptr ? cuda::GemmEpilogue::kBias : cuda::GemmEpilogue::kNone, b);
+  }
+  void linear_forward_acc(float* out, const P* inp, const P* w, const P* b, int N, int C, int OC,
+                          float*) const override {
+    const cuda::DeviceGuard on(ctx().ordinal);
+    gemm(false, true, N, OC, C, inp, C, w, C, out, DType::kF32, OC, 0.0f);
+    if (b != nullptr) cuda::bias_add_rows(out, b, N, OC, ctx().stream);
+  }
+  // dout16 = round(dout) (the GEMMs' operand), dbias += Σ_rows dout (fp32, row order), then
+  // dinp = dout16·W (written) and dW += dout16ᵀ·inp.
+  void linear_backward(float* dinp, float* dw, float* db, const float* dout, const P* inp, const P* w, int N, int C,
+                       int OC, P* operand16) const override {
+    const cuda::DeviceGuard on(ctx().ordinal);
+    cuda::convert(dout, DType::kF32, operand16, kType, static_cast<size_t>(N) * OC, ctx().stream);
+    if (db != nullptr) cuda::bias_backward(db, dout, N, OC, ctx().stream);
+    if (dinp != nullptr) gemm(false, false, N, C, OC, operand16, OC, w, C, dinp, DType::kF32, C, 0.0f);
+    gemm(true, false, OC, C, N, operand16, OC, inp, C, dw, DType::kF32, C, 1.0f);
+  }
+  void rope_forward(P* x, const float* cos, const float* sin, int N, int T, int heads, int D,
+                    int64_t stride) const override {
+    check_rope(N, T, heads, D, stride);
+    const cuda::DeviceGuard on(ctx().ordinal);
+    cuda::rope_forward(x, cos, sin, N, T, heads, D, stride, ctx().stream);
+  }
+  void rope_backward(float* dx, const float* cos, const float* sin, int N, int T, int heads, int D,
+                     int64_t stride) const override {
+    check_rope(N, T, heads, D, stride);
+    const cuda::DeviceGuard on(ctx().ordinal);
+    cuda::rope_backward(dx, cos, sin, N, T, heads, D, stride, ctx().stream);
+  }
+  // Flash attention with grouped-query heads, as CudaGpt2's: `att` keeps L [B,NH,T] fp32; the scratch is
+  // the backward's D [B,NH,T].
+  size_t attention_scratch_bytes(const kernels::AttentionShape& shape) const override {
+    return cuda::attention_backward_scratch_bytes(attention_dims(shape));
+  }
+  size_t attention_saved_bytes(const kernels::AttentionShape& shape) const override {
+    return static_cast<size_t>(shape.B) * shape.heads * shape.T * sizeof(float);
+  }
+  void attention_forward(P* out, P* att, const P* qkv, void*, const kernels::AttentionShape& shape) const override {
+    const cuda::DeviceGuard on(ctx().ordinal);
+    cuda::attention_forward(kType, out, reinterpret_cast<float*>(att), qkv, attention_dims(shape), ctx().stream);
+  }
+  void attention_backward(float* dqkv, void* scratch, const float* dout, P* operand16, const P* qkv, const P* out,
+                          const P* att, const kernels::AttentionShape& shape) const override {
+    const cuda::DeviceGuard on(ctx().ordinal);
+    const cuda::AttentionDims dims = attention_dims(shape);
+    cuda::check_attention_shape("cuda attention_backward", kType, dims);  // before dout is rounded
+    const size_t n = static_cast<size_t>(dims.B) * dims.T * dims.heads * dims.head_size;
+    cuda::convert(dout, DType::kF32, operand16, kType, n, ctx().stream);
+    cuda::attention_backward(kType, dqkv, scratch, operand16, out, reinterpret_cast<const float*>(att), qkv, dims,
+                             ctx().stream);
+  }
+  void swiglu_forward(P* out, const P* inp, int N, int I) const override {
+    const cuda::DeviceGuard on(ctx().ordinal);
+    cuda::swiglu_forward(out, inp, N, I, ctx().stream);
+  }
+  void swiglu_backward(float* dinp, const float* dout, const P* inp, int N, int I) const override {
+    const cuda::DeviceGuard on(ctx().ordinal);
+    cuda::swiglu_backward(dinp, dout, inp, N, I, ctx().stream);
+  }
+  void residual_forward(float* out, const float* a, const float* b, size_t n) const override {
+    const cuda::DeviceGuard on(ctx().ordinal);
+    cuda::residual_forward(out, a, b, n, ctx().stream);
+  }
+  void softmax_crossentropy_forward(float* losses, float* probs, const float* logits, const int32_t* targets, int N,
+                                    int V) const override {
+    const cuda::DeviceGuard on(ctx().ordinal);
+    cuda::softmax_crossentropy_forward(losses, probs, logits, targets, N, V, ctx().stream);
+  }
+  void softmax_crossentropy_backward(float* dlogits, const float* probs, const int32_t* targets, float dloss, int N,
+                                     int V) const override {
+    const cuda::DeviceGuard on(ctx().ordinal);
+    cuda::softmax_crossentropy_backward(dlogits, probs, targets, dloss, N, V, ctx().stream);
+  }
+
+ private:
+  // kernels/rope.cpp's check: the GPU cannot refuse a shape once launched.
+  static void check_rope(int N, int T, int heads, int D, int64_t stride) {
+    ZDP_CHECK(N > 0 && T > 0 && heads > 0 && D > 0 && D % 2 == 0 && stride >= int64_t{heads} * D,
+              "rope: bad shape N={} T={} heads={} D={} stride={}", N, T, heads, D, stride);
+  }
 };
 
 }  // namespace
@@ -255,6 +409,8 @@ struct CudaDevice::Impl {
   KernelContext kernel_context;
   CudaGpt2<bf16> kernels_bf16{&kernel_context};
   CudaGpt2<fp16> kernels_fp16{&kernel_context};
+  CudaLlama<bf16> llama_kernels_bf16{&kernel_context};
+  CudaLlama<fp16> llama_kernels_fp16{&kernel_context};
 
   explicit Impl(int n) : ordinal(n), device_raw(n) {
     ZDP_CUDA_CHECK(cudaSetDevice(n));
@@ -409,6 +565,9 @@ const Gpt2Kernels<double>& CudaDevice::gpt2_f64() const { no_gpt2_table("fp64");
 const Gpt2Kernels<bf16>& CudaDevice::gpt2_bf16() const { return impl_->kernels_bf16; }
 const Gpt2Kernels<fp16>& CudaDevice::gpt2_fp16() const { return impl_->kernels_fp16; }
 
+const LlamaKernels<bf16>* CudaDevice::llama_bf16() const { return &impl_->llama_kernels_bf16; }
+const LlamaKernels<fp16>* CudaDevice::llama_fp16() const { return &impl_->llama_kernels_fp16; }
+
 template <class P>
 const Gpt2Kernels<P>& cuda_gpt2_kernels() {
   static const CudaGpt2<P> sizing(nullptr);
@@ -416,6 +575,14 @@ const Gpt2Kernels<P>& cuda_gpt2_kernels() {
 }
 template const Gpt2Kernels<bf16>& cuda_gpt2_kernels<bf16>();
 template const Gpt2Kernels<fp16>& cuda_gpt2_kernels<fp16>();
+
+template <class P>
+const LlamaKernels<P>& cuda_llama_kernels() {
+  static const CudaLlama<P> sizing(nullptr);
+  return sizing;
+}
+template const LlamaKernels<bf16>& cuda_llama_kernels<bf16>();
+template const LlamaKernels<fp16>& cuda_llama_kernels<fp16>();
 
 }  // namespace zerodp::device
 

@@ -7,9 +7,10 @@
 //     after the compute issued before them;
 //   - GEMMs through cuBLASLt (cuda/gemm.h), conversions, sums of squares, AdamW and SGD through
 //     cuda/kernels.h.
-//   - GPT-2's kernels in bf16 and fp16 (cuda/kernels.h, cuda/attention.h, GEMMs through cuBLASLt), with
-//     the CPU's semantics, issued with the device's own stream, GEMM handle and allocator; fp32 and
-//     fp64 compute are the CPU's only (the attention is 16-bit).
+//   - GPT-2's and the Llama family's kernels in bf16 and fp16 (cuda/kernels.h, cuda/llama_kernels.h,
+//     cuda/attention.h with grouped-query heads, GEMMs through cuBLASLt), with the CPU's semantics, issued
+//     with the device's own stream, GEMM handle and allocator; fp32 and fp64 compute are the CPU's only
+//     (the attention is 16-bit).
 // A call that hands a result to the host (sum_squares) or copies into host memory (copy with a host
 // destination) waits for the compute stream first, as the CPU device's callers expect of them.
 // Devices share no state: each call (its GPT-2 kernels' too) makes the device's GPU the calling
@@ -21,7 +22,7 @@
 namespace zerodp::device {
 
 // The compute types the CUDA device's GPT-2 kernels have (CudaDevice::supports), answerable in a
-// build without CUDA: bf16 and fp16.
+// build without CUDA: bf16 and fp16. Its Llama kernels have the same (supports_llama).
 constexpr bool cuda_device_supports(DType compute) { return compute == DType::kBF16 || compute == DType::kF16; }
 
 }  // namespace zerodp::device
@@ -79,6 +80,8 @@ class CudaDevice final : public Device {
   const Gpt2Kernels<double>& gpt2_f64() const override;
   const Gpt2Kernels<bf16>& gpt2_bf16() const override;
   const Gpt2Kernels<fp16>& gpt2_fp16() const override;
+  const LlamaKernels<bf16>* llama_bf16() const override;
+  const LlamaKernels<fp16>* llama_fp16() const override;
 
  private:
   struct Impl;
@@ -90,6 +93,9 @@ class CudaDevice final : public Device {
 // called, for the planner's tests; the others throw.
 template <class P>
 const Gpt2Kernels<P>& cuda_gpt2_kernels();
+// The same for the Llama family's (bf16, fp16): attention_scratch_bytes and attention_saved_bytes.
+template <class P>
+const LlamaKernels<P>& cuda_llama_kernels();
 
 }  // namespace zerodp::device
 

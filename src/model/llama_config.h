@@ -52,6 +52,9 @@ struct LlamaConfig {
   bool tie_word_embeddings = false;
   bool attention_bias = false;  // Llama's; Qwen 2 has q/k/v biases whatever this says
 
+  // A SwiGLU MLP's usual width for a model of width C: 8C/3 rounded up to a multiple of 32.
+  static int default_intermediate_size(int n_embd) { return (8 * n_embd / 3 + 31) / 32 * 32; }
+
   bool qkv_bias() const { return family == LlamaFamily::kQwen2 || attention_bias; }
   bool o_bias() const { return family == LlamaFamily::kLlama && attention_bias; }
 

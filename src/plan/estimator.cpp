@@ -108,28 +108,32 @@ uint64_t prefetched_blocks(const PlanInput& in, const Units& u, uint64_t live, u
 
 // Peak of `gathered` + `comm` during a step at stages 2-3, following the engine's backward
 // (docs/planner.md): the head's backward, each block's, then the embedding's, micro-step after
-// micro-step, with the reductions left in flight as the engine's reducer leaves them.
+// micro-step, with the reductions left in flight as the engine's reducer leaves them. A tied head
+// is unit 0, whose gradient stays open from the head's backward to the embedding's; an untied one
+// is a unit of its own, reduced as soon as its backward ends, before the blocks'.
 uint64_t transient_bytes_stages23(const PlanInput& in, const Units& u) {
   const uint64_t p = dtype_size(in.precision.dtype), r = reduce_bytes(in);
   const uint64_t s3 = in.zero.stage == 3 ? 1 : 0;
-  // Each unit's fp32 gradient is a working buffer (`gathered`); unit 0's stays open through the backward.
-  const uint64_t wg0 = 4 * u.p0;
+  const bool untied = u.head_unit();
+  // Each unit's fp32 gradient is a working buffer (`gathered`); a tied unit 0's stays open through
+  // the backward (held beside every block's).
+  const uint64_t wg0 = 4 * u.p0, held = untied ? 0 : wg0;
   // Parameter offload: each gather in flight holds its shard in a device staging buffer (comm) until
   // it is waited for; the unit in use has been waited for, the ones prefetched ahead have not.
   const uint64_t staged = in.zero.stage == 3 && in.zero.offload_param != Offload::kNone ? p * u.sb : 0;
-  // The head: unit 0's fp32 gradient, its gathered copy and the blocks prefetched (16-bit compute
+  // The head: its unit's fp32 gradient, its gathered copy and the blocks prefetched (16-bit compute
   // reads the 16-bit parameters directly: no working copy).
-  const uint64_t head_ahead = s3 ? prefetched_blocks(in, u, u.p0, u.L) : 0;
-  const uint64_t head = wg0 + s3 * p * (u.p0 + head_ahead * u.pb) + head_ahead * staged;
+  const uint64_t ph = untied ? u.ph : u.p0;
+  const uint64_t head_ahead = s3 ? prefetched_blocks(in, u, ph, u.L) : 0;
+  const uint64_t head = 4 * ph + s3 * p * (ph + head_ahead * u.pb) + head_ahead * staged;
   // With one rank nothing is reduced: each unit's gradient is added into the store at once.
   const uint64_t W = static_cast<uint64_t>(in.world);
   const bool per_unit = W > 1;  // a reduce-scatter launched as each unit's backward ends
   // The communicator's staging: one buffer, grown to the largest reduction issued, freed when the
-  // last one issued is waited for. It holds a block's from the first launch and grows at unit 0's
-  // (when larger); the reducer waits for the last reductions only after the last micro-step, so it
-  // stays at its largest through the later ones.
+  // last one issued is waited for. It grows as the micro-step's reductions are issued; the reducer
+  // waits for the last reductions only after the last micro-step, so it stays at its largest through
+  // the later ones.
   const uint64_t stg = staging_bytes(in, u);
-  const uint64_t block_stg = per_unit ? reduction_staging_bytes(false, u.sb, r, W) : stg;
   // The bytes each reduction in flight holds, oldest first. The reducer keeps N =
   // max_reductions_in_flight in flight, retiring the oldest when one more is launched, and waits for
   // the rest only after the last micro-step (zero/grad_reducer.h, complete_all): a later micro-step
@@ -139,7 +143,7 @@ uint64_t transient_bytes_stages23(const PlanInput& in, const Units& u) {
   const uint64_t in_flight = u64(in.zero.max_reductions_in_flight);
   std::deque<uint64_t> open;
   uint64_t open_bytes = 0;
-  auto launch = [&](uint64_t bytes) {
+  auto retire_beyond_limit = [&](uint64_t bytes) {
     open.push_back(bytes);
     open_bytes += bytes;
     if (open.size() > in_flight) {
@@ -154,34 +158,37 @@ uint64_t transient_bytes_stages23(const PlanInput& in, const Units& u) {
     // `comm`) and the shard to receive, except that the first micro-step's sum lands straight in the
     // gradient shard when it is kept in the reduction dtype (zero until then: written, not added).
     const bool in_place = g == 0 && r == grad_bytes(in);
-    const uint64_t reduction0 = (u.p0 + (in_place ? 0 : u.s0)) * r, reduction = (u.pb + (in_place ? 0 : u.sb)) * r;
-    const uint64_t launched_stg = g > 0 ? stg : block_stg;  // once a block's reduction has been issued
+    auto reduction_of = [&](uint64_t P, uint64_t S) { return (P + (in_place ? 0 : S)) * r; };
+    uint64_t issued_stg = g > 0 ? stg : 0;  // the staging, as large as the reductions issued so far
+    // A unit's backward has ended: its gradient (P elements, shard S) is launched as one more
+    // reduction beside `rest` (converted beside it first when reduced in 16 bits), the oldest
+    // retired if that makes one too many.
+    auto launch = [&](uint64_t rest, uint64_t P, uint64_t S) {
+      const uint64_t before = issued_stg;
+      issued_stg = std::max(issued_stg, reduction_staging_bytes(false, S, r, W));
+      if (r != 4) peak = std::max(peak, rest + (4 + r) * P + before);
+      peak = std::max(peak, rest + reduction_of(P, S) + issued_stg);
+      retire_beyond_limit(reduction_of(P, S));
+    };
     // The forward holds the same reductions and staging beside at most the parameters the head's
-    // backward holds (which adds unit 0's gradient): the head's backward bounds it.
-    peak = std::max(peak, head + open_bytes + (g > 0 ? stg : 0));
+    // backward holds (which adds its gradient): the head's backward bounds it.
+    peak = std::max(peak, head + open_bytes + issued_stg);
+    if (untied && per_unit) launch(open_bytes + s3 * p * u.pb * head_ahead + head_ahead * staged, u.ph, u.sh);
     for (uint64_t j = 0; j < u.L; ++j) {  // the j-th block of the backward
       const uint64_t ahead = s3 ? prefetched_blocks(in, u, u.pb, u.L - 1 - j) : 0;
-      const uint64_t staging = g > 0 || j > 0 ? launched_stg : 0;
       // While the block's backward runs: its gradient beside the reductions in flight.
-      const uint64_t during = wg0 + 4 * u.pb + open_bytes + staging + s3 * p * u.pb * (1 + ahead) +
-                              ahead * staged;
+      const uint64_t during = held + 4 * u.pb + open_bytes + issued_stg + s3 * p * u.pb * (1 + ahead) + ahead * staged;
       peak = std::max(peak, during);
-      if (per_unit) {
-        // When it ends: its parameters freed, its gradient launched as one more reduction (converted
-        // beside it first when reduced in 16 bits), the oldest retired if that makes four.
-        const uint64_t rest = wg0 + open_bytes + s3 * p * u.pb * ahead + ahead * staged;
-        if (r != 4) peak = std::max(peak, rest + (4 + r) * u.pb + staging);
-        peak = std::max(peak, rest + reduction + launched_stg);
-        launch(reduction);
-      }
+      if (per_unit) launch(held + open_bytes + s3 * p * u.pb * ahead + ahead * staged, u.pb, u.sb);
     }
+    // The embedding's backward (no parameters gathered): an untied unit 0's gradient opens now.
+    if (untied) peak = std::max(peak, wg0 + open_bytes + issued_stg);
     if (per_unit) {
-      // When the embedding's backward ends, unit 0's gradient is launched last, with no parameters
-      // gathered: converted beside it first when reduced in 16 bits, then sent from (fp32: itself)
-      // with the staging grown to its reduce-scatter.
-      if (r != 4) peak = std::max(peak, open_bytes + (4 + r) * u.p0 + launched_stg);
-      peak = std::max(peak, open_bytes + reduction0 + stg);
-      launch(reduction0);
+      // When it ends, unit 0's gradient is launched last, with the staging grown to the largest
+      // reduction of the step.
+      if (r != 4) peak = std::max(peak, open_bytes + (4 + r) * u.p0 + issued_stg);
+      peak = std::max(peak, open_bytes + reduction_of(u.p0, u.s0) + stg);
+      retire_beyond_limit(reduction_of(u.p0, u.s0));
     }
   }
   return peak;
@@ -204,16 +211,25 @@ uint64_t transient_bytes_stages01(const PlanInput& in, const Units& u) {
   // A unit's fp32 gradient is a working buffer (`gathered`) unless the backward accumulates straight
   // into fp32 storage; it is freed once added into the store, before the unit's reduction is launched.
   const bool work_grad = !(in.precision.dtype == DType::kF32 || in.precision.accumulates_in_fp32());
-  const uint64_t wg0 = work_grad ? 4 * u.p0 : 0;  // unit 0's stays open until the embedding's backward ends
-  const uint64_t wgb = work_grad ? 4 * u.pb : 0;
-  // The head's backward, and a block's beside unit 0's gradient: all there is with one rank.
-  uint64_t peak = wg0 + (u.L > 0 ? wgb : 0);
+  const uint64_t wg0 = work_grad ? 4 * u.p0 : 0;
+  // A tied unit 0's stays open from the head's backward until the embedding's ends, beside every
+  // other unit's; an untied one opens with the embedding's backward.
+  const uint64_t held = u.head_unit() ? 0 : wg0;
+  // The units as their gradients are stored: an untied head's, the blocks from the last, unit 0.
+  const uint64_t units = u.L + 1 + (u.head_unit() ? 1 : 0);
+  auto padded = [&](uint64_t k) { return k == 0 ? u.p0 : k <= u.L ? u.pb : u.ph; };
+  auto shard = [&](uint64_t k) { return k == 0 ? u.s0 : k <= u.L ? u.sb : u.sh; };
+  // While unit k's backward runs: its gradient beside the one held open.
+  auto working = [&](uint64_t k) { return k == 0 ? wg0 : held + (work_grad ? 4 * padded(k) : 0); };
+  // With one rank nothing is reduced: the largest of those is all there is.
+  uint64_t peak = 0;
+  for (uint64_t k = 0; k < units; ++k) peak = std::max(peak, working(k));
   if (W <= 1) return peak;
   const bool convert = r != grad_bytes(in);
   std::deque<uint64_t> open;  // conversion bytes of the reductions in flight, oldest first
   const uint64_t in_flight = u64(in.zero.max_reductions_in_flight);
   uint64_t open_bytes = 0, stg = 0;
-  // `rest`: what else is live when the reduction is launched (unit 0's gradient while blocks are).
+  // `rest`: what else is live when the reduction is launched (the held gradient while others are).
   auto launch = [&](uint64_t rest, uint64_t bytes, uint64_t staging) {
     stg = std::max(stg, staging);
     peak = std::max(peak, rest + open_bytes + bytes + stg);
@@ -225,11 +241,10 @@ uint64_t transient_bytes_stages01(const PlanInput& in, const Units& u) {
     }
   };
   uint64_t bucket = 0;  // stage 0: elements of the bucket being filled (as the reducer's plan_buckets)
-  for (uint64_t k = u.L + 1; k-- > 0;) {  // the units as their gradients are stored
-    const uint64_t P = k == 0 ? u.p0 : u.pb, S = k == 0 ? u.s0 : u.sb;
-    // While the unit's backward runs: its gradient (unit 0's is wg0) beside what is in flight.
-    peak = std::max(peak, wg0 + (k > 0 ? wgb : 0) + open_bytes + stg);
-    const uint64_t rest = k > 0 ? wg0 : 0;
+  for (uint64_t k = units; k-- > 0;) {
+    const uint64_t P = padded(k), S = shard(k);
+    peak = std::max(peak, working(k) + open_bytes + stg);
+    const uint64_t rest = k > 0 ? held : 0;
     if (in.zero.stage == 1) {
       launch(rest, convert ? (P + S) * r : 0, reduction_staging_bytes(false, S, r, W));
     } else {

@@ -16,8 +16,12 @@
           predicted total EQUAL to the measured peak of every rank, byte for byte;
   sweep:  `zerodp sweep` on a small model: every stage's largest micro-batch trains under the budget
           and the next one exits 3; the CSV and the plots are written.
+  llama:  a Llama with grouped-query heads, untied (its head a unit of its own) and tied: at every
+          stage, fp32 and bf16, --accum 1 and 2, the predicted model states EQUAL the ledger's live
+          bytes, and the predicted act and total EQUAL the measured peaks of every rank, byte for byte;
+  sweep_llama: `zerodp sweep --arch llama`: every run's predicted total EQUALS its measured peak.
 
-usage: plan_cli_tests.py ZERODP CASE     (CASE: states | act | accum | stages01 | sweep)
+usage: plan_cli_tests.py ZERODP CASE     (CASE: states | act | accum | stages01 | sweep | llama | sweep_llama)
 Exits non-zero with a message on the first failed check."""
 import csv
 import functools
@@ -167,5 +171,41 @@ elif CASE == "sweep":
     for png in ("memory_by_category.png", "predicted_vs_measured.png", "global_batch.png"):
         path = os.path.join(out, png)
         check(os.path.exists(path) and os.path.getsize(path) > 1000, f"{png} written")
+elif CASE == "llama":
+    dims = ["--layers", "2", "--heads", "4", "--kv-heads", "2", "--embd", "48", "--vocab", "256", "--ctx", "32"]
+    for tie in ([], ["--tie"]):
+        init = os.path.join(tmp, "llama" + "".join(tie))
+        rc, _, err = run(["init", "--arch", "llama", "--out", init, "--seed", "3"] + dims + tie)
+        check(rc == 0, "init --arch llama", err)
+        points = [(s, d, g) for s in range(4) for d in ("fp32", "bf16") for g in (1, 2)]
+        if tie:  # the tied head is unit 0, as GPT-2's: fewer points
+            points = [(s, "bf16", 2) for s in range(4)]
+        for n, (stage, dtype, G) in enumerate(points):
+            what = f"llama{' tied' if tie else ''} stage {stage} {dtype} accum={G}"
+            rc, out, err = run(["estimate", "--json", "--arch", "llama", "--gpus", str(W), "--stage", str(stage),
+                                "--dtype", dtype, "--fp32-grad-accum", "--micro-batch", "2", "--seq", "16",
+                                "--accum", str(G)] + dims + tie)
+            check(rc == 0, f"estimate {what}", err)
+            want = json.loads(out)["stages"][0]["bytes_per_rank"]
+            for rec in train(stage, dtype, True, 2, 16, False, os.path.join(tmp, f"l{len(tie)}_{n}.jsonl"), G,
+                             inputs=(model_tokens, init)):
+                got = {k: rec["live_bytes"][k] for k in ("param", "grad", "master", "optim")}
+                got.update({k: rec["peak_bytes"][k] for k in ("act", "total")})
+                check(got == {k: want[k] for k in got}, f"{what} rank {rec['rank']}: measured {got}, predicted {want}")
+elif CASE == "sweep_llama":
+    out = os.path.join(tmp, "sweep")
+    rc, so, se = run(["sweep", "--arch", "llama", "--layers", "2", "--embd", "64", "--heads", "4", "--kv-heads", "2",
+                      "--seq", "16", "--gpus", "2", "--worlds", "2", "--memory-budget", "6MB", "--max-micro-batch",
+                      "24", "--steps", "1", "--text", text, "--out-dir", out, "--work-dir", os.path.join(tmp, "work"),
+                      "--plot-script", ""], timeout=280)
+    check(rc == 0, "zerodp sweep --arch llama runs", so + se)
+    with open(os.path.join(out, "sweep.csv")) as f:
+        rows = list(csv.DictReader(f))
+    fit = [r for r in rows if r["fits"] == "1"]
+    check(len(fit) >= 4 and {r["stage"] for r in fit} == {"0", "1", "2", "3"}, f"every stage fits somewhere ({len(fit)} runs)")
+    for r in fit:
+        check(r["measured_total"] == r["predicted_total"],
+              f"W={r['world']} stage {r['stage']} B={r['micro_batch']}: measured {r['measured_total']}, "
+              f"predicted {r['predicted_total']}")
 else:
     sys.exit(f"unknown case {CASE}")
