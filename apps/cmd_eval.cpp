@@ -50,7 +50,8 @@ int run_eval() {
 void register_eval(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand(
       "eval", "A trained model's validation loss on token data, or its accuracy on multiple-choice items (fp32)");
-  cmd->add_option("--model", g_model, "Model weights (safetensors)")->required();
+  cmd->add_option("--model", g_model, "Model weights: a GPT-2 safetensors file or a Hugging Face model directory")
+      ->required();
   cmd->add_option("--data", g_data,
                   "Validation tokens: a token file, a directory of *.bin or a glob (as train's --val-data)");
   cmd->add_option("--tokens", g_tokens, "With --data: evaluate floor(E/T) windows of T tokens from its start");

@@ -8,11 +8,12 @@
 #include <fmt/format.h>
 
 #include "apps/commands.h"
-#include "ckpt/gpt2_weights.h"
+#include "ckpt/model_source.h"
+#include "core/checked.h"
 #include "core/error.h"
 #include "core/memory.h"
 #include "data/tokenizer.h"
-#include "model/gpt2.h"
+#include "model/model.h"
 #include "train/sample.h"
 
 namespace zerodp::cli {
@@ -26,15 +27,22 @@ train::SampleOptions g_opts;
 // valid (every tensor present, within docs/limits.md) and still need more than this machine has: say
 // so (exit 2) before allocating any of it, rather than failing halfway through an allocation.
 void check_fits_in_memory(const std::string& path) {
-  const ckpt::GPT2Weights weights = ckpt::GPT2Weights::open(path);  // validated in full; maps, reads nothing
-  const model::GPT2Config& mc = weights.config();
+  const ckpt::ModelSource source = ckpt::ModelSource::open(path);  // validated in full; maps, reads nothing
+  const model::ModelConfig& mc = source.config();
+  const int ctx = train::sample_context(mc, g_opts);
   const uint64_t params = static_cast<uint64_t>(mc.param_count()) * sizeof(float);
-  const uint64_t acts = model::activation_bytes(mc, 1, mc.n_ctx);  // within the limits: no overflow
   const uint64_t have = physical_memory_bytes();
+  // The attention's probabilities alone ([heads, T, T] a layer): refused before they are sized in full.
+  const CheckedSize probs = CheckedSize(mc.n_layer()) * mc.n_head() * ctx * ctx * 4;
+  ZDP_REQUIRE(have == 0 || probs.within(static_cast<int64_t>(have)),
+              "'{}': sampling {} with a context of {} tokens needs more than this machine's {} of memory for the "
+              "attention alone: give a shorter --context",
+              path, model::model_name(mc), ctx, format_bytes(have));
+  const uint64_t acts = model::model_activation_bytes(mc, 1, ctx);
   ZDP_REQUIRE(have == 0 || params + acts <= have,
-              "'{}': sampling GPT-2 {} needs {} ({} of fp32 weights and {} of activations for a context of {} "
+              "'{}': sampling {} needs {} ({} of fp32 weights and {} of activations for a context of {} "
               "tokens), more than this machine's {} of memory",
-              path, mc.summary(), format_bytes(params + acts), format_bytes(params), format_bytes(acts), mc.n_ctx,
+              path, model::model_name(mc), format_bytes(params + acts), format_bytes(params), format_bytes(acts), ctx,
               format_bytes(have));
 }
 
@@ -61,8 +69,9 @@ int run_sample() {
 }
 
 void register_sample(CLI::App& app, Action& action) {
-  auto* cmd = app.add_subcommand("sample", "Generate text from a trained model (GPT-2 safetensors)");
-  cmd->add_option("--model", g_model, "Model weights (safetensors)")->required();
+  auto* cmd = app.add_subcommand("sample", "Generate text from a trained model (GPT-2 safetensors or a model directory)");
+  cmd->add_option("--model", g_model, "Model weights: a GPT-2 safetensors file or a Hugging Face model directory")
+      ->required();
   cmd->add_option("--tokenizer", g_tokenizer,
                   "Hugging Face tokenizer.json (byte-level BPE) that made the training tokens; without it, bytes "
                   "(V = 256)");
@@ -71,6 +80,8 @@ void register_sample(CLI::App& app, Action& action) {
   cmd->add_option("--temperature", g_opts.temperature, "Softmax temperature (0: greedy)")->capture_default_str();
   cmd->add_option("--top-k", g_opts.top_k, "Sample among the k most likely tokens (0: all)")->capture_default_str();
   cmd->add_option("--seed", g_opts.seed, "Random seed")->capture_default_str();
+  cmd->add_option("--context", g_opts.context, "Longest context the model sees, in tokens (0: the model's n_ctx)")
+      ->capture_default_str();
   cmd->add_flag("--no-stop", g_no_stop, "Go on past the tokenizer's end-of-text token instead of stopping there");
   cmd->callback([&action] { action = run_sample; });
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs every Debian package zerodp needs (idempotent), then configures and builds.
 # Usage: scripts/setup.sh [--no-build] [--tests] [--cli]
-#   --tests   also the packages of the tests, benchmarks and fuzzing, and the tokenizer tests' venv
+#   --tests   also the packages of the tests, benchmarks and fuzzing, the tokenizer tests' venv and the
+#             transformers reference's venv (tests/reference's Llama-family tests)
 #   --cli     build the zerodp command only, without the tests and benchmarks (what the demo needs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -73,6 +74,11 @@ fi
 # The tokenizer tests' Python venv (tokenizers and tiktoken from PyPI), outside the source tree.
 if ((tests)) && [ -f scripts/tokenizer_venv.sh ]; then
   bash scripts/tokenizer_venv.sh >/dev/null
+fi
+# The Llama-family reference's venv (transformers from PyPI over Debian's torch), outside the source
+# tree: made here so that the tests find it rather than each making it on first use.
+if ((tests)) && [ -f scripts/transformers_venv.sh ]; then
+  bash scripts/transformers_venv.sh >/dev/null
 fi
 
 if ((build)); then

@@ -24,4 +24,16 @@ void ModelSource::read_unit_range(const model::ParamLayout& layout, int unit, si
   std::visit([&](const auto& s) { s.read_unit_range(layout, unit, begin, count, dst); }, source_);
 }
 
+ResidentWeights::ResidentWeights(const std::string& path) : source_(ModelSource::open(path)), layout_(source_.config()) {
+  for (int u = 0; u < layout_.num_units(); ++u) {
+    units_.emplace_back(layout_.unit_numel(u) * sizeof(float), MemCategory::kParam);
+    source_.read_unit_range(layout_, u, 0, layout_.unit_numel(u), units_.back().as<float>());
+    params_.push_back(units_.back().as<float>());
+  }
+}
+
+model::ResidentUnits<float> ResidentWeights::access() const {
+  return model::ResidentUnits<float>(params_, std::vector<float*>(params_.size(), nullptr));
+}
+
 }  // namespace zerodp::ckpt

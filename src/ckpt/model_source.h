@@ -5,11 +5,14 @@
 
 #include <string>
 #include <variant>
+#include <vector>
 
 #include "ckpt/gpt2_weights.h"
 #include "ckpt/hf_model.h"
+#include "core/memory.h"
 #include "model/layout.h"
 #include "model/model_config.h"
+#include "model/units.h"
 
 namespace zerodp::ckpt {
 
@@ -30,6 +33,24 @@ class ModelSource {
   model::ModelConfig config_;
   std::string path_;
   std::variant<GPT2Weights, HfModelDir> source_;
+};
+
+// Every unit of a model's weights in fp32 in this process's memory (under `param`): what inference
+// in one process (sampling, evaluation) runs on.
+class ResidentWeights {
+ public:
+  explicit ResidentWeights(const std::string& path);
+  const ModelSource& source() const { return source_; }
+  const model::ParamLayout& layout() const { return layout_; }
+  const model::ModelConfig& config() const { return layout_.config(); }
+  // The units as a model reads them (no gradients).
+  model::ResidentUnits<float> access() const;
+
+ private:
+  ModelSource source_;
+  model::ParamLayout layout_;
+  std::vector<Buffer> units_;
+  std::vector<const float*> params_;
 };
 
 }  // namespace zerodp::ckpt

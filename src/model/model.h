@@ -48,6 +48,10 @@ template <typename P>
 std::unique_ptr<Model<P>> make_model(const ParamLayout& layout, int B, int T, bool checkpointing = false,
                                      device::Device& dev = device::default_device());
 
+// Bytes of activation memory make_model's model allocates (the `act` category while it exists).
+size_t model_activation_bytes(const ModelConfig& config, int B, int T, bool checkpointing = false,
+                              DType compute = DType::kF32);
+
 extern template std::unique_ptr<Model<float>> make_model(const ParamLayout&, int, int, bool, device::Device&);
 extern template std::unique_ptr<Model<double>> make_model(const ParamLayout&, int, int, bool, device::Device&);
 extern template std::unique_ptr<Model<bf16>> make_model(const ParamLayout&, int, int, bool, device::Device&);

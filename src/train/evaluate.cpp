@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "ckpt/gpt2_weights.h"
+#include "ckpt/model_source.h"
 #include "core/error.h"
 #include "core/json.h"
 #include "core/fs.h"
@@ -81,25 +81,6 @@ double validation_loss(zero::Engine& engine, comm::Communicator& world, const da
 
 namespace {
 
-// A model file's weights in fp32, every unit resident, for one process's forward passes.
-struct ResidentModel {
-  ckpt::GPT2Weights weights;
-  model::ParamLayout layout;
-  std::vector<Buffer> units;
-  std::vector<const float*> params;
-
-  explicit ResidentModel(const std::string& path)
-      : weights(ckpt::GPT2Weights::open(path)), layout(weights.config()) {
-    for (int u = 0; u < layout.num_units(); ++u) {
-      units.emplace_back(layout.unit_numel(u) * sizeof(float), MemCategory::kParam);
-      weights.read_unit_range(layout, u, 0, layout.unit_numel(u), units.back().as<float>());
-      params.push_back(units.back().as<float>());
-    }
-  }
-  model::ResidentUnits<float> access() const {
-    return model::ResidentUnits<float>(params, std::vector<float*>(params.size(), nullptr));
-  }
-};
 
 }  // namespace
 
@@ -108,18 +89,18 @@ EvalResult evaluate_model_file(const std::string& model_path, const std::string&
   ZDP_REQUIRE(micro_batch > 0 && micro_batch <= (int64_t{1} << 20), "--micro-batch must be in [1, 2^20], got {}",
               micro_batch);
   ZDP_REQUIRE(seq > 0, "--seq must be positive, got {}", seq);
-  const ResidentModel m(model_path);
-  const model::GPT2Config& mc = m.layout.config().gpt2();
-  ZDP_REQUIRE(seq <= mc.n_ctx, "--seq {} exceeds the model's context n_ctx = {} ('{}')", seq, mc.n_ctx, model_path);
+  const ckpt::ResidentWeights m(model_path);
+  const model::ModelConfig& mc = m.config();
+  ZDP_REQUIRE(seq <= mc.n_ctx(), "--seq {} exceeds the model's context n_ctx = {} ('{}')", seq, mc.n_ctx(), model_path);
   ZDP_REQUIRE(micro_batch * seq <= (int64_t{1} << 31) - 1, "--micro-batch {} x --seq {} is over 2^31 tokens",
               micro_batch, seq);
-  const data::TokenStream val = data::TokenStream::open(data, mc.vocab_size);
+  const data::TokenStream val = data::TokenStream::open(data, mc.vocab_size());
   EvalResult r;
   r.windows = validation_windows(val, eval_tokens, seq, "--tokens");
   r.tokens = r.windows * static_cast<uint64_t>(seq);
   const int B = static_cast<int>(micro_batch), T = static_cast<int>(seq);
   const data::EvalWindows split(r.windows, 1, 0, B, T);
-  const auto net = model::make_model<float>(m.layout, B, T);
+  const auto net = model::make_model<float>(m.layout(), B, T);
   model::ResidentUnits<float> access = m.access();
   std::vector<int32_t> inputs(static_cast<size_t>(B) * T), targets(inputs.size());
   std::vector<double> sums;
@@ -200,11 +181,11 @@ ChoiceResult score_choices(const std::string& model_path, const std::string& cho
                            const std::string& tokenizer_path) {
   const std::unique_ptr<data::Tokenizer> tok =
       tokenizer_path.empty() ? data::byte_tokenizer() : data::load_tokenizer(tokenizer_path);
-  const ResidentModel m(model_path);
-  const model::GPT2Config& mc = m.layout.config().gpt2();
-  ZDP_REQUIRE(tok->vocab_size() <= mc.vocab_size,
+  const ckpt::ResidentWeights m(model_path);
+  const model::ModelConfig& mc = m.config();
+  ZDP_REQUIRE(tok->vocab_size() <= mc.vocab_size(),
               "the tokenizer's vocabulary of {} is larger than the model's {} ('{}'): not this model's tokenizer",
-              tok->vocab_size(), mc.vocab_size, model_path);
+              tok->vocab_size(), mc.vocab_size(), model_path);
   const std::vector<ChoiceItem> items = read_choices(choices_path, *tok);
   // One forward a (context, ending), padded to the longest: attention is causal, so what follows a
   // position never changes its loss.
@@ -212,14 +193,14 @@ ChoiceResult score_choices(const std::string& model_path, const std::string& cho
   for (const ChoiceItem& it : items) {
     for (size_t e = 0; e < it.endings.size(); ++e) {
       const size_t inputs = it.context.size() + it.endings[e].size() - 1;
-      ZDP_REQUIRE(inputs <= static_cast<size_t>(mc.n_ctx),
+      ZDP_REQUIRE(inputs <= static_cast<size_t>(mc.n_ctx()),
                   "'{}' line {}: the context and ending {} hold {} tokens, more than the model's context n_ctx = {} and one more (the last token is only a target)",
-                  choices_path, it.line, e, inputs + 1, mc.n_ctx);
+                  choices_path, it.line, e, inputs + 1, mc.n_ctx());
       longest = std::max(longest, inputs);
     }
   }
   const int T = static_cast<int>(longest);
-  const auto net = model::make_model<float>(m.layout, 1, T);
+  const auto net = model::make_model<float>(m.layout(), 1, T);
   model::ResidentUnits<float> access = m.access();
   std::vector<int32_t> inputs(static_cast<size_t>(T)), targets(static_cast<size_t>(T));
   ChoiceResult r;

@@ -5,45 +5,42 @@
 #include <numeric>
 #include <random>
 
-#include "ckpt/gpt2_weights.h"
+#include "ckpt/model_source.h"
 #include "core/error.h"
 #include "model/model.h"
 
 namespace zerodp::train {
+
+int sample_context(const model::ModelConfig& config, const SampleOptions& opts) {
+  ZDP_REQUIRE(opts.context >= 0, "--context must not be negative, got {}", opts.context);
+  return opts.context > 0 ? std::min(opts.context, config.n_ctx()) : config.n_ctx();
+}
 
 std::vector<uint32_t> generate(const std::string& path, const std::vector<uint32_t>& prompt,
                                const SampleOptions& opts) {
   ZDP_REQUIRE(opts.tokens >= 0, "--tokens must not be negative, got {}", opts.tokens);
   ZDP_REQUIRE(opts.temperature >= 0, "--temperature must not be negative, got {}", opts.temperature);
   ZDP_REQUIRE(!prompt.empty(), "--prompt must not be empty (it gave no tokens)");
-  const ckpt::GPT2Weights weights = ckpt::GPT2Weights::open(path);
-  const model::GPT2Config& mc = weights.config();
-  const model::ParamLayout layout(mc);
-  std::vector<Buffer> units;
-  std::vector<const float*> params;
-  for (int u = 0; u < layout.num_units(); ++u) {
-    units.emplace_back(layout.unit_numel(u) * sizeof(float), MemCategory::kParam);
-    weights.read_unit_range(layout, u, 0, layout.unit_numel(u), units.back().as<float>());
-    params.push_back(units.back().as<float>());
-  }
-  model::ResidentUnits<float> access(params, std::vector<float*>(params.size(), nullptr));
-  const int ctx = mc.n_ctx;
-  const auto net = model::make_model<float>(layout, 1, ctx);
+  const ckpt::ResidentWeights weights(path);
+  const model::ModelConfig& mc = weights.config();
+  model::ResidentUnits<float> access = weights.access();
+  const int ctx = sample_context(mc, opts);
+  const auto net = model::make_model<float>(weights.layout(), 1, ctx);
 
   std::vector<int32_t> seq;
   for (uint32_t id : prompt) {
-    ZDP_REQUIRE(id < static_cast<uint32_t>(mc.vocab_size),
+    ZDP_REQUIRE(id < static_cast<uint32_t>(mc.vocab_size()),
                 "prompt token {} is outside the model's vocabulary of {} (a tokenizer of another model?)", id,
-                mc.vocab_size);
+                mc.vocab_size());
     seq.push_back(static_cast<int32_t>(id));
   }
-  ZDP_REQUIRE(opts.vocab_limit >= 0 && opts.vocab_limit <= mc.vocab_size,
+  ZDP_REQUIRE(opts.vocab_limit >= 0 && opts.vocab_limit <= mc.vocab_size(),
               "the tokenizer's vocabulary of {} is larger than the model's {} ('{}'): not this model's tokenizer",
-              opts.vocab_limit, mc.vocab_size, path);
+              opts.vocab_limit, mc.vocab_size(), path);
   // Drawn among the first `drawn` ids of the logits only (the model's vocabulary may be padded).
-  const size_t drawn = static_cast<size_t>(opts.vocab_limit > 0 ? opts.vocab_limit : mc.vocab_size);
+  const size_t drawn = static_cast<size_t>(opts.vocab_limit > 0 ? opts.vocab_limit : mc.vocab_size());
   std::mt19937_64 rng(opts.seed);
-  std::vector<float> logits(static_cast<size_t>(mc.vocab_size));
+  std::vector<float> logits(static_cast<size_t>(mc.vocab_size()));
   std::vector<double> probs(drawn);
   std::vector<uint32_t> out;
   for (int i = 0; i < opts.tokens; ++i) {

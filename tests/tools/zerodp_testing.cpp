@@ -50,22 +50,15 @@ struct LogitsOptions {
 };
 
 int run_logits(const LogitsOptions& o) {
-  const ckpt::ModelSource source = ckpt::ModelSource::open(o.model);
-  const model::ParamLayout layout(source.config());
+  const ckpt::ResidentWeights weights(o.model);
+  const model::ModelConfig& config = weights.config();
   std::vector<int32_t> tokens;
   std::stringstream in(o.tokens);
   for (std::string item; std::getline(in, item, ',');) tokens.push_back(static_cast<int32_t>(std::stol(item)));
-  const int T = static_cast<int>(tokens.size()), V = source.config().vocab_size();
-  ZDP_REQUIRE(T > 0 && T <= source.config().n_ctx(), "--tokens: 1 to {} tokens, got {}", source.config().n_ctx(), T);
-  std::vector<std::vector<float>> params(static_cast<size_t>(layout.num_units()));
-  std::vector<const float*> views;
-  for (int u = 0; u < layout.num_units(); ++u) {
-    params[u].resize(layout.unit_numel(u));
-    source.read_unit_range(layout, u, 0, params[u].size(), params[u].data());
-    views.push_back(params[u].data());
-  }
-  model::ResidentUnits<float> units(views, std::vector<float*>(views.size(), nullptr));
-  const auto m = model::make_model<float>(layout, 1, T);
+  const int T = static_cast<int>(tokens.size()), V = config.vocab_size();
+  ZDP_REQUIRE(T > 0 && T <= config.n_ctx(), "--tokens: 1 to {} tokens, got {}", config.n_ctx(), T);
+  model::ResidentUnits<float> units = weights.access();
+  const auto m = model::make_model<float>(weights.layout(), 1, T);
   std::vector<float> logits(static_cast<size_t>(T) * V);
   for (int t = 1; t <= T; ++t) m->next_token_logits(tokens.data(), t, units, logits.data() + static_cast<size_t>(t - 1) * V);
   write_file_atomic(o.out, logits.data(), logits.size() * sizeof(float));
