@@ -38,6 +38,23 @@ struct Group {
 
 model::GPT2Config small_model() { return {2, 4, 64, 64, 32}; }  // L2 H4 C64 V64 N32
 
+// A Llama of the same vocabulary: grouped-query heads, an untied head (a unit of its own), q/k/v/o
+// biases and llama3 RoPE scaling, so every path of the architecture is in the bits compared.
+model::LlamaConfig small_llama() {
+  model::LlamaConfig c;
+  c.n_layer = 2;
+  c.n_head = 4;
+  c.n_kv_head = 2;
+  c.n_embd = 64;
+  c.head_dim = 16;
+  c.intermediate_size = 96;
+  c.vocab_size = 64;
+  c.n_ctx = 32;
+  c.attention_bias = true;
+  c.rope_scaling = model::Llama3RopeScaling{8.0, 1.0, 4.0, 8};
+  return c;
+}
+
 // A token stream with structure to learn (a noisy repeating pattern), read as docs/reference/data-order.md#ranks says.
 struct Stream {
   std::vector<int32_t> tokens;
@@ -71,9 +88,9 @@ struct RunResult {
 };
 
 RunResult run(bool alone, EngineConfig cfg, int G, int steps, double lr = 1e-3, double clip = 0.0,
-              GradientFault fault = {}) {
+              GradientFault fault = {}, const model::ModelConfig& model = small_model()) {
   Group group(alone);
-  const model::ParamLayout layout(small_model());
+  const model::ParamLayout layout(model);
   const int W = group.comm->size(), r = group.comm->rank();
   static const Stream stream(small_model().vocab_size);
   RunResult out;
@@ -265,6 +282,24 @@ TEST(Engine, StagesAgreeBitwiseAtTheSameWorldSize) {
       expect_bitwise_equal(run(false, precision_config(stage, p), 1, steps, 3e-3, 1.0), ref,
                            p.name() + " stage " + std::to_string(stage) + " against stage 0");
   }
+}
+
+// The same for the Llama family: every stage's bits equal stage 0's (fp32 and bf16 with fp32
+// gradient accumulation), and each stage matches one-rank training on the global batch.
+TEST(Engine, LlamaStagesAgreeBitwiseAndMatchSingleRankTraining) {
+  const int steps = 3;
+  for (const PrecisionCase& p : {kPrecisions[0], kPrecisions[2]}) {
+    const RunResult ref = run(false, precision_config(0, p), 1, steps, 3e-3, 1.0, {}, small_llama());
+    for (int stage = 1; stage <= 3; ++stage)
+      expect_bitwise_equal(run(false, precision_config(stage, p), 1, steps, 3e-3, 1.0, {}, small_llama()), ref,
+                           "llama " + p.name() + " stage " + std::to_string(stage) + " against stage 0");
+  }
+  const int W = world()->size();
+  EngineConfig alone = config(0, 2 * W);
+  const RunResult single = run(true, alone, 1, steps, 1e-3, 0.0, {}, small_llama());
+  for (int stage = 0; stage <= 3; ++stage)
+    expect_same_training(run(false, config(stage, 2), 1, steps, 1e-3, 0.0, {}, small_llama()), single, 1e-4,
+                         "llama stage " + std::to_string(stage));
 }
 
 // With G micro-steps, stages 0-1 add the micro-steps' gradients and reduce once while stages 2-3
