@@ -25,6 +25,14 @@
               the roundings feed back through the updates. Stated tolerance: every step's loss within
               10u (1.95%) of fp32's, and the mean of every 50-step window within 2.5u (0.49%).
               Measured on the author's machine: 0.59% worst step, 0.06% worst window.
+  stages_llama  the same for a Llama (GQA, untied head) in bf16 at W=2 and W=4: the same --out
+              directory bytes and the same losses and norms at stages 0-3.
+  bf16_llama  the bf16 case's run for a Llama of the demo's size (L4 H4/2 C128, untied head). Its
+              step-0 losses agree as closely as GPT-2's (0.004%), but its trajectories separate
+              further as the roundings feed back: over three initial seeds on the author's machine
+              the worst step was 1.1-2.1% apart and the worst 50-step window 0.07-0.44% (fp32 at W=1
+              against W=2, an ulp-level perturbation, stays within 0.002%). Stated tolerance, with
+              room over those: every step within 16u (3.1%), every window's mean within 4u (0.78%).
   limits      sizes that would wrap (--micro-batch 2^40), a micro-batch whose activations exceed the
               machine's memory, and a DeepSpeed config asking for parameter offload exit 2 at once,
               naming the flag or key.
@@ -52,8 +60,23 @@ def path(*parts):
     return os.path.join(work, *parts)
 
 
-def train_args(steps, B=2, G=1, stage=0, dtype="fp32", extra=()):
-    return ["train", "--init", init, "--data", tokens, "--steps", str(steps), "--micro-batch", str(B), "--seq", "16",
+LLAMA = ["--arch", "llama", "--layers", "2", "--heads", "4", "--kv-heads", "2", "--embd", "32", "--vocab", "256",
+         "--ctx", "16"]
+
+
+def llama_init(name, dims=LLAMA):
+    d = path(name)
+    r = run(["init", "--out", d, "--seed", "1337"] + dims)
+    check(r.code == 0, f"init {name}", r.err)
+    return d
+
+
+def dir_bytes(d):
+    return {f: read_bytes(os.path.join(d, f)) for f in sorted(os.listdir(d))}
+
+
+def train_args(steps, B=2, G=1, stage=0, dtype="fp32", extra=(), model=None):
+    return ["train", "--init", model or init, "--data", tokens, "--steps", str(steps), "--micro-batch", str(B), "--seq", "16",
             "--accum", str(G), "--zero-stage", str(stage), "--dtype", dtype, "--lr", "3e-3", "--log-every", "0"] + list(extra)
 
 
@@ -219,6 +242,22 @@ elif CASE == "stages":
                       f"{metrics[stage]}\n{metrics[0]}")
                 check(outs[stage] == outs[0], f"W={ranks} {dtype}: stage {stage}'s --out equals stage 0's byte for byte")
 
+elif CASE == "stages_llama":
+    model = llama_init("llama")
+    for ranks in (2, 4):
+        outs, metrics = {}, {}
+        for stage in range(4):
+            out, m = path(f"lo{ranks}_{stage}"), path(f"lm{ranks}_{stage}.jsonl")
+            r = run(train_args(4, stage=stage, dtype="bf16", model=model,
+                               extra=["--clip", "1.0", "--out", out, "--metrics", m]), ranks)
+            check(r.code == 0, f"llama W={ranks} bf16 stage {stage} trains", r.err)
+            outs[stage] = dir_bytes(out)
+            metrics[stage] = [(s["loss"], s["grad_norm"]) for s in records(m, "step")]
+        for stage in (1, 2, 3):
+            check(metrics[stage] == metrics[0], f"llama W={ranks} bf16: stage {stage}'s losses and norms equal stage 0's",
+                  f"{metrics[stage]}\n{metrics[0]}")
+            check(outs[stage] == outs[0], f"llama W={ranks} bf16: stage {stage}'s --out directory equals stage 0's byte for byte")
+
 elif CASE == "shuffle":
     on = ["--shuffle", "on", "--seed", "3"]
     losses = {}
@@ -257,11 +296,12 @@ elif CASE == "shuffle":
         check(r.code == 2 and needle in r.err and "manifest.json" in r.err,
               f"a resume asking for {' '.join(extra)} exits 2 naming the checkpoint's order (got {r.code})", r.err)
 
-elif CASE == "bf16":
+elif CASE in ("bf16", "bf16_llama"):
     u = 2.0 ** -9
-    demo = path("demo.safetensors")
+    demo = path("demo.safetensors" if CASE == "bf16" else "demo-llama")
+    llama = ["--arch", "llama", "--kv-heads", "2"] if CASE == "bf16_llama" else []
     r = run(["init", "--out", demo, "--layers", "4", "--heads", "4", "--embd", "128", "--vocab", "256", "--ctx", "128",
-             "--seed", "1337"])
+             "--seed", "1337"] + llama)
     check(r.code == 0, "init the demo model", r.err)
     curves = {}
     for dtype in ("fp32", "bf16"):
@@ -272,14 +312,17 @@ elif CASE == "bf16":
         steps = steps_of(m)
         curves[dtype] = [steps[i]["loss"] for i in range(200)]
     f, b = curves["fp32"], curves["bf16"]
+    step_tol, window_tol = (10, 2.5) if CASE == "bf16" else (16, 4)
     worst = max(range(200), key=lambda i: abs(b[i] - f[i]) / f[i])
     rel = abs(b[worst] - f[worst]) / f[worst]
-    print(f"bf16 against fp32 over 200 steps: worst step {worst} at {rel:.4%} (tolerance {10 * u:.2%})")
-    check(rel <= 10 * u, f"every step's bf16 loss within 10u of fp32's: step {worst} has {b[worst]} against {f[worst]}")
+    print(f"bf16 against fp32 over 200 steps: worst step {worst} at {rel:.4%} (tolerance {step_tol * u:.2%})")
+    check(rel <= step_tol * u,
+          f"every step's bf16 loss within {step_tol}u of fp32's: step {worst} has {b[worst]} against {f[worst]}")
     for lo in range(0, 200, 50):
         mf, mb = sum(f[lo:lo + 50]) / 50, sum(b[lo:lo + 50]) / 50
         print(f"  steps {lo}-{lo + 49}: mean loss fp32 {mf:.4f}, bf16 {mb:.4f} ({abs(mb - mf) / mf:.4%})")
-        check(abs(mb - mf) <= 2.5 * u * mf, f"steps {lo}-{lo + 49}: bf16 mean loss {mb} within 2.5u of fp32's {mf}")
+        check(abs(mb - mf) <= window_tol * u * mf,
+              f"steps {lo}-{lo + 49}: bf16 mean loss {mb} within {window_tol}u of fp32's {mf}")
     check(b != f, "bf16 computes differently from fp32 (16-bit compute is in use)")
 
 elif CASE == "limits":
