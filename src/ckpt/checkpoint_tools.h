@@ -2,6 +2,7 @@
 // describe it for people.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "ckpt/checkpoint.h"
@@ -13,6 +14,11 @@ namespace zerodp::ckpt {
 // the largest tensor: memory stays near that tensor, not the model. For the same weights these are
 // the same bytes as `zerodp train --out` writes.
 void consolidate_checkpoint(const Checkpoint& ckpt, const std::string& out_path);
+
+// Writes a Llama checkpoint's weights as a Hugging Face model directory (ckpt/hf_model.h) in `dtype`,
+// shards of at most `shard_bytes`, one unit in memory at a time: the same files `zerodp train --out`
+// writes for the same weights.
+void consolidate_checkpoint_hf(const Checkpoint& ckpt, const std::string& dir, DType dtype, uint64_t shard_bytes);
 
 // The manifest in human terms: what was trained, how it was cut, where training stands, the units
 // and their padding, and each rank's file with the ranges it holds.

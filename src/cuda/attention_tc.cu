@@ -21,8 +21,9 @@
 // the loop over a key/value head's tiles is the one over its single query head's: the same sums.
 //
 // Determinism: every element of dqkv is accumulated by one lane of one warp, in a fixed order of tiles
-// (heads, then query blocks) and of mma k-blocks, and added once; no atomics. (The dQ pass recomputes S and dP instead of
-// FlashAttention-2's atomic dQ accumulation: about 1.4× its flops, and the same bits on every run.)
+// (heads, then query blocks) and of mma k-blocks, and added once; no atomics. (The dQ pass recomputes S
+// and dP instead of FlashAttention-2's atomic dQ accumulation: about 1.4× its flops, and the same bits on
+// every run.)
 //
 // The warp code is cuda/attention_tc_warp.h, shared with the host emulation of the CPU test suite; all
 // index arithmetic and register layouts are cuda/attention_tc_tiling.h's, the GPU's warp machine (the

@@ -87,9 +87,10 @@ inline constexpr size_t kSmemWithoutOptIn = 48 * 1024;  // per block, every GPU 
 inline constexpr size_t kSmemMaxSm90 = 227 * 1024;      // per block with opt-in, H100/H200 (sm_80: 163 KiB)
 
 // ---- grid shapes ------------------------------------------------------------------------------------
-// x = the (b, h) pair (up to 2^31 − 1; h a query head, or a key/value head for dK/dV), y = the row or key block (up to 65535). Blocks start in x-major
-// order, so every head's first y starts before any second y: y is mapped to the heaviest block first
-// (the last query blocks visit the most key blocks; the first key blocks the most query blocks).
+// x = the (b, h) pair (up to 2^31 − 1; h a query head, or a key/value head for dK/dV), y = the row or
+// key block (up to 65535). Blocks start in x-major order, so every head's first y starts before any
+// second y: y is mapped to the heaviest block first (the last query blocks visit the most key blocks;
+// the first key blocks the most query blocks).
 struct Grid {
   uint32_t x, y, z;
 };
@@ -120,8 +121,6 @@ struct HeadLayout {
   int NKV;  // key/value heads, dividing NH
   int hs;   // head size
 };
-// GPT-2's: NH heads of C/NH for queries, keys and values alike.
-ZDP_HD constexpr HeadLayout mha_layout(int C, int NH) { return HeadLayout{NH, NH, C / NH}; }
 // Query heads per key/value head, and the key/value head query head h reads.
 ZDP_HD constexpr int group_size(const HeadLayout& l) { return l.NH / l.NKV; }
 ZDP_HD constexpr int kv_head_of(int h, const HeadLayout& l) { return h / group_size(l); }

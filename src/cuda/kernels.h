@@ -1,7 +1,8 @@
-// GPT-2's non-GEMM, non-attention kernels on the GPU (the Llama family's own are cuda/llama_kernels.h): host-callable launchers (plain device pointers,
-// sizes and a stream), the same math as the CPU kernels of src/kernels (the reference), which each
-// .cu file restates beside its kernels. Includable from plain C++ (only cuda_runtime.h is needed);
-// the 16-bit types are core/dtype.h's bf16/fp16, raw bits with the layout of __nv_bfloat16/__half.
+// GPT-2's non-GEMM, non-attention kernels on the GPU (the Llama family's own are cuda/llama_kernels.h):
+// host-callable launchers (plain device pointers, sizes and a stream), the same math as the CPU kernels
+// of src/kernels (the reference), which each .cu file restates beside its kernels. Includable from plain
+// C++ (only cuda_runtime.h is needed); the 16-bit types are core/dtype.h's bf16/fp16, raw bits with the
+// layout of __nv_bfloat16/__half.
 //
 // Conventions:
 //   - every launcher enqueues on `stream` and checks the launch (cudaGetLastError, ZDP_CUDA_CHECK);

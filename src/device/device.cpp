@@ -14,9 +14,8 @@ bool Device::supports_llama(DType compute) const {
 }
 
 void Device::no_llama_kernels(DType compute) const {
-  throw RuntimeFailure(fmt::format("the {} device has no Llama-family kernels computing in {}{}", name(),
-                                   dtype_name(compute),
-                                   supports_llama(DType::kF32) ? "" : " (none at all yet: run Llama models on the CPU)"));
+  throw RuntimeFailure(
+      fmt::format("the {} device has no Llama-family kernels computing in {}", name(), dtype_name(compute)));
 }
 
 }  // namespace zerodp::device

@@ -297,16 +297,17 @@ void finish_run(zero::Engine& engine, const TrainConfig& cfg, DType out_dtype, c
   }
 }
 
-// What depends on the architecture, checked before anything is allocated: a Llama computes on the
-// CPU (its GPU kernels are not written yet) and is written out as a model directory; GPT-2's --out
-// is F32 safetensors (contract §2), so the directory flags do not apply to it.
+// What depends on the architecture, checked before anything is allocated: a Llama trains on the CPU
+// (the CUDA device's Llama table is compiled and tested by host emulation, but the planner does not
+// size its GPU activations yet and no GPU has run it) and is written out as a model directory;
+// GPT-2's --out is F32 safetensors (contract §2), so the directory flags do not apply to it.
 void check_model_outputs(const TrainConfig& cfg, const model::ModelConfig& mc, const device::DeviceSpec& device) {
   if (mc.is_gpt2()) {
     ZDP_REQUIRE(!cfg.out_dtype, "--out-dtype: GPT-2's --out is F32 safetensors (a Llama's is a model directory)");
     return;
   }
   ZDP_REQUIRE(device.kind == device::DeviceSpec::Kind::kCpu,
-              "--device {}: the GPU has no Llama-family kernels yet; train {} on the CPU", device::device_spec_name(device),
+              "--device {}: Llama-family training on the GPU is not enabled yet; train {} on the CPU", device::device_spec_name(device),
               mc.summary());
   if (!cfg.out_path.empty()) ckpt::check_hf_output(cfg.out_path, "--out");
 }

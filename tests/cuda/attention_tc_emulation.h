@@ -109,24 +109,30 @@ struct HostWarp {
 };
 
 // A problem as the kernels see it: 16-bit bits. Normal inputs (q scaled by q_scale: larger scores, a
-// sharper softmax), dout 0.05·N(0, 1), the initial dqkv 0.01·N(0, 1).
+// sharper softmax), dout 0.05·N(0, 1), the initial dqkv 0.01·N(0, 1). NKV key/value heads (NKV = NH:
+// GPT-2's layout, qkv [B,T,3C]); qkv [B,T,(NH + 2·NKV)·hs], out and dout [B,T,NH·hs] = [B,T,C].
 struct Problem16 {
   int B, T, NH, hs, C;
   Fmt16 fmt;
   std::vector<uint16_t> qkv, dout;
   std::vector<float> dqkv0;  // what the backward adds into
+  int NKV;
+  attn::HeadLayout layout() const { return attn::HeadLayout{NH, NKV, hs}; }
+  // Which part of qkv element e is in: 0 (a query head), 1 (a key head), 2 (a value head).
+  int part_of(size_t e) const {
+    const int col = static_cast<int>(e % static_cast<size_t>(attn::qkv_row(layout())));
+    return col < NH * hs ? 0 : (col < (NH + NKV) * hs ? 1 : 2);
+  }
 };
 
-inline Problem16 make_problem(Fmt16 fmt, int B, int T, int NH, int hs, uint32_t seed, float q_scale = 1.0f) {
-  Problem16 p{B, T, NH, hs, NH * hs, fmt, {}, {}, {}};
+inline Problem16 make_problem(Fmt16 fmt, int B, int T, int NH, int hs, uint32_t seed, float q_scale = 1.0f,
+                              int NKV = 0) {
+  Problem16 p{B, T, NH, hs, NH * hs, fmt, {}, {}, {}, NKV > 0 ? NKV : NH};
   std::mt19937 rng(seed);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   auto r16 = [&](float x) { return fmt == Fmt16::kBf16 ? round16<Fmt16::kBf16>(x) : round16<Fmt16::kF16>(x); };
-  p.qkv.resize(static_cast<size_t>(B) * T * 3 * p.C);
-  for (size_t e = 0; e < p.qkv.size(); ++e) {
-    const bool is_q = (e % (3 * static_cast<size_t>(p.C))) < static_cast<size_t>(p.C);
-    p.qkv[e] = r16(nd(rng) * (is_q ? q_scale : 1.0f));
-  }
+  p.qkv.resize(static_cast<size_t>(B) * T * attn::qkv_row(p.layout()));
+  for (size_t e = 0; e < p.qkv.size(); ++e) p.qkv[e] = r16(nd(rng) * (p.part_of(e) == 0 ? q_scale : 1.0f));
   p.dout.resize(static_cast<size_t>(B) * T * p.C);
   for (auto& x : p.dout) x = r16(0.05f * nd(rng));
   p.dqkv0.resize(p.qkv.size());
@@ -159,43 +165,42 @@ struct Emulated {
 template <Fmt16 F, int HS, class Frag>
 void emulate_forward(const Problem16& p, Emulated& r) {
   constexpr int BR = tc_block_rows(), BC = tc_block_keys(), LD = tc_ld(HS);
-  const int T = p.T, C = p.C, NH = p.NH;
-  const ptrdiff_t stride = 3 * static_cast<ptrdiff_t>(C);
+  const int T = p.T, NH = p.NH;
+  const attn::HeadLayout L = p.layout();
+  const ptrdiff_t stride = attn::qkv_row(L);
   const float scale = scale_of(HS), c = scale * kLog2e;
-  r.out.assign(static_cast<size_t>(p.B) * T * C, 0);
+  r.out.assign(static_cast<size_t>(p.B) * T * attn::out_row(L), 0);
   r.lse.assign(static_cast<size_t>(p.B) * NH * T, 0.0f);
   HostWarp w;
   w.misaligned_rows = &r.misaligned_rows;
   std::vector<uint16_t> sq(BR * LD), skv(4 * BC * LD);
   auto st = std::make_unique<HostWarp::Lanes<FwdLane<HS>>[]>(kTcWarps);
-  for (int b = 0; b < p.B; ++b)
-    for (int h = 0; h < NH; ++h)
-      for (int qb = 0; qb < attn::ceil_div(T, BR); ++qb) {
-        const uint16_t* q = p.qkv.data() + attn::qkv_index(b, 0, 0, h, 0, T, C, HS);
-        const uint16_t* k = p.qkv.data() + attn::qkv_index(b, 0, 1, h, 0, T, C, HS);
-        const uint16_t* v = p.qkv.data() + attn::qkv_index(b, 0, 2, h, 0, T, C, HS);
-        copy_rows<HS>(sq.data(), q, stride, qb * BR, BR, T);
-        for (int wp = 0; wp < kTcWarps; ++wp) fwd_warp_init<HS>(w, st[wp]);
-        const int nkb = attn::key_blocks_visited(qb, T, BR, BC);
-        for (int kb = 0; kb < nkb; ++kb) {
-          uint16_t* cur = skv.data() + (kb & 1) * 2 * BC * LD;
-          copy_rows<HS>(cur, k, stride, kb * BC, BC, T);
-          copy_rows<HS>(cur + BC * LD, v, stride, kb * BC, BC, T);
-          for (int wp = 0; wp < kTcWarps; ++wp)
-            fwd_warp_tile<F, HS, BC, Frag>(w, st[wp], sq.data(), wp * kTcWarpRows, cur, cur + BC * LD,
-                                           qb * BR + wp * kTcWarpRows, kb * BC, T, c);
-        }
+  for (int bh = 0; bh < p.B * NH; ++bh)  // tc_query_grid's x
+    for (int qb = 0; qb < attn::ceil_div(T, BR); ++qb) {
+      const attn::HeadRows head = attn::head_rows(bh, T, L);
+      const uint16_t *q = p.qkv.data() + head.q, *k = p.qkv.data() + head.k, *v = p.qkv.data() + head.v;
+      copy_rows<HS>(sq.data(), q, stride, qb * BR, BR, T);
+      for (int wp = 0; wp < kTcWarps; ++wp) fwd_warp_init<HS>(w, st[wp]);
+      const int nkb = attn::key_blocks_visited(qb, T, BR, BC);
+      for (int kb = 0; kb < nkb; ++kb) {
+        uint16_t* cur = skv.data() + (kb & 1) * 2 * BC * LD;
+        copy_rows<HS>(cur, k, stride, kb * BC, BC, T);
+        copy_rows<HS>(cur + BC * LD, v, stride, kb * BC, BC, T);
         for (int wp = 0; wp < kTcWarps; ++wp)
-          fwd_warp_finish<F, HS, Frag>(w, st[wp], r.out.data() + attn::out_index(b, 0, h, 0, T, C, HS), C,
-                                       r.lse.data() + attn::row_stat_index(b, h, 0, T, NH), qb * BR + wp * kTcWarpRows,
-                                       T, scale);
+          fwd_warp_tile<F, HS, BC, Frag>(w, st[wp], sq.data(), wp * kTcWarpRows, cur, cur + BC * LD,
+                                         qb * BR + wp * kTcWarpRows, kb * BC, T, c);
       }
+      for (int wp = 0; wp < kTcWarps; ++wp)
+        fwd_warp_finish<F, HS, Frag>(w, st[wp], r.out.data() + head.out, attn::out_row(L), r.lse.data() + head.stat,
+                                     qb * BR + wp * kTcWarpRows, T, scale);
+    }
 }
 
 template <Fmt16 F, int HS, class Frag>
 void emulate_backward(const Problem16& p, Emulated& r) {
-  const int T = p.T, C = p.C, NH = p.NH;
-  const ptrdiff_t stride = 3 * static_cast<ptrdiff_t>(C);
+  const int T = p.T, NH = p.NH;
+  const attn::HeadLayout L = p.layout();
+  const ptrdiff_t stride = attn::qkv_row(L), out_stride = attn::out_row(L);
   const float scale = scale_of(HS), c = scale * kLog2e;
   HostWarp w;
   w.misaligned_rows = &r.misaligned_rows;
@@ -208,7 +213,7 @@ void emulate_backward(const Problem16& p, Emulated& r) {
         float part[G];
         for (int g = 0; g < G; ++g) {
           uint32_t a[4], o[4];
-          const ptrdiff_t at = attn::out_index(b, t, h, 8 * g, T, C, HS);
+          const ptrdiff_t at = attn::out_index(b, t, h, 8 * g, T, L);
           std::memcpy(a, p.dout.data() + at, 16);
           std::memcpy(o, r.out.data() + at, 16);
           part[g] = dot8<F>(a, o);
@@ -221,73 +226,64 @@ void emulate_backward(const Problem16& p, Emulated& r) {
         r.D[attn::row_stat_index(b, h, t, T, NH)] = part[0];
       }
   r.dqkv = p.dqkv0;
-  // dK, dV (tc_backward_kv_kernel).
+  // dK, dV (tc_backward_kv_kernel): a block per (b, key/value head, key block); its tiles are its query
+  // heads' in head order, each one's query blocks from the diagonal down (the kernel's `it` loop).
   {
     constexpr int BK = tc_kv_block_keys(), BQ = tc_kv_query_tile(HS), LD = tc_ld(HS);
     std::vector<uint16_t> sk(BK * LD), sv(BK * LD), sqd(4 * BQ * LD);
     std::vector<float> stats(4 * BQ);
     auto st = std::make_unique<HostWarp::Lanes<KvLane<HS>>[]>(kTcWarps);
-    for (int b = 0; b < p.B; ++b)
-      for (int h = 0; h < NH; ++h)
-        for (int kb = 0; kb < attn::ceil_div(T, BK); ++kb) {
-          const uint16_t* q = p.qkv.data() + attn::qkv_index(b, 0, 0, h, 0, T, C, HS);
-          const uint16_t* k = p.qkv.data() + attn::qkv_index(b, 0, 1, h, 0, T, C, HS);
-          const uint16_t* v = p.qkv.data() + attn::qkv_index(b, 0, 2, h, 0, T, C, HS);
-          const uint16_t* dO = p.dout.data() + attn::out_index(b, 0, h, 0, T, C, HS);
-          const float* Lh = r.lse.data() + attn::row_stat_index(b, h, 0, T, NH);
-          const float* Dh = r.D.data() + attn::row_stat_index(b, h, 0, T, NH);
-          copy_rows<HS>(sk.data(), k, stride, kb * BK, BK, T);
-          copy_rows<HS>(sv.data(), v, stride, kb * BK, BK, T);
-          for (int wp = 0; wp < kTcWarps; ++wp) kv_warp_init<HS>(w, st[wp]);
-          const int qb0 = attn::first_query_block(kb, BQ, BK);
-          for (int qb = qb0; qb < attn::ceil_div(T, BQ); ++qb) {
-            const int u = (qb - qb0) & 1;
-            uint16_t* sq = sqd.data() + 2 * u * BQ * LD;
-            uint16_t* sdo = sqd.data() + (2 * u + 1) * BQ * LD;
-            copy_rows<HS>(sq, q, stride, qb * BQ, BQ, T);
-            copy_rows<HS>(sdo, dO, C, qb * BQ, BQ, T);
-            copy_stats(stats.data() + 2 * u * BQ, Lh, qb * BQ, BQ, T);
-            copy_stats(stats.data() + (2 * u + 1) * BQ, Dh, qb * BQ, BQ, T);
-            for (int wp = 0; wp < kTcWarps; ++wp)
-              kv_warp_tile<F, HS, BQ, Frag>(w, st[wp], sk.data(), sv.data(), wp * kTcWarpRows, sq, sdo,
-                                            stats.data() + 2 * u * BQ, stats.data() + (2 * u + 1) * BQ,
-                                            kb * BK + wp * kTcWarpRows, qb * BQ, T, c, scale);
-          }
+    for (int bg = 0; bg < p.B * p.NKV; ++bg)  // tc_key_grid's x
+      for (int kb = 0; kb < attn::ceil_div(T, BK); ++kb) {
+        const attn::KvHeadRows kv = attn::kv_head_rows(bg, T, L);
+        copy_rows<HS>(sk.data(), p.qkv.data() + kv.k, stride, kb * BK, BK, T);
+        copy_rows<HS>(sv.data(), p.qkv.data() + kv.v, stride, kb * BK, BK, T);
+        for (int wp = 0; wp < kTcWarps; ++wp) kv_warp_init<HS>(w, st[wp]);
+        const int qb0 = attn::first_query_block(kb, BQ, BK), per_head = attn::ceil_div(T, BQ) - qb0;
+        for (int it = 0; it < attn::group_size(L) * per_head; ++it) {
+          const attn::HeadRows head = attn::head_rows(attn::query_block_x(kv, it / per_head, L), T, L);
+          const int qb = qb0 + it % per_head, u = it & 1;
+          uint16_t* sq = sqd.data() + 2 * u * BQ * LD;
+          uint16_t* sdo = sqd.data() + (2 * u + 1) * BQ * LD;
+          copy_rows<HS>(sq, p.qkv.data() + head.q, stride, qb * BQ, BQ, T);
+          copy_rows<HS>(sdo, p.dout.data() + head.out, out_stride, qb * BQ, BQ, T);
+          copy_stats(stats.data() + 2 * u * BQ, r.lse.data() + head.stat, qb * BQ, BQ, T);
+          copy_stats(stats.data() + (2 * u + 1) * BQ, r.D.data() + head.stat, qb * BQ, BQ, T);
           for (int wp = 0; wp < kTcWarps; ++wp)
-            kv_warp_finish<HS, Frag>(w, st[wp], r.dqkv.data() + attn::qkv_index(b, 0, 1, h, 0, T, C, HS),
-                                     r.dqkv.data() + attn::qkv_index(b, 0, 2, h, 0, T, C, HS), stride,
-                                     kb * BK + wp * kTcWarpRows, T);
+            kv_warp_tile<F, HS, BQ, Frag>(w, st[wp], sk.data(), sv.data(), wp * kTcWarpRows, sq, sdo,
+                                          stats.data() + 2 * u * BQ, stats.data() + (2 * u + 1) * BQ,
+                                          kb * BK + wp * kTcWarpRows, qb * BQ, T, c, scale);
         }
+        for (int wp = 0; wp < kTcWarps; ++wp)
+          kv_warp_finish<HS, Frag>(w, st[wp], r.dqkv.data() + kv.k, r.dqkv.data() + kv.v, stride,
+                                   kb * BK + wp * kTcWarpRows, T);
+      }
   }
-  // dQ (tc_backward_q_kernel).
+  // dQ (tc_backward_q_kernel): a block per (b, query head, query block), its key/value head's keys.
   {
     constexpr int BR = tc_block_rows(), BC = tc_block_keys(), LD = tc_ld(HS);
     std::vector<uint16_t> sq(BR * LD), sdo(BR * LD), skv(4 * BC * LD);
     auto st = std::make_unique<HostWarp::Lanes<QLane<HS>>[]>(kTcWarps);
-    for (int b = 0; b < p.B; ++b)
-      for (int h = 0; h < NH; ++h)
-        for (int qb = 0; qb < attn::ceil_div(T, BR); ++qb) {
-          const uint16_t* q = p.qkv.data() + attn::qkv_index(b, 0, 0, h, 0, T, C, HS);
-          const uint16_t* k = p.qkv.data() + attn::qkv_index(b, 0, 1, h, 0, T, C, HS);
-          const uint16_t* v = p.qkv.data() + attn::qkv_index(b, 0, 2, h, 0, T, C, HS);
-          const uint16_t* dO = p.dout.data() + attn::out_index(b, 0, h, 0, T, C, HS);
-          copy_rows<HS>(sq.data(), q, stride, qb * BR, BR, T);
-          copy_rows<HS>(sdo.data(), dO, C, qb * BR, BR, T);
+    for (int bh = 0; bh < p.B * NH; ++bh)
+      for (int qb = 0; qb < attn::ceil_div(T, BR); ++qb) {
+        const attn::HeadRows head = attn::head_rows(bh, T, L);
+        const uint16_t *k = p.qkv.data() + head.k, *v = p.qkv.data() + head.v;
+        copy_rows<HS>(sq.data(), p.qkv.data() + head.q, stride, qb * BR, BR, T);
+        copy_rows<HS>(sdo.data(), p.dout.data() + head.out, out_stride, qb * BR, BR, T);
+        for (int wp = 0; wp < kTcWarps; ++wp)
+          q_warp_init<HS, Frag>(w, st[wp], r.lse.data() + head.stat, r.D.data() + head.stat,
+                                qb * BR + wp * kTcWarpRows, T);
+        for (int kb = 0; kb < attn::key_blocks_visited(qb, T, BR, BC); ++kb) {
+          uint16_t* cur = skv.data() + (kb & 1) * 2 * BC * LD;
+          copy_rows<HS>(cur, k, stride, kb * BC, BC, T);
+          copy_rows<HS>(cur + BC * LD, v, stride, kb * BC, BC, T);
           for (int wp = 0; wp < kTcWarps; ++wp)
-            q_warp_init<HS, Frag>(w, st[wp], r.lse.data() + attn::row_stat_index(b, h, 0, T, NH),
-                                  r.D.data() + attn::row_stat_index(b, h, 0, T, NH), qb * BR + wp * kTcWarpRows, T);
-          for (int kb = 0; kb < attn::key_blocks_visited(qb, T, BR, BC); ++kb) {
-            uint16_t* cur = skv.data() + (kb & 1) * 2 * BC * LD;
-            copy_rows<HS>(cur, k, stride, kb * BC, BC, T);
-            copy_rows<HS>(cur + BC * LD, v, stride, kb * BC, BC, T);
-            for (int wp = 0; wp < kTcWarps; ++wp)
-              q_warp_tile<F, HS, BC, Frag>(w, st[wp], sq.data(), sdo.data(), wp * kTcWarpRows, cur, cur + BC * LD,
-                                           qb * BR + wp * kTcWarpRows, kb * BC, T, c, scale);
-          }
-          for (int wp = 0; wp < kTcWarps; ++wp)
-            q_warp_finish<HS, Frag>(w, st[wp], r.dqkv.data() + attn::qkv_index(b, 0, 0, h, 0, T, C, HS), stride,
-                                    qb * BR + wp * kTcWarpRows, T);
+            q_warp_tile<F, HS, BC, Frag>(w, st[wp], sq.data(), sdo.data(), wp * kTcWarpRows, cur, cur + BC * LD,
+                                         qb * BR + wp * kTcWarpRows, kb * BC, T, c, scale);
         }
+        for (int wp = 0; wp < kTcWarps; ++wp)
+          q_warp_finish<HS, Frag>(w, st[wp], r.dqkv.data() + head.q, stride, qb * BR + wp * kTcWarpRows, T);
+      }
   }
 }
 

@@ -42,10 +42,12 @@ struct TcReference {
   std::vector<double> out_bound, lse_bound, dqkv_bound;  // per element
 };
 
-// qkv [B,T,3C], dout [B,T,C]: the 16-bit values, widened.
-inline TcReference tc_reference(const std::vector<double>& qkv, const std::vector<double>& dout, int B, int T, int C,
-                                int NH, const ErrorModel& em) {
-  const int hs = C / NH;
+// qkv [B,T,(NH + 2·NKV)·hs] (the query heads, the key heads, the value heads of each token; query head h
+// reads key/value head h/(NH/NKV)), dout [B,T,NH·hs]: the 16-bit values, widened. A key/value head's
+// dK, dV are the sums over its query heads, and so are their bounds.
+inline TcReference tc_reference(const std::vector<double>& qkv, const std::vector<double>& dout, int B, int T, int NH,
+                                int NKV, int hs, const ErrorModel& em) {
+  const int C = NH * hs, R = (NH + 2 * NKV) * hs, group = NH / NKV;
   const double scale = 1.0 / std::sqrt(static_cast<double>(hs));
   const double u = em.u, tiny = em.tiny, eps = em.eps;
   TcReference r;
@@ -57,20 +59,23 @@ inline TcReference tc_reference(const std::vector<double>& qkv, const std::vecto
   r.dqkv_bound.assign(qkv.size(), 0.0);
   const size_t TT = static_cast<size_t>(T) * T;
   std::vector<double> P(TT), dS(TT), dSerr(TT), Smax(T), dD(T);
+  // part 0: query head h; 1, 2: key/value head h.
   auto at = [&](int b, int t, int part, int h, int c) {
-    return (static_cast<size_t>(b) * T + t) * 3 * C + static_cast<size_t>(part) * C + h * hs + c;
+    const int first = part == 0 ? 0 : (part == 1 ? NH : NH + NKV);
+    return (static_cast<size_t>(b) * T + t) * R + static_cast<size_t>(first + h) * hs + c;
   };
   auto oat = [&](int b, int t, int h, int c) { return (static_cast<size_t>(b) * T + t) * C + h * hs + c; };
   for (int b = 0; b < B; ++b)
     for (int h = 0; h < NH; ++h) {
+      const int g = h / group;
       // Forward.
       for (int i = 0; i < T; ++i) {
         double mx = -INFINITY, smax = 0;
         for (int j = 0; j <= i; ++j) {
           double s = 0, sa = 0;
           for (int c = 0; c < hs; ++c) {
-            s += qkv[at(b, i, 0, h, c)] * qkv[at(b, j, 1, h, c)];
-            sa += std::abs(qkv[at(b, i, 0, h, c)] * qkv[at(b, j, 1, h, c)]);
+            s += qkv[at(b, i, 0, h, c)] * qkv[at(b, j, 1, g, c)];
+            sa += std::abs(qkv[at(b, i, 0, h, c)] * qkv[at(b, j, 1, g, c)]);
           }
           P[i * static_cast<size_t>(T) + j] = s * scale;
           mx = std::max(mx, s * scale);
@@ -87,7 +92,7 @@ inline TcReference tc_reference(const std::vector<double>& qkv, const std::vecto
         for (int c = 0; c < hs; ++c) {
           double o = 0, mag = 0, vabs = 0;
           for (int j = 0; j <= i; ++j) {
-            const double p = P[i * static_cast<size_t>(T) + j], v = qkv[at(b, j, 2, h, c)];
+            const double p = P[i * static_cast<size_t>(T) + j], v = qkv[at(b, j, 2, g, c)];
             o += p * v;
             mag += p * std::abs(v);
             vabs += std::abs(v);
@@ -108,8 +113,8 @@ inline TcReference tc_reference(const std::vector<double>& qkv, const std::vecto
         for (int j = 0; j <= i; ++j) {
           double dp = 0, dpmag = 0;
           for (int c = 0; c < hs; ++c) {
-            dp += dout[oat(b, i, h, c)] * qkv[at(b, j, 2, h, c)];
-            dpmag += std::abs(dout[oat(b, i, h, c)] * qkv[at(b, j, 2, h, c)]);
+            dp += dout[oat(b, i, h, c)] * qkv[at(b, j, 2, g, c)];
+            dpmag += std::abs(dout[oat(b, i, h, c)] * qkv[at(b, j, 2, g, c)]);
           }
           const size_t ij = i * static_cast<size_t>(T) + j;
           const double p = P[ij], ds = p * (dp - D) * scale;
@@ -118,26 +123,26 @@ inline TcReference tc_reference(const std::vector<double>& qkv, const std::vecto
         }
       }
       for (int c = 0; c < hs; ++c) {
-        for (int j = 0; j < T; ++j) {  // dK, dV of key j: queries i ≥ j
+        for (int j = 0; j < T; ++j) {  // dK, dV of key j: queries i ≥ j (added over the group's heads)
           double dk = 0, dkb = 0, dv = 0, dvb = 0;
           for (int i = j; i < T; ++i) {
             const size_t ij = i * static_cast<size_t>(T) + j;
-            const double q = qkv[at(b, i, 0, h, c)], g = dout[oat(b, i, h, c)];
+            const double q = qkv[at(b, i, 0, h, c)], gr = dout[oat(b, i, h, c)];
             dk += dS[ij] * q;
             dkb += (dSerr[ij] + eps * std::abs(dS[ij])) * std::abs(q);
-            dv += P[ij] * g;
-            dvb += (u * P[ij] + tiny + eps * (3 + Smax[i]) * P[ij]) * std::abs(g);
+            dv += P[ij] * gr;
+            dvb += (u * P[ij] + tiny + eps * (3 + Smax[i]) * P[ij]) * std::abs(gr);
           }
-          r.dqkv[at(b, j, 1, h, c)] = dk;
-          r.dqkv_bound[at(b, j, 1, h, c)] = dkb;
-          r.dqkv[at(b, j, 2, h, c)] = dv;
-          r.dqkv_bound[at(b, j, 2, h, c)] = dvb;
+          r.dqkv[at(b, j, 1, g, c)] += dk;
+          r.dqkv_bound[at(b, j, 1, g, c)] += dkb;
+          r.dqkv[at(b, j, 2, g, c)] += dv;
+          r.dqkv_bound[at(b, j, 2, g, c)] += dvb;
         }
         for (int i = 0; i < T; ++i) {  // dQ of query i: keys j ≤ i
           double dq = 0, dqb = 0;
           for (int j = 0; j <= i; ++j) {
             const size_t ij = i * static_cast<size_t>(T) + j;
-            const double k = qkv[at(b, j, 1, h, c)];
+            const double k = qkv[at(b, j, 1, g, c)];
             dq += dS[ij] * k;
             dqb += (dSerr[ij] + eps * std::abs(dS[ij])) * std::abs(k);
           }
@@ -147,6 +152,11 @@ inline TcReference tc_reference(const std::vector<double>& qkv, const std::vecto
       }
     }
   return r;
+}
+// GPT-2's layout: qkv [B,T,3C], NH heads of C/NH.
+inline TcReference tc_reference(const std::vector<double>& qkv, const std::vector<double>& dout, int B, int T, int C,
+                                int NH, const ErrorModel& em) {
+  return tc_reference(qkv, dout, B, T, NH, NH, C / NH, em);
 }
 
 // The largest |got − want| / bound over the elements (with the element where it is), and the largest

@@ -379,7 +379,7 @@ Verdict judge(const Problem16& p, const Emulated& e) {
   for (size_t i = 0; i < qkv.size(); ++i) qkv[i] = widen<F>(p.qkv[i]);
   for (size_t i = 0; i < dout.size(); ++i) dout[i] = widen<F>(p.dout[i]);
   const attn_test::ErrorModel em = F == Fmt16::kBf16 ? attn_test::bf16_error_model() : attn_test::fp16_error_model();
-  const attn_test::TcReference ref = attn_test::tc_reference(qkv, dout, p.B, p.T, p.C, p.NH, em);
+  const attn_test::TcReference ref = attn_test::tc_reference(qkv, dout, p.B, p.T, p.NH, p.NKV, p.hs, em);
   Verdict v;
   auto all = [](size_t) { return true; };
   v.out = attn_test::check_bounds([&](size_t i) { return widen<F>(e.out[i]); }, ref.out, ref.out_bound, all);
@@ -390,23 +390,24 @@ Verdict judge(const Problem16& p, const Emulated& e) {
   for (int part = 0; part < 3; ++part)
     v.part[part] = attn_test::check_bounds(
         [&](size_t i) { return static_cast<double>(e.dqkv[i]) - static_cast<double>(p.dqkv0[i]); }, ref.dqkv, gbound,
-        [&](size_t i) { return static_cast<int>((i % (3 * static_cast<size_t>(p.C))) / p.C) == part; });
+        [&](size_t i) { return p.part_of(i) == part; });
   return v;
 }
 
 const char* fmt_name(Fmt16 f) { return f == Fmt16::kBf16 ? "bf16" : "fp16"; }
 
 template <Fmt16 F, int HS>
-Verdict check_emulation(int B, int T, int NH, uint32_t seed, float q_scale = 1.0f) {
-  const Problem16 p = make_problem(F, B, T, NH, HS, seed, q_scale);
+Verdict check_emulation(int B, int T, int NH, uint32_t seed, float q_scale = 1.0f, int NKV = 0) {
+  const Problem16 p = make_problem(F, B, T, NH, HS, seed, q_scale, NKV);
   const Emulated e = emulate<F, HS>(p);
   EXPECT_EQ(e.misaligned_rows, 0);
   const Verdict v = judge<F>(p, e);
   const char* names[3] = {"dQ", "dK", "dV"};
-  std::printf("[tc emulation] %s B=%d T=%d NH=%d hs=%d q×%.0f: max|err|/max|ref| out %.2e L %.2e dQ %.2e dK %.2e "
-              "dV %.2e; worst err/bound %.3f (out %.2f L %.2f dQ %.2f dK %.2f dV %.2f)\n",
-              fmt_name(F), B, T, NH, HS, q_scale, v.out.max_rel_error, v.lse.max_rel_error, v.part[0].max_rel_error,
-              v.part[1].max_rel_error, v.part[2].max_rel_error, v.worst_ratio(), v.out.worst_ratio, v.lse.worst_ratio,
+  std::printf("[tc emulation] %s B=%d T=%d NH=%d NKV=%d hs=%d q×%.0f: max|err|/max|ref| out %.2e L %.2e dQ %.2e dK "
+              "%.2e dV %.2e; worst err/bound %.3f (out %.2f L %.2f dQ %.2f dK %.2f dV %.2f)\n",
+              fmt_name(F), B, T, NH, p.NKV, HS, q_scale, v.out.max_rel_error, v.lse.max_rel_error,
+              v.part[0].max_rel_error, v.part[1].max_rel_error, v.part[2].max_rel_error, v.worst_ratio(),
+              v.out.worst_ratio, v.lse.worst_ratio,
               v.part[0].worst_ratio, v.part[1].worst_ratio, v.part[2].worst_ratio);
   EXPECT_EQ(v.out.outside, 0u) << "out: worst ratio " << v.out.worst_ratio << " at " << v.out.worst_at;
   EXPECT_EQ(v.lse.outside, 0u) << "L: worst ratio " << v.lse.worst_ratio << " at " << v.lse.worst_at;
@@ -436,6 +437,69 @@ TEST(AttentionTcEmulation, OtherHeadSizes) {
   check_emulation<Fmt16::kBf16, 128>(1, 77, 1, 22);
   check_emulation<Fmt16::kF16, 128>(1, 100, 2, 23);
   check_emulation<Fmt16::kF16, 32>(1, 33, 3, 24);
+}
+
+// Grouped-query heads: NH/NKV query heads share each key/value head; its dK, dV sum theirs, in head order.
+TEST(AttentionTcEmulation, GroupedQueryHeads) {
+  check_emulation<Fmt16::kBf16, 64>(2, 70, 4, 61, 1.0f, 2);    // two query heads a key/value head
+  check_emulation<Fmt16::kBf16, 64>(1, 130, 6, 62, 1.0f, 2);   // three, across two 64-key blocks
+  check_emulation<Fmt16::kF16, 64>(1, 100, 4, 63, 1.0f, 1);    // multi-query: one key/value head
+  check_emulation<Fmt16::kBf16, 128>(1, 77, 4, 64, 1.0f, 2);   // Llama 3's head size (32-query tiles)
+  check_emulation<Fmt16::kF16, 32>(2, 33, 3, 65, 1.0f, 1);
+  check_emulation<Fmt16::kBf16, 64>(1, 200, 2, 66, 3.0f, 1);   // sharp softmax
+}
+
+// The layout with NKV < NH: the grids' blocks address every element of qkv, out and the statistics once
+// (q heads by the forward/dQ blocks, k and v heads by the dK/dV blocks), in kernels/attention.cpp's
+// layout [q heads | k heads | v heads] of each token's row, each query head reading key/value head
+// h/(NH/NKV).
+TEST(AttentionTcSchedule, GroupedQueryHeadsAddressEachElementOnce) {
+  for (const attn::HeadLayout L : {attn::HeadLayout{4, 2, 32}, attn::HeadLayout{6, 3, 64}, attn::HeadLayout{8, 1, 32},
+                                   attn::HeadLayout{3, 3, 32}}) {
+    const int B = 2, T = 5, R = static_cast<int>(attn::qkv_row(L));
+    ASSERT_EQ(R, (L.NH + 2 * L.NKV) * L.hs);
+    std::vector<int> q_seen(static_cast<size_t>(B) * T * R, 0), kv_seen(q_seen.size(), 0);
+    std::vector<int> out_seen(static_cast<size_t>(B) * T * L.NH * L.hs, 0);
+    std::vector<int> stat_seen(static_cast<size_t>(B) * L.NH * T, 0);
+    for (int bh = 0; bh < static_cast<int>(tc_query_grid(B, T, L.NH).x); ++bh) {
+      const attn::HeadRows h = attn::head_rows(bh, T, L);
+      const int g = h.h / (L.NH / L.NKV);
+      // Its k and v are those of its key/value head.
+      EXPECT_EQ(h.k, attn::qkv_index(h.b, 0, 1, g, 0, T, L));
+      EXPECT_EQ(h.v, attn::qkv_index(h.b, 0, 2, g, 0, T, L));
+      EXPECT_EQ(h.k, static_cast<ptrdiff_t>(h.b) * T * R + (L.NH + g) * L.hs);
+      EXPECT_EQ(h.v, static_cast<ptrdiff_t>(h.b) * T * R + (L.NH + L.NKV + g) * L.hs);
+      for (int t = 0; t < T; ++t)
+        for (int c = 0; c < L.hs; ++c) {
+          ++q_seen[h.q + static_cast<ptrdiff_t>(t) * R + c];
+          ++out_seen[h.out + static_cast<ptrdiff_t>(t) * attn::out_row(L) + c];
+        }
+      for (int t = 0; t < T; ++t) ++stat_seen[h.stat + t];
+    }
+    for (int bg = 0; bg < static_cast<int>(tc_key_grid(B, T, L.NKV).x); ++bg) {
+      const attn::KvHeadRows kv = attn::kv_head_rows(bg, T, L);
+      for (int t = 0; t < T; ++t)
+        for (int c = 0; c < L.hs; ++c) {
+          ++kv_seen[kv.k + static_cast<ptrdiff_t>(t) * R + c];
+          ++kv_seen[kv.v + static_cast<ptrdiff_t>(t) * R + c];
+        }
+      // Its query heads are the ones that read it, in order.
+      for (int i = 0; i < L.NH / L.NKV; ++i) {
+        const attn::HeadRows h = attn::head_rows(attn::query_block_x(kv, i, L), T, L);
+        EXPECT_EQ(h.b, kv.b);
+        EXPECT_EQ(h.h, kv.g * (L.NH / L.NKV) + i);
+        EXPECT_EQ(h.k, kv.k);
+        EXPECT_EQ(h.v, kv.v);
+      }
+    }
+    for (size_t e = 0; e < q_seen.size(); ++e) {
+      const bool is_q = static_cast<int>(e % R) < L.NH * L.hs;
+      ASSERT_EQ(q_seen[e], is_q ? 1 : 0) << e;
+      ASSERT_EQ(kv_seen[e], is_q ? 0 : 1) << e;
+    }
+    for (int n : out_seen) ASSERT_EQ(n, 1);
+    for (int n : stat_seen) ASSERT_EQ(n, 1);
+  }
 }
 
 TEST(AttentionTcEmulation, Gpt2SequenceLength) {

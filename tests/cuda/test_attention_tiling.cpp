@@ -199,20 +199,55 @@ TEST(AttentionTiling, HeadRowsStartWhereTheIndicesPutRowZero) {
   }
 }
 
+// ---- grouped-query heads: the layout of kernels/attention.cpp --------------------------------------
+TEST(AttentionTiling, GroupedQueryIndicesAgreeWithTheCpuKernels) {
+  for (const HeadLayout L : {HeadLayout{4, 2, 8}, HeadLayout{6, 1, 4}, HeadLayout{6, 3, 4}, HeadLayout{2, 2, 4}}) {
+    const int B = 2, T = 3, R = (L.NH + 2 * L.NKV) * L.hs, W = L.NH * L.hs, group = L.NH / L.NKV;
+    EXPECT_EQ(qkv_row(L), R);
+    EXPECT_EQ(out_row(L), W);
+    EXPECT_EQ(group_size(L), group);
+    for (int b = 0; b < B; ++b)
+      for (int t = 0; t < T; ++t)
+        for (int c = 0; c < L.hs; ++c) {
+          const ptrdiff_t row = (static_cast<ptrdiff_t>(b) * T + t) * R;
+          // attention.cpp's Columns: q(h) = h·hs, k(g) = NH·hs + g·hs, v(g) = (NH + NKV)·hs + g·hs.
+          for (int h = 0; h < L.NH; ++h) {
+            EXPECT_EQ(qkv_index(b, t, 0, h, c, T, L), row + h * L.hs + c);
+            EXPECT_EQ(out_index(b, t, h, c, T, L), (static_cast<ptrdiff_t>(b) * T + t) * W + h * L.hs + c);
+            EXPECT_EQ(kv_head_of(h, L), h / group);
+          }
+          for (int g = 0; g < L.NKV; ++g) {
+            EXPECT_EQ(qkv_index(b, t, 1, g, c, T, L), row + (L.NH + g) * L.hs + c);
+            EXPECT_EQ(qkv_index(b, t, 2, g, c, T, L), row + (L.NH + L.NKV + g) * L.hs + c);
+          }
+        }
+    // With NKV = NH the layout is GPT-2's [q | k | v] thirds of 3C.
+    if (L.NKV == L.NH) {
+      for (int part = 0; part < 3; ++part)
+        EXPECT_EQ(qkv_index(1, 2, part, 1, 3, T, L), qkv_index(1, 2, part, 1, 3, T, L.NH * L.hs, L.hs));
+    }
+  }
+}
+
 // ---- the tiled algorithm on the host ----------------------------------------------------------------
 struct Problem {
-  int B, T, C, NH;
+  int B, T, NH, NKV, hs;
   std::vector<float> qkv, dout;  // bf16-rounded values, as the kernels read them
+  HeadLayout layout() const { return HeadLayout{NH, NKV, hs}; }
+  int part_of(size_t e) const {
+    const int col = static_cast<int>(e % static_cast<size_t>(qkv_row(layout())));
+    return col < NH * hs ? 0 : (col < (NH + NKV) * hs ? 1 : 2);
+  }
 };
 
 float round_bf16(float x) { return bf16_to_fp32(fp32_to_bf16(x)); }
 
-Problem make_problem(int B, int T, int NH, int hs, uint32_t seed) {
-  Problem p{B, T, NH * hs, NH, {}, {}};
+Problem make_problem(int B, int T, int NH, int hs, uint32_t seed, int NKV = 0) {
+  Problem p{B, T, NH, NKV > 0 ? NKV : NH, hs, {}, {}};
   std::mt19937 rng(seed);
   std::normal_distribution<float> nd(0.0f, 1.0f);
-  p.qkv.resize(static_cast<size_t>(B) * T * 3 * p.C);
-  p.dout.resize(static_cast<size_t>(B) * T * p.C);
+  p.qkv.resize(static_cast<size_t>(B) * T * qkv_row(p.layout()));
+  p.dout.resize(static_cast<size_t>(B) * T * out_row(p.layout()));
   for (float& x : p.qkv) x = round_bf16(nd(rng));
   for (float& x : p.dout) x = round_bf16(0.1f * nd(rng));
   return p;
@@ -221,117 +256,133 @@ Problem make_problem(int B, int T, int NH, int hs, uint32_t seed) {
 // The kernels' loops (attention.cu) with the host standing in for the threads and shared memory.
 template <int HS, int BR, int BC>
 void tiled_forward(const Problem& p, std::vector<float>& out, std::vector<float>& lse) {
-  const int T = p.T, C = p.C, NH = p.NH;
+  const int T = p.T, NH = p.NH;
+  const HeadLayout L = p.layout();
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(HS)));
-  out.assign(static_cast<size_t>(p.B) * T * C, 0.0f);
+  out.assign(static_cast<size_t>(p.B) * T * out_row(L), 0.0f);
   lse.assign(static_cast<size_t>(p.B) * NH * T, 0.0f);
   std::vector<float> sq(HS), sk(BC * HS), sv(BC * HS);
-  for (int b = 0; b < p.B; ++b)
-    for (int h = 0; h < NH; ++h)
-      for (int qb = 0; qb < ceil_div(T, BR); ++qb)
-        for (int r = 0; r < BR; ++r) {
-          const int i = qb * BR + r;
-          if (i >= T) continue;
-          for (int c = 0; c < HS; ++c) sq[c] = p.qkv[qkv_index(b, i, 0, h, c, T, C, HS)];
-          float m = -INFINITY, l = 0.0f, o[HS] = {};
-          for (int kb = 0; kb < key_blocks_visited(qb, T, BR, BC); ++kb) {
-            for (int jj = 0; jj < BC; ++jj)
-              for (int c = 0; c < HS; ++c) {
-                const int j = kb * BC + jj;
-                sk[jj * HS + c] = j < T ? p.qkv[qkv_index(b, j, 1, h, c, T, C, HS)] : 0.0f;
-                sv[jj * HS + c] = j < T ? p.qkv[qkv_index(b, j, 2, h, c, T, C, HS)] : 0.0f;
-              }
-            const int n = keys_seen(i, kb * BC, T, BC);
-            if (n > 0) fwd_row_tile<HS, BC>(sq.data(), sk.data(), sv.data(), n, scale, m, l, o);
-          }
-          for (int c = 0; c < HS; ++c) out[out_index(b, i, h, c, T, C, HS)] = o[c] / l;
-          lse[row_stat_index(b, h, i, T, NH)] = m + std::log(l);
+  for (int bh = 0; bh < p.B * NH; ++bh) {
+    const HeadRows head = head_rows(bh, T, L);
+    for (int qb = 0; qb < ceil_div(T, BR); ++qb)
+      for (int r = 0; r < BR; ++r) {
+        const int i = qb * BR + r;
+        if (i >= T) continue;
+        for (int c = 0; c < HS; ++c) sq[c] = p.qkv[head.q + i * qkv_row(L) + c];
+        float m = -INFINITY, l = 0.0f, o[HS] = {};
+        for (int kb = 0; kb < key_blocks_visited(qb, T, BR, BC); ++kb) {
+          for (int jj = 0; jj < BC; ++jj)
+            for (int c = 0; c < HS; ++c) {
+              const int j = kb * BC + jj;
+              sk[jj * HS + c] = j < T ? p.qkv[head.k + j * qkv_row(L) + c] : 0.0f;
+              sv[jj * HS + c] = j < T ? p.qkv[head.v + j * qkv_row(L) + c] : 0.0f;
+            }
+          const int n = keys_seen(i, kb * BC, T, BC);
+          if (n > 0) fwd_row_tile<HS, BC>(sq.data(), sk.data(), sv.data(), n, scale, m, l, o);
         }
+        for (int c = 0; c < HS; ++c) out[head.out + i * out_row(L) + c] = o[c] / l;
+        lse[head.stat + i] = m + std::log(l);
+      }
+  }
 }
 
 template <int HS, int BR, int BC>
 void tiled_backward(const Problem& p, const std::vector<float>& out, const std::vector<float>& lse,
                     std::vector<float>& dqkv) {
-  const int T = p.T, C = p.C, NH = p.NH;
+  const int T = p.T, NH = p.NH;
+  const HeadLayout L = p.layout();
+  const ptrdiff_t R = qkv_row(L), W = out_row(L);
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(HS)));
   std::vector<float> D(lse.size());
   for (int b = 0; b < p.B; ++b)
     for (int h = 0; h < NH; ++h)
       for (int t = 0; t < T; ++t) {
-        const ptrdiff_t at = out_index(b, t, h, 0, T, C, HS);
+        const ptrdiff_t at = out_index(b, t, h, 0, T, L);
         D[row_stat_index(b, h, t, T, NH)] = dot_row<HS>(p.dout.data() + at, out.data() + at);
       }
   std::vector<float> tq(BR * HS), tdo(BR * HS), tL(BR), tD(BR), own_a(HS), own_b(HS), tk(BC * HS), tv(BC * HS);
-  for (int b = 0; b < p.B; ++b)
-    for (int h = 0; h < NH; ++h) {
-      // dK, dV: per key block, per key row, the query blocks from the diagonal down.
-      for (int kb = 0; kb < ceil_div(T, BC); ++kb)
-        for (int r = 0; r < BC; ++r) {
-          const int j = kb * BC + r;
-          if (j >= T) continue;
-          for (int c = 0; c < HS; ++c) {
-            own_a[c] = p.qkv[qkv_index(b, j, 1, h, c, T, C, HS)];
-            own_b[c] = p.qkv[qkv_index(b, j, 2, h, c, T, C, HS)];
-          }
-          float dk[HS] = {}, dv[HS] = {};
+  // dK, dV: per key/value head, per key block, per key row; its query heads in order, for each the query
+  // blocks from the diagonal down (attention_backward_kv_kernel).
+  for (int bg = 0; bg < p.B * p.NKV; ++bg) {
+    const KvHeadRows kv = kv_head_rows(bg, T, L);
+    for (int kb = 0; kb < ceil_div(T, BC); ++kb)
+      for (int r = 0; r < BC; ++r) {
+        const int j = kb * BC + r;
+        if (j >= T) continue;
+        for (int c = 0; c < HS; ++c) {
+          own_a[c] = p.qkv[kv.k + j * R + c];
+          own_b[c] = p.qkv[kv.v + j * R + c];
+        }
+        float dk[HS] = {}, dv[HS] = {};
+        for (int g = 0; g < group_size(L); ++g) {
+          const HeadRows head = head_rows(query_block_x(kv, g, L), T, L);
           for (int qb = first_query_block(kb, BR, BC); qb < ceil_div(T, BR); ++qb) {
             for (int rr = 0; rr < BR; ++rr) {
               const int i = qb * BR + rr;
               for (int c = 0; c < HS; ++c) {
-                tq[rr * HS + c] = i < T ? p.qkv[qkv_index(b, i, 0, h, c, T, C, HS)] : 0.0f;
-                tdo[rr * HS + c] = i < T ? p.dout[out_index(b, i, h, c, T, C, HS)] : 0.0f;
+                tq[rr * HS + c] = i < T ? p.qkv[head.q + i * R + c] : 0.0f;
+                tdo[rr * HS + c] = i < T ? p.dout[head.out + i * W + c] : 0.0f;
               }
-              tL[rr] = i < T ? lse[row_stat_index(b, h, i, T, NH)] : 0.0f;
-              tD[rr] = i < T ? D[row_stat_index(b, h, i, T, NH)] : 0.0f;
+              tL[rr] = i < T ? lse[head.stat + i] : 0.0f;
+              tD[rr] = i < T ? D[head.stat + i] : 0.0f;
             }
             bwd_kv_row_tile<HS, BR>(own_a.data(), own_b.data(), tq.data(), tdo.data(), tL.data(), tD.data(), qb * BR,
                                     j, rows_present(qb * BR, T, BR), scale, dk, dv);
           }
-          for (int c = 0; c < HS; ++c) {
-            dqkv[qkv_index(b, j, 1, h, c, T, C, HS)] += dk[c];
-            dqkv[qkv_index(b, j, 2, h, c, T, C, HS)] += dv[c];
-          }
         }
-      // dQ: per query row, the key blocks up to the diagonal.
-      for (int i = 0; i < T; ++i) {
-        const int qb = i / BR;
         for (int c = 0; c < HS; ++c) {
-          own_a[c] = p.qkv[qkv_index(b, i, 0, h, c, T, C, HS)];
-          own_b[c] = p.dout[out_index(b, i, h, c, T, C, HS)];
+          dqkv[kv.k + j * R + c] += dk[c];
+          dqkv[kv.v + j * R + c] += dv[c];
         }
-        float dq[HS] = {};
-        for (int kb = 0; kb < key_blocks_visited(qb, T, BR, BC); ++kb) {
-          for (int jj = 0; jj < BC; ++jj)
-            for (int c = 0; c < HS; ++c) {
-              const int j = kb * BC + jj;
-              tk[jj * HS + c] = j < T ? p.qkv[qkv_index(b, j, 1, h, c, T, C, HS)] : 0.0f;
-              tv[jj * HS + c] = j < T ? p.qkv[qkv_index(b, j, 2, h, c, T, C, HS)] : 0.0f;
-            }
-          const int n = keys_seen(i, kb * BC, T, BC);
-          if (n > 0)
-            bwd_q_row_tile<HS, BC>(own_a.data(), own_b.data(), tk.data(), tv.data(), n,
-                                   lse[row_stat_index(b, h, i, T, NH)], D[row_stat_index(b, h, i, T, NH)], scale, dq);
-        }
-        for (int c = 0; c < HS; ++c) dqkv[qkv_index(b, i, 0, h, c, T, C, HS)] += dq[c];
       }
+  }
+  // dQ: per query head, per query row, the key blocks of its key/value head up to the diagonal.
+  for (int bh = 0; bh < p.B * NH; ++bh) {
+    const HeadRows head = head_rows(bh, T, L);
+    for (int i = 0; i < T; ++i) {
+      const int qb = i / BR;
+      for (int c = 0; c < HS; ++c) {
+        own_a[c] = p.qkv[head.q + i * R + c];
+        own_b[c] = p.dout[head.out + i * W + c];
+      }
+      float dq[HS] = {};
+      for (int kb = 0; kb < key_blocks_visited(qb, T, BR, BC); ++kb) {
+        for (int jj = 0; jj < BC; ++jj)
+          for (int c = 0; c < HS; ++c) {
+            const int j = kb * BC + jj;
+            tk[jj * HS + c] = j < T ? p.qkv[head.k + j * R + c] : 0.0f;
+            tv[jj * HS + c] = j < T ? p.qkv[head.v + j * R + c] : 0.0f;
+          }
+        const int n = keys_seen(i, kb * BC, T, BC);
+        if (n > 0)
+          bwd_q_row_tile<HS, BC>(own_a.data(), own_b.data(), tk.data(), tv.data(), n, lse[head.stat + i],
+                                 D[head.stat + i], scale, dq);
+      }
+      for (int c = 0; c < HS; ++c) dqkv[head.q + i * R + c] += dq[c];
     }
+  }
 }
 
-// kernels/attention.h's formulas, directly, in double: S, P (materialized), O; dP, dV, dS, dQ, dK.
-void reference(const Problem& p, int hs, std::vector<double>& out, std::vector<double>& dqkv) {
-  const int T = p.T, C = p.C, NH = p.NH;
+// kernels/attention.h's formulas, directly, in double: S, P (materialized), O; dP, dV, dS, dQ, dK; query
+// head h with key/value head h/(NH/NKV).
+void reference(const Problem& p, std::vector<double>& out, std::vector<double>& dqkv) {
+  const int T = p.T, NH = p.NH, hs = p.hs;
+  const HeadLayout L = p.layout();
   const double scale = 1.0 / std::sqrt(static_cast<double>(hs));
-  out.assign(static_cast<size_t>(p.B) * T * C, 0.0);
+  out.assign(static_cast<size_t>(p.B) * T * out_row(L), 0.0);
   dqkv.assign(p.qkv.size(), 0.0);
   std::vector<double> P(static_cast<size_t>(T) * T), dP(static_cast<size_t>(T) * T);
-  auto x = [&](int b, int t, int part, int h, int c) { return static_cast<double>(p.qkv[qkv_index(b, t, part, h, c, T, C, hs)]); };
+  auto x = [&](int b, int t, int part, int h, int c) {
+    return static_cast<double>(p.qkv[qkv_index(b, t, part, h, c, T, L)]);
+  };
   for (int b = 0; b < p.B; ++b)
     for (int h = 0; h < NH; ++h) {
+      const int g = h / (NH / p.NKV);
       for (int i = 0; i < T; ++i) {
         double mx = -INFINITY;
         for (int j = 0; j <= i; ++j) {
           double s = 0;
-          for (int c = 0; c < hs; ++c) s += x(b, i, 0, h, c) * x(b, j, 1, h, c);
+          for (int c = 0; c < hs; ++c) s += x(b, i, 0, h, c) * x(b, j, 1, g, c);
           P[i * T + j] = s * scale;
           mx = std::max(mx, s * scale);
         }
@@ -340,24 +391,24 @@ void reference(const Problem& p, int hs, std::vector<double>& out, std::vector<d
         for (int j = 0; j <= i; ++j) P[i * T + j] /= sum;
         for (int c = 0; c < hs; ++c) {
           double o = 0;
-          for (int j = 0; j <= i; ++j) o += P[i * T + j] * x(b, j, 2, h, c);
-          out[out_index(b, i, h, c, T, C, hs)] = o;
+          for (int j = 0; j <= i; ++j) o += P[i * T + j] * x(b, j, 2, g, c);
+          out[out_index(b, i, h, c, T, L)] = o;
         }
       }
       for (int i = 0; i < T; ++i) {
         double dot = 0;
         for (int j = 0; j <= i; ++j) {
           double d = 0;
-          for (int c = 0; c < hs; ++c) d += p.dout[out_index(b, i, h, c, T, C, hs)] * x(b, j, 2, h, c);
+          for (int c = 0; c < hs; ++c) d += p.dout[out_index(b, i, h, c, T, L)] * x(b, j, 2, g, c);
           dP[i * T + j] = d;
           dot += P[i * T + j] * d;
         }
         for (int j = 0; j <= i; ++j) {
           const double ds = P[i * T + j] * (dP[i * T + j] - dot) * scale;
           for (int c = 0; c < hs; ++c) {
-            dqkv[qkv_index(b, j, 2, h, c, T, C, hs)] += P[i * T + j] * p.dout[out_index(b, i, h, c, T, C, hs)];
-            dqkv[qkv_index(b, i, 0, h, c, T, C, hs)] += ds * x(b, j, 1, h, c);
-            dqkv[qkv_index(b, j, 1, h, c, T, C, hs)] += ds * x(b, i, 0, h, c);
+            dqkv[qkv_index(b, j, 2, g, c, T, L)] += P[i * T + j] * p.dout[out_index(b, i, h, c, T, L)];
+            dqkv[qkv_index(b, i, 0, h, c, T, L)] += ds * x(b, j, 1, g, c);
+            dqkv[qkv_index(b, j, 1, g, c, T, L)] += ds * x(b, i, 0, h, c);
           }
         }
       }
@@ -376,36 +427,34 @@ double max_rel_error(const std::vector<G>& got, const std::vector<double>& want)
 }
 
 template <int HS, int BR, int BC>
-void check_tiled(int B, int T, int NH, uint32_t seed) {
-  SCOPED_TRACE(::testing::Message() << "B=" << B << " T=" << T << " NH=" << NH << " hs=" << HS << " Br=" << BR
-                                    << " Bc=" << BC);
-  const Problem p = make_problem(B, T, NH, HS, seed);
+void check_tiled(int B, int T, int NH, uint32_t seed, int NKV = 0) {
+  const Problem p = make_problem(B, T, NH, HS, seed, NKV);
+  SCOPED_TRACE(::testing::Message() << "B=" << B << " T=" << T << " NH=" << NH << " NKV=" << p.NKV << " hs=" << HS
+                                    << " Br=" << BR << " Bc=" << BC);
   std::vector<float> out, lse;
   tiled_forward<HS, BR, BC>(p, out, lse);
   // The backward adds into dqkv: start from a known non-zero value and subtract it afterwards.
   std::vector<float> dqkv(p.qkv.size(), 0.25f);
   tiled_backward<HS, BR, BC>(p, out, lse, dqkv);
   std::vector<double> ref_out, ref_dqkv;
-  reference(p, HS, ref_out, ref_dqkv);
+  reference(p, ref_out, ref_dqkv);
   for (double& g : ref_dqkv) g += 0.25;
   const double e_out = max_rel_error(out, ref_out), e_dqkv = max_rel_error(dqkv, ref_dqkv);
   EXPECT_LT(e_out, 1e-5);
   EXPECT_LT(e_dqkv, 1e-5);
-  // Per third, so that a wrong dQ cannot hide behind large dK, dV.
+  // Per part, so that a wrong dQ cannot hide behind large dK, dV.
   for (int part = 0; part < 3; ++part) {
     std::vector<float> g;
     std::vector<double> w;
-    for (int b = 0; b < B; ++b)
-      for (int t = 0; t < T; ++t)
-        for (int c = 0; c < p.C; ++c) {
-          const ptrdiff_t at = (static_cast<ptrdiff_t>(b) * T + t) * 3 * p.C + part * p.C + c;
-          g.push_back(dqkv[at] - 0.25f);
-          w.push_back(ref_dqkv[at] - 0.25);
-        }
+    for (size_t at = 0; at < dqkv.size(); ++at)
+      if (p.part_of(at) == part) {
+        g.push_back(dqkv[at] - 0.25f);
+        w.push_back(ref_dqkv[at] - 0.25);
+      }
     EXPECT_LT(max_rel_error(g, w), 1e-5) << "part " << part;
   }
-  std::printf("[tiled attention] B=%d T=%d NH=%d hs=%d Br=%d Bc=%d: out %.2e, dqkv %.2e (max err / max |ref|)\n", B,
-              T, NH, HS, BR, BC, e_out, e_dqkv);
+  std::printf("[tiled attention] B=%d T=%d NH=%d NKV=%d hs=%d Br=%d Bc=%d: out %.2e, dqkv %.2e (max err / max |ref|)\n",
+              B, T, NH, p.NKV, HS, BR, BC, e_out, e_dqkv);
 }
 
 TEST(AttentionTiledHost, MatchesTheFormulasWithTheKernelsTiling) {
@@ -420,6 +469,14 @@ TEST(AttentionTiledHost, MatchesTheFormulasWithUnequalTiles) {
   check_tiled<32, 64, 16>(1, 100, 2, 6);
   check_tiled<32, 16, 64>(1, 100, 2, 7);
   check_tiled<64, 32, 48>(1, 97, 1, 8);
+}
+
+TEST(AttentionTiledHost, GroupedQueryHeads) {
+  check_tiled<64, block_rows(64), block_cols(64)>(2, 70, 4, 11, 2);
+  check_tiled<64, block_rows(64), block_cols(64)>(1, 130, 6, 12, 3);
+  check_tiled<32, block_rows(32), block_cols(32)>(1, 65, 4, 13, 1);  // multi-query
+  check_tiled<128, block_rows(128), block_cols(128)>(1, 40, 4, 14, 2);
+  check_tiled<32, 16, 64>(1, 50, 6, 15, 2);
 }
 
 TEST(AttentionTiledHost, LongSequence) {

@@ -3,7 +3,9 @@
 // choose by default on sm_80+, have their own test, test_attention_tc.cu) against the CPU kernels
 // (kernels/attention.h) on the same rounded inputs: the fp32/double attention_forward/backward run in
 // double on the 16-bit values (exact widening), so that they are the truth, and
-// attention16_forward/backward, the CPU's own 16-bit path. Then determinism (two runs, identical bits) and the rejected shapes.
+// attention16_forward/backward, the CPU's own 16-bit path; GPT-2's layout (NKV = NH) and grouped-query
+// heads (NKV < NH: each key/value head's dK, dV summed over its query heads). Then determinism (two runs,
+// identical bits) and the rejected shapes.
 //
 // Tolerances, with u the unit roundoff of the 16-bit format (bf16: 8-bit significand, u = 2^-8;
 // fp16: 11 bits, u = 2^-11):
@@ -13,7 +15,8 @@
 // - backward vs the double reference: the only 16-bit rounding the kernels add is that of the saved O
 //   inside D = rowsum(dO∘O) (relative u per term of a length-hs sum); the rest is fp32. Normwise
 //   ‖g − g_ref‖/‖g_ref‖ ≤ 2u per third of dqkv (q, k, v), and elementwise
-//   |g − g_ref| ≤ u·(1 + sqrt(T)/8)·max|g_ref| (rounding errors of a length-T reduction grow as sqrt(T);
+//   |g − g_ref| ≤ u·(1 + sqrt(n)/8)·max|g_ref| (rounding errors of a length-n reduction grow as sqrt(n);
+//   n = T, or T·NH/NKV for the dK, dV of a key/value head shared by NH/NKV query heads;
 //   max|g_ref| of the third, at least 1e-3 of that of the whole gradient, for thirds that are zero).
 // - vs attention16 (which also rounds P and dS to 16 bits before its GEMMs, relative u each over
 //   sums of T terms): normwise 4u forward, 8u backward.
@@ -38,6 +41,11 @@ namespace {
 
 struct Shape {
   int B, T, NH, hs;
+  int NKV = 0;  // key/value heads; 0: NH (GPT-2's layout)
+  int kv() const { return NKV > 0 ? NKV : NH; }
+  kernels::AttentionShape kernel_shape() const { return kernels::AttentionShape{B, T, NH, kv(), hs}; }
+  AttentionDims dims() const { return AttentionDims{B, T, NH, kv(), hs}; }
+  int row() const { return (NH + 2 * kv()) * hs; }  // elements of a token's qkv
 };
 
 double unit_roundoff(DType t) { return t == DType::kBF16 ? 1.0 / 256 : 1.0 / 2048; }
@@ -74,7 +82,7 @@ Problem make_problem(Shape s, DType t, uint32_t seed) {
   Problem p{s, t, s.NH * s.hs, {}, {}, {}};
   std::mt19937 rng(seed);
   std::normal_distribution<float> nd(0.0f, 1.0f);
-  p.qkv.resize(static_cast<size_t>(s.B) * s.T * 3 * p.C);
+  p.qkv.resize(static_cast<size_t>(s.B) * s.T * s.row());
   p.dout.resize(static_cast<size_t>(s.B) * s.T * p.C);
   p.dqkv0.resize(p.qkv.size());
   for (auto& x : p.qkv) x = to16(t, nd(rng));
@@ -92,13 +100,19 @@ GpuResult run_gpu(const Problem& p) {
   const Shape s = p.s;
   DeviceBuffer<uint16_t> qkv(p.qkv.size()), dout(p.dout.size()), out(p.dout.size());
   DeviceBuffer<float> lse(static_cast<size_t>(s.B) * s.NH * s.T), dqkv(p.qkv.size());
-  DeviceBuffer<unsigned char> scratch(attention_backward_scratch_bytes(s.B, s.T, s.NH));
+  DeviceBuffer<unsigned char> scratch(attention_backward_scratch_bytes(s.dims()));
   qkv.upload(p.qkv);
   dout.upload(p.dout);
   dqkv.upload(p.dqkv0);
-  attention_forward_with(AttentionKernel::kFma, p.t, out.p, lse.p, qkv.p, s.B, s.T, p.C, s.NH, nullptr);
-  attention_backward_with(AttentionKernel::kFma, p.t, dqkv.p, scratch.p, dout.p, out.p, lse.p, qkv.p, s.B, s.T, p.C,
-                          s.NH, nullptr);
+  if (s.NKV == 0) {  // GPT-2's forms
+    attention_forward_with(AttentionKernel::kFma, p.t, out.p, lse.p, qkv.p, s.B, s.T, p.C, s.NH, nullptr);
+    attention_backward_with(AttentionKernel::kFma, p.t, dqkv.p, scratch.p, dout.p, out.p, lse.p, qkv.p, s.B, s.T,
+                            p.C, s.NH, nullptr);
+  } else {
+    attention_forward_with(AttentionKernel::kFma, p.t, out.p, lse.p, qkv.p, s.dims(), nullptr);
+    attention_backward_with(AttentionKernel::kFma, p.t, dqkv.p, scratch.p, dout.p, out.p, lse.p, qkv.p, s.dims(),
+                            nullptr);
+  }
   ZDP_CUDA_CHECK(cudaDeviceSynchronize());
   return GpuResult{out.download(), lse.download(), dqkv.download()};
 }
@@ -110,18 +124,17 @@ struct Reference {
 
 Reference run_reference(const Problem& p) {
   const Shape s = p.s;
-  const int C = p.C;
   std::vector<double> qkv(p.qkv.size()), dout(p.dout.size());
   for (size_t e = 0; e < qkv.size(); ++e) qkv[e] = from16(p.t, p.qkv[e]);
   for (size_t e = 0; e < dout.size(); ++e) dout[e] = from16(p.t, p.dout[e]);
   Reference r;
   r.out.resize(dout.size());
   std::vector<double> att(static_cast<size_t>(s.B) * s.NH * s.T * s.T);
-  kernels::attention_forward<double>(r.out.data(), att.data(), qkv.data(), s.B, s.T, C, s.NH);
+  kernels::attention_forward<double>(r.out.data(), att.data(), qkv.data(), s.kernel_shape());
   r.dqkv.assign(p.dqkv0.begin(), p.dqkv0.end());
-  std::vector<double> scratch(kernels::attention_scratch_elems(s.B, s.T, s.NH));
-  kernels::attention_backward<double>(r.dqkv.data(), scratch.data(), dout.data(), qkv.data(), att.data(), s.B, s.T, C,
-                                      s.NH);
+  std::vector<double> scratch(kernels::attention_scratch_elems(s.kernel_shape()));
+  kernels::attention_backward<double>(r.dqkv.data(), scratch.data(), dout.data(), qkv.data(), att.data(),
+                                      s.kernel_shape());
   // L = log Σ_{j ≤ t} e^(scale·q_t·k_j)
   const double scale = 1.0 / std::sqrt(static_cast<double>(s.hs));
   r.lse.resize(static_cast<size_t>(s.B) * s.NH * s.T);
@@ -129,9 +142,10 @@ Reference run_reference(const Problem& p) {
     for (int h = 0; h < s.NH; ++h)
       for (int t = 0; t < s.T; ++t) {
         std::vector<double> sc(t + 1);
-        const double* q = qkv.data() + (static_cast<size_t>(b) * s.T + t) * 3 * C + h * s.hs;
+        const double* q = qkv.data() + (static_cast<size_t>(b) * s.T + t) * s.row() + h * s.hs;
+        const int g = h / (s.NH / s.kv());
         for (int j = 0; j <= t; ++j) {
-          const double* k = qkv.data() + (static_cast<size_t>(b) * s.T + j) * 3 * C + C + h * s.hs;
+          const double* k = qkv.data() + (static_cast<size_t>(b) * s.T + j) * s.row() + (s.NH + g) * s.hs;
           double d = 0;
           for (int c = 0; c < s.hs; ++c) d += q[c] * k[c];
           sc[j] = d * scale;
@@ -152,11 +166,10 @@ void run_attention16(const Problem& p, std::vector<float>& out, std::vector<floa
   for (size_t e = 0; e < qkv.size(); ++e) qkv[e].bits = p.qkv[e];
   for (size_t e = 0; e < dout.size(); ++e) dout[e].bits = p.dout[e];
   std::vector<A> att(static_cast<size_t>(s.B) * s.NH * s.T * s.T);
-  std::vector<unsigned char> scratch(kernels::attention16_scratch_bytes(s.B, s.T, p.C, s.NH) + 64);
-  kernels::attention16_forward<A>(o.data(), att.data(), qkv.data(), scratch.data(), s.B, s.T, p.C, s.NH);
+  std::vector<unsigned char> scratch(kernels::attention16_scratch_bytes(s.kernel_shape()) + 64);
+  kernels::attention16_forward<A>(o.data(), att.data(), qkv.data(), scratch.data(), s.kernel_shape());
   dqkv = p.dqkv0;
-  kernels::attention16_backward<A>(dqkv.data(), scratch.data(), dout.data(), qkv.data(), att.data(), s.B, s.T, p.C,
-                                   s.NH);
+  kernels::attention16_backward<A>(dqkv.data(), scratch.data(), dout.data(), qkv.data(), att.data(), s.kernel_shape());
   out.resize(o.size());
   for (size_t e = 0; e < o.size(); ++e) out[e] = from16(p.t, o[e].bits);
 }
@@ -199,7 +212,10 @@ void check_against_reference(const Problem& p, const GpuResult& g, const Referen
   double gall = 0;
   for (size_t e = 0; e < r.dqkv.size(); ++e) gall = std::max(gall, std::abs(r.dqkv[e] - p.dqkv0[e]));
   for (int part = 0; part < 3; ++part) {
-    auto in_part = [&](size_t e) { return static_cast<int>((e % (3 * static_cast<size_t>(C))) / C) == part; };
+    auto in_part = [&](size_t e) {
+      const int col = static_cast<int>(e % static_cast<size_t>(s.row()));
+      return (col < C ? 0 : (col < (s.NH + s.kv()) * s.hs ? 1 : 2)) == part;
+    };
     std::vector<double> got(r.dqkv.size()), want(r.dqkv.size());
     double gmax = 0;
     for (size_t e = 0; e < want.size(); ++e) {
@@ -209,7 +225,9 @@ void check_against_reference(const Problem& p, const GpuResult& g, const Referen
     }
     const double nerr = norm_rel_error(got, want, in_part);
     EXPECT_LE(nerr, 2 * u) << names[part] << " normwise relative error";
-    const double tol = u * (1 + std::sqrt(static_cast<double>(s.T)) / 8) * std::max(gmax, 1e-3 * gall);
+    // A key/value head's dK, dV sum NH/NKV query heads' T terms each: reductions of that length.
+    const double terms = static_cast<double>(s.T) * (part == 0 ? 1 : s.NH / s.kv());
+    const double tol = u * (1 + std::sqrt(terms) / 8) * std::max(gmax, 1e-3 * gall);
     bad = 0;
     for (size_t e = 0; e < want.size(); ++e)
       if (in_part(e) && !(std::abs(got[e] - want[e]) <= tol) && ++bad <= 5)
@@ -220,8 +238,10 @@ void check_against_reference(const Problem& p, const GpuResult& g, const Referen
   }
 }
 
-const Shape kShapes[] = {{1, 1, 1, 64},   {2, 7, 3, 64},    {1, 64, 12, 64}, {4, 128, 4, 64},
-                         {3, 257, 2, 64}, {1, 1024, 12, 64}, {2, 100, 2, 32}, {1, 200, 2, 128}};
+const Shape kShapes[] = {{1, 1, 1, 64},     {2, 7, 3, 64},       {1, 64, 12, 64},     {4, 128, 4, 64},
+                         {3, 257, 2, 64},   {1, 1024, 12, 64},   {2, 100, 2, 32},     {1, 200, 2, 128},
+                         {2, 130, 4, 64, 2}, {1, 257, 6, 64, 2}, {2, 100, 8, 128, 1}, {1, 300, 9, 64, 3},
+                         {1, 1024, 32, 64, 8}};
 
 class GpuAttention : public ::testing::TestWithParam<DType> {};
 
@@ -229,8 +249,8 @@ TEST_P(GpuAttention, MatchesTheDoubleReference) {
   uint32_t seed = 1;
   for (const Shape& s : kShapes) {
     SCOPED_TRACE(::testing::Message() << dtype_name(GetParam()) << " B=" << s.B << " T=" << s.T << " NH=" << s.NH
-                                      << " hs=" << s.hs);
-    std::printf("%s B=%d T=%d NH=%d hs=%d\n", dtype_name(GetParam()), s.B, s.T, s.NH, s.hs);
+                                      << " NKV=" << s.kv() << " hs=" << s.hs);
+    std::printf("%s B=%d T=%d NH=%d NKV=%d hs=%d\n", dtype_name(GetParam()), s.B, s.T, s.NH, s.kv(), s.hs);
     const Problem p = make_problem(s, GetParam(), seed++);
     check_against_reference(p, run_gpu(p), run_reference(p));
   }
@@ -240,8 +260,10 @@ TEST_P(GpuAttention, MatchesTheCpu16BitPath) {
   const DType t = GetParam();
   const double u = unit_roundoff(t);
   uint32_t seed = 100;
-  for (const Shape& s : {Shape{2, 7, 3, 64}, Shape{4, 128, 4, 64}, Shape{1, 257, 12, 64}}) {
-    SCOPED_TRACE(::testing::Message() << dtype_name(t) << " B=" << s.B << " T=" << s.T << " NH=" << s.NH);
+  for (const Shape& s : {Shape{2, 7, 3, 64}, Shape{4, 128, 4, 64}, Shape{1, 257, 12, 64}, Shape{2, 130, 6, 64, 2},
+                         Shape{1, 100, 4, 128, 1}}) {
+    SCOPED_TRACE(::testing::Message() << dtype_name(t) << " B=" << s.B << " T=" << s.T << " NH=" << s.NH
+                                      << " NKV=" << s.kv());
     const Problem p = make_problem(s, t, seed++);
     const GpuResult g = run_gpu(p);
     std::vector<float> out, dqkv;
@@ -262,7 +284,7 @@ TEST_P(GpuAttention, MatchesTheCpu16BitPath) {
 }
 
 TEST_P(GpuAttention, IsDeterministic) {
-  for (const Shape& s : {Shape{2, 257, 12, 64}, Shape{1, 1024, 4, 64}}) {
+  for (const Shape& s : {Shape{2, 257, 12, 64}, Shape{1, 1024, 4, 64}, Shape{2, 513, 32, 64, 8}}) {
     const Problem p = make_problem(s, GetParam(), 7);
     const GpuResult a = run_gpu(p), b = run_gpu(p);
     EXPECT_EQ(std::memcmp(a.out.data(), b.out.data(), a.out.size() * 2), 0) << "out differs between runs";
@@ -284,6 +306,12 @@ TEST(GpuAttentionShapes, RejectsWhatItCannotRun) {
   EXPECT_THROW(attention_forward(DType::kBF16, buf.p, f.p, buf.p, 1, 0, 64, 1, nullptr), std::runtime_error);
   EXPECT_THROW(attention_backward(DType::kF16, f.p, f.p, buf.p, buf.p, f.p, buf.p, 1, 1, 96, 2, nullptr),
                std::runtime_error);
+  // Grouped-query shapes: NKV must divide NH.
+  EXPECT_THROW(attention_forward(DType::kBF16, buf.p, f.p, buf.p, AttentionDims{1, 1, 3, 2, 32}, nullptr),
+               std::runtime_error);
+  EXPECT_THROW(attention_forward(DType::kBF16, buf.p, f.p, buf.p, AttentionDims{1, 1, 2, 0, 32}, nullptr),
+               std::runtime_error);
+  EXPECT_NO_THROW(attention_forward(DType::kBF16, buf.p, f.p, buf.p, AttentionDims{1, 1, 2, 1, 32}, nullptr));
   EXPECT_NO_THROW(attention_forward(DType::kBF16, buf.p, f.p, buf.p, 1, 1, 64, 1, nullptr));
   ZDP_CUDA_CHECK(cudaDeviceSynchronize());
 }

@@ -9,6 +9,8 @@
 //     (16-bit roundings of P, dS and O to first order, plus an fp32 allowance), at GPT-2's shape and odd T;
 //  4. against the FMA kernels and the CPU's attention16 path (normwise, bounds below), determinism (two
 //     runs, the same bits), and the choice of kernel (ZERODP_ATTENTION, misaligned pointers).
+// Each with GPT-2's layout and with grouped-query heads (NKV < NH: a key/value head's dK, dV summed over
+// its query heads, in head order).
 //
 // Normwise tolerances, with u the 16-bit unit roundoff (bf16 2^-8, fp16 2^-11): the tensor-core and FMA
 // kernels are each within about u (forward) and 2u (backward, per third of dqkv) of the truth, so they
@@ -192,16 +194,23 @@ struct GpuResult {
   std::vector<float> lse, dqkv;
 };
 
+AttentionDims dims_of(const Problem16& p) { return AttentionDims{p.B, p.T, p.NH, p.NKV, p.hs}; }
+
 GpuResult run_gpu(const Problem16& p, AttentionKernel fwd, AttentionKernel bwd) {
   const DType t = dtype_of(p.fmt);
   DeviceBuffer<uint16_t> qkv(p.qkv.size()), dout(p.dout.size()), out(p.dout.size());
   DeviceBuffer<float> lse(static_cast<size_t>(p.B) * p.NH * p.T), dqkv(p.qkv.size());
-  DeviceBuffer<unsigned char> scratch(attention_backward_scratch_bytes(p.B, p.T, p.NH));
+  DeviceBuffer<unsigned char> scratch(attention_backward_scratch_bytes(dims_of(p)));
   qkv.upload(p.qkv);
   dout.upload(p.dout);
   dqkv.upload(p.dqkv0);
-  attention_forward_with(fwd, t, out.p, lse.p, qkv.p, p.B, p.T, p.C, p.NH, nullptr);
-  attention_backward_with(bwd, t, dqkv.p, scratch.p, dout.p, out.p, lse.p, qkv.p, p.B, p.T, p.C, p.NH, nullptr);
+  if (p.NKV == p.NH) {  // GPT-2's forms
+    attention_forward_with(fwd, t, out.p, lse.p, qkv.p, p.B, p.T, p.C, p.NH, nullptr);
+    attention_backward_with(bwd, t, dqkv.p, scratch.p, dout.p, out.p, lse.p, qkv.p, p.B, p.T, p.C, p.NH, nullptr);
+  } else {
+    attention_forward_with(fwd, t, out.p, lse.p, qkv.p, dims_of(p), nullptr);
+    attention_backward_with(bwd, t, dqkv.p, scratch.p, dout.p, out.p, lse.p, qkv.p, dims_of(p), nullptr);
+  }
   ZDP_CUDA_CHECK(cudaDeviceSynchronize());
   return GpuResult{out.download(), lse.download(), dqkv.download()};
 }
@@ -235,17 +244,23 @@ double norm_rel(const G& got, const W& want, size_t n, S select) {
 struct Shape {
   int B, T, NH, hs;
   float q_scale = 1.0f;
+  int NKV = 0;  // key/value heads; 0: NH (GPT-2's layout)
 };
+
+Problem16 problem(Fmt16 f, const Shape& s, uint32_t seed) {
+  return make_problem(f, s.B, s.T, s.NH, s.hs, seed, s.q_scale, s.NKV);
+}
 
 std::string describe(const Problem16& p) {
   char buf[128];
-  std::snprintf(buf, sizeof buf, "%s B=%d T=%d NH=%d hs=%d", p.fmt == Fmt16::kBf16 ? "bf16" : "fp16", p.B, p.T, p.NH,
-                p.hs);
+  std::snprintf(buf, sizeof buf, "%s B=%d T=%d NH=%d NKV=%d hs=%d", p.fmt == Fmt16::kBf16 ? "bf16" : "fp16", p.B, p.T,
+                p.NH, p.NKV, p.hs);
   return buf;
 }
 
+// The part of qkv (0 queries, 1 keys, 2 values) element e is in.
 auto in_third(const Problem16& p, int part) {
-  return [&p, part](size_t e) { return static_cast<int>((e % (3 * static_cast<size_t>(p.C))) / p.C) == part; };
+  return [&p, part](size_t e) { return p.part_of(e) == part; };
 }
 const char* kThird[3] = {"dQ", "dK", "dV"};
 
@@ -257,8 +272,9 @@ TEST_P(GpuAttentionTc, MatchesTheHostEmulation) {
   const double u = unit_roundoff(f);
   uint32_t seed = 500;
   for (const Shape& s : {Shape{2, 7, 3, 64}, Shape{1, 130, 2, 64}, Shape{1, 200, 1, 64, 3.0f}, Shape{2, 65, 2, 32},
-                         Shape{1, 77, 1, 128}}) {
-    const Problem16 p = make_problem(f, s.B, s.T, s.NH, s.hs, seed++, s.q_scale);
+                         Shape{1, 77, 1, 128}, Shape{2, 70, 4, 64, 1.0f, 2}, Shape{1, 130, 6, 64, 1.0f, 2},
+                         Shape{1, 77, 4, 128, 1.0f, 1}, Shape{2, 65, 3, 32, 1.0f, 1}}) {
+    const Problem16 p = problem(f, s, seed++);
     SCOPED_TRACE(describe(p));
     const GpuResult g = run_tc(p);
     const Emulated e = emulate_any(p);
@@ -290,14 +306,15 @@ TEST_P(GpuAttentionTc, WithinTheBoundsOfTheDoubleReference) {
   uint32_t seed = 600;
   for (const Shape& s : {Shape{1, 1, 1, 64}, Shape{2, 7, 3, 64}, Shape{1, 64, 12, 64}, Shape{4, 128, 4, 64},
                          Shape{3, 257, 2, 64}, Shape{1, 300, 2, 64, 3.0f}, Shape{1, 1024, 12, 64}, Shape{2, 100, 2, 32},
-                         Shape{1, 200, 2, 128}}) {
-    const Problem16 p = make_problem(f, s.B, s.T, s.NH, s.hs, seed++, s.q_scale);
+                         Shape{1, 200, 2, 128}, Shape{2, 130, 4, 64, 1.0f, 2}, Shape{1, 300, 8, 64, 3.0f, 2},
+                         Shape{1, 257, 8, 128, 1.0f, 1}, Shape{1, 512, 32, 64, 1.0f, 8}}) {
+    const Problem16 p = problem(f, s, seed++);
     SCOPED_TRACE(describe(p));
     const GpuResult g = run_tc(p);
     std::vector<double> qkv(p.qkv.size()), dout(p.dout.size());
     for (size_t i = 0; i < qkv.size(); ++i) qkv[i] = widen(f, p.qkv[i]);
     for (size_t i = 0; i < dout.size(); ++i) dout[i] = widen(f, p.dout[i]);
-    const attn_test::TcReference ref = attn_test::tc_reference(qkv, dout, p.B, p.T, p.C, p.NH, em);
+    const attn_test::TcReference ref = attn_test::tc_reference(qkv, dout, p.B, p.T, p.NH, p.NKV, p.hs, em);
     auto all = [](size_t) { return true; };
     const auto co = attn_test::check_bounds([&](size_t i) { return widen(f, g.out[i]); }, ref.out, ref.out_bound, all);
     const auto cl = attn_test::check_bounds([&](size_t i) { return g.lse[i]; }, ref.lse, ref.lse_bound, all);
@@ -326,8 +343,9 @@ TEST_P(GpuAttentionTc, AgreesWithTheFmaKernels) {
   const double u = unit_roundoff(f);
   uint32_t seed = 700;
   for (const Shape& s : {Shape{8, 1024, 12, 64}, Shape{3, 1000, 12, 64}, Shape{2, 257, 12, 64}, Shape{2, 333, 4, 32},
-                         Shape{2, 333, 4, 128}}) {
-    const Problem16 p = make_problem(f, s.B, s.T, s.NH, s.hs, seed++, s.q_scale);
+                         Shape{2, 333, 4, 128}, Shape{4, 1024, 32, 64, 1.0f, 8}, Shape{2, 1000, 24, 128, 1.0f, 8},
+                         Shape{2, 333, 14, 64, 1.0f, 2}, Shape{2, 257, 6, 32, 1.0f, 1}}) {
+    const Problem16 p = problem(f, s, seed++);
     SCOPED_TRACE(describe(p));
     const GpuResult tc = run_tc(p);
     const GpuResult fma = run_gpu(p, AttentionKernel::kFma, AttentionKernel::kFma);
@@ -361,11 +379,11 @@ void run_attention16(const Problem16& p, std::vector<float>& out, std::vector<fl
   for (size_t e = 0; e < qkv.size(); ++e) qkv[e].bits = p.qkv[e];
   for (size_t e = 0; e < dout.size(); ++e) dout[e].bits = p.dout[e];
   std::vector<A> att(static_cast<size_t>(p.B) * p.NH * p.T * p.T);
-  std::vector<unsigned char> scratch(kernels::attention16_scratch_bytes(p.B, p.T, p.C, p.NH) + 64);
-  kernels::attention16_forward<A>(o.data(), att.data(), qkv.data(), scratch.data(), p.B, p.T, p.C, p.NH);
+  const kernels::AttentionShape shape{p.B, p.T, p.NH, p.NKV, p.hs};
+  std::vector<unsigned char> scratch(kernels::attention16_scratch_bytes(shape) + 64);
+  kernels::attention16_forward<A>(o.data(), att.data(), qkv.data(), scratch.data(), shape);
   dqkv = p.dqkv0;
-  kernels::attention16_backward<A>(dqkv.data(), scratch.data(), dout.data(), qkv.data(), att.data(), p.B, p.T, p.C,
-                                   p.NH);
+  kernels::attention16_backward<A>(dqkv.data(), scratch.data(), dout.data(), qkv.data(), att.data(), shape);
   out.resize(o.size());
   for (size_t e = 0; e < o.size(); ++e) out[e] = static_cast<float>(widen(p.fmt, o[e].bits));
 }
@@ -374,8 +392,9 @@ TEST_P(GpuAttentionTc, MatchesTheCpu16BitPath) {
   const Fmt16 f = GetParam();
   const double u = unit_roundoff(f);
   uint32_t seed = 800;
-  for (const Shape& s : {Shape{2, 7, 3, 64}, Shape{4, 128, 4, 64}, Shape{1, 257, 12, 64}}) {
-    const Problem16 p = make_problem(f, s.B, s.T, s.NH, s.hs, seed++, s.q_scale);
+  for (const Shape& s : {Shape{2, 7, 3, 64}, Shape{4, 128, 4, 64}, Shape{1, 257, 12, 64},
+                         Shape{2, 130, 6, 64, 1.0f, 2}, Shape{1, 200, 4, 128, 1.0f, 1}}) {
+    const Problem16 p = problem(f, s, seed++);
     SCOPED_TRACE(describe(p));
     const GpuResult g = run_tc(p);
     std::vector<float> out, dqkv;
@@ -396,8 +415,9 @@ TEST_P(GpuAttentionTc, MatchesTheCpu16BitPath) {
 }
 
 TEST_P(GpuAttentionTc, IsDeterministic) {
-  for (const Shape& s : {Shape{2, 257, 12, 64}, Shape{8, 1024, 12, 64}, Shape{1, 500, 3, 128}}) {
-    const Problem16 p = make_problem(GetParam(), s.B, s.T, s.NH, s.hs, 9);
+  for (const Shape& s : {Shape{2, 257, 12, 64}, Shape{8, 1024, 12, 64}, Shape{1, 500, 3, 128},
+                         Shape{4, 1024, 32, 64, 1.0f, 8}, Shape{2, 500, 8, 128, 1.0f, 2}}) {
+    const Problem16 p = problem(GetParam(), s, 9);
     SCOPED_TRACE(describe(p));
     const GpuResult a = run_tc(p), b = run_tc(p);
     EXPECT_EQ(std::memcmp(a.out.data(), b.out.data(), a.out.size() * 2), 0) << "out differs between runs";
@@ -509,12 +529,12 @@ TEST(GpuAttentionTcChoice, MisalignedTensorsFallBackToTheFmaKernels) {
 }
 
 // ---- speed (reported, not checked) ------------------------------------------------------------------
-TEST(GpuAttentionTcSpeed, ReportsGpt2Throughput) {
-  const int B = 8, T = 1024, NH = 12, hs = 64, C = NH * hs;
-  const Problem16 p = make_problem(Fmt16::kBf16, B, T, NH, hs, 77);
+void report_throughput(int B, int T, int NH, int NKV, int hs, const char* name) {
+  const Problem16 p = make_problem(Fmt16::kBf16, B, T, NH, hs, 77, 1.0f, NKV);
+  const AttentionDims d = dims_of(p);
   DeviceBuffer<uint16_t> qkv(p.qkv.size()), dout(p.dout.size()), out(p.dout.size());
   DeviceBuffer<float> lse(static_cast<size_t>(B) * NH * T), dqkv(p.qkv.size());
-  DeviceBuffer<unsigned char> scratch(attention_backward_scratch_bytes(B, T, NH));
+  DeviceBuffer<unsigned char> scratch(attention_backward_scratch_bytes(d));
   qkv.upload(p.qkv);
   dout.upload(p.dout);
   dqkv.upload(p.dqkv0);
@@ -528,26 +548,29 @@ TEST(GpuAttentionTcSpeed, ReportsGpt2Throughput) {
     const int reps = k == AttentionKernel::kTensorCore ? 20 : 3;
     for (int pass = 0; pass < 2; ++pass) {  // the first pass warms up
       ZDP_CUDA_CHECK(cudaEventRecord(e0));
-      for (int r = 0; r < reps; ++r)
-        attention_forward_with(k, DType::kBF16, out.p, lse.p, qkv.p, B, T, C, NH, nullptr);
+      for (int r = 0; r < reps; ++r) attention_forward_with(k, DType::kBF16, out.p, lse.p, qkv.p, d, nullptr);
       ZDP_CUDA_CHECK(cudaEventRecord(e1));
       ZDP_CUDA_CHECK(cudaEventSynchronize(e1));
       ZDP_CUDA_CHECK(cudaEventElapsedTime(&ms_f, e0, e1));
       ZDP_CUDA_CHECK(cudaEventRecord(e0));
       for (int r = 0; r < reps; ++r)
-        attention_backward_with(k, DType::kBF16, dqkv.p, scratch.p, dout.p, out.p, lse.p, qkv.p, B, T, C, NH, nullptr);
+        attention_backward_with(k, DType::kBF16, dqkv.p, scratch.p, dout.p, out.p, lse.p, qkv.p, d, nullptr);
       ZDP_CUDA_CHECK(cudaEventRecord(e1));
       ZDP_CUDA_CHECK(cudaEventSynchronize(e1));
       ZDP_CUDA_CHECK(cudaEventElapsedTime(&ms_b, e0, e1));
     }
-    std::printf("  %s attention B=%d T=%d NH=%d hs=%d bf16: forward %.3f ms (%.1f TFLOP/s), backward %.3f ms "
-                "(%.1f TFLOP/s)\n",
-                attention_kernel_name(k), B, T, NH, hs, ms_f / reps, fwd_flops / (ms_f / reps * 1e-3) / 1e12,
+    std::printf("  %s attention (%s) B=%d T=%d NH=%d NKV=%d hs=%d bf16: forward %.3f ms (%.1f TFLOP/s), backward "
+                "%.3f ms (%.1f TFLOP/s)\n",
+                attention_kernel_name(k), name, B, T, NH, NKV, hs, ms_f / reps, fwd_flops / (ms_f / reps * 1e-3) / 1e12,
                 ms_b / reps, bwd_flops / (ms_b / reps * 1e-3) / 1e12);
   }
   ZDP_CUDA_CHECK(cudaEventDestroy(e0));
   ZDP_CUDA_CHECK(cudaEventDestroy(e1));
 }
+
+TEST(GpuAttentionTcSpeed, ReportsGpt2Throughput) { report_throughput(8, 1024, 12, 12, 64, "GPT-2 124M"); }
+// Llama 3.1 8B's heads (32 query heads sharing 8 key/value heads of 128).
+TEST(GpuAttentionTcSpeed, ReportsGroupedQueryThroughput) { report_throughput(2, 2048, 32, 8, 128, "Llama 3.1 8B"); }
 
 }  // namespace
 }  // namespace zerodp::cuda
