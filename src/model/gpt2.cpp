@@ -4,7 +4,7 @@
 #include <type_traits>
 
 #include "core/error.h"
-#include "model/carver.h"
+#include "model/batch.h"
 
 namespace zerodp::model {
 
@@ -30,7 +30,6 @@ struct GPT2<F>::Acts {
   using P = F;
   static constexpr bool k16 = kIs16<F>;
   Buffer storage;  // all of the arrays below
-  Buffer tokens;   // inputs and targets of the last forward
   std::vector<Acc*> res;  // residual stream: res[0] = embeddings, res[l+1] = output of block l
   std::vector<LayerActs<P, Acc>> layers;
   P* lnf;
@@ -44,7 +43,6 @@ struct GPT2<F>::Acts {
   float* gemm_out = nullptr;
   P* operand16 = nullptr;
   char* att_scratch = nullptr;
-  int32_t *inputs, *targets;
 
   // Lays the arrays out over `c` (counting only when c.base is null).
   void carve(Carver& c, const GPT2Config& g, int B, int T, bool checkpointing, const device::Gpt2Kernels<F>& k) {
@@ -125,15 +123,8 @@ GPT2<F>::GPT2(const ParamLayout& layout, int B, int T, bool checkpointing, devic
   ZDP_REQUIRE(B > 0 && T > 0, "micro-batch ({}) and sequence length ({}) must be positive", B, T);
   ZDP_REQUIRE(T <= g.n_ctx, "sequence length {} exceeds the model's context n_ctx = {}", T, g.n_ctx);
   acts_ = std::make_unique<Acts>();
-  Carver counter;
-  acts_->carve(counter, g, B, T, checkpointing, k_);
-  acts_->storage = dev_.allocate(counter.used, MemCategory::kAct);
-  Carver carver{acts_->storage.template as<char>(), 0};
-  acts_->carve(carver, g, B, T, checkpointing, k_);
-  const size_t BT = static_cast<size_t>(B) * T;
-  acts_->tokens = dev_.allocate(2 * BT * sizeof(int32_t), MemCategory::kAct);
-  acts_->inputs = acts_->tokens.template as<int32_t>();
-  acts_->targets = acts_->inputs + BT;
+  acts_->storage = carve_activations(dev_, *acts_, g, B, T, checkpointing, k_);
+  tokens_ = std::make_unique<TokenBatch>(dev_, B, T);
 }
 
 template <typename F>
@@ -195,15 +186,8 @@ double GPT2<F>::forward(const int32_t* inputs, const int32_t* targets, UnitAcces
   const ScheduleUses uses{g.n_layer};
   const int B = B_, T = T_, C = g.n_embd, V = g.vocab_size, BT = B * T;
   Acts& a = *acts_;
-  for (int i = 0; i < BT; ++i) {
-    ZDP_CHECK(inputs[i] >= 0 && inputs[i] < V, "input token {} at position {} is outside [0, {})", inputs[i], i, V);
-    ZDP_CHECK(targets[i] >= 0 && targets[i] < V, "target token {} at position {} is outside [0, {})", targets[i], i, V);
-  }
-  // The device's memory: copied through it (a GPU's is not the host's).
-  dev_.copy(a.inputs, inputs, sizeof(int32_t) * BT);
-  dev_.copy(a.targets, targets, sizeof(int32_t) * BT);
-
-  forward_trunk(a.inputs, B, T, units);
+  tokens_->load(inputs, targets, BT, V);
+  forward_trunk(tokens_->inputs(), B, T, units);
 
   units.begin(uses.head_forward());
   {
@@ -211,17 +195,13 @@ double GPT2<F>::forward(const int32_t* inputs, const int32_t* targets, UnitAcces
     k_.layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, a.res[g.n_layer], p + layout_.param(0, kLnfW).offset,
                          p + layout_.param(0, kLnfB).offset, BT, C);
     k_.head_forward(a.probs, a.lnf, p + layout_.param(0, kWte).offset, BT, C, V);
-    k_.softmax_crossentropy_forward(a.losses, a.probs, a.probs, a.targets, BT, V);
+    k_.softmax_crossentropy_forward(a.losses, a.probs, a.probs, tokens_->targets(), BT, V);
   }
   units.end(uses.head_forward());
 
-  host_losses_.resize(static_cast<size_t>(BT));
-  dev_.copy(host_losses_.data(), a.losses, sizeof(Acc) * BT);  // a host destination: waits for the device
-  double sum = 0;
-  for (int i = 0; i < BT; ++i) sum += static_cast<double>(host_losses_[i]);
   last_B_ = B;
   last_T_ = T;
-  return sum / BT;
+  return mean_loss(dev_, a.losses, BT, host_losses_);
 }
 
 template <typename F>
@@ -242,7 +222,7 @@ void GPT2<F>::backward(Acc dloss, UnitAccess<F>& units) {
     const F* p = units.params(ParamLayout::kEmbeddingUnit);
     Acc* d = units.grads(ParamLayout::kEmbeddingUnit);
     auto off = [&](int k) { return layout_.param(0, k).offset; };
-    k_.softmax_crossentropy_backward(a.probs, a.probs, a.targets, dloss, BT, V);
+    k_.softmax_crossentropy_backward(a.probs, a.probs, tokens_->targets(), dloss, BT, V);
     k_.head_backward(a.dln, d + off(kWte), a.probs, a.lnf, p + off(kWte), BT, C, V, a.operand16);
     zero(a.dres, n);
     k_.layernorm_backward(a.dres, d + off(kLnfW), d + off(kLnfB), a.dln, a.res[g.n_layer], p + off(kLnfW),
@@ -280,7 +260,7 @@ void GPT2<F>::backward(Acc dloss, UnitAccess<F>& units) {
   units.begin(uses.embed_backward());
   {
     Acc* d = units.grads(ParamLayout::kEmbeddingUnit);
-    k_.encoder_backward(d + layout_.param(0, kWte).offset, d + layout_.param(0, kWpe).offset, a.dres, a.inputs,
+    k_.encoder_backward(d + layout_.param(0, kWte).offset, d + layout_.param(0, kWpe).offset, a.dres, tokens_->inputs(),
                      B, T, C);
   }
   units.end(uses.embed_backward());
@@ -290,13 +270,10 @@ template <typename F>
 void GPT2<F>::next_token_logits(const int32_t* inputs, int t, UnitAccess<F>& units, Acc* logits) {
   const GPT2Config& g = layout_.config().gpt2();
   const ScheduleUses uses{g.n_layer};
-  ZDP_REQUIRE(t > 0 && t <= T_, "context of {} tokens does not fit the model's {} positions", t, T_);
   const int C = g.n_embd, V = g.vocab_size;
-  for (int i = 0; i < t; ++i)
-    ZDP_REQUIRE(inputs[i] >= 0 && inputs[i] < V, "token {} is outside the vocabulary [0, {})", inputs[i], V);
+  tokens_->load_context(inputs, t, T_, V);
   Acts& a = *acts_;
-  dev_.copy(a.inputs, inputs, sizeof(int32_t) * t);
-  forward_trunk(a.inputs, 1, t, units);
+  forward_trunk(tokens_->inputs(), 1, t, units);
   units.begin(uses.head_forward());
   const F* p = units.params(ParamLayout::kEmbeddingUnit);
   const Acc* last = a.res[g.n_layer] + static_cast<size_t>(t - 1) * C;

@@ -23,6 +23,7 @@
 #include "core/dtype.h"
 #include "core/memory.h"
 #include "device/device.h"
+#include "model/batch.h"
 #include "model/layout.h"
 #include "model/model.h"
 #include "model/units.h"
@@ -89,6 +90,7 @@ class GPT2 final : public Model<F> {
   device::Device& dev_;
   const device::Gpt2Kernels<F>& k_;
   std::unique_ptr<Acts> acts_;
+  std::unique_ptr<TokenBatch> tokens_;  // the last micro-batch's (or context's) token ids
   std::vector<Acc> host_losses_;  // the last forward's per-token losses, read back to sum them
   int last_B_ = 0, last_T_ = 0;
 };

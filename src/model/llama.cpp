@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "model/carver.h"
+#include "model/batch.h"
 #include "model/rope.h"
 
 namespace zerodp::model {
@@ -53,7 +53,6 @@ struct Llama<F>::Acts {
   using P = F;
   static constexpr bool k16 = kIs16<F>;
   Buffer storage;
-  Buffer tokens;
   std::vector<Acc*> res;  // res[0] = embeddings, res[l+1] = output of block l
   std::vector<LlamaLayerActs<P, Acc>> layers;
   P* lnf;
@@ -65,7 +64,6 @@ struct Llama<F>::Acts {
   P* operand16 = nullptr;     // 16-bit compute: rounded GEMM operands
   char* att_scratch = nullptr;
   float *rope_cos, *rope_sin;  // [T, D/2]
-  int32_t *inputs, *targets;
 
   void carve(Carver& c, const LlamaConfig& cfg, int B, int T, bool checkpointing,
              const device::LlamaKernels<F>& k) {
@@ -151,15 +149,8 @@ Llama<F>::Llama(const ParamLayout& layout, int B, int T, bool checkpointing, dev
   off_.head = config_.tie_word_embeddings ? off_.embed : offset_of(layout, "lm_head.weight");
 
   acts_ = std::make_unique<Acts>();
-  Carver counter;
-  acts_->carve(counter, config_, B, T, checkpointing, k_);
-  acts_->storage = dev_.allocate(counter.used, MemCategory::kAct);
-  Carver carver{acts_->storage.template as<char>(), 0};
-  acts_->carve(carver, config_, B, T, checkpointing, k_);
-  const size_t BT = static_cast<size_t>(B) * T;
-  acts_->tokens = dev_.allocate(2 * BT * sizeof(int32_t), MemCategory::kAct);
-  acts_->inputs = acts_->tokens.template as<int32_t>();
-  acts_->targets = acts_->inputs + BT;
+  acts_->storage = carve_activations(dev_, *acts_, config_, B, T, checkpointing, k_);
+  tokens_ = std::make_unique<TokenBatch>(dev_, B, T);
   // The rotary tables of positions [0, T), computed on the host, copied to the device once.
   const int half = config_.head_dim / 2;
   const std::vector<float> inv_freq = rope_inv_freq(
@@ -230,24 +221,15 @@ double Llama<F>::forward(const int32_t* inputs, const int32_t* targets, UnitAcce
   const ScheduleUses uses{config_.n_layer};
   const int B = B_, T = T_, V = config_.vocab_size, BT = B * T;
   Acts& a = *acts_;
-  for (int i = 0; i < BT; ++i) {
-    ZDP_CHECK(inputs[i] >= 0 && inputs[i] < V, "input token {} at position {} is outside [0, {})", inputs[i], i, V);
-    ZDP_CHECK(targets[i] >= 0 && targets[i] < V, "target token {} at position {} is outside [0, {})", targets[i], i, V);
-  }
-  dev_.copy(a.inputs, inputs, sizeof(int32_t) * BT);
-  dev_.copy(a.targets, targets, sizeof(int32_t) * BT);
-  forward_trunk(a.inputs, B, T, units);
+  tokens_->load(inputs, targets, BT, V);
+  forward_trunk(tokens_->inputs(), B, T, units);
   units.begin(uses.head_forward());
   head_forward(a.res[config_.n_layer], BT, units.params(layout_.head_unit()), a.probs);
-  k_.softmax_crossentropy_forward(a.losses, a.probs, a.probs, a.targets, BT, V);
+  k_.softmax_crossentropy_forward(a.losses, a.probs, a.probs, tokens_->targets(), BT, V);
   units.end(uses.head_forward());
-  host_losses_.resize(static_cast<size_t>(BT));
-  dev_.copy(host_losses_.data(), a.losses, sizeof(Acc) * BT);
-  double sum = 0;
-  for (int i = 0; i < BT; ++i) sum += static_cast<double>(host_losses_[i]);
   last_B_ = B;
   last_T_ = T;
-  return sum / BT;
+  return mean_loss(dev_, a.losses, BT, host_losses_);
 }
 
 template <typename F>
@@ -265,7 +247,7 @@ void Llama<F>::backward(Acc dloss, UnitAccess<F>& units) {
   {
     const F* p = units.params(head);
     Acc* g = units.grads(head);
-    k_.softmax_crossentropy_backward(a.probs, a.probs, a.targets, dloss, BT, V);
+    k_.softmax_crossentropy_backward(a.probs, a.probs, tokens_->targets(), dloss, BT, V);
     k_.linear_backward(a.dln, g + off_.head, nullptr, a.probs, a.lnf, p + off_.head, BT, C, V, a.operand16);
     zero(a.dres, static_cast<size_t>(BT) * C);
     k_.rmsnorm_backward(a.dres, g + off_.norm, a.dln, a.res[d.L], p + off_.norm, a.rstdf, BT, C);
@@ -299,20 +281,17 @@ void Llama<F>::backward(Acc dloss, UnitAccess<F>& units) {
   }
 
   units.begin(uses.embed_backward());
-  k_.embedding_backward(units.grads(ParamLayout::kEmbeddingUnit) + off_.embed, a.dres, a.inputs, BT, C);
+  k_.embedding_backward(units.grads(ParamLayout::kEmbeddingUnit) + off_.embed, a.dres, tokens_->inputs(), BT, C);
   units.end(uses.embed_backward());
 }
 
 template <typename F>
 void Llama<F>::next_token_logits(const int32_t* inputs, int t, UnitAccess<F>& units, Acc* logits) {
   const ScheduleUses uses{config_.n_layer};
-  ZDP_REQUIRE(t > 0 && t <= T_, "context of {} tokens does not fit the model's {} positions", t, T_);
   const int C = config_.n_embd, V = config_.vocab_size;
-  for (int i = 0; i < t; ++i)
-    ZDP_REQUIRE(inputs[i] >= 0 && inputs[i] < V, "token {} is outside the vocabulary [0, {})", inputs[i], V);
+  tokens_->load_context(inputs, t, T_, V);
   Acts& a = *acts_;
-  dev_.copy(a.inputs, inputs, sizeof(int32_t) * t);
-  forward_trunk(a.inputs, 1, t, units);
+  forward_trunk(tokens_->inputs(), 1, t, units);
   units.begin(uses.head_forward());
   head_forward(a.res[config_.n_layer] + static_cast<size_t>(t - 1) * C, 1, units.params(layout_.head_unit()),
                logits);

@@ -22,6 +22,7 @@
 
 #include "core/dtype.h"
 #include "device/device.h"
+#include "model/batch.h"
 #include "model/layout.h"
 #include "model/llama_config.h"
 #include "model/model.h"
@@ -73,6 +74,7 @@ class Llama final : public Model<F> {
   const device::LlamaKernels<F>& k_;
   Offsets off_;
   std::unique_ptr<Acts> acts_;
+  std::unique_ptr<TokenBatch> tokens_;  // the last micro-batch's (or context's) token ids
   std::vector<Acc> host_losses_;
   int last_B_ = 0, last_T_ = 0;
 };
