@@ -66,11 +66,12 @@ void check_fits(const model::ModelConfig& c, DType dtype, const std::string& out
   const uint64_t unit_bytes = largest_unit_numel(c) * sizeof(float);
   const uint64_t memory = physical_memory_bytes();
   ZDP_REQUIRE(memory == 0 || unit_bytes <= memory,
-              "{}: its largest unit alone is {} of fp32, more than this machine's {} of memory", c.summary(),
+              "{}: its largest unit alone is {} of fp32, more than this machine's {} of memory", model::model_name(c),
               format_bytes(unit_bytes), format_bytes(memory));
   const uint64_t file_bytes = static_cast<uint64_t>(c.param_count()) * dtype_size(dtype);
   const uint64_t disk = free_bytes_beside(out);
-  ZDP_REQUIRE(disk == 0 || file_bytes <= disk, "'{}': {} is {} of {}, more than the {} free there", out, c.summary(),
+  ZDP_REQUIRE(disk == 0 || file_bytes <= disk, "'{}': {} is {} of {}, more than the {} free there", out,
+              model::model_name(c),
               format_bytes(file_bytes), dtype_name(dtype), format_bytes(disk));
 }
 

@@ -36,7 +36,7 @@ void check_fits_in_memory(const std::string& path) {
   const CheckedSize probs = CheckedSize(mc.n_layer()) * mc.n_head() * ctx * ctx * 4;
   ZDP_REQUIRE(have == 0 || probs.within(static_cast<int64_t>(have)),
               "'{}': sampling {} with a context of {} tokens needs more than this machine's {} of memory for the "
-              "attention alone: give a shorter --context",
+              "attention's activations alone: give a shorter --context",
               path, model::model_name(mc), ctx, format_bytes(have));
   const uint64_t acts = model::model_activation_bytes(mc, 1, ctx);
   ZDP_REQUIRE(have == 0 || params + acts <= have,
