@@ -27,6 +27,11 @@
               Measured on the author's machine: 0.59% worst step, 0.06% worst window.
   stages_llama  the same for a Llama (GQA, untied head) in bf16 at W=2 and W=4: the same --out
               directory bytes and the same losses and norms at stages 0-3.
+  llama_modes what holds for GPT-2's runs holds for a Llama (GQA, untied head) at W=2: offloading
+              the optimizer (cpu, nvme) and the parameters (cpu) and activation checkpointing write the
+              same --out bytes and losses as the plain stage-3 run; hybrid sharding at W=4 (groups of
+              2) trains as full sharding does (each step's loss within 1e-5: the sums run in another order); fp16 trains with loss scaling; a non-finite gradient in
+              the head's own unit stops a bf16 run naming it, and is a skipped step for fp16.
   bf16_llama  the bf16 case's run for a Llama of the demo's size (L4 H4/2 C128, untied head). Its
               step-0 losses agree as closely as GPT-2's (0.004%), but its trajectories separate
               further as the roundings feed back: over three initial seeds on the author's machine
@@ -257,6 +262,42 @@ elif CASE == "stages_llama":
             check(metrics[stage] == metrics[0], f"llama W={ranks} bf16: stage {stage}'s losses and norms equal stage 0's",
                   f"{metrics[stage]}\n{metrics[0]}")
             check(outs[stage] == outs[0], f"llama W={ranks} bf16: stage {stage}'s --out directory equals stage 0's byte for byte")
+
+elif CASE == "llama_modes":
+    model = llama_init("llama")
+
+    def llama_run(name, ranks, stage, dtype="fp32", extra=()):
+        out, m = path(f"{name}-out"), path(f"{name}.jsonl")
+        r = run(train_args(4, stage=stage, dtype=dtype, model=model, extra=["--clip", "1.0", "--out", out, "--metrics", m]
+                           + list(extra)), ranks)
+        check(r.code == 0, f"llama {name} trains", r.err)
+        return dir_bytes(out), [(s["loss"], s["grad_norm"]) for s in records(m, "step")]
+
+    base = llama_run("plain", 2, 3)
+    nvme = path("nvme")
+    os.makedirs(nvme, exist_ok=True)
+    for name, extra in (("offload-optimizer-cpu", ["--offload-optimizer", "cpu"]),
+                        ("offload-optimizer-nvme", ["--offload-optimizer", "nvme", "--nvme-path", nvme]),
+                        ("offload-param-cpu", ["--offload-optimizer", "cpu", "--offload-param", "cpu"]),
+                        ("checkpointing", ["--activation-checkpointing"])):
+        got = llama_run(name, 2, 3, extra=extra)
+        check(got[1] == base[1], f"llama {name}: losses and norms equal the plain stage-3 run's", f"{got[1]}\n{base[1]}")
+        check(got[0] == base[0], f"llama {name}: --out equals the plain stage-3 run's byte for byte")
+    full = llama_run("w4", 4, 3)
+    hybrid = llama_run("w4-hybrid", 4, 3, extra=["--shard-group-size", "2"])
+    check(all(abs(h[0] - f[0]) <= 1e-5 * f[0] and abs(h[1] - f[1]) <= 1e-4 * f[1] for h, f in zip(hybrid[1], full[1])),
+          f"llama: hybrid sharding (groups of 2 of 4) trains as full sharding: {hybrid[1]} vs {full[1]}")
+    out16, steps16 = llama_run("fp16", 2, 2, dtype="fp16")
+    check(all(math.isfinite(l) for l, _ in steps16) and steps16[-1][0] < steps16[0][0],
+          f"llama fp16 trains with loss scaling: {steps16}")
+    head_unit = 3  # embed 0, blocks 1-2, the untied head 3
+    for dtype, code in (("bf16", 1), ("fp16", 0)):
+        r = run(train_args(4, stage=2, dtype=dtype, model=model, extra=[
+            "--inject-overflow-step", "1", "--inject-overflow-rank", "1", "--inject-overflow-unit", str(head_unit)]), 2)
+        check(r.code == code, f"llama {dtype}: an Inf in the head's gradient exits {code} (got {r.code})", r.err)
+        if code == 1:
+            check(any("unit 3 (norm, lm_head)" in e for e in one_line_error(r.err)),
+                  "llama bf16: the message names the head's unit", r.err)
 
 elif CASE == "shuffle":
     on = ["--shuffle", "on", "--seed", "3"]
