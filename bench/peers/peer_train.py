@@ -8,6 +8,14 @@ GPT-2 from the same weights on the same batches as zerodp. run.sh installs zdpte
 (`pip install tests/pylib`); one_rank.sh uses that venv too.
 
     peer_train.py MODE --dtype fp32|bf16 --init F --data tokens.bin --micro-batch B --seq T --steps K
+                  [--arch gpt2|llama] [--attn sdpa|eager]
+
+--arch llama (bench/peers/run.sh with ARCH=llama): --init is the model directory `zerodp init --arch llama`
+wrote (config.json + model.safetensors), and the model is Hugging Face transformers' LlamaForCausalLM
+loaded from it with from_pretrained in fp32 (every tensor must come from the file: none missing, left
+over or mis-shaped), attention implementation --attn (default sdpa: PyTorch's
+scaled_dot_product_attention; eager: transformers' written-out softmax(QK^T)V). FSDP2 shards every
+LlamaDecoderLayer and the root. The data, batches, loss, AdamW groups and clipping are the GPT-2's.
 
 MODE:
     single         one process: the plain model and torch.optim.AdamW (bench/peers/one_rank.sh)
@@ -43,16 +51,41 @@ MODES = ["single", "ddp", "zero1", "fsdp2", "fsdp2-reshard", "ds1", "ds2", "ds3"
 
 
 class WithLoss(nn.Module):
-    """The GPT-2 with its cross-entropy loss inside forward (DeepSpeed's engine returns what forward does).
-    The loss is taken in fp32 whatever the logits' dtype."""
+    """The GPT-2 (or the transformers Llama) with its cross-entropy loss inside forward (DeepSpeed's engine
+    returns what forward does). The loss is taken in fp32 whatever the logits' dtype."""
 
-    def __init__(self, gpt):
+    def __init__(self, gpt, hf=False):
         super().__init__()
         self.gpt = gpt
+        self.hf = hf
 
     def forward(self, x, y):
-        logits = self.gpt(x)
+        logits = self.gpt(input_ids=x, use_cache=False).logits if self.hf else self.gpt(x)
         return F.cross_entropy(logits.float().view(-1, logits.shape[-1]), y.reshape(-1))
+
+
+def build_llama(model_dir, attn):
+    """(LlamaForCausalLM from the directory `zerodp init --arch llama` wrote, fp32, train mode; its sizes and
+    the versions). Exits naming the directory if any tensor is missing, left over or mis-shaped."""
+    import transformers
+    from transformers import LlamaForCausalLM
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    major, minor = (int(v) for v in transformers.__version__.split(".")[:2])
+    dtype_kw = "dtype" if (major, minor) >= (4, 56) else "torch_dtype"  # renamed in 4.56
+    model, info = LlamaForCausalLM.from_pretrained(model_dir, attn_implementation=attn, output_loading_info=True,
+                                                   **{dtype_kw: torch.float32})
+    bad = {k: v for k, v in info.items() if v}
+    if bad:
+        sys.exit(f"peer_train.py: {model_dir}: from_pretrained did not load every tensor as it is: {bad}")
+    model.config.use_cache = False
+    model.train()
+    c = model.config
+    cfg = dict(arch="llama", L=c.num_hidden_layers, H=c.num_attention_heads, KV=c.num_key_value_heads,
+               C=c.hidden_size, I=c.intermediate_size, V=c.vocab_size, N=c.max_position_embeddings,
+               tied=bool(c.tie_word_embeddings), attn=model.config._attn_implementation,
+               params=sum(p.numel() for p in model.parameters()))
+    return model, cfg, {"transformers": transformers.__version__}
 
 
 def rank_env():
@@ -70,10 +103,17 @@ def rank_env():
 
 def setup(args, rank, world):
     """(module to call, optimizer or None, DeepSpeed engine or None, versions)."""
-    gpt, cfg = torch_gpt2.build_model(args.init)
-    model = WithLoss(gpt)
-    hyper = dict(lr=args.lr, betas=(args.beta1, args.beta2), eps=args.eps)
     versions = {"torch": torch.__version__}
+    llama = args.arch == "llama"
+    if llama:
+        gpt, cfg, more = build_llama(args.init, args.attn)
+        versions.update(more)
+        blocks = gpt.model.layers
+    else:
+        gpt, cfg = torch_gpt2.build_model(args.init)
+        blocks = gpt.h
+    model = WithLoss(gpt, hf=llama)
+    hyper = dict(lr=args.lr, betas=(args.beta1, args.beta2), eps=args.eps)
     mode = args.mode
     if mode.startswith("ds"):
         import deepspeed
@@ -92,7 +132,7 @@ def setup(args, rank, world):
             "steps_per_print": 10 ** 9,
             "wall_clock_breakdown": False,
         }
-        if stage == 3:
+        if stage == 3 and not llama:
             # The tied LM head reads wte.weight outside the embedding module's forward: ZeRO-3 must
             # keep that parameter gathered for the root's forward.
             deepspeed.zero.register_external_parameter(gpt, gpt.wte.weight)
@@ -119,7 +159,7 @@ def setup(args, rank, world):
         from torch.distributed._composable.fsdp import fully_shard
     mesh = init_device_mesh("cpu", (world,))
     reshard = mode == "fsdp2-reshard"
-    for block in gpt.h:
+    for block in blocks:
         fully_shard(block, mesh=mesh, reshard_after_forward=reshard)
     fully_shard(model, mesh=mesh, reshard_after_forward=reshard)
     opt = torch.optim.AdamW(torch_gpt2.param_groups(model, args.weight_decay), **hyper)
@@ -136,6 +176,11 @@ def main():
     ap.add_argument("--seq", type=int, required=True)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--threads", type=int, default=1, help="threads per rank (torch.set_num_threads)")
+    ap.add_argument("--arch", choices=["gpt2", "llama"], default="gpt2",
+                    help="gpt2: --init is zerodp's GPT-2 safetensors file; llama: a Llama model directory, "
+                         "run as transformers' LlamaForCausalLM")
+    ap.add_argument("--attn", choices=["sdpa", "eager"], default="sdpa",
+                    help="--arch llama: transformers' attention implementation (default sdpa)")
     torch_gpt2.add_optimizer_args(ap)
     args = ap.parse_args()
 

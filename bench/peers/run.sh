@@ -14,7 +14,18 @@
 # Then bench/peers/report.py prints the tables and writes docs/benchmarks_peers.md and its plot, docs/benchmarks_peers.png
 # (WRITE_DOCS=0: neither).
 #
+# ARCH=llama: the same protocol on a Llama of 29.8 M parameters instead of the GPT-2: `zerodp init --arch llama
+# --layers 10 --heads 8 --kv-heads 4 --embd 512 --intermediate 1408 --vocab 256 --ctx 128 --seed 1337` (grouped-query
+# attention, 8 query and 4 key/value heads of 64; SwiGLU MLP of 1408; RMSNorm; RoPE θ 10000; untied head), a Hugging
+# Face model directory that zerodp trains with `train --init DIR` and the peers load as transformers'
+# LlamaForCausalLM (from_pretrained, fp32, attn_implementation ATTN). Its own defaults: OUT runs/bench-peers-llama,
+# DOCS docs/benchmarks_peers_llama.md (and .png), NOTES bench/peers/notes_llama.md; transformers (TRANSFORMERS_SPEC)
+# is installed into the venv when it cannot be imported there.
+#
 # Environment (defaults in brackets):
+#   ARCH [gpt2]             gpt2 or llama (above)
+#   ATTN [sdpa]             ARCH=llama: the peers' attention implementation in transformers, sdpa or eager
+#   TRANSFORMERS_SPEC ["transformers>=4.46"]  ARCH=llama: what pip installs into the venv when it lacks transformers
 #   BUILD [build]           zerodp build directory (configured and `zerodp` built if missing)
 #   VENV [runs/peers-venv]  the Python venv of the peers; made and filled from PyPI when missing
 #   TORCH_SPEC ["torch>=2.6"] DS_SPEC [deepspeed]  what pip installs there
@@ -48,7 +59,13 @@ BUILD=${BUILD:-build}
 VENV=${VENV:-runs/peers-venv}
 TORCH_SPEC=${TORCH_SPEC:-torch>=2.6}
 DS_SPEC=${DS_SPEC:-deepspeed}
-OUT=${OUT:-runs/bench-peers}
+ARCH=${ARCH:-gpt2}
+case $ARCH in
+  gpt2) OUT=${OUT:-runs/bench-peers} ;;
+  llama) OUT=${OUT:-runs/bench-peers-llama} ATTN=${ATTN:-sdpa} TRANSFORMERS_SPEC=${TRANSFORMERS_SPEC:-transformers>=4.46}
+    [[ $ATTN == sdpa || $ATTN == eager ]] || { echo "run.sh: ATTN must be sdpa or eager, got '$ATTN'" >&2; exit 2; } ;;
+  *) echo "run.sh: ARCH must be gpt2 or llama, got '$ARCH'" >&2; exit 2 ;;
+esac
 STEPS=${STEPS:-12}
 WARMUP=${WARMUP:-2}
 ROUNDS=${ROUNDS:-2}
@@ -86,6 +103,11 @@ if [[ ! -f "$VENV/.peers-ready" ]]; then
   touch "$VENV/.peers-ready"
 fi
 PY=$(cd "$VENV/bin" && pwd)/python
+# ARCH=llama: the peers' model is transformers' LlamaForCausalLM (with safetensors to read the weights).
+if [[ $ARCH == llama ]] && ! "$PY" -c 'import safetensors.torch, transformers; from transformers import LlamaForCausalLM' >/dev/null 2>&1; then
+  log "installing $TRANSFORMERS_SPEC and safetensors into $VENV (ARCH=llama)"
+  "$PY" -m pip install -q "$TRANSFORMERS_SPEC" safetensors
+fi
 # peer_train.py imports zdptest (tests/pylib): installed in the venv, editable, so that it follows the checkout.
 "$PY" -c 'import zdptest' >/dev/null 2>&1 || "$PY" -m pip install -q --no-build-isolation -e tests/pylib
 # DeepSpeed on CPU: its CPU accelerator, no op builds at run time either.
@@ -99,8 +121,18 @@ if ((ROUND_FROM == 1)); then
   rm -f "$res"/*.json "$res"/*.jsonl "$res"/*.log "$res"/*.txt
 fi
 [[ -f "$data/shakespeare.bin" ]] || "$Z" tokenize --text data/tinyshakespeare.txt --out "$data/shakespeare.bin"
-[[ -f "$data/l4c256.safetensors" ]] ||
-  "$Z" init --out "$data/l4c256.safetensors" --layers 4 --heads 4 --embd 256 --vocab 256 --ctx 128 --seed 1337
+if [[ $ARCH == llama ]]; then
+  model_init=(init --arch llama --out "$data/llama-l10c512" --layers 10 --heads 8 --kv-heads 4 --embd 512
+    --intermediate 1408 --vocab 256 --ctx 128 --seed 1337)
+  [[ -f "$data/llama-l10c512/model.safetensors" ]] || "$Z" "${model_init[@]}"
+  model_file="$data/llama-l10c512"
+  peer_arch=(--arch llama --attn "$ATTN")
+else
+  [[ -f "$data/l4c256.safetensors" ]] ||
+    "$Z" init --out "$data/l4c256.safetensors" --layers 4 --heads 4 --embd 256 --vocab 256 --ctx 128 --seed 1337
+  model_file="$data/l4c256.safetensors"
+  peer_arch=()
+fi
 
 {
   echo "date=$(date -u '+%Y-%m-%d %H:%M UTC')"
@@ -118,6 +150,16 @@ fi
   echo "venv_size=$(du -sh "$VENV" | cut -f1)"
   echo "steps=$STEPS warmup=$WARMUP rounds=$ROUNDS dtypes=$DTYPES"
   echo "load_start=$(cut -d' ' -f1-3 /proc/loadavg)"
+  if [[ $ARCH == llama ]]; then
+    echo "arch=llama"
+    echo "model=Llama L10 C512 H8 KV4 I1408 V256, untied head ($(/usr/bin/python3 -c 'import json, math, struct, sys
+with open(sys.argv[1], "rb") as f:
+    h = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+print(sum(math.prod(v["shape"]) for k, v in h.items() if k != "__metadata__"))' "$model_file/model.safetensors") parameters)"
+    echo "init=zerodp ${model_init[*]}" | sed "s|$data/|data/|g"
+    echo "transformers=$("$PY" -c 'import transformers; print(transformers.__version__)' 2>/dev/null)"
+    echo "attn=$ATTN"
+  fi
 } >"$res/env-r$ROUND_FROM.txt"
 cat "$res/env-r$ROUND_FROM.txt" >&2
 if ((ROUND_FROM == 1)); then
@@ -127,7 +169,7 @@ else  # a continuation: the first part's machine and versions stand, its setting
 fi
 
 MPI=(mpirun -n 2 --bind-to core -x OMP_NUM_THREADS)
-common=(--init "$data/l4c256.safetensors" --data "$data/shakespeare.bin" --steps "$STEPS" --micro-batch 8 --seq 128)
+common=(--init "$model_file" --data "$data/shakespeare.bin" --steps "$STEPS" --micro-batch 8 --seq 128)
 
 # The fraction of all CPUs busy over the next 2 s (/proc/stat; idle and iowait count as idle).
 cpu_busy() {
@@ -165,9 +207,9 @@ one() {  # $1 = runner, $2 = dtype, $3 = round
     *)
       local port=$((29500 + RANDOM % 2000))
       measure "$tag" env OMP_NUM_THREADS=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "${MPI[@]}" -x MASTER_ADDR -x MASTER_PORT \
-        -x DS_ACCELERATOR -x DS_BUILD_OPS "$PY" bench/peers/peer_train.py "$runner" --dtype "$dt" "${common[@]}" \
-        --threads 1 "${LR_FLAGS[@]}" >"$res/$tag.json" 2>"$res/$tag.log"
-      cmd="DS_ACCELERATOR=cpu DS_BUILD_OPS=0 OMP_NUM_THREADS=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=P ${MPI[*]} -x MASTER_ADDR -x MASTER_PORT -x DS_ACCELERATOR -x DS_BUILD_OPS \$VENV/bin/python bench/peers/peer_train.py $runner --dtype $dt ${common[*]} --threads 1 ${LR_FLAGS[*]}"
+        -x DS_ACCELERATOR -x DS_BUILD_OPS "$PY" bench/peers/peer_train.py "$runner" "${peer_arch[@]}" --dtype "$dt" \
+        "${common[@]}" --threads 1 "${LR_FLAGS[@]}" >"$res/$tag.json" 2>"$res/$tag.log"
+      cmd="DS_ACCELERATOR=cpu DS_BUILD_OPS=0 OMP_NUM_THREADS=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=P ${MPI[*]} -x MASTER_ADDR -x MASTER_PORT -x DS_ACCELERATOR -x DS_BUILD_OPS \$VENV/bin/python bench/peers/peer_train.py $runner${peer_arch[*]:+ ${peer_arch[*]}} --dtype $dt ${common[*]} --threads 1 ${LR_FLAGS[*]}"
       ;;
   esac
   printf '%s\t%s\n' "$runner-$dt" "$cmd" | sed "s|$root/||g; s|$data/||g" >>"$res/commands.txt"
@@ -184,6 +226,10 @@ sed -i '/^load_end=/d' "$res/env.txt"
 echo "load_end=$(cut -d' ' -f1-3 /proc/loadavg)" >>"$res/env.txt"
 
 docs=()
+if [[ $ARCH == llama ]]; then
+  DOCS=${DOCS:-docs/benchmarks_peers_llama.md} NOTES=${NOTES:-bench/peers/notes_llama.md}
+  docs=(--arch llama)
+fi
 DOCS=${DOCS:-docs/benchmarks_peers.md}
-[[ "$WRITE_DOCS" == 1 ]] && docs=(--write-docs "$DOCS" --notes "${NOTES:-bench/peers/notes.md}" --plot "${DOCS%.md}.png")
+[[ "$WRITE_DOCS" == 1 ]] && docs+=(--write-docs "$DOCS" --notes "${NOTES:-bench/peers/notes.md}" --plot "${DOCS%.md}.png")
 PYTHONPATH="$root/tests/pylib${PYTHONPATH:+:$PYTHONPATH}" /usr/bin/python3 bench/peers/report.py "$res" --warmup "$WARMUP" "${docs[@]}"

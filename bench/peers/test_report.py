@@ -128,6 +128,33 @@ class Report(unittest.TestCase):
         self.assertGreater(width, 800)
         self.assertGreater(height, 300)
 
+    def test_llama_page_and_plot(self):
+        """--arch llama (run.sh's ARCH=llama): the same tables; the page names the Llama from env.txt, the
+        transformers version, the attention implementation and the init command."""
+        with open(os.path.join(self.res, "env.txt"), "a") as f:
+            f.write("arch=llama\nmodel=Llama L10 C512 H8 KV4 I1408 V256, untied head (29764096 parameters)\n"
+                    "init=zerodp init --arch llama --out data/llama-l10c512 --layers 10\ntransformers=5.0.0\nattn=sdpa\n")
+        gpt2 = self.run_report()
+        self.assertEqual(self.run_report("--arch", "llama"), gpt2)  # the tables do not depend on the model
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            self.skipTest("matplotlib is missing (python3-matplotlib): the plot cannot be drawn")
+        page = os.path.join(self.tmp.name, "llama.md")
+        png = os.path.join(self.tmp.name, "llama.png")
+        self.run_report("--arch", "llama", "--write-docs", page, "--notes", os.path.join(self.tmp.name, "none.md"),
+                        "--plot", png)
+        with open(page) as f:
+            text = f.read()
+        self.assertIn("# zerodp against PyTorch 2.x and DeepSpeed (W = 2, Llama L10 C512 (29.8M))", text)
+        self.assertIn("\nLlama L10 C512 H8 KV4 I1408 V256, untied head (29764096 parameters): grouped-query attention", text)
+        self.assertIn('transformers 5.0.0 `LlamaForCausalLM.from_pretrained`', text)
+        self.assertIn('attn_implementation="sdpa"', text)
+        self.assertIn("\nzerodp init --arch llama --out data/llama-l10c512 --layers 10\n", text)
+        self.assertNotIn("GPT-2", text)
+        with open(png, "rb") as f:
+            self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+
 
 if __name__ == "__main__":
     unittest.main()
