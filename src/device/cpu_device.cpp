@@ -28,6 +28,30 @@ class CompleteEvent final : public Event {
   void wait() override {}
 };
 
+// A dense layer in compute type P, its weight stored as `layout` says: the fp32/double GEMMs, or the
+// 16-bit ones with fp32 results (kernels/matmul.h). Both architectures' tables call it.
+template <class P, kernels::WeightLayout layout>
+struct CpuDense {
+  using Acc = typename Gpt2Kernels<P>::Acc;
+  static constexpr bool k16 = std::is_same_v<P, bf16> || std::is_same_v<P, fp16>;
+  template <class O>
+  static void forward(O* out, const P* inp, const P* w, const P* b, int N, int C, int OC, float* scratch) {
+    if constexpr (k16) {
+      kernels::matmul16_forward(out, inp, w, b, N, C, OC, scratch, layout);
+    } else {
+      kernels::matmul_forward(out, inp, w, b, N, C, OC, layout);
+    }
+  }
+  static void backward(Acc* dinp, Acc* dw, Acc* db, const Acc* dout, const P* inp, const P* w, int N, int C, int OC,
+                       P* operand16) {
+    if constexpr (k16) {
+      kernels::matmul16_backward(dinp, dw, db, dout, operand16, inp, w, N, C, OC, layout);
+    } else {
+      kernels::matmul_backward(dinp, dw, db, dout, inp, w, N, C, OC, layout);
+    }
+  }
+};
+
 // The kernels of kernels/ for compute type P: the fp32/double kernels, or their 16-bit counterparts
 // with the working memory of docs/design.md "16-bit compute". They need no context (they run on the
 // calling thread and the OpenMP pool), so one object a type serves every caller.
@@ -54,19 +78,15 @@ class CpuGpt2 final : public Gpt2Kernels<P> {
   }
   void linear_forward(P* out, const P* inp, const P* w, const P* b, int N, int C, int OC,
                       float* scratch) const override {
-    linear(out, inp, w, b, N, C, OC, scratch);
+    Dense::forward(out, inp, w, b, N, C, OC, scratch);
   }
   void linear_forward_acc(Acc* out, const P* inp, const P* w, const P* b, int N, int C, int OC,
                           float* scratch) const override {
-    linear(out, inp, w, b, N, C, OC, scratch);
+    Dense::forward(out, inp, w, b, N, C, OC, scratch);
   }
   void linear_backward(Acc* dinp, Acc* dw, Acc* db, const Acc* dout, const P* inp, const P* w, int N, int C, int OC,
                        P* operand16) const override {
-    if constexpr (k16) {
-      kernels::matmul16_backward(dinp, dw, db, dout, operand16, inp, w, N, C, OC);
-    } else {
-      kernels::matmul_backward(dinp, dw, db, dout, inp, w, N, C, OC);
-    }
+    Dense::backward(dinp, dw, db, dout, inp, w, N, C, OC, operand16);
   }
   void gelu_linear_backward(Acc* dinp, Acc* dw, Acc* db, Acc* dpre, const Acc* dgelu, const P* pre, const P* inp,
                             const P* w, int N, int C, int OC, P* operand16) const override {
@@ -142,14 +162,7 @@ class CpuGpt2 final : public Gpt2Kernels<P> {
   }
 
  private:
-  template <class O>
-  static void linear(O* out, const P* inp, const P* w, const P* b, int N, int C, int OC, float* scratch) {
-    if constexpr (k16) {
-      kernels::matmul16_forward(out, inp, w, b, N, C, OC, scratch);
-    } else {
-      kernels::matmul_forward(out, inp, w, b, N, C, OC);
-    }
-  }
+  using Dense = CpuDense<P, kernels::WeightLayout::kInOut>;  // GPT-2's Conv1D weights
 };
 
 // The Llama family's kernels of kernels/ for compute type P, as CpuGpt2 holds GPT-2's: no context,
@@ -159,7 +172,6 @@ class CpuLlama final : public LlamaKernels<P> {
  public:
   using Acc = typename LlamaKernels<P>::Acc;
   static constexpr bool k16 = std::is_same_v<P, bf16> || std::is_same_v<P, fp16>;
-  static constexpr auto kOutIn = kernels::WeightLayout::kOutIn;
 
   void embedding_forward(Acc* out, const int32_t* inp, const P* table, int N, int C) const override {
     kernels::embedding_forward<Acc, P>(out, inp, table, N, C);
@@ -176,19 +188,15 @@ class CpuLlama final : public LlamaKernels<P> {
   }
   void linear_forward(P* out, const P* inp, const P* w, const P* b, int N, int C, int OC,
                       float* scratch) const override {
-    linear(out, inp, w, b, N, C, OC, scratch);
+    Dense::forward(out, inp, w, b, N, C, OC, scratch);
   }
   void linear_forward_acc(Acc* out, const P* inp, const P* w, const P* b, int N, int C, int OC,
                           float* scratch) const override {
-    linear(out, inp, w, b, N, C, OC, scratch);
+    Dense::forward(out, inp, w, b, N, C, OC, scratch);
   }
   void linear_backward(Acc* dinp, Acc* dw, Acc* db, const Acc* dout, const P* inp, const P* w, int N, int C, int OC,
                        P* operand16) const override {
-    if constexpr (k16) {
-      kernels::matmul16_backward(dinp, dw, db, dout, operand16, inp, w, N, C, OC, kOutIn);
-    } else {
-      kernels::matmul_backward(dinp, dw, db, dout, inp, w, N, C, OC, kOutIn);
-    }
+    Dense::backward(dinp, dw, db, dout, inp, w, N, C, OC, operand16);
   }
   void rope_forward(P* x, const float* cos, const float* sin, int N, int T, int heads, int D,
                     int64_t stride) const override {
@@ -250,14 +258,7 @@ class CpuLlama final : public LlamaKernels<P> {
   }
 
  private:
-  template <class O>
-  static void linear(O* out, const P* inp, const P* w, const P* b, int N, int C, int OC, float* scratch) {
-    if constexpr (k16) {
-      kernels::matmul16_forward(out, inp, w, b, N, C, OC, scratch, kOutIn);
-    } else {
-      kernels::matmul_forward(out, inp, w, b, N, C, OC, kOutIn);
-    }
-  }
+  using Dense = CpuDense<P, kernels::WeightLayout::kOutIn>;  // PyTorch's Linear weights
 };
 
 }  // namespace
