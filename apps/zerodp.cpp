@@ -14,11 +14,12 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/memory.h"
+#include "kernels/blas_info.h"
 
 namespace {
 
 int run(int argc, char** argv) {
-  CLI::App app{"zerodp: ZeRO-sharded data-parallel training of GPT-2 (stages 0-3), in C++ on MPI.\n"
+  CLI::App app{"zerodp: ZeRO-sharded data-parallel training of GPT-2 and the Llama family (stages 0-3), in C++ on MPI.\n"
                "Launch several ranks with `mpirun -n W zerodp <command> ...`.",
                "zerodp"};
   app.require_subcommand(1);
@@ -53,6 +54,8 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Before MPI or any thread starts: may run this program again with OpenBLAS's AVX-512 kernels.
+  zerodp::kernels::select_wide_blas_kernels(argv);
   // Every step frees and re-allocates the same transient buffers: keep them in the process.
   zerodp::retain_freed_host_memory();
   try {

@@ -71,6 +71,24 @@ uint16_t fp32_to_fp16(float f) {
   return sign | static_cast<uint16_t>(h);
 }
 
+namespace {
+
+// d[i] = f(s[i]) for i < n: across the OpenMP threads when n is large enough to pay for a parallel
+// region, in this thread otherwise. (An `if` clause is not the same: a region it keeps to one thread
+// still allocates and frees its team on every entry, and conversions come in small pieces too.)
+template <class S, class D, class F>
+void map_elements(const S* s, D* d, size_t n, F f) {
+  if (n > (size_t{1} << 16)) {
+#pragma omp parallel for simd schedule(static)
+    for (size_t i = 0; i < n; ++i) d[i] = f(s[i]);
+  } else {
+#pragma omp simd
+    for (size_t i = 0; i < n; ++i) d[i] = f(s[i]);
+  }
+}
+
+}  // namespace
+
 void convert(const void* src, DType st, void* dst, DType dt, size_t n) {
   // Nothing to do, and the pointers of an empty buffer may be null, which memcpy must never be given
   // (even for 0 bytes: UBSan's nonnull-attribute check).
@@ -82,25 +100,15 @@ void convert(const void* src, DType st, void* dst, DType dt, size_t n) {
   if (st == DType::kF32) {
     const float* s = static_cast<const float*>(src);
     uint16_t* d = static_cast<uint16_t*>(dst);
-    if (dt == DType::kBF16) {
-#pragma omp parallel for simd if (n > (1u << 16))
-      for (size_t i = 0; i < n; ++i) d[i] = fp32_to_bf16(s[i]);
-    } else {
-#pragma omp parallel for if (n > (1u << 16))
-      for (size_t i = 0; i < n; ++i) d[i] = fp32_to_fp16(s[i]);
-    }
+    if (dt == DType::kBF16) map_elements(s, d, n, [](float x) { return fp32_to_bf16(x); });
+    else map_elements(s, d, n, [](float x) { return fp32_to_fp16(x); });
     return;
   }
   const uint16_t* s = static_cast<const uint16_t*>(src);
   if (dt == DType::kF32) {
     float* d = static_cast<float*>(dst);
-    if (st == DType::kBF16) {
-#pragma omp parallel for simd if (n > (1u << 16))
-      for (size_t i = 0; i < n; ++i) d[i] = bf16_to_fp32(s[i]);
-    } else {
-#pragma omp parallel for if (n > (1u << 16))
-      for (size_t i = 0; i < n; ++i) d[i] = fp16_to_fp32(s[i]);
-    }
+    if (st == DType::kBF16) map_elements(s, d, n, [](uint16_t x) { return bf16_to_fp32(x); });
+    else map_elements(s, d, n, [](uint16_t x) { return fp16_to_fp32(x); });
     return;
   }
   // 16-bit to the other 16-bit type goes through fp32 (exact on the way up, rounded once on the way down).

@@ -11,6 +11,7 @@
 #include "core/cpu.h"
 #include "core/error.h"
 #include "kernels/blas.h"
+#include "kernels/half.h"
 
 #ifndef ZERODP_MKL_DEFAULT_LIB
 #define ZERODP_MKL_DEFAULT_LIB ""
@@ -135,6 +136,15 @@ Gemm16Info decide(DType dtype) {
     info.reason = fmt::format("the CPU has no {} (it has: {})", need, cpu_features_string());
     return info;
   }
+  if (mode == "auto" && bf16 && f.intel && !f.amx_bf16) {
+    // Measured on such a Xeon (AMX not exposed; docs/gemm_library.md "Intel without AMX"): oneMKL's and
+    // oneDNN's bf16 GEMMs at 80-85 GFLOP/s a thread, OpenBLAS's AVX-512 sgemm at 134-150 and the
+    // widened blocks at 100-135 on a Llama's layer shapes. On AMD Zen 4 oneDNN's bf16 is 2x fp32, and
+    // with AMX oneMKL's is 5x: those keep the libraries.
+    info.isa = "fp32 FMAs (its bf16 dot products are slower)";
+    info.reason = "an Intel CPU with AVX512-BF16 but no AMX-BF16, where bf16 dot products run slower than fp32 FMAs";
+    return info;
+  }
   // What each library can do here.
   const Mkl& m = mkl();
   const bool mkl_ok = m.handle && (bf16 ? m.gemm_bf16 != nullptr : m.gemm_f16 != nullptr);
@@ -175,53 +185,82 @@ Gemm16Info decide(DType dtype) {
   return info;
 }
 
-// The fallback: C = alpha·op(A)·op(B) + beta·C by blocks of at most kBlock rows, columns and depth,
-// each operand block widened to fp32 into per-thread scratch (library workspace, as BLAS's own
-// packing buffers: bounded, not in the ledger).
-constexpr int kBlock = 512;
+// The fallback's scratch: op(A) and op(B) blocks widened to fp32, per thread (library workspace, as
+// BLAS's own packing buffers: bounded, not in the ledger). 8 MiB a thread holds a whole operand pair
+// of most of the model's GEMMs at a depth of 1024, so that sgemm sees large blocks.
+constexpr size_t kWidenedFloats = size_t{1} << 21;
+constexpr int kDepthBlock = 1024;
+
+// Copies rows [r0, r0 + rows) × columns [c0, c0 + cols) of the stored matrix X (row-major, leading
+// dimension ldx) to dst with leading dimension cols, widened exactly to fp32. One parallel region a
+// block, and none for a small one: even a region an `if` clause keeps to one thread allocates its
+// team on every entry, which per row cost more than the conversion.
+template <class H>
+void widen_rows(const H* X, int ldx, int r0, int c0, int rows, int cols, float* dst) {
+  auto row = [&](int r) {
+    const H* x = X + static_cast<size_t>(r0 + r) * ldx + c0;
+    float* d = dst + static_cast<size_t>(r) * cols;
+#pragma omp simd
+    for (int c = 0; c < cols; ++c) d[c] = detail::load(x[c]);
+  };
+  if (static_cast<size_t>(rows) * cols > (size_t{1} << 16)) {
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < rows; ++r) row(r);
+  } else {
+    for (int r = 0; r < rows; ++r) row(r);
+  }
+}
+
+void widen_block(DType dtype, const uint16_t* X, int ldx, int r0, int c0, int rows, int cols, float* dst) {
+  if (dtype == DType::kBF16) widen_rows(reinterpret_cast<const bf16*>(X), ldx, r0, c0, rows, cols, dst);
+  else widen_rows(reinterpret_cast<const fp16*>(X), ldx, r0, c0, rows, cols, dst);
+}
 
 }  // namespace
 
+// The fallback: C = alpha·op(A)·op(B) + beta·C by blocks (depth kb ≤ kDepthBlock, then rows and
+// columns halved until both widened blocks fit kWidenedFloats), each block of A and B widened in the
+// layout it is stored in, so that sgemm does the transposing (no strided gathers here) and the
+// widening stays a contiguous conversion.
 void gemm16_blas(DType dtype, bool ta, bool tb, int M, int N, int K, float alpha, const uint16_t* A, int lda,
                  const uint16_t* B, int ldb, float beta, float* C, int ldc) {
   if (M <= 0 || N <= 0) return;
-  thread_local std::vector<float> a_blk, b_blk;
-  a_blk.resize(static_cast<size_t>(kBlock) * kBlock);
-  b_blk.resize(static_cast<size_t>(kBlock) * kBlock);
-  // Copies op(X)[r0:r0+rows, c0:c0+cols] to dst (row-major, leading dimension cols), widened.
-  auto widen = [dtype](const uint16_t* X, int ldx, bool trans, int r0, int c0, int rows, int cols, float* dst) {
-    for (int r = 0; r < rows; ++r) {
-      float* d = dst + static_cast<size_t>(r) * cols;
-      if (!trans) {
-        convert(X + static_cast<size_t>(r0 + r) * ldx + c0, dtype, d, DType::kF32, static_cast<size_t>(cols));
-      } else {
-        for (int c = 0; c < cols; ++c) {
-          const uint16_t v = X[static_cast<size_t>(c0 + c) * ldx + (r0 + r)];
-          d[c] = dtype == DType::kBF16 ? bf16_to_fp32(v) : fp16_to_fp32(v);
-        }
-      }
-    }
-  };
-  for (int k0 = 0; k0 < K; k0 += kBlock) {
-    const int kb = std::min(kBlock, K - k0);
-    const float b_eff = k0 == 0 ? beta : 1.0f;
-    for (int n0 = 0; n0 < N; n0 += kBlock) {
-      const int nb = std::min(kBlock, N - n0);
-      widen(B, ldb, tb, k0, n0, kb, nb, b_blk.data());
-      for (int m0 = 0; m0 < M; m0 += kBlock) {
-        const int mb = std::min(kBlock, M - m0);
-        widen(A, lda, ta, m0, k0, mb, kb, a_blk.data());
-        detail::gemm(false, false, mb, nb, kb, alpha, a_blk.data(), kb, b_blk.data(), nb, b_eff,
-                     C + static_cast<size_t>(m0) * ldc + n0, ldc);
-      }
-    }
-  }
-  if (K == 0 && beta != 1.0f) {
+  if (K <= 0) {
     for (int m = 0; m < M; ++m)
       for (int n = 0; n < N; ++n) {
         float& c = C[static_cast<size_t>(m) * ldc + n];
         c = beta == 0.0f ? 0.0f : beta * c;
       }
+    return;
+  }
+  const int kb_max = std::min(K, kDepthBlock);
+  int mb_max = M, nb_max = N;
+  while ((static_cast<size_t>(mb_max) + nb_max) * kb_max > kWidenedFloats) {
+    int& larger = mb_max >= nb_max ? mb_max : nb_max;
+    larger = std::max(16, (larger / 2 + 15) / 16 * 16);
+    if (mb_max == 16 && nb_max == 16) break;
+  }
+  // Grown, never shrunk: resizing a vector up again would zero what it had given back.
+  thread_local std::vector<float> a32, b32;
+  if (a32.size() < static_cast<size_t>(mb_max) * kb_max) a32.resize(static_cast<size_t>(mb_max) * kb_max);
+  if (b32.size() < static_cast<size_t>(kb_max) * nb_max) b32.resize(static_cast<size_t>(kb_max) * nb_max);
+  for (int k0 = 0; k0 < K; k0 += kb_max) {
+    const int kb = std::min(kb_max, K - k0);
+    const float b_eff = k0 == 0 ? beta : 1.0f;
+    for (int n0 = 0; n0 < N; n0 += nb_max) {
+      const int nb = std::min(nb_max, N - n0);
+      // op(B)[k0:k0+kb, n0:n0+nb]: stored [K, N] (rows k), or [N, K] when transposed (rows n).
+      if (!tb) widen_block(dtype, B, ldb, k0, n0, kb, nb, b32.data());
+      else widen_block(dtype, B, ldb, n0, k0, nb, kb, b32.data());
+      for (int m0 = 0; m0 < M; m0 += mb_max) {
+        const int mb = std::min(mb_max, M - m0);
+        // op(A)[m0:m0+mb, k0:k0+kb]: stored [M, K], or [K, M] when transposed.
+        if (!ta) widen_block(dtype, A, lda, m0, k0, mb, kb, a32.data());
+        else widen_block(dtype, A, lda, k0, m0, kb, mb, a32.data());
+        detail::gemm(ta, tb, mb, nb, kb, alpha, a32.data(), ta ? mb : kb, b32.data(), tb ? kb : nb, b_eff,
+                     C + static_cast<size_t>(m0) * ldc + n0, ldc);
+      }
+    }
   }
 }
 

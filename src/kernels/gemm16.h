@@ -10,13 +10,16 @@
 //   onednn  oneDNN's matmul primitive (Debian's libdnnl, linked when the build finds it; OpenMP
 //           runtime, the same pool), which dispatches on the CPU's features whatever its vendor:
 //           AVX512_CORE_BF16 on AMD Zen 4/5 as on Intel.
-//   blas    the fallback everywhere else: blocks of op(A) and op(B) widened to fp32 (exactly) and
-//           multiplied by OpenBLAS's sgemm. Same inputs, same fp32 accumulation, no 16-bit speed-up.
+//   blas    the fallback everywhere else: blocks of op(A) and op(B) widened to fp32 (exactly), in the
+//           layout they are stored in, and multiplied by OpenBLAS's sgemm. Same inputs, same fp32
+//           accumulation, at fp32's speed.
 // Which one (auto): none of them but blas unless the CPU has a 16-bit dot-product instruction for the
 // dtype (AMX-BF16 or AVX512-BF16 for bf16; AMX-FP16 or AVX512-FP16 for fp16); then oneMKL on an Intel
-// CPU, oneDNN on any other (or where MKL did not load), MKL where oneDNN is not built in. Measured in
-// docs/gemm_library.md: on AMX MKL leads oneDNN by 1.5-2x; on AMD Zen 4 MKL's bf16 is no faster than
-// fp32 and oneDNN's is.
+// CPU, oneDNN on any other (or where MKL did not load), MKL where oneDNN is not built in; except bf16
+// on an Intel CPU without AMX-BF16, where blas wins. Measured in docs/gemm_library.md: on AMX MKL
+// leads oneDNN by 1.5-2x; on AMD Zen 4 MKL's bf16 is no faster than fp32 and oneDNN's is 2x; on a
+// Xeon with AVX512-BF16 and no AMX both libraries' bf16 run at 80-85 GFLOP/s a thread against 100-135
+// for the widened blocks (OpenBLAS's AVX-512 sgemm: 134-150).
 // Where MKL comes from: $ZERODP_MKL_LIB (a path to libmkl_rt.so.N), else the directory the build was
 // configured with (scripts/install_mkl.sh fetches it from PyPI), else the loader's search path.
 // $ZERODP_GEMM16 = auto (default) | mkl | onednn (fail if that one cannot be used) | blas chooses.

@@ -6,9 +6,11 @@
 #include "core/error.h"
 #include "kernels/dispatch.h"
 #include "kernels/half.h"
+#include "kernels/vec_math.h"
 
 namespace zerodp::kernels {
 
+using detail::fast_exp;
 using detail::load;
 using detail::put;
 
@@ -25,7 +27,7 @@ void swiglu_forward(O* out, const X* inp, int N, int I) {
     for (int i = 0; i < I; ++i) {
       using F = decltype(load(g[i]));
       const F x = load(g[i]);
-      const F sig = F(1) / (F(1) + std::exp(-x));
+      const F sig = F(1) / (F(1) + fast_exp(-x));
       put(o[i], x * sig * load(u[i]));
     }
   }
@@ -45,7 +47,7 @@ void swiglu_backward(T* dinp, const T* dout, const X* inp, int N, int I) {
 #pragma omp simd
     for (int i = 0; i < I; ++i) {
       const T x = static_cast<T>(load(g[i])), up = static_cast<T>(load(u[i]));
-      const T sig = T(1) / (T(1) + std::exp(-x));
+      const T sig = T(1) / (T(1) + fast_exp(-x));
       dg[i] = d[i] * up * sig * (T(1) + x * (T(1) - sig));
       du[i] = d[i] * x * sig;
     }

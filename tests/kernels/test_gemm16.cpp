@@ -81,6 +81,10 @@ const Case kCases[] = {
     {true, false, 33, 70, 19, 0.5f, 1.0f},   {true, true, 17, 23, 77, 1.0f, 0.0f},
     {false, false, 600, 40, 530, 1.0f, 1.0f}, {true, false, 40, 520, 600, 1.0f, 0.0f},
     {false, true, 1, 1, 1, 1.0f, 0.0f},      {false, false, 5, 3, 0, 1.0f, 0.5f},
+    // The fallback's blocking: depth in chunks of 1024 (K = 2100: three, beta applied once), and rows
+    // (M = 2100) or columns (N = 2100) split until both widened blocks fit its scratch.
+    {false, true, 40, 30, 2100, 1.0f, 1.0f}, {true, false, 2100, 24, 1030, 1.0f, 0.5f},
+    {false, true, 24, 2100, 1030, 2.0f, 0.0f},
 };
 
 std::string name(DType t, const Case& c) {
