@@ -1,6 +1,6 @@
 // `zerodp ckpt`: sharded checkpoints without MPI (docs/checkpoints.md).
 //   zerodp ckpt consolidate CKPT --out F.safetensors   the full fp32 model, tensor by tensor
-//   zerodp ckpt consolidate CKPT --hf DIR              a Hugging Face model directory (Llama family), unit by unit
+//   zerodp ckpt consolidate CKPT --hf DIR              a Hugging Face model directory, unit by unit
 //   zerodp ckpt inspect CKPT                           the manifest in human terms, every checksum verified
 // CKPT is a checkpoint directory (SAVE_DIR/step-<n>) or a save directory (meaning its latest).
 #include <string>
@@ -30,12 +30,10 @@ int run_consolidate(const CkptOptions& o) {
   const ckpt::Checkpoint ck = ckpt::Checkpoint::open(o.path);  // every file verified first
   const model::ModelConfig& mc = ck.manifest().model;
   if (!o.hf.empty()) {
-    ZDP_REQUIRE(mc.is_llama(), "--hf: the checkpoint holds {}, whose form is one safetensors file (--out)",
-                model::model_name(mc));
     const DType dtype = parse_dtype(o.dtype);
     ckpt::consolidate_checkpoint_hf(ck, o.hf, dtype, parse_bytes(o.shard_size, "--shard-size"));
-    fmt::print("wrote {}: {} ({} parameters, {}) from {} (step {})\n", o.hf, mc.summary(), ck.layout().total_numel(),
-               dtype_name(dtype), ck.dir(), ck.manifest().step);
+    fmt::print("wrote {}: {} ({} parameters, {}) from {} (step {})\n", o.hf, model::model_name(mc),
+               ck.layout().total_numel(), dtype_name(dtype), ck.dir(), ck.manifest().step);
     return 0;
   }
   ZDP_REQUIRE(mc.is_gpt2(), "--out: a {} is written as a model directory: give --hf DIR", model::model_name(mc));
@@ -73,12 +71,13 @@ void register_ckpt(CLI::App& app, Action& action) {
 
   auto* consolidate = cmd->add_subcommand(
       "consolidate",
-      "Write a checkpoint's full model: GPT-2 as one fp32 safetensors file, a Llama as a Hugging Face directory");
+      "Write a checkpoint's full model: GPT-2 as one fp32 safetensors file (--out) or a Hugging Face directory "
+      "(--hf), a Llama as a Hugging Face directory (--hf)");
   consolidate->add_option("CKPT", consolidate_opts.path, "Checkpoint directory, or a save directory (its latest)")
       ->required();
   consolidate->add_option("--out", consolidate_opts.out, "GPT-2: the output safetensors file (written atomically)");
   consolidate->add_option("--hf", consolidate_opts.hf,
-                          "Llama: the output Hugging Face model directory (config.json, shards, index; atomically)");
+                          "The output Hugging Face model directory (config.json, shards, index; atomically)");
   consolidate->add_option("--dtype", consolidate_opts.dtype, "--hf: the tensors' dtype, fp32, bf16 or fp16")
       ->capture_default_str();
   consolidate->add_option("--shard-size", consolidate_opts.shard_size, "--hf: the largest shard, e.g. 5GB or 500MiB")

@@ -1,6 +1,7 @@
 // `zerodp init`: writes a freshly initialised model (docs/reference/model.md#init,
 // docs/reference/command-line.md#commands), one unit at a time so memory stays near the largest unit:
-// a GPT-2 as one safetensors file, a Llama-family model as a Hugging Face directory (contract §12).
+// a GPT-2 as one safetensors file (or a Hugging Face directory when --out ends in '/' or is a
+// directory), a Llama-family model as a Hugging Face directory (contract §12).
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -12,8 +13,8 @@
 
 #include "apps/commands.h"
 #include "apps/model_options.h"
-#include "ckpt/gpt2_weights.h"
 #include "ckpt/hf_model.h"
+#include "ckpt/model_source.h"
 #include "core/error.h"
 #include "core/memory.h"
 #include "model/config.h"
@@ -52,7 +53,8 @@ uint64_t largest_unit_numel(const model::ModelConfig& c) {
 }
 
 // Free bytes of the file system that will hold `path` (0 when it cannot be told).
-uint64_t free_bytes_beside(const std::string& path) {
+uint64_t free_bytes_beside(std::string path) {
+  while (path.size() > 1 && path.ends_with('/')) path.pop_back();  // "runs/model/" is beside "runs/model"
   const size_t slash = path.find_last_of('/');
   const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
   struct statvfs st;
@@ -83,9 +85,9 @@ int run_init(const InitOptions& o) {
   ZDP_REQUIRE(o.ctx > 0, "--ctx must be positive, got {}", o.ctx);
   const model::Arch arch = model::parse_arch(o.arch, "--arch");
   const bool llama = arch == model::Arch::kLlama;
-  ZDP_REQUIRE(llama || (!any_llama_option(o.llama) && o.dtype == "fp32"),
-              "--kv-heads, --head-dim, --intermediate, --rope-theta, --tie, --qwen2, --attention-bias and --dtype "
-              "are for --arch llama");
+  ZDP_REQUIRE(llama || !any_llama_option(o.llama),
+              "--kv-heads, --head-dim, --intermediate, --rope-theta, --tie, --qwen2 and --attention-bias are for "
+              "--arch llama");
   model::ModelConfig config;
   if (llama) {
     config = llama_config(o.layers, o.heads, o.embd, o.vocab, o.ctx, o.llama);
@@ -95,7 +97,10 @@ int run_init(const InitOptions& o) {
     config.validate();  // within docs/limits.md
   }
   const DType dtype = parse_dtype(o.dtype);
-  if (llama) ckpt::check_hf_output(o.out, "--out");
+  const ckpt::ModelForm form = ckpt::output_form(config, o.out, false);
+  ZDP_REQUIRE(form == ckpt::ModelForm::kModelDir || dtype == DType::kF32,
+              "--dtype {}: a GPT-2 file is F32; a model directory (--out ending in '/') takes --dtype", o.dtype);
+  if (form == ckpt::ModelForm::kModelDir) ckpt::check_hf_output(o.out, "--out");
   check_fits(config, dtype, o.out);
   const model::ParamLayout layout(config);
 
@@ -107,11 +112,7 @@ int run_init(const InitOptions& o) {
     model::init_unit_range(config, layout, unit, 0, n, o.seed, unit_buffer.as<float>());
     return static_cast<const float*>(unit_buffer.as<float>());
   };
-  if (llama) {
-    ckpt::save_hf_model(o.out, layout, dtype, ckpt::kDefaultShardBytes, unit_data);
-  } else {
-    ckpt::save_gpt2(o.out, config.gpt2(), layout, unit_data);
-  }
+  ckpt::save_model(o.out, form, layout, dtype, ckpt::kDefaultShardBytes, unit_data);
   fmt::print("wrote {}: {}{} ({} parameters, seed {})\n", o.out, llama ? "" : "GPT-2 ", config.summary(),
              layout.total_numel(), o.seed);
   return 0;
@@ -119,8 +120,11 @@ int run_init(const InitOptions& o) {
 
 void register_init(CLI::App& app, Action& action) {
   static InitOptions opts;
-  auto* cmd = app.add_subcommand("init", "Write a freshly initialised model (GPT-2: safetensors; Llama: a Hugging Face directory)");
-  cmd->add_option("--out", opts.out, "Output: a safetensors file (GPT-2) or a model directory (Llama), written atomically")
+  auto* cmd = app.add_subcommand(
+      "init", "Write a freshly initialised model (GPT-2: safetensors or a Hugging Face directory; Llama: a directory)");
+  cmd->add_option("--out", opts.out,
+                  "Output, written atomically: a GPT-2 safetensors file, or a model directory (a Llama's; a "
+                  "GPT-2's when the path ends in '/' or is a directory)")
       ->required();
   cmd->add_option("--arch", opts.arch, "gpt2 or llama")->capture_default_str();
   cmd->add_option("--layers", opts.layers, "Number of transformer blocks L")->capture_default_str();
@@ -132,7 +136,8 @@ void register_init(CLI::App& app, Action& action) {
   cmd->add_option("--seed", opts.seed, "Random seed: the same seed gives the same bits")
       ->capture_default_str();
   add_llama_options(cmd, opts.llama);
-  cmd->add_option("--dtype", opts.dtype, "Llama: the tensors' dtype, fp32, bf16 or fp16")->capture_default_str();
+  cmd->add_option("--dtype", opts.dtype, "A model directory's tensors' dtype, fp32, bf16 or fp16")
+      ->capture_default_str();
   cmd->footer(
       "Defaults make a small model: L=2 H=4 C=64 V=256 N=128, seed 1337.\n"
       "GPT-2: weights ~ N(0, 0.02), c_proj weights ~ N(0, 0.02/sqrt(2L)), biases 0, LayerNorm weights 1.\n"

@@ -82,7 +82,7 @@ std::string describe_checkpoint(const Checkpoint& ckpt) {
                              describe_text(m.created_by, 120)));
   line("step", fmt::format("{} optimizer steps run ({} updates applied); training continues at step {}", m.step,
                            m.optimizer_steps, m.step));
-  line("model", fmt::format("GPT-2 {}: {} parameters in {} units", m.model.summary(), layout.total_numel(),
+  line("model", fmt::format("{}: {} parameters in {} units", model::model_name(m.model), layout.total_numel(),
                             layout.num_units()));
   line("sharding", fmt::format("{} rank{}, ZeRO stage {}, compute dtype {} (the files hold fp32{})", m.world_size,
                                m.world_size == 1 ? "" : "s", m.zero_stage, dtype_name(m.dtype),

@@ -15,9 +15,9 @@ namespace zerodp::ckpt {
 // the same bytes as `zerodp train --out` writes.
 void consolidate_checkpoint(const Checkpoint& ckpt, const std::string& out_path);
 
-// Writes a Llama checkpoint's weights as a Hugging Face model directory (ckpt/hf_model.h) in `dtype`,
-// shards of at most `shard_bytes`, one unit in memory at a time: the same files `zerodp train --out`
-// writes for the same weights.
+// Writes a checkpoint's weights (GPT-2 or Llama family) as a Hugging Face model directory
+// (ckpt/hf_model.h) in `dtype`, shards of at most `shard_bytes`, one unit in memory at a time: the
+// same files `zerodp train --out DIR` writes for the same weights.
 void consolidate_checkpoint_hf(const Checkpoint& ckpt, const std::string& dir, DType dtype, uint64_t shard_bytes);
 
 // The manifest in human terms: what was trained, how it was cut, where training stands, the units

@@ -22,7 +22,6 @@ using model::GPT2Config;
 using model::ParamInfo;
 using model::ParamLayout;
 
-constexpr std::string_view kPrefix = "transformer.";
 constexpr std::array<std::string_view, 5> kConfigKeys = {"n_layer", "n_head", "n_embd", "vocab_size",
                                                          "n_ctx"};
 
@@ -63,18 +62,21 @@ bool split_block_name(std::string_view name, int64_t* block, std::string_view* r
   return true;
 }
 
-// Buffers of Hugging Face checkpoints that are not parameters (the causal mask) or are tied.
-bool is_ignored(std::string_view name) {
+}  // namespace
+
+bool gpt2_ignored_name(std::string_view name) {
   if (name == "lm_head.weight") return true;
   int64_t block;
   std::string_view rest;
   return split_block_name(name, &block, &rest) && (rest == "attn.bias" || rest == "attn.masked_bias");
 }
 
-std::string canonical_name(std::string_view name) {
-  if (name.substr(0, kPrefix.size()) == kPrefix) name.remove_prefix(kPrefix.size());
+std::string gpt2_canonical_name(std::string_view name) {
+  if (name.substr(0, kGpt2HfPrefix.size()) == kGpt2HfPrefix) name.remove_prefix(kGpt2HfPrefix.size());
   return std::string(name);
 }
+
+namespace {
 
 std::string dir_of(const std::string& path) {
   const size_t slash = path.find_last_of('/');
@@ -163,10 +165,10 @@ void config_from_shapes(const SafetensorsReader& r, GPT2Config* c) {
               describe_text(wpe->name), shape_str(wpe->shape));
   int64_t layers = 0;
   for (const TensorEntry& t : r.tensors()) {
-    const std::string name = canonical_name(t.name);
+    const std::string name = gpt2_canonical_name(t.name);
     int64_t block;
     std::string_view rest;
-    if (is_ignored(name) || !split_block_name(name, &block, &rest)) continue;
+    if (gpt2_ignored_name(name) || !split_block_name(name, &block, &rest)) continue;
     // A block number is a count of layers: refused here, by the tensor's name, when over the limit.
     ZDP_REQUIRE(block < model::GPT2Limits::kMaxLayers,
                 "'{}': tensor '{}' is in block {}, beyond the limit of {} layers (docs/limits.md)", r.path(),
@@ -192,7 +194,7 @@ void check_tensor_counts(const SafetensorsReader& r, const GPT2Config& c, const 
   for (const TensorEntry& t : r.tensors()) {
     int64_t block;
     std::string_view rest;
-    if (split_block_name(canonical_name(t.name), &block, &rest) && block >= c.n_layer)
+    if (split_block_name(gpt2_canonical_name(t.name), &block, &rest) && block >= c.n_layer)
       throw UsageError(fmt::format("'{}': unknown tensor '{}' (shape {}): block {} is beyond n_layer {} of a "
                                    "GPT-2 of {} (from {})",
                                    path, describe_text(t.name), shape_str(t.shape), block, c.n_layer, c.summary(),
@@ -205,8 +207,8 @@ void check_tensor_counts(const SafetensorsReader& r, const GPT2Config& c, const 
               path, r.tensors().size(), c.summary(), config_source, max_in_file);
   std::unordered_set<std::string> present;
   for (const TensorEntry& t : r.tensors()) {
-    const std::string name = canonical_name(t.name);
-    if (!is_ignored(name)) present.insert(name);
+    const std::string name = gpt2_canonical_name(t.name);
+    if (!gpt2_ignored_name(name)) present.insert(name);
   }
   if (static_cast<int64_t>(present.size()) >= c.num_tensors()) return;
   // Some parameter is missing; among the first present.size() + 1 expected names, one must be.
@@ -255,15 +257,15 @@ GPT2Weights GPT2Weights::open(const std::string& path, std::optional<int> heads)
   const ParamLayout layout(c);
   for (size_t i = 0; i < r.tensors().size(); ++i) {
     const TensorEntry& t = r.tensors()[i];
-    const std::string name = canonical_name(t.name);
-    if (is_ignored(name)) continue;
+    const std::string name = gpt2_canonical_name(t.name);
+    if (gpt2_ignored_name(name)) continue;
     const ParamInfo* p = layout.find(name);
     ZDP_REQUIRE(p != nullptr, "'{}': unknown tensor '{}' (shape {}) for a GPT-2 of {}", path, describe_text(t.name),
                 shape_str(t.shape), c.summary());
     ZDP_REQUIRE(t.shape == p->shape, "'{}': tensor '{}' has shape {}, expected {} for a GPT-2 of {}", path,
                 describe_text(t.name), shape_str(t.shape), shape_str(p->shape), c.summary());
     ZDP_REQUIRE(w.by_name_.emplace(name, i).second, "'{}': tensor '{}' appears twice (with and without '{}')",
-                path, describe_text(name), kPrefix);
+                path, describe_text(name), kGpt2HfPrefix);
   }
   for (const ParamInfo& p : layout.params())
     ZDP_REQUIRE(w.by_name_.count(p.name) > 0,

@@ -16,6 +16,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 
 #include "ckpt/safetensors.h"
@@ -23,6 +24,14 @@
 #include "model/layout.h"
 
 namespace zerodp::ckpt {
+
+// Hugging Face's GPT2LMHeadModel names every tensor "transformer." + the name above.
+inline constexpr std::string_view kGpt2HfPrefix = "transformer.";
+// A tensor's name without the "transformer." prefix, if it has one.
+std::string gpt2_canonical_name(std::string_view name);
+// Whether a (canonical) name is one that GPT-2 files may carry and zerodp ignores: the attention-mask
+// buffers h.{i}.attn.bias and h.{i}.attn.masked_bias, and lm_head.weight (tied to wte).
+bool gpt2_ignored_name(std::string_view name);
 
 class GPT2Weights {
  public:

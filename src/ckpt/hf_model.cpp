@@ -5,11 +5,13 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <unordered_map>
 #include <unistd.h>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "ckpt/gpt2_weights.h"
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/json.h"
@@ -24,9 +26,34 @@ constexpr const char* kConfigFile = "config.json";
 constexpr const char* kSingleFile = "model.safetensors";
 constexpr const char* kIndexFile = "model.safetensors.index.json";
 
-// Tensors some checkpoints carry that are not parameters: RoPE's inverse frequencies, kept as a
-// buffer by older transformers.
-bool is_ignored_buffer(std::string_view name) { return name.ends_with(".rotary_emb.inv_freq"); }
+// The name a model directory gives a layout's tensor: transformers' GPT2LMHeadModel prefixes every
+// GPT-2 name with "transformer."; the Llama family's layout names are transformers' own.
+std::string hf_tensor_name(const model::ModelConfig& c, const std::string& layout_name) {
+  return c.is_gpt2() ? std::string(kGpt2HfPrefix) + layout_name : layout_name;
+}
+
+// The layout's name of a file's tensor, or "" for one that is no parameter and is ignored: GPT-2's
+// attention-mask buffers and its lm_head (always tied), with or without the prefix; RoPE's inverse
+// frequencies, a buffer older transformers kept, and a tied Llama's lm_head.
+std::string layout_name_of(const model::ModelConfig& c, std::string_view file_name) {
+  if (c.is_gpt2()) {
+    std::string name = gpt2_canonical_name(file_name);
+    return gpt2_ignored_name(name) ? std::string() : name;
+  }
+  if (file_name.ends_with(".rotary_emb.inv_freq")) return {};
+  if (file_name == "lm_head.weight" && !c.untied_head()) return {};
+  return std::string(file_name);
+}
+
+// The layout's tensor count, from the config alone (every block has the same tensors).
+size_t param_tensor_count(const model::ModelConfig& c) {
+  using model::ParamLayout;
+  const int units = ParamLayout::units_of(c), L = c.n_layer();
+  const auto count = [&](int unit) { return static_cast<size_t>(ParamLayout::unit_tensor_count(c, unit)); };
+  size_t n = count(ParamLayout::kEmbeddingUnit) + static_cast<size_t>(L) * count(ParamLayout::block_unit(0));
+  if (units > L + 1) n += count(units - 1);  // an untied head's unit
+  return n;
+}
 
 // A shard's name from an index: a plain file name in the directory, nothing that reaches outside it.
 bool plain_file_name(std::string_view name) {
@@ -40,14 +67,7 @@ model::ModelConfig read_config(const std::string& dir) {
   const std::string label = fmt::format("'{}'", path);
   const nlohmann::json j = parse_json(read_small_file(path, HfDirLimits::kMaxConfigBytes), label);
   ZDP_REQUIRE(j.is_object(), "{}: not a JSON object but {}", label, describe_json(j));
-  const std::string type = j.contains("model_type") && j.at("model_type").is_string()
-                               ? j.at("model_type").get<std::string>()
-                               : std::string();
-  ZDP_REQUIRE(type == "llama" || type == "qwen2",
-              "{}: model_type is {}: zerodp reads 'llama' and 'qwen2' model directories (a GPT-2 is one "
-              "safetensors file)",
-              label, j.contains("model_type") ? describe_json(j.at("model_type")) : std::string("missing"));
-  return model::LlamaConfig::from_hf_json(j, label);
+  return model::ModelConfig::from_hf_json(j, label);
 }
 
 // The shard files and, for each, the names the index says it holds.
@@ -93,7 +113,8 @@ HfModelDir HfModelDir::open(const std::string& dir) {
   HfModelDir m;
   m.dir_ = dir;
   m.config_ = read_config(dir);
-  const model::ParamLayout layout(m.config_);  // sized by a validated config, within LlamaLimits
+  const model::ModelConfig& c = m.config_;
+  const std::string model = model::model_name(c);
 
   const bool sharded = file_exists((fs::path(dir) / kIndexFile).string());
   std::map<std::string, std::set<std::string>> listed;
@@ -104,30 +125,63 @@ HfModelDir HfModelDir::open(const std::string& dir) {
                 kSingleFile, kIndexFile);
     listed[kSingleFile] = {};
   }
-  m.files_.reserve(listed.size());
-  const size_t max_tensors = layout.params().size() + 1 + static_cast<size_t>(m.config_.n_layer());
+  // The files' tensors by the layout's names, before anything is sized by the config: a config.json
+  // claiming 2^16 layers beside a handful of tensors is refused here, not after building the layout
+  // of that many. Besides its parameters a file may hold a mask buffer or two a block (GPT-2), an
+  // inv_freq a block (Llama) and lm_head.
+  const size_t expected = param_tensor_count(c);
+  const size_t max_in_file = expected + 2 * static_cast<size_t>(c.n_layer()) + 1;
+  struct Found {
+    const TensorEntry* tensor;
+    const SafetensorsReader* file;
+  };
+  std::unordered_map<std::string, Found> found;
+  m.files_.reserve(listed.size());  // no reallocation: `found` points into the readers
   for (const auto& [file, names] : listed) {
     m.files_.push_back(SafetensorsReader::open((fs::path(dir) / file).string()));
     const SafetensorsReader& r = m.files_.back();
-    ZDP_REQUIRE(r.tensors().size() <= max_tensors, "'{}': holds {} tensors, more than a {} has", r.path(),
-                r.tensors().size(), m.config_.summary());
+    ZDP_REQUIRE(r.tensors().size() <= max_in_file, "'{}': holds {} tensors, more than a {} has", r.path(),
+                r.tensors().size(), model);
     for (const TensorEntry& t : r.tensors()) {
-      if (is_ignored_buffer(t.name)) continue;
+      const std::string name = layout_name_of(c, t.name);
+      if (name.empty()) continue;
       ZDP_REQUIRE(!sharded || names.count(t.name) > 0, "'{}': tensor '{}' is not the index's for this file",
                   r.path(), describe_text(t.name));
-      const model::ParamInfo* p = layout.find(t.name);
-      if (p == nullptr && t.name == "lm_head.weight" && !m.config_.untied_head()) continue;  // tied: ignored
-      ZDP_REQUIRE(p != nullptr, "'{}': unknown tensor '{}' (shape {}) for a {}", r.path(), describe_text(t.name),
-                  shape_str(t.shape), m.config_.summary());
-      ZDP_REQUIRE(t.shape == p->shape, "'{}': tensor '{}' has shape {}, expected {} for a {}", r.path(), t.name,
-                  shape_str(t.shape), shape_str(p->shape), m.config_.summary());
-      ZDP_REQUIRE(m.by_name_.emplace(t.name, &t).second, "'{}': tensor '{}' appears in two files", dir, t.name);
+      const auto [it, added] = found.emplace(name, Found{&t, &r});
+      ZDP_REQUIRE(added, "'{}': tensor '{}' appears twice, as '{}' in '{}' and as '{}' in '{}'", dir,
+                  describe_text(name), describe_text(it->second.tensor->name), it->second.file->path(),
+                  describe_text(t.name), r.path());
     }
   }
-  for (const model::ParamInfo& p : layout.params())
-    ZDP_REQUIRE(m.by_name_.count(p.name) > 0, "'{}': missing tensor '{}' (expected shape {}) for a {}", dir, p.name,
-                shape_str(p.shape), m.config_.summary());
-  m.dtype_ = m.by_name_.at("model.embed_tokens.weight")->dtype;
+  if (found.size() < expected) {
+    // Some parameter is missing: one of the first found.size() + 1 expected names is.
+    for (int unit = 0; unit < model::ParamLayout::units_of(c); ++unit) {
+      for (int i = 0; i < model::ParamLayout::unit_tensor_count(c, unit); ++i) {
+        const model::ParamInfo p = model::ParamLayout::tensor_info(c, unit, i);
+        ZDP_REQUIRE(found.count(p.name) > 0, "'{}': missing tensor '{}' (expected shape {}) for a {}", dir,
+                    hf_tensor_name(c, p.name), shape_str(p.shape), model);
+      }
+    }
+  }
+  const model::ParamLayout layout(c);  // no more tensors than the files hold
+  for (const SafetensorsReader& r : m.files_) {
+    for (const TensorEntry& t : r.tensors()) {
+      const std::string name = layout_name_of(c, t.name);
+      if (name.empty()) continue;
+      const model::ParamInfo* p = layout.find(name);
+      ZDP_REQUIRE(p != nullptr, "'{}': unknown tensor '{}' (shape {}) for a {}", r.path(), describe_text(t.name),
+                  shape_str(t.shape), model);
+      ZDP_REQUIRE(t.shape == p->shape, "'{}': tensor '{}' has shape {}, expected {} for a {}", r.path(),
+                  describe_text(t.name), shape_str(t.shape), shape_str(p->shape), model);
+    }
+  }
+  for (const model::ParamInfo& p : layout.params()) {
+    const auto it = found.find(p.name);
+    ZDP_REQUIRE(it != found.end(), "'{}': missing tensor '{}' (expected shape {}) for a {}", dir,
+                hf_tensor_name(c, p.name), shape_str(p.shape), model);
+    m.by_name_.emplace(p.name, it->second.tensor);
+  }
+  m.dtype_ = m.by_name_.at(layout.param(model::ParamLayout::kEmbeddingUnit, 0).name)->dtype;
   return m;
 }
 
@@ -166,9 +220,20 @@ std::vector<std::string> hf_shard_files(const model::ParamLayout& layout, DType 
   return names;
 }
 
+namespace {
+
+// "runs/out/" names the directory "runs/out": its parent, staging and old names are beside that.
+fs::path without_trailing_slash(const std::string& dir) {
+  std::string_view d = dir;
+  while (d.size() > 1 && d.ends_with('/')) d.remove_suffix(1);
+  return fs::path(d);
+}
+
+}  // namespace
+
 void check_hf_output(const std::string& dir, std::string_view flag) {
   std::error_code ec;
-  const fs::path path(dir);
+  const fs::path path = without_trailing_slash(dir);
   const fs::path parent = path.has_parent_path() ? path.parent_path() : fs::path(".");
   ZDP_REQUIRE(fs::is_directory(parent, ec), "{} '{}': the directory {} does not exist", flag, dir, parent.string());
   if (!fs::exists(path, ec)) return;
@@ -180,9 +245,8 @@ void check_hf_output(const std::string& dir, std::string_view flag) {
 void save_hf_model(const std::string& dir, const model::ParamLayout& layout, DType dtype, uint64_t shard_bytes,
                    const std::function<const float*(int unit)>& unit_data) {
   check_hf_output(dir, "--out");
-  ZDP_REQUIRE(layout.config().is_llama(), "a Hugging Face directory of GPT-2 is not written yet");
   const std::vector<std::string> files = hf_shard_files(layout, dtype, shard_bytes);
-  const fs::path target(dir);
+  const fs::path target = without_trailing_slash(dir);
   const fs::path staging = target.string() + fmt::format(".partial-{}", ::getpid());
   std::error_code ec;
   fs::remove_all(staging, ec);
@@ -197,7 +261,9 @@ void save_hf_model(const std::string& dir, const model::ParamLayout& layout, DTy
     }
   } cleanup{staging};
 
-  // The shards' specs, in layout order; the tied lm_head is not a tensor of the layout at all.
+  // The shards' specs, in layout order, under transformers' names; a tied lm_head is not a tensor of
+  // the layout at all.
+  const model::ModelConfig& c = layout.config();
   const std::vector<model::ParamInfo>& params = layout.params();
   std::vector<std::unique_ptr<SafetensorsWriter>> writers;
   nlohmann::ordered_json weight_map = nlohmann::ordered_json::object();
@@ -206,8 +272,9 @@ void save_hf_model(const std::string& dir, const model::ParamLayout& layout, DTy
     const std::string& file = files[i];
     std::vector<TensorSpec> specs;
     for (; i < params.size() && files[i] == file; ++i) {
-      specs.push_back({params[i].name, dtype, params[i].shape});
-      weight_map[params[i].name] = file;
+      const std::string name = hf_tensor_name(c, params[i].name);
+      specs.push_back({name, dtype, params[i].shape});
+      weight_map[name] = file;
       total += static_cast<uint64_t>(params[i].numel) * dtype_size(dtype);
     }
     writers.push_back(std::make_unique<SafetensorsWriter>((staging / file).string(), std::move(specs),
@@ -223,7 +290,7 @@ void save_hf_model(const std::string& dir, const model::ParamLayout& layout, DTy
         ++writer;
         in_writer = 0;
       }
-      writers[writer]->write_tensor_f32(p->name, data + p->offset);
+      writers[writer]->write_tensor_f32(hf_tensor_name(c, p->name), data + p->offset);
       ++in_writer;
     }
   }
@@ -233,7 +300,7 @@ void save_hf_model(const std::string& dir, const model::ParamLayout& layout, DTy
     write_file_atomic((staging / kIndexFile).string(), index.dump(2) + "\n");
   }
   write_file_atomic((staging / kConfigFile).string(),
-                    layout.config().llama().to_hf_json(torch_dtype_name(dtype)).dump(2) + "\n");
+                    c.to_hf_json(torch_dtype_name(dtype)).dump(2) + "\n");
 
   // Publish: an earlier directory is moved aside, the new one renamed in, the old one removed.
   const fs::path old = target.string() + fmt::format(".old-{}", ::getpid());

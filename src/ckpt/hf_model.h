@@ -1,12 +1,17 @@
 // Hugging Face model directories (contract §12): config.json beside model.safetensors, or beside
 // shards listed in model.safetensors.index.json ("weight_map": tensor name → file name), tensors in
-// F32, BF16 or F16 under transformers' names and PyTorch's [out, in] shapes. What `--init DIR` reads
-// and `--out DIR` / `ckpt consolidate --hf DIR` write, loadable by `from_pretrained` as it is.
+// F32, BF16 or F16 under transformers' names: a Llama-family model's (LlamaForCausalLM,
+// Qwen2ForCausalLM: PyTorch's [out, in] shapes), or a GPT-2's (GPT2LMHeadModel: the names of
+// docs/reference/model.md#gpt2 after "transformer.", Conv1D's [in, out] shapes, which are zerodp's
+// own). What `--init DIR` reads and `--out DIR` / `ckpt consolidate --hf DIR` write, loadable by
+// `from_pretrained` as it is.
 //
 // Reading maps every shard and validates every header, name and shape before anything is copied:
 // then read_unit_range() touches only the bytes of the range asked for, so a rank that loads its
-// ZeRO shard reads that part of the files and nothing else. Buffers transformers keeps in some
-// files (rotary inv_freq) and a tied model's lm_head.weight are ignored.
+// ZeRO shard reads that part of the files and nothing else. Tensors transformers keeps in some files
+// and zerodp ignores: RoPE's inv_freq buffers, GPT-2's attention masks (h.{i}.attn.bias,
+// h.{i}.attn.masked_bias), and lm_head.weight of a tied model. GPT-2 names are read with or without
+// the "transformer." prefix.
 //
 // Writing streams unit by unit into shards of at most `shard_bytes` (a tensor larger than that gets
 // a shard of its own, as transformers does), in a staging directory beside the target that replaces
@@ -45,7 +50,7 @@ class HfModelDir {
 
   const model::ModelConfig& config() const { return config_; }
   const std::string& path() const { return dir_; }
-  // The dtype of the token embedding's tensor: what --out-dtype defaults to.
+  // The dtype of the token embedding's tensor (wte, embed_tokens): what --out-dtype defaults to.
   DType dtype() const { return dtype_; }
   // How many safetensors files hold the tensors.
   size_t num_files() const { return files_.size(); }

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -67,6 +68,20 @@ struct GPT2Config {
   // The safetensors __metadata__ (string values, docs/reference/files.md#safetensors): n_layer,
   // n_head, n_embd, vocab_size, n_ctx.
   nlohmann::json to_metadata() const;
+
+  // The five sizes from a JSON object's integer fields, validated: a checkpoint manifest's "model"
+  // object (N under "n_ctx"), or a config.json (N under "n_positions"). UsageError naming `where`
+  // and the key.
+  static GPT2Config from_json_sizes(const nlohmann::json& j, std::string_view where, const char* ctx_key = "n_ctx");
+  // From the config.json of a Hugging Face GPT2LMHeadModel directory (`source` names it in messages):
+  // model_type "gpt2", the sizes (n_positions; n_ctx, when present, must agree), and nothing that
+  // makes transformers compute another function than docs/reference/model.md#gpt2's: refused are a
+  // layer_norm_epsilon other than 1e-5, an untied head, another activation than the tanh GELU, an
+  // n_inner other than 4C, unscaled or layer-scaled attention scores, cross-attention.
+  static GPT2Config from_hf_json(const nlohmann::json& j, std::string_view source);
+  // The config.json transformers loads this model from as GPT2LMHeadModel (`dtype_name` "float32",
+  // "bfloat16" or "float16" as torch_dtype).
+  nlohmann::json to_hf_json(std::string_view dtype_name) const;
   // "L2 H4 C64 V256 N128"
   std::string summary() const;
   bool operator==(const GPT2Config&) const = default;

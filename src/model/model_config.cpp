@@ -77,26 +77,21 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& j, std::string_view whe
                                                     where)
                                        : Arch::kGpt2;
   if (arch == Arch::kLlama) return LlamaConfig::from_hf_json(j, where);
-  GPT2Config c;
-  const struct {
-    const char* key;
-    int* field;
-  } sizes[] = {{"n_layer", &c.n_layer}, {"n_head", &c.n_head}, {"n_embd", &c.n_embd},
-               {"vocab_size", &c.vocab_size}, {"n_ctx", &c.n_ctx}};
-  for (const auto& s : sizes) {
-    const int64_t limit = hyper_parameter_limit(s.key);
-    ZDP_REQUIRE(j.contains(s.key), "{}: no '{}'", where, s.key);
-    const nlohmann::json& v = j.at(s.key);
-    ZDP_REQUIRE(v.is_number_integer() && v.get<int64_t>() >= 1 && v.get<int64_t>() <= limit,
-                "{}: '{}' is {}, not an integer in [1, {}]", where, s.key, describe_json(v), limit);
-    *s.field = static_cast<int>(v.get<int64_t>());
-  }
-  try {
-    c.validate();
-  } catch (const UsageError& e) {
-    throw UsageError(fmt::format("{}: {}", where, e.what()));
-  }
-  return c;
+  return GPT2Config::from_json_sizes(j, where);
+}
+
+ModelConfig ModelConfig::from_hf_json(const nlohmann::json& j, std::string_view source) {
+  ZDP_REQUIRE(j.is_object(), "{}: not a JSON object but {}", source, describe_json(j));
+  const auto type = j.find("model_type");
+  if (type != j.end() && *type == "gpt2") return GPT2Config::from_hf_json(j, source);
+  ZDP_REQUIRE(type != j.end() && (*type == "llama" || *type == "qwen2"),
+              "{}: model_type is {}: zerodp reads 'gpt2', 'llama' and 'qwen2' model directories", source,
+              type != j.end() ? describe_json(*type) : std::string("missing"));
+  return LlamaConfig::from_hf_json(j, source);
+}
+
+nlohmann::json ModelConfig::to_hf_json(std::string_view dtype_name) const {
+  return is_gpt2() ? gpt2().to_hf_json(dtype_name) : llama().to_hf_json(dtype_name);
 }
 
 }  // namespace zerodp::model

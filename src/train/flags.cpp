@@ -88,7 +88,10 @@ const std::vector<FlagEntry>& flag_table() {
   static const std::vector<FlagEntry> table = with_zero_rows({
       {{"--config", "PATH", "DeepSpeed-style JSON configuration; flags given here win over it", false},
        ZDP_SET { c.config_path = std::string(v); }, ZDP_GET { return c.config_path; }},
-      {{"--init", "PATH", "Initial weights (safetensors, e.g. from `zerodp init`); required", false},
+      {{"--init", "PATH",
+        "Initial weights: a GPT-2 safetensors file (e.g. from `zerodp init`) or a Hugging Face model directory "
+        "(GPT-2 or Llama family); required",
+        false},
        ZDP_SET { c.init_path = std::string(v); }, ZDP_GET { return c.init_path; }},
       {{"--data", "PATH",
         "Training tokens: a token file (raw uint16, or llm.c layout with uint16 or uint32 tokens), a directory (its "
@@ -271,8 +274,9 @@ const std::vector<FlagEntry>& flag_table() {
         false},
        ZDP_SET { c.log_csv_path = std::string(v); }, ZDP_GET { return c.log_csv_path; }},
       {{"--out", "PATH",
-        "Write the trained weights here, atomically: GPT-2 as F32 safetensors, a Llama as a Hugging Face model "
-        "directory",
+        "Write the trained weights here, atomically: a Llama as a Hugging Face model directory; GPT-2 as one F32 "
+        "safetensors file, or as a model directory when PATH ends in '/', is a directory, or --init was one "
+        "(and PATH does not end in .safetensors)",
         false},
        ZDP_SET { c.out_path = std::string(v); }, ZDP_GET { return c.out_path; }},
       {{"--out-dtype", "DTYPE",

@@ -9,7 +9,6 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "ckpt/gpt2_weights.h"
 #include "ckpt/hf_model.h"
 #include "ckpt/model_source.h"
 #include "comm/runtime.h"
@@ -259,9 +258,15 @@ void log_progress(const TrainConfig& cfg, zero::Engine& engine, int64_t s, const
   }
 }
 
+// What --out writes: its form (ckpt::output_form) and, for a model directory, the tensors' dtype.
+struct OutSpec {
+  ckpt::ModelForm form = ckpt::ModelForm::kGpt2File;
+  DType dtype = DType::kF32;
+};
+
 // After the last step: the ledgers (before --out, so that writing it does not show in them), then the
 // consolidated weights, then the NVMe offload's traffic.
-void finish_run(zero::Engine& engine, const TrainConfig& cfg, DType out_dtype, const model::ParamLayout& layout,
+void finish_run(zero::Engine& engine, const TrainConfig& cfg, const OutSpec& out, const model::ParamLayout& layout,
                 comm::Communicator& world, MetricsWriter& metrics) {
   const std::vector<RankLedgers> ledgers = gather_ledgers(world);
   for (const RankLedgers& l : ledgers) metrics.write(memory_json(l));
@@ -281,11 +286,7 @@ void finish_run(zero::Engine& engine, const TrainConfig& cfg, DType out_dtype, c
         if (unit > 0) units[static_cast<size_t>(unit) - 1].release();
         return units[static_cast<size_t>(unit)].as<float>();
       };
-      if (layout.config().is_gpt2()) {
-        ckpt::save_gpt2(cfg.out_path, layout.config().gpt2(), layout, unit_data);
-      } else {
-        ckpt::save_hf_model(cfg.out_path, layout, out_dtype, cfg.out_shard_size, unit_data);
-      }
+      ckpt::save_model(cfg.out_path, out.form, layout, out.dtype, cfg.out_shard_size, unit_data);
       log::info("wrote {}", cfg.out_path);
     }
   }
@@ -299,17 +300,24 @@ void finish_run(zero::Engine& engine, const TrainConfig& cfg, DType out_dtype, c
 
 // What depends on the architecture, checked before anything is allocated: a Llama trains on the CPU
 // (the CUDA device's Llama table is compiled and tested by host emulation, but the planner does not
-// size its GPU activations yet and no GPU has run it) and is written out as a model directory;
-// GPT-2's --out is F32 safetensors (contract §2), so the directory flags do not apply to it.
-void check_model_outputs(const TrainConfig& cfg, const model::ModelConfig& mc, const device::DeviceSpec& device) {
-  if (mc.is_gpt2()) {
-    ZDP_REQUIRE(!cfg.out_dtype, "--out-dtype: GPT-2's --out is F32 safetensors (a Llama's is a model directory)");
-    return;
+// size its GPU activations yet and no GPU has run it). --out: GPT-2's one file is F32 (contract §2), so
+// --out-dtype applies to model directories only, whose dtype is otherwise the --init directory's.
+OutSpec check_model_outputs(const TrainConfig& cfg, const model::ModelConfig& mc, const ckpt::ModelSource* init,
+                            const device::DeviceSpec& device) {
+  if (mc.is_llama())
+    ZDP_REQUIRE(device.kind == device::DeviceSpec::Kind::kCpu,
+                "--device {}: Llama-family training on the GPU is not enabled yet; train {} on the CPU",
+                device::device_spec_name(device), mc.summary());
+  const ckpt::ModelForm form = ckpt::output_form(mc, cfg.out_path, init != nullptr && init->is_model_dir());
+  if (form == ckpt::ModelForm::kGpt2File) {
+    ZDP_REQUIRE(!cfg.out_dtype,
+                "--out-dtype: --out '{}' is GPT-2's one F32 safetensors file; a model directory (a path ending in "
+                "'/') is written in --out-dtype",
+                cfg.out_path);
+    return {};
   }
-  ZDP_REQUIRE(device.kind == device::DeviceSpec::Kind::kCpu,
-              "--device {}: Llama-family training on the GPU is not enabled yet; train {} on the CPU", device::device_spec_name(device),
-              mc.summary());
   if (!cfg.out_path.empty()) ckpt::check_hf_output(cfg.out_path, "--out");
+  return {form, cfg.out_dtype.value_or(init != nullptr ? init->dtype() : DType::kF32)};
 }
 
 // A test's gradient fault (TrainHooks), once it is known to name a step, a rank and a unit of this run.
@@ -345,8 +353,7 @@ TrainResult run_training(TrainConfig cfg, const TrainHooks& hooks) {
   std::optional<ckpt::ModelSource> weights;
   if (!cfg.init_path.empty()) weights.emplace(ckpt::ModelSource::open(cfg.init_path));
   const model::ModelConfig mc = resume ? resume->manifest().model : weights->config();
-  check_model_outputs(cfg, mc, device_spec);
-  const DType out_dtype = cfg.out_dtype.value_or(weights ? weights->dtype() : DType::kF32);
+  const OutSpec out = check_model_outputs(cfg, mc, weights ? &*weights : nullptr, device_spec);
   if (resume) {
     inherit_data_order(*resume, cfg);
     for (const std::string& w : check_resume(*resume, cfg, W, weights ? &weights->config() : nullptr))
@@ -434,7 +441,7 @@ TrainResult run_training(TrainConfig cfg, const TrainHooks& hooks) {
   }
   result.tokens_per_second = total_ms > 0 ? tokens_per_step * (cfg.steps - start_step) / (total_ms / 1000.0) : 0;
 
-  finish_run(engine, cfg, out_dtype, layout, *world, metrics);
+  finish_run(engine, cfg, out, layout, *world, metrics);
   world->barrier();
   metrics.commit();
   csv_log.commit();

@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "model/init.h"
+#include "unit_values.h"
 
 namespace zerodp::ckpt {
 namespace {
@@ -34,20 +35,7 @@ GPT2Config tiny_config() {
   return c;
 }
 
-// Deterministic values, varying by unit and element, exact in bf16 and f16 (integers below 128, over 8).
-float value_of(int unit, size_t i) {
-  return static_cast<float>(static_cast<int>((static_cast<size_t>(unit) * 37 + i) % 199) - 99) / 8.0f;
-}
-
-std::vector<std::vector<float>> unit_values(const ParamLayout& layout) {
-  std::vector<std::vector<float>> units;
-  for (int u = 0; u < layout.num_units(); ++u) {
-    std::vector<float> v(layout.unit_numel(u));
-    for (size_t i = 0; i < v.size(); ++i) v[i] = value_of(u, i);
-    units.push_back(std::move(v));
-  }
-  return units;
-}
+using ckpt::testing::unit_values;
 
 class GPT2WeightsTest : public ::testing::Test {
  protected:
