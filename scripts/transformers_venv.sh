@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Makes (once) the Python virtual environment of the Hugging Face `transformers` reference for the
-# Llama-family models (tests/reference/llama_ref.py). Idempotent: when the venv already imports
-# what the reference needs it returns at once. Prints the venv's python on stdout's last line.
+# Llama-family models and GPT-2's model directories (tests/reference/llama_ref.py, compare_gpt2_hf.py).
+# Idempotent: when the venv already imports what the reference needs it returns at once. Prints the
+# venv's python on stdout's last line.
 #   ZERODP_TRANSFORMERS_VENV   where (default ~/.cache/zerodp/venv-transformers)
 # Needs Debian's python3-venv, python3-torch and python3-numpy, and network access to PyPI the first
 # time. The venv sees the system site-packages so that it reuses Debian's torch (no 800 MB wheel to
@@ -18,7 +19,7 @@ SAFETENSORS_PIN="safetensors>=0.4.3,<1"
 # What the reference imports: importing the model classes (not just the package) is what fails with
 # a transformers too new for the installed torch.
 PROBE="import torch, numpy, safetensors.torch, transformers"
-PROBE="$PROBE; from transformers import LlamaForCausalLM, Qwen2ForCausalLM"
+PROBE="$PROBE; from transformers import LlamaForCausalLM, Qwen2ForCausalLM, GPT2LMHeadModel"
 
 if [ -x "$PY" ] && "$PY" -c "$PROBE" 2>/dev/null; then
   echo "$PY"
@@ -48,7 +49,7 @@ if ! "$PY" -m pip install --quiet "$TRANSFORMERS_PIN" "$SAFETENSORS_PIN" >&2; th
   exit 1
 fi
 if ! "$PY" -c "$PROBE" >&2; then
-  echo "transformers_venv.sh: the venv at $VENV cannot import the Llama and Qwen2 models of transformers" \
+  echo "transformers_venv.sh: the venv at $VENV cannot import the Llama, Qwen2 and GPT-2 models of transformers" \
        "with torch $TORCH_VERSION (see the error above)" >&2
   rm -rf "$VENV"
   exit 1

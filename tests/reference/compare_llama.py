@@ -233,17 +233,21 @@ def check_clipped(c, ref_records, clip):
         c.check(above > 0, f"--clip {clip} never acted (every reference norm is below it): the case tests nothing")
 
 
+def model_type(preset):
+    from zdptest import llama_ref
+    return llama_ref.CONFIGS[preset]["model_type"]
+
+
 def tensor_bytes(entry):
     b, e = entry["data_offsets"]
     return e - b
 
 
-def check_out_files(c, out, preset, dtype, shard_size, want_index):
-    """The files of zerodp's --out directory: config.json of the preset's model_type with torch_dtype of
+def check_out_files(c, out, want_type, dtype, shard_size, want_index):
+    """The files of zerodp's --out directory: config.json of model_type `want_type` with torch_dtype of
     the tensors; every tensor in `dtype` (safetensors' name); model.safetensors alone, or (want_index)
     shards of at most shard_size bytes of tensor data each with an index that maps exactly their tensors
     and totals their bytes."""
-    from zdptest import llama_ref
     if not c.check(os.path.isdir(out), f"--out {out} was not written"):
         return False
     try:
@@ -252,7 +256,6 @@ def check_out_files(c, out, preset, dtype, shard_size, want_index):
     except (OSError, json.JSONDecodeError) as e:
         c.check(False, f"{out}/config.json: cannot read: {e}")
         return False
-    want_type = llama_ref.CONFIGS[preset]["model_type"]
     c.check(config.get("model_type") == want_type, f"config.json model_type {config.get('model_type')!r}, "
                                                    f"expected {want_type!r}")
     torch_dtype = {"F32": "float32", "BF16": "bfloat16", "F16": "float16"}[dtype]
@@ -393,7 +396,7 @@ def run_train_case(args, name, work):
         c.check(len([r for r in records if r.get("event") == "step"]) == STEPS, f"not {STEPS} step records")
         check_steps(c, records, ref_records, world, b, g)
     shard = spec.get("out_shard")
-    if check_out_files(c, out, spec["preset"], out_dtype, shard or 5_000_000_000, bool(shard)):
+    if check_out_files(c, out, model_type(spec["preset"]), out_dtype, shard or 5_000_000_000, bool(shard)):
         check_out_values(c, out, ref_out, out_dtype)
     return c
 
@@ -440,7 +443,7 @@ def run_resume_case(args, work):
         got = check_steps(c, records, ref_records, part["world"], part["b"], 1, first_step=first_step)
         worst = [max(worst[0], got[0]), max(worst[1], got[1])]
     c.note(f"both runs: worst loss {worst[0]:.2e} absolute, grad_norm {worst[1]:.2e} relative")
-    if check_out_files(c, out, spec["preset"], "F32", 5_000_000_000, False):
+    if check_out_files(c, out, model_type(spec["preset"]), "F32", 5_000_000_000, False):
         check_out_values(c, out, ref_out, "F32")
     return c
 
@@ -535,8 +538,9 @@ def run_bad_case(args, name, work):
 
 # ---- driver ------------------------------------------------------------------------------------------
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def argument_parser(doc):
+    """The flags of a driver of transformers cases (this one, compare_gpt2_hf.py)."""
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
     ap.add_argument("--zerodp", help="the zerodp executable")
     ap.add_argument("--zerodp-testing", help="the zerodp-testing executable (logits cases)")
     ap.add_argument("--mpirun", default="mpirun")
@@ -545,15 +549,28 @@ def main():
     ap.add_argument("--ranks", action="store_true",
                     help="with --list: NAME:RANKS, as tests/reference/CMakeLists.txt lists them")
     ap.add_argument("--keep", action="store_true", help="keep the working directories")
-    args = ap.parse_args()
+    return ap
+
+
+def selected_cases(args, names, ranks_of_case, script):
+    """The cases --case names (None after --list printed `names`, with their ranks when --ranks); exits 1
+    saying FAIL for an unknown one or none."""
     if args.list:
-        print("\n".join(f"{n}:{ranks_of(n)}" if args.ranks else n for n in all_cases()))
-        return 0
-    cases = all_cases() if args.case == ["all"] else args.case
-    unknown = [n for n in cases if n not in all_cases()]
+        print("\n".join(f"{n}:{ranks_of_case(n)}" if args.ranks else n for n in names))
+        return None
+    cases = names if args.case == ["all"] else args.case
+    unknown = [n for n in cases if n not in names]
     if unknown or not cases:
-        print(f"compare_llama.py: FAIL: unknown or no cases {unknown}; --list shows them")
-        return 1
+        print(f"{script}: FAIL: unknown or no cases {unknown}; --list shows them")
+        sys.exit(1)
+    return cases
+
+
+def main():
+    args = argument_parser(__doc__).parse_args()
+    cases = selected_cases(args, all_cases(), ranks_of, "compare_llama.py")
+    if cases is None:
+        return 0
     for flag, path, needed in (("--zerodp", args.zerodp, any(n not in LOGITS_CASES for n in cases)),
                                ("--zerodp-testing", args.zerodp_testing, any(n in LOGITS_CASES for n in cases))):
         if needed and (not path or not os.access(path, os.X_OK)):
@@ -562,22 +579,31 @@ def main():
     args.zerodp = os.path.abspath(args.zerodp) if args.zerodp else None
     args.zerodp_testing = os.path.abspath(args.zerodp_testing) if args.zerodp_testing else None
     need_transformers()
+
+    def run_case(name, work):
+        if name in LOGITS_CASES:
+            return run_logits_case(args, name, work)
+        if name in TRAIN_CASES:
+            return run_train_case(args, name, work)
+        if name == RESUME_CASE:
+            return run_resume_case(args, work)
+        return run_bad_case(args, name, work)
+    return run_cases(cases, run_case, "zerodp_llama", args.keep)
+
+
+def run_cases(cases, run_case, prefix, keep):
+    """Runs run_case(name, work) for each name, in a working directory of its own (removed unless `keep`),
+    a case's crash or zt.Failed counted as its failure; prints each verdict and at the end every failed
+    check. Returns the exit code: 0 when every case passed, else 1."""
     import torch
     torch.set_num_threads(1)
     failed = []
     for name in cases:
         print(f"=== {name}", flush=True)
-        work = tempfile.mkdtemp(prefix=f"zerodp_llama_{name}_")
+        work = tempfile.mkdtemp(prefix=f"{prefix}_{name}_")
         start = time.monotonic()
         try:
-            if name in LOGITS_CASES:
-                c = run_logits_case(args, name, work)
-            elif name in TRAIN_CASES:
-                c = run_train_case(args, name, work)
-            elif name == RESUME_CASE:
-                c = run_resume_case(args, work)
-            else:
-                c = run_bad_case(args, name, work)
+            c = run_case(name, work)
         except zt.Failed:  # a step the rest depends on failed (making the model, the reference run), saying why above
             c = Checks()
             c.check(False, "a step the case depends on failed (see FAIL above)")
@@ -587,7 +613,7 @@ def main():
             c = Checks()
             c.check(False, f"{type(e).__name__}: {e}")
         finally:
-            if args.keep:
+            if keep:
                 print(f"  kept {work}")
             else:
                 shutil.rmtree(work, ignore_errors=True)

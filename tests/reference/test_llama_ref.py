@@ -309,10 +309,10 @@ class ModelTest(TmpDirCase):
             (("make", "--config", "no_such_preset", "--seed", "1", "--out", self.path("m")), "no_such_preset"),
             (("check-load", "--model", d, "--against", self.path("none.safetensors")), "none.safetensors"),
         ]
-        bad_type = self.path("gpt.json")
+        bad_type = self.path("mistral.json")
         with open(bad_type, "w") as f:
-            json.dump({"model_type": "gpt2", "n_layer": 1}, f)
-        cases.append((("make", "--config", bad_type, "--seed", "1", "--out", self.path("m")), "gpt2"))
+            json.dump({"model_type": "mistral", "num_hidden_layers": 1}, f)
+        cases.append((("make", "--config", bad_type, "--seed", "1", "--out", self.path("m")), "mistral"))
         for argv, text in cases:
             with self.subTest(argv[0] + " " + text):
                 code, _, err = call(*argv)

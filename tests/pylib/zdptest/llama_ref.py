@@ -73,8 +73,10 @@ CONFIGS = {
 }
 
 # model_type -> (config class, model class), by name: transformers is imported only when needed, so
-# that `config` (and importing this module) works without it.
-ARCHITECTURES = {"llama": ("LlamaConfig", "LlamaForCausalLM"), "qwen2": ("Qwen2Config", "Qwen2ForCausalLM")}
+# that `config` (and importing this module) works without it. GPT-2 is here for its Hugging Face
+# directories (tests/reference/compare_gpt2_hf.py): making, loading and logits, not `train`.
+ARCHITECTURES = {"llama": ("LlamaConfig", "LlamaForCausalLM"), "qwen2": ("Qwen2Config", "Qwen2ForCausalLM"),
+                 "gpt2": ("GPT2Config", "GPT2LMHeadModel")}
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 # Set when a process re-ran itself in the venv, so that a venv without transformers fails instead of looping.
@@ -163,8 +165,9 @@ def make_model(config, seed, dtype=torch.float32, source="config"):
     transformers' own initialisation (N(0, 0.02) matrices, unit norms, zero biases) is replaced: at these
     widths it leaves logits near zero and the norm gains and biases at values where a mistake in how
     they are applied cannot show. Every tensor is drawn again, in named_parameters() order (a tied head
-    is one parameter, drawn once): matrices N(0, 1/in_features) so activations keep unit scale, norm
-    gains 1 + 0.1·N(0, 1), biases 0.1·N(0, 1)."""
+    is one parameter, drawn once): matrices N(0, 1/in_features) so activations keep unit scale (GPT-2's
+    Conv1D weights are [in, out], the others [out, in] or [rows, width]), norm gains 1 + 0.1·N(0, 1),
+    biases 0.1·N(0, 1)."""
     if not isinstance(config.get("model_type"), str):
         raise InputError(f"{source}: no model_type")
     config_cls, model_cls = architecture(config["model_type"], source)
@@ -177,14 +180,15 @@ def make_model(config, seed, dtype=torch.float32, source="config"):
         model = model_cls(cfg)
     except (TypeError, ValueError, KeyError) as e:
         raise InputError(f"{source}: transformers refuses this configuration: {e}")
+    conv1d = {f"{n}.weight" for n, m in model.named_modules() if type(m).__name__ == "Conv1D"}
     with torch.no_grad():
         for name, p in model.named_parameters():
             noise = torch.randn(p.shape, dtype=torch.float32)
             if p.dim() >= 2:
-                p.copy_(noise / math.sqrt(p.shape[-1]))
+                p.copy_(noise / math.sqrt(p.shape[0] if name in conv1d else p.shape[-1]))
             elif name.endswith(".bias"):
                 p.copy_(0.1 * noise)
-            else:  # a 1-D weight is an RMSNorm gain
+            else:  # a 1-D weight is a norm's gain (RMSNorm, GPT-2's LayerNorm)
                 p.copy_(1.0 + 0.1 * noise)
     return model.to(dtype).eval()
 
