@@ -38,5 +38,30 @@ if [[ ! -x $bld/zerodp ]]; then
   fi
   rm -rf "$src"
 fi
+# The GEMM kernels decide the bits, and a later revision may choose others on this CPU on purpose (OpenBLAS's
+# AVX-512 set where OpenBLAS does not know the CPU, the widened fallback for bf16 on an Intel CPU without
+# AMX): run both binaries on the kernels REV chooses here, which REV reads from the same variables.
+kernels() {  # "<OpenBLAS kernel set> <bf16 GEMM> <fp16 GEMM>" as `zerodp info` reports them
+  "$1" info 2>/dev/null | awk '
+    /^ *BLAS:/ { if (match($0, /; [A-Za-z0-9]+ kernels/)) { s = substr($0, RSTART + 2, RLENGTH - 2); sub(/ kernels/, "", s); core = s } }
+    /^ *(bf16|fp16) GEMM:/ { impl = /OpenBLAS sgemm/ ? "blas" : /oneDNN/ ? "onednn" : /Math Kernel Library|oneMKL/ ? "mkl" : "?";
+                             if ($1 == "bf16") b = impl; else f = impl }
+    END { print core, b, f }'
+}
+read -r old_core old_bf16 old_fp16 <<<"$(kernels "$bld/zerodp")"
+read -r new_core new_bf16 new_fp16 <<<"$(kernels "$new")"
+if [[ -z ${OPENBLAS_CORETYPE:-} && -n $old_core && $old_core != "$new_core" ]]; then
+  echo "bits_as_before: both on OpenBLAS's $old_core kernels (REV's choice here; the new binary would run $new_core)"
+  export OPENBLAS_CORETYPE=$old_core
+fi
+if [[ -z ${ZERODP_GEMM16:-} && "$old_bf16 $old_fp16" != "$new_bf16 $new_fp16" ]]; then
+  if [[ $old_bf16 != "$old_fp16" ]]; then
+    echo "bits_as_before: REV computes bf16 with $old_bf16 and fp16 with $old_fp16 here, the new binary with $new_bf16" \
+         "and $new_fp16: one ZERODP_GEMM16 cannot pin both"
+    exit 1
+  fi
+  echo "bits_as_before: both on the $old_bf16 16-bit GEMMs (REV's choice here; the new binary would use $new_bf16/$new_fp16)"
+  export ZERODP_GEMM16=$old_bf16
+fi
 echo "bits_as_before: zerodp built at $rev against $("$new" --version | head -1)"
 PEAKS=0 bash "$root/tests/scripts/same_bits.sh" "$bld/zerodp" "$new"
