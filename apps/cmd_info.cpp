@@ -51,6 +51,8 @@ void register_info(CLI::App& app, Action& action) {
                  kernels::blas_core_summary());
       if (const std::string w = kernels::blas_core_warning(); !w.empty()) fmt::print("  warning: {}\n", w);
       fmt::print("  CPU:     {} ({})\n", cpu_model_name(), cpu_features_string());
+      const kernels::Gemm32Info& g32 = kernels::gemm32_info();
+      fmt::print("  fp32 GEMM: {} ({})\n", g32.mkl ? g32.library : "OpenBLAS sgemm", g32.reason);
       for (DType t : {DType::kBF16, DType::kF16}) {
         const kernels::Gemm16Info& g = kernels::gemm16_info(t);
         fmt::print("  {} GEMM: {}; ISA: {} ({}){}\n", dtype_name(t), g.library, g.isa, g.reason,

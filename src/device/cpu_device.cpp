@@ -324,10 +324,10 @@ std::unique_ptr<Event> CpuDevice::record() { return std::make_unique<CompleteEve
 // The compute queue is always empty; the transfers are what may still be running.
 void CpuDevice::synchronize() { transfers().drain(); }
 
-const Gpt2Kernels<float>& CpuDevice::gpt2_f32() const { return CpuGpt2<float>::instance(); }
-const Gpt2Kernels<double>& CpuDevice::gpt2_f64() const { return CpuGpt2<double>::instance(); }
-const Gpt2Kernels<bf16>& CpuDevice::gpt2_bf16() const { return CpuGpt2<bf16>::instance(); }
-const Gpt2Kernels<fp16>& CpuDevice::gpt2_fp16() const { return CpuGpt2<fp16>::instance(); }
+const Gpt2Kernels<float>* CpuDevice::gpt2_f32() const { return &CpuGpt2<float>::instance(); }
+const Gpt2Kernels<double>* CpuDevice::gpt2_f64() const { return &CpuGpt2<double>::instance(); }
+const Gpt2Kernels<bf16>* CpuDevice::gpt2_bf16() const { return &CpuGpt2<bf16>::instance(); }
+const Gpt2Kernels<fp16>* CpuDevice::gpt2_fp16() const { return &CpuGpt2<fp16>::instance(); }
 const LlamaKernels<float>* CpuDevice::llama_f32() const { return &CpuLlama<float>::instance(); }
 const LlamaKernels<double>* CpuDevice::llama_f64() const { return &CpuLlama<double>::instance(); }
 const LlamaKernels<bf16>* CpuDevice::llama_bf16() const { return &CpuLlama<bf16>::instance(); }

@@ -13,7 +13,7 @@
 
 namespace zerodp::device {
 
-class CpuDevice final : public Device {
+class CpuDevice : public Device {
  public:
   std::string name() const override { return "cpu"; }
   bool host_addressable() const override { return true; }
@@ -39,10 +39,10 @@ class CpuDevice final : public Device {
   TransferQueue& transfers();
 
  protected:
-  const Gpt2Kernels<float>& gpt2_f32() const override;
-  const Gpt2Kernels<double>& gpt2_f64() const override;
-  const Gpt2Kernels<bf16>& gpt2_bf16() const override;
-  const Gpt2Kernels<fp16>& gpt2_fp16() const override;
+  const Gpt2Kernels<float>* gpt2_f32() const override;
+  const Gpt2Kernels<double>* gpt2_f64() const override;
+  const Gpt2Kernels<bf16>* gpt2_bf16() const override;
+  const Gpt2Kernels<fp16>* gpt2_fp16() const override;
   const LlamaKernels<float>* llama_f32() const override;
   const LlamaKernels<double>* llama_f64() const override;
   const LlamaKernels<bf16>* llama_bf16() const override;

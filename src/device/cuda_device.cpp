@@ -550,20 +550,9 @@ void CudaDevice::synchronize() {
   ZDP_CUDA_CHECK(cudaStreamSynchronize(impl_->copies));
 }
 
-bool CudaDevice::supports(DType compute) const { return cuda_device_supports(compute); }
-
-namespace {
-[[noreturn]] void no_gpt2_table(const char* type) {
-  throw RuntimeFailure(fmt::format(
-      "GPT-2's {} kernels do not run on the CUDA device (its attention is 16-bit only): use --dtype bf16 or fp16",
-      type));
-}
-}  // namespace
-
-const Gpt2Kernels<float>& CudaDevice::gpt2_f32() const { no_gpt2_table("fp32"); }
-const Gpt2Kernels<double>& CudaDevice::gpt2_f64() const { no_gpt2_table("fp64"); }
-const Gpt2Kernels<bf16>& CudaDevice::gpt2_bf16() const { return impl_->kernels_bf16; }
-const Gpt2Kernels<fp16>& CudaDevice::gpt2_fp16() const { return impl_->kernels_fp16; }
+// No fp32 or fp64 tables: the attention kernels are 16-bit only (cuda_device_supports).
+const Gpt2Kernels<bf16>* CudaDevice::gpt2_bf16() const { return &impl_->kernels_bf16; }
+const Gpt2Kernels<fp16>* CudaDevice::gpt2_fp16() const { return &impl_->kernels_fp16; }
 
 const LlamaKernels<bf16>* CudaDevice::llama_bf16() const { return &impl_->llama_kernels_bf16; }
 const LlamaKernels<fp16>* CudaDevice::llama_fp16() const { return &impl_->llama_kernels_fp16; }

@@ -21,7 +21,7 @@
 
 namespace zerodp::device {
 
-// The compute types the CUDA device's GPT-2 kernels have (CudaDevice::supports), answerable in a
+// The compute types the CUDA device's GPT-2 kernels have (the tables it returns: Device::supports), answerable in a
 // build without CUDA: bf16 and fp16. Its Llama kernels have the same (supports_llama).
 constexpr bool cuda_device_supports(DType compute) { return compute == DType::kBF16 || compute == DType::kF16; }
 
@@ -45,7 +45,6 @@ class CudaDevice final : public Device {
   CudaDevice& operator=(const CudaDevice&) = delete;
 
   std::string name() const override;
-  bool supports(DType compute) const override;
   bool host_addressable() const override { return false; }
   // The CPU device: ZeRO-Offload's update runs on the host's cores, on the page-locked buffers.
   Device& host() override;
@@ -76,10 +75,8 @@ class CudaDevice final : public Device {
   size_t reserved_host_bytes() const;
 
  protected:
-  const Gpt2Kernels<float>& gpt2_f32() const override;
-  const Gpt2Kernels<double>& gpt2_f64() const override;
-  const Gpt2Kernels<bf16>& gpt2_bf16() const override;
-  const Gpt2Kernels<fp16>& gpt2_fp16() const override;
+  const Gpt2Kernels<bf16>* gpt2_bf16() const override;
+  const Gpt2Kernels<fp16>* gpt2_fp16() const override;
   const LlamaKernels<bf16>* llama_bf16() const override;
   const LlamaKernels<fp16>* llama_fp16() const override;
 

@@ -150,13 +150,9 @@ class Device {
   virtual ~Device() = default;
   // "cpu", "cuda:N".
   virtual std::string name() const = 0;
-  // Whether GPT-2's kernels compute in `compute` here (gpt2<P>() with P of that dtype returns a
-  // table rather than throwing). Every dtype unless a device says otherwise: a device that wraps the
-  // CPU's kernels has them all.
-  virtual bool supports(DType compute) const {
-    (void)compute;
-    return true;
-  }
+  // Whether GPT-2's kernels compute in `compute` here: whether the device has that table (gpt2<P>()
+  // with P of that dtype returns it rather than throwing).
+  bool supports(DType compute) const;
   // Whether the host reads and writes this device's memory in place (the CPU device: it is the
   // host's RAM). Where it does not (a GPU), host-side code (loading, checkpoints, consolidation, the
   // batch's tokens) goes through host buffers: device/host_access.h.
@@ -208,7 +204,7 @@ class Device {
 
   // ---- GPT-2's kernels ---------------------------------------------------------------------------------
   // This device's kernels computing in P, alive as long as the device. A type it does not support
-  // (supports()) is a RuntimeFailure that says which --dtype to use instead.
+  // (supports()) is a RuntimeFailure naming the device and the dtypes it has.
   template <class P>
   const Gpt2Kernels<P>& gpt2() const;
   // Whether the Llama family's kernels compute in `compute` here; llama<P>() for a type without them
@@ -224,26 +220,31 @@ class Device {
   virtual void synchronize() = 0;
 
  protected:
-  virtual const Gpt2Kernels<float>& gpt2_f32() const = 0;
-  virtual const Gpt2Kernels<double>& gpt2_f64() const = 0;
-  virtual const Gpt2Kernels<bf16>& gpt2_bf16() const = 0;
-  virtual const Gpt2Kernels<fp16>& gpt2_fp16() const = 0;
-  // The Llama tables, or null where the device has none (the default).
+  // Each architecture's tables, or null where the device has none (the default): a device answers
+  // which dtypes it computes in by which tables it has, never by throwing from a getter.
+  virtual const Gpt2Kernels<float>* gpt2_f32() const { return nullptr; }
+  virtual const Gpt2Kernels<double>* gpt2_f64() const { return nullptr; }
+  virtual const Gpt2Kernels<bf16>* gpt2_bf16() const { return nullptr; }
+  virtual const Gpt2Kernels<fp16>* gpt2_fp16() const { return nullptr; }
   virtual const LlamaKernels<float>* llama_f32() const { return nullptr; }
   virtual const LlamaKernels<double>* llama_f64() const { return nullptr; }
   virtual const LlamaKernels<bf16>* llama_bf16() const { return nullptr; }
   virtual const LlamaKernels<fp16>* llama_fp16() const { return nullptr; }
 
  private:
-  [[noreturn]] void no_llama_kernels(DType compute) const;
+  // The RuntimeFailure of gpt2<P>() / llama<P>() for a dtype without a table.
+  [[noreturn]] void no_kernels(const char* family, DType compute) const;
 };
 
 template <class P>
 const Gpt2Kernels<P>& Device::gpt2() const {
-  if constexpr (std::is_same_v<P, float>) return gpt2_f32();
-  else if constexpr (std::is_same_v<P, double>) return gpt2_f64();
-  else if constexpr (std::is_same_v<P, bf16>) return gpt2_bf16();
-  else return gpt2_fp16();
+  const Gpt2Kernels<P>* table = nullptr;
+  if constexpr (std::is_same_v<P, float>) table = gpt2_f32();
+  else if constexpr (std::is_same_v<P, double>) table = gpt2_f64();
+  else if constexpr (std::is_same_v<P, bf16>) table = gpt2_bf16();
+  else table = gpt2_fp16();
+  if (table == nullptr) no_kernels("GPT-2", dtype_of<P>);
+  return *table;
 }
 
 template <class P>
@@ -253,7 +254,7 @@ const LlamaKernels<P>& Device::llama() const {
   else if constexpr (std::is_same_v<P, double>) table = llama_f64();
   else if constexpr (std::is_same_v<P, bf16>) table = llama_bf16();
   else table = llama_fp16();
-  if (table == nullptr) no_llama_kernels(dtype_of<P>);
+  if (table == nullptr) no_kernels("Llama-family", dtype_of<P>);
   return *table;
 }
 

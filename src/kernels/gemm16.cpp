@@ -37,6 +37,7 @@ struct MklVersion {
 
 struct Mkl {
   void* handle = nullptr;
+  detail::SgemmFn sgemm = nullptr;
   GemmFn32 gemm_bf16 = nullptr;
   GemmFn32 gemm_f16 = nullptr;
   int (*max_threads)() = nullptr;
@@ -85,6 +86,7 @@ Mkl load_mkl() {
   auto cbwr_set = reinterpret_cast<int (*)(int)>(sym("MKL_CBWR_Set"));
   auto get_version = reinterpret_cast<void (*)(MklVersion*)>(sym("MKL_Get_Version"));
   auto version_string = reinterpret_cast<void (*)(char*, int)>(sym("MKL_Get_Version_String"));
+  m.sgemm = reinterpret_cast<detail::SgemmFn>(sym("cblas_sgemm"));
   m.gemm_bf16 = reinterpret_cast<GemmFn32>(sym("cblas_gemm_bf16bf16f32"));
   m.gemm_f16 = reinterpret_cast<GemmFn32>(sym("cblas_gemm_f16f16f32"));
   m.max_threads = reinterpret_cast<int (*)()>(sym("MKL_Get_Max_Threads"));
@@ -126,7 +128,7 @@ Gemm16Info decide(DType dtype) {
   ZDP_REQUIRE(mode == "auto" || mode == "mkl" || mode == "onednn" || mode == "blas",
               "ZERODP_GEMM16 must be auto, mkl, onednn or blas (got a {}-character value)", mode.size());
   Gemm16Info info;
-  info.library = "OpenBLAS sgemm on blocks widened to fp32";
+  info.library = fmt::format("{} sgemm on blocks widened to fp32", gemm32_info().mkl ? "oneMKL" : "OpenBLAS");
   info.isa = "fp32 (no 16-bit instructions)";
   if (mode == "blas") {
     info.reason = "ZERODP_GEMM16=blas";
@@ -295,6 +297,54 @@ int gemm16_mkl_max_threads() {
   const Mkl& m = mkl();
   return m.handle && m.max_threads ? m.max_threads() : 0;
 }
+
+namespace {
+
+void openblas_sgemm(int layout, int ta, int tb, int M, int N, int K, float alpha, const float* A, int lda,
+                    const float* B, int ldb, float beta, float* C, int ldc) {
+  cblas_sgemm(static_cast<CBLAS_ORDER>(layout), static_cast<CBLAS_TRANSPOSE>(ta), static_cast<CBLAS_TRANSPOSE>(tb), M,
+              N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+Gemm32Info decide32() {
+  std::string mode = "auto";
+  if (const char* env = std::getenv("ZERODP_GEMM32"); env && *env) mode = env;
+  ZDP_REQUIRE(mode == "auto" || mode == "openblas" || mode == "mkl",
+              "ZERODP_GEMM32 must be auto, openblas or mkl (got a {}-character value)", mode.size());
+  Gemm32Info info;
+  info.library = "OpenBLAS";
+  if (mode == "openblas") {
+    info.reason = "ZERODP_GEMM32=openblas";
+    return info;
+  }
+  const bool intel = cpu_features().intel;
+  if (mode == "auto" && !intel) {
+    info.reason = "a CPU that is not Intel's";
+    return info;
+  }
+  const Mkl& m = mkl();
+  const std::string why_not = !m.handle ? m.error : !m.sgemm ? "this libmkl_rt has no cblas_sgemm" : "";
+  ZDP_REQUIRE(mode != "mkl" || why_not.empty(), "ZERODP_GEMM32=mkl but oneMKL cannot be used: {}", why_not);
+  if (!why_not.empty()) {
+    info.reason = fmt::format("an Intel CPU, but oneMKL is not available: {}", why_not);
+    return info;
+  }
+  info.mkl = true;
+  info.library = m.version;
+  info.reason = mode == "mkl" ? "ZERODP_GEMM32=mkl" : "an Intel CPU";
+  return info;
+}
+
+}  // namespace
+
+const Gemm32Info& gemm32_info() {
+  static const Gemm32Info info = decide32();
+  return info;
+}
+
+namespace detail {
+SgemmFn sgemm() { return gemm32_info().mkl ? mkl().sgemm : &openblas_sgemm; }
+}  // namespace detail
 
 void gemm_f32(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
               int ldb, float beta, float* C, int ldc) {

@@ -54,7 +54,19 @@ const Gemm16Info& gemm16_info(DType dtype);
 void gemm16(DType dtype, bool trans_a, bool trans_b, int M, int N, int K, float alpha, const uint16_t* A,
             int lda, const uint16_t* B, int ldb, float beta, float* C, int ldc);
 
-// C = alpha·op(A)·op(B) + beta·C in fp32 (OpenBLAS's sgemm: what the fp32 kernels call).
+// The fp32 GEMM's library, chosen once per process: oneMKL's cblas_sgemm on an Intel CPU where MKL
+// loaded (measured at a Llama's layer shapes on a Xeon: 147-163 GFLOP/s a thread against OpenBLAS's
+// 123-154, docs/gemm_library.md), OpenBLAS's everywhere else (on AMD Zen 4 OpenBLAS and both
+// libraries measured level). $ZERODP_GEMM32 = auto (default) | openblas | mkl. The library decides
+// fp32's bits: results compare bit for bit between runs on the same one.
+struct Gemm32Info {
+  bool mkl = false;
+  std::string library;  // "oneMKL 2026.2 ..." or "OpenBLAS"
+  std::string reason;
+};
+const Gemm32Info& gemm32_info();
+
+// C = alpha·op(A)·op(B) + beta·C in fp32 (the chosen sgemm: what the fp32 kernels call).
 void gemm_f32(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
               int ldb, float beta, float* C, int ldc);
 

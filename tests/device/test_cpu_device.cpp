@@ -123,6 +123,39 @@ TEST(CpuDevice, SupportsEveryComputeType) {
   for (DType t : {DType::kF32, DType::kBF16, DType::kF16}) EXPECT_TRUE(dev.supports(t)) << dtype_name(t);
 }
 
+// A device answers which dtypes it computes in by the tables it has: one without some answers
+// supports() false for them, and asking for such a table is an error naming the device and the
+// dtypes it does have (the CUDA device has no fp32 tables: its attention is 16-bit only).
+class CpuWithoutFp32 : public CpuDevice {
+ protected:
+  const Gpt2Kernels<float>* gpt2_f32() const override { return nullptr; }
+  const LlamaKernels<float>* llama_f32() const override { return nullptr; }
+  const LlamaKernels<fp16>* llama_fp16() const override { return nullptr; }
+};
+
+TEST(Device, SaysWhichComputeTypesItHasAndNamesThemWhenAskedForAnother) {
+  CpuWithoutFp32 dev;
+  EXPECT_FALSE(dev.supports(DType::kF32));
+  EXPECT_TRUE(dev.supports(DType::kBF16));
+  EXPECT_TRUE(dev.supports(DType::kF16));
+  EXPECT_FALSE(dev.supports_llama(DType::kF32));
+  EXPECT_TRUE(dev.supports_llama(DType::kBF16));
+  EXPECT_FALSE(dev.supports_llama(DType::kF16));
+  auto message = [](auto&& get) {
+    try {
+      get();
+    } catch (const RuntimeFailure& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(message([&] { dev.gpt2<float>(); }),
+            "the cpu device has no GPT-2 kernels computing in fp32: use --dtype bf16 or fp16");
+  EXPECT_EQ(message([&] { dev.llama<fp16>(); }),
+            "the cpu device has no Llama-family kernels computing in fp16: use --dtype bf16");
+  EXPECT_NO_THROW(dev.gpt2<bf16>());
+}
+
 TEST(CpuDevice, TwoDevicesShareNoState) {
   CpuDevice a, b;
   EXPECT_NE(&a.transfers(), &b.transfers());

@@ -40,16 +40,19 @@ if [[ ! -x $bld/zerodp ]]; then
 fi
 # The GEMM kernels decide the bits, and a later revision may choose others on this CPU on purpose (OpenBLAS's
 # AVX-512 set where OpenBLAS does not know the CPU, the widened fallback for bf16 on an Intel CPU without
-# AMX): run both binaries on the kernels REV chooses here, which REV reads from the same variables.
-kernels() {  # "<OpenBLAS kernel set> <bf16 GEMM> <fp16 GEMM>" as `zerodp info` reports them
+# AMX, oneMKL's sgemm on Intel): run both binaries on the kernels REV chooses here, which REV reads from
+# the same variables (a REV that predates ZERODP_GEMM32 ran OpenBLAS's sgemm).
+kernels() {  # "<OpenBLAS kernel set> <bf16 GEMM> <fp16 GEMM> <fp32 GEMM>" as `zerodp info` reports them
   "$1" info 2>/dev/null | awk '
+    BEGIN { g = "openblas" }
+    /^ *fp32 GEMM:/ { g = /OpenBLAS/ ? "openblas" : "mkl" }
     /^ *BLAS:/ { if (match($0, /; [A-Za-z0-9]+ kernels/)) { s = substr($0, RSTART + 2, RLENGTH - 2); sub(/ kernels/, "", s); core = s } }
-    /^ *(bf16|fp16) GEMM:/ { impl = /OpenBLAS sgemm/ ? "blas" : /oneDNN/ ? "onednn" : /Math Kernel Library|oneMKL/ ? "mkl" : "?";
+    /^ *(bf16|fp16) GEMM:/ { impl = /widened/ ? "blas" : /oneDNN/ ? "onednn" : /Math Kernel Library|oneMKL/ ? "mkl" : "?";
                              if ($1 == "bf16") b = impl; else f = impl }
-    END { print core, b, f }'
+    END { print core, b, f, g }'
 }
-read -r old_core old_bf16 old_fp16 <<<"$(kernels "$bld/zerodp")"
-read -r new_core new_bf16 new_fp16 <<<"$(kernels "$new")"
+read -r old_core old_bf16 old_fp16 old_fp32 <<<"$(kernels "$bld/zerodp")"
+read -r new_core new_bf16 new_fp16 new_fp32 <<<"$(kernels "$new")"
 if [[ -z ${OPENBLAS_CORETYPE:-} && -n $old_core && $old_core != "$new_core" ]]; then
   echo "bits_as_before: both on OpenBLAS's $old_core kernels (REV's choice here; the new binary would run $new_core)"
   export OPENBLAS_CORETYPE=$old_core
@@ -62,6 +65,10 @@ if [[ -z ${ZERODP_GEMM16:-} && "$old_bf16 $old_fp16" != "$new_bf16 $new_fp16" ]]
   fi
   echo "bits_as_before: both on the $old_bf16 16-bit GEMMs (REV's choice here; the new binary would use $new_bf16/$new_fp16)"
   export ZERODP_GEMM16=$old_bf16
+fi
+if [[ -z ${ZERODP_GEMM32:-} && $old_fp32 != "$new_fp32" ]]; then
+  echo "bits_as_before: both on the $old_fp32 fp32 GEMM (REV's choice here; the new binary would use $new_fp32)"
+  export ZERODP_GEMM32=$old_fp32
 fi
 echo "bits_as_before: zerodp built at $rev against $("$new" --version | head -1)"
 PEAKS=0 bash "$root/tests/scripts/same_bits.sh" "$bld/zerodp" "$new"
