@@ -11,8 +11,8 @@
 //           runtime, the same pool), which dispatches on the CPU's features whatever its vendor:
 //           AVX512_CORE_BF16 on AMD Zen 4/5 as on Intel.
 //   blas    the fallback everywhere else: blocks of op(A) and op(B) widened to fp32 (exactly), in the
-//           layout they are stored in, and multiplied by OpenBLAS's sgemm. Same inputs, same fp32
-//           accumulation, at fp32's speed.
+//           layout they are stored in, and multiplied by the fp32 sgemm (gemm32_info: OpenBLAS's, or
+//           oneMKL's on Intel). Same inputs, same fp32 accumulation, at fp32's speed.
 // Which one (auto): none of them but blas unless the CPU has a 16-bit dot-product instruction for the
 // dtype (AMX-BF16 or AVX512-BF16 for bf16; AMX-FP16 or AVX512-FP16 for fp16); then oneMKL on an Intel
 // CPU, oneDNN on any other (or where MKL did not load), MKL where oneDNN is not built in; except bf16
