@@ -232,30 +232,31 @@ class Device {
   virtual const LlamaKernels<fp16>* llama_fp16() const { return nullptr; }
 
  private:
-  // The RuntimeFailure of gpt2<P>() / llama<P>() for a dtype without a table.
+  // The one of four tables (float, double, bf16, fp16) that computes in P.
+  template <class P, class F32, class F64, class BF16, class FP16>
+  static auto of_type(F32* f32, F64* f64, BF16* b16, FP16* h16) {
+    if constexpr (std::is_same_v<P, float>) return f32;
+    else if constexpr (std::is_same_v<P, double>) return f64;
+    else if constexpr (std::is_same_v<P, bf16>) return b16;
+    else return h16;
+  }
+  // *table, or the RuntimeFailure naming the device and the dtypes it has when there is none.
+  template <class P, class Table>
+  const Table& require(const Table* table, const char* family) const {
+    if (table == nullptr) no_kernels(family, dtype_of<P>);
+    return *table;
+  }
   [[noreturn]] void no_kernels(const char* family, DType compute) const;
 };
 
 template <class P>
 const Gpt2Kernels<P>& Device::gpt2() const {
-  const Gpt2Kernels<P>* table = nullptr;
-  if constexpr (std::is_same_v<P, float>) table = gpt2_f32();
-  else if constexpr (std::is_same_v<P, double>) table = gpt2_f64();
-  else if constexpr (std::is_same_v<P, bf16>) table = gpt2_bf16();
-  else table = gpt2_fp16();
-  if (table == nullptr) no_kernels("GPT-2", dtype_of<P>);
-  return *table;
+  return require<P>(of_type<P>(gpt2_f32(), gpt2_f64(), gpt2_bf16(), gpt2_fp16()), "GPT-2");
 }
 
 template <class P>
 const LlamaKernels<P>& Device::llama() const {
-  const LlamaKernels<P>* table = nullptr;
-  if constexpr (std::is_same_v<P, float>) table = llama_f32();
-  else if constexpr (std::is_same_v<P, double>) table = llama_f64();
-  else if constexpr (std::is_same_v<P, bf16>) table = llama_bf16();
-  else table = llama_fp16();
-  if (table == nullptr) no_kernels("Llama-family", dtype_of<P>);
-  return *table;
+  return require<P>(of_type<P>(llama_f32(), llama_f64(), llama_bf16(), llama_fp16()), "Llama-family");
 }
 
 // The process's CPU device (cpu_device.h): where the model and the engine compute when they are given

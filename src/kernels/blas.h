@@ -1,6 +1,6 @@
 // The one GEMM the kernels call, row-major, overloaded on float (sgemm) and double (dgemm: always
-// OpenBLAS's) so that the kernel templates stay type-generic. Internal to kernels/: the public headers do not expose
-// BLAS. OpenBLAS's OpenMP build runs single-threaded when called inside a parallel region (the
+// OpenBLAS's) so that the kernel templates stay type-generic. Internal to kernels/: the public
+// headers do not expose BLAS. OpenBLAS's OpenMP build runs single-threaded when called inside a parallel region (the
 // attention kernel relies on that) and on the OpenMP pool otherwise.
 #pragma once
 

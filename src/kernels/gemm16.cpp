@@ -11,7 +11,6 @@
 #include "core/cpu.h"
 #include "core/error.h"
 #include "kernels/blas.h"
-#include "kernels/half.h"
 
 #ifndef ZERODP_MKL_DEFAULT_LIB
 #define ZERODP_MKL_DEFAULT_LIB ""
@@ -194,16 +193,13 @@ constexpr size_t kWidenedFloats = size_t{1} << 21;
 constexpr int kDepthBlock = 1024;
 
 // Copies rows [r0, r0 + rows) × columns [c0, c0 + cols) of the stored matrix X (row-major, leading
-// dimension ldx) to dst with leading dimension cols, widened exactly to fp32. One parallel region a
-// block, and none for a small one: even a region an `if` clause keeps to one thread allocates its
-// team on every entry, which per row cost more than the conversion.
-template <class H>
-void widen_rows(const H* X, int ldx, int r0, int c0, int rows, int cols, float* dst) {
+// dimension ldx) to dst with leading dimension cols, widened exactly to fp32 (convert() a row). One
+// parallel region a block, and none for a small one: even a region an `if` clause keeps to one thread
+// allocates its team on every entry, which per row cost more than the conversion.
+void widen_block(DType dtype, const uint16_t* X, int ldx, int r0, int c0, int rows, int cols, float* dst) {
   auto row = [&](int r) {
-    const H* x = X + static_cast<size_t>(r0 + r) * ldx + c0;
-    float* d = dst + static_cast<size_t>(r) * cols;
-#pragma omp simd
-    for (int c = 0; c < cols; ++c) d[c] = detail::load(x[c]);
+    convert(X + static_cast<size_t>(r0 + r) * ldx + c0, dtype, dst + static_cast<size_t>(r) * cols, DType::kF32,
+            static_cast<size_t>(cols));
   };
   if (static_cast<size_t>(rows) * cols > (size_t{1} << 16)) {
 #pragma omp parallel for schedule(static)
@@ -211,11 +207,6 @@ void widen_rows(const H* X, int ldx, int r0, int c0, int rows, int cols, float* 
   } else {
     for (int r = 0; r < rows; ++r) row(r);
   }
-}
-
-void widen_block(DType dtype, const uint16_t* X, int ldx, int r0, int c0, int rows, int cols, float* dst) {
-  if (dtype == DType::kBF16) widen_rows(reinterpret_cast<const bf16*>(X), ldx, r0, c0, rows, cols, dst);
-  else widen_rows(reinterpret_cast<const fp16*>(X), ldx, r0, c0, rows, cols, dst);
 }
 
 }  // namespace
