@@ -292,7 +292,10 @@ TEST_P(GpuAttentionTc, MatchesTheHostEmulation) {
       dg[part] = norm_rel([&](size_t i) { return static_cast<double>(g.dqkv[i]) - p.dqkv0[i]; },
                           [&](size_t i) { return static_cast<double>(e.dqkv[i]) - p.dqkv0[i]; }, g.dqkv.size(),
                           in_third(p, part));
-      EXPECT_LE(dg[part], u / 8) << kThird[part];
+      // u/4: measured on an H200 (2026-11-27) at most 1.2e-4 = 0.03u in bf16 and 7.2e-5 = 0.15u in fp16
+      // (T=200, queries scaled by 3), over the u/8 first guessed without a GPU; the accuracy itself is
+      // checked against fp64 below.
+      EXPECT_LE(dg[part], u / 4) << kThird[part];
     }
     std::printf("  %s: GPU vs emulation: out %.1e (%zu of %zu elements differ), L %.1e, dQ %.1e dK %.1e dV %.1e\n",
                 describe(p).c_str(), dout, out_differ, g.out.size(), dl, dg[0], dg[1], dg[2]);
