@@ -9,12 +9,14 @@
 #           PyTorch eager and torch.compile (bench/gpu/run.sh)
 #   train   the NCCL / host-staged communicator test (2 ranks) and the whole-run tests through the CLI
 #           (tests/cuda_gpu/train_gpu_tests.py: stages, resume, offload, sgd, refusals)
+#   profile Nsight Compute's time of every kernel in two GPT-2 124M steps (stage 0)
+#   w2      GPT-2 124M at W = 2 on the one GPU (host-staged collectives), stages 0 and 3
 #   micro   bench/micro_gpu
 # The same as ctest -L gpu runs, without ctest: the CTest files name this machine's paths.
 #
 # Device call (carry [".gpudeps", ".gpubin"]):
-#   bash tools/gpu/device-run.sh [PHASE...]       PHASE: info unit bench train micro (default: all, in
-#                                                 that order)
+#   bash tools/gpu/device-run.sh [PHASE...]       PHASE: info unit bench train profile w2 micro
+#                                                 (default: all but profile and w2, in that order)
 # Environment: DEADLINE_S [500] seconds from the start for everything; RESULTS [$OUT] where
 # device.tgz (logs and figures) goes; BENCH_STAGES ["0 3"]; BENCH_STEPS [20]; UNIT_REGEX (a grep -E
 # pattern narrowing the unit binaries); TRAIN_CASES ["stages resume offload sgd refusals"].
@@ -30,7 +32,7 @@ phases=("$@")
 ((${#phases[@]})) || phases=(info unit bench train micro)
 left() { echo $((t_start + DEADLINE_S - $(date +%s))); }
 note() { printf '[device-run %4ss] %s\n' "$(($(date +%s) - t_start))" "$*"; }
-pack() { tar -czf "$RESULTS/device.tgz" --exclude='data' "$logs" runs/gpu-check 2>/dev/null || true; }
+pack() { tar -czf "$RESULTS/device.tgz" --exclude='data' --exclude='*.safetensors' --exclude='tokens.bin' "$logs" runs/gpu-check 2>/dev/null || true; }
 trap pack EXIT
 
 # ---- unpack: binaries, libraries, Open MPI and the rest -------------------------------------------------
@@ -114,6 +116,31 @@ if wants train; then
     grep -iE 'fail|error|mismatch|differ' "$logs/train_$c.log" | head -12
     tail -3 "$logs/train_$c.log"
   done
+fi
+
+if wants profile; then
+  # Each kernel's time in two GPT-2 124M steps at stage 0 (Nsight Compute, one metric: no replay),
+  # for the step's breakdown by kernel (tools/gpu/ncu_summary.py reads the CSV).
+  note "phase profile ($(left) s left)"
+  ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+  d=runs/gpu-check/profile
+  mkdir -p "$d"
+  "$Z" init --out "$d/init.safetensors" --layers 12 --heads 12 --embd 768 --vocab 50304 --ctx 1024 --seed 1337 >/dev/null 2>&1
+  "$Z" tokenize --text data/tinyshakespeare.txt --out "$d/tokens.bin" >/dev/null 2>&1
+  timeout -k 5 "$(cap 150)" "$ncu" --csv --metrics gpu__time_duration.sum --clock-control none \
+    --log-file "$logs/ncu.csv" "$Z" train --init "$d/init.safetensors" --data "$d/tokens.bin" --steps 2 \
+    --micro-batch 8 --seq 1024 --zero-stage 0 --device cuda --dtype bf16 --lr 1e-3 --weight-decay 0.1 \
+    --clip 1.0 --metrics "$logs/ncu-train.jsonl" >"$logs/ncu.log" 2>&1
+  echo "profile rc=$? ($(wc -l <"$logs/ncu.csv" 2>/dev/null) lines)"
+  tail -3 "$logs/ncu.log"
+fi
+
+if wants w2; then
+  # W = 2 on the one GPU (host-staged collectives), stages 0 and 3.
+  note "phase w2 ($(left) s left)"
+  Z=$Z OUT=runs/gpu-check/train-w2 RUN_TIMEOUT=$(cap 60) STEPS=${BENCH_STEPS:-20} WARMUP=5 WORLDS=2 \
+    STAGES="0 3" PEER_MODES="" timeout -k 5 "$(cap 130)" bash bench/gpu/run.sh >"$logs/bench-w2.log" 2>&1
+  echo "bench w2 rc=$?"; cat runs/gpu-check/train-w2/status.txt 2>/dev/null
 fi
 
 if wants micro && (($(left) > 30)); then
