@@ -5,15 +5,22 @@
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
 #include <type_traits>
+#include <vector>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "cuda/attention.h"
 #include "cuda/caching_allocator.h"
 #include "cuda/check.h"
 #include "cuda/device_guard.h"
 #include "cuda/device_memory.h"
 #include "cuda/gemm.h"
+#include "cuda/kernel_times.h"
 #include "cuda/kernels.h"
 #include "cuda/llama_kernels.h"
 #include "device/cpu_device.h"
@@ -76,13 +83,165 @@ bool is_host_pointer(const void* p) {
   return a.type == cudaMemoryTypeHost || a.type == cudaMemoryTypeUnregistered;
 }
 
+// $ZERODP_GPU_PROFILE=1: every kernel-table entry and device operation is timed on the GPU with a pair
+// of events on the compute stream, and the times by entry (cuda/kernel_times.h says why zerodp times
+// itself) are logged when the device goes. Off, an entry costs one branch. Only the outermost entry
+// of a thread is timed (an entry calling another would count twice). The events come from a pool;
+// finished ones are read every kDrainEvery entries, so that a long run holds a bounded number.
+class KernelProfiler {
+ public:
+  struct Span {
+    cudaEvent_t start = nullptr, stop = nullptr;
+    const char* name = nullptr;
+  };
+
+  KernelProfiler() {
+    const char* v = std::getenv("ZERODP_GPU_PROFILE");
+    enabled_ = v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
+  }
+  KernelProfiler(const KernelProfiler&) = delete;
+  KernelProfiler& operator=(const KernelProfiler&) = delete;
+  ~KernelProfiler() { release(); }
+
+  bool enabled() const { return enabled_; }
+
+  // Records the span's start on `stream`; false when this thread is already inside a timed entry.
+  bool begin(cudaStream_t stream, Span& span) {
+    if (depth()++ > 0) return false;
+    std::lock_guard<std::mutex> lock(mu_);
+    span.start = take_event();
+    span.stop = take_event();
+    ZDP_CUDA_CHECK(cudaEventRecord(span.start, stream));
+    if (first_ == nullptr) {
+      first_ = take_event();
+      last_ = take_event();
+      ZDP_CUDA_CHECK(cudaEventRecord(first_, stream));
+    }
+    return true;
+  }
+  // Ends a span begin() started (noexcept: it runs in a destructor, also while an error unwinds).
+  void end(cudaStream_t stream, Span& span, const char* name) noexcept {
+    --depth();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (cudaEventRecord(span.stop, stream) != cudaSuccess || cudaEventRecord(last_, stream) != cudaSuccess) {
+      cudaGetLastError();
+      return;
+    }
+    span.name = name;
+    pending_.push_back(span);
+    if (pending_.size() >= kDrainEvery) drain_locked();
+  }
+  void leave() noexcept { --depth(); }
+
+  // The table (empty when nothing was timed); reads every pending span first.
+  std::string report() {
+    std::lock_guard<std::mutex> lock(mu_);
+    drain_locked();
+    if (times_.empty()) return {};
+    float span_ms = 0;
+    if (first_ != nullptr && cudaEventElapsedTime(&span_ms, first_, last_) != cudaSuccess) {
+      cudaGetLastError();
+      span_ms = 0;
+    }
+    return times_.report(span_ms);
+  }
+
+  // Destroys every event (the device's GPU current).
+  void release() noexcept {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const Span& s : pending_) {
+      cudaEventDestroy(s.start);
+      cudaEventDestroy(s.stop);
+    }
+    pending_.clear();
+    for (cudaEvent_t e : pool_) cudaEventDestroy(e);
+    pool_.clear();
+    if (first_ != nullptr) cudaEventDestroy(first_);
+    if (last_ != nullptr) cudaEventDestroy(last_);
+    first_ = last_ = nullptr;
+    cudaGetLastError();
+  }
+
+ private:
+  static constexpr size_t kDrainEvery = 4096;
+
+  static int& depth() {
+    thread_local int d = 0;
+    return d;
+  }
+  cudaEvent_t take_event() {
+    if (!pool_.empty()) {
+      cudaEvent_t e = pool_.back();
+      pool_.pop_back();
+      return e;
+    }
+    cudaEvent_t e = nullptr;
+    ZDP_CUDA_CHECK(cudaEventCreate(&e));
+    return e;
+  }
+  // Waits for the pending spans' last stop, adds each one's time and returns its events to the pool.
+  void drain_locked() noexcept {
+    if (pending_.empty()) return;
+    if (cudaEventSynchronize(pending_.back().stop) != cudaSuccess) cudaGetLastError();
+    for (const Span& s : pending_) {
+      float ms = 0;
+      if (cudaEventElapsedTime(&ms, s.start, s.stop) == cudaSuccess)
+        times_.add(s.name, ms);
+      else
+        cudaGetLastError();
+      pool_.push_back(s.start);
+      pool_.push_back(s.stop);
+    }
+    pending_.clear();
+  }
+
+  bool enabled_ = false;
+  std::mutex mu_;
+  std::vector<cudaEvent_t> pool_;
+  std::vector<Span> pending_;
+  cudaEvent_t first_ = nullptr, last_ = nullptr;  // the first entry's start, the latest one's end
+  cuda::KernelTimes times_;
+};
+
 // What a CUDA device's GPT-2 kernels issue their work with: the GPU, its compute stream, its GEMM
-// handle, and the allocator their working memory comes from. The device's own (CudaDevice::Impl).
+// handle, the allocator their working memory comes from, and the profiler. The device's own
+// (CudaDevice::Impl).
 struct KernelContext {
   int ordinal = 0;
   cudaStream_t stream = nullptr;
   cuda::GemmContext* gemm = nullptr;
   BufferSource* memory = nullptr;
+  KernelProfiler* profiler = nullptr;
+};
+
+// An entry of the device (a kernel-table entry, a device operation): its GPU current for the call,
+// and the call timed when profiling. Made as `const auto on = enter(__func__)`: the name is the entry's.
+class Entry {
+ public:
+  Entry(const KernelContext& c, const char* name)
+      : guard_(c.ordinal),
+        profiler_(c.profiler != nullptr && c.profiler->enabled() ? c.profiler : nullptr),
+        stream_(c.stream),
+        name_(name) {
+    if (profiler_ != nullptr) timed_ = profiler_->begin(stream_, span_);
+  }
+  ~Entry() {
+    if (profiler_ == nullptr) return;
+    if (timed_)
+      profiler_->end(stream_, span_, name_);
+    else
+      profiler_->leave();
+  }
+  Entry(const Entry&) = delete;
+  Entry& operator=(const Entry&) = delete;
+
+ private:
+  cuda::DeviceGuard guard_;
+  KernelProfiler* profiler_;
+  cudaStream_t stream_;
+  const char* name_;
+  KernelProfiler::Span span_;
+  bool timed_ = false;
 };
 
 // What both kernel tables share: the context their work is issued with, the 16-bit type, the scratch
@@ -100,6 +259,8 @@ class CudaTable {
                                    "CudaDevice's table", family_);
     return *context_;
   }
+  // The entry `name` begins: its GPU current, timed when profiling (Entry).
+  Entry enter(const char* name) const { return Entry(ctx(), name); }
 
   // A kernel's working memory (column-sum partials), in the ledger under act like the CPU's activations'
   // scratch. Freed when the call returns, with the kernel maybe still running: the next user of the
@@ -144,52 +305,52 @@ class CudaGpt2 final : public Gpt2Kernels<P>, private CudaTable<P> {
 
   void encoder_forward(float* out, const int32_t* inp, const P* wte, const P* wpe, int B, int T,
                        int C) const override {
-    const cuda::DeviceGuard on(ctx().ordinal);
+    const auto on = this->enter(__func__);
     cuda::encoder_forward(out, inp, wte, wpe, B, T, C, ctx().stream);
   }
   void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* inp, int B, int T,
                         int C) const override {
-    const cuda::DeviceGuard on(ctx().ordinal);
+    const auto on = this->enter(__func__);
     cuda::encoder_backward(dwte, dwpe, dout, inp, B, T, C, ctx().stream);
   }
   void layernorm_forward(P* out, float* mean, float* rstd, const float* inp, const P* w, const P* b, int N,
                          int C) const override {
-    const cuda::DeviceGuard on(ctx().ordinal);
+    const auto on = this->enter(__func__);
     cuda::layernorm_forward(out, mean, rstd, inp, w, b, N, C, ctx().stream);
   }
   void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp, const P* w,
                           const float* mean, const float* rstd, int N, int C) const override {
-    const cuda::DeviceGuard on(ctx().ordinal);
+    const auto on = this->enter(__func__);
     Buffer partials = scratch(cuda::layernorm_backward_scratch_floats(N, C) * sizeof(float));
     cuda::layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C, partials.as<float>(), ctx().stream);
   }
   // out[N,OC] = inp[N,C]·W[C,OC] + bias, rounded once to P by the GEMM's bias epilogue.
   void linear_forward(P* out, const P* inp, const P* w, const P* b, int N, int C, int OC, float*) const override {
-    const cuda::DeviceGuard on(ctx().ordinal);
+    const auto on = this->enter(__func__);
     gemm(false, false, N, OC, C, inp, C, w, OC, out, kType, OC, 0.0f,
          b != nullptr ? cuda::GemmEpilogue::kBias : cuda::GemmEpilogue::kNone, b);
   }
   void linear_forward_acc(float* out, const P* inp, const P* w, const P* b, int N, int C, int OC,
                           float*) const override {
-    const cuda::DeviceGuard on(ctx().ordinal);
+    const auto on = this->enter(__func__);
     gemm(false, false, N, OC, C, inp, C, w, OC, out, DType::kF32, OC, 0.0f);
     if (b != nullptr) cuda::bias_add_rows(out, b, N, OC, ctx().stream);
   }
   void linear_backward(float* dinp, float* dw, float* db, const float* dout, const P* inp, const P* w, int N, int C,
                        int OC, P* operand16) const override {
-    const cuda::DeviceGuard on(ctx().ordinal);
+    const auto on = this->enter(__func__);
     cuda::convert(dout, DType::kF32, operand16, kType, static_cast<size_t>(N) * OC, ctx().stream);
     if (db != nullptr) cuda::bias_backward(db, dout, N, OC, ctx().stream);
     linear_weight_grads(dinp, dw, operand16, inp, w, N, C, OC);
   }
   // logits[N,V] = inp·wteᵀ.
   void head_forward(float* logits, const P* inp, const P* wte, int N, int C, int V) const override {
-    const cuda::DeviceGuard on(ctx().ordinal);
+    const auto on = this->enter(__func__);
     gemm(false, true, N, V, C, inp, C, wte, C, logits, DType::kF32, V, 0.0f);
   }
   void head_backward(float* dinp, float* dwte, const float* dlogits, const P* inp, const P* wte, int N, int C, int V,
                      P* operand16) const override {
-    const cuda::DeviceGuard on(ctx().ordinal);
+    const auto on = this->enter(__func__);
     cuda::convert(dlogits, DType::kF32, operand16, kType, static_cast<size_t>(N) * V, ctx().stream);
     if (dinp != nullptr) gemm(false, false, N, C, V, operand16, V, wte, C, dinp, DType::kF32, C, 0.0f);
     gemm(true, false, V, C, N, operand16, V, inp, C, dwte, DType::kF32, C, 1.0f);
@@ -205,45 +366,45 @@ class CudaGpt2 final : public Gpt2Kernels<P>, private CudaTable<P> {
     return static_cast<size_t>(B) * NH * T * sizeof(float);
   }
   void attention_forward(P* out, P* att, const P* qkv, void*, int B, int T, int C, int NH) const override {
-    const cuda::DeviceGuard on(ctx().ordinal);
+    const auto on = this->enter(__func__);
     cuda::attention_forward(kType, out, reinterpret_cast<float*>(att), qkv, B, T, C, NH, ctx().stream);
   }
   void attention_backward(float* dqkv, void* scratch, const float* dout, P* operand16, const P* qkv, const P* out,
                           const P* att, int B, int T, int C, int NH) const override {
-    const cuda::DeviceGuard on(ctx().ordinal);
+    const auto on = this->enter(__func__);
     cuda::convert(dout, DType::kF32, operand16, kType, static_cast<size_t>(B) * T * C, ctx().stream);
     cuda::attention_backward(kType, dqkv, scratch, operand16, out, reinterpret_cast<const float*>(att), qkv, B, T, C,
                              NH, ctx().stream);
   }
   void gelu_forward(P* out, const P* inp, size_t n) const override {
-    const cuda::DeviceGuard on(ctx().ordinal);
+    const auto on = this->enter(__func__);
     cuda::gelu_forward(out, inp, n, ctx().stream);
   }
   void gelu_backward(float* dinp, const P* inp, const float* dout, size_t n) const override {
-    const cuda::DeviceGuard on(ctx().ordinal);
+    const auto on = this->enter(__func__);
     cuda::gelu_backward(dinp, inp, dout, n, ctx().stream);
   }
   // dpre16 = round(gelu'(pre)·dgelu) into operand16 with the bias gradient of the unrounded values, then
   // the linear layer's GEMMs on it (dpre is not written: the 16-bit path leaves it alone, as the CPU's).
   void gelu_linear_backward(float* dinp, float* dw, float* db, float*, const float* dgelu, const P* pre,
                             const P* inp, const P* w, int N, int C, int OC, P* operand16) const override {
-    const cuda::DeviceGuard on(ctx().ordinal);
+    const auto on = this->enter(__func__);
     Buffer partials = scratch(cuda::gelu_bias_backward_scratch_floats(N, OC) * sizeof(float));
     cuda::gelu_bias_backward(operand16, db, pre, dgelu, N, OC, partials.as<float>(), ctx().stream);
     linear_weight_grads(dinp, dw, operand16, inp, w, N, C, OC);
   }
   void residual_forward(float* out, const float* a, const float* b, size_t n) const override {
-    const cuda::DeviceGuard on(ctx().ordinal);
+    const auto on = this->enter(__func__);
     cuda::residual_forward(out, a, b, n, ctx().stream);
   }
   void softmax_crossentropy_forward(float* losses, float* probs, const float* logits, const int32_t* targets, int N,
                                     int V) const override {
-    const cuda::DeviceGuard on(ctx().ordinal);
+    const auto on = this->enter(__func__);
     cuda::softmax_crossentropy_forward(losses, probs, logits, targets, N, V, ctx().stream);
   }
   void softmax_crossentropy_backward(float* dlogits, const float* probs, const int32_t* targets, float dloss, int N,
                                      int V) const override {
-    const cuda::DeviceGuard on(ctx().ordinal);
+    const auto on = this->enter(__func__);
     cuda::softmax_crossentropy_backward(dlogits, probs, targets, dloss, N, V, ctx().stream);
   }
 
@@ -286,34 +447,34 @@ class CudaLlama final : public LlamaKernels<P>, private CudaTable<P> {
   explicit CudaLlama(const KernelContext* context) : Base(context, "Llama") {}
 
   void embedding_forward(float* out, const int32_t* inp, const P* table, int N, int C) const override {
-    const cuda::DeviceGuard on(ctx().ordinal);
+    const auto on = this->enter(__func__);
     cuda::embedding_forward(out, inp, table, N, C, ctx().stream);
   }
   void embedding_backward(float* dtable, const float* dout, const int32_t* inp, int N, int C) const override {
-    const cuda::DeviceGuard on(ctx().ordinal);
+    const auto on = this->enter(__func__);
     cuda::embedding_backward(dtable, dout, inp, N, C, ctx().stream);
   }
   void rmsnorm_forward(P* out, float* rstd, const float* inp, const P* w, int N, int C, double eps) const override {
     ZDP_CHECK(N > 0 && C > 0 && eps >= 0, "rmsnorm_forward: bad shape N={} C={} or eps {}", N, C, eps);
-    const cuda::DeviceGuard on(ctx().ordinal);
+    const auto on = this->enter(__func__);
     cuda::rmsnorm_forward(out, rstd, inp, w, N, C, static_cast<float>(eps), ctx().stream);
   }
   void rmsnorm_backward(float* dinp, float* dw, const float* dout, const float* inp, const P* w, const float* rstd,
                         int N, int C) const override {
     ZDP_CHECK(N > 0 && C > 0, "rmsnorm_backward: bad shape N={} C={}", N, C);
-    const cuda::DeviceGuard on(ctx().ordinal);
+    const auto on = this->enter(__func__);
     Buffer partials = scratch(cuda::rmsnorm_backward_scratch_floats(N, C) * sizeof(float));
     cuda::rmsnorm_backward(dinp, dw, dout, inp, w, rstd, N, C, partials.as<float>(), ctx().stream);
   }
   // out[N,OC] = inp[N,C]·Wᵀ + bias with W [OC,C], rounded once to P by the GEMM's bias epilogue.
   void linear_forward(P* out, const P* inp, const P* w, const P* b, int N, int C, int OC, float*) const override {
-    const cuda::DeviceGuard on(ctx().ordinal);
+    const auto on = this->enter(__func__);
     gemm(false, true, N, OC, C, inp, C, w, C, out, kType, OC, 0.0f,
          b != nullptr ? cuda::GemmEpilogue::kBias : cuda::GemmEpilogue::kNone, b);
   }
   void linear_forward_acc(float* out, const P* inp, const P* w, const P* b, int N, int C, int OC,
                           float*) const override {
-    const cuda::DeviceGuard on(ctx().ordinal);
+    const auto on = this->enter(__func__);
     gemm(false, true, N, OC, C, inp, C, w, C, out, DType::kF32, OC, 0.0f);
     if (b != nullptr) cuda::bias_add_rows(out, b, N, OC, ctx().stream);
   }
@@ -321,7 +482,7 @@ class CudaLlama final : public LlamaKernels<P>, private CudaTable<P> {
   // dinp = dout16·W (written) and dW += dout16ᵀ·inp.
   void linear_backward(float* dinp, float* dw, float* db, const float* dout, const P* inp, const P* w, int N, int C,
                        int OC, P* operand16) const override {
-    const cuda::DeviceGuard on(ctx().ordinal);
+    const auto on = this->enter(__func__);
     cuda::convert(dout, DType::kF32, operand16, kType, static_cast<size_t>(N) * OC, ctx().stream);
     if (db != nullptr) cuda::bias_backward(db, dout, N, OC, ctx().stream);
     if (dinp != nullptr) gemm(false, false, N, C, OC, operand16, OC, w, C, dinp, DType::kF32, C, 0.0f);
@@ -330,13 +491,13 @@ class CudaLlama final : public LlamaKernels<P>, private CudaTable<P> {
   void rope_forward(P* x, const float* cos, const float* sin, int N, int T, int heads, int D,
                     int64_t stride) const override {
     check_rope(N, T, heads, D, stride);
-    const cuda::DeviceGuard on(ctx().ordinal);
+    const auto on = this->enter(__func__);
     cuda::rope_forward(x, cos, sin, N, T, heads, D, stride, ctx().stream);
   }
   void rope_backward(float* dx, const float* cos, const float* sin, int N, int T, int heads, int D,
                      int64_t stride) const override {
     check_rope(N, T, heads, D, stride);
-    const cuda::DeviceGuard on(ctx().ordinal);
+    const auto on = this->enter(__func__);
     cuda::rope_backward(dx, cos, sin, N, T, heads, D, stride, ctx().stream);
   }
   // Flash attention with grouped-query heads, as CudaGpt2's: `att` keeps L [B,NH,T] fp32; the scratch is
@@ -348,12 +509,12 @@ class CudaLlama final : public LlamaKernels<P>, private CudaTable<P> {
     return static_cast<size_t>(shape.B) * shape.heads * shape.T * sizeof(float);
   }
   void attention_forward(P* out, P* att, const P* qkv, void*, const kernels::AttentionShape& shape) const override {
-    const cuda::DeviceGuard on(ctx().ordinal);
+    const auto on = this->enter(__func__);
     cuda::attention_forward(kType, out, reinterpret_cast<float*>(att), qkv, attention_dims(shape), ctx().stream);
   }
   void attention_backward(float* dqkv, void* scratch, const float* dout, P* operand16, const P* qkv, const P* out,
                           const P* att, const kernels::AttentionShape& shape) const override {
-    const cuda::DeviceGuard on(ctx().ordinal);
+    const auto on = this->enter(__func__);
     const cuda::AttentionDims dims = attention_dims(shape);
     cuda::check_attention_shape("cuda attention_backward", kType, dims);  // before dout is rounded
     const size_t n = static_cast<size_t>(dims.B) * dims.T * dims.heads * dims.head_size;
@@ -362,25 +523,25 @@ class CudaLlama final : public LlamaKernels<P>, private CudaTable<P> {
                              ctx().stream);
   }
   void swiglu_forward(P* out, const P* inp, int N, int I) const override {
-    const cuda::DeviceGuard on(ctx().ordinal);
+    const auto on = this->enter(__func__);
     cuda::swiglu_forward(out, inp, N, I, ctx().stream);
   }
   void swiglu_backward(float* dinp, const float* dout, const P* inp, int N, int I) const override {
-    const cuda::DeviceGuard on(ctx().ordinal);
+    const auto on = this->enter(__func__);
     cuda::swiglu_backward(dinp, dout, inp, N, I, ctx().stream);
   }
   void residual_forward(float* out, const float* a, const float* b, size_t n) const override {
-    const cuda::DeviceGuard on(ctx().ordinal);
+    const auto on = this->enter(__func__);
     cuda::residual_forward(out, a, b, n, ctx().stream);
   }
   void softmax_crossentropy_forward(float* losses, float* probs, const float* logits, const int32_t* targets, int N,
                                     int V) const override {
-    const cuda::DeviceGuard on(ctx().ordinal);
+    const auto on = this->enter(__func__);
     cuda::softmax_crossentropy_forward(losses, probs, logits, targets, N, V, ctx().stream);
   }
   void softmax_crossentropy_backward(float* dlogits, const float* probs, const int32_t* targets, float dloss, int N,
                                      int V) const override {
-    const cuda::DeviceGuard on(ctx().ordinal);
+    const auto on = this->enter(__func__);
     cuda::softmax_crossentropy_backward(dlogits, probs, targets, dloss, N, V, ctx().stream);
   }
 
@@ -406,6 +567,7 @@ struct CudaDevice::Impl {
   std::unique_ptr<cuda::GemmContext> gemm;
   double* sum_result = nullptr;  // page-locked: sum_squares' answer lands here
   CpuDevice host;  // computes on the page-locked host buffers (offload)
+  KernelProfiler profiler;  // before the context that points at it
   KernelContext kernel_context;
   CudaGpt2<bf16> kernels_bf16{&kernel_context};
   CudaGpt2<fp16> kernels_fp16{&kernel_context};
@@ -424,7 +586,7 @@ struct CudaDevice::Impl {
       release();
       throw;
     }
-    kernel_context = {ordinal, compute, gemm.get(), &device_memory};
+    kernel_context = {ordinal, compute, gemm.get(), &device_memory, &profiler};
   }
   ~Impl() { release(); }
   // Whatever exists of the streams, the GEMM context and its workspace, and the sum's landing place.
@@ -433,6 +595,15 @@ struct CudaDevice::Impl {
     int previous = -1;
     const bool switched =
         cudaGetDevice(&previous) == cudaSuccess && previous != ordinal && cudaSetDevice(ordinal) == cudaSuccess;
+    if (profiler.enabled()) {
+      try {
+        const std::string table = profiler.report();
+        if (!table.empty()) log::info("cuda:{} {}", ordinal, table);
+      } catch (...) {
+        // Nothing to report from a device going away with an error.
+      }
+    }
+    profiler.release();
     gemm.reset();
     gemm_workspace.release();
     if (compute != nullptr) cudaStreamSynchronize(compute);
@@ -456,6 +627,12 @@ void* CudaDevice::compute_stream() const { return impl_->compute; }
 size_t CudaDevice::reserved_bytes() const { return impl_->device_memory.allocator().reserved(); }
 size_t CudaDevice::reserved_host_bytes() const { return impl_->host_memory.allocator().reserved(); }
 
+std::string CudaDevice::kernel_time_report() {
+  if (!impl_->profiler.enabled()) return {};
+  const cuda::DeviceGuard on(impl_->ordinal);
+  return impl_->profiler.report();
+}
+
 Device& CudaDevice::host() { return impl_->host; }
 
 Buffer CudaDevice::allocate(size_t bytes, MemCategory category) {
@@ -468,7 +645,7 @@ Buffer CudaDevice::allocate_host(size_t bytes, MemCategory category) {
 
 void CudaDevice::copy(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return;
-  const cuda::DeviceGuard on(impl_->ordinal);
+  const Entry on(impl_->kernel_context, "copy");
   ZDP_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, impl_->compute));
   // The CPU device's callers read a host destination as soon as copy returns.
   if (is_host_pointer(dst)) ZDP_CUDA_CHECK(cudaStreamSynchronize(impl_->compute));
@@ -476,23 +653,23 @@ void CudaDevice::copy(void* dst, const void* src, size_t bytes) {
 
 void CudaDevice::fill_zero(void* dst, size_t bytes) {
   if (bytes == 0) return;
-  const cuda::DeviceGuard on(impl_->ordinal);
+  const Entry on(impl_->kernel_context, "fill_zero");
   ZDP_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, impl_->compute));
 }
 
 void CudaDevice::convert(const void* src, DType src_type, void* dst, DType dst_type, size_t n) {
-  const cuda::DeviceGuard on(impl_->ordinal);
+  const Entry on(impl_->kernel_context, "convert");
   cuda::convert(src, src_type, dst, dst_type, n, impl_->compute);
 }
 
 void CudaDevice::add_into(void* dst, DType dst_type, const void* src, DType src_type, size_t n) {
-  const cuda::DeviceGuard on(impl_->ordinal);
+  const Entry on(impl_->kernel_context, "add_into");
   cuda::add_into(dst, dst_type, src, src_type, n, impl_->compute);
 }
 
 double CudaDevice::sum_squares(const void* x, DType type, size_t n) {
   if (n == 0) return 0.0;
-  const cuda::DeviceGuard on(impl_->ordinal);
+  const Entry on(impl_->kernel_context, "sum_squares");
   Buffer scratch = allocate(cuda::sum_squares_scratch_doubles(n) * sizeof(double), MemCategory::kComm);
   cuda::sum_squares(impl_->sum_result, x, type, n, scratch.as<double>(), impl_->compute);
   ZDP_CUDA_CHECK(cudaStreamSynchronize(impl_->compute));  // the answer is the host's now
@@ -501,20 +678,20 @@ double CudaDevice::sum_squares(const void* x, DType type, size_t n) {
 
 void CudaDevice::adamw_update(float* p, const float* g, float* m, float* v, size_t n, const optim::AdamWParams& hp,
                               int64_t t, bool decay, float grad_scale) {
-  const cuda::DeviceGuard on(impl_->ordinal);
+  const Entry on(impl_->kernel_context, "adamw_update");
   cuda::adamw_update(p, g, m, v, n, hp, t, decay, grad_scale, impl_->compute);
 }
 
 void CudaDevice::sgd_update(float* p, const float* g, float* momentum, size_t n, const optim::SGDParams& hp,
                             int64_t t, bool decay, float grad_scale) {
   ZDP_CHECK(momentum != nullptr || hp.momentum == 0.0 || n == 0, "SGD with momentum needs a buffer");
-  const cuda::DeviceGuard on(impl_->ordinal);
+  const Entry on(impl_->kernel_context, "sgd_update");
   cuda::sgd_update(p, g, momentum, n, hp, t, decay, grad_scale, impl_->compute);
 }
 
 void CudaDevice::gemm(DType dtype, bool trans_a, bool trans_b, int M, int N, int K, float alpha, const void* A,
                       int lda, const void* B, int ldb, float beta, float* C, int ldc) {
-  const cuda::DeviceGuard on(impl_->ordinal);
+  const Entry on(impl_->kernel_context, "gemm");
   impl_->gemm->gemm(dtype, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 

@@ -73,6 +73,9 @@ class CudaDevice final : public Device {
   // ledger's live bytes of that tier, plus rounding and cached blocks.
   size_t reserved_bytes() const;
   size_t reserved_host_bytes() const;
+  // With $ZERODP_GPU_PROFILE set when the device was made: the GPU time of each entry so far, as the
+  // table logged when the device goes (cuda/kernel_times.h); empty otherwise.
+  std::string kernel_time_report();
 
  protected:
   const Gpt2Kernels<bf16>* gpt2_bf16() const override;

@@ -2,8 +2,10 @@
 // bit where the operations are the same IEEE operations in the same order), the ledger's bytes, and
 // the ordering of the compute and copy streams.
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <cuda_runtime.h>
@@ -83,6 +85,30 @@ TEST(CudaDevice, CopyFillAndConvertAsTheCpuDevice) {
   dev.fill_zero(dx.data(), n * 4);
   const std::vector<float> zeros = download<float>(dev, dx);
   EXPECT_EQ(zeros, std::vector<float>(n, 0.0f));
+}
+
+// $ZERODP_GPU_PROFILE: each device operation timed by name, the outermost only, and nothing without it.
+TEST(CudaDevice, ProfilingTimesEachOperationByName) {
+  {
+    CudaDevice quiet(0);
+    EXPECT_EQ(quiet.kernel_time_report(), "");
+  }
+  setenv("ZERODP_GPU_PROFILE", "1", 1);
+  CudaDevice dev(0);
+  unsetenv("ZERODP_GPU_PROFILE");
+  const size_t n = 1 << 20;
+  const std::vector<float> x = random_floats(n, 5);
+  Buffer dx = upload(dev, x.data(), n * 4);
+  Buffer d16 = dev.allocate(n * 2, MemCategory::kAct);
+  for (int i = 0; i < 3; ++i) dev.convert(dx.data(), DType::kF32, d16.data(), DType::kBF16, n);
+  (void)dev.sum_squares(dx.data(), DType::kF32, n);
+  const std::string r = dev.kernel_time_report();
+  EXPECT_NE(r.find("GPU time by entry"), std::string::npos) << r;
+  const size_t at = r.find("  convert ");
+  ASSERT_NE(at, std::string::npos) << r;
+  EXPECT_NE(r.substr(at, 50).find(" 3 "), std::string::npos) << r;  // three calls
+  EXPECT_NE(r.find("  sum_squares "), std::string::npos) << r;
+  EXPECT_NE(r.find("cover"), std::string::npos) << r;
 }
 
 TEST(CudaDevice, SumOfSquaresIsTheCpuDevicesInFp32) {
