@@ -104,8 +104,10 @@ void softmax_crossentropy_backward(float* dlogits, const float* probs, const int
 void bias_add_rows(float* out, const float* bias, int N, int OC, cudaStream_t stream);
 void bias_add_rows(float* out, const bf16* bias, int N, int OC, cudaStream_t stream);
 void bias_add_rows(float* out, const fp16* bias, int N, int OC, cudaStream_t stream);
-// dbias[c] += Σ_r dout[r,c], each column summed in row order by one thread: kernels::bias_backward's bits.
-void bias_backward(float* dbias, const float* dout, int N, int OC, cudaStream_t stream);
+// dbias[c] += Σ_r dout[r,c] (deterministic column sums over `scratch`, as LayerNorm's: not the CPU's
+// row-order bits).
+size_t bias_backward_scratch_floats(int N, int OC);
+void bias_backward(float* dbias, const float* dout, int N, int OC, float* scratch, cudaStream_t stream);
 
 // ---- precision (core/dtype.h, kernels/precision.h) -------------------------------------------------
 // n elements from one dtype to another, core/dtype.h's rounding bit for bit (src, dst not overlapping

@@ -267,6 +267,12 @@ class CudaTable {
   // block is issued on the same stream, after it (cuda/caching_allocator.h).
   Buffer scratch(size_t bytes) const { return Buffer(bytes, MemCategory::kAct, MemTier::kDevice, *ctx().memory); }
 
+  // db[OC] += the column sums of dout [N,OC] (fp32), over partials in the call's scratch.
+  void bias_grad(float* db, const float* dout, int N, int OC) const {
+    Buffer partials = scratch(cuda::bias_backward_scratch_floats(N, OC) * sizeof(float));
+    cuda::bias_backward(db, dout, N, OC, partials.as<float>(), ctx().stream);
+  }
+
   // C[M,N] (c_type) = op(A)·op(B) (+ beta·C), A and B in P, row-major.
   void gemm(bool ta, bool tb, int M, int N, int K, const void* A, int lda, const void* B, int ldb, void* C,
             DType c_type, int ldc, float beta, cuda::GemmEpilogue epilogue = cuda::GemmEpilogue::kNone,
@@ -290,7 +296,8 @@ class CudaTable {
 //   - attention saves its row log-sum-exp [B,NH,T] in `att` (where the CPU keeps the probabilities:
 //     attention_saved_bytes says how much), and the backward reads it with the forward's output;
 //   - linear_forward into the fp32 stream adds the bias after the GEMM (cuda/kernels_bias.cu), and the
-//     fp32 bias gradients are column sums in row order (the CPU's bits) rather than cuBLASLt's epilogue.
+//     fp32 bias gradients are deterministic column sums (LayerNorm's partials) rather than cuBLASLt's
+//     epilogue.
 // Made without a context (cuda_gpt2_kernels), only the sizing entries may be called.
 template <class P>
 class CudaGpt2 final : public Gpt2Kernels<P>, private CudaTable<P> {
@@ -340,7 +347,7 @@ class CudaGpt2 final : public Gpt2Kernels<P>, private CudaTable<P> {
                        int OC, P* operand16) const override {
     const auto on = this->enter(__func__);
     cuda::convert(dout, DType::kF32, operand16, kType, static_cast<size_t>(N) * OC, ctx().stream);
-    if (db != nullptr) cuda::bias_backward(db, dout, N, OC, ctx().stream);
+    if (db != nullptr) this->bias_grad(db, dout, N, OC);
     linear_weight_grads(dinp, dw, operand16, inp, w, N, C, OC);
   }
   // logits[N,V] = inp·wteᵀ.
@@ -429,7 +436,7 @@ cuda::AttentionDims attention_dims(const kernels::AttentionShape& s) {
 //   - dense layers are cuBLASLt GEMMs on P operands with fp32 accumulation, here with PyTorch's [out, in]
 //     weights (W read transposed); a 16-bit output gets its bias in the GEMM's epilogue (rounded once
 //     with it), an fp32 one after the GEMM (cuda/kernels_bias.cu: the CPU's addition); the fp32 bias
-//     gradient is a column sum in row order (the CPU's bits);
+//     gradient is a deterministic column sum (LayerNorm's partials);
 //   - the attention (cuda/attention.h, grouped-query heads) saves its row log-sum-exp [B,NH,T] fp32 in
 //     `att` (attention_saved_bytes), and its backward reads it with the forward's output;
 //   - the embedding's gradient is summed in row order, bitwise the CPU's; RMSNorm's weight gradient is
@@ -478,13 +485,13 @@ class CudaLlama final : public LlamaKernels<P>, private CudaTable<P> {
     gemm(false, true, N, OC, C, inp, C, w, C, out, DType::kF32, OC, 0.0f);
     if (b != nullptr) cuda::bias_add_rows(out, b, N, OC, ctx().stream);
   }
-  // dout16 = round(dout) (the GEMMs' operand), dbias += Σ_rows dout (fp32, row order), then
+  // dout16 = round(dout) (the GEMMs' operand), dbias += Σ_rows dout (fp32, column partials), then
   // dinp = dout16·W (written) and dW += dout16ᵀ·inp.
   void linear_backward(float* dinp, float* dw, float* db, const float* dout, const P* inp, const P* w, int N, int C,
                        int OC, P* operand16) const override {
     const auto on = this->enter(__func__);
     cuda::convert(dout, DType::kF32, operand16, kType, static_cast<size_t>(N) * OC, ctx().stream);
-    if (db != nullptr) cuda::bias_backward(db, dout, N, OC, ctx().stream);
+    if (db != nullptr) this->bias_grad(db, dout, N, OC);
     if (dinp != nullptr) gemm(false, false, N, C, OC, operand16, OC, w, C, dinp, DType::kF32, C, 0.0f);
     gemm(true, false, OC, C, N, operand16, OC, inp, C, dw, DType::kF32, C, 1.0f);
   }

@@ -6,7 +6,8 @@
 // Bounds, with ulp the 16-bit unit in the last place relative to the value (bf16 2^-7, fp16 2^-10) and
 // u half of it:
 //   - bit for bit where the GPU does the CPU's operations in the CPU's order: the embedding (a copy; its
-//     gradient summed in row order), the bias gradients (column sums in row order), the residual;
+//     gradient summed in row order), the residual;
+//   - the bias gradients, fp32 column sums over partials (not the CPU's row order): normwise 1e-5;
 //   - a 16-bit output computed in fp32 from the same inputs (RMSNorm, RoPE, SwiGLU) may round to the
 //     neighbouring value when the fp32 values differ in their last bits (another summation order, FMA
 //     contraction, CUDA's expf): within one ulp of the CPU's, elementwise, plus the fp32 difference
@@ -235,7 +236,7 @@ TYPED_TEST(CudaLlamaTable, LinearWithOutInWeights) {
     this->c.linear_backward(dinp.h(), dw.h(), bias ? db.h() : nullptr, dout.h(), inp.h(), w.h(), N, C, OC, op16.h());
     expect_close(dinp.download(gpu), dinp.host, 1e-4, "linear_backward dinp");
     expect_close(dw.download(gpu), dw.host, 1e-4, "linear_backward dweight");
-    expect_bits(db.download(gpu), db.host, "linear_backward dbias (row order)");
+    expect_close(db.download(gpu), db.host, 1e-5, "linear_backward dbias (column partials)");
     expect_bits(op16.download(gpu), op16.host, "linear_backward's rounded dout");
   }
   // dinp may be null (the embedding's side of a head that needs no input gradient).

@@ -9,7 +9,7 @@
 #           PyTorch eager and torch.compile (bench/gpu/run.sh)
 #   train   the NCCL / host-staged communicator test (2 ranks) and the whole-run tests through the CLI
 #           (tests/cuda_gpu/train_gpu_tests.py: stages, resume, offload, sgd, refusals)
-#   profile Nsight Compute's time of every kernel in two GPT-2 124M steps (stage 0)
+#   profile the GPU time of each kernel-table entry in 10 GPT-2 124M steps (ZERODP_GPU_PROFILE)
 #   w2      GPT-2 124M at W = 2 on the one GPU (host-staged collectives), stages 0 and 3
 #   micro   bench/micro_gpu
 # The same as ctest -L gpu runs, without ctest: the CTest files name this machine's paths.
@@ -37,6 +37,9 @@ trap pack EXIT
 
 # ---- unpack: binaries, libraries, Open MPI and the rest -------------------------------------------------
 [[ -f .gpubin/build.tar.xz ]] || { note "no .gpubin/build.tar.xz: run tools/gpu/pack-build.sh here and carry .gpubin"; exit 2; }
+# Here, build/ is a real build (its CMakeCache.txt): unpacking over it would put the packed, older
+# binaries in place of the ones ninja made.
+[[ -f build/CMakeCache.txt ]] && { note "build/ is a build directory here: device-run.sh is for the GPU machine"; exit 2; }
 tar -xJf .gpubin/build.tar.xz
 mkdir -p build/.devlib && tar -xJf .gpubin/lib.tar.xz -C build/.devlib --strip-components=1
 export ZERODP_COMMIT=$(cat build/COMMIT)
@@ -119,20 +122,19 @@ if wants train; then
 fi
 
 if wants profile; then
-  # Each kernel's time in two GPT-2 124M steps at stage 0 (Nsight Compute, one metric: no replay),
-  # for the step's breakdown by kernel (tools/gpu/ncu_summary.py reads the CSV).
+  # The GPU time of each kernel-table entry in a GPT-2 124M run at stage 0 ($ZERODP_GPU_PROFILE: the
+  # table is logged when the run ends); Nsight Compute replays every kernel, far too slow for a lease.
   note "phase profile ($(left) s left)"
-  ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
   d=runs/gpu-check/profile
   mkdir -p "$d"
-  "$Z" init --out "$d/init.safetensors" --layers 12 --heads 12 --embd 768 --vocab 50304 --ctx 1024 --seed 1337 >/dev/null 2>&1
+  "$Z" init --out "$d/init.safetensors" --layers 12 --heads 12 --embd 768 --vocab 50304 --ctx 1024 \
+    --seed 1337 >/dev/null 2>&1
   "$Z" tokenize --text data/tinyshakespeare.txt --out "$d/tokens.bin" >/dev/null 2>&1
-  timeout -k 5 "$(cap 150)" "$ncu" --csv --metrics gpu__time_duration.sum --clock-control none \
-    --log-file "$logs/ncu.csv" "$Z" train --init "$d/init.safetensors" --data "$d/tokens.bin" --steps 2 \
-    --micro-batch 8 --seq 1024 --zero-stage 0 --device cuda --dtype bf16 --lr 1e-3 --weight-decay 0.1 \
-    --clip 1.0 --metrics "$logs/ncu-train.jsonl" >"$logs/ncu.log" 2>&1
-  echo "profile rc=$? ($(wc -l <"$logs/ncu.csv" 2>/dev/null) lines)"
-  tail -3 "$logs/ncu.log"
+  ZERODP_GPU_PROFILE=1 timeout -k 5 "$(cap 90)" "$Z" train --init "$d/init.safetensors" --data "$d/tokens.bin" \
+    --steps ${PROFILE_STEPS:-10} --micro-batch 8 --seq 1024 --zero-stage ${PROFILE_STAGE:-0} --device cuda \
+    --dtype bf16 --lr 1e-3 --weight-decay 0.1 --clip 1.0 --metrics "$logs/profile.jsonl" >"$logs/profile.log" 2>&1
+  echo "profile rc=$?"
+  sed -n '/GPU time by entry/,$p' "$logs/profile.log" | head -60
 fi
 
 if wants w2; then
