@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "cuda/check.h"
 #include "cuda/cublaslt_api.h"
+#include "cuda/lru_cache.h"
 
 namespace zerodp::cuda {
 
@@ -146,7 +147,8 @@ struct GemmContext::Impl {
   bool owns_workspace = false;  // cudaMalloc'ed here (else the caller's)
   cudaStream_t stream = nullptr;
   std::mutex mutex;
-  std::unordered_map<GemmKey, std::unique_ptr<Plan>, GemmKeyHash> plans;
+  // Bounded (kPlanCacheCapacity): sampling meets a new shape with every token (cuda/lru_cache.h).
+  LruCache<GemmKey, std::unique_ptr<Plan>, GemmKeyHash> plans{kPlanCacheCapacity};
 
   ~Impl() {
     plans.clear();
@@ -159,8 +161,7 @@ struct GemmContext::Impl {
 
   // The cached plan for `key`, made on first use (supported == false: cuBLASLt has no algorithm).
   const Plan& plan(const GemmKey& key, const GemmArgs& a) {
-    auto it = plans.find(key);
-    if (it != plans.end()) return *it->second;
+    if (std::unique_ptr<Plan>* cached = plans.find(key)) return **cached;
     const std::string what = describe(key);
     const LtGemm lt = to_lt(key.shape);
     auto p = std::make_unique<Plan>();
@@ -222,7 +223,7 @@ struct GemmContext::Impl {
       // validate() has refused every argument of ours: unsupported, like NOT_SUPPORTED.
       lt_fail(st, "cublasLtMatmulAlgoGetHeuristic", what);
     }
-    return *plans.emplace(key, std::move(p)).first->second;
+    return *plans.insert(key, std::move(p));
   }
 };
 

@@ -19,7 +19,8 @@
 // aux_ld a multiple of 8 (cuBLASLt's rule).
 //
 // Determinism: the algorithm is chosen once per (shape, dtypes, epilogue, alignments) by cuBLASLt's
-// heuristic and cached (the plan cache), so a given call gives the same bits every time it is made,
+// heuristic and cached (the plan cache, bounded: a plan forgotten and made again is the heuristic's same
+// first choice), so a given call gives the same bits every time it is made,
 // the bias gradient included (cuBLASLt's reductions are deterministic for a fixed algorithm and
 // GPU). Not across GPU models or cuBLAS versions.
 //
@@ -112,7 +113,10 @@ class GemmContext {
   // its pointers); plans it (and caches the plan) when it does. Throws for invalid arguments.
   bool supported(const GemmArgs& args);
 
+  // Plans kept (at most kPlanCacheCapacity: the least recently used is forgotten first, to be planned
+  // again, identically, if its shape comes back).
   size_t cached_plans() const;
+  static constexpr size_t kPlanCacheCapacity = 1024;
 
  private:
   struct Impl;

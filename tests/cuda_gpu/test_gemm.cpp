@@ -451,6 +451,33 @@ TEST_F(CudaGemm, RepeatedCallsAreBitwiseIdentical) {
   EXPECT_EQ(ctx_->cached_plans(), plans) << "a repeated call is planned once";
 }
 
+// Sampling: every generated token is a new sequence length, so a new shape for every GEMM. The plan
+// cache stays within its bound, and a shape planned again after it was forgotten gives the same bits.
+TEST_F(CudaGemm, ThePlanCacheStaysBoundedOverManyShapes) {
+  std::mt19937 rng(9);
+  const int K = 64, N = 64, most = 40;
+  const HostMat a = random_mat(DType::kBF16, static_cast<size_t>(most) * K, rng);
+  const HostMat b = random_mat(DType::kBF16, static_cast<size_t>(K) * N, rng);
+  // (M, ldc) over M = 2..most and ldc = N, N + 8, ...: kPlanCacheCapacity + 200 shapes, each new.
+  const size_t rounds = GemmContext::kPlanCacheCapacity + 200;
+  const int widest = N + 8 * static_cast<int>(rounds / (most - 1) + 1);
+  DevBuf dA(a.bytes()), dB(b.bytes()), dC(static_cast<size_t>(most) * widest * 4);
+  dA.upload(a.data(), a.bytes());
+  dB.upload(b.data(), b.bytes());
+  auto run = [&](int M) {
+    ctx_->gemm(gemm_args(DType::kBF16, DType::kF32, false, false, M, N, K, dA.get(), K, dB.get(), N, dC.get(), N));
+    return dC.download<float>(static_cast<size_t>(M) * N);
+  };
+  const std::vector<float> first = run(1);
+  for (size_t i = 0; i < rounds; ++i) {
+    const int M = 2 + static_cast<int>(i % (most - 1));
+    const int ldc = N + 8 * static_cast<int>(i / (most - 1));
+    ctx_->gemm(gemm_args(DType::kBF16, DType::kF32, false, false, M, N, K, dA.get(), K, dB.get(), N, dC.get(), ldc));
+  }
+  EXPECT_LE(ctx_->cached_plans(), GemmContext::kPlanCacheCapacity);
+  EXPECT_EQ(run(1), first) << "M = 1 planned again gives other bits";
+}
+
 TEST_F(CudaGemm, BadArgumentsAreUsageErrorsNamingTheOperand) {
   DevBuf buf(4096);
   GemmArgs g = gemm_args(DType::kBF16, DType::kF32, false, false, 4, 8, 16, buf.get(), /*lda < K*/ 8, buf.get(), 8,
