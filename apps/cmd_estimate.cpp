@@ -122,8 +122,6 @@ plan::PlanInput plan_input(const EstimateOptions& o) {
   in.gpu = device.kind == device::DeviceSpec::Kind::kCuda;
   ZDP_REQUIRE(!in.gpu || in.precision.dtype != DType::kF32, "--device {}: the GPU computes in bf16 or fp16 (--dtype)",
               o.device);
-  ZDP_REQUIRE(!in.gpu || !in.model || in.model->is_gpt2(),
-              "--device {}: the GPU has no Llama-family kernels yet: plan Llama models for the CPU", o.device);
   for (const auto& [flag, text] : o.zero_settings)
     if (!text.empty()) zero::set_zero_setting(in.zero, *zero::find_zero_setting_by_flag(flag), text);
   in.zero.shard_group_size = o.shard_group;
@@ -223,7 +221,7 @@ int run_estimate(const EstimateOptions& o) {
     const int64_t T = in.seq_len();
     const plan::ActivationBytes a =
         in.model->is_gpt2() ? plan::gpt2_activation_bytes(in.model->gpt2(), in.micro_batch, T, false, dtype, in.gpu)
-                            : plan::llama_activation_bytes(in.model->llama(), in.micro_batch, T, false, dtype);
+                            : plan::llama_activation_bytes(in.model->llama(), in.micro_batch, T, false, dtype, in.gpu);
     fmt::print("Activations of one block: {} {} in zerodp ({}); {} {} by Korthikanti et al. 2022 (16-bit)\n",
                size_text(a.per_block, gib), unit, act_kind,
                size_text(static_cast<uint64_t>(plan::korthikanti_layer_bytes(T, in.micro_batch, in.model->n_embd(),

@@ -108,13 +108,28 @@ struct Llama<F>::Acts {
 
 namespace {
 template <typename F>
-size_t llama_carved_bytes(const LlamaConfig& config, int B, int T, bool checkpointing) {
+size_t llama_carved_bytes(const LlamaConfig& config, int B, int T, bool checkpointing,
+                          const device::LlamaKernels<F>& kernels) {
   Carver counter;
   typename Llama<F>::Acts acts;
-  acts.carve(counter, config, B, T, checkpointing, device::default_device().llama<F>());
+  acts.carve(counter, config, B, T, checkpointing, kernels);
   return counter.used;
 }
+template <typename F>
+size_t llama_carved_bytes(const LlamaConfig& config, int B, int T, bool checkpointing) {
+  return llama_carved_bytes<F>(config, B, T, checkpointing, device::default_device().llama<F>());
+}
 }  // namespace
+
+template <class P>
+size_t llama_activation_bytes_with(const LlamaConfig& config, int B, int T, bool checkpointing,
+                                   const device::LlamaKernels<P>& kernels) {
+  return llama_carved_bytes<P>(config, B, T, checkpointing, kernels) + 2 * static_cast<size_t>(B) * T * sizeof(int32_t);
+}
+template size_t llama_activation_bytes_with<float>(const LlamaConfig&, int, int, bool,
+                                                   const device::LlamaKernels<float>&);
+template size_t llama_activation_bytes_with<bf16>(const LlamaConfig&, int, int, bool, const device::LlamaKernels<bf16>&);
+template size_t llama_activation_bytes_with<fp16>(const LlamaConfig&, int, int, bool, const device::LlamaKernels<fp16>&);
 
 size_t llama_activation_bytes(const LlamaConfig& config, int B, int T, bool checkpointing, DType compute) {
   const size_t arrays = compute == DType::kF32    ? llama_carved_bytes<float>(config, B, T, checkpointing)

@@ -33,6 +33,11 @@ namespace zerodp::model {
 // computing in `compute` (the `act` category while the model exists), RoPE tables included.
 size_t llama_activation_bytes(const LlamaConfig& config, int B, int T, bool checkpointing = false,
                               DType compute = DType::kF32);
+// The same for a kernel table's layout rather than the default device's (the CUDA table's, read without
+// a GPU: tests compare the planner's GPU formula with it).
+template <class P>
+size_t llama_activation_bytes_with(const LlamaConfig& config, int B, int T, bool checkpointing,
+                                   const device::LlamaKernels<P>& kernels);
 
 template <typename F>
 class Llama final : public Model<F> {

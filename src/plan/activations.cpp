@@ -72,7 +72,7 @@ ActivationBytes gpt2_activation_bytes(const model::GPT2Config& g, int64_t B, int
 }
 
 ActivationBytes llama_activation_bytes(const model::LlamaConfig& c, int64_t B, int64_t T, bool checkpointing,
-                                       DType compute) {
+                                       DType compute, bool gpu) {
   const bool k16 = compute != DType::kF32;
   const uint64_t p = k16 ? 2 : kF32;  // the arrays that feed a GEMM or the attention
   // 16-bit compute: each array rounded up to 64 bytes.
@@ -86,8 +86,10 @@ ActivationBytes llama_activation_bytes(const model::LlamaConfig& c, int64_t B, i
   // One block's saved set without its output: the two RMSNorm outputs (h each) and statistics (1
   // each), q|k|v (rotated), the attention output (a·d), its probabilities [a·b,s,s], the residual
   // after attention (fp32 h), gate|up (2I) and silu(gate)·up (I).
-  const uint64_t block_set = 2 * R(p * bs * h) + 2 * R(kF32 * bs) + R(p * bs * qkv) + R(p * bs * q) +
-                             R(p * a * b * s * s) + R(kF32 * bs * h) + R(p * bs * 2 * I) + R(p * bs * I);
+  // (The GPU's flash attention keeps its row log-sum-exp, fp32 [a·b,s], instead of the probabilities.)
+  const uint64_t saved = gpu ? R(kF32 * a * b * s) : R(p * a * b * s * s);
+  const uint64_t block_set = 2 * R(p * bs * h) + 2 * R(kF32 * bs) + R(p * bs * qkv) + R(p * bs * q) + saved +
+                             R(kF32 * bs * h) + R(p * bs * 2 * I) + R(p * bs * I);
   const uint64_t block_output = R(kF32 * bs * h);
   ActivationBytes r;
   r.per_block = block_set + block_output;
@@ -99,8 +101,10 @@ ActivationBytes llama_activation_bytes(const model::LlamaConfig& c, int64_t B, i
   // scratch (fp32: one row block of dP per (b, key/value head); 16-bit: per (b, query head) a row
   // block of fp32 scores, 16-bit dS and fp32 output); the RoPE tables, fp32 [s, d/2] twice.
   const uint64_t rows = std::min<uint64_t>(s, kAttentionScratchRows);
-  const uint64_t attention_scratch = k16 ? a * b * (R(kF32 * rows * s) + R(2 * rows * s) + R(kF32 * rows * d))
-                                         : kF32 * b * kv * rows * s;
+  // (The GPU's: the flash backward's D, fp32 [a·b,s].)
+  const uint64_t attention_scratch = gpu   ? kF32 * a * b * s
+                                     : k16 ? a * b * (R(kF32 * rows * s) + R(2 * rows * s) + R(kF32 * rows * d))
+                                           : kF32 * b * kv * rows * s;
   r.backward = 2 * R(kF32 * bs * h) + R(kF32 * bs * q) + R(kF32 * bs * qkv) + R(kF32 * bs * 2 * I) +
                R(kF32 * bs * I) +
                (k16 ? R(kF32 * bs * std::max(qkv, 2 * I)) + R(2 * bs * std::max({qkv, 2 * I, V, h})) : 0) +

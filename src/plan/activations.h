@@ -56,9 +56,10 @@ struct ActivationBytes {
 ActivationBytes gpt2_activation_bytes(const model::GPT2Config& config, int64_t B, int64_t T, bool checkpointing,
                                       DType compute = DType::kF32, bool gpu = false);
 
-// The same for a Llama-family model (model/llama.h's arrays; docs/planner.md), on the CPU.
+// The same for a Llama-family model (model/llama.h's arrays; docs/planner.md), on the CPU or, gpu, in
+// the GPU's layout (16-bit compute: the flash attention's row log-sum-exp and D, as GPT-2's).
 ActivationBytes llama_activation_bytes(const model::LlamaConfig& config, int64_t B, int64_t T, bool checkpointing,
-                                       DType compute = DType::kF32);
+                                       DType compute = DType::kF32, bool gpu = false);
 
 // Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models", eq. (1):
 // bytes one transformer layer keeps with 16-bit activations and dropout, s·b·h·(34 + 5·a·s/h).

@@ -389,7 +389,7 @@ MemoryEstimate estimate_memory(const PlanInput& in) {
                                                            in.zero.activation_checkpointing, in.precision.dtype, in.gpu)
                                          .total()
                                    : llama_activation_bytes(in.model->llama(), in.micro_batch, T,
-                                                            in.zero.activation_checkpointing, in.precision.dtype)
+                                                            in.zero.activation_checkpointing, in.precision.dtype, in.gpu)
                                          .total();
     // The engine's tokens (on a GPU in host memory), or cuBLASLt's workspace (the GPU's, for its life).
     act_live += in.gpu ? kGpuGemmWorkspaceBytes : 2 * 4 * static_cast<uint64_t>(in.micro_batch) * static_cast<uint64_t>(T);

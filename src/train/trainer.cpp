@@ -298,16 +298,10 @@ void finish_run(zero::Engine& engine, const TrainConfig& cfg, const OutSpec& out
   }
 }
 
-// What depends on the architecture, checked before anything is allocated: a Llama trains on the CPU
-// (the CUDA device's Llama table is compiled and tested by host emulation, but the planner does not
-// size its GPU activations yet and no GPU has run it). --out: GPT-2's one file is F32 (contract §2), so
-// --out-dtype applies to model directories only, whose dtype is otherwise the --init directory's.
-OutSpec check_model_outputs(const TrainConfig& cfg, const model::ModelConfig& mc, const ckpt::ModelSource* init,
-                            const device::DeviceSpec& device) {
-  if (mc.is_llama())
-    ZDP_REQUIRE(device.kind == device::DeviceSpec::Kind::kCpu,
-                "--device {}: Llama-family training on the GPU is not enabled yet; train {} on the CPU",
-                device::device_spec_name(device), mc.summary());
+// What depends on the architecture, checked before anything is allocated. --out: GPT-2's one file is
+// F32 (contract §2), so --out-dtype applies to model directories only, whose dtype is otherwise the
+// --init directory's.
+OutSpec check_model_outputs(const TrainConfig& cfg, const model::ModelConfig& mc, const ckpt::ModelSource* init) {
   const ckpt::ModelForm form = ckpt::output_form(mc, cfg.out_path, init != nullptr && init->is_model_dir());
   if (form == ckpt::ModelForm::kGpt2File) {
     ZDP_REQUIRE(!cfg.out_dtype,
@@ -353,7 +347,7 @@ TrainResult run_training(TrainConfig cfg, const TrainHooks& hooks) {
   std::optional<ckpt::ModelSource> weights;
   if (!cfg.init_path.empty()) weights.emplace(ckpt::ModelSource::open(cfg.init_path));
   const model::ModelConfig mc = resume ? resume->manifest().model : weights->config();
-  const OutSpec out = check_model_outputs(cfg, mc, weights ? &*weights : nullptr, device_spec);
+  const OutSpec out = check_model_outputs(cfg, mc, weights ? &*weights : nullptr);
   if (resume) {
     inherit_data_order(*resume, cfg);
     for (const std::string& w : check_resume(*resume, cfg, W, weights ? &weights->config() : nullptr))

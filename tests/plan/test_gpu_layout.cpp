@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "model/gpt2.h"
+#include "model/llama.h"
 #include "plan/activations.h"
 #include "plan/estimator.h"
 #if ZERODP_WITH_CUDA
@@ -35,6 +36,45 @@ void expect_layout(DType dt) {
 TEST(GpuLayout, PlannerMatchesTheCudaTableBytes) {
   expect_layout<bf16>(DType::kBF16);
   expect_layout<fp16>(DType::kF16);
+}
+
+model::LlamaConfig llama_config(int L, int NH, int NKV, int C, int I, int V, int ctx, bool qwen2) {
+  model::LlamaConfig c;
+  c.family = qwen2 ? model::LlamaFamily::kQwen2 : model::LlamaFamily::kLlama;
+  c.n_layer = L;
+  c.n_head = NH;
+  c.n_kv_head = NKV;
+  c.n_embd = C;
+  c.head_dim = C / NH;
+  c.intermediate_size = I;
+  c.vocab_size = V;
+  c.n_ctx = ctx;
+  c.validate();
+  return c;
+}
+
+template <class P>
+void expect_llama_layout(DType dt) {
+  const device::LlamaKernels<P>& cuda = device::cuda_llama_kernels<P>();
+  const model::LlamaConfig configs[] = {llama_config(2, 4, 2, 64, 160, 96, 32, false),
+                                        llama_config(16, 32, 8, 2048, 8192, 128256, 1024, false),
+                                        llama_config(3, 6, 1, 192, 512, 321, 100, true)};
+  for (const model::LlamaConfig& c : configs) {
+    for (int B : {1, 3, 8}) {
+      for (int T : {1, 17, c.n_ctx}) {
+        for (bool ckpt : {false, true}) {
+          const uint64_t model_bytes = model::llama_activation_bytes_with<P>(c, B, T, ckpt, cuda);
+          EXPECT_EQ(llama_activation_bytes(c, B, T, ckpt, dt, /*gpu=*/true).total(), model_bytes)
+              << dtype_name(dt) << " L" << c.n_layer << " C" << c.n_embd << " B" << B << " T" << T << " ckpt " << ckpt;
+        }
+      }
+    }
+  }
+}
+
+TEST(GpuLayout, PlannerMatchesTheCudaLlamaTableBytes) {
+  expect_llama_layout<bf16>(DType::kBF16);
+  expect_llama_layout<fp16>(DType::kF16);
 }
 
 TEST(GpuLayout, FlashAttentionKeepsNoTxT) {

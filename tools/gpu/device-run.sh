@@ -19,7 +19,7 @@
 #                                                 (default: all but profile and w2, in that order)
 # Environment: DEADLINE_S [500] seconds from the start for everything; RESULTS [$OUT] where
 # device.tgz (logs and figures) goes; BENCH_STAGES ["0 3"]; BENCH_STEPS [20]; UNIT_REGEX (a grep -E
-# pattern narrowing the unit binaries); TRAIN_CASES ["stages resume offload sgd refusals"].
+# pattern narrowing the unit binaries); TRAIN_CASES ["stages resume offload sgd refusals llama"].
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -111,7 +111,7 @@ if wants train; then
     >"$logs/gpu_mpi_test_nccl.log" 2>&1
   echo "gpu_mpi_test_nccl rc=$? $(($(date +%s) - s))s" | tee -a "$logs/train.txt"
   grep -E '\[  FAILED  \]|PASSED' "$logs/gpu_mpi_test_nccl.log" | head
-  for c in ${TRAIN_CASES:-stages resume offload sgd refusals}; do
+  for c in ${TRAIN_CASES:-stages resume offload sgd refusals llama}; do
     (($(left) < 15)) && { echo "train $c: not run (deadline)" | tee -a "$logs/train.txt"; continue; }
     s=$(date +%s)
     OMP_NUM_THREADS=1 timeout -k 5 "$(cap 200)" "$PY" tests/cuda_gpu/train_gpu_tests.py "$Z" "$c" >"$logs/train_$c.log" 2>&1
