@@ -16,9 +16,10 @@ cd "$(dirname "$0")/../.."
 BUILD=${1:-build}
 die() { printf 'pack-build: %s\n' "$*" >&2; exit 1; }
 [[ -x $BUILD/zerodp ]] || die "no $BUILD/zerodp: build first"
-grep -q '^CMAKE_CUDA_ARCHITECTURES:.*90' "$BUILD/CMakeCache.txt" 2>/dev/null ||
-  "$BUILD/zerodp" info | grep -q 'sm_90\|architectures 90' ||
-  grep -q 'set(CMAKE_CUDA_ARCHITECTURES 90)' CMakeLists.txt || die "$BUILD is not built for sm_90"
+# The architectures the build was configured with, else CMakeLists.txt's default (90).
+archs=$(sed -n 's/^CMAKE_CUDA_ARCHITECTURES:[A-Z]*=//p' "$BUILD/CMakeCache.txt" 2>/dev/null)
+[[ -n $archs ]] || archs=$(sed -n 's/.*set(CMAKE_CUDA_ARCHITECTURES \([0-9a-z;]*\)).*/\1/p' CMakeLists.txt)
+[[ ";$archs;" == *";90;"* || ";$archs;" == *";90a;"* ]] || die "$BUILD is built for CUDA architectures '$archs', not 90"
 ldd "$BUILD/zerodp" | grep -q libcudart || die "$BUILD/zerodp has no CUDA backend (ZERODP_CUDA=ON)"
 mkdir -p .gpubin
 stage=$(mktemp -d)
