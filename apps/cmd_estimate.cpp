@@ -39,6 +39,8 @@ struct EstimateOptions {
   // `planner`): the text given, empty when not given.
   std::map<std::string, std::string, std::less<>> zero_settings;
   int shard_group = 0;
+  int ranks_per_host = 0;
+  std::string collectives = "auto";
   std::string gpu_memory = "80GB";
   std::string bandwidth;
   std::string units = "gb";
@@ -125,6 +127,10 @@ plan::PlanInput plan_input(const EstimateOptions& o) {
   for (const auto& [flag, text] : o.zero_settings)
     if (!text.empty()) zero::set_zero_setting(in.zero, *zero::find_zero_setting_by_flag(flag), text);
   in.zero.shard_group_size = o.shard_group;
+  in.ranks_per_host = o.ranks_per_host;
+  ZDP_REQUIRE(o.collectives == "auto" || o.collectives == "flat" || o.collectives == "host-aware",
+              "--collectives must be auto, flat or host-aware, got '{}'", o.collectives);
+  in.two_level = o.collectives != "flat";
   return in;
 }
 
@@ -205,6 +211,14 @@ int run_estimate(const EstimateOptions& o) {
                e.max_micro_batch ? std::to_string(*e.max_micro_batch) : "-");
     offloaded = offloaded || m.host || m.nvme;
   }
+  if (in.ranks_per_host > 0 && in.ranks_per_host < in.world) {
+    fmt::print("\nAcross hosts ({} hosts x {} ranks, {} collectives), all ranks together per step:\n",
+               in.world / in.ranks_per_host, in.ranks_per_host, in.two_level ? "two-level" : "flat");
+    for (const plan::StageEstimate& e : est)
+      fmt::print("  stage {}: {}\n", e.stage,
+                 e.traffic_inter_host_bytes ? fmt::format("{} {}", size_text(*e.traffic_inter_host_bytes, gib), unit)
+                                            : std::string("not modelled (shard groups other than the hosts)"));
+  }
   if (offloaded) {
     fmt::print("\nOffloaded per rank (optimizer: as zerodp train --offload-optimizer holds it, master + optim in host "
                "memory (cpu) or files (nvme: the host holds buffer_count sub-groups of them), and one sub-group of "
@@ -266,6 +280,13 @@ void register_estimate(CLI::App& app, Action& action) {
                   "(0: all ranks)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--ranks-per-host", o.ranks_per_host,
+                  "Ranks on each host (consecutive): prints the bytes that cross between hosts (0: one host)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--collectives", o.collectives,
+                  "auto, flat or host-aware: as zerodp train runs reduce-scatters and all-gathers across hosts")
+      ->capture_default_str();
   cmd->add_option("--gpu-memory", o.gpu_memory, "Memory of one GPU, e.g. 80GB, 40GiB")->capture_default_str();
   cmd->add_option("--bandwidth", o.bandwidth, "Bytes per second each rank sends, e.g. 25GB: prints seconds");
   cmd->add_option("--units", o.units, "Text sizes in gb (10^9) or gib (2^30)")->capture_default_str();

@@ -11,14 +11,27 @@
 // and the accumulation steps grow to make up the batch. The world size is the launcher's -n/-np
 // (mpirun) or -n/--ntasks (srun), rewritten for each attempt.
 //
+// A job whose rank failed ends promptly even when mpirun would not: every rank that ends the job
+// (comm::abort_job) leaves a note in the attempt's status directory (ZERODP_LAUNCH_STATUS_DIR, made
+// here). mpirun normally exits a second or two after such a failure; when a host's link is cut it
+// waits instead for OpenMPI's keep-alive on the daemon it can no longer reach (minutes). So once a
+// note exists and mpirun has not exited within --end-grace seconds, the attempt is ended (SIGTERM,
+// then SIGKILL 5 s later) and counts as failed with the rank's exit code: a watchdog that fires
+// after --comm-timeout thus restarts the job within --comm-timeout + --end-grace + a few seconds,
+// without touching the keep-alive that a healthy slow link needs. Notes come from the ranks on this
+// host (mpirun hands its environment to them); a launch from a host that runs no rank gets none.
+//
 // The launcher process itself never joins MPI: it only starts the job and waits for it.
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <stdlib.h>
+
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -43,6 +56,7 @@ struct LaunchOptions {
   int max_restarts = 3;
   int min_ranks = 0;  // 0: always the world size the launcher was given
   std::string launcher = "mpirun";
+  double end_grace_s = 10;  // after a rank's failure note, how long mpirun may take to end
 };
 LaunchOptions g_launch;
 
@@ -132,8 +146,55 @@ std::string latest_checkpoint(const std::string& save_dir) {
   return std::string(buf, n);
 }
 
-// Runs argv to completion; returns its exit code (128 + the signal that ended it).
-int run_child(const std::vector<std::string>& argv) {
+// The attempt's status directory, where failing ranks leave notes; removed at exit.
+class StatusDir {
+ public:
+  StatusDir() {
+    std::error_code ec;
+    std::string pattern = (std::filesystem::temp_directory_path(ec) / "zerodp-launch-XXXXXX").string();
+    if (ec) pattern = "/tmp/zerodp-launch-XXXXXX";
+    ZDP_REQUIRE(::mkdtemp(pattern.data()) != nullptr, "zerodp launch: cannot make a status directory {}: {}", pattern,
+                std::strerror(errno));
+    path_ = pattern;
+    ::setenv("ZERODP_LAUNCH_STATUS_DIR", path_.c_str(), 1);
+  }
+  ~StatusDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  StatusDir(const StatusDir&) = delete;
+  StatusDir& operator=(const StatusDir&) = delete;
+
+  // Forgets the notes of an earlier attempt.
+  void clear() const {
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(path_, ec)) std::filesystem::remove(e.path(), ec);
+  }
+  // The first failure note: {rank, exit code}; rank empty when there is none.
+  std::pair<std::string, int> first_note() const {
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(path_, ec)) {
+      const std::string name = e.path().filename().string();
+      if (name.rfind("rank-", 0) != 0 || name.find('.') != std::string::npos) continue;
+      int code = 1;
+      if (std::FILE* f = std::fopen(e.path().c_str(), "rb")) {
+        if (std::fscanf(f, "%d", &code) != 1 || code <= 0 || code > 255) code = 1;
+        std::fclose(f);
+      }
+      return {name.substr(5, 16), code};
+    }
+    return {"", 0};
+  }
+
+ private:
+  std::string path_;
+};
+
+// Runs argv to completion; returns its exit code (128 + the signal that ended it), or, when a rank left
+// a failure note in `status` and the launcher outlived it by --end-grace, that rank's code once the
+// launcher is ended.
+int run_child(const std::vector<std::string>& argv, const StatusDir& status_dir) {
+  using Clock = std::chrono::steady_clock;
   std::vector<char*> cargv;
   for (const std::string& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
   cargv.push_back(nullptr);
@@ -143,10 +204,35 @@ int run_child(const std::vector<std::string>& argv) {
   g_child = pid;
   if (const int sig = g_stop_signal.load(); sig != 0) ::kill(pid, sig);  // a signal that came meanwhile
   int status = 0;
-  while (::waitpid(pid, &status, 0) < 0) {
-    ZDP_CHECK(errno == EINTR, "waitpid: {}", std::strerror(errno));
+  std::pair<std::string, int> note;
+  Clock::time_point noted_at, ended_at;
+  bool ending = false, killed = false;
+  for (;;) {
+    const pid_t done = ::waitpid(pid, &status, WNOHANG);
+    if (done == pid) break;
+    ZDP_CHECK(done == 0 || errno == EINTR, "waitpid: {}", std::strerror(errno));
+    const Clock::time_point now = Clock::now();
+    const auto since = [&](Clock::time_point t) { return std::chrono::duration<double>(now - t).count(); };
+    if (note.first.empty()) {
+      note = status_dir.first_note();
+      noted_at = now;
+    } else if (!ending && since(noted_at) >= g_launch.end_grace_s) {
+      std::fprintf(stderr,
+                   "zerodp launch: rank %s ended the job (exit %d) %.0f s ago and %s has not exited (waiting on a host "
+                   "it cannot reach?): ending it\n",
+                   note.first.c_str(), note.second, since(noted_at), argv[0].c_str());
+      std::fflush(stderr);
+      ::kill(pid, SIGTERM);
+      ending = true;
+      ended_at = now;
+    } else if (ending && !killed && since(ended_at) >= 5) {
+      ::kill(pid, SIGKILL);
+      killed = true;
+    }
+    ::usleep(50 * 1000);
   }
   g_child = 0;
+  if (ending) return note.second;
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
@@ -215,7 +301,9 @@ int launch(const std::vector<std::string>& launcher_args) {
   size_t size_index = 0;  // into sizes
 
   const std::string self = self_executable();
+  const StatusDir status_dir;
   for (int attempt = 0;; ++attempt) {
+    status_dir.clear();
     std::vector<std::string> args = command;
     const std::string checkpoint_before = latest_checkpoint(save_dir);
     if (attempt > 0 && !checkpoint_before.empty()) args = with_resume(args, save_dir);
@@ -237,7 +325,7 @@ int launch(const std::vector<std::string>& launcher_args) {
     std::fprintf(stderr, "zerodp launch: attempt %d of %d: %s\n", attempt + 1, g_launch.max_restarts + 1,
                  joined(argv).c_str());
     std::fflush(stderr);
-    const int rc = run_child(argv);
+    const int rc = run_child(argv, status_dir);
     if (rc == 0) {
       if (attempt > 0)
         std::fprintf(stderr, "zerodp launch: the job finished after %d restart%s\n", attempt, attempt == 1 ? "" : "s");
@@ -289,6 +377,11 @@ void register_launch(CLI::App& app, Action& action) {
       ->check(CLI::Range(0, 1 << 20));
   cmd->add_option("--launcher", g_launch.launcher, "The program that starts the ranks (mpirun, srun, ...)")
       ->capture_default_str();
+  cmd->add_option("--end-grace", g_launch.end_grace_s,
+                  "Seconds the launcher may take to exit after a rank ended the job (--comm-timeout, an error) before "
+                  "the attempt is ended: a cut link otherwise keeps mpirun waiting for its keep-alive")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 3600.0));
   // The arguments it does not know are the launcher's (the command after "--" was set aside before).
   cmd->prefix_command();
   cmd->callback([cmd, &action] {

@@ -72,8 +72,13 @@ WorkPtr Communicator::issue(Collective c) {
   c.in_place = in_place_form(c);
   check(c);
   WorkPtr work = goes_to_host_group(c) ? start_on(*host_group(), c) : start(c);
+  const uint64_t across =
+      hosts_.spans_hosts()
+          ? bytes_across_hosts(hosts_, c.kind, c.count, c.type.size(), rank(),
+                               runs_in_two_levels(hosts_, c.kind, c.is_reduction() && c.op != ReduceOp::kMax, c.count))
+          : 0;
   traffic_->record(c.kind, ledger_full_bytes(c.kind, c.count, c.type.size(), size()), size(),
-                   successor_in_other_group_);
+                   successor_in_other_group_, across);
   return work;
 }
 

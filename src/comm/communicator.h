@@ -33,6 +33,7 @@
 #include <memory>
 #include <string>
 
+#include "comm/host_layout.h"
 #include "comm/traffic.h"
 #include "core/dtype.h"
 
@@ -146,6 +147,15 @@ class Communicator {
   // sharding: set by the engine); its collectives' bytes then count as inter-group traffic too.
   void set_successor_in_other_group(bool crosses) { successor_in_other_group_ = crosses; }
   bool successor_in_other_group() const { return successor_in_other_group_; }
+  // Learns which host each rank runs on (collective: every member calls it) and, when `two_level`
+  // and the layout allows (comm/host_layout.h), runs reduce-scatters and all-gathers in two levels
+  // from then on: the same results, bit for bit, with fewer messages across hosts. A backend that
+  // cannot tell hosts apart leaves the group on one host. Returns the layout learned.
+  virtual const HostLayout& learn_hosts(bool two_level) {
+    (void)two_level;
+    return hosts_;
+  }
+  const HostLayout& host_layout() const { return hosts_; }
   // The collective watchdog (--comm-timeout, comm/watchdog.h): a wait on a collective issued from now
   // on gives up after `seconds` (0: waits forever) with a RuntimeFailure naming it and the ranks that
   // had not arrived. Splits made afterwards inherit it.
@@ -179,6 +189,7 @@ class Communicator {
 
   TrafficLedger* traffic_ = &TrafficLedger::global();
   bool successor_in_other_group_ = false;
+  HostLayout hosts_;  // set by learn_hosts
   double timeout_s_ = 0;
 
  private:

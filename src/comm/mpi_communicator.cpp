@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include <fmt/format.h>
@@ -108,7 +109,48 @@ std::unique_ptr<MpiCommunicator> MpiCommunicator::split_with(const std::function
   sub->set_traffic_ledger(traffic_);
   sub->worker_->id = child_id(id(), number, color);
   sub->set_timeout(timeout());
+  if (learned_hosts_) sub->learn_hosts(asked_two_level_);
   return sub;
+}
+
+const HostLayout& MpiCommunicator::learn_hosts(bool two_level) {
+  HostLayout layout;
+  TwoLevelGroups groups;
+  const int testing_per_host = options_.ranks_per_host_for_testing;
+  auto op = std::make_unique<PendingOp>();
+  op->kind = PendingOp::Kind::kTask;
+  const MPI_Comm comm = worker_->comm();
+  op->task = [&, comm] {
+    const std::string where = fmt::format("learning the hosts of a group of {} ranks (rank {})", size_, rank_);
+    MPI_Comm local = MPI_COMM_NULL;
+    int world_rank = 0;
+    check_mpi(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank), where);
+    check_mpi(testing_per_host > 0 ? MPI_Comm_split(comm, world_rank / testing_per_host, rank_, &local)
+                                   : MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local),
+              where);
+    int local_rank = 0, leader = rank_;  // a host is named by its lowest rank
+    check_mpi(MPI_Comm_rank(local, &local_rank), where);
+    check_mpi(MPI_Bcast(&leader, 1, MPI_INT, 0, local), where);
+    std::vector<int> leaders(static_cast<size_t>(size_));
+    check_mpi(MPI_Allgather(&leader, 1, MPI_INT, leaders.data(), 1, MPI_INT, comm), where);
+    layout = HostLayout::from_hosts(leaders);
+    if (two_level && layout.hosts > 1 && layout.ranks_per_host > 1) {
+      MPI_Comm across = MPI_COMM_NULL;
+      check_mpi(MPI_Comm_split(comm, local_rank, rank_, &across), where);
+      for (MPI_Comm c : {local, across}) check_mpi(MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN), where);
+      const int L = layout.ranks_per_host;
+      groups = {local, across, layout.hosts, L, rank_ / L, rank_ % L};
+      layout.two_level = true;
+    } else {
+      MPI_Comm_free(&local);
+    }
+    worker_->set_two_level(layout, groups);
+  };
+  worker_->enqueue(std::move(op))->wait();
+  hosts_ = std::move(layout);
+  learned_hosts_ = true;
+  asked_two_level_ = two_level;
+  return hosts_;
 }
 
 std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key) { return split_mpi(color, key, options_); }

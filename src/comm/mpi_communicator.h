@@ -74,6 +74,11 @@ class MpiCommunicator final : public Communicator {
   std::unique_ptr<Communicator> split_by_host() override;
   std::unique_ptr<MpiCommunicator> split_mpi(int color, int key, const MpiOptions& options);
 
+  // MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) tells the hosts apart (or the testing option); with
+  // two_level and a regular layout over several hosts, the worker gets the two communicators of
+  // comm/mpi_two_level.h. Splits made afterwards learn their own layout the same way.
+  const HostLayout& learn_hosts(bool two_level) override;
+
   const MpiOptions& options() const { return options_; }
   // The watchdog (comm/watchdog.h): applies to collectives issued from now on, and to later splits.
   void set_timeout(double seconds) override;
@@ -104,6 +109,7 @@ class MpiCommunicator final : public Communicator {
   int rank_ = 0;
   int size_ = 1;
   uint64_t splits_ = 0;  // splits made so far (each derives its id from the count)
+  bool learned_hosts_ = false, asked_two_level_ = false;
   std::unique_ptr<MpiWorker> worker_;
 };
 

@@ -45,6 +45,7 @@ MpiOptions MpiOptions::from_env() {
   o.worker_nice = static_cast<int>(env_long("ZERODP_COMM_NICE", o.worker_nice, -20, 19));
   o.max_count = static_cast<size_t>(env_long("ZERODP_COMM_MAX_COUNT", static_cast<long>(o.max_count), 1,
                                              static_cast<long>(o.max_count)));
+  o.ranks_per_host_for_testing = static_cast<int>(env_long("ZERODP_TEST_RANKS_PER_HOST", 0, 0, 1 << 20));
   return o;
 }
 

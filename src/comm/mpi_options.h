@@ -25,9 +25,13 @@ struct MpiOptions {
   // broadcasts and all-gathers, and the gather phase of larger all-reduces, go in pieces (a lower
   // value only serves tests).
   size_t max_count = 2147483647;
+  // learn_hosts takes groups of this many consecutive world ranks for hosts instead of asking MPI
+  // which ranks share memory (0): tests of the two-level collectives on one machine.
+  int ranks_per_host_for_testing = 0;
 
   // Defaults overridden by ZERODP_COMM_PROGRESS, ZERODP_COMM_MAX_IN_FLIGHT,
-  // ZERODP_COMM_POLL_SLEEP_US, ZERODP_COMM_ERROR_GRACE_S, ZERODP_COMM_NICE and ZERODP_COMM_MAX_COUNT.
+  // ZERODP_COMM_POLL_SLEEP_US, ZERODP_COMM_ERROR_GRACE_S, ZERODP_COMM_NICE, ZERODP_COMM_MAX_COUNT and
+  // ZERODP_TEST_RANKS_PER_HOST.
   static MpiOptions from_env();
 };
 

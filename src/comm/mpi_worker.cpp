@@ -193,8 +193,9 @@ WorkPtr MpiWorker::enqueue(std::unique_ptr<PendingOp> op) {
 // not wait for it to grow.
 void MpiWorker::provide_staging(PendingOp& op) {
   const Collective& c = op.collective;
-  const size_t need = ordered_reduction_staging_bytes_for(c.kind == CollectiveKind::kAllReduce, c.count,
-                                                          c.type.dtype(), group_.size);
+  const size_t need = runs_two_level(op) ? two_level_staging_bytes(c.count, c.type.dtype(), two_level_.ranks_per_host)
+                                         : ordered_reduction_staging_bytes_for(c.kind == CollectiveKind::kAllReduce,
+                                                                               c.count, c.type.dtype(), group_.size);
   if (need == 0) return;
   if (need > staging_->buffer.size()) {
     if (auto previous = staging_->last.lock()) {
@@ -207,6 +208,19 @@ void MpiWorker::provide_staging(PendingOp& op) {
   op.staging = staging_->buffer.as<char>();
   op.work->set_staging(staging_);
   staging_->last = op.work;
+}
+
+void MpiWorker::set_two_level(const HostLayout& layout, const TwoLevelGroups& groups) {
+  for (MPI_Comm* c : {&two_level_.within_host, &two_level_.across_hosts})
+    if (*c != MPI_COMM_NULL && *c != groups.within_host && *c != groups.across_hosts) MPI_Comm_free(c);
+  layout_ = layout;
+  two_level_ = groups;
+}
+
+bool MpiWorker::runs_two_level(const PendingOp& op) const {
+  const Collective& c = op.collective;
+  return op.kind == PendingOp::Kind::kCollective &&
+         runs_in_two_levels(layout_, c.kind, c.is_reduction() && c.op != ReduceOp::kMax, c.count);
 }
 
 bool MpiWorker::shutdown(bool free_comm) {
@@ -232,7 +246,10 @@ bool MpiWorker::shutdown(bool free_comm) {
   }
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (free_comm && !failed_ && !finalized && group_.comm != MPI_COMM_NULL) MPI_Comm_free(&group_.comm);
+  if (free_comm && !failed_ && !finalized) {
+    for (MPI_Comm* c : {&two_level_.within_host, &two_level_.across_hosts, &group_.comm})
+      if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
+  }
   return true;
 }
 
@@ -295,7 +312,10 @@ void MpiWorker::run_to_completion(PendingOp& op) {
     return;
   }
   int rc = MPI_SUCCESS;
-  if (op.kind == PendingOp::Kind::kCollective && needs_pieces(group_, op.collective))
+  if (runs_two_level(op))
+    rc = op.inject_error ? MPI_Bcast(op.collective.recv, 1, MPI_DATATYPE_NULL, 0, group_.comm)
+                         : run_two_level_all_gather(group_, two_level_, op.collective);
+  else if (op.kind == PendingOp::Kind::kCollective && needs_pieces(group_, op.collective))
     rc = run_in_pieces(group_, op.collective, op.inject_error ? MPI_DATATYPE_NULL : mpi_type(op.collective.type));
   else
     rc = start(op, /*nonblocking=*/false);
@@ -312,7 +332,8 @@ void MpiWorker::run_task_or_reduction(PendingOp& op) {
     } else {
       // An injected error fails locally: a broadcast with an invalid datatype moves nothing.
       const int rc = op.inject_error ? MPI_Bcast(op.collective.recv, 1, MPI_DATATYPE_NULL, 0, group_.comm)
-                                     : run_ordered_reduction(group_, op.collective, op.staging);
+                     : runs_two_level(op) ? run_two_level_reduce_scatter(group_, two_level_, op.collective, op.staging)
+                                          : run_ordered_reduction(group_, op.collective, op.staging);
       if (rc != MPI_SUCCESS) {
         fail_mpi(op, rc);
         return;
@@ -403,7 +424,7 @@ void MpiWorker::start_pending(std::deque<std::unique_ptr<PendingOp>>& pending,
   const size_t max_in_flight = static_cast<size_t>(std::max(1, group_.options.max_in_flight));
   while (!pending.empty() && in_flight.size() < max_in_flight) {
     PendingOp& op = *pending.front();
-    const bool alone = group_.blocking() || op.kind == PendingOp::Kind::kTask || is_ordered(op) ||
+    const bool alone = group_.blocking() || op.kind == PendingOp::Kind::kTask || is_ordered(op) || runs_two_level(op) ||
                        (op.kind == PendingOp::Kind::kCollective && needs_pieces(group_, op.collective));
     if (failed_) {
       fail_after_earlier_error(op);

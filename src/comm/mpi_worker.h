@@ -17,7 +17,9 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "comm/host_layout.h"
 #include "comm/mpi_transfer.h"
+#include "comm/mpi_two_level.h"
 
 namespace zerodp::comm {
 
@@ -54,6 +56,10 @@ class MpiWorker {
   bool shutdown(bool free_comm);
 
   MPI_Comm comm() const { return group_.comm; }
+  // From now on, reduce-scatters and all-gathers that `layout` runs in two levels (runs_in_two_levels)
+  // run over `groups`, which the worker then owns (freeing those it had). Called by a task, on the
+  // worker; the issuing thread reads them once that task has been waited for.
+  void set_two_level(const HostLayout& layout, const TwoLevelGroups& groups);
   // The job-wide id (the same on every member) and the watchdog's timeout (0: none).
   std::atomic<uint64_t> id{1};
   std::atomic<double> timeout_s{0};
@@ -63,6 +69,7 @@ class MpiWorker {
 
  private:
   std::string describe(const PendingOp& op) const;
+  bool runs_two_level(const PendingOp& op) const;
   bool skip_for_testing(uint64_t seq) const;
   void provide_staging(PendingOp& op);
 
@@ -91,6 +98,8 @@ class MpiWorker {
   std::thread thread_;
   std::atomic<bool> inject_next_{false};
   std::shared_ptr<ReductionStaging> staging_;
+  HostLayout layout_;          // two_level set: collectives it runs in two levels go over two_level_
+  TwoLevelGroups two_level_;
 
   // Worker-side failure state (failed_ is also read by shutdown() after the join).
   bool failed_ = false;

@@ -76,9 +76,20 @@ int launcher_rank() { return launcher_env({"OMPI_COMM_WORLD_RANK", "PMI_RANK", "
 
 int launcher_size() { return launcher_env({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"}, 1); }
 
+void leave_failure_note(int exit_code) {
+  const char* dir = std::getenv("ZERODP_LAUNCH_STATUS_DIR");
+  if (dir == nullptr || *dir == '\0') return;
+  const std::string path = fmt::format("{}/rank-{}", dir, launcher_rank()), tmp = path + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (f == nullptr) return;  // best effort: the launcher then waits for mpirun as before
+  const bool written = std::fprintf(f, "%d\n", exit_code) > 0;
+  if (std::fclose(f) == 0 && written) std::rename(tmp.c_str(), path.c_str());
+}
+
 void abort_job(int exit_code) {
   std::fflush(stdout);
   std::fflush(stderr);
+  leave_failure_note(exit_code);
   if (runtime_initialized()) {
     int size = 1;
     MPI_Comm_size(MPI_COMM_WORLD, &size);

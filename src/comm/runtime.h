@@ -21,8 +21,12 @@ int launcher_rank();
 int launcher_size();
 
 // Ends the whole job with `exit_code`: with MPI up and more than one rank, MPI_Abort brings every
-// rank down (the launcher kills the rest); otherwise the process exits. Never returns.
+// rank down (the launcher kills the rest); otherwise the process exits. Never returns. First leaves
+// a failure note for `zerodp launch` (leave_failure_note).
 [[noreturn]] void abort_job(int exit_code);
+// Under `zerodp launch` (ZERODP_LAUNCH_STATUS_DIR set): writes "<exit code>" to rank-<rank> there, so
+// that the launch can end an mpirun that would otherwise wait minutes on a host it cannot reach.
+void leave_failure_note(int exit_code);
 
 // Orderly shutdown at the end of a successful run (no-op when MPI was never started).
 void finalize();

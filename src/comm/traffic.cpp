@@ -42,11 +42,12 @@ TrafficLedger& TrafficLedger::global() {
   return ledger;
 }
 
-void TrafficLedger::record(CollectiveKind k, uint64_t full_bytes, int world, bool inter_group) {
+void TrafficLedger::record(CollectiveKind k, uint64_t full_bytes, int world, bool inter_group, uint64_t inter_host) {
   const auto i = static_cast<size_t>(k);
   const uint64_t sent = ring_bytes_sent(k, full_bytes, world);
   bytes_[i].fetch_add(sent, std::memory_order_relaxed);
   if (inter_group) inter_[i].fetch_add(sent, std::memory_order_relaxed);
+  if (inter_host > 0) inter_host_[i].fetch_add(inter_host, std::memory_order_relaxed);
   calls_[i].fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -56,6 +57,10 @@ uint64_t TrafficLedger::bytes_sent(CollectiveKind k) const {
 
 uint64_t TrafficLedger::bytes_sent_inter_group(CollectiveKind k) const {
   return inter_[static_cast<size_t>(k)].load(std::memory_order_relaxed);
+}
+
+uint64_t TrafficLedger::bytes_sent_inter_host(CollectiveKind k) const {
+  return inter_host_[static_cast<size_t>(k)].load(std::memory_order_relaxed);
 }
 
 uint64_t TrafficLedger::total_bytes_sent() const {
@@ -72,6 +77,7 @@ void TrafficLedger::reset() {
   for (auto& b : bytes_) b.store(0, std::memory_order_relaxed);
   for (auto& c : calls_) c.store(0, std::memory_order_relaxed);
   for (auto& b : inter_) b.store(0, std::memory_order_relaxed);
+  for (auto& b : inter_host_) b.store(0, std::memory_order_relaxed);
 }
 
 }  // namespace zerodp::comm

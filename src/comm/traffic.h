@@ -3,7 +3,8 @@
 // buffer and W the group size, all-reduce 2(W-1)/W·n, reduce-scatter and all-gather (W-1)/W·n,
 // broadcast n. With hybrid sharding it also counts the part that crossed a shard-group boundary:
 // the bytes of the collectives in which the rank's ring successor is in another group (the metrics'
-// bytes_sent_inter_group).
+// bytes_sent_inter_group). Where a group spans several hosts it also counts the bytes each rank sent
+// to another host (comm/host_layout.h: the two-level algorithms' own, or the ring model's).
 #pragma once
 
 #include <array>
@@ -32,9 +33,11 @@ class TrafficLedger {
   static TrafficLedger& global();
 
   // inter_group: the rank's ring successor in this collective's group is in another shard group.
-  void record(CollectiveKind k, uint64_t full_bytes, int world, bool inter_group = false);
+  // inter_host: the bytes this rank sent to other hosts for it (comm/host_layout.h).
+  void record(CollectiveKind k, uint64_t full_bytes, int world, bool inter_group = false, uint64_t inter_host = 0);
   uint64_t bytes_sent(CollectiveKind k) const;
   uint64_t bytes_sent_inter_group(CollectiveKind k) const;
+  uint64_t bytes_sent_inter_host(CollectiveKind k) const;
   uint64_t total_bytes_sent() const;
   uint64_t calls(CollectiveKind k) const;
   void reset();
@@ -43,6 +46,7 @@ class TrafficLedger {
   std::array<std::atomic<uint64_t>, kNumCollectiveKinds> bytes_{};
   std::array<std::atomic<uint64_t>, kNumCollectiveKinds> calls_{};
   std::array<std::atomic<uint64_t>, kNumCollectiveKinds> inter_{};
+  std::array<std::atomic<uint64_t>, kNumCollectiveKinds> inter_host_{};
 };
 
 }  // namespace zerodp::comm

@@ -272,6 +272,8 @@ void PlanInput::validate() const {
                 model->n_ctx());
   }
   zero::check_zero_modes(zero, world);
+  ZDP_REQUIRE(ranks_per_host >= 0 && (ranks_per_host == 0 || world % ranks_per_host == 0),
+              "--ranks-per-host {} must divide --gpus {}", ranks_per_host, world);
 }
 
 namespace {
@@ -442,6 +444,37 @@ uint64_t traffic_bytes_per_step(const PlanInput& in) {
   return bytes + ring(8, 2, W);  // the loss sum and squared norm, two fp32
 }
 
+std::optional<uint64_t> traffic_inter_host_bytes_per_step(const PlanInput& in) {
+  in.validate();
+  const int L = in.ranks_per_host;
+  if (L == 0 || L == in.world) return 0;
+  const uint64_t W = static_cast<uint64_t>(in.world), H = W / static_cast<uint64_t>(L), G = static_cast<uint64_t>(in.accum);
+  // Flat collectives by the ring model: the H ranks whose successor is on the next host (the last of
+  // each) send their whole ring share across.
+  const auto flat = [&](uint64_t full_bytes, uint64_t times) { return H * ring(full_bytes, times, W); };
+  const uint64_t scalar = flat(8, 2);  // the loss sum and squared norm: an all-reduce over all W ranks
+  if (is_hybrid(in)) {
+    if (in.zero.shard_group_size != L) return std::nullopt;
+    // Groups are the hosts: only the all-reduce of each rank's gradient shard across the groups
+    // crosses, over a ring whose every member is on another host.
+    return W * traffic_inter_group_bytes_per_step(in) + scalar;
+  }
+  const uint64_t psi = param_counts(in).padded;
+  const uint64_t np = psi * dtype_size(in.precision.dtype), ng = psi * reduce_bytes(in);
+  const bool two = in.two_level && L > 1;
+  // Summed over the ranks: an all-gather of a full buffer of n bytes sends (H − 1)·n across in two
+  // levels; a reduce-scatter of Ψ elements sends the fp32 partial sums over H − 1 host boundaries
+  // and the last host's finished chunks, (H − 1)·(4Ψ + n/H).
+  const auto gather = [&](uint64_t n) { return two ? (H - 1) * n : flat(n, 1); };
+  const auto scatter = [&](uint64_t n) { return two ? (H - 1) * (4 * psi + n / H) : flat(n, 1); };
+  switch (in.zero.stage) {
+    case 0: return flat(ng, 2) + scalar;
+    case 1: return scatter(ng) + gather(np) + scalar;
+    case 2: return G * scatter(ng) + gather(np) + scalar;
+    default: return G * (2 * gather(np) + scatter(ng)) + scalar;
+  }
+}
+
 std::optional<int64_t> max_micro_batch(const PlanInput& in, uint64_t gpu_bytes) {
   if (!in.model) return std::nullopt;
   PlanInput q = in;
@@ -478,6 +511,7 @@ std::vector<StageEstimate> estimate_stages(const PlanInput& in, const std::vecto
     e.memory = estimate_memory(q);
     e.traffic_bytes = traffic_bytes_per_step(q);
     e.traffic_inter_group_bytes = traffic_inter_group_bytes_per_step(q);
+    if (q.ranks_per_host > 0 && q.ranks_per_host < q.world) e.traffic_inter_host_bytes = traffic_inter_host_bytes_per_step(q);
     e.hybrid = is_hybrid(q);
     e.max_micro_batch = max_micro_batch(q, gpu_bytes);
     out.push_back(e);
@@ -500,6 +534,7 @@ nlohmann::ordered_json to_json(const std::vector<StageEstimate>& stages) {
     s["bytes_per_rank"] = bytes;
     s["traffic_bytes_per_step"] = e.traffic_bytes;
     if (e.hybrid) s["traffic_inter_group_bytes_per_step"] = e.traffic_inter_group_bytes;
+    if (e.traffic_inter_host_bytes) s["traffic_inter_host_bytes_per_step_all_ranks"] = *e.traffic_inter_host_bytes;
     s["max_micro_batch"] = e.max_micro_batch ? nlohmann::ordered_json(*e.max_micro_batch) : nlohmann::ordered_json(nullptr);
     if (e.memory.host || e.memory.nvme) {
       auto tier = [](const MemoryEstimate::Offloaded& o, uint64_t total) {

@@ -62,6 +62,10 @@ struct PlanInput {
   // workspace, the batch's tokens in host memory, the optimizer's larger widening chunk. Not
   // checked against a GPU's ledger.
   bool gpu = false;
+  // Several hosts (zerodp estimate --ranks-per-host): L consecutive ranks on each of W/L hosts (0: all
+  // on one host), and whether reduce-scatters and all-gathers run in two levels (--collectives).
+  int ranks_per_host = 0;
+  bool two_level = true;
 
   // UsageError naming the flag for anything out of range (W < 1, stage outside 0..3, T > n_ctx, an
   // offload DeepSpeed does not have at this stage, ...).
@@ -101,6 +105,11 @@ uint64_t traffic_bytes_per_step(const PlanInput& in);
 // groups; the scalar all-reduce's bytes, which only the last rank of each group sends across, left
 // out); 0 with one group.
 uint64_t traffic_inter_group_bytes_per_step(const PlanInput& in);
+// With ranks_per_host set: the bytes all the ranks together send to other hosts per optimizer step, as
+// the metrics' bytes_sent_inter_host count them (comm/host_layout.h: two-level collectives exactly,
+// the others by the ring model); 0 on one host; nullopt for hybrid sharding with shard groups other
+// than the hosts (not modelled).
+std::optional<uint64_t> traffic_inter_host_bytes_per_step(const PlanInput& in);
 
 // The largest micro-batch whose total fits `gpu_bytes`; 0 when not even B = 1 fits; nullopt for a
 // bare parameter count (no activations modelled).
@@ -111,6 +120,7 @@ struct StageEstimate {
   MemoryEstimate memory;
   uint64_t traffic_bytes = 0;
   uint64_t traffic_inter_group_bytes = 0;
+  std::optional<uint64_t> traffic_inter_host_bytes;  // all ranks together; with ranks_per_host
   bool hybrid = false;  // sharded over groups smaller than W
   std::optional<int64_t> max_micro_batch;
 };
@@ -122,7 +132,8 @@ std::vector<StageEstimate> estimate_stages(const PlanInput& in, const std::vecto
 //  "total":…},"traffic_bytes_per_step":…,"max_micro_batch":…}]}, keys in that order; a stage that
 // offloads something also has "offloaded_bytes_per_rank":{"host":{"param":…,"grad":…,"master":…,
 // "optim":…,"total":…},"nvme":{…}} after max_micro_batch; with hybrid sharding (a shard group smaller
-// than W) "traffic_inter_group_bytes_per_step":… follows traffic_bytes_per_step.
+// than W) "traffic_inter_group_bytes_per_step":… follows traffic_bytes_per_step; over several hosts
+// (ranks_per_host below W) "traffic_inter_host_bytes_per_step_all_ranks":… follows that.
 nlohmann::ordered_json to_json(const std::vector<StageEstimate>& stages);
 
 }  // namespace zerodp::plan

@@ -77,6 +77,7 @@ json TrainConfig::to_json() const {
       zero.shard_group_size == zero::ZeroSettings::kShardGroupNode ? json("node") : json(zero.shard_group_size);
   zero_settings["nvme_path"] = zero.nvme_path;
   zero_settings["comm_timeout"] = comm_timeout;
+  zero_settings["collectives"] = collectives;
   return json{
       {"init", init_path},
       {"data", data_path},

@@ -61,6 +61,10 @@ struct TrainConfig {
   // The collective watchdog (comm/watchdog.h): a collective not done after this many seconds ends
   // the job (exit 1) naming it and the ranks that had not arrived; 0: wait forever.
   double comm_timeout = 300.0;
+  // How reduce-scatters and all-gathers cross hosts (comm/host_layout.h): "host-aware" in two levels,
+  // within each host and then one exchange per pair of hosts, "flat" over all ranks at once, "auto"
+  // host-aware wherever the layout allows (the same bits either way).
+  std::string collectives = "auto";
   optim::LrScheduleParams lr_schedule;  // constant unless asked
 
   // ---- device (--device): cpu, cuda or cuda:N (device/select.h)

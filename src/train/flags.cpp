@@ -333,6 +333,17 @@ const std::vector<FlagEntry>& flag_table() {
         "arrived, instead of hanging (0: wait forever)",
         false},
        ZDP_SET { c.comm_timeout = parse_number(v, f); }, ZDP_GET { return show(c.comm_timeout); }},
+      {{"--collectives", "auto|flat|host-aware",
+        "How reduce-scatters and all-gathers cross hosts: host-aware in two levels (within each host over shared "
+        "memory, then one exchange per pair of hosts), flat over all ranks at once; the same bits either way. auto: "
+        "host-aware where every host runs the same number of consecutive ranks",
+        false},
+       ZDP_SET {
+         ZDP_REQUIRE(v == "auto" || v == "flat" || v == "host-aware", "{} must be auto, flat or host-aware, got '{}'", f,
+                     v);
+         c.collectives = std::string(v);
+       },
+       ZDP_GET { return c.collectives; }},
   });
   return table;
 }

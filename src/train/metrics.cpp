@@ -50,12 +50,18 @@ nlohmann::json memory_json(const RankLedgers& l) {
 }
 
 nlohmann::json traffic_json(const RankLedgers& l) {
-  nlohmann::json sent = nlohmann::json::object(), inter = nlohmann::json::object();
+  nlohmann::json sent = nlohmann::json::object(), inter = nlohmann::json::object(), hosts = nlohmann::json::object();
   for (size_t k = 0; k < comm::kNumCollectiveKinds; ++k) {
-    sent[comm::collective_name(static_cast<comm::CollectiveKind>(k))] = l.bytes_sent[k];
-    inter[comm::collective_name(static_cast<comm::CollectiveKind>(k))] = l.bytes_sent_inter_group[k];
+    const char* name = comm::collective_name(static_cast<comm::CollectiveKind>(k));
+    sent[name] = l.bytes_sent[k];
+    inter[name] = l.bytes_sent_inter_group[k];
+    hosts[name] = l.bytes_sent_inter_host[k];
   }
-  return {{"event", "traffic"}, {"rank", l.rank}, {"bytes_sent", sent}, {"bytes_sent_inter_group", inter}};
+  return {{"event", "traffic"},
+          {"rank", l.rank},
+          {"bytes_sent", sent},
+          {"bytes_sent_inter_group", inter},
+          {"bytes_sent_inter_host", hosts}};
 }
 
 std::array<uint64_t, kLedgerWords> ledger_words(const RankLedgers& l) {
@@ -70,6 +76,7 @@ std::array<uint64_t, kLedgerWords> ledger_words(const RankLedgers& l) {
   }
   for (size_t i = 0; i < comm::kNumCollectiveKinds; ++i) w[k++] = l.bytes_sent[i];
   for (size_t i = 0; i < comm::kNumCollectiveKinds; ++i) w[k++] = l.bytes_sent_inter_group[i];
+  for (size_t i = 0; i < comm::kNumCollectiveKinds; ++i) w[k++] = l.bytes_sent_inter_host[i];
   return w;
 }
 
@@ -86,6 +93,7 @@ RankLedgers ledgers_from_words(int rank, const uint64_t* w) {
   }
   for (size_t i = 0; i < comm::kNumCollectiveKinds; ++i) l.bytes_sent[i] = w[k++];
   for (size_t i = 0; i < comm::kNumCollectiveKinds; ++i) l.bytes_sent_inter_group[i] = w[k++];
+  for (size_t i = 0; i < comm::kNumCollectiveKinds; ++i) l.bytes_sent_inter_host[i] = w[k++];
   return l;
 }
 
@@ -95,6 +103,7 @@ std::vector<RankLedgers> gather_ledgers(comm::Communicator& comm) {
   for (size_t i = 0; i < comm::kNumCollectiveKinds; ++i) {
     self.bytes_sent[i] = comm.traffic().bytes_sent(static_cast<comm::CollectiveKind>(i));
     self.bytes_sent_inter_group[i] = comm.traffic().bytes_sent_inter_group(static_cast<comm::CollectiveKind>(i));
+    self.bytes_sent_inter_host[i] = comm.traffic().bytes_sent_inter_host(static_cast<comm::CollectiveKind>(i));
   }
   const std::array<uint64_t, kLedgerWords> mine = ledger_words(self);
 

@@ -38,6 +38,7 @@ struct RankLedgers {
   MemorySnapshot memory;  // every tier
   std::array<uint64_t, comm::kNumCollectiveKinds> bytes_sent{};
   std::array<uint64_t, comm::kNumCollectiveKinds> bytes_sent_inter_group{};  // of those, across shard groups
+  std::array<uint64_t, comm::kNumCollectiveKinds> bytes_sent_inter_host{};   // sent to other hosts (comm/host_layout.h)
 };
 
 nlohmann::json step_json(const StepRecord& r);
@@ -53,7 +54,7 @@ nlohmann::json traffic_json(const RankLedgers& l);
 // The 64-bit words one rank's ledgers travel as in gather_ledgers: for each tier (device, host, nvme)
 // live bytes per category, peak bytes per category, live total, peak total; then bytes sent per
 // collective.
-constexpr size_t kLedgerWords = kNumMemTiers * (2 * kNumMemCategories + 2) + 2 * comm::kNumCollectiveKinds;
+constexpr size_t kLedgerWords = kNumMemTiers * (2 * kNumMemCategories + 2) + 3 * comm::kNumCollectiveKinds;
 std::array<uint64_t, kLedgerWords> ledger_words(const RankLedgers& l);
 RankLedgers ledgers_from_words(int rank, const uint64_t* words);
 

@@ -334,7 +334,17 @@ TrainResult run_training(TrainConfig cfg, const TrainHooks& hooks) {
   device::require_trainable(device_spec);
   check_device_support(cfg, device_spec);
   world->set_timeout(cfg.comm_timeout);
-  comm::set_activity_context("starting: reading inputs, loading");
+  // Which hosts the ranks run on: the ledger's bytes across hosts, and two-level collectives (splits
+  // made from the world learn theirs too).
+  const comm::HostLayout& hosts = world->learn_hosts(cfg.collectives != "flat");
+  if (rank == 0 && hosts.spans_hosts())
+    log::info("{} hosts{}: {}", hosts.hosts,
+              hosts.ranks_per_host > 0 ? fmt::format(", {} ranks each", hosts.ranks_per_host) : std::string(),
+              hosts.two_level ? "reduce-scatters and all-gathers in two levels (--collectives host-aware)"
+                              : "collectives over all ranks at once");
+  if (rank == 0 && cfg.collectives == "host-aware" && hosts.spans_hosts() && !hosts.two_level)
+    log::warn("--collectives host-aware: the hosts do not each run the same number of consecutive ranks (place them "
+              "with mpirun --map-by slot); running the collectives over all ranks at once");  comm::set_activity_context("starting: reading inputs, loading");
   resolve_node_shard_group(cfg, *world);
 
   // Inputs are checked before anything is allocated: a bad file fails fast with exit code 2. With

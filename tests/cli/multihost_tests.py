@@ -5,7 +5,11 @@ them, tests/pylib/zdptest/hosts.py), 2 hosts x 2 ranks:
   stages:  ZeRO stages 0-3 (fp32; stage 2 with G = 2, stage 3 also in bf16) give the --out weights
            of the same job on one host, bit for bit; hybrid sharding by node (--shard-group-size
            node: a group per host) gives the one-host run with --shard-group-size 2, bit for bit, and
-           only the across-group all-reduce crosses the link (bytes_sent_inter_group);
+           only the across-group all-reduce crosses the link (bytes_sent_inter_group); the default
+           (--collectives auto: reduce-scatters and all-gathers in two levels, host then link) and
+           --collectives flat give the same bits, and the bytes that crossed the link
+           (bytes_sent_inter_host, summed over the ranks) are what `zerodp estimate --ranks-per-host 2`
+           predicts for each, hybrid sharding's too;
   wire:    the hosts joined by the user-space wire (tests/pylib/zdptest/wire.py: what tc netem does,
            for kernels without it) instead of the veth pair: a 5 ms wire each way gives a TCP round
            trip of about 10 ms, and stage 3 and hybrid sharding across it give one host's bits;
@@ -17,12 +21,17 @@ them, tests/pylib/zdptest/hosts.py), 2 hosts x 2 ranks:
            uninterrupted 4-rank run;
   sever:   the link is cut mid-run: every rank, on both hosts, exits within --comm-timeout + 30 s with
            the watchdog's message naming the collective, the step and the ranks across the link as
-           not answering; the link back, mpirun ends with exit 1.
+           not answering; the link back, mpirun ends with exit 1;
+  sever_launch: the same under `zerodp launch`: mpirun, which would wait minutes for its daemon
+           across the cut link, is ended after the ranks' failure notes, and the next attempt starts
+           within --comm-timeout + 30 s of the cut; the link back, the launch finishes the job
+           (exit 0) with the weights of an uninterrupted run.
 
 Where namespaces cannot be made (not root, no iproute2), prints SKIPPED with the reason and exits 77.
 
-usage: multihost_tests.py ZERODP CASE     (CASE: stages | wire | lost_host | sever)
+usage: multihost_tests.py ZERODP CASE     (CASE: stages | wire | lost_host | sever | sever_launch)
 Exits non-zero with a message on the first failed check."""
+import json
 import os
 import subprocess
 import sys
@@ -64,18 +73,32 @@ def two_hosts(hosts, args, name):
     return out, zt.read_metrics(metrics)
 
 
+def crossed_as_planned(metrics, steps, name, estimate_args):
+    """The bytes all ranks sent across hosts (bytes_sent_inter_host) are `steps` times the planner's
+    prediction for the stage-3 fp32 run of `train` on 2 hosts x 2 ranks."""
+    rc, so, se = zt.run(ZERODP, ["estimate", "--json", "--gpus", "4", "--ranks-per-host", "2", "--stage", "3",
+                                 "--dtype", "fp32", "--micro-batch", "2", "--seq", "32", "--layers", "2", "--heads",
+                                 "2", "--embd", "64", "--vocab", "256", "--ctx", "64"] + estimate_args)
+    check(rc == 0, f"{name}: zerodp estimate --ranks-per-host 2", se[-2000:])
+    planned = json.loads(so)["stages"][0]["traffic_inter_host_bytes_per_step_all_ranks"]
+    crossed = sum(sum(t["bytes_sent_inter_host"].values()) for t in metrics if t.get("event") == "traffic")
+    check(crossed == steps * planned > 0,
+          f"{name}: {crossed} bytes crossed the link in {steps} steps, as planned ({planned} a step)")
+    return crossed
+
+
 def stop(p):
     """Ends a job started on the hosts, whatever state it and the link are in; returns its stderr. (Its
     daemons and ranks hold its output pipes: they must go too, and a cut link must be mended for that.)"""
     if p.poll() is None:
         p.kill()
     try:
-        return p.communicate(timeout=20)[1].decode(errors="replace")
+        return (p.communicate(timeout=20)[1] or b"").decode(errors="replace")
     except subprocess.TimeoutExpired:
         hosts.restore()
         hosts.kill_host(0)
         hosts.kill_host(1)
-        return p.communicate()[1].decode(errors="replace")
+        return (p.communicate()[1] or b"").decode(errors="replace")
 
 
 RTT_PROBE = """
@@ -150,6 +173,15 @@ with TestHosts(tmp, link="wire" if CASE == "wire" else "veth") as hosts:
                       0 < inter["all_reduce"] <= sent["all_reduce"],
                       f"{name}: rank {t['rank']}'s gathers and reduce-scatters stay on its host; only the "
                       f"across-group all-reduce crosses the link", str(t))
+            if stage == "3":
+                crossed_as_planned(metrics, 4, name, ["--shard-group-size", "2"])
+        outs = {}
+        for mode in ("host-aware", "flat"):
+            name = f"stage3-{mode}"
+            outs[mode], metrics = two_hosts(hosts, ["--zero-stage", "3", "--steps", "4", "--collectives", mode], name)
+            crossed_as_planned(metrics, 4, name, ["--collectives", mode])
+        check(outs["host-aware"] and zt.read_bytes(outs["host-aware"]) == zt.read_bytes(outs["flat"]),
+              "stage 3: two-level collectives give the flat ones' weights, bit for bit")
 
     elif CASE == "lost_host":
         import re
@@ -235,6 +267,11 @@ with TestHosts(tmp, link="wire" if CASE == "wire" else "veth") as hosts:
                     err = f.read()
                 line = next((x for x in err.splitlines() if "(--comm-timeout)" in x), None)
                 if line is None:
+                    # A rank sending across the link when it went down (the last host of a two-level
+                    # reduce-scatter sends finished chunks back) is ended by OpenMPI's TCP transport
+                    # itself, which aborts on a failed reconnect instead of returning an error.
+                    if "Unable to connect to the peer" in err:
+                        told[rank // 2].append(rank)
                     continue
                 across = "ranks 2-3" if rank < 2 else "ranks 0-1"
                 check(line.startswith(f"[rank {rank}] error: collective ") and "did not complete within 5 s" in
@@ -243,8 +280,8 @@ with TestHosts(tmp, link="wire" if CASE == "wire" else "veth") as hosts:
                       f"rank {rank}'s message names the collective, the step, and {across} (across the link) as "
                       f"not answering", line)
                 told[rank // 2].append(rank)
-            check(told[0] and told[1], f"a rank on each host wrote the watchdog's message (its host's output "
-                  f"file): {told}")
+            check(told[0] and told[1], f"a rank on each host wrote the watchdog's message, or OpenMPI's on a lost "
+                  f"connection (its host's output file): {told}")
             # The launcher's daemons cannot talk across a cut link: mpirun ends once it is back.
             hosts.restore()
             try:
@@ -253,6 +290,53 @@ with TestHosts(tmp, link="wire" if CASE == "wire" else "veth") as hosts:
                 pass
             check(p.returncode is not None and p.returncode != 0,
                   f"mpirun ended with a failure once the link was back (exit {p.returncode})")
+        finally:
+            stop(p)
+    elif CASE == "sever_launch":
+        import re
+        timeout_s, steps = 5, 200
+        job = train + ["--zero-stage", "3", "--steps", str(steps), "--save-every", "10", "--comm-timeout",
+                       str(timeout_s)]
+        straight = path("straight.safetensors")
+        rc, so, se = zt.run(ZERODP, job + ["--save-dir", path("ck-straight"), "--out", straight], ranks=4, timeout=300)
+        check(rc == 0, "the uninterrupted run at 4 ranks", se[-2000:])
+        d, out, log = path("ck"), path("out.safetensors"), path("launch.err")
+        cmd = hosts.on_host(0, [ZERODP, "launch", "--max-restarts", "6"] + hosts.mpirun_args(mpi_timeout=280) +
+                            ["--"] + job + ["--save-dir", d, "--out", out])
+        with open(log, "wb") as err_file:
+            p = subprocess.Popen(cmd, env=zt.ENV, stdout=subprocess.DEVNULL, stderr=err_file)
+
+        def launch_log():
+            with open(log, errors="replace") as f:
+                return f.read()
+
+        try:
+            deadline = time.monotonic() + 120
+            while not os.path.exists(os.path.join(d, "step-10")):
+                if time.monotonic() > deadline or p.poll() is not None:
+                    check(False, "the job wrote its checkpoint of step 10", launch_log()[-3000:])
+                time.sleep(0.05)
+            hosts.sever()
+            cut = time.monotonic()
+            while "attempt 2 of" not in launch_log() and p.poll() is None and time.monotonic() - cut < timeout_s + 60:
+                time.sleep(0.05)
+            took = time.monotonic() - cut
+            check("attempt 2 of" in launch_log(), f"the launch started another attempt after the cut (waited "
+                  f"{took:.1f} s)", launch_log()[-3000:])
+            print(f"the next attempt started {took:.1f} s after the link was cut (--comm-timeout {timeout_s})")
+            check(took < timeout_s + 30, f"it started {took:.1f} s after the cut, within {timeout_s} + 30 s",
+                  launch_log()[-3000:])
+            hosts.restore()
+            try:
+                p.wait(timeout=240)
+            except subprocess.TimeoutExpired:
+                pass
+            err = launch_log()
+            check(p.returncode == 0, f"the link back, the launch finished the job (exit {p.returncode})", err[-4000:])
+            check(re.search(r"resuming from \S*/step-\d+ at step", err) is not None,
+                  "an attempt after the cut resumed from a checkpoint", err[-3000:])
+            check(zt.read_bytes(out) == zt.read_bytes(straight),
+                  "the launch's weights are the uninterrupted run's, bit for bit")
         finally:
             stop(p)
     else:

@@ -33,6 +33,7 @@ RankLedgers distinct_ledgers(int rank) {
   }
   for (uint64_t& b : l.bytes_sent) b = ++next;
   for (uint64_t& b : l.bytes_sent_inter_group) b = ++next;
+  for (uint64_t& b : l.bytes_sent_inter_host) b = ++next;
   return l;
 }
 
@@ -100,6 +101,7 @@ TEST(MemoryEvent, LedgerWordsRoundTripEveryTier) {
   }
   EXPECT_EQ(a.bytes_sent, b.bytes_sent);
   EXPECT_EQ(a.bytes_sent_inter_group, b.bytes_sent_inter_group);
+  EXPECT_EQ(a.bytes_sent_inter_host, b.bytes_sent_inter_host);
   // Every word is used: the distinct values all arrive, none twice.
   EXPECT_EQ(std::set<uint64_t>(w.begin(), w.end()).size(), kLedgerWords);
 }
