@@ -18,7 +18,8 @@ or with --link tbf a veth pair shaped by `tc tbf` (bandwidth alone, no added lat
 own forwarding runs on the same cores as the ranks.
 
 usage: run.py ZERODP OUT_DIR [--quick] [--link netem|wire|tbf] [--modes full,host-aware,hybrid]
-              [--rates 100,1000,none] [--accum 1,4]
+              [--rates 100,1000,none] [--accum 1,4] [--from-csv CSV]
+       (--from-csv: plot an earlier run's CSV again instead of measuring)
        (root; writes OUT_DIR/multihost-<link>.csv and multihost-<link>.png; needs zdptest:
        PYTHONPATH=tests/pylib, or `pip install tests/pylib` first)
 """
@@ -42,7 +43,8 @@ def option(name, default):
 
 
 LINK = option("--link", None)
-why_not = TestHosts.unavailable()
+FROM_CSV = option("--from-csv", None)
+why_not = TestHosts.unavailable() if FROM_CSV is None else None
 if why_not:
     sys.exit(f"run.py: no test hosts here: {why_not}")
 os.makedirs(OUT, exist_ok=True)
@@ -68,28 +70,42 @@ ALL_MODES = {"full": ["--collectives", "flat"], "host-aware": ["--collectives", 
 MODES = [(m, ALL_MODES[m]) for m in option("--modes", "full,host-aware,hybrid").split(",")]
 
 rows = []
-if LINK == "tbf":
-    DELAY_MS = 0.0
-with TestHosts(work, link="wire" if LINK == "wire" else "veth") as hosts:
-    for rate in RATES_MBIT:
-        qdisc = hosts.shape(DELAY_MS, rate)
-        for accum in ACCUMS:
-            for mode, extra in MODES:
-                metrics = os.path.join(work, f"m-{mode}-{accum}-{rate}.jsonl")
-                cmd = hosts.mpirun([ZERODP] + base + ["--accum", str(accum), "--metrics", metrics] + extra,
-                                   mpi_timeout=580)
-                r = zt.launch(cmd, timeout=600)
-                if r.code != 0:
-                    sys.exit(f"run.py: {mode} G={accum} at {rate} Mbit/s failed (exit {r.code}): {r.err[-2000:]}")
-                m = zt.read_metrics(metrics)
-                ms = [e["ms"] for e in m if e.get("event") == "step"][2:]
-                inter = [e for e in m if e.get("event") == "traffic"]
-                crossed = sum(sum(e["bytes_sent_inter_host"].values()) for e in inter)
-                row = {"rate_mbit": rate or "", "delay_ms": DELAY_MS, "qdisc": qdisc, "accum": accum, "mode": mode,
-                       "step_ms": round(statistics.median(ms), 1), "step_ms_min": round(min(ms), 1),
-                       "step_ms_max": round(max(ms), 1), "inter_host_bytes_per_step_all_ranks": crossed // STEPS}
-                rows.append(row)
-                print(row, flush=True)
+if FROM_CSV is not None:
+    with open(FROM_CSV, newline="") as f:
+        for r in csv.DictReader(f):
+            r["rate_mbit"] = int(r["rate_mbit"]) if r["rate_mbit"] else ""
+            r["accum"] = int(r["accum"])
+            for k in ("step_ms", "step_ms_min", "step_ms_max", "delay_ms"):
+                r[k] = float(r[k])
+            r["inter_host_bytes_per_step_all_ranks"] = int(r["inter_host_bytes_per_step_all_ranks"])
+            rows.append(r)
+    DELAY_MS = rows[0]["delay_ms"]
+    RATES_MBIT = sorted({r["rate_mbit"] for r in rows if r["rate_mbit"]}) + [None]
+    ACCUMS = sorted({r["accum"] for r in rows})
+    MODES = [(m, ALL_MODES[m]) for m in dict.fromkeys(r["mode"] for r in rows)]
+else:
+    if LINK == "tbf":
+        DELAY_MS = 0.0
+    with TestHosts(work, link="wire" if LINK == "wire" else "veth") as hosts:
+        for rate in RATES_MBIT:
+            qdisc = hosts.shape(DELAY_MS, rate)
+            for accum in ACCUMS:
+                for mode, extra in MODES:
+                    metrics = os.path.join(work, f"m-{mode}-{accum}-{rate}.jsonl")
+                    cmd = hosts.mpirun([ZERODP] + base + ["--accum", str(accum), "--metrics", metrics] + extra,
+                                       mpi_timeout=580)
+                    r = zt.launch(cmd, timeout=600)
+                    if r.code != 0:
+                        sys.exit(f"run.py: {mode} G={accum} at {rate} Mbit/s failed (exit {r.code}): {r.err[-2000:]}")
+                    m = zt.read_metrics(metrics)
+                    ms = [e["ms"] for e in m if e.get("event") == "step"][2:]
+                    inter = [e for e in m if e.get("event") == "traffic"]
+                    crossed = sum(sum(e["bytes_sent_inter_host"].values()) for e in inter)
+                    row = {"rate_mbit": rate or "", "delay_ms": DELAY_MS, "qdisc": qdisc, "accum": accum, "mode": mode,
+                           "step_ms": round(statistics.median(ms), 1), "step_ms_min": round(min(ms), 1),
+                           "step_ms_max": round(max(ms), 1), "inter_host_bytes_per_step_all_ranks": crossed // STEPS}
+                    rows.append(row)
+                    print(row, flush=True)
 
 with open(os.path.join(OUT, f"multihost-{LINK}.csv"), "w", newline="") as f:
     w = csv.DictWriter(f, fieldnames=list(rows[0]))
