@@ -17,7 +17,8 @@ otherwise the user-space wire of tests/pylib/zdptest/wire.py (TUN devices, laten
 or with --link tbf a veth pair shaped by `tc tbf` (bandwidth alone, no added latency). The wire's
 own forwarding runs on the same cores as the ranks.
 
-usage: run.py ZERODP OUT_DIR [--quick] [--link netem|wire|tbf] [--modes full,host-aware,hybrid]
+usage: run.py ZERODP OUT_DIR [--quick] [--link netem|wire|tbf]
+              [--modes full,host-aware,hybrid,qwz,qgz,hpz,zeropp]
               [--rates 100,1000,none] [--accum 1,4] [--from-csv CSV]
        (--from-csv: plot an earlier run's CSV again instead of measuring)
        (root; writes OUT_DIR/multihost-<link>.csv and multihost-<link>.png; needs zdptest:
@@ -66,7 +67,11 @@ tokens, init = zt.make_inputs(ZERODP, work, seed=3, text_bytes=200000, **MODEL)
 base = ["train", "--init", init, "--data", tokens, "--steps", str(STEPS), "--micro-batch", "2", "--seq", "64",
         "--zero-stage", "3", "--log-every", "0", "--comm-timeout", "0"]
 ALL_MODES = {"full": ["--collectives", "flat"], "host-aware": ["--collectives", "host-aware"],
-             "hybrid": ["--shard-group-size", "node"]}
+             "hybrid": ["--shard-group-size", "node"],
+             # ZeRO++ (host-aware collectives): each part alone, and the three together.
+             "qwz": ["--zero-quantized-weights"], "qgz": ["--zero-quantized-gradients"],
+             "hpz": ["--hpz-partition-size", "2"],
+             "zeropp": ["--zero-quantized-weights", "--zero-quantized-gradients", "--hpz-partition-size", "2"]}
 MODES = [(m, ALL_MODES[m]) for m in option("--modes", "full,host-aware,hybrid").split(",")]
 
 rows = []
@@ -156,9 +161,12 @@ for accum in ACCUMS:
                 cells.append(f"{mode} {ms:.0f}" + (f" ({ms / model:.2f}x the model)" if model and mode != "hybrid" else ""))
         print(f"  G={accum} {rate or 'unshaped'} Mbit/s: model {model and round(model)}; " + ", ".join(cells))
 
-COLORS = {"full": "tab:red", "host-aware": "tab:green", "hybrid": "tab:blue"}
+COLORS = {"full": "tab:red", "host-aware": "tab:green", "hybrid": "tab:blue", "qwz": "tab:orange",
+          "qgz": "tab:brown", "hpz": "tab:pink", "zeropp": "tab:purple"}
 LABELS = {"full": "full sharding, flat (4 ranks)", "host-aware": "full sharding, host-aware",
-          "hybrid": "hybrid (2 per host)"}
+          "hybrid": "hybrid (2 per host)", "qwz": "ZeRO++ qwZ (int8 weight gathers)",
+          "qgz": "ZeRO++ qgZ (int8 gradient partials)", "hpz": "ZeRO++ hpZ (secondary copy per host)",
+          "zeropp": "ZeRO++ qwZ + qgZ + hpZ"}
 unshaped = max(r for r in RATES_MBIT if r) * 3  # where "no shaping" is drawn
 fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12, 4.4), gridspec_kw={"width_ratios": [3, 2]})
 styles = {1: "-", 4: "--"}

@@ -48,6 +48,12 @@ WorkPtr Communicator::reduce_scatter_async(const void* send, void* recv, size_t 
       {.kind = CollectiveKind::kReduceScatter, .send = send, .recv = recv, .count = count, .type = type, .op = op});
 }
 
+WorkPtr Communicator::reduce_scatter_quantized_async(const void* send, void* recv, size_t count, ElementType type,
+                                                     ReduceOp op) {
+  return issue({.kind = CollectiveKind::kReduceScatter, .send = send, .recv = recv, .count = count, .type = type,
+                .op = op, .quantize_across_hosts = true});
+}
+
 WorkPtr Communicator::all_gather_async(const void* send, void* recv, size_t count, ElementType type) {
   return issue({.kind = CollectiveKind::kAllGather, .send = send, .recv = recv, .count = count, .type = type});
 }
@@ -75,7 +81,8 @@ WorkPtr Communicator::issue(Collective c) {
   const uint64_t across =
       hosts_.spans_hosts()
           ? bytes_across_hosts(hosts_, c.kind, c.count, c.type.size(), rank(),
-                               runs_in_two_levels(hosts_, c.kind, c.is_reduction() && c.op != ReduceOp::kMax, c.count))
+                               runs_in_two_levels(hosts_, c.kind, c.is_reduction() && c.op != ReduceOp::kMax, c.count),
+                               c.quantize_across_hosts)
           : 0;
   traffic_->record(c.kind, ledger_full_bytes(c.kind, c.count, c.type.size(), size()), size(),
                    successor_in_other_group_, across);

@@ -75,6 +75,7 @@ struct Collective {
   ReduceOp op = ReduceOp::kSum;  // all_reduce, reduce_scatter
   int root = 0;                  // broadcast
   bool in_place = false;         // all_reduce always; reduce_scatter and all_gather in their in-place form (set by the front half)
+  bool quantize_across_hosts = false;  // reduce_scatter_quantized_async (ZeRO++ qgZ)
 
   bool is_reduction() const { return kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kReduceScatter; }
   size_t chunk_bytes() const { return count * type.size(); }
@@ -121,6 +122,12 @@ class Communicator {
   WorkPtr all_reduce_async(void* buf, size_t count, ElementType type, ReduceOp op);
   WorkPtr reduce_scatter_async(const void* send, void* recv, size_t count, ElementType type, ReduceOp op);
   WorkPtr all_gather_async(const void* send, void* recv, size_t count, ElementType type);
+  // ZeRO++'s qgZ: a reduce-scatter (sum or average) whose values crossing hosts travel as int8 blocks
+  // with fp32 scales (core/quantize.h). Where it runs in two levels (learn_hosts), the fp32 partial sums
+  // passed from host to host and the finished chunks sent back to their owners are quantized, each hop
+  // within half a step of 1/127 of its block's largest magnitude; within a host, and wherever it runs
+  // flat, it is reduce_scatter_async, exact. The traffic ledger's inter-host bytes count the quantized bytes.
+  WorkPtr reduce_scatter_quantized_async(const void* send, void* recv, size_t count, ElementType type, ReduceOp op);
   WorkPtr broadcast_bytes_async(void* buf, size_t bytes, int root) { return broadcast_async(buf, bytes, kByte, root); }
   WorkPtr all_gather_bytes_async(const void* send, void* recv, size_t bytes) {
     return all_gather_async(send, recv, bytes, kByte);

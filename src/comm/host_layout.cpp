@@ -1,9 +1,11 @@
 #include "comm/host_layout.h"
 
+#include <algorithm>
 #include <climits>
 #include <map>
 
 #include "core/error.h"
+#include "core/quantize.h"
 
 namespace zerodp::comm {
 
@@ -33,8 +35,15 @@ bool runs_in_two_levels(const HostLayout& layout, CollectiveKind kind, bool is_s
   return false;
 }
 
+uint64_t quantized_chunk_bytes(size_t count) {
+  uint64_t bytes = 0;
+  for (size_t k = 0; k < count; k += kTwoLevelPieceElements)
+    bytes += quantized_int8_bytes(std::min(kTwoLevelPieceElements, count - k));
+  return bytes;
+}
+
 uint64_t bytes_across_hosts(const HostLayout& layout, CollectiveKind kind, size_t count, size_t elem_bytes, int rank,
-                            bool two_level) {
+                            bool two_level, bool quantized) {
   if (!layout.spans_hosts() || count == 0) return 0;
   const int W = static_cast<int>(layout.host_of.size());
   ZDP_CHECK(rank >= 0 && rank < W, "rank {} outside a layout of {} ranks", rank, W);
@@ -42,6 +51,8 @@ uint64_t bytes_across_hosts(const HostLayout& layout, CollectiveKind kind, size_
   if (two_level) {
     ZDP_CHECK(layout.two_level, "a two-level count asked of a layout that does not run two levels");
     const bool last_host = layout.host_of[static_cast<size_t>(rank)] == layout.hosts - 1;
+    if (kind == CollectiveKind::kReduceScatter && quantized)
+      return (last_host ? H - 1 : H) * quantized_chunk_bytes(count);
     if (kind == CollectiveKind::kReduceScatter && !last_host) return 4 * H * static_cast<uint64_t>(count);
     return (H - 1) * chunk;
   }

@@ -39,12 +39,19 @@ struct HostLayout {
 // int counts: L·count must fit.
 bool runs_in_two_levels(const HostLayout& layout, CollectiveKind kind, bool is_sum, size_t count);
 
+// Elements of one chunk a two-level reduce-scatter moves per message (its pieces; comm/mpi_two_level.h).
+inline constexpr size_t kTwoLevelPieceElements = size_t{1} << 17;
+// The bytes of one chunk of `count` elements sent quantized (qgZ), piece by piece, each piece its own
+// int8 blocks (core/quantize.h).
+uint64_t quantized_chunk_bytes(size_t count);
+
 // The bytes rank `rank` sends to other hosts for one collective of `count` elements of `elem_bytes`
 // (two_level: as runs_in_two_levels says it runs). In two levels, for H hosts, chunk bytes b = count·elem_bytes:
 //   all-gather: its chunk to the rank of the same local index on each other host, (H − 1)·b;
 //   reduce-scatter: on hosts 0 to H − 2, the fp32 partial sums of its lane (the H chunks of its local
-//   index), 4·H·count; on the last host, the finished chunks to their owners on the others, (H − 1)·b.
+//   index), 4·H·count; on the last host, the finished chunks to their owners on the others, (H − 1)·b;
+//   quantized (qgZ): H·quantized_chunk_bytes(count) and (H − 1)·quantized_chunk_bytes(count).
 uint64_t bytes_across_hosts(const HostLayout& layout, CollectiveKind kind, size_t count, size_t elem_bytes, int rank,
-                            bool two_level);
+                            bool two_level, bool quantized = false);
 
 }  // namespace zerodp::comm

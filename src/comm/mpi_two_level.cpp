@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "comm/reduce_kernels.h"
+#include "core/quantize.h"
 
 namespace zerodp::comm {
 
@@ -37,11 +38,13 @@ int resized(MPI_Datatype inner, MPI_Aint extent, ScopedType& out) {
 
 }  // namespace
 
-size_t two_level_piece_elements() { return size_t{1} << 17; }
-
-size_t two_level_staging_bytes(size_t count, DType dtype, int ranks_per_host) {
+size_t two_level_staging_bytes(size_t count, DType dtype, int ranks_per_host, bool quantized) {
   const size_t piece = std::min(count, two_level_piece_elements()), es = dtype_size(dtype);
-  return static_cast<size_t>(std::max(0, ranks_per_host - 1)) * piece * es + 2 * piece * sizeof(float) + 2 * piece * es;
+  const size_t exact =
+      static_cast<size_t>(std::max(0, ranks_per_host - 1)) * piece * es + 2 * piece * sizeof(float) + 2 * piece * es;
+  if (!quantized) return exact;
+  // Two quantized pieces going out (partial or finished), one coming in, and the rank's own chunk's.
+  return exact + 3 * quantized_int8_bytes(piece) + static_cast<size_t>(quantized_chunk_bytes(count));
 }
 
 int run_two_level_all_gather(const MpiGroup& g, const TwoLevelGroups& t, const Collective& c) {
@@ -77,16 +80,27 @@ int run_two_level_reduce_scatter(const MpiGroup& g, const TwoLevelGroups& t, con
   const auto values = [&](int chunk, size_t k) { return in + (static_cast<size_t>(chunk) * count + k) * es; };
 
   const size_t piece = std::min(count, two_level_piece_elements());
+  const bool quantized = c.quantize_across_hosts;
   // Staging: the host's other ranks' values of a piece (local index j in slot j, or j − 1 past l),
   // then two fp32 partial sums and two finished pieces, each pair alternating so that one can be in
-  // flight while the next is computed.
+  // flight while the next is computed; quantized (qgZ), two quantized pieces going out, one coming
+  // in, and the quantized pieces of this rank's own chunk as they arrive.
   char* slots = staging;
   const auto slot = [&](int j) { return slots + static_cast<size_t>(j < l ? j : j - 1) * piece * es; };
   float* partial[2];
   char* finished[2];
+  char* outgoing[2];
   char* p = slots + static_cast<size_t>(L - 1) * piece * es;
   for (int b = 0; b < 2; ++b, p += piece * sizeof(float)) partial[b] = reinterpret_cast<float*>(p);
   for (int b = 0; b < 2; ++b, p += piece * es) finished[b] = p;
+  const size_t qpiece = quantized_int8_bytes(piece);
+  char* incoming = nullptr;
+  char* own_quantized = nullptr;  // piece k's at (k / piece)·qpiece
+  if (quantized) {
+    for (int b = 0; b < 2; ++b, p += qpiece) outgoing[b] = p;
+    incoming = p;
+    own_quantized = p + qpiece;
+  }
 
   std::vector<MPI_Request> sent_on(2, MPI_REQUEST_NULL);  // the send that still reads buffer b
   std::vector<MPI_Request> results;                          // this rank's finished pieces, arriving
@@ -103,7 +117,7 @@ int run_two_level_reduce_scatter(const MpiGroup& g, const TwoLevelGroups& t, con
     const int chunk = host_of_chunk * L + l;  // the lane's chunk at this step
     for (size_t k = 0; k < count; k += piece, b ^= 1) {
       const size_t m = std::min(piece, count - k);
-      const int mi = static_cast<int>(m);
+      const int mi = static_cast<int>(m), qi = static_cast<int>(quantized_int8_bytes(m));
       if (const int rc = wait_one(sent_on[b]); rc != MPI_SUCCESS) return rc;
       float* acc = partial[b];
       reqs.clear();
@@ -118,22 +132,30 @@ int run_two_level_reduce_scatter(const MpiGroup& g, const TwoLevelGroups& t, con
       }
       if (rc == MPI_SUCCESS && h > 0) {
         reqs.emplace_back();
-        rc = MPI_Irecv(acc, mi, MPI_FLOAT, h - 1, kPartialTag, t.across_hosts, &reqs.back());
+        rc = quantized ? MPI_Irecv(incoming, qi, MPI_BYTE, h - 1, kPartialTag, t.across_hosts, &reqs.back())
+                       : MPI_Irecv(acc, mi, MPI_FLOAT, h - 1, kPartialTag, t.across_hosts, &reqs.back());
       }
       if (rc == MPI_SUCCESS) rc = complete_requests(g, reqs);
       if (rc != MPI_SUCCESS) return rc;
+      if (h > 0 && quantized) dequantize_int8(incoming, m, acc, DType::kF32);
       // The host's values, in rank order, onto the sum of the hosts before it.
       for (int j = 0; j < L; ++j) rows[static_cast<size_t>(j)] = j == l ? values(chunk, k) : slot(j);
       if (h == 0) widen_to_f32(rows[0], dtype, acc, m);
       for (int j = h == 0 ? 1 : 0; j < L; ++j) accumulate_f32(rows[static_cast<size_t>(j)], dtype, acc, m);
       if (!last_host) {
-        if ((rc = MPI_Isend(acc, mi, MPI_FLOAT, h + 1, kPartialTag, t.across_hosts, &sent_on[b])) != MPI_SUCCESS)
-          return rc;
+        if (quantized) {
+          quantize_int8(acc, DType::kF32, m, outgoing[b]);
+          rc = MPI_Isend(outgoing[b], qi, MPI_BYTE, h + 1, kPartialTag, t.across_hosts, &sent_on[b]);
+        } else {
+          rc = MPI_Isend(acc, mi, MPI_FLOAT, h + 1, kPartialTag, t.across_hosts, &sent_on[b]);
+        }
+        if (rc != MPI_SUCCESS) return rc;
         if (host_of_chunk == h) {  // this rank's own chunk: its values are read, its result may come
           results.emplace_back();
-          if ((rc = MPI_Irecv(out + k * es, mi, type, H - 1, kFinishedTag, t.across_hosts, &results.back())) !=
-              MPI_SUCCESS)
-            return rc;
+          rc = quantized ? MPI_Irecv(own_quantized + k / piece * qpiece, qi, MPI_BYTE, H - 1, kFinishedTag,
+                                     t.across_hosts, &results.back())
+                         : MPI_Irecv(out + k * es, mi, type, H - 1, kFinishedTag, t.across_hosts, &results.back());
+          if (rc != MPI_SUCCESS) return rc;
         }
         continue;
       }
@@ -141,6 +163,11 @@ int run_two_level_reduce_scatter(const MpiGroup& g, const TwoLevelGroups& t, con
         for (size_t i = 0; i < m; ++i) acc[i] /= static_cast<float>(W);
       if (host_of_chunk == h) {
         narrow_from_f32(acc, out + k * es, dtype, m);
+      } else if (quantized) {
+        quantize_int8(acc, DType::kF32, m, outgoing[b]);
+        if ((rc = MPI_Isend(outgoing[b], qi, MPI_BYTE, host_of_chunk, kFinishedTag, t.across_hosts, &sent_on[b])) !=
+            MPI_SUCCESS)
+          return rc;
       } else {
         narrow_from_f32(acc, finished[b], dtype, m);
         if ((rc = MPI_Isend(finished[b], mi, type, host_of_chunk, kFinishedTag, t.across_hosts, &sent_on[b])) !=
@@ -150,7 +177,11 @@ int run_two_level_reduce_scatter(const MpiGroup& g, const TwoLevelGroups& t, con
     }
   }
   for (MPI_Request& r : sent_on) results.push_back(r);
-  return complete_requests(g, results);
+  if (const int rc = complete_requests(g, results); rc != MPI_SUCCESS) return rc;
+  if (quantized && !last_host)  // this rank's chunk arrived quantized, piece by piece
+    for (size_t k = 0; k < count; k += piece)
+      dequantize_int8(own_quantized + k / piece * qpiece, std::min(piece, count - k), out + k * es, dtype);
+  return MPI_SUCCESS;
 }
 
 }  // namespace zerodp::comm

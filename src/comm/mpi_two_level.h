@@ -16,12 +16,15 @@
 // sum and sends it to its owner. Since the ranks are in host order, the additions are those of the flat
 // reduction, in its order: the same bits. What crosses the link is one fp32 partial sum per element and
 // host boundary plus the finished chunks, instead of every rank's values to every owner; the pieces
-// flow down the chain of hosts as a pipeline.
+// flow down the chain of hosts as a pipeline. With quantize_across_hosts (ZeRO++ qgZ) the partial sums
+// and the finished pieces cross as int8 blocks (core/quantize.h), dequantized on arrival: about a
+// quarter of the bytes, and no longer the flat bits.
 #pragma once
 
 #include <cstddef>
 
 #include "comm/communicator.h"
+#include "comm/host_layout.h"
 #include "comm/mpi_transfer.h"
 
 namespace zerodp::comm {
@@ -35,10 +38,11 @@ struct TwoLevelGroups {
 };
 
 // Elements of one chunk the reduce-scatter moves per message (its pieces).
-size_t two_level_piece_elements();
+inline size_t two_level_piece_elements() { return kTwoLevelPieceElements; }
 // The staging a two-level reduce-scatter of `count` elements a rank allocates (category comm): the
-// host's other ranks' values of one piece, two fp32 partial sums and two finished pieces in flight.
-size_t two_level_staging_bytes(size_t count, DType dtype, int ranks_per_host);
+// host's other ranks' values of one piece, two fp32 partial sums and two finished pieces in flight;
+// quantized, also a quantized piece arriving and every quantized piece of the rank's own chunk.
+size_t two_level_staging_bytes(size_t count, DType dtype, int ranks_per_host, bool quantized);
 
 // Run `c` (checked; a sum or average reduce-scatter, or an all-gather, with elements) to completion
 // over `t`; `g` is the whole group (its progress mode drives the waits). Return MPI's code.

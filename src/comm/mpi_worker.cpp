@@ -193,7 +193,8 @@ WorkPtr MpiWorker::enqueue(std::unique_ptr<PendingOp> op) {
 // not wait for it to grow.
 void MpiWorker::provide_staging(PendingOp& op) {
   const Collective& c = op.collective;
-  const size_t need = runs_two_level(op) ? two_level_staging_bytes(c.count, c.type.dtype(), two_level_.ranks_per_host)
+  const size_t need = runs_two_level(op) ? two_level_staging_bytes(c.count, c.type.dtype(), two_level_.ranks_per_host,
+                                                                    c.quantize_across_hosts)
                                          : ordered_reduction_staging_bytes_for(c.kind == CollectiveKind::kAllReduce,
                                                                                c.count, c.type.dtype(), group_.size);
   if (need == 0) return;

@@ -4,6 +4,7 @@
 #include <type_traits>
 
 #include "core/error.h"
+#include "core/quantize.h"
 #include "kernels/attention.h"
 #include "kernels/blas_info.h"
 #include "kernels/cross_entropy.h"
@@ -285,6 +286,10 @@ void CpuDevice::add_into(void* dst, DType dst_type, const void* src, DType src_t
 }
 
 double CpuDevice::sum_squares(const void* x, DType type, size_t n) { return kernels::sum_squares(x, type, n); }
+
+void CpuDevice::quantize_int8(const void* x, DType type, size_t n, void* out) { zerodp::quantize_int8(x, type, n, out); }
+
+void CpuDevice::dequantize_int8(const void* q, size_t n, void* x, DType type) { zerodp::dequantize_int8(q, n, x, type); }
 
 void CpuDevice::adamw_update(float* p, const float* g, float* m, float* v, size_t n, const optim::AdamWParams& hp,
                              int64_t t, bool decay, float grad_scale) {

@@ -24,6 +24,8 @@ class CpuDevice : public Device {
   void convert(const void* src, DType src_type, void* dst, DType dst_type, size_t n) override;
   void add_into(void* dst, DType dst_type, const void* src, DType src_type, size_t n) override;
   double sum_squares(const void* x, DType type, size_t n) override;
+  void quantize_int8(const void* x, DType type, size_t n, void* out) override;
+  void dequantize_int8(const void* q, size_t n, void* x, DType type) override;
   void adamw_update(float* p, const float* g, float* m, float* v, size_t n, const optim::AdamWParams& hp, int64_t t,
                     bool decay, float grad_scale) override;
   void sgd_update(float* p, const float* g, float* momentum, size_t n, const optim::SGDParams& hp, int64_t t,

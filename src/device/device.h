@@ -181,6 +181,10 @@ class Device {
   virtual void add_into(void* dst, DType dst_type, const void* src, DType src_type, size_t n) = 0;
   // Σ x[i]² in double, in a fixed order (kernels/precision.h): the gradient norm's partial sum.
   virtual double sum_squares(const void* x, DType type, size_t n) = 0;
+  // ZeRO++'s int8 block quantization (core/quantize.h): n values of `type` into
+  // quantized_int8_bytes(n) bytes, and back; the same bytes and values on every device.
+  virtual void quantize_int8(const void* x, DType type, size_t n, void* out) = 0;
+  virtual void dequantize_int8(const void* q, size_t n, void* x, DType type) = 0;
 
   // ---- GEMM: C[M,N] (fp32) = alpha·op(A)·op(B) + beta·C, row-major with leading dimensions -------------
   // A and B in `dtype`: fp32 (C's own precision), or bf16/fp16 (fp32 accumulation).

@@ -34,14 +34,8 @@ bool asks_for(const json& v) {
 }
 
 const UnsupportedDsKey kUnsupportedKeys[] = {
-    {"zero_optimization.zero_hpz_partition_size", [](const json& v) { return v.is_number() && v.get<double>() > 1; },
-     "ZeRO++ hpZ (a secondary copy of stage 3's parameters within groups, the optimizer still sharded over all "
-     "ranks) is not implemented: for hybrid sharding of every state within groups use mics_shard_size or "
-     "--shard-group-size"},
     {"zero_optimization.mics_hierarchical_params_gather", asks_for, "MiCS is not implemented yet"},
-    {"zero_optimization.zero_quantized_weights", asks_for, "quantized weight communication (ZeRO++) changes the numbers; not implemented"},
     {"zero_optimization.zero_quantized_nontrainable_weights", asks_for, "quantized weights (ZeRO++) are not implemented"},
-    {"zero_optimization.zero_quantized_gradients", asks_for, "quantized gradient communication (ZeRO++) changes the numbers; not implemented"},
     {"zero_optimization.zeropp_loco_param", asks_for, "ZeRO++ LoCo is not implemented"},
     {"zero_optimization.load_from_fp32_weights", [](const json& v) { return v.is_boolean() && !v.get<bool>(); },
      "false (resume masters from 16-bit weights) is not supported: zerodp checkpoints always resume from fp32"},

@@ -112,11 +112,17 @@ void GradReducer::reduce_to_shard(int u, Buffer grad) {
     grad.release();
   }
   const size_t n = s.shard;
+  // ZeRO++ qgZ: what crosses hosts goes quantized (comm/communicator.h).
+  const auto reduce_scatter = [&](const void* send, void* recv) {
+    return cfg_.zero.zero_quantized_gradients
+               ? comm_.reduce_scatter_quantized_async(send, recv, n, rdt, comm::ReduceOp::kSum)
+               : comm_.reduce_scatter_async(send, recv, n, rdt, comm::ReduceOp::kSum);
+  };
   if (write && rdt == gdt) {
-    p.work = comm_.reduce_scatter_async(p.send.data(), dst, n, rdt, comm::ReduceOp::kSum);
+    p.work = reduce_scatter(p.send.data(), dst);
   } else {
     p.recv = dev->allocate(n * dtype_size(rdt), MemCategory::kComm);
-    p.work = comm_.reduce_scatter_async(p.send.data(), p.recv.data(), n, rdt, comm::ReduceOp::kSum);
+    p.work = reduce_scatter(p.send.data(), p.recv.data());
     void* recv = p.recv.data();
     if (write) {
       p.on_done = [dev, recv, dst, n, rdt, gdt] { dev->convert(recv, rdt, dst, gdt, n); };

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/quantize.h"
 
 namespace zerodp::zero {
 
@@ -16,11 +17,34 @@ ParamGatherer::ParamGatherer(ModelStates& states, comm::Communicator& comm, cons
   state_.assign(U, State::kSharded);
   read_slot_.assign(U, -1);
   work_.resize(U);
+  started_for_.assign(U, 0);
+  quantized_shard_.resize(U);
+  quantized_all_.resize(U);
+  secondary_.resize(U);
+  from_secondary_.assign(U, false);
+  last_read_.assign(U, 0);
+  const std::vector<int>& reads = schedule_.param_reads();
+  for (size_t k = 0; k < reads.size(); ++k) last_read_[static_cast<size_t>(reads[k])] = k;
+  if (st_.stage() == 3 && cfg_.zero.zero_hpz_partition_size > 1) {
+    hpz_ = static_cast<int>(cfg_.zero.zero_hpz_partition_size);
+    ZDP_CHECK(comm_.size() % hpz_ == 0, "hpZ partition size {} does not divide the {} ranks", hpz_, comm_.size());
+    secondary_group_ = comm_.split(comm_.rank() / hpz_, comm_.rank());  // collective
+  }
 }
 
-void ParamGatherer::start(int u) {
+void ParamGatherer::start(int u, size_t read) {
   const UnitShard& s = st_.unit(u);
   gathered_[u] = cfg_.dev().allocate(s.padded * dtype_size(st_.pdt()), MemCategory::kGathered);
+  started_for_[u] = read;
+  if (read >= static_cast<size_t>(schedule_.forward_param_reads()) && secondary_[u].data() != nullptr) {
+    // hpZ: the backward's gather, within the group, from the slices its forward left.
+    work_[u] = secondary_group_->all_gather_async(secondary_[u].data(), gathered_[u].data(),
+                                                  s.padded / static_cast<size_t>(hpz_), st_.pdt());
+    from_secondary_[u] = true;
+    state_[u] = State::kInFlight;
+    live_ += s.padded;
+    return;
+  }
   if (st_.param_on_nvme(u)) {
     // The read starts now; launch_reads() copies the shard up and gathers (same staging as cpu).
     staging_[u] = cfg_.dev().allocate(s.shard * dtype_size(st_.pdt()), MemCategory::kComm);
@@ -39,9 +63,49 @@ void ParamGatherer::start(int u) {
     cfg_.dev().copy(staging_[u].data(), own, bytes);
     own = staging_[u].data();
   }
-  work_[u] = comm_.all_gather_async(own, gathered_[u].data(), s.shard, st_.pdt());
+  if (cfg_.zero.zero_quantized_weights) {
+    // qwZ: every rank's shard as int8 blocks; finish_gather() dequantizes them all into the unit.
+    const size_t q = quantized_int8_bytes(s.shard);
+    quantized_shard_[u] = cfg_.dev().allocate(q, MemCategory::kComm);
+    quantized_all_[u] = cfg_.dev().allocate(q * static_cast<size_t>(comm_.size()), MemCategory::kComm);
+    cfg_.dev().quantize_int8(own, st_.pdt(), s.shard, quantized_shard_[u].data());
+    work_[u] = comm_.all_gather_bytes_async(quantized_shard_[u].data(), quantized_all_[u].data(), q);
+  } else {
+    work_[u] = comm_.all_gather_async(own, gathered_[u].data(), s.shard, st_.pdt());
+  }
   state_[u] = State::kInFlight;
   live_ += s.padded;
+}
+
+void ParamGatherer::drop_quantized(int u) {
+  quantized_shard_[u].release();
+  quantized_all_[u].release();
+}
+
+void ParamGatherer::finish_gather(int u) {
+  const UnitShard& s = st_.unit(u);
+  const size_t es = dtype_size(st_.pdt());
+  if (quantized_all_[u].data() != nullptr) {
+    const size_t q = quantized_int8_bytes(s.shard);
+    for (int j = 0; j < comm_.size(); ++j)
+      cfg_.dev().dequantize_int8(quantized_all_[u].as<char>() + static_cast<size_t>(j) * q, s.shard,
+                                 gathered_[u].as<char>() + static_cast<size_t>(j) * s.shard * es, st_.pdt());
+    drop_quantized(u);
+  }
+  if (hpz_ == 1) return;
+  if (from_secondary_[u]) {
+    from_secondary_[u] = false;
+    if (started_for_[u] == last_read_[u]) secondary_[u].release();
+    return;
+  }
+  // A forward's gather: keep this rank's slice for the backward (unless nothing will gather again).
+  if (forward_only_ || !cfg_.zero.reshard_after_forward || secondary_[u].data() != nullptr ||
+      started_for_[u] >= static_cast<size_t>(schedule_.forward_param_reads()))
+    return;
+  const size_t slice = s.padded / static_cast<size_t>(hpz_);
+  secondary_[u] = cfg_.dev().allocate(slice * es, MemCategory::kGathered);
+  cfg_.dev().copy(secondary_[u].data(), gathered_[u].as<char>() + static_cast<size_t>(secondary_group_->rank()) * slice * es,
+                  slice * es);
 }
 
 void ParamGatherer::launch_reads() {
@@ -61,12 +125,13 @@ void ParamGatherer::launch_reads() {
 }
 
 void ParamGatherer::ensure(int u) {
-  if (state_[u] == State::kSharded) start(u);
+  if (state_[u] == State::kSharded) start(u, cursor_);
   if (state_[u] == State::kReading) launch_reads();
   if (state_[u] == State::kInFlight) {
     clock_.wait(work_[u]);
     work_[u].reset();
     staging_[u].release();
+    finish_gather(u);
     state_[u] = State::kReady;
   }
 }
@@ -74,7 +139,12 @@ void ParamGatherer::ensure(int u) {
 bool ParamGatherer::release(int u) {
   if (state_[u] == State::kSharded || st_.param_whole(u)) return false;
   if (state_[u] == State::kReading) launch_reads();  // in order: the collectives stay in every rank's order
-  if (state_[u] == State::kInFlight) clock_.wait(work_[u]);
+  if (state_[u] == State::kInFlight) {
+    clock_.wait(work_[u]);
+    drop_quantized(u);
+    if (from_secondary_[u] && started_for_[u] == last_read_[u]) secondary_[u].release();
+    from_secondary_[u] = false;
+  }
   work_[u].reset();
   staging_[u].release();
   gathered_[u].release();
@@ -95,7 +165,7 @@ void ParamGatherer::prefetch() {
     const size_t n = st_.unit(v).padded;
     if (live_ + n > static_cast<size_t>(cfg_.zero.stage3_max_live_parameters) ||
         ahead + n > static_cast<size_t>(cfg_.zero.stage3_prefetch_bucket_size)) break;
-    start(v);
+    start(v, k);
     ahead += n;
   }
 }
@@ -106,7 +176,11 @@ void ParamGatherer::use(int k) {
   ZDP_CHECK(read >= 0, "use {} ({} of unit {}) reads no parameters", k, schedule_[k].part, schedule_[k].unit);
   cursor_ = static_cast<size_t>(read);
   launch_reads();
-  ensure(schedule_[k].unit);
+  const int u = schedule_[k].unit;
+  ensure(u);
+  // hpZ: the unit's last read (its gather came from the slices, or it stayed gathered since its
+  // forward): its secondary slice is no longer needed.
+  if (cursor_ == last_read_[static_cast<size_t>(u)]) secondary_[u].release();
   prefetch();
 }
 

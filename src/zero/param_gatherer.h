@@ -14,10 +14,18 @@
 //   stages 1-2 (and stage 3's whole units): after the optimizer updated the rank's shard, every
 //            whole unit is all-gathered in place, at most allgather_bucket_size elements in flight.
 // Every gather runs over the rank's shard group (all ranks, or its group with hybrid sharding).
+// ZeRO++ (stage 3, zero/settings.h): with zero_quantized_weights (qwZ) a gather moves each rank's shard
+// as int8 blocks with fp32 scales (quantized into a comm buffer, gathered as bytes, every rank's part
+// dequantized into the unit once it has arrived), so that every rank computes with the same
+// dequantized weights. With zero_hpz_partition_size P > 1 (hpZ), a unit gathered for a forward keeps
+// the rank's 1/P slice of its (dequantized) parameters as a secondary shard (category gathered) until
+// the unit's last backward read, and the backward's gathers all-gather those slices within the group
+// of P consecutive ranks (a host) instead of over all ranks: the same parameters as the forward's.
 #pragma once
 
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -52,7 +60,10 @@ class ParamGatherer {
 
  private:
   enum class State : uint8_t { kSharded, kReading, kInFlight, kReady };
-  void start(int u);
+  // `read`: the index in schedule_.param_reads() the gather is for (forward or backward).
+  void start(int u, size_t read);
+  void finish_gather(int u);  // after the collective: dequantize (qwZ), keep or drop the secondary (hpZ)
+  void drop_quantized(int u);
   void launch_reads();  // NVMe: every read started, in order, copied up and its gather launched
   void ensure(int u);
   void prefetch();
@@ -67,6 +78,16 @@ class ParamGatherer {
   std::vector<int> read_slot_;  // NVMe: the ParamSwap read buffer of a unit in kReading
   std::deque<int> reading_;     // NVMe: units in kReading, in the order their reads started
   std::vector<comm::WorkPtr> work_;
+  std::vector<size_t> started_for_;  // the read a unit's gather in flight is for
+  // qwZ: a unit's quantized shard and every rank's quantized shard, while its gather is in flight (comm).
+  std::vector<Buffer> quantized_shard_, quantized_all_;
+  // hpZ: the groups of P consecutive ranks, each unit's secondary slice, whether the gather in flight
+  // reads the secondary slices, and each unit's last read in the schedule (when its slice goes).
+  int hpz_ = 1;
+  std::unique_ptr<comm::Communicator> secondary_group_;
+  std::vector<Buffer> secondary_;
+  std::vector<bool> from_secondary_;
+  std::vector<size_t> last_read_;
   size_t live_ = 0;  // elements gathered or in flight
   const model::UnitSchedule& schedule_;  // the model's (the layout's): which units it reads in what order
   size_t cursor_ = 0;  // the current use's place in schedule_.param_reads()

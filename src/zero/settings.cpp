@@ -75,6 +75,19 @@ const ZeroSettingRow kRows[] = {
      "With --offload-param nvme: shard elements kept in host memory, the units that fit taken in order "
      "(zero_optimization.offload_param.max_in_cpu; default 0: every shard on nvme)",
      &Z::param_max_in_cpu, 0, INT64_MAX, true},
+    {"--zero-quantized-weights", "", "zero_quantized_weights", "zero_quantized_weights",
+     "ZeRO++ qwZ (stage 3): gather parameters as int8 blocks of 256 with fp32 scales, about a quarter of fp32's "
+     "bytes; forward and backward compute with the dequantized weights (the numbers change, the shards stay exact)",
+     &Z::zero_quantized_weights},
+    {"--hpz-partition-size", "N", "zero_hpz_partition_size", "zero_hpz_partition_size",
+     "ZeRO++ hpZ (stage 3): keep a secondary copy of each unit's parameters sharded over groups of N consecutive "
+     "ranks (the ranks of a host) from its forward to its backward, whose gather then stays within the group; "
+     "1: off",
+     &Z::zero_hpz_partition_size, 1, 1 << 20},
+    {"--zero-quantized-gradients", "", "zero_quantized_gradients", "zero_quantized_gradients",
+     "ZeRO++ qgZ (stages 2-3): the gradient reduce-scatters send the partial sums and finished chunks that cross "
+     "hosts as int8 blocks (--collectives host-aware across several hosts; exact within a host)",
+     &Z::zero_quantized_gradients},
 };
 
 }  // namespace
@@ -167,6 +180,25 @@ void check_zero_modes(const ZeroSettings& m, int world_size) {
               "--shard-group-size (zero_optimization.mics_shard_size) {} does not divide the {} rank{}: hybrid "
               "sharding needs whole groups",
               m.shard_group_size, world_size, world_size == 1 ? "" : "s");
+  ZDP_REQUIRE(!m.zero_quantized_gradients || m.stage >= 2,
+              "--zero-quantized-gradients (zero_optimization.zero_quantized_gradients, ZeRO++ qgZ) needs ZeRO stage 2 "
+              "or 3, whose gradients are reduce-scattered every micro-step (stage {} asked)",
+              m.stage);
+  const bool zeropp = m.zero_quantized_weights || m.zero_hpz_partition_size > 1;
+  ZDP_REQUIRE(!zeropp || m.stage == 3,
+              "--zero-quantized-weights and --hpz-partition-size (ZeRO++ qwZ and hpZ) need ZeRO stage 3: only stage 3 "
+              "gathers parameters (stage {} asked)",
+              m.stage);
+  ZDP_REQUIRE(!zeropp || m.offload_param == Offload::kNone,
+              "--zero-quantized-weights and --hpz-partition-size (ZeRO++) do not go with --offload-param {} yet",
+              offload_name(m.offload_param));
+  ZDP_REQUIRE(m.zero_hpz_partition_size == 1 || m.shard_group_size == 0,
+              "--hpz-partition-size (zero_optimization.zero_hpz_partition_size) {} with --shard-group-size {}: hybrid "
+              "sharding already gathers within its groups; use one or the other",
+              m.zero_hpz_partition_size, m.shard_group_size);
+  ZDP_REQUIRE(world_size % m.zero_hpz_partition_size == 0,
+              "--hpz-partition-size (zero_optimization.zero_hpz_partition_size) {} does not divide the {} rank{}",
+              m.zero_hpz_partition_size, world_size, world_size == 1 ? "" : "s");
 }
 
 int shard_group_ranks(const ZeroSettings& m, int world_size) {

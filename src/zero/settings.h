@@ -71,6 +71,18 @@ struct ZeroSettings {
   Offload offload_param = Offload::kNone;
   int64_t param_buffer_count = 5;
   int64_t param_max_in_cpu = 0;
+  // ZeRO++ (stage 3, DeepSpeed's keys). qwZ: each unit's parameters are all-gathered as int8 blocks
+  // with fp32 scales (core/quantize.h) and computed with dequantized, so the numbers change; the
+  // shards, masters and checkpoints stay exact. hpZ: a secondary copy of each unit's gathered
+  // parameters, sharded over groups of zero_hpz_partition_size consecutive ranks (a host), is kept from
+  // the unit's forward to its backward, whose gather then stays within the group (category gathered;
+  // the same bits as without). 1: off.
+  bool zero_quantized_weights = false;
+  int64_t zero_hpz_partition_size = 1;
+  // qgZ (stages 2-3): the gradient reduce-scatters send what crosses hosts as int8 blocks
+  // (Communicator::reduce_scatter_quantized_async): exact within a host and wherever the collectives
+  // run flat.
+  bool zero_quantized_gradients = false;
 };
 
 // UsageError, naming the flags and DeepSpeed keys involved, when the modes do not go together:

@@ -10,7 +10,7 @@
               ranks: the same bits as without the flag;
   usage:      N that does not divide W, stage 0, a bad value exit 2 naming the flag; the DeepSpeed key
               mics_shard_size is honoured (the states of its N) and the flag wins; hpZ
-              (zero_hpz_partition_size) is refused, pointing at mics_shard_size;
+              (zero_hpz_partition_size) together with hybrid sharding is refused, naming both;
   checkpoint: a W = 4, N = 2 run saves N files (world_size N, data.ranks W) and resumes at W = 4, N = 2
               to the same bits as a straight run, and at W = 2 without hybrid sharding (same global batch).
 
@@ -110,9 +110,10 @@ elif CASE == "usage":
     check(all({k: r["live_bytes"][k] for k in STATES} == {k: full[r["rank"]]["live_bytes"][k] for k in STATES}
               for r in mem4), "--shard-group-size 4 wins over the config's mics_shard_size")
     with open(cfg, "w") as f:
-        json.dump({"zero_optimization": {"stage": 3, "zero_hpz_partition_size": 2}}, f)
+        json.dump({"zero_optimization": {"stage": 3, "zero_hpz_partition_size": 2, "mics_shard_size": 2}}, f)
     rc, so, se = run(base + ["--micro-batch", "2", "--steps", "1", "--config", cfg], 4)
-    check(rc == 2 and "mics_shard_size" in se, "zero_hpz_partition_size is refused, pointing at mics_shard_size", se)
+    check(rc == 2 and "--hpz-partition-size" in se and "--shard-group-size" in se,
+          "zero_hpz_partition_size with mics_shard_size is refused, naming both", se)
     rc, so, se = run(["train", "--help"])
     check("--shard-group-size" in so, "--help lists the flag", so)
 

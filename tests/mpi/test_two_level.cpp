@@ -4,6 +4,8 @@
 // forms and both progress modes, and the ledger counts what the algorithm sends across.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <tuple>
 
@@ -92,6 +94,53 @@ TEST_P(TwoLevel, ReduceScatterAndAllGatherGiveTheFlatBits) {
                 ring_bytes_sent(CollectiveKind::kReduceScatter, static_cast<uint64_t>(W) * 20, W));
   // The flat communicator never learned its hosts: it counts nothing across.
   EXPECT_EQ(flat_ledger.bytes_sent_inter_host(CollectiveKind::kReduceScatter), 0u);
+}
+
+// ZeRO++'s qgZ: what crosses hosts is quantized, so the result is the exact one within the
+// quantization's error: half a step (1/127 of a block's largest magnitude) per hop, over the H − 1
+// hops of the partial sums and the hop back to the owner. Where the reduce-scatter does not run in two
+// levels it is exact: the flat bits.
+TEST_P(TwoLevel, QuantizedReduceScatterIsWithinTheQuantizationErrorOfTheExactOne) {
+  const auto [mode, per_host] = GetParam();
+  TrafficLedger ledger, flat_ledger;
+  auto hosts = comm_on_hosts(mode, per_host, &ledger);
+  auto flat = fresh_comm(mode, &flat_ledger);
+  const int W = hosts->size(), r = hosts->rank();
+  const HostLayout& layout = hosts->host_layout();
+  uint64_t across = 0;
+  for (const size_t count : {size_t{300}, two_level_piece_elements() + 7}) {
+    for (const DType t : kAllDtypes) {
+      const size_t es = dtype_size(t);
+      const auto all = encode(random_values(81 + count, r, count * static_cast<size_t>(W), t), t);
+      for (const ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg}) {
+        std::vector<uint8_t> got(count * es), want(count * es);
+        hosts->reduce_scatter_quantized_async(all.data(), got.data(), count, t, op)->wait();
+        flat->reduce_scatter(all.data(), want.data(), count, t, op);
+        across += bytes_across_hosts(layout, CollectiveKind::kReduceScatter, count, es, r, layout.two_level, true);
+        if (!layout.two_level) {
+          ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size()), 0) << "flat: exact";
+          continue;
+        }
+        // Partial sums of W values in [-1, 1) stay below W; each hop errs by at most half a step of
+        // W/127; the dtype's own rounding of the result adds its unit roundoff.
+        const auto g = decode(got.data(), count, t), e = decode(want.data(), count, t);
+        const double hops = layout.hosts, scale = op == ReduceOp::kAvg ? 1.0 / W : 1.0;
+        const double tol = (hops * 0.5 * W / 127.0) * scale + 2 * unit_roundoff(t) * W * scale;
+        double worst = 0;
+        for (size_t i = 0; i < count; ++i) worst = std::max(worst, std::fabs(static_cast<double>(g[i]) - e[i]));
+        EXPECT_LE(worst, tol) << dtype_name(t) << " " << reduce_op_name(op) << " count " << count;
+        EXPECT_GT(worst, 0.0) << "quantized, some value should differ from the exact sum";
+      }
+    }
+  }
+  EXPECT_EQ(ledger.bytes_sent_inter_host(CollectiveKind::kReduceScatter), across);
+  if (layout.two_level && layout.hosts == 2 && r == 0) {
+    // Host 0 sends its lane's partial sums: about a quarter of the fp32 bytes.
+    const uint64_t exact = bytes_across_hosts(layout, CollectiveKind::kReduceScatter, 300, 4, 0, true, false);
+    const uint64_t q = bytes_across_hosts(layout, CollectiveKind::kReduceScatter, 300, 4, 0, true, true);
+    EXPECT_EQ(exact, 2u * 300u * 4u);
+    EXPECT_EQ(q, 2u * (300u + 4u * 2u));  // two blocks of scales per 300-element piece
+  }
 }
 
 TEST_P(TwoLevel, SplitsLearnTheirOwnLayout) {

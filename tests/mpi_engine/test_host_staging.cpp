@@ -114,6 +114,14 @@ class StagedCpuDevice final : public device::Device {
     settle(copies_.issued, 0);  // the host reads the answer: the stream has run up to here
     return cpu_.sum_squares(x, t, n);
   }
+  void quantize_int8(const void* x, DType t, size_t n, void* out) override {
+    not_on_host("quantize_int8", x);
+    cpu_.quantize_int8(x, t, n, out);
+  }
+  void dequantize_int8(const void* q, size_t n, void* x, DType t) override {
+    not_on_host("dequantize_int8", x);
+    cpu_.dequantize_int8(q, n, x, t);
+  }
   void gemm(DType dtype, bool ta, bool tb, int M, int N, int K, float alpha, const void* A, int lda, const void* B,
             int ldb, float beta, float* C, int ldc) override {
     cpu_.gemm(dtype, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);

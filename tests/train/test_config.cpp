@@ -291,10 +291,9 @@ TEST(DsConfig, UnimplementedFeaturesThatAreAskedForAreRefused) {
   const Case cases[] = {
       {R"({"zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu", "ratio": 0.3}}})",
        "zero_optimization.offload_optimizer.ratio"},
-      {R"({"zero_optimization": {"zero_hpz_partition_size": 8}})", "zero_optimization.zero_hpz_partition_size"},
       {R"({"zero_optimization": {"mics_hierarchical_params_gather": true}})",
        "zero_optimization.mics_hierarchical_params_gather"},
-      {R"({"zero_optimization": {"zero_quantized_gradients": true}})", "zero_optimization.zero_quantized_gradients"},
+      {R"({"zero_optimization": {"zeropp_loco_param": {"err_beta": 0.8}}})", "zero_optimization.zeropp_loco_param"},
       {R"({"fp16": {"enabled": true, "auto_cast": true}})", "fp16.auto_cast"},
       {R"({"gradient_predivide_factor": 2.0})", "gradient_predivide_factor"},
       {R"({"prescale_gradients": true})", "prescale_gradients"},
@@ -320,7 +319,8 @@ TEST(DsConfig, UnimplementedFeaturesThatAreAskedForAreRefused) {
 }
 
 // Hybrid sharding: --shard-group-size N|node and DeepSpeed's mics_shard_size (MiCS) map to the same
-// setting; the flag wins; N must divide W and needs a sharded stage; hpZ (another meaning) is refused.
+// setting; the flag wins; N must divide W and needs a sharded stage; hpZ (another meaning: a secondary
+// copy of stage 3's parameters) is its own setting, refused together with hybrid sharding.
 TEST(DsConfig, HybridShardingFromTheFlagAndMicsShardSize) {
   TrainConfig c = runnable();
   apply_ds_config(c, R"({"zero_optimization": {"stage": 2, "mics_shard_size": 2}})", "ds.json");
@@ -342,9 +342,42 @@ TEST(DsConfig, HybridShardingFromTheFlagAndMicsShardSize) {
   TrainConfig off = runnable();
   apply_ds_config(off, R"({"zero_optimization": {"mics_shard_size": -1}})", "ds.json");
   EXPECT_EQ(off.zero.shard_group_size, 0);
-  EXPECT_TRUE(contains(usage_error([&] {
-    apply_ds_config(off, R"({"zero_optimization": {"zero_hpz_partition_size": 2}})", "ds.json");
-  }), "mics_shard_size"));
+  apply_ds_config(off, R"({"zero_optimization": {"stage": 3, "zero_hpz_partition_size": 2}})", "ds.json");
+  EXPECT_EQ(off.zero.zero_hpz_partition_size, 2);
+  EXPECT_EQ(off.zero.shard_group_size, 0);
+  EXPECT_NO_THROW(off.validate(4));
+  EXPECT_TRUE(contains(usage_error([&] { off.validate(3); }), "--hpz-partition-size"));  // 2 does not divide 3
+  off.zero.shard_group_size = 2;
+  EXPECT_TRUE(contains(usage_error([&] { off.validate(4); }), "--shard-group-size"));
+}
+
+// ZeRO++'s qwZ and hpZ by DeepSpeed's keys and the flags: stage 3 only, not with parameter offload.
+TEST(DsConfig, ZeroPlusPlusWeightsAndSecondaryPartition) {
+  TrainConfig c = runnable();
+  apply_ds_config(c, R"({"zero_optimization": {"stage": 3, "zero_quantized_weights": true, "zero_hpz_partition_size": 2}})",
+                  "ds.json");
+  EXPECT_TRUE(c.zero.zero_quantized_weights);
+  EXPECT_EQ(c.zero.zero_hpz_partition_size, 2);
+  EXPECT_NO_THROW(c.validate(4));
+  EXPECT_EQ(c.to_json()["zero"]["zero_quantized_weights"], true);
+  EXPECT_EQ(c.to_json()["zero"]["zero_hpz_partition_size"], 2);
+  c.zero.stage = 2;
+  EXPECT_TRUE(contains(usage_error([&] { c.validate(4); }), "stage 3"));
+  TrainConfig flags = runnable();
+  apply_flag(flags, "--zero-stage", "3");
+  apply_flag(flags, "--zero-quantized-weights", "true");
+  apply_flag(flags, "--offload-param", "cpu");
+  EXPECT_TRUE(contains(usage_error([&] { flags.validate(4); }), "--offload-param"));
+  flags.zero.offload_param = zero::Offload::kNone;
+  apply_flag(flags, "--hpz-partition-size", "0");
+  EXPECT_TRUE(contains(usage_error([&] { flags.validate(4); }), "--hpz-partition-size"));
+  // qgZ: where gradients are reduce-scattered every micro-step (stages 2 and 3).
+  TrainConfig g = runnable();
+  apply_ds_config(g, R"({"zero_optimization": {"stage": 2, "zero_quantized_gradients": true}})", "ds.json");
+  EXPECT_TRUE(g.zero.zero_quantized_gradients);
+  EXPECT_NO_THROW(g.validate(4));
+  g.zero.stage = 1;
+  EXPECT_TRUE(contains(usage_error([&] { g.validate(4); }), "--zero-quantized-gradients"));
 }
 
 TEST(DsConfig, DeepOrHugeDocumentsAreRefusedShortly) {
