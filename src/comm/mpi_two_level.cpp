@@ -38,13 +38,35 @@ int resized(MPI_Datatype inner, MPI_Aint extent, ScopedType& out) {
 
 }  // namespace
 
-size_t two_level_staging_bytes(size_t count, DType dtype, int ranks_per_host, bool quantized) {
+namespace {
+
+// Where each part of a two-level reduce-scatter's staging starts, each on a 64-byte boundary (the
+// fp32 partial sums follow 16-bit slots of any length). Offsets in bytes from the buffer's start.
+struct StagingLayout {
+  size_t slots = 0, partial[2] = {}, finished[2] = {}, outgoing[2] = {}, incoming = 0, own = 0, total = 0;
+};
+
+StagingLayout staging_layout(size_t count, DType dtype, int ranks_per_host, bool quantized) {
+  const auto aligned = [](size_t n) { return (n + 63) / 64 * 64; };
   const size_t piece = std::min(count, two_level_piece_elements()), es = dtype_size(dtype);
-  const size_t exact =
-      static_cast<size_t>(std::max(0, ranks_per_host - 1)) * piece * es + 2 * piece * sizeof(float) + 2 * piece * es;
-  if (!quantized) return exact;
-  // Two quantized pieces going out (partial or finished), one coming in, and the rank's own chunk's.
-  return exact + 3 * quantized_int8_bytes(piece) + static_cast<size_t>(quantized_chunk_bytes(count));
+  StagingLayout s;
+  size_t at = aligned(static_cast<size_t>(std::max(0, ranks_per_host - 1)) * piece * es);
+  for (size_t& p : s.partial) at = aligned((p = at) + piece * sizeof(float));
+  for (size_t& f : s.finished) at = aligned((f = at) + piece * es);
+  if (quantized) {
+    const size_t qpiece = quantized_int8_bytes(piece);
+    for (size_t& o : s.outgoing) at = aligned((o = at) + qpiece);
+    at = aligned((s.incoming = at) + qpiece);
+    at = aligned((s.own = at) + static_cast<size_t>(quantized_chunk_bytes(count)));
+  }
+  s.total = at;
+  return s;
+}
+
+}  // namespace
+
+size_t two_level_staging_bytes(size_t count, DType dtype, int ranks_per_host, bool quantized) {
+  return staging_layout(count, dtype, ranks_per_host, quantized).total;
 }
 
 int run_two_level_all_gather(const MpiGroup& g, const TwoLevelGroups& t, const Collective& c) {
@@ -85,22 +107,20 @@ int run_two_level_reduce_scatter(const MpiGroup& g, const TwoLevelGroups& t, con
   // then two fp32 partial sums and two finished pieces, each pair alternating so that one can be in
   // flight while the next is computed; quantized (qgZ), two quantized pieces going out, one coming
   // in, and the quantized pieces of this rank's own chunk as they arrive.
-  char* slots = staging;
+  const StagingLayout at = staging_layout(count, dtype, L, quantized);
+  char* slots = staging + at.slots;
   const auto slot = [&](int j) { return slots + static_cast<size_t>(j < l ? j : j - 1) * piece * es; };
   float* partial[2];
   char* finished[2];
   char* outgoing[2];
-  char* p = slots + static_cast<size_t>(L - 1) * piece * es;
-  for (int b = 0; b < 2; ++b, p += piece * sizeof(float)) partial[b] = reinterpret_cast<float*>(p);
-  for (int b = 0; b < 2; ++b, p += piece * es) finished[b] = p;
-  const size_t qpiece = quantized_int8_bytes(piece);
-  char* incoming = nullptr;
-  char* own_quantized = nullptr;  // piece k's at (k / piece)·qpiece
-  if (quantized) {
-    for (int b = 0; b < 2; ++b, p += qpiece) outgoing[b] = p;
-    incoming = p;
-    own_quantized = p + qpiece;
+  for (int b = 0; b < 2; ++b) {
+    partial[b] = reinterpret_cast<float*>(staging + at.partial[b]);
+    finished[b] = staging + at.finished[b];
+    outgoing[b] = staging + at.outgoing[b];
   }
+  const size_t qpiece = quantized_int8_bytes(piece);
+  char* incoming = staging + at.incoming;
+  char* own_quantized = staging + at.own;  // piece k's at (k / piece)·qpiece
 
   std::vector<MPI_Request> sent_on(2, MPI_REQUEST_NULL);  // the send that still reads buffer b
   std::vector<MPI_Request> results;                          // this rank's finished pieces, arriving
