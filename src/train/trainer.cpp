@@ -344,7 +344,8 @@ TrainResult run_training(TrainConfig cfg, const TrainHooks& hooks) {
                               : "collectives over all ranks at once");
   if (rank == 0 && cfg.collectives == "host-aware" && hosts.spans_hosts() && !hosts.two_level)
     log::warn("--collectives host-aware: the hosts do not each run the same number of consecutive ranks (place them "
-              "with mpirun --map-by slot); running the collectives over all ranks at once");  comm::set_activity_context("starting: reading inputs, loading");
+              "with mpirun --map-by slot); running the collectives over all ranks at once");
+  comm::set_activity_context("starting: reading inputs, loading");
   resolve_node_shard_group(cfg, *world);
 
   // Inputs are checked before anything is allocated: a bad file fails fast with exit code 2. With
