@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "apps/commands.h"
 #include "apps/model_options.h"
@@ -194,6 +195,12 @@ int run_estimate(const EstimateOptions& o) {
              in.world == 1 ? "" : "s", dtype_name(dtype), dtype != DType::kF32 ? " with fp32 masters" : "",
              in.precision.accumulates_in_fp32() ? ", fp32 gradient accumulation" : "", in.micro_batch, in.seq_len(),
              in.accum, in.accum == 1 ? "" : "s", in.zero.activation_checkpointing ? ", activation checkpointing" : "");
+  std::vector<std::string> zeropp;
+  if (in.zero.zero_quantized_weights) zeropp.push_back("qwZ (int8 weight gathers, stage 3)");
+  if (in.zero.zero_hpz_partition_size > 1)
+    zeropp.push_back(fmt::format("hpZ over {} ranks (stage 3)", in.zero.zero_hpz_partition_size));
+  if (in.zero.zero_quantized_gradients) zeropp.push_back("qgZ (int8 gradients across hosts, stages 2-3)");
+  if (!zeropp.empty()) fmt::print("ZeRO++: {}\n", fmt::join(zeropp, ", "));
   fmt::print("\nBytes per rank ({} = {}), AdamW:\n", unit, gib ? "2^30" : "10^9");
   fmt::print("{:>5} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} | {:>14}{} | {:>8}\n", "stage", "param", "grad",
              "master", "optim", "act", "working", "total", "traffic/step", bandwidth > 0 ? "      time" : "",

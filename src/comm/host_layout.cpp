@@ -42,6 +42,23 @@ uint64_t quantized_chunk_bytes(size_t count) {
   return bytes;
 }
 
+TwoLevelStaging two_level_staging(size_t count, DType dtype, int ranks_per_host, bool quantized) {
+  const auto aligned = [](size_t n) { return (n + 63) / 64 * 64; };
+  const size_t piece = std::min(count, kTwoLevelPieceElements), es = dtype_size(dtype);
+  TwoLevelStaging s;
+  size_t at = aligned(static_cast<size_t>(std::max(0, ranks_per_host - 1)) * piece * es);
+  for (size_t& p : s.partial) at = aligned((p = at) + piece * sizeof(float));
+  for (size_t& f : s.finished) at = aligned((f = at) + piece * es);
+  if (quantized) {
+    const size_t qpiece = quantized_int8_bytes(piece);
+    for (size_t& o : s.outgoing) at = aligned((o = at) + qpiece);
+    at = aligned((s.incoming = at) + qpiece);
+    at = aligned((s.own = at) + static_cast<size_t>(quantized_chunk_bytes(count)));
+  }
+  s.total = at;
+  return s;
+}
+
 uint64_t bytes_across_hosts(const HostLayout& layout, CollectiveKind kind, size_t count, size_t elem_bytes, int rank,
                             bool two_level, bool quantized) {
   if (!layout.spans_hosts() || count == 0) return 0;

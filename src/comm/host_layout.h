@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "comm/traffic.h"
+#include "core/dtype.h"
 
 namespace zerodp::comm {
 
@@ -44,6 +45,20 @@ inline constexpr size_t kTwoLevelPieceElements = size_t{1} << 17;
 // The bytes of one chunk of `count` elements sent quantized (qgZ), piece by piece, each piece its own
 // int8 blocks (core/quantize.h).
 uint64_t quantized_chunk_bytes(size_t count);
+
+// The staging a two-level reduce-scatter of `count` elements (a chunk) of `dtype` allocates on each
+// rank (category comm), part by part, each part starting on a 64-byte boundary (the fp32 partial sums
+// follow 16-bit slots of any length): the host's other ranks' values of one piece, two fp32 partial
+// sums and two finished pieces (each pair alternating, one in flight while the next is computed);
+// quantized (qgZ), also two quantized pieces going out, one coming in, and every quantized piece of the
+// rank's own chunk. Offsets in bytes from the buffer's start; `total` its size.
+struct TwoLevelStaging {
+  size_t slots = 0, partial[2] = {}, finished[2] = {}, outgoing[2] = {}, incoming = 0, own = 0, total = 0;
+};
+TwoLevelStaging two_level_staging(size_t count, DType dtype, int ranks_per_host, bool quantized);
+inline size_t two_level_staging_bytes(size_t count, DType dtype, int ranks_per_host, bool quantized) {
+  return two_level_staging(count, dtype, ranks_per_host, quantized).total;
+}
 
 // The bytes rank `rank` sends to other hosts for one collective of `count` elements of `elem_bytes`
 // (two_level: as runs_in_two_levels says it runs). In two levels, for H hosts, chunk bytes b = count·elem_bytes:

@@ -38,37 +38,6 @@ int resized(MPI_Datatype inner, MPI_Aint extent, ScopedType& out) {
 
 }  // namespace
 
-namespace {
-
-// Where each part of a two-level reduce-scatter's staging starts, each on a 64-byte boundary (the
-// fp32 partial sums follow 16-bit slots of any length). Offsets in bytes from the buffer's start.
-struct StagingLayout {
-  size_t slots = 0, partial[2] = {}, finished[2] = {}, outgoing[2] = {}, incoming = 0, own = 0, total = 0;
-};
-
-StagingLayout staging_layout(size_t count, DType dtype, int ranks_per_host, bool quantized) {
-  const auto aligned = [](size_t n) { return (n + 63) / 64 * 64; };
-  const size_t piece = std::min(count, two_level_piece_elements()), es = dtype_size(dtype);
-  StagingLayout s;
-  size_t at = aligned(static_cast<size_t>(std::max(0, ranks_per_host - 1)) * piece * es);
-  for (size_t& p : s.partial) at = aligned((p = at) + piece * sizeof(float));
-  for (size_t& f : s.finished) at = aligned((f = at) + piece * es);
-  if (quantized) {
-    const size_t qpiece = quantized_int8_bytes(piece);
-    for (size_t& o : s.outgoing) at = aligned((o = at) + qpiece);
-    at = aligned((s.incoming = at) + qpiece);
-    at = aligned((s.own = at) + static_cast<size_t>(quantized_chunk_bytes(count)));
-  }
-  s.total = at;
-  return s;
-}
-
-}  // namespace
-
-size_t two_level_staging_bytes(size_t count, DType dtype, int ranks_per_host, bool quantized) {
-  return staging_layout(count, dtype, ranks_per_host, quantized).total;
-}
-
 int run_two_level_all_gather(const MpiGroup& g, const TwoLevelGroups& t, const Collective& c) {
   (void)g;
   const MPI_Datatype base = mpi_type(c.type);
@@ -107,7 +76,7 @@ int run_two_level_reduce_scatter(const MpiGroup& g, const TwoLevelGroups& t, con
   // then two fp32 partial sums and two finished pieces, each pair alternating so that one can be in
   // flight while the next is computed; quantized (qgZ), two quantized pieces going out, one coming
   // in, and the quantized pieces of this rank's own chunk as they arrive.
-  const StagingLayout at = staging_layout(count, dtype, L, quantized);
+  const TwoLevelStaging at = two_level_staging(count, dtype, L, quantized);
   char* slots = staging + at.slots;
   const auto slot = [&](int j) { return slots + static_cast<size_t>(j < l ? j : j - 1) * piece * es; };
   float* partial[2];

@@ -39,11 +39,6 @@ struct TwoLevelGroups {
 
 // Elements of one chunk the reduce-scatter moves per message (its pieces).
 inline size_t two_level_piece_elements() { return kTwoLevelPieceElements; }
-// The staging a two-level reduce-scatter of `count` elements a rank allocates (category comm): the
-// host's other ranks' values of one piece, two fp32 partial sums and two finished pieces in flight;
-// quantized, also a quantized piece arriving and every quantized piece of the rank's own chunk.
-size_t two_level_staging_bytes(size_t count, DType dtype, int ranks_per_host, bool quantized);
-
 // Run `c` (checked; a sum or average reduce-scatter, or an all-gather, with elements) to completion
 // over `t`; `g` is the whole group (its progress mode drives the waits). Return MPI's code.
 int run_two_level_reduce_scatter(const MpiGroup& g, const TwoLevelGroups& t, const Collective& c, char* staging);

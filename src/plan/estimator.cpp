@@ -1,11 +1,15 @@
 #include "plan/estimator.h"
 
 #include <algorithm>
+#include <climits>
 #include <deque>
 
+#include "comm/host_layout.h"
 #include "core/error.h"
+#include "core/quantize.h"
 #include "model/layout.h"
 #include "plan/activations.h"
+#include "zero/gather_plan.h"
 
 namespace zerodp::plan {
 
@@ -72,7 +76,19 @@ uint64_t grad_bytes(const PlanInput& in) {
   return in.precision.dtype == DType::kF32 || in.precision.accumulates_in_fp32() ? 4 : dtype_size(in.precision.dtype);
 }
 // The dtype gradients travel in, the same at every stage: the compute dtype's, or fp32 when asked.
-uint64_t reduce_bytes(const PlanInput& in) { return in.precision.reduces_in_fp32() ? 4 : dtype_size(in.precision.dtype); }
+DType reduce_dtype(const PlanInput& in) { return in.precision.reduces_in_fp32() ? DType::kF32 : in.precision.dtype; }
+uint64_t reduce_bytes(const PlanInput& in) { return dtype_size(reduce_dtype(in)); }
+
+// ZeRO++ at the stages it applies to (zero/settings.h): qwZ and hpZ at stage 3, qgZ at stages 2-3.
+bool quantized_weights(const PlanInput& in) { return in.zero.stage == 3 && in.zero.zero_quantized_weights; }
+bool quantized_gradients(const PlanInput& in) { return in.zero.stage >= 2 && in.zero.zero_quantized_gradients; }
+uint64_t hpz_of(const PlanInput& in) { return in.zero.stage == 3 ? u64(in.zero.zero_hpz_partition_size) : 1; }
+// hpZ keeps secondary slices (a unit freed after its forward is gathered again for its backward).
+bool keeps_slices(const PlanInput& in) { return hpz_of(in) > 1 && in.zero.reshard_after_forward; }
+// The reduce-scatters run in two levels (comm/host_layout.h): several hosts of several ranks, asked for.
+bool reduce_scatters_in_two_levels(const PlanInput& in) {
+  return in.two_level && in.ranks_per_host > 1 && in.ranks_per_host < in.world;
+}
 
 // The communicator's staging for one sum in rank order (comm/mpi_communicator.h,
 // ordered_reduction_staging_bytes_for, whose rule this restates): an fp32 piece and W pieces of the
@@ -85,13 +101,21 @@ uint64_t reduction_staging_bytes(bool all_reduce, uint64_t count, uint64_t r, ui
   return piece * 4 + W * piece * r;
 }
 
+// The staging of a unit's reduce-scatter of shard S: the ordered reduction's, or over several hosts the
+// two-level one's (comm/host_layout.h, two_level_staging; qgZ's holds the quantized pieces too).
+uint64_t scatter_staging_bytes(const PlanInput& in, uint64_t S) {
+  if (S > 0 && reduce_scatters_in_two_levels(in))
+    return comm::two_level_staging_bytes(S, reduce_dtype(in), in.ranks_per_host, quantized_gradients(in));
+  return reduction_staging_bytes(false, S, reduce_bytes(in), static_cast<uint64_t>(in.world));
+}
+
 // Stages 2-3: the communicator's one staging buffer grows to the largest reduction in flight: the
 // largest of the units' reduce-scatters of their shards and the step's sum of two fp32 scalars (loss
 // and squared norm).
 uint64_t staging_bytes(const PlanInput& in, const Units& u) {
-  const uint64_t W = static_cast<uint64_t>(in.world), r = reduce_bytes(in);
-  return std::max({reduction_staging_bytes(true, 2, 4, W), reduction_staging_bytes(false, u.s0, r, W),
-                   reduction_staging_bytes(false, u.sb, r, W), reduction_staging_bytes(false, u.sh, r, W)});
+  const uint64_t W = static_cast<uint64_t>(in.world);
+  return std::max({reduction_staging_bytes(true, 2, 4, W), scatter_staging_bytes(in, u.s0),
+                   scatter_staging_bytes(in, u.sb), scatter_staging_bytes(in, u.sh)});
 }
 
 // Stage 3 prefetches up to four units ahead of the one in use, within the limits on what may be live
@@ -113,21 +137,28 @@ uint64_t prefetched_blocks(const PlanInput& in, const Units& u, uint64_t live, u
 // is a unit of its own, reduced as soon as its backward ends, before the blocks'.
 uint64_t transient_bytes_stages23(const PlanInput& in, const Units& u) {
   const uint64_t p = dtype_size(in.precision.dtype), r = reduce_bytes(in);
+  const uint64_t W = static_cast<uint64_t>(in.world);
   const uint64_t s3 = in.zero.stage == 3 ? 1 : 0;
   const bool untied = u.head_unit();
   // Each unit's fp32 gradient is a working buffer (`gathered`); a tied unit 0's stays open through
   // the backward (held beside every block's).
   const uint64_t wg0 = 4 * u.p0, held = untied ? 0 : wg0;
-  // Parameter offload: each gather in flight holds its shard in a device staging buffer (comm) until
-  // it is waited for; the unit in use has been waited for, the ones prefetched ahead have not.
-  const uint64_t staged = in.zero.stage == 3 && in.zero.offload_param != Offload::kNone ? p * u.sb : 0;
+  // Each block gathered ahead of its backward holds, until it is waited for (the unit in use has
+  // been, the ones prefetched ahead have not): with parameter offload its shard in a device staging
+  // buffer (comm); with qwZ (and no hpZ, whose backward gathers the slices unquantized) its quantized
+  // shard and every rank's (comm).
+  uint64_t staged = 0;
+  if (in.zero.stage == 3 && in.zero.offload_param != Offload::kNone) staged = p * u.sb;
+  if (quantized_weights(in) && hpz_of(in) == 1) staged = (W + 1) * quantized_int8_bytes(u.sb);
+  // hpZ: every block's secondary slice (`gathered`), kept from its forward's gather until its
+  // backward's has arrived (zero/gather_plan.h); a tied unit 0's goes with the head's forward.
+  const uint64_t slice = keeps_slices(in) ? p * u.pb / hpz_of(in) : 0;
   // The head: its unit's fp32 gradient, its gathered copy and the blocks prefetched (16-bit compute
-  // reads the 16-bit parameters directly: no working copy).
+  // reads the 16-bit parameters directly: no working copy), beside every block's slice.
   const uint64_t ph = untied ? u.ph : u.p0;
   const uint64_t head_ahead = s3 ? prefetched_blocks(in, u, ph, u.L) : 0;
-  const uint64_t head = 4 * ph + s3 * p * (ph + head_ahead * u.pb) + head_ahead * staged;
+  const uint64_t head = 4 * ph + s3 * p * (ph + head_ahead * u.pb) + head_ahead * staged + u.L * slice;
   // With one rank nothing is reduced: each unit's gradient is added into the store at once.
-  const uint64_t W = static_cast<uint64_t>(in.world);
   const bool per_unit = W > 1;  // a reduce-scatter launched as each unit's backward ends
   // The communicator's staging: one buffer, grown to the largest reduction issued, freed when the
   // last one issued is waited for. It grows as the micro-step's reductions are issued; the reducer
@@ -165,7 +196,7 @@ uint64_t transient_bytes_stages23(const PlanInput& in, const Units& u) {
     // retired if that makes one too many.
     auto launch = [&](uint64_t rest, uint64_t P, uint64_t S) {
       const uint64_t before = issued_stg;
-      issued_stg = std::max(issued_stg, reduction_staging_bytes(false, S, r, W));
+      issued_stg = std::max(issued_stg, scatter_staging_bytes(in, S));
       if (r != 4) peak = std::max(peak, rest + (4 + r) * P + before);
       peak = std::max(peak, rest + reduction_of(P, S) + issued_stg);
       retire_beyond_limit(reduction_of(P, S));
@@ -173,13 +204,17 @@ uint64_t transient_bytes_stages23(const PlanInput& in, const Units& u) {
     // The forward holds the same reductions and staging beside at most the parameters the head's
     // backward holds (which adds its gradient): the head's backward bounds it.
     peak = std::max(peak, head + open_bytes + issued_stg);
-    if (untied && per_unit) launch(open_bytes + s3 * p * u.pb * head_ahead + head_ahead * staged, u.ph, u.sh);
+    if (untied && per_unit)
+      launch(open_bytes + s3 * p * u.pb * head_ahead + head_ahead * staged + u.L * slice, u.ph, u.sh);
     for (uint64_t j = 0; j < u.L; ++j) {  // the j-th block of the backward
       const uint64_t ahead = s3 ? prefetched_blocks(in, u, u.pb, u.L - 1 - j) : 0;
+      // The slices of the blocks whose backward is still to come (this block's went as it arrived).
+      const uint64_t slices = (u.L - 1 - j) * slice;
       // While the block's backward runs: its gradient beside the reductions in flight.
-      const uint64_t during = held + 4 * u.pb + open_bytes + issued_stg + s3 * p * u.pb * (1 + ahead) + ahead * staged;
+      const uint64_t during =
+          held + 4 * u.pb + open_bytes + issued_stg + s3 * p * u.pb * (1 + ahead) + ahead * staged + slices;
       peak = std::max(peak, during);
-      if (per_unit) launch(held + open_bytes + s3 * p * u.pb * ahead + ahead * staged, u.pb, u.sb);
+      if (per_unit) launch(held + open_bytes + s3 * p * u.pb * ahead + ahead * staged + slices, u.pb, u.sb);
     }
     // The embedding's backward (no parameters gathered): an untied unit 0's gradient opens now.
     if (untied) peak = std::max(peak, wg0 + open_bytes + issued_stg);
@@ -246,7 +281,7 @@ uint64_t transient_bytes_stages01(const PlanInput& in, const Units& u) {
     peak = std::max(peak, working(k) + open_bytes + stg);
     const uint64_t rest = k > 0 ? held : 0;
     if (in.zero.stage == 1) {
-      launch(rest, convert ? (P + S) * r : 0, reduction_staging_bytes(false, S, r, W));
+      launch(rest, convert ? (P + S) * r : 0, scatter_staging_bytes(in, S));
     } else {
       bucket += P;
       if (bucket >= u64(in.zero.reduce_bucket_size) || k == 0) {
@@ -284,6 +319,9 @@ PlanInput as_group(const PlanInput& in) {
   PlanInput q = in;
   q.world = static_cast<int>(in.zero.shard_group_size);
   q.zero.shard_group_size = 0;
+  // The group's hosts: L of its ranks on each when L divides N; within one host when N < L (otherwise
+  // irregular: taken as one host, not modelled).
+  if (in.ranks_per_host > 0 && q.world % in.ranks_per_host != 0) q.ranks_per_host = 0;
   return q;
 }
 }  // namespace
@@ -422,6 +460,56 @@ uint64_t traffic_inter_group_bytes_per_step(const PlanInput& in) {
   return ring(shard * reduce_bytes(in), 2, static_cast<uint64_t>(in.world / in.zero.shard_group_size));
 }
 
+namespace {
+// Stage 3's all-gathers of one micro-step, unit by unit, as zero/gather_plan.h replays the engine on
+// the model's schedule: how many over all ranks and how many from hpZ's slices (GPT-2: every unit twice
+// over all ranks, or once and once from the slices; an untied head and a Llama's unit 0 once). A bare
+// parameter count is one unit gathered for the forward and again for the backward.
+struct UnitGathers {
+  uint64_t padded = 0, shard = 0;  // elements
+  uint64_t full = 0, slices = 0;
+};
+std::vector<UnitGathers> stage3_gathers(const PlanInput& in) {
+  const uint64_t W = static_cast<uint64_t>(in.world);
+  const bool hpz = hpz_of(in) > 1;
+  if (!in.model) {
+    const uint64_t again = hpz && in.zero.reshard_after_forward ? 1 : 0;
+    return {{in.params, (in.params + W - 1) / W, 2 - again, again}};
+  }
+  const Units u = units_of(*in.model, W);
+  const model::ParamLayout layout(*in.model);
+  std::vector<UnitGathers> units(static_cast<size_t>(layout.num_units()));
+  for (size_t k = 0; k < units.size(); ++k) {
+    const bool block = k >= 1 && k <= u.L;
+    units[k].padded = k == 0 ? u.p0 : block ? u.pb : u.ph;
+    units[k].shard = k == 0 ? u.s0 : block ? u.sb : u.sh;
+  }
+  const model::UnitSchedule& schedule = layout.schedule();
+  const zero::GatherPlan plan(schedule, in.zero.reshard_after_forward, hpz);
+  for (size_t r = 0; r < schedule.param_reads().size(); ++r) {
+    UnitGathers& g = units[static_cast<size_t>(schedule.param_reads()[r])];
+    if (zero::GatherPlan::from_slices(plan.source(r))) {
+      ++g.slices;
+    } else if (zero::GatherPlan::gathers(plan.source(r))) {
+      ++g.full;
+    }
+  }
+  return units;
+}
+
+// Bytes one rank sends for one gather of a unit over all ranks: its shard in the compute dtype, or
+// with qwZ as int8 blocks with fp32 scales.
+uint64_t full_gather_bytes(const PlanInput& in, const UnitGathers& g) {
+  const uint64_t W = static_cast<uint64_t>(in.world);
+  return quantized_weights(in) ? (W - 1) * quantized_int8_bytes(g.shard)
+                               : ring(g.padded * dtype_size(in.precision.dtype), 1, W);
+}
+// ... and from hpZ's slices, within its P ranks.
+uint64_t slice_gather_bytes(const PlanInput& in, const UnitGathers& g) {
+  return ring(g.padded * dtype_size(in.precision.dtype), 1, hpz_of(in));
+}
+}  // namespace
+
 uint64_t traffic_bytes_per_step(const PlanInput& in) {
   in.validate();
   // Hybrid sharding: the group's own collectives (an N-rank run's, less its scalar all-reduce), the
@@ -439,7 +527,11 @@ uint64_t traffic_bytes_per_step(const PlanInput& in) {
     case 0: bytes = ring(ng, 2, W); break;                    // all-reduce
     case 1: bytes = ring(ng, 1, W) + ring(np, 1, W); break;   // reduce-scatter + all-gather
     case 2: bytes = ring(G * ng, 1, W) + ring(np, 1, W); break;
-    case 3: bytes = ring(G * (2 * np + ng), 1, W); break;     // two gathers and a reduce-scatter per micro-step
+    case 3:  // each micro-step's gathers and a reduce-scatter
+      bytes = ring(G * ng, 1, W);
+      for (const UnitGathers& g : stage3_gathers(in))
+        bytes += G * (g.full * full_gather_bytes(in, g) + g.slices * slice_gather_bytes(in, g));
+      break;
   }
   return bytes + ring(8, 2, W);  // the loss sum and squared norm, two fp32
 }
@@ -459,20 +551,52 @@ std::optional<uint64_t> traffic_inter_host_bytes_per_step(const PlanInput& in) {
     // crosses, over a ring whose every member is on another host.
     return W * traffic_inter_group_bytes_per_step(in) + scalar;
   }
-  const uint64_t psi = param_counts(in).padded;
-  const uint64_t np = psi * dtype_size(in.precision.dtype), ng = psi * reduce_bytes(in);
+  const uint64_t psi = param_counts(in).padded, p = dtype_size(in.precision.dtype), r = reduce_bytes(in);
+  const uint64_t np = psi * p, ng = psi * r;
   const bool two = in.two_level && L > 1;
   // Summed over the ranks: an all-gather of a full buffer of n bytes sends (H − 1)·n across in two
-  // levels; a reduce-scatter of Ψ elements sends the fp32 partial sums over H − 1 host boundaries
-  // and the last host's finished chunks, (H − 1)·(4Ψ + n/H).
+  // levels; a reduce-scatter of a unit of P elements (shard S) sends the fp32 partial sums over H − 1
+  // host boundaries and the last host's finished chunks, (H − 1)·(4P + P·r/H), or with qgZ both as
+  // int8 pieces, L·(H − 1)·(H + 1)·quantized_chunk_bytes(S) (comm/host_layout.h's counts, per rank).
   const auto gather = [&](uint64_t n) { return two ? (H - 1) * n : flat(n, 1); };
-  const auto scatter = [&](uint64_t n) { return two ? (H - 1) * (4 * psi + n / H) : flat(n, 1); };
+  const auto scatter_unit = [&](uint64_t P, uint64_t S) -> uint64_t {
+    if (!two) return flat(P * r, 1);
+    if (quantized_gradients(in)) return static_cast<uint64_t>(L) * (H - 1) * (H + 1) * comm::quantized_chunk_bytes(S);
+    return (H - 1) * (4 * P + P * r / H);
+  };
+  uint64_t scatter = 0;  // one micro-step's reduce-scatters
+  if (in.model) {
+    const Units u = units_of(*in.model, W);
+    scatter = scatter_unit(u.p0, u.s0) + u.L * scatter_unit(u.pb, u.sb) + (u.head_unit() ? scatter_unit(u.ph, u.sh) : 0);
+  } else {
+    scatter = scatter_unit(psi, (psi + W - 1) / W);
+  }
   switch (in.zero.stage) {
     case 0: return flat(ng, 2) + scalar;
-    case 1: return scatter(ng) + gather(np) + scalar;
-    case 2: return G * scatter(ng) + gather(np) + scalar;
-    default: return G * (2 * gather(np) + scatter(ng)) + scalar;
+    case 1: return scatter + gather(np) + scalar;
+    case 2: return G * scatter + gather(np) + scalar;
+    default: break;
   }
+  // Stage 3, gather by gather: over all ranks (with qwZ, W shards of int8 blocks as bytes, in two levels
+  // while L times one fits an int), and from hpZ's slices within groups of P consecutive ranks: none
+  // across when each group is within a host (P divides L), in two levels over the P/L hosts of each
+  // when L divides P; other groupings are not modelled.
+  const uint64_t P = hpz_of(in);
+  uint64_t gathers = 0;
+  for (const UnitGathers& g : stage3_gathers(in)) {
+    if (quantized_weights(in)) {
+      const uint64_t q = quantized_int8_bytes(g.shard);
+      const bool two_q = two && static_cast<uint64_t>(L) * q <= static_cast<uint64_t>(INT_MAX);
+      gathers += g.full * (two_q ? W * (H - 1) * q : H * (W - 1) * q);
+    } else {
+      gathers += g.full * gather(g.padded * p);
+    }
+    if (g.slices == 0 || static_cast<uint64_t>(L) % P == 0) continue;
+    if (P % static_cast<uint64_t>(L) != 0) return std::nullopt;
+    const uint64_t hosts = P / static_cast<uint64_t>(L), groups = W / P;
+    gathers += g.slices * groups * (two ? (hosts - 1) * g.padded * p : hosts * ring(g.padded * p, 1, P));
+  }
+  return G * (gathers + scatter) + scalar;
 }
 
 std::optional<int64_t> max_micro_batch(const PlanInput& in, uint64_t gpu_bytes) {
@@ -506,6 +630,12 @@ std::vector<StageEstimate> estimate_stages(const PlanInput& in, const std::vecto
     if (s < 1) q.zero.offload_optimizer = Offload::kNone;
     if (s < 3) q.zero.offload_param = Offload::kNone;
     if (s < 1) q.zero.shard_group_size = 0;  // stage 0 shards nothing
+    // ZeRO++ where it exists: qwZ and hpZ at stage 3, qgZ at stages 2-3.
+    if (s < 3) {
+      q.zero.zero_quantized_weights = false;
+      q.zero.zero_hpz_partition_size = 1;
+    }
+    if (s < 2) q.zero.zero_quantized_gradients = false;
     StageEstimate e;
     e.stage = s;
     e.memory = estimate_memory(q);

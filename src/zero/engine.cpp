@@ -211,17 +211,13 @@ struct Engine::Impl {
     if (stage == 3 && gatherer.release(u)) param_ptr[u] = nullptr;
   }
 
-  // Use k ended. A forward frees the unit's gathered parameters (reshard_after_forward) unless its next
-  // use follows at once (the head's backward after its forward); a backward frees them after their
-  // last read and finishes the unit's gradient after its last backward use.
+  // Use k ended. Stage 3 frees the unit's gathered parameters where zero/gather_plan.h says (after a
+  // forward unless its next use follows at once, after the last read); a backward finishes the unit's
+  // gradient after its last backward use.
   void end(int k) {
     const model::UnitUse& use = schedule[k];
-    if (use.pass == model::Pass::kForward) {
-      if (cfg.zero.reshard_after_forward && !schedule.next_use_follows(k)) release_gathered(use.unit);
-      return;
-    }
-    if (use.reads_params && schedule.last_param_read(k)) release_gathered(use.unit);
-    if (schedule.completes_gradient(k)) finish_grad(use.unit);
+    if (gatherer.frees_after(k)) release_gathered(use.unit);
+    if (use.pass == model::Pass::kBackward && schedule.completes_gradient(k)) finish_grad(use.unit);
   }
 
   const void* params(int u) const { return param_ptr[u]; }

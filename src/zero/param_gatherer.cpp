@@ -21,26 +21,29 @@ ParamGatherer::ParamGatherer(ModelStates& states, comm::Communicator& comm, cons
   quantized_shard_.resize(U);
   quantized_all_.resize(U);
   secondary_.resize(U);
-  from_secondary_.assign(U, false);
-  last_read_.assign(U, 0);
-  const std::vector<int>& reads = schedule_.param_reads();
-  for (size_t k = 0; k < reads.size(); ++k) last_read_[static_cast<size_t>(reads[k])] = k;
   if (st_.stage() == 3 && cfg_.zero.zero_hpz_partition_size > 1) {
     hpz_ = static_cast<int>(cfg_.zero.zero_hpz_partition_size);
     ZDP_CHECK(comm_.size() % hpz_ == 0, "hpZ partition size {} does not divide the {} ranks", hpz_, comm_.size());
     secondary_group_ = comm_.split(comm_.rank() / hpz_, comm_.rank());  // collective
   }
+  plan_ = GatherPlan(schedule_, cfg_.zero.reshard_after_forward, hpz_ > 1);
+}
+
+GatherPlan::Source ParamGatherer::source_of(int u) const {
+  // Forward-only passes keep no slices (no backward follows): every gather is over all ranks.
+  if (forward_only_) return GatherPlan::Source::kFull;
+  return plan_.source(started_for_[u]);
 }
 
 void ParamGatherer::start(int u, size_t read) {
   const UnitShard& s = st_.unit(u);
   gathered_[u] = cfg_.dev().allocate(s.padded * dtype_size(st_.pdt()), MemCategory::kGathered);
   started_for_[u] = read;
-  if (read >= static_cast<size_t>(schedule_.forward_param_reads()) && secondary_[u].data() != nullptr) {
-    // hpZ: the backward's gather, within the group, from the slices its forward left.
+  if (GatherPlan::from_slices(source_of(u))) {
+    // hpZ: within the group, from the slices the unit's first gather left.
+    ZDP_CHECK(secondary_[u].data() != nullptr, "unit {}: a gather from secondary slices that were not kept", u);
     work_[u] = secondary_group_->all_gather_async(secondary_[u].data(), gathered_[u].data(),
                                                   s.padded / static_cast<size_t>(hpz_), st_.pdt());
-    from_secondary_[u] = true;
     state_[u] = State::kInFlight;
     live_ += s.padded;
     return;
@@ -92,16 +95,10 @@ void ParamGatherer::finish_gather(int u) {
                                  gathered_[u].as<char>() + static_cast<size_t>(j) * s.shard * es, st_.pdt());
     drop_quantized(u);
   }
-  if (hpz_ == 1) return;
-  if (from_secondary_[u]) {
-    from_secondary_[u] = false;
-    if (started_for_[u] == last_read_[u]) secondary_[u].release();
-    return;
-  }
-  // A forward's gather: keep this rank's slice for the backward (unless nothing will gather again).
-  if (forward_only_ || !cfg_.zero.reshard_after_forward || secondary_[u].data() != nullptr ||
-      started_for_[u] >= static_cast<size_t>(schedule_.forward_param_reads()))
-    return;
+  const GatherPlan::Source source = source_of(u);
+  if (GatherPlan::from_slices(source) && !GatherPlan::slice_after(source)) secondary_[u].release();
+  if (source != GatherPlan::Source::kFullKeep) return;
+  // hpZ: keep this rank's slice for the unit's later gathers.
   const size_t slice = s.padded / static_cast<size_t>(hpz_);
   secondary_[u] = cfg_.dev().allocate(slice * es, MemCategory::kGathered);
   cfg_.dev().copy(secondary_[u].data(), gathered_[u].as<char>() + static_cast<size_t>(secondary_group_->rank()) * slice * es,
@@ -142,8 +139,9 @@ bool ParamGatherer::release(int u) {
   if (state_[u] == State::kInFlight) {
     clock_.wait(work_[u]);
     drop_quantized(u);
-    if (from_secondary_[u] && started_for_[u] == last_read_[u]) secondary_[u].release();
-    from_secondary_[u] = false;
+    // A gather from the slices dropped unfinished (a failed step): the slice goes if it was the last.
+    const GatherPlan::Source source = source_of(u);
+    if (GatherPlan::from_slices(source) && !GatherPlan::slice_after(source)) secondary_[u].release();
   }
   work_[u].reset();
   staging_[u].release();
@@ -178,9 +176,6 @@ void ParamGatherer::use(int k) {
   launch_reads();
   const int u = schedule_[k].unit;
   ensure(u);
-  // hpZ: the unit's last read (its gather came from the slices, or it stayed gathered since its
-  // forward): its secondary slice is no longer needed.
-  if (cursor_ == last_read_[static_cast<size_t>(u)]) secondary_[u].release();
   prefetch();
 }
 

@@ -17,10 +17,11 @@
 // ZeRO++ (stage 3, zero/settings.h): with zero_quantized_weights (qwZ) a gather moves each rank's shard
 // as int8 blocks with fp32 scales (quantized into a comm buffer, gathered as bytes, every rank's part
 // dequantized into the unit once it has arrived), so that every rank computes with the same
-// dequantized weights. With zero_hpz_partition_size P > 1 (hpZ), a unit gathered for a forward keeps
-// the rank's 1/P slice of its (dequantized) parameters as a secondary shard (category gathered) until
-// the unit's last backward read, and the backward's gathers all-gather those slices within the group
-// of P consecutive ranks (a host) instead of over all ranks: the same parameters as the forward's.
+// dequantized weights. With zero_hpz_partition_size P > 1 (hpZ), the first gather of a unit that the
+// micro-step gathers again keeps the rank's 1/P slice of its (dequantized) parameters as a secondary
+// shard (category gathered), and the later gathers all-gather those slices within the group of P
+// consecutive ranks (a host) instead of over all ranks: the same parameters as the first gather's. The
+// slice goes after the unit's last gather (zero/gather_plan.h says which gathers those are).
 #pragma once
 
 #include <cstdint>
@@ -33,6 +34,7 @@
 #include "model/units.h"
 #include "zero/comm_clock.h"
 #include "zero/config.h"
+#include "zero/gather_plan.h"
 #include "zero/model_states.h"
 
 namespace zerodp::zero {
@@ -48,6 +50,8 @@ class ParamGatherer {
   const void* params(int u);
   // Stage 3: frees unit u's gathered copy; false when there was none (whole, or not gathered).
   bool release(int u);
+  // Stage 3: whether use k ends with its unit's gathered copy freed (zero/gather_plan.h).
+  bool frees_after(int k) const { return plan_.frees_after(k); }
   // Stages 1-3: re-assembles the whole units from every rank's updated shard.
   void gather_after_update();
 
@@ -63,6 +67,7 @@ class ParamGatherer {
   // `read`: the index in schedule_.param_reads() the gather is for (forward or backward).
   void start(int u, size_t read);
   void finish_gather(int u);  // after the collective: dequantize (qwZ), keep or drop the secondary (hpZ)
+  GatherPlan::Source source_of(int u) const;  // of the gather in flight for u
   void drop_quantized(int u);
   void launch_reads();  // NVMe: every read started, in order, copied up and its gather launched
   void ensure(int u);
@@ -81,15 +86,13 @@ class ParamGatherer {
   std::vector<size_t> started_for_;  // the read a unit's gather in flight is for
   // qwZ: a unit's quantized shard and every rank's quantized shard, while its gather is in flight (comm).
   std::vector<Buffer> quantized_shard_, quantized_all_;
-  // hpZ: the groups of P consecutive ranks, each unit's secondary slice, whether the gather in flight
-  // reads the secondary slices, and each unit's last read in the schedule (when its slice goes).
+  // hpZ: the groups of P consecutive ranks and each unit's secondary slice.
   int hpz_ = 1;
   std::unique_ptr<comm::Communicator> secondary_group_;
   std::vector<Buffer> secondary_;
-  std::vector<bool> from_secondary_;
-  std::vector<size_t> last_read_;
-  size_t live_ = 0;  // elements gathered or in flight
   const model::UnitSchedule& schedule_;  // the model's (the layout's): which units it reads in what order
+  GatherPlan plan_;  // which reads gather, from where
+  size_t live_ = 0;  // elements gathered or in flight
   size_t cursor_ = 0;  // the current use's place in schedule_.param_reads()
   bool forward_only_ = false;
 };

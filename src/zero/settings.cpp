@@ -78,16 +78,16 @@ const ZeroSettingRow kRows[] = {
     {"--zero-quantized-weights", "", "zero_quantized_weights", "zero_quantized_weights",
      "ZeRO++ qwZ (stage 3): gather parameters as int8 blocks of 256 with fp32 scales, about a quarter of fp32's "
      "bytes; forward and backward compute with the dequantized weights (the numbers change, the shards stay exact)",
-     &Z::zero_quantized_weights},
+     &Z::zero_quantized_weights, 0, INT64_MAX, true},
     {"--hpz-partition-size", "N", "zero_hpz_partition_size", "zero_hpz_partition_size",
      "ZeRO++ hpZ (stage 3): keep a secondary copy of each unit's parameters sharded over groups of N consecutive "
      "ranks (the ranks of a host) from its forward to its backward, whose gather then stays within the group; "
      "1: off",
-     &Z::zero_hpz_partition_size, 1, 1 << 20},
+     &Z::zero_hpz_partition_size, 1, 1 << 20, true},
     {"--zero-quantized-gradients", "", "zero_quantized_gradients", "zero_quantized_gradients",
      "ZeRO++ qgZ (stages 2-3): the gradient reduce-scatters send the partial sums and finished chunks that cross "
      "hosts as int8 blocks (--collectives host-aware across several hosts; exact within a host)",
-     &Z::zero_quantized_gradients},
+     &Z::zero_quantized_gradients, 0, INT64_MAX, true},
 };
 
 }  // namespace

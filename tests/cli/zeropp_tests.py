@@ -13,9 +13,14 @@ collectives run in two levels as on two real hosts; multihost_stages has the rea
               for bit; the checkpoint resumes at 2 ranks too (resharded; one host, so qgZ is exact);
   nonfinite:  an Inf gradient (zerodp-testing --inject-overflow-step) under qwZ + qgZ + hpZ stops an
               fp32 run with exit 1 naming the step, and with --skip-nonfinite skips that step only
-              ("skipped": true) and trains on.
+              ("skipped": true) and trains on;
+  planned:    for each ZeRO++ part and their combinations (hpZ over the host's 2 ranks and over all 4, qgZ
+              at stages 2 and 3, bf16 with accumulation, flat collectives), `zerodp estimate
+              --ranks-per-host 2` with the same flags predicts on every rank the bytes sent per step and
+              the peak of all memory together (hpZ's slices, qwZ's quantized buffers, qgZ's staging), and
+              the bytes all ranks sent across hosts, byte for byte.
 
-usage: zeropp_tests.py ZERODP CASE     (CASE: results | checkpoint | nonfinite)
+usage: zeropp_tests.py ZERODP CASE     (CASE: results | checkpoint | nonfinite | planned)
 Exits non-zero with a message on the first failed check."""
 import json
 import os
@@ -37,9 +42,10 @@ def path(name):
     return os.path.join(tmp, name)
 
 
-def train(tag, extra, steps=12, ranks=4, expect=0):
+def train(tag, extra, steps=12, ranks=4, expect=0, stage=3):
     out, m = path(f"{tag}.safetensors"), path(f"{tag}.jsonl")
-    rc, so, se = zt.run(ZERODP, base + ["--steps", str(steps), "--out", out, "--metrics", m] + extra, ranks=ranks,
+    args = [str(stage) if k > 0 and base[k - 1] == "--zero-stage" else a for k, a in enumerate(base)]
+    rc, so, se = zt.run(ZERODP, args + ["--steps", str(steps), "--out", out, "--metrics", m] + extra, ranks=ranks,
                         timeout=240, env=HOSTS)
     check(rc == expect, f"{tag}: exit {rc} (expected {expect})", se[-3000:])
     return out, m, se
@@ -129,6 +135,35 @@ elif CASE == "nonfinite":
     steps = records(m, "step")
     check([s.get("skipped", False) for s in steps] == [False, False, True, False, False],
           "with --skip-nonfinite only the faulty step is skipped", str(steps))
+elif CASE == "planned":
+    dims = ["--layers", "2", "--heads", "2", "--embd", "64", "--vocab", "256", "--ctx", "64"]
+    hpz2, qwz, qgz = ["--hpz-partition-size", "2"], ["--zero-quantized-weights"], ["--zero-quantized-gradients"]
+    bf16 = ["--dtype", "bf16", "--fp32-grad-accum"]
+    modes = [(3, []), (3, hpz2), (3, ["--hpz-partition-size", "4"]), (3, qwz), (3, qgz), (2, qgz),
+             (3, ALL3), (3, ALL3 + bf16 + ["--accum", "2"]), (3, qwz + bf16 + ["--accum", "3"]),
+             (3, ALL3 + ["--collectives", "flat"])]
+    steps = 2
+    for n, (stage, flags) in enumerate(modes):
+        what = f"stage {stage} {' '.join(flags) or 'exact'}"
+        _, m, _ = train(f"planned-{n}", flags, steps=steps, stage=stage)
+        rc, so, se = zt.run(ZERODP, ["estimate", "--json", "--gpus", "4", "--ranks-per-host", "2", "--stage", str(stage),
+                                     "--micro-batch", "2", "--seq", "32"] + dims + flags +
+                            ([] if "--dtype" in flags else ["--dtype", "fp32"]))  # train's default on the CPU
+        check(rc == 0, f"{what}: zerodp estimate takes the flags", se[-2000:])
+        est = json.loads(so)["stages"][0]
+        for t in records(m, "traffic"):
+            sent = sum(t["bytes_sent"].values())
+            check(sent == steps * est["traffic_bytes_per_step"],
+                  f"{what} rank {t['rank']}: sent {sent} bytes in {steps} steps, "
+                  f"{steps} x {est['traffic_bytes_per_step']} planned")
+        crossed = sum(traffic(m, "bytes_sent_inter_host").values())
+        planned = est["traffic_inter_host_bytes_per_step_all_ranks"]
+        check(crossed == steps * planned, f"{what}: {crossed} bytes crossed hosts, {steps} x {planned} planned")
+        for rec in records(m, "memory"):
+            got = rec["peak_bytes"]["total"]
+            check(got == est["bytes_per_rank"]["total"],
+                  f"{what} rank {rec['rank']}: peak {got} bytes, {est['bytes_per_rank']['total']} planned",
+                  json.dumps(rec["peak_bytes"]))
 else:
     sys.exit(f"unknown case {CASE}")
 print(f"{CASE}: all checks passed")

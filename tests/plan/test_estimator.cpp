@@ -394,6 +394,70 @@ TEST(Estimator, LargestMicroBatchIsTheLastThatFits) {
   EXPECT_FALSE(max_micro_batch(bare(1e9, 8, 0, DType::kBF16), gpu).has_value());
 }
 
+// ZeRO++ on GPT-2 124M, W = 16 on 2 hosts of 8, bf16, stage 3, one micro-step, worked unit by unit
+// (u0: the embeddings and tied head; 12 blocks; shards S padded to P = 16·S). Exact: per micro-step every
+// unit is gathered twice over all 16 ranks (15·S·2 bytes each) and reduce-scattered once. hpZ (P = 8):
+// the second gather of each unit reads the slices within the host (7·P/8·2 bytes) and never crosses;
+// qwZ: each gather over all ranks sends int8 blocks, 15·(S + 4·⌈S/256⌉) bytes; qgZ: the reduce-scatter's
+// partial sums and finished chunks cross as int8 pieces, 8·1·3·quantized_chunk_bytes(S) over all ranks.
+TEST(Estimator, ZeroPlusPlusMovesWhatTheEngineMovesUnitByUnit) {
+  PlanInput in;
+  in.model = model::GPT2Config{12, 12, 768, 50257, 1024};
+  in.world = 16;
+  in.ranks_per_host = 8;
+  in.zero.stage = 3;
+  in.precision.dtype = DType::kBF16;
+  const model::ParamLayout layout(*in.model);
+  const auto shard = [](uint64_t n) { return ((n + 15) / 16 + 15) / 16 * 16; };
+  const uint64_t s0 = shard(layout.unit_numel(0)), sb = shard(layout.unit_numel(1));
+  const uint64_t psi = 16 * (s0 + 12 * sb), scalar = 2 * 15 * 8 / 16;
+  const uint64_t scatter = 15 * (s0 + 12 * sb) * 2;  // bf16, in rank order
+  EXPECT_EQ(traffic_bytes_per_step(in), 2 * 15 * (s0 + 12 * sb) * 2 + scatter + scalar);
+  // Across: each gather half the buffer (H − 1 = 1 of 2 hosts), the sums' fp32 partials and the last
+  // host's finished chunks; the scalars' ring crosses at the 2 host boundaries.
+  const uint64_t across_scalar = 2 * scalar, across_scatter = 4 * psi + psi * 2 / 2;
+  EXPECT_EQ(*traffic_inter_host_bytes_per_step(in), 2 * psi * 2 + across_scatter + across_scalar);
+
+  PlanInput hpz = in;
+  hpz.zero.zero_hpz_partition_size = 8;
+  EXPECT_EQ(traffic_bytes_per_step(hpz), 15 * (s0 + 12 * sb) * 2 + 7 * (s0 + 12 * sb) * 2 * 2 + scatter + scalar);
+  EXPECT_EQ(*traffic_inter_host_bytes_per_step(hpz), psi * 2 + across_scatter + across_scalar);
+  // Every block's slice (16·sb/8 elements, bf16) is held from its forward to its backward.
+  EXPECT_GE(estimate_memory(hpz).transient, estimate_memory(in).transient);
+  EXPECT_LE(estimate_memory(hpz).transient - estimate_memory(in).transient, 12 * 2 * sb * 2);
+
+  PlanInput qwz = in;
+  qwz.zero.zero_quantized_weights = true;
+  const auto q = [](uint64_t n) { return n + 4 * ((n + 255) / 256); };
+  EXPECT_EQ(traffic_bytes_per_step(qwz), 2 * 15 * (q(s0) + 12 * q(sb)) + scatter + scalar);
+  EXPECT_EQ(*traffic_inter_host_bytes_per_step(qwz), 2 * 16 * (q(s0) + 12 * q(sb)) + across_scatter + across_scalar);
+
+  PlanInput qgz = in;
+  qgz.zero.zero_quantized_gradients = true;
+  const auto chunk = [&](uint64_t n) {  // pieces of 2^17 elements, each its own blocks
+    uint64_t b = 0;
+    for (uint64_t k = 0; k < n; k += 1 << 17) b += q(std::min<uint64_t>(1 << 17, n - k));
+    return b;
+  };
+  EXPECT_EQ(traffic_bytes_per_step(qgz), traffic_bytes_per_step(in));  // the ledger counts the exact bytes
+  EXPECT_EQ(*traffic_inter_host_bytes_per_step(qgz), 2 * psi * 2 + 8 * 3 * (chunk(s0) + 12 * chunk(sb)) + across_scalar);
+  // Its staging holds the quantized pieces too.
+  EXPECT_GT(estimate_memory(qgz).transient, estimate_memory(in).transient);
+
+  // hpZ groups that span hosts (P = 16 over 2 hosts of 8) cross in two levels; P = 4 on hosts of 8 not at all.
+  hpz.zero.zero_hpz_partition_size = 16;
+  EXPECT_EQ(*traffic_inter_host_bytes_per_step(hpz), 2 * psi * 2 + across_scatter + across_scalar);
+  hpz.zero.zero_hpz_partition_size = 4;
+  EXPECT_EQ(*traffic_inter_host_bytes_per_step(hpz), psi * 2 + across_scatter + across_scalar);
+  // Stages 0-2 have no qwZ or hpZ: estimate_stages shows them without.
+  qwz.zero.zero_hpz_partition_size = 8;
+  const std::vector<StageEstimate> all = estimate_stages(qwz, {1, 2, 3}, uint64_t{80} << 30);
+  PlanInput at2 = in;
+  at2.zero.stage = 2;
+  EXPECT_EQ(all[1].traffic_bytes, traffic_bytes_per_step(at2));
+  EXPECT_LT(all[2].traffic_bytes, traffic_bytes_per_step(in));
+}
+
 TEST(Estimator, JsonHasExactlyTheDocumentedShape) {
   StageEstimate e;
   e.stage = 2;
