@@ -122,6 +122,7 @@ void ParamGatherer::launch_reads() {
 }
 
 void ParamGatherer::ensure(int u) {
+  if (st_.param_whole(u)) return;  // kept whole on every rank (stage3_param_persistence_threshold)
   if (state_[u] == State::kSharded) start(u, cursor_);
   if (state_[u] == State::kReading) launch_reads();
   if (state_[u] == State::kInFlight) {
@@ -158,7 +159,7 @@ void ParamGatherer::prefetch() {
   const size_t end = forward_only_ ? static_cast<size_t>(schedule_.forward_param_reads()) : reads.size();
   for (size_t k = cursor_ + 1; k < end && k <= cursor_ + 4; ++k) {
     const int v = reads[k];
-    if (state_[v] != State::kSharded) continue;
+    if (state_[v] != State::kSharded || st_.param_whole(v)) continue;
     if (st_.param_on_nvme(v) && !st_.param_swap()->read_buffer_free()) break;  // offload_param.buffer_count
     const size_t n = st_.unit(v).padded;
     if (live_ + n > static_cast<size_t>(cfg_.zero.stage3_max_live_parameters) ||
