@@ -85,6 +85,11 @@ bool quantized_gradients(const PlanInput& in) { return in.zero.stage >= 2 && in.
 uint64_t hpz_of(const PlanInput& in) { return in.zero.stage == 3 ? u64(in.zero.zero_hpz_partition_size) : 1; }
 // hpZ keeps secondary slices (a unit freed after its forward is gathered again for its backward).
 bool keeps_slices(const PlanInput& in) { return hpz_of(in) > 1 && in.zero.reshard_after_forward; }
+// Stage 3 keeps a unit of fewer than stage3_param_persistence_threshold elements whole on every rank
+// (zero/model_states.h): never gathered for a use, all-gathered after each update as at stages 1-2.
+bool kept_whole(const PlanInput& in, uint64_t numel) {
+  return in.zero.stage == 3 && numel < u64(in.zero.stage3_param_persistence_threshold);
+}
 // The reduce-scatters run in two levels (comm/host_layout.h): several hosts of several ranks, asked for.
 bool reduce_scatters_in_two_levels(const PlanInput& in) {
   return in.two_level && in.ranks_per_host > 1 && in.ranks_per_host < in.world;
@@ -150,14 +155,16 @@ uint64_t transient_bytes_stages23(const PlanInput& in, const Units& u) {
   uint64_t staged = 0;
   if (in.zero.stage == 3 && in.zero.offload_param != Offload::kNone) staged = p * u.sb;
   if (quantized_weights(in) && hpz_of(in) == 1) staged = (W + 1) * quantized_int8_bytes(u.sb);
+  // Stage 3 gathers the blocks (s3b) and the head's unit (s3h) unless they are kept whole.
+  const uint64_t ph = untied ? u.ph : u.p0;
+  const uint64_t s3b = s3 && !kept_whole(in, u.nb) ? 1 : 0, s3h = s3 && !kept_whole(in, untied ? u.nh : u.n0) ? 1 : 0;
   // hpZ: every block's secondary slice (`gathered`), kept from its forward's gather until its
   // backward's has arrived (zero/gather_plan.h); a tied unit 0's goes with the head's forward.
-  const uint64_t slice = keeps_slices(in) ? p * u.pb / hpz_of(in) : 0;
+  const uint64_t slice = keeps_slices(in) ? s3b * p * u.pb / hpz_of(in) : 0;
   // The head: its unit's fp32 gradient, its gathered copy and the blocks prefetched (16-bit compute
   // reads the 16-bit parameters directly: no working copy), beside every block's slice.
-  const uint64_t ph = untied ? u.ph : u.p0;
-  const uint64_t head_ahead = s3 ? prefetched_blocks(in, u, ph, u.L) : 0;
-  const uint64_t head = 4 * ph + s3 * p * (ph + head_ahead * u.pb) + head_ahead * staged + u.L * slice;
+  const uint64_t head_ahead = s3b ? prefetched_blocks(in, u, s3h * ph, u.L) : 0;
+  const uint64_t head = 4 * ph + p * (s3h * ph + s3b * head_ahead * u.pb) + head_ahead * staged + u.L * slice;
   // With one rank nothing is reduced: each unit's gradient is added into the store at once.
   const bool per_unit = W > 1;  // a reduce-scatter launched as each unit's backward ends
   // The communicator's staging: one buffer, grown to the largest reduction issued, freed when the
@@ -205,16 +212,16 @@ uint64_t transient_bytes_stages23(const PlanInput& in, const Units& u) {
     // backward holds (which adds its gradient): the head's backward bounds it.
     peak = std::max(peak, head + open_bytes + issued_stg);
     if (untied && per_unit)
-      launch(open_bytes + s3 * p * u.pb * head_ahead + head_ahead * staged + u.L * slice, u.ph, u.sh);
+      launch(open_bytes + s3b * p * u.pb * head_ahead + head_ahead * staged + u.L * slice, u.ph, u.sh);
     for (uint64_t j = 0; j < u.L; ++j) {  // the j-th block of the backward
-      const uint64_t ahead = s3 ? prefetched_blocks(in, u, u.pb, u.L - 1 - j) : 0;
+      const uint64_t ahead = s3b ? prefetched_blocks(in, u, u.pb, u.L - 1 - j) : 0;
       // The slices of the blocks whose backward is still to come (this block's went as it arrived).
       const uint64_t slices = (u.L - 1 - j) * slice;
       // While the block's backward runs: its gradient beside the reductions in flight.
       const uint64_t during =
-          held + 4 * u.pb + open_bytes + issued_stg + s3 * p * u.pb * (1 + ahead) + ahead * staged + slices;
+          held + 4 * u.pb + open_bytes + issued_stg + s3b * p * u.pb * (1 + ahead) + ahead * staged + slices;
       peak = std::max(peak, during);
-      if (per_unit) launch(held + open_bytes + s3 * p * u.pb * ahead + ahead * staged + slices, u.pb, u.sb);
+      if (per_unit) launch(held + open_bytes + s3b * p * u.pb * ahead + ahead * staged + slices, u.pb, u.sb);
     }
     // The embedding's backward (no parameters gathered): an untied unit 0's gradient opens now.
     if (untied) peak = std::max(peak, wg0 + open_bytes + issued_stg);
@@ -351,7 +358,23 @@ MemoryEstimate estimate_memory(const PlanInput& in) {
   const bool mixed = in.precision.dtype != DType::kF32;
   MemoryEstimate m;
   // docs/design.md's table.
-  m.param = (in.zero.stage == 3 ? c.shard : c.padded) * p;
+  // Stage 3: the shards of the sharded units (sharded: elements), and the units kept whole in full.
+  uint64_t whole = 0, sharded = c.shard;
+  if (in.zero.stage == 3 && in.model) {
+    const Units u = units_of(*in.model, static_cast<uint64_t>(in.world));
+    const auto add = [&](uint64_t numel, uint64_t P, uint64_t S, uint64_t count) {
+      if (!kept_whole(in, numel)) return;
+      whole += count * P;
+      sharded -= count * S;
+    };
+    add(u.n0, u.p0, u.s0, 1);
+    add(u.nb, u.pb, u.sb, u.L);
+    if (u.head_unit()) add(u.nh, u.ph, u.sh, 1);
+  } else if (in.zero.stage == 3 && kept_whole(in, in.params)) {
+    whole = c.padded;
+    sharded = 0;
+  }
+  m.param = (in.zero.stage == 3 ? sharded + whole : c.padded) * p;
   m.grad = (in.zero.stage <= 1 ? c.padded : c.shard) * g;
   m.master = mixed ? (in.zero.stage == 0 ? c.padded : c.shard) * 4 : 0;
   m.optim = (in.zero.stage == 0 ? c.padded : c.shard) * 4 * static_cast<uint64_t>(in.optimizer_states);
@@ -385,22 +408,21 @@ MemoryEstimate estimate_memory(const PlanInput& in) {
     m.master = m.optim = 0;
   }
   // Parameter offload (ZeRO-Infinity), as zerodp's engine does it: stage 3's parameter shards leave the
-  // device (the engine's persistent units, kept whole on the device, are not modelled: the planner has
-  // no persistence threshold); the staging of each gather in flight is in `transient`.
+  // device (the units kept whole stay); the staging of each gather in flight is in `transient`.
   // On nvme (zero/param_swap.h) the shards of the units that fit in max_in_cpu elements (in unit
   // order, each that fits in what is left) stay in the host, the others go to the file, and the host
   // keeps buffer_count + 2 buffers of the largest shard in the file (those the gathers read into, two
   // the update writes through; not modelled for a bare count, which has no units: it is one unit).
-  if (in.zero.offload_param == Offload::kCpu) m.host_by.param += m.param;
+  if (in.zero.offload_param == Offload::kCpu) m.host_by.param += sharded * p;
   if (in.zero.offload_param == Offload::kNvme) {
     std::vector<uint64_t> shards;  // elements
     if (in.model) {
       const Units u = units_of(*in.model, static_cast<uint64_t>(in.world));
-      shards.push_back(u.s0);
-      shards.insert(shards.end(), u.L, u.sb);
-      if (u.head_unit()) shards.push_back(u.sh);
-    } else {
-      shards.push_back(m.param / p);
+      if (!kept_whole(in, u.n0)) shards.push_back(u.s0);
+      if (!kept_whole(in, u.nb)) shards.insert(shards.end(), u.L, u.sb);
+      if (u.head_unit() && !kept_whole(in, u.nh)) shards.push_back(u.sh);
+    } else if (sharded > 0) {
+      shards.push_back(sharded);
     }
     uint64_t left = u64(in.zero.param_max_in_cpu), in_file = 0, largest = 0;
     for (uint64_t n : shards) {
@@ -416,7 +438,7 @@ MemoryEstimate estimate_memory(const PlanInput& in) {
     constexpr uint64_t kWriteBuffers = 2;  // zero/param_swap.h
     if (in.model && in_file > 0) m.host_by.param += (u64(in.zero.param_buffer_count) + kWriteBuffers) * largest * p;
   }
-  if (in.zero.offload_param != Offload::kNone) m.param = 0;
+  if (in.zero.offload_param != Offload::kNone) m.param = whole * p;
   auto sum = [](const MemoryEstimate::Offloaded& o) { return o.param + o.grad + o.master + o.optim; };
   m.host = sum(m.host_by);
   m.nvme = sum(m.nvme_by);
@@ -468,13 +490,15 @@ namespace {
 struct UnitGathers {
   uint64_t padded = 0, shard = 0;  // elements
   uint64_t full = 0, slices = 0;
+  bool whole = false;  // kept whole: no gathers for its uses, one all-gather after each update
 };
 std::vector<UnitGathers> stage3_gathers(const PlanInput& in) {
   const uint64_t W = static_cast<uint64_t>(in.world);
   const bool hpz = hpz_of(in) > 1;
   if (!in.model) {
+    if (kept_whole(in, in.params)) return {{in.params, (in.params + W - 1) / W, 0, 0, true}};
     const uint64_t again = hpz && in.zero.reshard_after_forward ? 1 : 0;
-    return {{in.params, (in.params + W - 1) / W, 2 - again, again}};
+    return {{in.params, (in.params + W - 1) / W, 2 - again, again, false}};
   }
   const Units u = units_of(*in.model, W);
   const model::ParamLayout layout(*in.model);
@@ -483,11 +507,13 @@ std::vector<UnitGathers> stage3_gathers(const PlanInput& in) {
     const bool block = k >= 1 && k <= u.L;
     units[k].padded = k == 0 ? u.p0 : block ? u.pb : u.ph;
     units[k].shard = k == 0 ? u.s0 : block ? u.sb : u.sh;
+    units[k].whole = kept_whole(in, k == 0 ? u.n0 : block ? u.nb : u.nh);
   }
   const model::UnitSchedule& schedule = layout.schedule();
   const zero::GatherPlan plan(schedule, in.zero.reshard_after_forward, hpz);
   for (size_t r = 0; r < schedule.param_reads().size(); ++r) {
     UnitGathers& g = units[static_cast<size_t>(schedule.param_reads()[r])];
+    if (g.whole) continue;
     if (zero::GatherPlan::from_slices(plan.source(r))) {
       ++g.slices;
     } else if (zero::GatherPlan::gathers(plan.source(r))) {
@@ -529,8 +555,10 @@ uint64_t traffic_bytes_per_step(const PlanInput& in) {
     case 2: bytes = ring(G * ng, 1, W) + ring(np, 1, W); break;
     case 3:  // each micro-step's gathers and a reduce-scatter
       bytes = ring(G * ng, 1, W);
-      for (const UnitGathers& g : stage3_gathers(in))
+      for (const UnitGathers& g : stage3_gathers(in)) {
         bytes += G * (g.full * full_gather_bytes(in, g) + g.slices * slice_gather_bytes(in, g));
+        if (g.whole) bytes += ring(g.padded * dtype_size(in.precision.dtype), 1, W);  // after the update
+      }
       break;
   }
   return bytes + ring(8, 2, W);  // the loss sum and squared norm, two fp32
@@ -583,7 +611,9 @@ std::optional<uint64_t> traffic_inter_host_bytes_per_step(const PlanInput& in) {
   // when L divides P; other groupings are not modelled.
   const uint64_t P = hpz_of(in);
   uint64_t gathers = 0;
+  uint64_t after_update = 0;  // the units kept whole, all-gathered once a step
   for (const UnitGathers& g : stage3_gathers(in)) {
+    if (g.whole) after_update += gather(g.padded * p);
     if (quantized_weights(in)) {
       const uint64_t q = quantized_int8_bytes(g.shard);
       const bool two_q = two && static_cast<uint64_t>(L) * q <= static_cast<uint64_t>(INT_MAX);
@@ -596,7 +626,7 @@ std::optional<uint64_t> traffic_inter_host_bytes_per_step(const PlanInput& in) {
     const uint64_t hosts = P / static_cast<uint64_t>(L), groups = W / P;
     gathers += g.slices * groups * (two ? (hosts - 1) * g.padded * p : hosts * ring(g.padded * p, 1, P));
   }
-  return G * (gathers + scatter) + scalar;
+  return G * (gathers + scatter) + after_update + scalar;
 }
 
 std::optional<int64_t> max_micro_batch(const PlanInput& in, uint64_t gpu_bytes) {

@@ -49,7 +49,8 @@ struct PlanInput {
   // round trip, the size of the host's fp32 gradient staging buffer; on nvme, optimizer_buffer_count host
   // slots, the sub-group rounded up to a multiple of 1024 elements) and of stage 3's parameter shards (on
   // nvme, param_buffer_count host buffers, and the shards of the units that fit in param_max_in_cpu
-  // elements, in unit order, kept in host memory). The planner does not model the persistence threshold.
+  // elements, in unit order, kept in host memory), and stage 3's units of fewer elements than
+  // stage3_param_persistence_threshold, kept whole on every rank.
   zero::ZeroSettings zero;
   // The compute dtype, fp32 gradient accumulation (Megatron's 18 bytes) and the reduction dtype.
   zero::PrecisionSettings precision;

@@ -43,7 +43,7 @@ const ZeroSettingRow kRows[] = {
      "stage3_param_persistence_threshold",
      "Stage 3: units (blocks, embeddings) of fewer elements stay whole on every rank, never gathered "
      "(stage3_param_persistence_threshold; default 0: all sharded)",
-     &Z::stage3_param_persistence_threshold, 0},
+     &Z::stage3_param_persistence_threshold, 0, INT64_MAX, true},
     {"--reshard-after-forward", "", "reshard_after_forward", "reshard_after_forward",
      "Stage 3: free gathered parameters after each unit's forward (gather again for backward)",
      &Z::reshard_after_forward},

@@ -20,8 +20,13 @@
           stage, fp32 and bf16, --accum 1 and 2, the predicted model states EQUAL the ledger's live
           bytes, and the predicted act and total EQUAL the measured peaks of every rank, byte for byte;
   sweep_llama: `zerodp sweep --arch llama`: every run's predicted total EQUALS its measured peak.
+  persistence: stage 3 with --param-persistence-threshold keeping unit 0 whole, and every unit, in fp32,
+          in bf16 with --offload-param cpu (the whole units stay on the device) and with hpZ: the model
+          states, the host's parameter bytes, the peak total and the bytes sent per step EQUAL the
+          prediction on every rank.
 
-usage: plan_cli_tests.py ZERODP CASE     (CASE: states | act | accum | stages01 | sweep | llama | sweep_llama)
+usage: plan_cli_tests.py ZERODP CASE     (CASE: states | act | accum | stages01 | sweep | llama | sweep_llama |
+                                          persistence)
 Exits non-zero with a message on the first failed check."""
 import csv
 import functools
@@ -192,6 +197,31 @@ elif CASE == "llama":
                 got = {k: rec["live_bytes"][k] for k in ("param", "grad", "master", "optim")}
                 got.update({k: rec["peak_bytes"][k] for k in ("act", "total")})
                 check(got == {k: want[k] for k in got}, f"{what} rank {rec['rank']}: measured {got}, predicted {want}")
+elif CASE == "persistence":
+    # Unit 0 (13920 elements) whole under 20000; every unit (blocks 28272) under 30000.
+    for n, (threshold, dtype, extra) in enumerate([(20000, "fp32", ()), (30000, "fp32", ()),
+                                                   (20000, "bf16", ("--offload-param", "cpu")),
+                                                   (30000, "bf16", ("--offload-param", "cpu")),
+                                                   (20000, "bf16", ("--hpz-partition-size", "2"))]):
+        flags = ["--param-persistence-threshold", str(threshold)] + list(extra)
+        what = f"stage 3 {dtype} {' '.join(flags)}"
+        rc, out, err = run(["estimate", "--json", "--gpus", str(W), "--stage", "3", "--dtype", dtype, "--fp32-grad-accum",
+                            "--micro-batch", "2", "--seq", "16"] + [a for k, v in MODEL.items() for a in (f"--{k}", str(v))] +
+                           flags)
+        check(rc == 0, f"estimate {what}", err)
+        est = json.loads(out)["stages"][0]
+        want, host = est["bytes_per_rank"], est.get("offloaded_bytes_per_rank", {}).get("host", {}).get("param", 0)
+        metrics = os.path.join(tmp, f"p{n}.jsonl")
+        for rec in train(3, dtype, True, 2, 16, False, metrics, extra=flags):
+            got = {k: rec["live_bytes"][k] for k in ("param", "grad", "master", "optim")}
+            got["total"] = rec["peak_bytes"]["total"]
+            check(got == {k: want[k] for k in got} and rec["host_bytes"]["param"] == host,
+                  f"{what} rank {rec['rank']}: measured {got} (host param {rec['host_bytes']['param']}), "
+                  f"predicted {want} (host param {host})")
+        for t in zt.records(metrics, "traffic"):
+            sent = sum(t["bytes_sent"].values())
+            check(sent == 2 * est["traffic_bytes_per_step"],
+                  f"{what} rank {t['rank']}: sent {sent} bytes in 2 steps, 2 x {est['traffic_bytes_per_step']} predicted")
 elif CASE == "sweep_llama":
     out = os.path.join(tmp, "sweep")
     rc, so, se = run(["sweep", "--arch", "llama", "--layers", "2", "--embd", "64", "--heads", "4", "--kv-heads", "2",

@@ -458,6 +458,30 @@ TEST(Estimator, ZeroPlusPlusMovesWhatTheEngineMovesUnitByUnit) {
   EXPECT_LT(all[2].traffic_bytes, traffic_bytes_per_step(in));
 }
 
+// stage3_param_persistence_threshold: units of fewer elements stay whole on every rank, never
+// gathered for a use and all-gathered after each update: with every unit whole, stage 3 holds and moves
+// what stage 2 does; with unit 0 whole, it holds unit 0 in full beside the blocks' shards.
+TEST(Estimator, PersistentUnitsStayWholeAtStageThree) {
+  PlanInput in;
+  in.model = model::GPT2Config{2, 4, 48, 256, 32};  // unit 0: 13920 elements, a block 28272
+  in.world = 2;
+  in.micro_batch = 2;
+  in.zero.stage = 3;
+  in.precision.dtype = DType::kF32;
+  const MemoryEstimate sharded = estimate_memory(in);
+  in.zero.stage3_param_persistence_threshold = 30000;
+  PlanInput at2 = in;
+  at2.zero.stage = 2;
+  EXPECT_EQ(estimate_memory(in).param, estimate_memory(at2).param);
+  EXPECT_EQ(traffic_bytes_per_step(in), traffic_bytes_per_step(at2));
+  EXPECT_LT(estimate_memory(in).transient, sharded.transient);  // nothing gathered
+  in.zero.stage3_param_persistence_threshold = 20000;
+  EXPECT_EQ(estimate_memory(in).param, sharded.param + 4 * (13920 - 6960));  // its shard 6960, unpadded
+  in.zero.offload_param = Offload::kCpu;
+  EXPECT_EQ(estimate_memory(in).param, 4u * 13920);  // the whole unit stays on the device
+  EXPECT_EQ(estimate_memory(in).host_by.param, sharded.param - 4 * 6960);
+}
+
 TEST(Estimator, JsonHasExactlyTheDocumentedShape) {
   StageEstimate e;
   e.stage = 2;
