@@ -2,7 +2,10 @@
 // 50304), timed with CUDA events on one stream (Google Benchmark's manual time):
 //   - bf16 GEMMs through cuBLASLt (cuda/gemm.h), forward and both backward layouts, and 8192³;
 //   - the flash attention forward and backward (cuda/attention.h), causal flops counted;
-//   - LayerNorm forward and backward, the multi-tensor AdamW over 124M parameters (GB/s moved).
+//   - LayerNorm forward and backward, the multi-tensor AdamW over 124M parameters (GB/s moved);
+//   - the gradient norm's sum of squares (per unit and over the whole model), beside the kernels it
+//     replaced (bench/gpu_baselines.cu), and the FMA attention's dK/dV in one pass and in two at head
+//     size 128: each change measured against what it changed in the same run.
 // TFLOP/s = flops / time; "of peak" against the dense bf16 peak of the GPU when it is an H100 or H200
 // (989.4 TFLOP/s, SXM). Without a GPU it says so and exits 77.
 //   ./micro_gpu [--benchmark_filter=Gemm]
@@ -17,7 +20,9 @@
 #include <string>
 #include <vector>
 
+#include "bench/gpu_baselines.h"
 #include "cuda/attention.h"
+#include "cuda/attention_impl.h"
 #include "cuda/check.h"
 #include "cuda/gemm.h"
 #include "cuda/kernels.h"
@@ -149,6 +154,31 @@ BENCHMARK(BM_AttentionBf16)
     ->Args({256, 0, 0})->Args({256, 1, 0})->Args({1000, 0, 0})->Args({1000, 1, 0})
     ->UseManualTime()->Unit(benchmark::kMicrosecond);
 
+// The FMA attention's backward at head size 128 (6 heads of 128 = GPT-2 124M's width), dK and dV in
+// one pass or in two (attention_tiling.h's kv_parts_apart: two is the default at 128). Args: T, passes
+// (1 together, 2 apart).
+void BM_AttentionFmaHead128(benchmark::State& state) {
+  const int T = static_cast<int>(state.range(0)), B = std::max(1, kTokens / T), NH = kC / 128;
+  const auto passes = state.range(1) == 1 ? cuda::detail::FmaKvPasses::kTogether : cuda::detail::FmaKvPasses::kApart;
+  const cuda::AttentionDims dims{B, T, NH, NH, 128};
+  cudaStream_t stream;
+  ZDP_CUDA_CHECK(cudaStreamCreate(&stream));
+  {
+    DeviceArray qkv(size_t(B) * T * 3 * kC * 2), out(size_t(B) * T * kC * 2), lse(size_t(B) * NH * T * 4),
+        dout(size_t(B) * T * kC * 2), dqkv(size_t(B) * T * 3 * kC * 4),
+        scratch(cuda::attention_backward_scratch_bytes(dims));
+    cuda::detail::fma_attention_forward(DType::kBF16, out.get(), lse.get<float>(), qkv.get(), dims, stream);
+    time_on_gpu(state, stream, [&] {
+      cuda::detail::fma_attention_backward(DType::kBF16, dqkv.get<float>(), scratch.get(), dout.get(), out.get(),
+                                           lse.get<float>(), qkv.get(), dims, stream, passes);
+    });
+    report_flops(state, 10.0 * double(B) * NH * (double(T) * (T + 1) / 2) * 128);
+    state.SetLabel(state.range(1) == 1 ? "fma backward, dK dV together" : "fma backward, dV then dK");
+  }
+  cudaStreamDestroy(stream);
+}
+BENCHMARK(BM_AttentionFmaHead128)->Args({1024, 1})->Args({1024, 2})->UseManualTime()->Unit(benchmark::kMicrosecond);
+
 void report_bytes(benchmark::State& state, double bytes) {
   state.counters["GB/s"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
@@ -206,6 +236,33 @@ void BM_AdamW124M(benchmark::State& state) {
   cudaStreamDestroy(stream);
 }
 BENCHMARK(BM_AdamW124M)->UseManualTime()->Unit(benchmark::kMillisecond);
+
+// The gradient norm's Σ x² over n fp32 values, as the engine calls it once per unit (GPT-2 124M's
+// block: 7 087 872 parameters; its embeddings: 39 383 808) and over the whole model (124 475 904).
+// Args: n, kernel (0 in use, 1 the one-thread-a-block kernels it replaced).
+void BM_SumSquaresF32(benchmark::State& state) {
+  const size_t n = static_cast<size_t>(state.range(0));
+  const bool before = state.range(1) == 1;
+  cudaStream_t stream;
+  ZDP_CUDA_CHECK(cudaStreamCreate(&stream));
+  {
+    DeviceArray x(n * 4), out(8), partials(cuda::sum_squares_scratch_doubles(n) * 8);
+    time_on_gpu(state, stream, [&] {
+      if (before)
+        zerodp::bench::sum_squares_one_thread_a_block(out.get<double>(), x.get<float>(), n, partials.get<double>(),
+                                                      stream);
+      else
+        cuda::sum_squares(out.get<double>(), x.get(), DType::kF32, n, partials.get<double>(), stream);
+    });
+    report_bytes(state, 4.0 * double(n));
+    state.SetLabel(before ? "one thread a block (before)" : "staged (in use)");
+  }
+  cudaStreamDestroy(stream);
+}
+BENCHMARK(BM_SumSquaresF32)
+    ->Args({7087872, 0})->Args({7087872, 1})->Args({39383808, 0})->Args({39383808, 1})
+    ->Args({124475904, 0})->Args({124475904, 1})
+    ->UseManualTime()->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 

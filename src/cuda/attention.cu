@@ -7,7 +7,8 @@
 //             right of the diagonal are never loaded; online softmax over the key blocks (FlashAttention-2).
 //   backward: D = rowsum(dO∘O) ;  P = e^(S − L) ;  dP = dO·Vᵀ ;  dS = P∘(dP − D)·scale
 //             dV += Pᵀ·dO ;  dK += dSᵀ·Q  (kernel per key block of a key/value head, iterating its query
-//                                         heads in order and, for each, the query blocks below it)
+//                                         heads in order and, for each, the query blocks below it; at
+//                                         head size 128 twice, dV then dK: kv_parts_apart)
 //             dQ += dS·K               (kernel per query block, iterating the key blocks left of it)
 // Grouped-query heads (attention_tiling.h's HeadLayout): query head h reads key/value head h/(NH/NKV);
 // the forward and dQ run per query head, dK/dV per key/value head, summing its NH/NKV query heads'
@@ -114,15 +115,16 @@ __global__ void attention_row_dot_kernel(float* D, const E* dout, const E* out, 
 
 // dV_j += Σ_i P_ij·dO_i ; dK_j += Σ_i dS_ij·q_i over i ≥ j and over the query heads of key/value head g:
 // one thread per key row j; the heads in order, for each the query blocks in order from the diagonal
-// one down, each tile's rows in order (bwd_kv_row_tile).
-template <int HS, class E>
+// one down, each tile's rows in order (bwd_kv_row_tile). Part: both, or dV or dK alone (kv_parts_apart).
+template <int HS, KvPart Part, class E>
 __global__ void __launch_bounds__(block_cols(HS))
     attention_backward_kv_kernel(float* dqkv, const E* dout, const float* lse, const float* D, const E* qkv, int T,
                                  HeadLayout L, float scale) {
   constexpr int BR = block_rows(HS), BC = block_cols(HS), KS = padded_row(HS);
+  constexpr bool kWantDv = Part != KvPart::kDk, kWantDk = Part != KvPart::kDv;
   extern __shared__ __align__(16) unsigned char smem[];
   E* sk = reinterpret_cast<E*>(smem);  // [BC][KS], row r is thread r's
-  E* sv = sk + BC * KS;                // [BC][KS]
+  E* sv = sk + BC * KS;                // [BC][KS] (not loaded for dV alone: it reads no v)
   E* sq = sv + BC * KS;                // [BR][HS]
   E* sdo = sq + BR * HS;               // [BR][HS]
   float* sL = reinterpret_cast<float*>(sdo + BR * HS);  // [BR]; 4-byte aligned: the offsets above are even
@@ -133,7 +135,7 @@ __global__ void __launch_bounds__(block_cols(HS))
   const ptrdiff_t stride = qkv_row(L);
 
   load_tile<HS>(sk, KS, qkv + kv.k, stride, kb * BC, BC, T);
-  load_tile<HS>(sv, KS, qkv + kv.v, stride, kb * BC, BC, T);
+  if (kWantDk) load_tile<HS>(sv, KS, qkv + kv.v, stride, kb * BC, BC, T);
   float dk[HS], dv[HS];
 #pragma unroll
   for (int c = 0; c < HS; ++c) dk[c] = dv[c] = 0.0f;
@@ -154,8 +156,8 @@ __global__ void __launch_bounds__(block_cols(HS))
       }
       __syncthreads();
       if (j < T)
-        bwd_kv_row_tile<HS, BR>(sk + r * KS, sv + r * KS, sq, sdo, sL, sD, qb * BR, j, rows_present(qb * BR, T, BR),
-                                scale, dk, dv);
+        bwd_kv_row_tile<HS, BR, Part>(sk + r * KS, sv + r * KS, sq, sdo, sL, sD, qb * BR, j,
+                                      rows_present(qb * BR, T, BR), scale, dk, dv);
     }
   }
   if (j < T) {
@@ -163,8 +165,8 @@ __global__ void __launch_bounds__(block_cols(HS))
     float* dvrow = dqkv + kv.v + static_cast<ptrdiff_t>(j) * stride;
 #pragma unroll
     for (int c = 0; c < HS; ++c) {
-      dkrow[c] += dk[c];
-      dvrow[c] += dv[c];
+      if (kWantDk) dkrow[c] += dk[c];
+      if (kWantDv) dvrow[c] += dv[c];
     }
   }
 }
@@ -223,9 +225,18 @@ void forward_hs(void* out, float* lse, const void* qkv, int B, int T, HeadLayout
   ZDP_CUDA_CHECK(cudaGetLastError());
 }
 
+template <int HS, KvPart Part, class E>
+void backward_kv(float* dqkv, const float* D, const E* dO, const float* lse, const E* qkv, int B, int T, HeadLayout L,
+                 cudaStream_t stream) {
+  attention_backward_kv_kernel<HS, Part, E><<<dim3_of(key_grid(B, T, L.NKV, HS)), block_cols(HS),
+                                              bwd_kv_smem_bytes(HS), stream>>>(dqkv, dO, lse, D, qkv, T, L,
+                                                                               scale_of(HS));
+  ZDP_CUDA_CHECK(cudaGetLastError());
+}
+
 template <int HS, class E>
 void backward_hs(float* dqkv, void* scratch, const void* dout, const void* out, const float* lse, const void* qkv,
-                 int B, int T, HeadLayout L, cudaStream_t stream) {
+                 int B, int T, HeadLayout L, bool kv_apart, cudaStream_t stream) {
   static_assert(bwd_kv_smem_bytes(HS) <= kSmemWithoutOptIn && bwd_q_smem_bytes(HS) <= kSmemWithoutOptIn);
   float* D = static_cast<float*>(scratch);
   const E* dO = static_cast<const E*>(dout);
@@ -234,9 +245,12 @@ void backward_hs(float* dqkv, void* scratch, const void* dout, const void* out, 
   attention_row_dot_kernel<HS, E><<<static_cast<unsigned>((rows + kRowThreads - 1) / kRowThreads), kRowThreads, 0,
                                     stream>>>(D, dO, static_cast<const E*>(out), B, T, L);
   ZDP_CUDA_CHECK(cudaGetLastError());
-  attention_backward_kv_kernel<HS, E><<<dim3_of(key_grid(B, T, L.NKV, HS)), block_cols(HS), bwd_kv_smem_bytes(HS),
-                                        stream>>>(dqkv, dO, lse, D, x, T, L, scale_of(HS));
-  ZDP_CUDA_CHECK(cudaGetLastError());
+  if (kv_apart) {
+    backward_kv<HS, KvPart::kDv>(dqkv, D, dO, lse, x, B, T, L, stream);
+    backward_kv<HS, KvPart::kDk>(dqkv, D, dO, lse, x, B, T, L, stream);
+  } else {
+    backward_kv<HS, KvPart::kBoth>(dqkv, D, dO, lse, x, B, T, L, stream);
+  }
   attention_backward_q_kernel<HS, E><<<dim3_of(query_grid(B, T, L.NH, HS)), block_rows(HS), bwd_q_smem_bytes(HS),
                                        stream>>>(dqkv, dO, lse, D, x, T, L, scale_of(HS));
   ZDP_CUDA_CHECK(cudaGetLastError());
@@ -254,12 +268,14 @@ void forward_typed(void* out, float* lse, const void* qkv, const AttentionDims& 
 
 template <class E>
 void backward_typed(float* dqkv, void* scratch, const void* dout, const void* out, const float* lse, const void* qkv,
-                    const AttentionDims& d, cudaStream_t stream) {
+                    const AttentionDims& d, detail::FmaKvPasses passes, cudaStream_t stream) {
   const HeadLayout L{d.heads, d.kv_heads, d.head_size};
+  using detail::FmaKvPasses;
+  const bool apart = passes == FmaKvPasses::kAuto ? kv_parts_apart(d.head_size) : passes == FmaKvPasses::kApart;
   switch (d.head_size) {
-    case 32: return backward_hs<32, E>(dqkv, scratch, dout, out, lse, qkv, d.B, d.T, L, stream);
-    case 64: return backward_hs<64, E>(dqkv, scratch, dout, out, lse, qkv, d.B, d.T, L, stream);
-    default: return backward_hs<128, E>(dqkv, scratch, dout, out, lse, qkv, d.B, d.T, L, stream);
+    case 32: return backward_hs<32, E>(dqkv, scratch, dout, out, lse, qkv, d.B, d.T, L, apart, stream);
+    case 64: return backward_hs<64, E>(dqkv, scratch, dout, out, lse, qkv, d.B, d.T, L, apart, stream);
+    default: return backward_hs<128, E>(dqkv, scratch, dout, out, lse, qkv, d.B, d.T, L, apart, stream);
   }
 }
 
@@ -277,11 +293,12 @@ void fma_attention_forward(DType dtype, void* out, float* lse, const void* qkv, 
 }
 
 void fma_attention_backward(DType dtype, float* dqkv, void* scratch, const void* dout, const void* out,
-                            const float* lse, const void* qkv, const AttentionDims& dims, cudaStream_t stream) {
+                            const float* lse, const void* qkv, const AttentionDims& dims, cudaStream_t stream,
+                            FmaKvPasses passes) {
   if (dtype == DType::kBF16)
-    backward_typed<__nv_bfloat16>(dqkv, scratch, dout, out, lse, qkv, dims, stream);
+    backward_typed<__nv_bfloat16>(dqkv, scratch, dout, out, lse, qkv, dims, passes, stream);
   else
-    backward_typed<__half>(dqkv, scratch, dout, out, lse, qkv, dims, stream);
+    backward_typed<__half>(dqkv, scratch, dout, out, lse, qkv, dims, passes, stream);
 }
 
 }  // namespace detail

@@ -14,8 +14,12 @@ namespace zerodp::cuda::detail {
 
 void fma_attention_forward(DType dtype, void* out, float* lse, const void* qkv, const AttentionDims& dims,
                            cudaStream_t stream);
+// How the FMA backward makes dK and dV: as the head size asks (attention_tiling.h's kv_parts_apart), or
+// in one pass or two whatever the head size (tests compare the two bit for bit; benchmarks time both).
+enum class FmaKvPasses { kAuto, kTogether, kApart };
 void fma_attention_backward(DType dtype, float* dqkv, void* scratch, const void* dout, const void* out,
-                            const float* lse, const void* qkv, const AttentionDims& dims, cudaStream_t stream);
+                            const float* lse, const void* qkv, const AttentionDims& dims, cudaStream_t stream,
+                            FmaKvPasses passes = FmaKvPasses::kAuto);
 
 void tc_attention_forward(DType dtype, void* out, float* lse, const void* qkv, const AttentionDims& dims,
                           cudaStream_t stream);

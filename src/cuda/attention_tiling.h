@@ -28,7 +28,12 @@
 // Loop unrolling for nvcc (g++ would warn about the unknown pragma).
 #define ZDP_ATTN_UNROLL _Pragma("unroll")
 #define ZDP_ATTN_NO_UNROLL _Pragma("unroll 1")
+// A row's dot product unrolled 32-fold, not fully: fully unrolled at head size 128 it held the row's
+// loads in registers ahead of their use, and the dK/dV kernel spilled 2 KiB a thread (the same sum in
+// the same order either way).
+#define ZDP_ATTN_UNROLL_DOT _Pragma("unroll 32")
 #else
+#define ZDP_ATTN_UNROLL_DOT
 #define ZDP_ATTN_UNROLL
 #define ZDP_ATTN_NO_UNROLL
 #endif
@@ -198,7 +203,7 @@ __device__ inline float to_f32(__half x) { return __half2float(x); }
 template <int HS, class E>
 ZDP_HD inline float dot_row(const E* a, const E* b) {
   float s = 0.0f;
-ZDP_ATTN_UNROLL
+ZDP_ATTN_UNROLL_DOT
   for (int c = 0; c < HS; ++c) s += to_f32(a[c]) * to_f32(b[c]);
   return s;
 }
@@ -241,8 +246,15 @@ ZDP_ATTN_UNROLL
 //   P_ij = e^(scale·q_i·k_j − L_i) ;  dP_ij = dO_i·v_j ;  dS_ij = P_ij·(dP_ij − D_i)·scale
 //   dV_j += Σ_i P_ij·dO_i ;  dK_j += Σ_i dS_ij·q_i ;  dQ_i += Σ_j dS_ij·k_j    (i ≥ j only)
 // bwd_kv_row_tile: key row j (its k_j, v_j) against one tile of query rows i0..i0+nq−1 (q, dO [BR][HS],
-// L, D [BR]), accumulating dK_j, dV_j in the tile's row order.
-template <int HS, int BR, class E>
+// L, D [BR]), accumulating dK_j, dV_j in the tile's row order: both (KvPart::kBoth), or one of them
+// (kDv: P only, v_j unread; kDk: P, dP and dS). A thread keeping both holds 2·HS accumulators, which at
+// HS = 128 passes the 255 registers a thread has (ptxas spilled 2 KiB a thread, read and written in the
+// inner loop); there the kernel runs twice, dV then dK, each one's sums the very terms in the very
+// order of kBoth (the same bits) for 1.25× its flops (q_i·k_j made twice).
+enum class KvPart { kBoth, kDv, kDk };
+// Whether the dK/dV kernel makes dV and dK in two passes at head size hs.
+ZDP_HD constexpr bool kv_parts_apart(int hs) { return hs >= 128; }
+template <int HS, int BR, KvPart Part = KvPart::kBoth, class E>
 ZDP_HD inline void bwd_kv_row_tile(const E* kj, const E* vj, const E* q, const E* dout, const float* L,
                                    const float* D, int i0, int j, int nq, float scale, float (&dk)[HS],
                                    float (&dv)[HS]) {
@@ -252,12 +264,15 @@ ZDP_ATTN_NO_UNROLL
     const E* qi = q + r * HS;
     const E* doi = dout + r * HS;
     const float p = expf(scale * dot_row<HS>(qi, kj) - L[r]);
-    const float dp = dot_row<HS>(doi, vj);
-    const float ds = p * (dp - D[r]) * scale;
+    if constexpr (Part != KvPart::kDk) {
 ZDP_ATTN_UNROLL
-    for (int c = 0; c < HS; ++c) {
-      dv[c] += p * to_f32(doi[c]);
-      dk[c] += ds * to_f32(qi[c]);
+      for (int c = 0; c < HS; ++c) dv[c] += p * to_f32(doi[c]);
+    }
+    if constexpr (Part != KvPart::kDv) {
+      const float dp = dot_row<HS>(doi, vj);
+      const float ds = p * (dp - D[r]) * scale;
+ZDP_ATTN_UNROLL
+      for (int c = 0; c < HS; ++c) dk[c] += ds * to_f32(qi[c]);
     }
   }
 }

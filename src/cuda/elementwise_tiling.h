@@ -104,11 +104,43 @@ ZDP_HD constexpr int64_t encoder_col_blocks(int64_t C) { return ceil_div(C < 1 ?
 ZDP_HD constexpr int encoder_class_of(int32_t token) { return static_cast<int>(token % kEncoderClasses); }
 
 // ---- sum of squares: blocks of 4096 values, each summed in order, then the blocks in order --------
-// kernels/precision.cpp's order for fp32, so the GPU's result is the CPU's bit for bit.
+// kernels/precision.cpp's order for fp32, so the GPU's result is the CPU's bit for bit. Each block's
+// sum is one chain of dependent additions, so one thread must make it; what the GPU can do is feed
+// those threads coalesced. A thread block of kSumSquaresThreads owns kSumSquaresRows consecutive
+// 4096-blocks ("rows") and walks them kSumSquaresStage columns at a time: all its threads load the
+// stage (row by row, consecutive threads on consecutive values: whole cache lines), the first warp
+// sums it (lane r its row r, in column order) from shared memory while the next stage is in flight.
+// Values past n load as 0.0: adding +0.0 to a sum of squares (never −0.0) leaves its bits as they are,
+// so the padded rows sum exactly what the CPU's shorter loop sums. The blocks' sums are then added in
+// order by one thread over kSumSquaresThreads-long stages of them in shared memory.
 inline constexpr int64_t kSumSquaresBlock = 4096;
+inline constexpr int kSumSquaresRows = kWarp;  // lane r of warp 0 sums row r
+inline constexpr int kSumSquaresStage = 256;   // columns of each row per stage; divides kSumSquaresBlock
+inline constexpr int kSumSquaresThreads = 256;
+inline constexpr int kSumSquaresLoads = kSumSquaresRows * kSumSquaresStage / kSumSquaresThreads;  // per thread
 ZDP_HD constexpr int64_t sum_squares_partials(size_t n) {
   return ceil_div(static_cast<int64_t>(n), kSumSquaresBlock);
 }
+ZDP_HD constexpr int64_t sum_squares_blocks(size_t n) {
+  return ceil_div(sum_squares_partials(n), kSumSquaresRows);
+}
+// Load l (0 ≤ l < kSumSquaresLoads) of thread t in stage s of thread block b: row l of the stage tile,
+// column t, so that consecutive threads read consecutive values; and the element of x it reads there
+// (maybe ≥ n: then 0.0). Rows are kSumSquaresBlock apart in x, stages kSumSquaresStage.
+static_assert(kSumSquaresStage == kSumSquaresThreads, "one row of a stage per load");
+struct SumSquaresLoad {
+  int row, col;     // in the stage tile [kSumSquaresRows][kSumSquaresStage]
+  int64_t element;  // in x
+};
+ZDP_HD constexpr int64_t sum_squares_first(int64_t b, int s, int t) {
+  return b * kSumSquaresRows * kSumSquaresBlock + static_cast<int64_t>(s) * kSumSquaresStage + t;
+}
+ZDP_HD constexpr SumSquaresLoad sum_squares_load(int64_t b, int s, int t, int l) {
+  return {l, t, sum_squares_first(b, s, t) + static_cast<int64_t>(l) * kSumSquaresBlock};
+}
+// The stage tile's row stride in shared memory: one word of padding puts the 32 lanes' reads of their
+// own rows at one column into 32 banks.
+inline constexpr int kSumSquaresTileLd = kSumSquaresStage + 1;
 
 // ---- multi-tensor AdamW -------------------------------------------------------------------------
 // One launch takes up to kAdamMaxSegments segments (by value in the kernel's parameters); each is cut

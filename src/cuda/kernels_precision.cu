@@ -4,8 +4,9 @@
 //   sum_squares: Σ x[i]² in double: blocks of 4096 summed in order, then the blocks in order
 // The roundings are elementwise_tiling.h's integer code, core/dtype.h's line for line, so the bits are
 // the CPU's (hardware conversions differ on NaN payloads). sum_squares follows kernels/precision.cpp's
-// fp32 order exactly — one thread per 4096-block, then one thread over the blocks in order — so an fp32
-// norm is the CPU's bit for bit (x·x is exact in double, so a contracted fma rounds like the sum).
+// fp32 order exactly — one thread per 4096-block, then one thread over the blocks in order, both fed
+// through shared memory by coalesced loads (elementwise_tiling.h) — so an fp32 norm is the CPU's bit for
+// bit (x·x is exact in double, so a contracted fma rounds like the sum).
 #include "cuda/kernels.h"
 
 #include <type_traits>
@@ -49,27 +50,70 @@ __global__ void add_into_kernel(void* dst, const void* src, size_t n) {
     store_any(dst, D, i, load_any(dst, D, i) + load_any(src, S, i));
 }
 
-// partial[b] = Σ_{i in block b, in order} x[i]², one thread per block of kSumSquaresBlock.
+// partial[p] = Σ_{i in 4096-block p, in order} x[i]² (elementwise_tiling.h's staging): thread block b
+// owns 4096-blocks b·kSumSquaresRows.. and lane r of its first warp sums row r; every thread loads a
+// share of each stage, the next stage's loads issued before the current one is summed.
+// Two blocks a multiprocessor (≤ 128 registers a thread): one stage summing while the other loads.
 template <DType S>
-__global__ void sum_squares_partials_kernel(double* __restrict__ partial, const void* __restrict__ x, size_t n,
-                                            int64_t blocks) {
-  const int64_t b = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (b >= blocks) return;
-  const size_t begin = static_cast<size_t>(b) * tl::kSumSquaresBlock;
-  const size_t end = begin + tl::kSumSquaresBlock < n ? begin + tl::kSumSquaresBlock : n;
-  double s = 0.0;
-  for (size_t i = begin; i < end; ++i) {
-    const double v = load_any(x, S, i);
-    s += v * v;
+__global__ void __launch_bounds__(tl::kSumSquaresThreads, 2)
+    sum_squares_partials_kernel(double* __restrict__ partial, const void* __restrict__ x, size_t n,
+                                int64_t partials) {
+  constexpr int kStages = static_cast<int>(tl::kSumSquaresBlock / tl::kSumSquaresStage);
+  __shared__ float tile[tl::kSumSquaresRows * tl::kSumSquaresTileLd];
+  const int64_t b = blockIdx.x;
+  const int t = static_cast<int>(threadIdx.x);
+  float next[tl::kSumSquaresLoads];
+  // Load l of stage s reads element sum_squares_first(b, s, t) + l·kSumSquaresBlock into row l, column t
+  // (sum_squares_load), written here with one base index so that the loads share it.
+  auto fetch = [&](int s) {
+    const int64_t first = tl::sum_squares_first(b, s, t);
+#pragma unroll
+    for (int l = 0; l < tl::kSumSquaresLoads; ++l) {
+      const int64_t e = first + static_cast<int64_t>(l) * tl::kSumSquaresBlock;
+      next[l] = e < static_cast<int64_t>(n) ? load_any(x, S, static_cast<size_t>(e)) : 0.0f;
+    }
+  };
+  fetch(0);
+  double sum = 0.0;
+  for (int s = 0; s < kStages; ++s) {
+    __syncthreads();  // the first warp is done with the previous stage
+#pragma unroll
+    for (int l = 0; l < tl::kSumSquaresLoads; ++l) tile[l * tl::kSumSquaresTileLd + t] = next[l];
+    __syncthreads();
+    if (s + 1 < kStages) fetch(s + 1);  // in flight while the stage is summed
+    if (t < tl::kSumSquaresRows) {
+      const float* row = tile + t * tl::kSumSquaresTileLd;
+#pragma unroll 16
+      for (int c = 0; c < tl::kSumSquaresStage; ++c) {
+        const double v = row[c];
+        sum += v * v;
+      }
+    }
   }
-  partial[b] = s;
+  const int64_t p = b * tl::kSumSquaresRows + t;
+  if (t < tl::kSumSquaresRows && p < partials) partial[p] = sum;
 }
 
-// *out = Σ partial[b] in order from 0.0 (the CPU's `total`): one thread, a few µs per 10^4 blocks.
-__global__ void sum_squares_final_kernel(double* out, const double* __restrict__ partial, int64_t blocks) {
+// *out = Σ partial[p] in order from 0.0 (the CPU's `total`): thread 0 adds, from shared memory, stages
+// of kSumSquaresThreads partials that every thread loaded, the next stage in flight meanwhile.
+__global__ void __launch_bounds__(tl::kSumSquaresThreads)
+    sum_squares_final_kernel(double* out, const double* __restrict__ partial, int64_t count) {
+  __shared__ double stage[tl::kSumSquaresThreads];
+  const int t = static_cast<int>(threadIdx.x);
+  double next = t < count ? partial[t] : 0.0;
   double total = 0.0;
-  for (int64_t b = 0; b < blocks; ++b) total += partial[b];
-  *out = total;
+  for (int64_t base = 0; base < count; base += tl::kSumSquaresThreads) {
+    __syncthreads();  // thread 0 is done with the previous stage
+    stage[t] = next;
+    __syncthreads();
+    const int64_t i = base + tl::kSumSquaresThreads + t;
+    next = i < count ? partial[i] : 0.0;
+    if (t == 0) {
+      const int64_t m = count - base < tl::kSumSquaresThreads ? count - base : tl::kSumSquaresThreads;
+      for (int64_t k = 0; k < m; ++k) total += stage[k];
+    }
+  }
+  if (t == 0) *out = total;
 }
 
 unsigned blocks_for(size_t n) { return static_cast<unsigned>(tl::elementwise_blocks(n)); }
@@ -121,13 +165,13 @@ void sum_squares(double* out, const void* x, DType type, size_t n, double* scrat
     return;
   }
   detail::Scratch<double> partial(scratch, static_cast<size_t>(blocks), stream);
-  const int block = 128;
-  const unsigned g = static_cast<unsigned>(tl::ceil_div(blocks, block));
+  const unsigned g = static_cast<unsigned>(tl::sum_squares_blocks(n));
   with_dtype(type, [&](auto t) {
-    sum_squares_partials_kernel<decltype(t)::value><<<g, block, 0, stream>>>(partial.get(), x, n, blocks);
+    sum_squares_partials_kernel<decltype(t)::value>
+        <<<g, tl::kSumSquaresThreads, 0, stream>>>(partial.get(), x, n, blocks);
   });
   ZDP_CUDA_CHECK(cudaGetLastError());
-  sum_squares_final_kernel<<<1, 1, 0, stream>>>(out, partial.get(), blocks);
+  sum_squares_final_kernel<<<1, tl::kSumSquaresThreads, 0, stream>>>(out, partial.get(), blocks);
   ZDP_CUDA_CHECK(cudaGetLastError());
 }
 

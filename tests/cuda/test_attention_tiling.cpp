@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -286,21 +287,14 @@ void tiled_forward(const Problem& p, std::vector<float>& out, std::vector<float>
   }
 }
 
-template <int HS, int BR, int BC>
-void tiled_backward(const Problem& p, const std::vector<float>& out, const std::vector<float>& lse,
-                    std::vector<float>& dqkv) {
-  const int T = p.T, NH = p.NH;
+// dK, dV (or one of them: Part) as attention_backward_kv_kernel makes them, added into dqkv.
+template <int HS, int BR, int BC, KvPart Part>
+void tiled_backward_kv(const Problem& p, const std::vector<float>& lse, const std::vector<float>& D, float scale,
+                       std::vector<float>& dqkv) {
+  const int T = p.T;
   const HeadLayout L = p.layout();
   const ptrdiff_t R = qkv_row(L), W = out_row(L);
-  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(HS)));
-  std::vector<float> D(lse.size());
-  for (int b = 0; b < p.B; ++b)
-    for (int h = 0; h < NH; ++h)
-      for (int t = 0; t < T; ++t) {
-        const ptrdiff_t at = out_index(b, t, h, 0, T, L);
-        D[row_stat_index(b, h, t, T, NH)] = dot_row<HS>(p.dout.data() + at, out.data() + at);
-      }
-  std::vector<float> tq(BR * HS), tdo(BR * HS), tL(BR), tD(BR), own_a(HS), own_b(HS), tk(BC * HS), tv(BC * HS);
+  std::vector<float> tq(BR * HS), tdo(BR * HS), tL(BR), tD(BR), own_a(HS), own_b(HS);
   // dK, dV: per key/value head, per key block, per key row; its query heads in order, for each the query
   // blocks from the diagonal down (attention_backward_kv_kernel).
   for (int bg = 0; bg < p.B * p.NKV; ++bg) {
@@ -326,16 +320,42 @@ void tiled_backward(const Problem& p, const std::vector<float>& out, const std::
               tL[rr] = i < T ? lse[head.stat + i] : 0.0f;
               tD[rr] = i < T ? D[head.stat + i] : 0.0f;
             }
-            bwd_kv_row_tile<HS, BR>(own_a.data(), own_b.data(), tq.data(), tdo.data(), tL.data(), tD.data(), qb * BR,
-                                    j, rows_present(qb * BR, T, BR), scale, dk, dv);
+            bwd_kv_row_tile<HS, BR, Part>(own_a.data(), own_b.data(), tq.data(), tdo.data(), tL.data(), tD.data(),
+                                          qb * BR, j, rows_present(qb * BR, T, BR), scale, dk, dv);
           }
         }
         for (int c = 0; c < HS; ++c) {
-          dqkv[kv.k + j * R + c] += dk[c];
-          dqkv[kv.v + j * R + c] += dv[c];
+          if (Part != KvPart::kDv) dqkv[kv.k + j * R + c] += dk[c];
+          if (Part != KvPart::kDk) dqkv[kv.v + j * R + c] += dv[c];
         }
       }
   }
+}
+
+enum class KvPasses { kAsTheKernel, kTogether, kApart };
+
+template <int HS, int BR, int BC>
+void tiled_backward(const Problem& p, const std::vector<float>& out, const std::vector<float>& lse,
+                    std::vector<float>& dqkv, KvPasses kv_passes = KvPasses::kAsTheKernel) {
+  if (kv_passes == KvPasses::kAsTheKernel) kv_passes = kv_parts_apart(HS) ? KvPasses::kApart : KvPasses::kTogether;
+  const int T = p.T, NH = p.NH;
+  const HeadLayout L = p.layout();
+  const ptrdiff_t R = qkv_row(L), W = out_row(L);
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(HS)));
+  std::vector<float> D(lse.size());
+  for (int b = 0; b < p.B; ++b)
+    for (int h = 0; h < NH; ++h)
+      for (int t = 0; t < T; ++t) {
+        const ptrdiff_t at = out_index(b, t, h, 0, T, L);
+        D[row_stat_index(b, h, t, T, NH)] = dot_row<HS>(p.dout.data() + at, out.data() + at);
+      }
+  if (kv_passes == KvPasses::kApart) {
+    tiled_backward_kv<HS, BR, BC, KvPart::kDv>(p, lse, D, scale, dqkv);
+    tiled_backward_kv<HS, BR, BC, KvPart::kDk>(p, lse, D, scale, dqkv);
+  } else {
+    tiled_backward_kv<HS, BR, BC, KvPart::kBoth>(p, lse, D, scale, dqkv);
+  }
+  std::vector<float> own_a(HS), own_b(HS), tk(BC * HS), tv(BC * HS);
   // dQ: per query head, per query row, the key blocks of its key/value head up to the diagonal.
   for (int bh = 0; bh < p.B * NH; ++bh) {
     const HeadRows head = head_rows(bh, T, L);
@@ -477,6 +497,31 @@ TEST(AttentionTiledHost, GroupedQueryHeads) {
   check_tiled<32, block_rows(32), block_cols(32)>(1, 65, 4, 13, 1);  // multi-query
   check_tiled<128, block_rows(128), block_cols(128)>(1, 40, 4, 14, 2);
   check_tiled<32, 16, 64>(1, 50, 6, 15, 2);
+}
+
+// dV and dK in two passes are the one pass's bits: each sums the very terms in the very order.
+template <int HS>
+void check_kv_passes_agree(int B, int T, int NH, int NKV, uint32_t seed) {
+  constexpr int BR = block_rows(HS), BC = block_cols(HS);
+  const Problem p = make_problem(B, T, NH, HS, seed, NKV);
+  std::vector<float> out, lse;
+  tiled_forward<HS, BR, BC>(p, out, lse);
+  std::vector<float> together(p.qkv.size(), 0.25f), apart(p.qkv.size(), 0.25f);
+  tiled_backward<HS, BR, BC>(p, out, lse, together, KvPasses::kTogether);
+  tiled_backward<HS, BR, BC>(p, out, lse, apart, KvPasses::kApart);
+  EXPECT_EQ(std::memcmp(together.data(), apart.data(), together.size() * sizeof(float)), 0)
+      << "hs=" << HS << " B=" << B << " T=" << T << " NH=" << NH << " NKV=" << NKV;
+  bool moved = false;  // and they are gradients, not the untouched start
+  for (float g : apart) moved = moved || g != 0.25f;
+  EXPECT_TRUE(moved);
+}
+
+TEST(AttentionTiledHost, DkDvInTwoPassesAreOnePassBitForBit) {
+  EXPECT_FALSE(kv_parts_apart(64));
+  EXPECT_TRUE(kv_parts_apart(128));
+  check_kv_passes_agree<128>(1, 77, 2, 2, 21);
+  check_kv_passes_agree<128>(2, 40, 4, 2, 22);
+  check_kv_passes_agree<64>(1, 130, 6, 3, 23);
 }
 
 TEST(AttentionTiledHost, LongSequence) {

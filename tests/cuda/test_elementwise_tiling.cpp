@@ -5,8 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -132,8 +134,74 @@ TEST(ElementwiseTiling, SumSquaresBlocks) {
   EXPECT_EQ(sum_squares_partials(4096), 1);
   EXPECT_EQ(sum_squares_partials(4097), 2);
   EXPECT_EQ(sum_squares_partials(size_t{124439808}), 30381);
-  // One thread per block: a 2^40-element buffer still fits a 1-D grid of 128-thread blocks.
-  EXPECT_LE(ceil_div(sum_squares_partials(size_t{1} << 40), 128), kMaxGridX);
+}
+
+// The partials kernel as the GPU runs it: per thread block, per stage, every thread's loads into the
+// stage tile, then lane r's in-order sum of row r; then the final kernel's in-order sum of the
+// partials. Against the definition (each 4096-block summed in order, then the blocks in order), bit for
+// bit, with each element of x loaded exactly once.
+double staged_sum_squares(const std::vector<float>& x, std::vector<int>* loads) {
+  const size_t n = x.size();
+  const int64_t partials = sum_squares_partials(n);
+  std::vector<double> partial(static_cast<size_t>(partials), -1.0);
+  std::vector<float> tile(static_cast<size_t>(kSumSquaresRows) * kSumSquaresTileLd);
+  for (int64_t b = 0; b < sum_squares_blocks(n); ++b) {
+    std::vector<double> sum(kSumSquaresRows, 0.0);
+    for (int s = 0; s < kSumSquaresBlock / kSumSquaresStage; ++s) {
+      std::fill(tile.begin(), tile.end(), std::nanf(""));  // a tile cell not loaded would show
+      for (int t = 0; t < kSumSquaresThreads; ++t)
+        for (int l = 0; l < kSumSquaresLoads; ++l) {
+          const SumSquaresLoad at = sum_squares_load(b, s, t, l);
+          EXPECT_LT(at.row, kSumSquaresRows);
+          EXPECT_LT(at.col, kSumSquaresStage);
+          float v = 0.0f;
+          if (at.element < static_cast<int64_t>(n)) {
+            v = x[static_cast<size_t>(at.element)];
+            ++(*loads)[static_cast<size_t>(at.element)];
+          }
+          tile[static_cast<size_t>(at.row) * kSumSquaresTileLd + at.col] = v;
+        }
+      for (int r = 0; r < kSumSquaresRows; ++r)
+        for (int c = 0; c < kSumSquaresStage; ++c) {
+          const double v = tile[static_cast<size_t>(r) * kSumSquaresTileLd + c];
+          sum[r] += v * v;
+        }
+    }
+    for (int r = 0; r < kSumSquaresRows; ++r)
+      if (b * kSumSquaresRows + r < partials) partial[static_cast<size_t>(b * kSumSquaresRows + r)] = sum[r];
+  }
+  double total = 0.0;
+  for (double p : partial) total += p;
+  return total;
+}
+
+TEST(ElementwiseTiling, SumSquaresStagesAreTheBlockedOrderBitForBit) {
+  static_assert(kSumSquaresBlock % kSumSquaresStage == 0);
+  static_assert(kSumSquaresRows * kSumSquaresStage % kSumSquaresThreads == 0);
+  static_assert(kSumSquaresRows <= kSumSquaresThreads && kSumSquaresRows == kWarp);
+  std::mt19937 rng(11);
+  std::normal_distribution<float> dist(0.0f, 3.0f);
+  for (size_t n : {size_t{1}, size_t{4095}, size_t{4096}, size_t{4097}, size_t{32 * 4096}, size_t{32 * 4096 + 1},
+                   size_t{100003}, size_t{(1 << 20) + 17}}) {
+    std::vector<float> x(n);
+    for (float& v : x) v = dist(rng) * (rng() % 7 == 0 ? 1e6f : 1.0f);  // spread the magnitudes
+    double expect = 0.0;
+    for (size_t b0 = 0; b0 < n; b0 += kSumSquaresBlock) {
+      double s = 0.0;
+      for (size_t i = b0; i < std::min(n, b0 + kSumSquaresBlock); ++i) s += static_cast<double>(x[i]) * x[i];
+      expect += s;
+    }
+    std::vector<int> loads(n, 0);
+    const double got = staged_sum_squares(x, &loads);
+    EXPECT_EQ(std::memcmp(&got, &expect, sizeof got), 0) << n << ": " << got << " vs " << expect;
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(loads[i], 1) << "element " << i << " of " << n;
+  }
+  // A non-finite value carries through the padding and the order as on the CPU.
+  std::vector<float> x(5000, 1.0f);
+  x[4999] = std::numeric_limits<float>::infinity();
+  std::vector<int> loads(x.size(), 0);
+  EXPECT_TRUE(std::isinf(staged_sum_squares(x, &loads)));
+  EXPECT_LE(sum_squares_blocks(size_t{1} << 40), kMaxGridX);
 }
 
 TEST(ElementwiseTiling, AdamSegmentsTiles) {
