@@ -5,7 +5,8 @@
 //   - LayerNorm forward and backward, the multi-tensor AdamW over 124M parameters (GB/s moved);
 //   - the gradient norm's sum of squares (per unit and over the whole model), beside the kernels it
 //     replaced (bench/gpu_baselines.cu), and the FMA attention's dK/dV in one pass and in two at head
-//     size 128: each change measured against what it changed in the same run.
+//     size 128, and the LM head's backward GEMMs at an odd vocabulary with rows packed and padded: each
+//     change measured against what it changed in the same run.
 // TFLOP/s = flops / time; "of peak" against the dense bf16 peak of the GPU when it is an H100 or H200
 // (989.4 TFLOP/s, SXM). Without a GPU it says so and exits 77.
 //   ./micro_gpu [--benchmark_filter=Gemm]
@@ -113,6 +114,33 @@ void gemm_args(benchmark::internal::Benchmark* b) {
   b->Args({8192, 8192, 8192, 0});
 }
 BENCHMARK(BM_GemmBf16)->Apply(gemm_args)->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+// The LM head's backward GEMMs at GPT-2's own odd vocabulary (50 257) on the rounded dlogits [8192, V]
+// stored with rows V apart (before) or operand16_row(V) = 50 264 apart (16-byte rows, in use).
+// Args: row stride, GEMM (0: dinp[N,C] = dl·wte, 1: dwte[V,C] = dlᵀ·inp).
+void BM_HeadBackwardOddVocabulary(benchmark::State& state) {
+  constexpr int kVodd = 50257;
+  const int ld = static_cast<int>(state.range(0)), which = static_cast<int>(state.range(1));
+  cudaStream_t stream;
+  ZDP_CUDA_CHECK(cudaStreamCreate(&stream));
+  {
+    cuda::GemmContext ctx(stream);
+    DeviceArray dl(size_t(kTokens) * ld * 2), wte(size_t(kVodd) * kC * 2), inp(size_t(kTokens) * kC * 2),
+        out(size_t(kVodd) * kC * 4);
+    const cuda::GemmArgs g =
+        which == 0 ? cuda::gemm_args(DType::kBF16, DType::kF32, false, false, kTokens, kC, kVodd, dl.get(), ld,
+                                     wte.get(), kC, out.get(), kC)
+                   : cuda::gemm_args(DType::kBF16, DType::kF32, true, false, kVodd, kC, kTokens, dl.get(), ld,
+                                     inp.get(), kC, out.get(), kC);
+    time_on_gpu(state, stream, [&] { ctx.gemm(g); });
+    report_flops(state, 2.0 * kTokens * kVodd * kC);
+    state.SetLabel(std::string(which == 0 ? "dinp" : "dwte") + (ld % 8 == 0 ? ", rows padded" : ", rows of V"));
+  }
+  cudaStreamDestroy(stream);
+}
+BENCHMARK(BM_HeadBackwardOddVocabulary)
+    ->Args({50257, 0})->Args({50264, 0})->Args({50257, 1})->Args({50264, 1})
+    ->UseManualTime()->Unit(benchmark::kMicrosecond);
 
 // range: T (B = 8192 / T sequences), direction (0 forward, 1 backward). Causal flops: QKᵀ and PV over
 // the lower triangle, 2·2·B·NH·(T²/2)·hs forward; the backward recomputes P and does four products.

@@ -115,6 +115,10 @@ void bias_backward(float* dbias, const float* dout, int N, int OC, float* scratc
 void convert(const void* src, DType src_type, void* dst, DType dst_type, size_t n, cudaStream_t stream);
 // dst[i] = round(dst[i] + src[i]), added in fp32.
 void add_into(void* dst, DType dst_type, const void* src, DType src_type, size_t n, cudaStream_t stream);
+// dst[r·dst_ld + c] = round_dst(src[r·src_ld + c]) for rows × cols (fp32 src): convert() over a matrix
+// whose rows are apart in memory (a GEMM operand with padded rows); the padding is not written.
+void convert_rows(const float* src, int64_t src_ld, void* dst, DType dst_type, int64_t dst_ld, int64_t rows,
+                  int64_t cols, cudaStream_t stream);
 // *out (device memory) = Σ x[i]² in double, blocks of 4096 each summed in order, then the blocks in
 // order: fp32 gives kernels::sum_squares's bits exactly; bf16/fp16 are deterministic but summed in
 // that blocked order (the CPU sums them in one sequence).

@@ -43,6 +43,16 @@ __global__ void convert_kernel(const void* __restrict__ src, void* __restrict__ 
     store_any(dst, D, i, load_any(src, S, i));
 }
 
+// Rows of fp32 src (row stride src_ld) into rows of D (row stride dst_ld): a block per row at a time,
+// consecutive threads on consecutive columns; the padding of dst's rows is left as it is.
+template <DType D>
+__global__ void convert_rows_kernel(const float* __restrict__ src, int64_t src_ld, void* __restrict__ dst,
+                                    int64_t dst_ld, int64_t rows, int64_t cols) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x)
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
+      store_any(dst, D, static_cast<size_t>(r * dst_ld + c), src[r * src_ld + c]);
+}
+
 template <DType D, DType S>
 __global__ void add_into_kernel(void* dst, const void* src, size_t n) {
   const size_t stride = tl::elementwise_stride(gridDim.x, blockDim.x);
@@ -141,6 +151,19 @@ void convert(const void* src, DType st, void* dst, DType dt, size_t n, cudaStrea
     with_dtype(dt, [&](auto d) {
       convert_kernel<decltype(s)::value, decltype(d)::value><<<g, tl::kElementwiseBlock, 0, stream>>>(src, dst, n);
     });
+  });
+  ZDP_CUDA_CHECK(cudaGetLastError());
+}
+
+void convert_rows(const float* src, int64_t src_ld, void* dst, DType dt, int64_t dst_ld, int64_t rows, int64_t cols,
+                  cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return;
+  if (src_ld == cols && dst_ld == cols)
+    return convert(src, DType::kF32, dst, dt, static_cast<size_t>(rows * cols), stream);
+  const unsigned g = static_cast<unsigned>(rows < tl::kElementwiseMaxBlocks ? rows : tl::kElementwiseMaxBlocks);
+  with_dtype(dt, [&](auto d) {
+    convert_rows_kernel<decltype(d)::value><<<g, tl::kElementwiseBlock, 0, stream>>>(src, src_ld, dst, dst_ld, rows,
+                                                                                     cols);
   });
   ZDP_CUDA_CHECK(cudaGetLastError());
 }

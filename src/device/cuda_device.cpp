@@ -274,6 +274,14 @@ class CudaTable {
     cuda::bias_backward(db, dout, N, OC, partials.as<float>(), ctx().stream);
   }
 
+  // operand16 = round(src [N,n]) with rows operand16_row(n) apart (16-byte rows whatever n: an odd
+  // vocabulary's LM head); returns that row stride, the GEMMs' leading dimension.
+  int round_operand(P* operand16, const float* src, int N, int n) const {
+    const int ld = static_cast<int>(operand16_row(static_cast<size_t>(n)));
+    cuda::convert_rows(src, n, operand16, kType, ld, N, n, ctx().stream);
+    return ld;
+  }
+
   // C[M,N] (c_type) = op(A)·op(B) (+ beta·C), A and B in P, row-major.
   void gemm(bool ta, bool tb, int M, int N, int K, const void* A, int lda, const void* B, int ldb, void* C,
             DType c_type, int ldc, float beta, cuda::GemmEpilogue epilogue = cuda::GemmEpilogue::kNone,
@@ -347,9 +355,9 @@ class CudaGpt2 final : public Gpt2Kernels<P>, private CudaTable<P> {
   void linear_backward(float* dinp, float* dw, float* db, const float* dout, const P* inp, const P* w, int N, int C,
                        int OC, P* operand16) const override {
     const auto on = this->enter(__func__);
-    cuda::convert(dout, DType::kF32, operand16, kType, static_cast<size_t>(N) * OC, ctx().stream);
+    const int ld = this->round_operand(operand16, dout, N, OC);
     if (db != nullptr) this->bias_grad(db, dout, N, OC);
-    linear_weight_grads(dinp, dw, operand16, inp, w, N, C, OC);
+    linear_weight_grads(dinp, dw, operand16, ld, inp, w, N, C, OC);
   }
   // logits[N,V] = inp·wteᵀ.
   void head_forward(float* logits, const P* inp, const P* wte, int N, int C, int V) const override {
@@ -359,9 +367,9 @@ class CudaGpt2 final : public Gpt2Kernels<P>, private CudaTable<P> {
   void head_backward(float* dinp, float* dwte, const float* dlogits, const P* inp, const P* wte, int N, int C, int V,
                      P* operand16) const override {
     const auto on = this->enter(__func__);
-    cuda::convert(dlogits, DType::kF32, operand16, kType, static_cast<size_t>(N) * V, ctx().stream);
-    if (dinp != nullptr) gemm(false, false, N, C, V, operand16, V, wte, C, dinp, DType::kF32, C, 0.0f);
-    gemm(true, false, V, C, N, operand16, V, inp, C, dwte, DType::kF32, C, 1.0f);
+    const int ld = this->round_operand(operand16, dlogits, N, V);
+    if (dinp != nullptr) gemm(false, false, N, C, V, operand16, ld, wte, C, dinp, DType::kF32, C, 0.0f);
+    gemm(true, false, V, C, N, operand16, ld, inp, C, dwte, DType::kF32, C, 1.0f);
   }
 
   // Flash attention: the forward saves its row log-sum-exp L [B,NH,T] (fp32) in the block's `att`
@@ -399,7 +407,7 @@ class CudaGpt2 final : public Gpt2Kernels<P>, private CudaTable<P> {
     const auto on = this->enter(__func__);
     Buffer partials = scratch(cuda::gelu_bias_backward_scratch_floats(N, OC) * sizeof(float));
     cuda::gelu_bias_backward(operand16, db, pre, dgelu, N, OC, partials.as<float>(), ctx().stream);
-    linear_weight_grads(dinp, dw, operand16, inp, w, N, C, OC);
+    linear_weight_grads(dinp, dw, operand16, OC, inp, w, N, C, OC);
   }
   void residual_forward(float* out, const float* a, const float* b, size_t n) const override {
     const auto on = this->enter(__func__);
@@ -417,11 +425,12 @@ class CudaGpt2 final : public Gpt2Kernels<P>, private CudaTable<P> {
   }
 
  private:
-  // dinp = dout16·Wᵀ (written), dW += inpᵀ·dout16, over dout16 = round(dout) already in `dout16`.
-  void linear_weight_grads(float* dinp, float* dw, const P* dout16, const P* inp, const P* w, int N, int C,
+  // dinp = dout16·Wᵀ (written), dW += inpᵀ·dout16, over dout16 = round(dout) already in `dout16` (rows
+  // ld apart).
+  void linear_weight_grads(float* dinp, float* dw, const P* dout16, int ld, const P* inp, const P* w, int N, int C,
                            int OC) const {
-    if (dinp != nullptr) gemm(false, true, N, C, OC, dout16, OC, w, OC, dinp, DType::kF32, C, 0.0f);
-    gemm(true, false, C, OC, N, inp, C, dout16, OC, dw, DType::kF32, OC, 1.0f);
+    if (dinp != nullptr) gemm(false, true, N, C, OC, dout16, ld, w, OC, dinp, DType::kF32, C, 0.0f);
+    gemm(true, false, C, OC, N, inp, C, dout16, ld, dw, DType::kF32, OC, 1.0f);
   }
 };
 
@@ -486,15 +495,15 @@ class CudaLlama final : public LlamaKernels<P>, private CudaTable<P> {
     gemm(false, true, N, OC, C, inp, C, w, C, out, DType::kF32, OC, 0.0f);
     if (b != nullptr) cuda::bias_add_rows(out, b, N, OC, ctx().stream);
   }
-  // dout16 = round(dout) (the GEMMs' operand), dbias += Σ_rows dout (fp32, column partials), then
-  // dinp = dout16·W (written) and dW += dout16ᵀ·inp.
+  // dout16 = round(dout) (the GEMMs' operand, rows operand16_row(OC) apart), dbias += Σ_rows dout (fp32,
+  // column partials), then dinp = dout16·W (written) and dW += dout16ᵀ·inp.
   void linear_backward(float* dinp, float* dw, float* db, const float* dout, const P* inp, const P* w, int N, int C,
                        int OC, P* operand16) const override {
     const auto on = this->enter(__func__);
-    cuda::convert(dout, DType::kF32, operand16, kType, static_cast<size_t>(N) * OC, ctx().stream);
+    const int ld = this->round_operand(operand16, dout, N, OC);
     if (db != nullptr) this->bias_grad(db, dout, N, OC);
-    if (dinp != nullptr) gemm(false, false, N, C, OC, operand16, OC, w, C, dinp, DType::kF32, C, 0.0f);
-    gemm(true, false, OC, C, N, operand16, OC, inp, C, dw, DType::kF32, C, 1.0f);
+    if (dinp != nullptr) gemm(false, false, N, C, OC, operand16, ld, w, C, dinp, DType::kF32, C, 0.0f);
+    gemm(true, false, OC, C, N, operand16, ld, inp, C, dw, DType::kF32, C, 1.0f);
   }
   void rope_forward(P* x, const float* cos, const float* sin, int N, int T, int heads, int D,
                     int64_t stride) const override {

@@ -30,13 +30,19 @@
 
 namespace zerodp::device {
 
+// The row stride, in elements, of a 16-bit GEMM operand of n columns in a kernel table's `operand16`:
+// n rounded up to 8, so that every row starts 16 bytes apart whatever n (GPT-2's own vocabulary of
+// 50 257 is odd, and a GPU's GEMMs read unaligned rows slowly or not at all with their fast kernels).
+// Callers size operand16 for it; a device whose GEMMs do not care (the CPU's) keeps the rows packed.
+constexpr size_t operand16_row(size_t n) { return (n + 7) / 8 * 8; }
+
 // GPT-2's kernels for compute type P, as the model calls them (math in kernels/*.h): an object a
 // device makes and owns, bound to that device's context (a GPU's stream, GEMM handle and working
 // memory), so that a call needs nothing global and two devices' kernels run side by side. Each entry
 // issues its work on its device's queue, in call order. Acc is the type everything that accumulates
 // is kept in: float for bf16/fp16 and float, double for double. For 16-bit P, `scratch`/`operand16`
-// are the working memory of docs/design.md "16-bit compute"; for float and double they are unused
-// (may be null).
+// are the working memory of docs/design.md "16-bit compute" (operand16: N rows of operand16_row(n)
+// elements for an operand of n columns); for float and double they are unused (may be null).
 template <class P>
 class Gpt2Kernels {
  public:

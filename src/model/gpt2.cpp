@@ -39,7 +39,8 @@ struct GPT2<F>::Acts {
   // Backward working memory, reused by every block:
   Acc *dres, *dln, *datty, *dqkv, *dfch_gelu;
   // 16-bit compute's working memory: fp32 products before rounding [BT,4C] and 16-bit GEMM operands
-  // [BT, max(4C, V)]; and the attention's, as large as the device's kernels ask.
+  // [BT, max(4C, V)] (rows padded to device::operand16_row); and the attention's, as large as the
+  // device's kernels ask.
   float* gemm_out = nullptr;
   P* operand16 = nullptr;
   char* att_scratch = nullptr;
@@ -80,7 +81,7 @@ struct GPT2<F>::Acts {
     dfch_gelu = c.take<Acc>(BT * 4 * C);  // then, in place, the gradient before the GELU
     if constexpr (k16) {
       gemm_out = c.take<float>(BT * 4 * C);
-      operand16 = c.take<P>(BT * std::max<size_t>(4 * C, V));
+      operand16 = c.take<P>(BT * std::max(device::operand16_row(4 * C), device::operand16_row(V)));
     }
     att_scratch = c.take<char>(k.attention_scratch_bytes(B, T, g.n_embd, g.n_head));
   }

@@ -98,7 +98,7 @@ struct Llama<F>::Acts {
     dact = c.take<Acc>(BT * I);
     if constexpr (k16) {
       gemm_out = c.take<float>(BT * std::max(QKV, 2 * I));
-      operand16 = c.take<P>(BT * std::max({QKV, 2 * I, V, C}));
+      operand16 = c.take<P>(BT * device::operand16_row(std::max({QKV, 2 * I, V, C})));
     }
     att_scratch = c.take<char>(k.attention_scratch_bytes(d.attention(B, T)));
     rope_cos = c.take<float>(static_cast<size_t>(T) * (d.D / 2));

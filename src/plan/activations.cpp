@@ -6,6 +6,9 @@ namespace zerodp::plan {
 
 namespace {
 constexpr uint64_t kF32 = 4, kI32 = 4;
+// 16-bit compute's GEMM operands keep rows of a multiple of 8 elements (device::operand16_row: 16-byte
+// rows for a GPU's GEMMs, whatever the vocabulary).
+constexpr uint64_t operand_row(uint64_t n) { return (n + 7) / 8 * 8; }
 }
 
 namespace {
@@ -32,13 +35,14 @@ ActivationBytes activation_bytes_16bit(const model::GPT2Config& g, int64_t B, in
   // Residual stream entering block 0 (fp32), ln_f output (16-bit) and statistics, logits, losses.
   r.head = R(kF32 * bs * h) + R(k16 * bs * h) + 2 * R(kF32 * bs) + R(kF32 * bs * V) + R(kF32 * bs);
   // dres, dln, datty, dqkv, dfch_gelu (fp32), then the fp32 products [bs,4h], the 16-bit GEMM
-  // operands [bs, max(4h, V)] and per (b, head) one row block of fp32 scores, 16-bit dS and fp32 output.
+  // operands [bs, max(4h, V)] (rows of 8k elements) and per (b, head) one row block of fp32 scores,
+  // 16-bit dS and fp32 output.
   const uint64_t rows = std::min<uint64_t>(s, kAttentionScratchRows);
   const uint64_t head_scratch = R(kF32 * rows * s) + R(k16 * rows * s) + R(kF32 * rows * hs);
   // (The GPU's: the flash backward's D, fp32 [a·b,s]; the last array, so not rounded up.)
   const uint64_t attention_scratch = gpu ? kF32 * a * b * s : a * b * head_scratch;
   r.backward = 3 * R(kF32 * bs * h) + R(kF32 * 3 * bs * h) + R(kF32 * 4 * bs * h) + R(kF32 * 4 * bs * h) +
-               R(k16 * bs * std::max(4 * h, V)) + attention_scratch;
+               R(k16 * bs * std::max(operand_row(4 * h), operand_row(V))) + attention_scratch;
   r.tokens = kI32 * 2 * bs;
   return r;
 }
@@ -97,9 +101,10 @@ ActivationBytes llama_activation_bytes(const model::LlamaConfig& c, int64_t B, i
   // The embeddings on the residual stream, the final norm's output and statistic, logits, losses.
   r.head = R(kF32 * bs * h) + R(p * bs * h) + R(kF32 * bs) + R(kF32 * bs * V) + R(kF32 * bs);
   // dres, dln (h), datty (a·d), dqkv, dgate_up (2I), dact (I), all fp32; 16-bit compute's fp32 GEMM
-  // results [bs, max(qkv, 2I)] and operands [bs, max(qkv, 2I, V, h)]; the attention backward's
-  // scratch (fp32: one row block of dP per (b, key/value head); 16-bit: per (b, query head) a row
-  // block of fp32 scores, 16-bit dS and fp32 output); the RoPE tables, fp32 [s, d/2] twice.
+  // results [bs, max(qkv, 2I)] and operands [bs, max(qkv, 2I, V, h)] (rows of 8k elements); the
+  // attention backward's scratch (fp32: one row block of dP per (b, key/value head); 16-bit: per (b,
+  // query head) a row block of fp32 scores, 16-bit dS and fp32 output); the RoPE tables, fp32 [s, d/2]
+  // twice.
   const uint64_t rows = std::min<uint64_t>(s, kAttentionScratchRows);
   // (The GPU's: the flash backward's D, fp32 [a·b,s].)
   const uint64_t attention_scratch = gpu   ? kF32 * a * b * s
@@ -107,7 +112,7 @@ ActivationBytes llama_activation_bytes(const model::LlamaConfig& c, int64_t B, i
                                            : kF32 * b * kv * rows * s;
   r.backward = 2 * R(kF32 * bs * h) + R(kF32 * bs * q) + R(kF32 * bs * qkv) + R(kF32 * bs * 2 * I) +
                R(kF32 * bs * I) +
-               (k16 ? R(kF32 * bs * std::max(qkv, 2 * I)) + R(2 * bs * std::max({qkv, 2 * I, V, h})) : 0) +
+               (k16 ? R(kF32 * bs * std::max(qkv, 2 * I)) + R(2 * bs * operand_row(std::max({qkv, 2 * I, V, h}))) : 0) +
                R(attention_scratch) + R(kF32 * s * (d / 2)) + kF32 * s * (d / 2);
   r.tokens = kI32 * 2 * bs;
   return r;

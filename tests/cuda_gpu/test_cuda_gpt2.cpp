@@ -131,6 +131,21 @@ TEST_F(CudaGpt2Table, HeadForwardAndBackward) {
   expect_close(dwte.download(gpu), dwte.host, 1e-4, "head_backward dwte");
 }
 
+// GPT-2's own vocabulary is odd (50 257): the GPU rounds dlogits into rows padded to 8 elements
+// (device::operand16_row: 16-byte rows for the GEMMs), the CPU packed; the same gradients.
+TEST_F(CudaGpt2Table, HeadBackwardWithAnOddVocabulary) {
+  const int Vodd = 321;
+  ASSERT_EQ(device::operand16_row(Vodd), 328u);
+  auto inp = twin<bf16>(gpu, size_t(N) * C, 1.0f), wte = twin<bf16>(gpu, size_t(Vodd) * C, 0.05f);
+  auto dl = twin<float>(gpu, size_t(N) * Vodd, 1.0f), dinp = twin<float>(gpu, size_t(N) * C, 0),
+       dwte = twin<float>(gpu, size_t(Vodd) * C, 0.5f);
+  auto op16 = twin<bf16>(gpu, size_t(N) * device::operand16_row(Vodd), 0);
+  g.head_backward(dinp.d(), dwte.d(), dl.d(), inp.d(), wte.d(), N, C, Vodd, op16.d());
+  c.head_backward(dinp.h(), dwte.h(), dl.h(), inp.h(), wte.h(), N, C, Vodd, op16.h());
+  expect_close(dinp.download(gpu), dinp.host, 1e-4, "head_backward dinp, V odd");
+  expect_close(dwte.download(gpu), dwte.host, 1e-4, "head_backward dwte, V odd");
+}
+
 TEST_F(CudaGpt2Table, AttentionForwardAndBackward) {
   auto qkv = twin<bf16>(gpu, size_t(N) * 3 * C, 1.0f);
   auto out = twin<bf16>(gpu, size_t(N) * C, 0), att = twin<bf16>(gpu, size_t(B) * NH * T * T, 0);
