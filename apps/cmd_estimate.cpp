@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -14,7 +15,9 @@
 #include "apps/model_options.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "device/select.h"
+#include "optim/optimizer.h"
 #include "plan/activations.h"
 #include "plan/estimator.h"
 #include "plan/presets.h"
@@ -46,7 +49,15 @@ struct EstimateOptions {
   std::string bandwidth;
   std::string units = "gb";
   bool json = false;
+  // --config: a DeepSpeed JSON, read as `zerodp train --config` reads it; the flags below that were
+  // given on the command line (`given`) override it, as they do for train.
+  std::string config;
+  std::set<std::string, std::less<>> given;
+  bool was_given(std::string_view flag) const { return given.count(flag) > 0; }
 };
+// The flags a --config file also sets (the ZeRO settings' own flags are given when their text is set).
+const char* const kConfigFlags[] = {"--gpus", "--stage", "--dtype", "--fp32-grad-accum", "--reduce-dtype",
+                                    "--micro-batch", "--accum", "--shard-group-size"};
 EstimateOptions g_opt;
 
 // "7.5B", "1.56e9", "350M", "124000000": a parameter count (K/M/B/T are powers of 10 here).
@@ -78,7 +89,45 @@ uint64_t parse_count(const std::string& text) {
 // What a Llama preset plans for without --seq.
 constexpr int kLlamaDefaultSeq = 4096;
 
-plan::PlanInput plan_input(const EstimateOptions& o) {
+// What `zerodp train --config FILE` would run, as far as the planner models it: the precision, the
+// batch (train_batch_size = B·G·W, DeepSpeed's derivations: --gpus, when not given, from the three), the
+// ZeRO settings and the optimizer's states; flags given on the command line win over the file. Fills
+// `in` (world, micro_batch, accum, precision, zero, optimizer_states) and returns the file's config.
+train::TrainConfig config_file(const EstimateOptions& o, plan::PlanInput& in) {
+  train::TrainConfig cfg;
+  for (const std::string& w : train::load_ds_config(cfg, o.config)) log::warn("{}", w);
+  if (o.was_given("--micro-batch")) {
+    cfg.micro_batch = o.micro_batch;
+    cfg.micro_batch_set = true;
+  }
+  if (o.was_given("--accum")) {
+    cfg.accum = o.accum;
+    cfg.accum_set = true;
+  }
+  int world = o.gpus;
+  if (!o.was_given("--gpus") && cfg.train_batch_size && cfg.micro_batch_set && cfg.accum_set) {
+    const int64_t per_rank = cfg.micro_batch * cfg.accum, tbs = *cfg.train_batch_size;
+    ZDP_REQUIRE(tbs % per_rank == 0 && tbs / per_rank <= (int64_t{1} << 24),
+                "{}: train_batch_size {} is not micro-batch {} x accum {} x a world size; give --gpus", o.config,
+                tbs, cfg.micro_batch, cfg.accum);
+    world = static_cast<int>(tbs / per_rank);
+  }
+  cfg.resolve_batch(world);
+  if (cfg.train_batch_size)
+    ZDP_REQUIRE(*cfg.train_batch_size == cfg.micro_batch * cfg.accum * world,
+                "{}: train_batch_size {} != micro-batch {} x accum {} x --gpus {} = {}", o.config,
+                *cfg.train_batch_size, cfg.micro_batch, cfg.accum, world, cfg.micro_batch * cfg.accum * world);
+  in.world = world;
+  in.micro_batch = cfg.micro_batch;
+  in.accum = cfg.accum;
+  in.precision = cfg.precision;
+  in.zero = cfg.zero;
+  in.optimizer_states = static_cast<int>(optim::state_floats_per_param(cfg.optimizer));
+  return cfg;
+}
+
+// The planner's input from the flags and, with --config, the file (returned in *file).
+plan::PlanInput plan_input(const EstimateOptions& o, std::optional<train::TrainConfig>* file) {
   plan::PlanInput in;
   const bool dims = o.layers || o.embd || o.heads || o.vocab || o.ctx;
   ZDP_REQUIRE(o.params.empty() || (o.preset.empty() && !dims),
@@ -110,24 +159,31 @@ plan::PlanInput plan_input(const EstimateOptions& o) {
     in.model = g;
   }
   in.world = o.gpus;
-  in.precision.dtype = parse_dtype(o.dtype);
-  in.precision.fp32_grad_accum = o.fp32_grad_accum;
+  in.micro_batch = o.micro_batch;
+  in.accum = o.accum;
+  std::optional<train::TrainConfig>& cfg = *file;
+  if (!o.config.empty()) cfg = config_file(o, in);
+  if (!cfg || o.was_given("--dtype")) in.precision.dtype = parse_dtype(o.dtype);
+  if (!cfg || o.was_given("--fp32-grad-accum")) in.precision.fp32_grad_accum = o.fp32_grad_accum;
   if (!o.reduce_dtype.empty()) {
     const DType r = parse_dtype(o.reduce_dtype);
     ZDP_REQUIRE(r == DType::kF32 || r == in.precision.dtype, "--reduce-dtype: fp32 or the compute dtype, got {}",
                 o.reduce_dtype);
     in.precision.reduce_dtype = r;
   }
-  in.micro_batch = o.micro_batch;
   if (o.seq > 0 || !in.model || in.model->is_gpt2()) in.seq = o.seq;
-  in.accum = o.accum;
   const device::DeviceSpec device = device::parse_device_spec(o.device);
   in.gpu = device.kind == device::DeviceSpec::Kind::kCuda;
   ZDP_REQUIRE(!in.gpu || in.precision.dtype != DType::kF32, "--device {}: the GPU computes in bf16 or fp16 (--dtype)",
               o.device);
   for (const auto& [flag, text] : o.zero_settings)
     if (!text.empty()) zero::set_zero_setting(in.zero, *zero::find_zero_setting_by_flag(flag), text);
-  in.zero.shard_group_size = o.shard_group;
+  if (!cfg || o.was_given("--shard-group-size")) in.zero.shard_group_size = o.shard_group;
+  if (in.zero.shard_group_size == zero::ZeroSettings::kShardGroupNode) {
+    ZDP_REQUIRE(o.ranks_per_host > 0, "{}: shard groups of one node need --ranks-per-host (the ranks on a node)",
+                o.config);
+    in.zero.shard_group_size = o.ranks_per_host;
+  }
   in.ranks_per_host = o.ranks_per_host;
   ZDP_REQUIRE(o.collectives == "auto" || o.collectives == "flat" || o.collectives == "host-aware",
               "--collectives must be auto, flat or host-aware, got '{}'", o.collectives);
@@ -164,8 +220,11 @@ void add_zero_setting_options(CLI::App* cmd, EstimateOptions& o) {
 }
 
 int run_estimate(const EstimateOptions& o) {
-  plan::PlanInput in = plan_input(o);
-  const std::vector<int> stages = stages_of(o.stage);
+  std::optional<train::TrainConfig> file;
+  plan::PlanInput in = plan_input(o, &file);
+  // --stage, else the stage a --config file sets, else all four.
+  const std::vector<int> stages =
+      !o.was_given("--stage") && file && file->zero_stage_set ? std::vector<int>{file->zero.stage} : stages_of(o.stage);
   if (stages.size() == 1) {
     in.zero.stage = stages[0];
     in.validate();  // an explicitly asked stage must support the offload asked for
@@ -201,7 +260,9 @@ int run_estimate(const EstimateOptions& o) {
     zeropp.push_back(fmt::format("hpZ over {} ranks (stage 3)", in.zero.zero_hpz_partition_size));
   if (in.zero.zero_quantized_gradients) zeropp.push_back("qgZ (int8 gradients across hosts, stages 2-3)");
   if (!zeropp.empty()) fmt::print("ZeRO++: {}\n", fmt::join(zeropp, ", "));
-  fmt::print("\nBytes per rank ({} = {}), AdamW:\n", unit, gib ? "2^30" : "10^9");
+  fmt::print("\nBytes per rank ({} = {}), {} ({} fp32 state{} a parameter):\n", unit, gib ? "2^30" : "10^9",
+             file ? optim::optimizer_name(file->optimizer.kind) : "AdamW", in.optimizer_states,
+             in.optimizer_states == 1 ? "" : "s");
   fmt::print("{:>5} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} | {:>14}{} | {:>8}\n", "stage", "param", "grad",
              "master", "optim", "act", "working", "total", "traffic/step", bandwidth > 0 ? "      time" : "",
              fmt::format("max B ({} {})", size_text(gpu, gib), unit));
@@ -298,7 +359,15 @@ void register_estimate(CLI::App& app, Action& action) {
   cmd->add_option("--bandwidth", o.bandwidth, "Bytes per second each rank sends, e.g. 25GB: prints seconds");
   cmd->add_option("--units", o.units, "Text sizes in gb (10^9) or gib (2^30)")->capture_default_str();
   cmd->add_flag("--json", o.json, "Print JSON: {\"stages\":[{\"stage\",\"bytes_per_rank\",...}]}");
-  cmd->callback([&action] { action = [] { return run_estimate(g_opt); }; });
+  cmd->add_option("--config", o.config,
+                  "A DeepSpeed JSON, read as zerodp train --config reads it: its precision, batch "
+                  "(train_batch_size gives --gpus), ZeRO settings (its stage alone) and optimizer; flags given "
+                  "here override it");
+  cmd->callback([cmd, &action] {
+    for (const char* flag : kConfigFlags)
+      if (cmd->count(flag) > 0) g_opt.given.insert(flag);
+    action = [] { return run_estimate(g_opt); };
+  });
 }
 const CommandRegistration estimate_registration(70, register_estimate);
 

@@ -108,9 +108,14 @@ struct TrainConfig {
   // derives the one that was not from train_batch_size, as DeepSpeed does.
   bool micro_batch_set = false;
   bool accum_set = false;
+  // Whether the JSON's zero_optimization.stage (or --zero-stage) set the stage: `zerodp estimate
+  // --config` plans that stage alone where it did.
+  bool zero_stage_set = false;
 
   // Derives what train_batch_size implies (accum from B and W, or B from G and W, or B = tbs / W),
-  // fills nothing else, then validate()s. UsageError when train_batch_size does not divide.
+  // fills nothing else. UsageError when train_batch_size does not divide.
+  void resolve_batch(int world_size);
+  // resolve_batch(), then validate().
   void finalize(int world_size);
   // Upper bounds on the sizes of a run (documented in docs/limits.md): every product of them the
   // engine and the loader form fits in 64 bits, and a value narrowed to int is exact.

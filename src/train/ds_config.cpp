@@ -379,7 +379,10 @@ void read_zero(const DsReader& r, const json& sec, TrainConfig& cfg) {
   for (const auto& [key, v] : sec.items()) {
     const std::string path = "zero_optimization." + key;
     const bool a = is_auto(v);
-    if (read_table_key(r, key, v, cfg)) continue;
+    if (read_table_key(r, key, v, cfg)) {
+      if (key == "stage" && !a) cfg.zero_stage_set = true;
+      continue;
+    }
     if (key == "offload_optimizer") {
       if (!a) read_offload_optimizer(r, v, cfg);
     } else if (key == "cpu_offload") {  // DeepSpeed's older spelling of offload_optimizer.device "cpu"

@@ -13,6 +13,11 @@ namespace zerodp::train {
 using optim::OptimizerKind;
 
 void TrainConfig::finalize(int world_size) {
+  resolve_batch(world_size);
+  validate(world_size);
+}
+
+void TrainConfig::resolve_batch(int world_size) {
   ZDP_REQUIRE(world_size >= 1, "the world size must be >= 1, got {}", world_size);
   if (train_batch_size && *train_batch_size > 0) {
     const int64_t tbs = *train_batch_size, w = world_size;
@@ -35,7 +40,6 @@ void TrainConfig::finalize(int world_size) {
       micro_batch = derive(1, "accum 1", "--micro-batch (train_micro_batch_size_per_gpu)");
     }
   }
-  validate(world_size);
 }
 
 // The checks, by section of the settings. Each rule is checked here and nowhere else; its message

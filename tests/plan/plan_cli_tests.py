@@ -24,9 +24,13 @@
           in bf16 with --offload-param cpu (the whole units stay on the device) and with hpZ: the model
           states, the host's parameter bytes, the peak total and the bytes sent per step EQUAL the
           prediction on every rank.
+  config: one DeepSpeed JSON given to both `zerodp estimate --config` and `zerodp train --config` (stages
+          1-3, bf16 and fp16, SGD with and without momentum, AdamW): the file's stage alone is planned at
+          the world size its train_batch_size gives, and the model states and the peak total EQUAL the
+          measured ones on every rank; flags given override the file.
 
 usage: plan_cli_tests.py ZERODP CASE     (CASE: states | act | accum | stages01 | sweep | llama | sweep_llama |
-                                          persistence)
+                                          persistence | config)
 Exits non-zero with a message on the first failed check."""
 import csv
 import functools
@@ -222,6 +226,45 @@ elif CASE == "persistence":
             sent = sum(t["bytes_sent"].values())
             check(sent == 2 * est["traffic_bytes_per_step"],
                   f"{what} rank {t['rank']}: sent {sent} bytes in 2 steps, 2 x {est['traffic_bytes_per_step']} predicted")
+elif CASE == "config":
+    # One DeepSpeed JSON for both commands: estimate --config plans the file's stage alone, at the world
+    # size its train_batch_size gives (8 = 2 x 2 x W), with its optimizer's states; train --config runs it.
+    # The model states and the peak total EQUAL the prediction on every rank; flags given win over the file.
+    dims = [a for k, v in MODEL.items() for a in (f"--{k}", str(v))]
+    for n, (stage, precision, optimizer) in enumerate([
+            (1, {"bf16": {"enabled": True}}, {"type": "SGD", "params": {"lr": 0.01, "momentum": 0.9}}),
+            (2, {"bf16": {"enabled": True}}, {"type": "SGD", "params": {"lr": 0.01}}),
+            (3, {"fp16": {"enabled": True, "initial_scale_power": 8}}, {"type": "AdamW", "params": {"lr": 1e-3}})]):
+        ds = {"train_batch_size": 8, "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 2,
+              "zero_optimization": {"stage": stage}, "optimizer": optimizer, **precision}
+        path = os.path.join(tmp, f"ds{n}.json")
+        with open(path, "w") as f:
+            json.dump(ds, f)
+        what = f"--config stage {stage} {list(precision)[0]} {optimizer['type']}"
+        rc, out, err = run(["estimate", "--json", "--config", path, "--seq", "16"] + dims)
+        check(rc == 0, f"estimate {what}", err)
+        doc = json.loads(out)["stages"]
+        check([e["stage"] for e in doc] == [stage], f"{what}: the file's stage alone is planned ({out})")
+        want = doc[0]["bytes_per_rank"]
+        rc, out, err = run(["estimate", "--json", "--config", path, "--seq", "16", "--gpus", str(W)] + dims)
+        check(rc == 0 and json.loads(out)["stages"][0]["bytes_per_rank"] == want,
+              f"{what}: --gpus {W} is the world size train_batch_size gives", out + err)
+        metrics = os.path.join(tmp, f"c{n}.jsonl")
+        rc, out, err = run(["train", "--config", path, "--init", model_init, "--data", model_tokens, "--steps", "2",
+                            "--seq", "16", "--metrics", metrics, "--log-every", "0"], W)
+        check(rc == 0, f"train {what}", err)
+        recs = zt.records(metrics, "memory")
+        check(len(recs) == W, f"{what}: one memory record per rank ({len(recs)})")
+        for rec in recs:
+            got = {k: rec["live_bytes"][k] for k in ("param", "grad", "master", "optim")}
+            got["total"] = rec["peak_bytes"]["total"]
+            check(got == {k: want[k] for k in got}, f"{what} rank {rec['rank']}: measured {got}, predicted {want}")
+    # Flags given override the file; a world size train_batch_size contradicts is refused, naming both.
+    rc, out, err = run(["estimate", "--json", "--config", path, "--seq", "16", "--stage", "1", "--dtype", "bf16",
+                        "--micro-batch", "4", "--accum", "1"] + dims)
+    check(rc == 0 and [e["stage"] for e in json.loads(out)["stages"]] == [1], "--stage overrides the file's", out + err)
+    rc, out, err = run(["estimate", "--config", path, "--gpus", "3"] + dims)
+    check(rc == 2 and "train_batch_size 8" in err and "--gpus 3" in err, "a contradicting --gpus is refused", err)
 elif CASE == "sweep_llama":
     out = os.path.join(tmp, "sweep")
     rc, so, se = run(["sweep", "--arch", "llama", "--layers", "2", "--embd", "64", "--heads", "4", "--kv-heads", "2",
