@@ -25,6 +25,7 @@
 #include "cuda/kernels.h"
 #include "cuda/llama_kernels.h"
 #include "device/cpu_device.h"
+#include "kernels/matmul.h"
 
 namespace zerodp::device {
 
@@ -282,6 +283,41 @@ class CudaTable {
     return ld;
   }
 
+  // A dense layer with W stored [C, OC] (kInOut, GPT-2's Conv1D) or [OC, C] (kOutIn, PyTorch's Linear):
+  // out[N,OC] = inp[N,C]·W + bias, into P (the bias in the GEMM's epilogue, rounded once with it) or fp32
+  // (the bias added after the GEMM: the CPU's addition).
+  void dense_forward(void* out, DType out_type, const P* inp, const P* w, const P* b, int N, int C, int OC,
+                     kernels::WeightLayout layout) const {
+    const bool t = layout == kernels::WeightLayout::kOutIn;
+    if (out_type == kType) {
+      gemm(false, t, N, OC, C, inp, C, w, t ? C : OC, out, kType, OC, 0.0f,
+           b != nullptr ? cuda::GemmEpilogue::kBias : cuda::GemmEpilogue::kNone, b);
+      return;
+    }
+    gemm(false, t, N, OC, C, inp, C, w, t ? C : OC, out, DType::kF32, OC, 0.0f);
+    if (b != nullptr) cuda::bias_add_rows(static_cast<float*>(out), b, N, OC, ctx().stream);
+  }
+  // dout16 = round(dout) (rows operand16_row(OC) apart), dbias += Σ_rows dout (fp32, column partials),
+  // then the weight's GEMMs (dense_weight_grads).
+  void dense_backward(float* dinp, float* dw, float* db, const float* dout, const P* inp, const P* w, int N, int C,
+                      int OC, P* operand16, kernels::WeightLayout layout) const {
+    const int ld = round_operand(operand16, dout, N, OC);
+    if (db != nullptr) bias_grad(db, dout, N, OC);
+    dense_weight_grads(dinp, dw, operand16, ld, inp, w, N, C, OC, layout);
+  }
+  // dinp = dout16·Wᵀ in the layer's terms (written; skipped when null) and dW += the weight's gradient,
+  // over dout16 = round(dout) already in `dout16` (rows ld apart).
+  void dense_weight_grads(float* dinp, float* dw, const P* dout16, int ld, const P* inp, const P* w, int N, int C,
+                          int OC, kernels::WeightLayout layout) const {
+    if (layout == kernels::WeightLayout::kInOut) {  // dW [C,OC] += inpᵀ·dout16
+      if (dinp != nullptr) gemm(false, true, N, C, OC, dout16, ld, w, OC, dinp, DType::kF32, C, 0.0f);
+      gemm(true, false, C, OC, N, inp, C, dout16, ld, dw, DType::kF32, OC, 1.0f);
+    } else {  // dW [OC,C] += dout16ᵀ·inp
+      if (dinp != nullptr) gemm(false, false, N, C, OC, dout16, ld, w, C, dinp, DType::kF32, C, 0.0f);
+      gemm(true, false, OC, C, N, dout16, ld, inp, C, dw, DType::kF32, C, 1.0f);
+    }
+  }
+
   // C[M,N] (c_type) = op(A)·op(B) (+ beta·C), A and B in P, row-major.
   void gemm(bool ta, bool tb, int M, int N, int K, const void* A, int lda, const void* B, int ldb, void* C,
             DType c_type, int ldc, float beta, cuda::GemmEpilogue epilogue = cuda::GemmEpilogue::kNone,
@@ -340,36 +376,31 @@ class CudaGpt2 final : public Gpt2Kernels<P>, private CudaTable<P> {
     Buffer partials = scratch(cuda::layernorm_backward_scratch_floats(N, C) * sizeof(float));
     cuda::layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C, partials.as<float>(), ctx().stream);
   }
-  // out[N,OC] = inp[N,C]·W[C,OC] + bias, rounded once to P by the GEMM's bias epilogue.
+  // out[N,OC] = inp[N,C]·W[C,OC] + bias (CudaTable::dense_forward, W in GPT-2's [in, out]).
   void linear_forward(P* out, const P* inp, const P* w, const P* b, int N, int C, int OC, float*) const override {
     const auto on = this->enter(__func__);
-    gemm(false, false, N, OC, C, inp, C, w, OC, out, kType, OC, 0.0f,
-         b != nullptr ? cuda::GemmEpilogue::kBias : cuda::GemmEpilogue::kNone, b);
+    this->dense_forward(out, kType, inp, w, b, N, C, OC, kInOut);
   }
   void linear_forward_acc(float* out, const P* inp, const P* w, const P* b, int N, int C, int OC,
                           float*) const override {
     const auto on = this->enter(__func__);
-    gemm(false, false, N, OC, C, inp, C, w, OC, out, DType::kF32, OC, 0.0f);
-    if (b != nullptr) cuda::bias_add_rows(out, b, N, OC, ctx().stream);
+    this->dense_forward(out, DType::kF32, inp, w, b, N, C, OC, kInOut);
   }
   void linear_backward(float* dinp, float* dw, float* db, const float* dout, const P* inp, const P* w, int N, int C,
                        int OC, P* operand16) const override {
     const auto on = this->enter(__func__);
-    const int ld = this->round_operand(operand16, dout, N, OC);
-    if (db != nullptr) this->bias_grad(db, dout, N, OC);
-    linear_weight_grads(dinp, dw, operand16, ld, inp, w, N, C, OC);
+    this->dense_backward(dinp, dw, db, dout, inp, w, N, C, OC, operand16, kInOut);
   }
-  // logits[N,V] = inp·wteᵀ.
+  // The tied LM head is a dense layer with wte [V, C] as PyTorch's [out, in] weight, without a bias:
+  // logits[N,V] = inp·wteᵀ; dinp = dlogits16·wte, dwte += dlogits16ᵀ·inp.
   void head_forward(float* logits, const P* inp, const P* wte, int N, int C, int V) const override {
     const auto on = this->enter(__func__);
-    gemm(false, true, N, V, C, inp, C, wte, C, logits, DType::kF32, V, 0.0f);
+    this->dense_forward(logits, DType::kF32, inp, wte, nullptr, N, C, V, kernels::WeightLayout::kOutIn);
   }
   void head_backward(float* dinp, float* dwte, const float* dlogits, const P* inp, const P* wte, int N, int C, int V,
                      P* operand16) const override {
     const auto on = this->enter(__func__);
-    const int ld = this->round_operand(operand16, dlogits, N, V);
-    if (dinp != nullptr) gemm(false, false, N, C, V, operand16, ld, wte, C, dinp, DType::kF32, C, 0.0f);
-    gemm(true, false, V, C, N, operand16, ld, inp, C, dwte, DType::kF32, C, 1.0f);
+    this->dense_backward(dinp, dwte, nullptr, dlogits, inp, wte, N, C, V, operand16, kernels::WeightLayout::kOutIn);
   }
 
   // Flash attention: the forward saves its row log-sum-exp L [B,NH,T] (fp32) in the block's `att`
@@ -407,7 +438,7 @@ class CudaGpt2 final : public Gpt2Kernels<P>, private CudaTable<P> {
     const auto on = this->enter(__func__);
     Buffer partials = scratch(cuda::gelu_bias_backward_scratch_floats(N, OC) * sizeof(float));
     cuda::gelu_bias_backward(operand16, db, pre, dgelu, N, OC, partials.as<float>(), ctx().stream);
-    linear_weight_grads(dinp, dw, operand16, OC, inp, w, N, C, OC);
+    this->dense_weight_grads(dinp, dw, operand16, OC, inp, w, N, C, OC, kInOut);
   }
   void residual_forward(float* out, const float* a, const float* b, size_t n) const override {
     const auto on = this->enter(__func__);
@@ -425,13 +456,7 @@ class CudaGpt2 final : public Gpt2Kernels<P>, private CudaTable<P> {
   }
 
  private:
-  // dinp = dout16·Wᵀ (written), dW += inpᵀ·dout16, over dout16 = round(dout) already in `dout16` (rows
-  // ld apart).
-  void linear_weight_grads(float* dinp, float* dw, const P* dout16, int ld, const P* inp, const P* w, int N, int C,
-                           int OC) const {
-    if (dinp != nullptr) gemm(false, true, N, C, OC, dout16, ld, w, OC, dinp, DType::kF32, C, 0.0f);
-    gemm(true, false, C, OC, N, inp, C, dout16, ld, dw, DType::kF32, OC, 1.0f);
-  }
+  static constexpr kernels::WeightLayout kInOut = kernels::WeightLayout::kInOut;
 };
 
 // The grouped-query shape as the CUDA attention takes it.
@@ -483,27 +508,20 @@ class CudaLlama final : public LlamaKernels<P>, private CudaTable<P> {
     Buffer partials = scratch(cuda::rmsnorm_backward_scratch_floats(N, C) * sizeof(float));
     cuda::rmsnorm_backward(dinp, dw, dout, inp, w, rstd, N, C, partials.as<float>(), ctx().stream);
   }
-  // out[N,OC] = inp[N,C]·Wᵀ + bias with W [OC,C], rounded once to P by the GEMM's bias epilogue.
+  // out[N,OC] = inp[N,C]·Wᵀ + bias with W [OC,C] (CudaTable::dense_forward, PyTorch's [out, in]).
   void linear_forward(P* out, const P* inp, const P* w, const P* b, int N, int C, int OC, float*) const override {
     const auto on = this->enter(__func__);
-    gemm(false, true, N, OC, C, inp, C, w, C, out, kType, OC, 0.0f,
-         b != nullptr ? cuda::GemmEpilogue::kBias : cuda::GemmEpilogue::kNone, b);
+    this->dense_forward(out, kType, inp, w, b, N, C, OC, kernels::WeightLayout::kOutIn);
   }
   void linear_forward_acc(float* out, const P* inp, const P* w, const P* b, int N, int C, int OC,
                           float*) const override {
     const auto on = this->enter(__func__);
-    gemm(false, true, N, OC, C, inp, C, w, C, out, DType::kF32, OC, 0.0f);
-    if (b != nullptr) cuda::bias_add_rows(out, b, N, OC, ctx().stream);
+    this->dense_forward(out, DType::kF32, inp, w, b, N, C, OC, kernels::WeightLayout::kOutIn);
   }
-  // dout16 = round(dout) (the GEMMs' operand, rows operand16_row(OC) apart), dbias += Σ_rows dout (fp32,
-  // column partials), then dinp = dout16·W (written) and dW += dout16ᵀ·inp.
   void linear_backward(float* dinp, float* dw, float* db, const float* dout, const P* inp, const P* w, int N, int C,
                        int OC, P* operand16) const override {
     const auto on = this->enter(__func__);
-    const int ld = this->round_operand(operand16, dout, N, OC);
-    if (db != nullptr) this->bias_grad(db, dout, N, OC);
-    if (dinp != nullptr) gemm(false, false, N, C, OC, operand16, ld, w, C, dinp, DType::kF32, C, 0.0f);
-    gemm(true, false, OC, C, N, operand16, ld, inp, C, dw, DType::kF32, C, 1.0f);
+    this->dense_backward(dinp, dw, db, dout, inp, w, N, C, OC, operand16, kernels::WeightLayout::kOutIn);
   }
   void rope_forward(P* x, const float* cos, const float* sin, int N, int T, int heads, int D,
                     int64_t stride) const override {
