@@ -119,6 +119,10 @@ void add_into(void* dst, DType dst_type, const void* src, DType src_type, size_t
 // whose rows are apart in memory (a GEMM operand with padded rows); the padding is not written.
 void convert_rows(const float* src, int64_t src_ld, void* dst, DType dst_type, int64_t dst_ld, int64_t rows,
                   int64_t cols, cudaStream_t stream);
+// ZeRO++'s int8 block quantization (core/quantize.h) of n values of `type` in device memory into
+// quantized_int8_bytes(n) bytes of device memory, and back: the CPU's bytes and values bit for bit.
+void quantize_int8(const void* x, DType type, size_t n, void* out, cudaStream_t stream);
+void dequantize_int8(const void* q, size_t n, void* x, DType type, cudaStream_t stream);
 // *out (device memory) = Σ x[i]² in double, blocks of 4096 each summed in order, then the blocks in
 // order: fp32 gives kernels::sum_squares's bits exactly; bf16/fp16 are deterministic but summed in
 // that blocked order (the CPU sums them in one sequence).

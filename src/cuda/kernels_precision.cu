@@ -2,6 +2,7 @@
 //   convert:     dst[i] = round_dst(src[i])            (fp32 → 16 bits: nearest even, NaN kept quiet)
 //   add_into:    dst[i] = round_dst(dst[i] + src[i])   (the addition in fp32)
 //   sum_squares: Σ x[i]² in double: blocks of 4096 summed in order, then the blocks in order
+//   quantize_int8 / dequantize_int8: ZeRO++'s int8 blocks (core/quantize.h), the CPU's bytes
 // The roundings are elementwise_tiling.h's integer code, core/dtype.h's line for line, so the bits are
 // the CPU's (hardware conversions differ on NaN payloads). sum_squares follows kernels/precision.cpp's
 // fp32 order exactly — one thread per 4096-block, then one thread over the blocks in order, both fed
@@ -11,6 +12,7 @@
 
 #include <type_traits>
 
+#include "core/quantize.h"
 #include "cuda/kernels_common.cuh"
 
 namespace zerodp::cuda {
@@ -126,6 +128,52 @@ __global__ void __launch_bounds__(tl::kSumSquaresThreads)
   if (t == 0) *out = total;
 }
 
+// ZeRO++'s int8 blocks (core/quantize.h), bit for bit: a thread block of kQuantBlock threads per block of
+// values, thread i owning value i. The largest magnitude is a max (order-free); the scale one IEEE
+// division, each value one division and rintf (nearest even, nearbyint's rounding); a block with a NaN
+// or Inf stores the CPU's quiet NaN (0x7fc00000) as its scale.
+constexpr int kQuantThreads = static_cast<int>(kQuantBlock);
+static_assert(kQuantThreads % tl::kWarp == 0 && kQuantThreads <= 1024);
+__device__ __forceinline__ float cpu_quiet_nan() { return __uint_as_float(0x7fc00000u); }
+
+template <DType S>
+__global__ void __launch_bounds__(kQuantThreads)
+    quantize_int8_kernel(const void* __restrict__ x, size_t n, size_t blocks, float* __restrict__ scales,
+                         int8_t* __restrict__ q) {
+  __shared__ float warp_largest[kQuantThreads / tl::kWarp];
+  const int t = static_cast<int>(threadIdx.x);
+  for (size_t b = blockIdx.x; b < blocks; b += gridDim.x) {
+    const size_t i = b * kQuantBlock + static_cast<size_t>(t);
+    const bool present = i < n;
+    const float v = present ? load_any(x, S, i) : 0.0f;
+    const bool finite = __syncthreads_and(!present || isfinite(v)) != 0;
+    const float m = detail::warp_max(fabsf(v));
+    if (t % tl::kWarp == 0) warp_largest[t / tl::kWarp] = m;
+    __syncthreads();
+    float largest = warp_largest[0];
+    for (int w = 1; w < kQuantThreads / tl::kWarp; ++w) largest = fmaxf(largest, warp_largest[w]);
+    const float scale = finite ? __fdiv_rn(largest, 127.0f) : cpu_quiet_nan();
+    if (t == 0) scales[b] = scale;
+    if (present) {
+      const float r = finite && scale > 0.0f ? rintf(__fdiv_rn(v, scale)) : 0.0f;
+      q[i] = static_cast<int8_t>(fminf(fmaxf(r, -127.0f), 127.0f));
+    }
+    __syncthreads();  // warp_largest is read before the next block writes it
+  }
+}
+
+// x[i] = round_D(q[i]·scale[i / kQuantBlock]); a NaN scale gives the CPU's quiet NaN (a GPU's
+// multiplication would give its own NaN bits).
+template <DType D>
+__global__ void dequantize_int8_kernel(const float* __restrict__ scales, const int8_t* __restrict__ q, size_t n,
+                                       void* __restrict__ x) {
+  const size_t stride = tl::elementwise_stride(gridDim.x, blockDim.x);
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const float scale = scales[i / kQuantBlock];
+    store_any(x, D, i, isnan(scale) ? cpu_quiet_nan() : __fmul_rn(static_cast<float>(q[i]), scale));
+  }
+}
+
 unsigned blocks_for(size_t n) { return static_cast<unsigned>(tl::elementwise_blocks(n)); }
 
 // Calls f(std::integral_constant<DType, t>{}): a dtype known at run time as a kernel's template argument.
@@ -175,6 +223,30 @@ void add_into(void* dst, DType dt, const void* src, DType st, size_t n, cudaStre
     with_dtype(st, [&](auto s) {
       add_into_kernel<decltype(d)::value, decltype(s)::value><<<g, tl::kElementwiseBlock, 0, stream>>>(dst, src, n);
     });
+  });
+  ZDP_CUDA_CHECK(cudaGetLastError());
+}
+
+void quantize_int8(const void* x, DType type, size_t n, void* out, cudaStream_t stream) {
+  if (n == 0) return;
+  const size_t blocks = (n + kQuantBlock - 1) / kQuantBlock;
+  auto* scales = static_cast<float*>(out);
+  auto* q = reinterpret_cast<int8_t*>(static_cast<char*>(out) + 4 * blocks);
+  const size_t most = static_cast<size_t>(tl::kElementwiseMaxBlocks);  // the kernel loops over the rest
+  const unsigned g = static_cast<unsigned>(blocks < most ? blocks : most);
+  with_dtype(type, [&](auto t) {
+    quantize_int8_kernel<decltype(t)::value><<<g, kQuantThreads, 0, stream>>>(x, n, blocks, scales, q);
+  });
+  ZDP_CUDA_CHECK(cudaGetLastError());
+}
+
+void dequantize_int8(const void* qbytes, size_t n, void* x, DType type, cudaStream_t stream) {
+  if (n == 0) return;
+  const size_t blocks = (n + kQuantBlock - 1) / kQuantBlock;
+  const auto* scales = static_cast<const float*>(qbytes);
+  const auto* q = reinterpret_cast<const int8_t*>(static_cast<const char*>(qbytes) + 4 * blocks);
+  with_dtype(type, [&](auto d) {
+    dequantize_int8_kernel<decltype(d)::value><<<blocks_for(n), tl::kElementwiseBlock, 0, stream>>>(scales, q, n, x);
   });
   ZDP_CUDA_CHECK(cudaGetLastError());
 }

@@ -713,22 +713,12 @@ double CudaDevice::sum_squares(const void* x, DType type, size_t n) {
 
 void CudaDevice::quantize_int8(const void* x, DType type, size_t n, void* out) {
   const Entry on(impl_->kernel_context, "quantize_int8");
-  std::vector<char> values(n * dtype_size(type)), q(quantized_int8_bytes(n));
-  ZDP_CUDA_CHECK(cudaMemcpyAsync(values.data(), x, values.size(), cudaMemcpyDefault, impl_->compute));
-  ZDP_CUDA_CHECK(cudaStreamSynchronize(impl_->compute));
-  zerodp::quantize_int8(values.data(), type, n, q.data());
-  ZDP_CUDA_CHECK(cudaMemcpyAsync(out, q.data(), q.size(), cudaMemcpyDefault, impl_->compute));
-  ZDP_CUDA_CHECK(cudaStreamSynchronize(impl_->compute));  // q is freed on return
+  cuda::quantize_int8(x, type, n, out, impl_->compute);
 }
 
 void CudaDevice::dequantize_int8(const void* qbytes, size_t n, void* x, DType type) {
   const Entry on(impl_->kernel_context, "dequantize_int8");
-  std::vector<char> q(quantized_int8_bytes(n)), values(n * dtype_size(type));
-  ZDP_CUDA_CHECK(cudaMemcpyAsync(q.data(), qbytes, q.size(), cudaMemcpyDefault, impl_->compute));
-  ZDP_CUDA_CHECK(cudaStreamSynchronize(impl_->compute));
-  zerodp::dequantize_int8(q.data(), n, values.data(), type);
-  ZDP_CUDA_CHECK(cudaMemcpyAsync(x, values.data(), values.size(), cudaMemcpyDefault, impl_->compute));
-  ZDP_CUDA_CHECK(cudaStreamSynchronize(impl_->compute));  // values is freed on return
+  cuda::dequantize_int8(qbytes, n, x, type, impl_->compute);
 }
 
 void CudaDevice::adamw_update(float* p, const float* g, float* m, float* v, size_t n, const optim::AdamWParams& hp,

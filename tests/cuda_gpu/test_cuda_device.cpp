@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/memory.h"
+#include "core/quantize.h"
 #include "device/cpu_device.h"
 #include "device/cuda_device.h"
 
@@ -85,6 +87,41 @@ TEST(CudaDevice, CopyFillAndConvertAsTheCpuDevice) {
   dev.fill_zero(dx.data(), n * 4);
   const std::vector<float> zeros = download<float>(dev, dx);
   EXPECT_EQ(zeros, std::vector<float>(n, 0.0f));
+}
+
+// ZeRO++'s int8 blocks on the GPU: the CPU device's bytes (scales, NaN scales of non-finite blocks, the
+// int8 values) and, back, its values bit for bit, for each dtype, a partial last block, a zero block and
+// blocks holding a NaN and an Inf.
+TEST(CudaDevice, QuantizationIsTheCpuDevicesBitForBit) {
+  CudaDevice dev(0);
+  CpuDevice cpu;
+  for (const size_t n : {size_t{1}, size_t{255}, size_t{256}, size_t{257}, size_t{100003}}) {
+    std::vector<float> x = random_floats(n, 9 + static_cast<uint32_t>(n), 2.0f);
+    if (n > 1000) {
+      std::fill(x.begin() + 256, x.begin() + 512, 0.0f);   // block 1: zeros (scale 0)
+      x[600] = std::numeric_limits<float>::quiet_NaN();    // block 2
+      x[900] = -std::numeric_limits<float>::infinity();    // block 3
+      x[1000] = 1e30f;                                     // block 3 too: no matter, it is non-finite
+      x[1300] = -0.0f;
+    }
+    for (DType t : {DType::kF32, DType::kBF16, DType::kF16}) {
+      SCOPED_TRACE(::testing::Message() << dtype_name(t) << " n=" << n);
+      std::vector<char> typed(n * dtype_size(t));
+      cpu.convert(x.data(), DType::kF32, typed.data(), t, n);
+      Buffer dx = upload(dev, typed.data(), typed.size());
+      const size_t qn = quantized_int8_bytes(n);
+      std::vector<char> want(qn);
+      cpu.quantize_int8(typed.data(), t, n, want.data());
+      Buffer dq = dev.allocate(qn, MemCategory::kComm);
+      dev.quantize_int8(dx.data(), t, n, dq.data());
+      EXPECT_EQ(download<char>(dev, dq), want) << "quantized bytes";
+      std::vector<char> back(typed.size());
+      cpu.dequantize_int8(want.data(), n, back.data(), t);
+      Buffer dback = dev.allocate(typed.size(), MemCategory::kAct);
+      dev.dequantize_int8(dq.data(), n, dback.data(), t);
+      EXPECT_EQ(download<char>(dev, dback), back) << "dequantized values";
+    }
+  }
 }
 
 // $ZERODP_GPU_PROFILE: each device operation timed by name, the outermost only, and nothing without it.
