@@ -188,7 +188,8 @@ class Device {
   // Σ x[i]² in double, in a fixed order (kernels/precision.h): the gradient norm's partial sum.
   virtual double sum_squares(const void* x, DType type, size_t n) = 0;
   // ZeRO++'s int8 block quantization (core/quantize.h): n values of `type` into
-  // quantized_int8_bytes(n) bytes, and back; the same bytes and values on every device.
+  // quantized_int8_bytes(n) bytes, and back, both in this device's memory and issued in the compute
+  // queue's order; the same bytes and values on every device.
   virtual void quantize_int8(const void* x, DType type, size_t n, void* out) = 0;
   virtual void dequantize_int8(const void* q, size_t n, void* x, DType type) = 0;
 
