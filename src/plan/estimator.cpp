@@ -38,6 +38,20 @@ struct Units {
   uint64_t s0 = 0, sb = 0, sh = 0;  // shards
   uint64_t L = 0;
   bool head_unit() const { return nh > 0; }
+  // f(real, padded, shard, count) for unit 0, the L blocks together and an untied head.
+  template <class F>
+  void each_kind(F&& f) const {
+    f(n0, p0, s0, uint64_t{1});
+    f(nb, pb, sb, L);
+    if (head_unit()) f(nh, ph, sh, uint64_t{1});
+  }
+  // f(real, padded, shard) for each unit in unit order.
+  template <class F>
+  void each_unit(F&& f) const {
+    f(n0, p0, s0);
+    for (uint64_t k = 0; k < L; ++k) f(nb, pb, sb);
+    if (head_unit()) f(nh, ph, sh);
+  }
 };
 Units units_of(const model::ModelConfig& g, uint64_t W) {
   const model::ParamLayout layout(g);
@@ -66,9 +80,11 @@ uint64_t nvme_window_bytes(const PlanInput& in) {
   };
   if (!in.model) return 0;
   const Units u = units_of(*in.model, static_cast<uint64_t>(in.world));
-  uint64_t most = span(0, u.s0);
-  for (uint64_t k = 0; k < u.L; ++k) most = std::max(most, span(u.s0 + k * u.sb, u.sb));
-  if (u.head_unit()) most = std::max(most, span(u.s0 + u.L * u.sb, u.sh));
+  uint64_t most = 0, off = 0;
+  u.each_unit([&](uint64_t, uint64_t, uint64_t S) {
+    most = std::max(most, span(off, S));
+    off += S;
+  });
   return most;
 }
 
@@ -367,9 +383,7 @@ MemoryEstimate estimate_memory(const PlanInput& in) {
       whole += count * P;
       sharded -= count * S;
     };
-    add(u.n0, u.p0, u.s0, 1);
-    add(u.nb, u.pb, u.sb, u.L);
-    if (u.head_unit()) add(u.nh, u.ph, u.sh, 1);
+    u.each_kind(add);
   } else if (in.zero.stage == 3 && kept_whole(in, in.params)) {
     whole = c.padded;
     sharded = 0;
@@ -418,9 +432,9 @@ MemoryEstimate estimate_memory(const PlanInput& in) {
     std::vector<uint64_t> shards;  // elements
     if (in.model) {
       const Units u = units_of(*in.model, static_cast<uint64_t>(in.world));
-      if (!kept_whole(in, u.n0)) shards.push_back(u.s0);
-      if (!kept_whole(in, u.nb)) shards.insert(shards.end(), u.L, u.sb);
-      if (u.head_unit() && !kept_whole(in, u.nh)) shards.push_back(u.sh);
+      u.each_unit([&](uint64_t numel, uint64_t, uint64_t S) {
+        if (!kept_whole(in, numel)) shards.push_back(S);
+      });
     } else if (sharded > 0) {
       shards.push_back(sharded);
     }
@@ -595,7 +609,7 @@ std::optional<uint64_t> traffic_inter_host_bytes_per_step(const PlanInput& in) {
   uint64_t scatter = 0;  // one micro-step's reduce-scatters
   if (in.model) {
     const Units u = units_of(*in.model, W);
-    scatter = scatter_unit(u.p0, u.s0) + u.L * scatter_unit(u.pb, u.sb) + (u.head_unit() ? scatter_unit(u.ph, u.sh) : 0);
+    u.each_kind([&](uint64_t, uint64_t P, uint64_t S, uint64_t count) { scatter += count * scatter_unit(P, S); });
   } else {
     scatter = scatter_unit(psi, (psi + W - 1) / W);
   }
