@@ -1,5 +1,6 @@
 #include "train/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -132,24 +133,6 @@ void check_fits_in_memory(const TrainConfig& cfg, const model::ModelConfig& mc, 
               format_bytes(states), format_bytes(e.act), cfg.micro_batch, cfg.seq, format_bytes(have));
 }
 
-// --shard-group-size node: the ranks of this host (MPI's shared-memory split), the same number on
-// every host and placed consecutively (rank r the (r mod n)-th of its host), so that the groups of n
-// consecutive ranks are the hosts; anything else is refused (collective).
-int64_t ranks_per_host(comm::Communicator& world) {
-  const comm::UntrackedTraffic untracked(world);
-  const std::unique_ptr<comm::Communicator> host = world.split_by_host();
-  const int n = host->size();
-  float check[3] = {static_cast<float>(n), static_cast<float>(-n),
-                    host->rank() == world.rank() % n && world.size() % n == 0 ? 0.0f : 1.0f};
-  world.all_reduce(check, 3, DType::kF32, comm::ReduceOp::kMax);
-  ZDP_REQUIRE(check[0] == -check[1] && check[2] == 0.0f,
-              "--shard-group-size node needs the same number of ranks on every host, consecutive in rank order "
-              "(e.g. mpirun --map-by slot); this job has between {} and {} ranks a host{}: give --shard-group-size "
-              "N instead",
-              -check[1], check[0], check[2] != 0.0f ? ", not placed consecutively" : "");
-  return n;
-}
-
 // Refuses to write weights that are not finite (collective): nothing non-finite reaches a file.
 void require_finite_weights(zero::Engine& engine, int64_t step, const std::string& what) {
   if (!engine.weights_finite())
@@ -163,12 +146,28 @@ void log_validation_plan(const TrainConfig& cfg, const data::TokenStream& val, u
                                : std::string("after the last step"));
 }
 
-// --shard-group-size node: the ranks of this host.
-void resolve_node_shard_group(TrainConfig& cfg, comm::Communicator& world) {
+// --shard-group-size node: the ranks of a host, as learn_hosts() found them (every rank has the same
+// layout): all the ranks when they share one host, else the same number on every host placed
+// consecutively (rank r the (r mod n)-th of its host), so that the groups of n consecutive ranks are
+// the hosts; anything else is refused.
+void resolve_node_shard_group(TrainConfig& cfg, const comm::HostLayout& hosts, int world_size, int rank) {
   if (cfg.zero.shard_group_size != zero::ZeroSettings::kShardGroupNode) return;
-  cfg.zero.shard_group_size = ranks_per_host(world);
-  if (world.rank() == 0)
-    log::info("--shard-group-size node: {} rank{} a host", cfg.zero.shard_group_size, cfg.zero.shard_group_size == 1 ? "" : "s");
+  if (!hosts.spans_hosts()) {
+    cfg.zero.shard_group_size = world_size;
+  } else {
+    std::vector<int> per_host(static_cast<size_t>(hosts.hosts), 0);
+    for (int h : hosts.host_of) ++per_host[static_cast<size_t>(h)];
+    const auto [fewest, most] = std::minmax_element(per_host.begin(), per_host.end());
+    ZDP_REQUIRE(hosts.ranks_per_host > 0,
+                "--shard-group-size node needs the same number of ranks on every host, consecutive in rank order "
+                "(e.g. mpirun --map-by slot); this job has between {} and {} ranks a host{}: give "
+                "--shard-group-size N instead",
+                *fewest, *most, *fewest == *most ? ", not placed consecutively" : "");
+    cfg.zero.shard_group_size = hosts.ranks_per_host;
+  }
+  if (rank == 0)
+    log::info("--shard-group-size node: {} rank{} a host", cfg.zero.shard_group_size,
+              cfg.zero.shard_group_size == 1 ? "" : "s");
 }
 
 // The engine's weights: the checkpoint's (then closed) with --resume, else --init's; returns the step
@@ -346,7 +345,7 @@ TrainResult run_training(TrainConfig cfg, const TrainHooks& hooks) {
     log::warn("--collectives host-aware: the hosts do not each run the same number of consecutive ranks (place them "
               "with mpirun --map-by slot); running the collectives over all ranks at once");
   comm::set_activity_context("starting: reading inputs, loading");
-  resolve_node_shard_group(cfg, *world);
+  resolve_node_shard_group(cfg, hosts, W, rank);
 
   // Inputs are checked before anything is allocated: a bad file fails fast with exit code 2. With
   // --resume the model is the checkpoint's (validated in full first); --init, if given, must match.

@@ -7,8 +7,10 @@
               optim) of a W = N run without hybrid sharding; the traffic event's
               bytes_sent_inter_group holds the all-reduces across groups only (zero with one group),
               and both equal `zerodp estimate --shard-group-size 2` byte for byte; `node` on one host is one group of all
-              ranks: the same bits as without the flag;
-  usage:      N that does not divide W, stage 0, a bad value exit 2 naming the flag; the DeepSpeed key
+              ranks: the same bits as without the flag; on two (simulated) hosts of two ranks it is N = 2, bit
+              for bit;
+  usage:      N that does not divide W, stage 0, a bad value, node over uneven hosts exit 2 naming the flag;
+              the DeepSpeed key
               mics_shard_size is honoured (the states of its N) and the flag wins; hpZ
               (zero_hpz_partition_size) together with hybrid sharding is refused, naming both;
   checkpoint: a W = 4, N = 2 run saves N files (world_size N, data.ranks W) and resumes at W = 4, N = 2
@@ -38,11 +40,11 @@ def path(name):
     return os.path.join(tmp, name)
 
 
-def trained(tag, ranks, extra, steps=3, micro_batch=2):
+def trained(tag, ranks, extra, steps=3, micro_batch=2, env=None):
     """Runs training; returns (weights {name: values}, weights bytes, [(loss, grad_norm)], memory records)."""
     out, m = path(f"{tag}.safetensors"), path(f"{tag}.jsonl")
     blob, steps_, memory = zt.trained(ZERODP, base + ["--micro-batch", str(micro_batch), "--steps", str(steps), "--out",
-                                                      out, "--metrics", m] + extra, ranks, out, m, tag)
+                                                      out, "--metrics", m] + extra, ranks, out, m, tag, env)
     return zt.safetensors_f32(out), blob, steps_, memory
 
 
@@ -54,9 +56,10 @@ if CASE == "results":
     for stage in (1, 2, 3):
         flags = ["--zero-stage", str(stage)]
         w_full, b_full, s_full, _ = trained(f"full-{stage}", 4, flags)
+        blob = {}
         for N in (2, 1):
             what = f"W=4 N={N} stage {stage}"
-            w, _, s, mem = trained(f"hybrid-{stage}-{N}", 4, flags + ["--shard-group-size", str(N)])
+            w, blob[N], s, mem = trained(f"hybrid-{stage}-{N}", 4, flags + ["--shard-group-size", str(N)])
             check(all(close(a[0], b[0], 1e-5) and close(a[1], b[1], 1e-5) for a, b in zip(s, s_full)),
                   f"{what}: losses and grad norms within 1e-5 of full sharding", f"{s}\n{s_full}")
             worst = max(abs(x - y) for k in w_full for x, y in zip(w[k], w_full[k]))
@@ -90,6 +93,11 @@ if CASE == "results":
         _, b_node, s_node, _ = trained(f"node-{stage}", 4, flags + ["--shard-group-size", "node"])
         check(b_node == b_full and s_node == s_full, f"stage {stage}: --shard-group-size node on one host is full "
               "sharding, the same bits")
+        # Two simulated hosts of two ranks (learn_hosts reads ZERODP_TEST_RANKS_PER_HOST): node means 2.
+        _, b_hosts, _, _ = trained(f"node-hosts-{stage}", 4, flags + ["--shard-group-size", "node"],
+                                   env={"ZERODP_TEST_RANKS_PER_HOST": "2"})
+        check(b_hosts == blob[2], f"stage {stage}: --shard-group-size node on 2 hosts x 2 ranks is "
+              "--shard-group-size 2, the same bits")
 
 elif CASE == "usage":
     for extra, what in ((["--zero-stage", "2", "--shard-group-size", "3"], "3 does not divide 4"),
@@ -98,6 +106,11 @@ elif CASE == "usage":
                         (["--zero-stage", "2", "--shard-group-size", "two"], "not a number")):
         rc, so, se = run(base + ["--micro-batch", "2", "--steps", "1"] + extra, 4)
         check(rc == 2 and "--shard-group-size" in se, f"{what}: exit 2 naming --shard-group-size", se)
+    # node over hosts of 3 and 1 ranks (simulated): no group size fits them all; refused, saying so.
+    rc, so, se = run(base + ["--micro-batch", "2", "--steps", "1", "--zero-stage", "2", "--shard-group-size", "node"],
+                     4, env={"ZERODP_TEST_RANKS_PER_HOST": "3"})
+    check(rc == 2 and "--shard-group-size node" in se and "between 1 and 3 ranks a host" in se,
+          "node over uneven hosts: exit 2 naming the flag and the hosts' sizes", se)
     cfg = path("mics.json")
     with open(cfg, "w") as f:
         json.dump({"zero_optimization": {"stage": 2, "mics_shard_size": 2}}, f)

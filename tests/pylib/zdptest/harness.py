@@ -279,10 +279,10 @@ def model_states(record, tier):
     return {k: record[tier][k] for k in ("param", "grad", "master", "optim", "total")}
 
 
-def trained(zerodp, args, ranks, out, metrics, what):
-    """Runs `zerodp args` (a training run writing `out` and `metrics`) and checks it exits 0; returns
-    (the bytes of out, [(loss, grad_norm)] a step, the memory records)."""
-    rc, _, err = run(zerodp, args, ranks)
+def trained(zerodp, args, ranks, out, metrics, what, env=None):
+    """Runs `zerodp args` (a training run writing `out` and `metrics`; `env`: extra environment) and checks
+    it exits 0; returns (the bytes of out, [(loss, grad_norm)] a step, the memory records)."""
+    rc, _, err = run(zerodp, args, ranks, env=env)
     check(rc == 0, f"{what} trains", err)
     return read_bytes(out), [(s["loss"], s["grad_norm"]) for s in records(metrics, "step")], records(metrics, "memory")
 
