@@ -19,9 +19,10 @@ GatherPlan::GatherPlan(const model::UnitSchedule& schedule, bool reshard_after_f
       gathers[u].push_back(static_cast<size_t>(schedule.param_read_index(k)));
       gathered[u] = true;
     }
+    const bool last_read = use.reads_params && schedule.last_param_read(k);
     const bool frees = use.pass == model::Pass::kForward
-                           ? reshard_after_forward && !schedule.next_use_follows(k)
-                           : use.reads_params && schedule.last_param_read(k);
+                           ? (reshard_after_forward || last_read) && !schedule.next_use_follows(k)
+                           : last_read;
     frees_[static_cast<size_t>(k)] = frees;
     if (frees) gathered[u] = false;
   }

@@ -1,9 +1,9 @@
 // Stage 3's gathers over one micro-step, derived from the model's schedule alone (model/units.h), so
 // that the engine and the planner (plan/estimator.h) follow the same rule.
 //
-// A unit's gathered parameters are freed after a forward use unless reshard_after_forward is off or
-// its next use follows at once (the head's forward before its backward), and after its last read of
-// the micro-step. A read of a freed unit gathers it again. With ZeRO++'s hpZ (a secondary partition
+// A unit's gathered parameters are freed after its last read of the micro-step, and after a forward
+// use too unless reshard_after_forward is off; never when its next use follows at once (the head's
+// forward before its backward). A read of a freed unit gathers it again. With ZeRO++'s hpZ (a secondary partition
 // of P ranks), the first gather of a unit that will be gathered again keeps the rank's 1/P slice of
 // it (the secondary), every later gather all-gathers the slices within the P ranks instead of over
 // all ranks, and the last one drops the slice: GPT-2's tied unit 0 is gathered for the embedding's

@@ -307,6 +307,20 @@ TEST(Engine, LlamaStagesAgreeBitwiseAndMatchSingleRankTraining) {
                          "llama stage " + std::to_string(stage));
 }
 
+// Stage 3 without reshard_after_forward keeps the units gathered from forward to backward: the same
+// bits as with it, for an untied model too. (Its embeddings, read by their forward alone, once stayed
+// gathered to the next step, which then embedded with the weights before the update.)
+TEST(Engine, LlamaStageThreeWithoutReshardAfterForwardIsTheSameBits) {
+  const int steps = 3;
+  for (const PrecisionCase& p : {kPrecisions[0], kPrecisions[2]}) {
+    const RunResult with = run(false, precision_config(3, p), 1, steps, 3e-3, 1.0, {}, small_llama());
+    EngineConfig c = precision_config(3, p);
+    c.zero.reshard_after_forward = false;
+    expect_bitwise_equal(run(false, c, 1, steps, 3e-3, 1.0, {}, small_llama()), with,
+                         "llama " + p.name() + " stage 3 without reshard_after_forward");
+  }
+}
+
 // With G micro-steps, stages 0-1 add the micro-steps' gradients and reduce once while stages 2-3
 // reduce every micro-step and add the reduced shards: two orders of the same sums. Within each
 // pair the bits agree.

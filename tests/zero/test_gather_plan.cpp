@@ -51,6 +51,18 @@ TEST(GatherPlan, NoReshardAfterForwardGathersEachUnitOnce) {
   }
 }
 
+// Without reshard_after_forward an untied model's unit 0 (the embeddings: read by their forward alone,
+// since the embedding's backward reads no parameters) is still freed after that forward, its last read,
+// instead of staying gathered through the backward; the untied head from its forward to its backward.
+TEST(GatherPlan, NoReshardAfterForwardStillFreesAUnitAfterItsLastRead) {
+  const model::UnitSchedule schedule = model::model_schedule(2, true);
+  const GatherPlan plan(schedule, false, false);
+  EXPECT_EQ(sources(plan, schedule), (std::vector<S>{S::kFull, S::kFull, S::kFull, S::kFull, S::kNone, S::kNone,
+                                                     S::kNone}));
+  // embed, block 0, block 1, head forward; head, block 1, block 0, embed backward.
+  EXPECT_EQ(frees(plan, schedule), (std::vector<bool>{true, false, false, false, true, true, true, false}));
+}
+
 // An untied head (unit 3) is read by its forward and backward, one after the other: one gather, no
 // slice; unit 0 is read by the embedding's forward only: one gather, no slice.
 TEST(GatherPlan, UntiedHeadAndEmbeddingAreGatheredOnce) {
