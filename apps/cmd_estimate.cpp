@@ -123,6 +123,10 @@ train::TrainConfig config_file(const EstimateOptions& o, plan::PlanInput& in) {
   in.precision = cfg.precision;
   in.zero = cfg.zero;
   in.optimizer_states = static_cast<int>(optim::state_floats_per_param(cfg.optimizer));
+  if (!cfg.zero.reshard_after_forward)
+    log::warn("{}: reshard_after_forward false: the traffic follows it, but the stage-3 peak is planned with "
+              "each unit freed after its forward (a lower bound: the units stay gathered until their backward)",
+              o.config);
   return cfg;
 }
 

@@ -289,6 +289,10 @@ struct Engine::Impl {
     res.loss_scale = scale;
     const double global_tokens = static_cast<double>(world) * accum * cfg.micro_batch * cfg.seq;
     const double loss_sum = accumulate(accum, batches, static_cast<float>(scale / global_tokens));
+    // Every gathered copy was freed by its last read (zero/gather_plan.h): one that outlived the
+    // micro-steps would be read by the next step with the weights before this update.
+    ZDP_CHECK(stage != 3 || gatherer.live_elements() == 0,
+              "{} gathered parameter elements outlive the step's micro-steps", gatherer.live_elements());
 
     const int unit = fault.unit;
     if (calls++ == fault.step && comm.rank() == fault.rank && unit >= 0 && unit < st.num_units()) {

@@ -54,6 +54,8 @@ class ParamGatherer {
   bool frees_after(int k) const { return plan_.frees_after(k); }
   // Stages 1-3: re-assembles the whole units from every rank's updated shard.
   void gather_after_update();
+  // Stage 3: the elements gathered or in flight now (0 once every unit has been freed).
+  size_t live_elements() const { return live_; }
 
   // Forward passes only (evaluation): prefetch no further than the head's forward, since no backward
   // follows; the caller releases every unit after each pass.
