@@ -28,8 +28,10 @@
   stages_llama  the same for a Llama (GQA, untied head) in bf16 at W=2 and W=4: the same --out
               directory bytes and the same losses and norms at stages 0-3.
   llama_modes what holds for GPT-2's runs holds for a Llama (GQA, untied head) at W=2: offloading
-              the optimizer (cpu, nvme) and the parameters (cpu) and activation checkpointing write the
-              same --out bytes and losses as the plain stage-3 run; hybrid sharding at W=4 (groups of
+              the optimizer (cpu, nvme) and the parameters (cpu), activation checkpointing, keeping the
+              units gathered from forward to backward (reshard_after_forward off), keeping the embeddings
+              whole (persistence threshold) and hpZ write the same --out bytes and losses as the plain
+              stage-3 run; hybrid sharding at W=4 (groups of
               2) trains as full sharding does (each step's loss within 1e-5: the sums run in another order); fp16 trains with loss scaling; a non-finite gradient in
               the head's own unit stops a bf16 run naming it, and is a skipped step for fp16.
   bf16_llama  the bf16 case's run for a Llama of the demo's size (L4 H4/2 C128, untied head). Its
@@ -279,7 +281,11 @@ elif CASE == "llama_modes":
     for name, extra in (("offload-optimizer-cpu", ["--offload-optimizer", "cpu"]),
                         ("offload-optimizer-nvme", ["--offload-optimizer", "nvme", "--nvme-path", nvme]),
                         ("offload-param-cpu", ["--offload-optimizer", "cpu", "--offload-param", "cpu"]),
-                        ("checkpointing", ["--activation-checkpointing"])):
+                        ("checkpointing", ["--activation-checkpointing"]),
+                        ("keep-gathered", ["--reshard-after-forward=false"]),
+                        # the embeddings (8192 elements) and the head (8224) whole, the blocks (12352) sharded
+                        ("persistent-embeddings", ["--param-persistence-threshold", "9000"]),
+                        ("hpz", ["--hpz-partition-size", "2"])):
         got = llama_run(name, 2, 3, extra=extra)
         check(got[1] == base[1], f"llama {name}: losses and norms equal the plain stage-3 run's", f"{got[1]}\n{base[1]}")
         check(got[0] == base[0], f"llama {name}: --out equals the plain stage-3 run's byte for byte")
