@@ -123,10 +123,6 @@ train::TrainConfig config_file(const EstimateOptions& o, plan::PlanInput& in) {
   in.precision = cfg.precision;
   in.zero = cfg.zero;
   in.optimizer_states = static_cast<int>(optim::state_floats_per_param(cfg.optimizer));
-  if (!cfg.zero.reshard_after_forward)
-    log::warn("{}: reshard_after_forward false: the traffic follows it, but the stage-3 peak is planned with "
-              "each unit freed after its forward (a lower bound: the units stay gathered until their backward)",
-              o.config);
   return cfg;
 }
 
@@ -213,8 +209,11 @@ void add_zero_setting_options(CLI::App* cmd, EstimateOptions& o) {
     if (!row.planner || row.flag.empty()) continue;
     std::string& slot = o.zero_settings[std::string(row.flag)];
     if (zero::is_switch(row)) {
-      cmd->add_flag_function(std::string(row.flag), [&slot](int64_t n) { slot = n > 0 ? "true" : "false"; },
-                             std::string(row.help));
+      // "--x" stores "true", "--no-x" (or "--x=false") "false": zerodp train's spelling.
+      const std::string names = fmt::format("{},!--no-{}", row.flag, row.flag.substr(2));
+      cmd->add_flag_function(names, [&slot](int64_t n) { slot = n > 0 ? "true" : "false"; },
+                             fmt::format("{} [default: {}]", row.help, zero::zero_setting_text(defaults, row)))
+          ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
     } else {
       cmd->add_option(std::string(row.flag), slot, std::string(row.help))
           ->type_name(std::string(row.value_name))

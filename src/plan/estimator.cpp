@@ -151,6 +151,58 @@ uint64_t prefetched_blocks(const PlanInput& in, const Units& u, uint64_t live, u
   return k;
 }
 
+// Stage 3 without reshard_after_forward: the peak of the gathered parameters and the staging of those
+// in flight during a micro-step's forward, the prefetcher replayed (zero/param_gatherer.cpp): at each
+// read it waits for the unit (its staging goes), then starts the next four reads' units that are still
+// sharded, within stage3_max_live_parameters (all gathered or in flight) and
+// stage3_prefetch_bucket_size (started by this call). Nothing is freed but an untied model's
+// embeddings after their forward, their last read. `staged(S)`: what a unit of shard S holds in flight.
+template <class Staged>
+uint64_t keep_gathered_forward_bytes(const PlanInput& in, const Units& u, uint64_t p, Staged&& staged) {
+  struct Unit {
+    uint64_t P, S;
+    bool gathered;  // sharded, so gathered for a read (not kept whole)
+  };
+  std::vector<Unit> units{{u.p0, u.s0, !kept_whole(in, u.n0)}};
+  units.insert(units.end(), u.L, Unit{u.pb, u.sb, !kept_whole(in, u.nb)});
+  if (u.head_unit()) units.push_back({u.ph, u.sh, !kept_whole(in, u.nh)});
+  // The forward's reads: the embeddings, the blocks, the head (a tied head is unit 0).
+  std::vector<size_t> reads(units.size());
+  for (size_t k = 0; k < units.size(); ++k) reads[k] = k;
+  if (!u.head_unit()) reads.push_back(0);
+  enum : uint8_t { kSharded, kInFlight, kReady };
+  std::vector<uint8_t> state(units.size(), kSharded);
+  uint64_t live = 0, peak = 0;
+  auto start = [&](size_t v) {
+    state[v] = kInFlight;
+    live += units[v].P;
+  };
+  for (size_t i = 0; i < reads.size(); ++i) {
+    const size_t v = reads[i];
+    if (units[v].gathered && state[v] == kSharded) start(v);
+    if (units[v].gathered) state[v] = kReady;
+    uint64_t ahead = 0;
+    for (size_t k = i + 1; k < reads.size() && k <= i + 4; ++k) {
+      const size_t w = reads[k];
+      if (!units[w].gathered || state[w] != kSharded) continue;
+      if (live + units[w].P > u64(in.zero.stage3_max_live_parameters) ||
+          ahead + units[w].P > u64(in.zero.stage3_prefetch_bucket_size))
+        break;
+      start(w);
+      ahead += units[w].P;
+    }
+    uint64_t bytes = 0;
+    for (size_t w = 0; w < units.size(); ++w)
+      if (state[w] != kSharded) bytes += p * units[w].P + (state[w] == kInFlight ? staged(units[w].S) : 0);
+    peak = std::max(peak, bytes);
+    if (i == 0 && u.head_unit() && state[0] == kReady) {  // the untied embeddings' last read
+      state[0] = kSharded;
+      live -= units[0].P;
+    }
+  }
+  return peak;
+}
+
 // Peak of `gathered` + `comm` during a step at stages 2-3, following the engine's backward
 // (docs/planner.md): the head's backward, each block's, then the embedding's, micro-step after
 // micro-step, with the reductions left in flight as the engine's reducer leaves them. A tied head
@@ -168,19 +220,30 @@ uint64_t transient_bytes_stages23(const PlanInput& in, const Units& u) {
   // been, the ones prefetched ahead have not): with parameter offload its shard in a device staging
   // buffer (comm); with qwZ (and no hpZ, whose backward gathers the slices unquantized) its quantized
   // shard and every rank's (comm).
-  uint64_t staged = 0;
-  if (in.zero.stage == 3 && in.zero.offload_param != Offload::kNone) staged = p * u.sb;
-  if (quantized_weights(in) && hpz_of(in) == 1) staged = (W + 1) * quantized_int8_bytes(u.sb);
+  auto staged_of = [&](uint64_t S) -> uint64_t {
+    if (quantized_weights(in) && hpz_of(in) == 1) return (W + 1) * quantized_int8_bytes(S);
+    if (in.zero.stage == 3 && in.zero.offload_param != Offload::kNone) return p * S;
+    return 0;
+  };
+  const uint64_t staged = staged_of(u.sb);
   // Stage 3 gathers the blocks (s3b) and the head's unit (s3h) unless they are kept whole.
   const uint64_t ph = untied ? u.ph : u.p0;
   const uint64_t s3b = s3 && !kept_whole(in, u.nb) ? 1 : 0, s3h = s3 && !kept_whole(in, untied ? u.nh : u.n0) ? 1 : 0;
   // hpZ: every block's secondary slice (`gathered`), kept from its forward's gather until its
   // backward's has arrived (zero/gather_plan.h); a tied unit 0's goes with the head's forward.
   const uint64_t slice = keeps_slices(in) ? s3b * p * u.pb / hpz_of(in) : 0;
+  // Without reshard_after_forward (stage 3) every block stays gathered from its forward to its
+  // backward: all L of them at the head's backward, one fewer after each block's; the backward then
+  // gathers (and prefetches, and stages) nothing.
+  const bool keep = s3b && !in.zero.reshard_after_forward;
   // The head: its unit's fp32 gradient, its gathered copy and the blocks prefetched (16-bit compute
   // reads the 16-bit parameters directly: no working copy), beside every block's slice.
-  const uint64_t head_ahead = s3b ? prefetched_blocks(in, u, s3h * ph, u.L) : 0;
-  const uint64_t head = 4 * ph + p * (s3h * ph + s3b * head_ahead * u.pb) + head_ahead * staged + u.L * slice;
+  const uint64_t head_ahead = keep ? 0 : s3b ? prefetched_blocks(in, u, s3h * ph, u.L) : 0;
+  const uint64_t head_blocks = keep ? u.L : s3b * head_ahead;  // gathered at the head's backward
+  const uint64_t head = 4 * ph + p * (s3h * ph + head_blocks * u.pb) + head_ahead * staged + u.L * slice;
+  // The forward: bounded by the head's backward, but where the units stay gathered the blocks
+  // prefetched ahead hold their staging beside all those already used.
+  const uint64_t forward = keep ? keep_gathered_forward_bytes(in, u, p, staged_of) : 0;
   // With one rank nothing is reduced: each unit's gradient is added into the store at once.
   const bool per_unit = W > 1;  // a reduce-scatter launched as each unit's backward ends
   // The communicator's staging: one buffer, grown to the largest reduction issued, freed when the
@@ -226,18 +289,20 @@ uint64_t transient_bytes_stages23(const PlanInput& in, const Units& u) {
     };
     // The forward holds the same reductions and staging beside at most the parameters the head's
     // backward holds (which adds its gradient): the head's backward bounds it.
-    peak = std::max(peak, head + open_bytes + issued_stg);
+    peak = std::max(peak, std::max(head, forward) + open_bytes + issued_stg);
     if (untied && per_unit)
-      launch(open_bytes + s3b * p * u.pb * head_ahead + head_ahead * staged + u.L * slice, u.ph, u.sh);
+      launch(open_bytes + p * u.pb * head_blocks + head_ahead * staged + u.L * slice, u.ph, u.sh);
     for (uint64_t j = 0; j < u.L; ++j) {  // the j-th block of the backward
-      const uint64_t ahead = s3b ? prefetched_blocks(in, u, u.pb, u.L - 1 - j) : 0;
+      const uint64_t ahead = keep ? 0 : s3b ? prefetched_blocks(in, u, u.pb, u.L - 1 - j) : 0;
+      // The blocks gathered beside this one: those prefetched ahead, or all still to come (keep).
+      const uint64_t others = keep ? u.L - 1 - j : ahead;
       // The slices of the blocks whose backward is still to come (this block's went as it arrived).
       const uint64_t slices = (u.L - 1 - j) * slice;
       // While the block's backward runs: its gradient beside the reductions in flight.
       const uint64_t during =
-          held + 4 * u.pb + open_bytes + issued_stg + s3b * p * u.pb * (1 + ahead) + ahead * staged + slices;
+          held + 4 * u.pb + open_bytes + issued_stg + s3b * p * u.pb * (1 + others) + ahead * staged + slices;
       peak = std::max(peak, during);
-      if (per_unit) launch(held + open_bytes + s3b * p * u.pb * ahead + ahead * staged + slices, u.pb, u.sb);
+      if (per_unit) launch(held + open_bytes + s3b * p * u.pb * others + ahead * staged + slices, u.pb, u.sb);
     }
     // The embedding's backward (no parameters gathered): an untied unit 0's gradient opens now.
     if (untied) peak = std::max(peak, wg0 + open_bytes + issued_stg);

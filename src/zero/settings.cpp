@@ -46,7 +46,7 @@ const ZeroSettingRow kRows[] = {
      &Z::stage3_param_persistence_threshold, 0, INT64_MAX, true},
     {"--reshard-after-forward", "", "reshard_after_forward", "reshard_after_forward",
      "Stage 3: free gathered parameters after each unit's forward (gather again for backward)",
-     &Z::reshard_after_forward},
+     &Z::reshard_after_forward, 0, INT64_MAX, true},
     {"--activation-checkpointing", "", "", "",
      "Keep only each block's input and recompute its activations during backward (less act memory)",
      &Z::activation_checkpointing, 0, INT64_MAX, true},

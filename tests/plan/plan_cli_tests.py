@@ -28,9 +28,13 @@
           1-3, bf16 and fp16, SGD with and without momentum, AdamW): the file's stage alone is planned at
           the world size its train_batch_size gives, and the model states and the peak total EQUAL the
           measured ones on every rank; flags given override the file.
+  keep_gathered: stage 3 with --no-reshard-after-forward (GPT-2 L8, an untied Llama L6; fp32 and bf16, G = 1
+          and 2, qwZ, parameter offload, a prefetch limit): the predicted total EQUALS the measured peak of
+          every rank, byte for byte, and differs from resharding's in each (above it, or below where the
+          backward of a resharded run stages its gathers).
 
 usage: plan_cli_tests.py ZERODP CASE     (CASE: states | act | accum | stages01 | sweep | llama | sweep_llama |
-                                          persistence | config)
+                                          persistence | config | keep_gathered)
 Exits non-zero with a message on the first failed check."""
 import csv
 import functools
@@ -265,6 +269,47 @@ elif CASE == "config":
     check(rc == 0 and [e["stage"] for e in json.loads(out)["stages"]] == [1], "--stage overrides the file's", out + err)
     rc, out, err = run(["estimate", "--config", path, "--gpus", "3"] + dims)
     check(rc == 2 and "train_batch_size 8" in err and "--gpus 3" in err, "a contradicting --gpus is refused", err)
+elif CASE == "keep_gathered":
+    # Stage 3 without reshard_after_forward: every block gathered from its forward to its backward, the
+    # forward's prefetches staged beside them. Eight blocks, so that it holds more than resharding does.
+    g8 = dict(MODEL, layers=8)
+    g8_init = os.path.join(tmp, "g8.safetensors")
+    llama = ["--arch", "llama", "--layers", "6", "--heads", "4", "--kv-heads", "2", "--embd", "48", "--vocab", "256",
+             "--ctx", "32"]
+    llama_init = os.path.join(tmp, "llama6")
+    for args in (["init", "--out", g8_init, "--seed", "3"] + [a for k, v in g8.items() for a in (f"--{k}", str(v))],
+                 ["init", "--out", llama_init, "--seed", "3"] + llama):
+        rc, _, err = run(args)
+        check(rc == 0, " ".join(args[:3]), err)
+    g8_dims = [a for k, v in g8.items() for a in (f"--{k}", str(v))]
+    offload = ("--offload-param", "cpu", "--offload-optimizer", "cpu")
+    differs = 0
+    for n, (dims, init, dtype, G, extra) in enumerate([
+            (g8_dims, g8_init, "fp32", 2, ()), (g8_dims, g8_init, "bf16", 2, ("--zero-quantized-weights",)),
+            (g8_dims, g8_init, "bf16", 1, offload), (llama, llama_init, "fp32", 2, ()),
+            (llama, llama_init, "bf16", 1, ("--max-live-parameters", "60000"))]):
+        what = f"{'llama' if dims is llama else 'gpt2'} L{dims[dims.index('--layers') + 1]} {dtype} G={G} {' '.join(extra)}"
+        common = ["--gpus", str(W), "--stage", "3", "--dtype", dtype, "--fp32-grad-accum", "--micro-batch", "1",
+                  "--seq", "8", "--accum", str(G)] + dims + list(extra)
+        totals = {}
+        for keep in (False, True):
+            rc, out, err = run(["estimate", "--json"] + common + (["--no-reshard-after-forward"] if keep else []))
+            check(rc == 0, f"estimate {what} keep={keep}", err)
+            totals[keep] = json.loads(out)["stages"][0]["bytes_per_rank"]["total"]
+        differs += totals[True] != totals[False]
+        metrics = os.path.join(tmp, f"k{n}.jsonl")
+        rc, out, err = run(["train", "--init", init, "--data", model_tokens, "--steps", "2", "--micro-batch", "1",
+                            "--seq", "8", "--accum", str(G), "--zero-stage", "3", "--dtype", dtype, "--fp32-grad-accum",
+                            "--no-reshard-after-forward", "--metrics", metrics, "--log-every", "0"] + list(extra), W)
+        check(rc == 0, f"train {what}", err)
+        recs = zt.records(metrics, "memory")
+        check(len(recs) == W, f"{what}: one memory record per rank ({len(recs)})")
+        for rec in recs:
+            got = rec["peak_bytes"]["total"]
+            check(got == totals[True], f"{what} rank {rec['rank']}: measured peak {got}, predicted {totals[True]} "
+                                       f"({totals[False]} with resharding)")
+    # More blocks held in the backward, or (with staged gathers) none staged there: never the same peak.
+    check(differs == 5, f"keeping the blocks gathered changes the prediction in every run ({differs} of 5)")
 elif CASE == "sweep_llama":
     out = os.path.join(tmp, "sweep")
     rc, so, se = run(["sweep", "--arch", "llama", "--layers", "2", "--embd", "64", "--heads", "4", "--kv-heads", "2",
