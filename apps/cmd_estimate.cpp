@@ -337,7 +337,9 @@ void register_estimate(CLI::App& app, Action& action) {
   cmd->add_option("--gpus", o.gpus, "World size W (ranks, one GPU each)")->capture_default_str();
   cmd->add_option("--stage", o.stage, "ZeRO stage 0, 1, 2, 3 or all")->capture_default_str();
   cmd->add_option("--dtype", o.dtype, "Compute dtype fp32, bf16 or fp16 (16-bit: fp32 masters)")->capture_default_str();
-  cmd->add_flag("--fp32-grad-accum", o.fp32_grad_accum, "Persistent gradients in fp32 under bf16/fp16");
+  cmd->add_flag("--fp32-grad-accum,!--no-fp32-grad-accum", o.fp32_grad_accum,
+                "Persistent gradients in fp32 under bf16/fp16 (default: off here; on with --config, as zerodp "
+                "train has it)");
   cmd->add_option("--reduce-dtype", o.reduce_dtype, "Dtype gradients are reduced in (default: as zerodp train)");
   cmd->add_option("--micro-batch", o.micro_batch, "Sequences per rank per micro-step B")->capture_default_str();
   cmd->add_option("--accum", o.accum, "Micro-steps per optimizer step G")->capture_default_str();

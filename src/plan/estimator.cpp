@@ -142,6 +142,7 @@ uint64_t staging_bytes(const PlanInput& in, const Units& u) {
 // Stage 3 prefetches up to four units ahead of the one in use, within the limits on what may be live
 // and fetched ahead; `remaining` blocks are left in the schedule.
 uint64_t prefetched_blocks(const PlanInput& in, const Units& u, uint64_t live, uint64_t remaining) {
+  if (!in.zero.overlap_comm) return 0;  // no prefetch without overlap
   uint64_t k = 0, ahead = 0;
   while (k < 4 && k < remaining && live + u.pb <= u64(in.zero.stage3_max_live_parameters) && ahead + u.pb <= u64(in.zero.stage3_prefetch_bucket_size)) {
     live += u.pb;
@@ -182,7 +183,7 @@ uint64_t keep_gathered_forward_bytes(const PlanInput& in, const Units& u, uint64
     if (units[v].gathered && state[v] == kSharded) start(v);
     if (units[v].gathered) state[v] = kReady;
     uint64_t ahead = 0;
-    for (size_t k = i + 1; k < reads.size() && k <= i + 4; ++k) {
+    for (size_t k = i + 1; in.zero.overlap_comm && k < reads.size() && k <= i + 4; ++k) {
       const size_t w = reads[k];
       if (!units[w].gathered || state[w] != kSharded) continue;
       if (live + units[w].P > u64(in.zero.stage3_max_live_parameters) ||
@@ -257,7 +258,10 @@ uint64_t transient_bytes_stages23(const PlanInput& in, const Units& u) {
   // begins with the last N reductions launched (the previous micro-step's, or with few blocks some of
   // the one before's too) in flight, through its forward and into its backward. From micro-step N + 1
   // on, every one repeats the one before.
-  const uint64_t in_flight = u64(in.zero.max_reductions_in_flight);
+  // Without overlap_comm each reduction is waited for as soon as it is launched, taking the staging
+  // with it, and stage 3 prefetches nothing.
+  const bool overlap = in.zero.overlap_comm;
+  const uint64_t in_flight = overlap ? u64(in.zero.max_reductions_in_flight) : 0;
   std::deque<uint64_t> open;
   uint64_t open_bytes = 0;
   auto retire_beyond_limit = [&](uint64_t bytes) {
@@ -276,7 +280,7 @@ uint64_t transient_bytes_stages23(const PlanInput& in, const Units& u) {
     // gradient shard when it is kept in the reduction dtype (zero until then: written, not added).
     const bool in_place = g == 0 && r == grad_bytes(in);
     auto reduction_of = [&](uint64_t P, uint64_t S) { return (P + (in_place ? 0 : S)) * r; };
-    uint64_t issued_stg = g > 0 ? stg : 0;  // the staging, as large as the reductions issued so far
+    uint64_t issued_stg = g > 0 && overlap ? stg : 0;  // the staging, as large as the reductions issued
     // A unit's backward has ended: its gradient (P elements, shard S) is launched as one more
     // reduction beside `rest` (converted beside it first when reduced in 16 bits), the oldest
     // retired if that makes one too many.
@@ -286,6 +290,7 @@ uint64_t transient_bytes_stages23(const PlanInput& in, const Units& u) {
       if (r != 4) peak = std::max(peak, rest + (4 + r) * P + before);
       peak = std::max(peak, rest + reduction_of(P, S) + issued_stg);
       retire_beyond_limit(reduction_of(P, S));
+      if (!overlap) issued_stg = 0;
     };
     // The forward holds the same reductions and staging beside at most the parameters the head's
     // backward holds (which adds its gradient): the head's backward bounds it.
@@ -310,7 +315,8 @@ uint64_t transient_bytes_stages23(const PlanInput& in, const Units& u) {
       // When it ends, unit 0's gradient is launched last, with the staging grown to the largest
       // reduction of the step.
       if (r != 4) peak = std::max(peak, open_bytes + (4 + r) * u.p0 + issued_stg);
-      peak = std::max(peak, open_bytes + reduction_of(u.p0, u.s0) + stg);
+      const uint64_t unit0_stg = overlap ? stg : scatter_staging_bytes(in, u.s0);
+      peak = std::max(peak, open_bytes + reduction_of(u.p0, u.s0) + unit0_stg);
       retire_beyond_limit(reduction_of(u.p0, u.s0));
     }
   }
@@ -350,7 +356,10 @@ uint64_t transient_bytes_stages01(const PlanInput& in, const Units& u) {
   if (W <= 1) return peak;
   const bool convert = r != grad_bytes(in);
   std::deque<uint64_t> open;  // conversion bytes of the reductions in flight, oldest first
-  const uint64_t in_flight = u64(in.zero.max_reductions_in_flight);
+  // Without overlap_comm each reduction is waited for as soon as it is launched: none stays in flight,
+  // and the staging goes with it (the last one issued has been waited for).
+  const bool overlap = in.zero.overlap_comm;
+  const uint64_t in_flight = overlap ? u64(in.zero.max_reductions_in_flight) : 0;
   uint64_t open_bytes = 0, stg = 0;
   // `rest`: what else is live when the reduction is launched (the held gradient while others are).
   auto launch = [&](uint64_t rest, uint64_t bytes, uint64_t staging) {
@@ -362,6 +371,7 @@ uint64_t transient_bytes_stages01(const PlanInput& in, const Units& u) {
       open_bytes -= open.front();
       open.pop_front();
     }
+    if (!overlap) stg = 0;
   };
   uint64_t bucket = 0;  // stage 0: elements of the bucket being filled (as the reducer's plan_buckets)
   for (uint64_t k = units; k-- > 0;) {

@@ -24,8 +24,9 @@ const ZeroSettingRow kRows[] = {
      "Elements per gradient reduction bucket", &Z::reduce_bucket_size, 1, INT64_MAX, true},
     {"--allgather-bucket-size", "N", "allgather_bucket_size", "allgather_bucket_size",
      "Elements per parameter all-gather bucket", &Z::allgather_bucket_size, 1},
-    {"--overlap-comm", "", "overlap_comm", "overlap_comm", "Overlap gradient reduction with the backward pass",
-     &Z::overlap_comm},
+    {"--overlap-comm", "", "overlap_comm", "overlap_comm",
+     "Overlap gradient reduction with the backward pass, and prefetch stage 3's parameters",
+     &Z::overlap_comm, 0, INT64_MAX, true},
     {"--max-reductions-in-flight", "N", "max_reductions_in_flight", "max_reductions_in_flight",
      "With --overlap-comm: gradient reductions left in flight while the backward goes on, each holding its "
      "unit's buffers (fewer: less overlap, less memory)",

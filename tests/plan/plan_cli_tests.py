@@ -32,9 +32,11 @@
           and 2, qwZ, parameter offload, a prefetch limit): the predicted total EQUALS the measured peak of
           every rank, byte for byte, and differs from resharding's in each (above it, or below where the
           backward of a resharded run stages its gathers).
+  no_overlap: --no-overlap-comm at every stage, fp32 and bf16 (with and without fp32 accumulation, reduced in
+          bf16 and fp32), G = 1 and 2: the predicted total EQUALS the measured peak of every rank.
 
 usage: plan_cli_tests.py ZERODP CASE     (CASE: states | act | accum | stages01 | sweep | llama | sweep_llama |
-                                          persistence | config | keep_gathered)
+                                          persistence | config | keep_gathered | no_overlap)
 Exits non-zero with a message on the first failed check."""
 import csv
 import functools
@@ -310,6 +312,24 @@ elif CASE == "keep_gathered":
                                        f"({totals[False]} with resharding)")
     # More blocks held in the backward, or (with staged gathers) none staged there: never the same peak.
     check(differs == 5, f"keeping the blocks gathered changes the prediction in every run ({differs} of 5)")
+elif CASE == "no_overlap":
+    # Without overlap_comm each reduction is waited for as it is launched (its buffers and the staging go
+    # with it) and stage 3 prefetches nothing: every stage, fp32 and bf16 (with and without fp32
+    # accumulation, reduced in bf16 and fp32), G = 1 and 2.
+    differs = 0
+    cases = [(stage, "fp32", True, None, G) for stage in range(4) for G in (1, 2)]
+    cases += [(stage, "bf16", acc, red, 2) for stage in range(4) for acc, red in ((True, None), (False, None),
+                                                                                  (True, "fp32"))]
+    for n, (stage, dtype, acc, red, G) in enumerate(cases):
+        what = f"stage {stage} {dtype} fp32-accum={acc} reduce-dtype={red or dtype} accum={G}"
+        extra = ("--no-overlap-comm",)
+        want = estimate(stage, dtype, acc, 1, 16, False, G, red, extra=extra)["total"]
+        differs += want != estimate(stage, dtype, acc, 1, 16, False, G, red)["total"]
+        for rec in train(stage, dtype, acc, 1, 16, False, os.path.join(tmp, f"o{n}.jsonl"), G, red, extra=extra):
+            got = rec["peak_bytes"]["total"]
+            check(got == want, f"{what} --no-overlap-comm rank {rec['rank']}: measured peak {got}, predicted {want}")
+    check(differs >= len(cases) // 2, f"the prediction without overlap differs from overlap's in {differs} of "
+                                      f"{len(cases)} runs")
 elif CASE == "sweep_llama":
     out = os.path.join(tmp, "sweep")
     rc, so, se = run(["sweep", "--arch", "llama", "--layers", "2", "--embd", "64", "--heads", "4", "--kv-heads", "2",
