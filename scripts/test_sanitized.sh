@@ -31,8 +31,11 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 #   reference  the comparisons against PyTorch and transformers (their CLI paths run here through the
 #              ckpt, numerics, engine and cli tests; the Python side is not zerodp's);
 #   mpi_engine_w3, mpi_engine_w4   the engine's gtest suite at 3 and 4 ranks (~130 s each here; the
-#              same code runs at 1 and 2 ranks, and the CLI tests run 3- and 4-rank jobs).
-[ $# -gt 0 ] || set -- -LE "hostile|accuracy|bits|reference" -E "^mpi_engine_w[34]$"
+#              same code runs at 1 and 2 ranks, and the CLI tests run 3- and 4-rank jobs);
+#   plan_cli_keep_gathered, plan_cli_no_overlap   the planner's peaks against 25 measured runs (~37 s
+#              here): the estimator's code for them runs here in Estimator.KeepGatheredAndNoOverlap*,
+#              the engine's without resharding or overlap in the engine, numerics and eval tests.
+[ $# -gt 0 ] || set -- -LE "hostile|accuracy|bits|reference" -E "^(mpi_engine_w[34]|plan_cli_keep_gathered|plan_cli_no_overlap)$"
 ctest --test-dir "$build" --output-on-failure --timeout 900 -j "$(nproc)" "$@" && exit 0
 # LeakSanitizer's own tracer (the thread that stops the process to scan it at exit) now and then
 # crashes in a multi-threaded MPI rank ("Tracer caught signal 11 ... LeakSanitizer has encountered a

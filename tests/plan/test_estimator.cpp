@@ -482,6 +482,35 @@ TEST(Estimator, PersistentUnitsStayWholeAtStageThree) {
   EXPECT_EQ(estimate_memory(in).host_by.param, sharded.param - 4 * 6960);
 }
 
+// Stage 3 without reshard_after_forward (fp32, W = 2, eight blocks: unit 0 13920 elements, shard 6960; a
+// block 28272, padded to 28288 for shards of 16-element multiples, shard 14144): every block stays
+// gathered to its backward. The peak is the second block of the backward: unit 0's open gradient, the
+// block's gradient, the first block's reduction in flight (its fp32 gradient, reduced in place), the
+// staging of a block's reduce-scatter (an fp32 piece and W pieces) and the seven blocks still gathered:
+// nine blocks' worth, against seven resharded (the block in use, four prefetched, one in flight) with
+// one reduction in flight. Without overlap_comm nothing stays in flight: the peak is the first block's
+// launch, beside the seven blocks still gathered. Worked by hand; `plan_cli_keep_gathered` and
+// `plan_cli_no_overlap` check such runs against the engine's measured peaks.
+TEST(Estimator, KeepGatheredAndNoOverlapFollowTheEngine) {
+  PlanInput in;
+  in.model = model::GPT2Config{8, 4, 48, 256, 32};
+  in.world = 2;
+  in.micro_batch = 1;
+  in.seq = 8;
+  in.zero.stage = 3;
+  in.zero.max_reductions_in_flight = 1;
+  in.precision.dtype = DType::kF32;
+  const uint64_t p0 = 13920, pb = 28288, sb = 14144, staging = 4 * sb + 2 * 4 * sb;
+  EXPECT_EQ(estimate_memory(in).transient, 4 * p0 + 4 * pb + 4 * pb + staging + 5 * 4 * pb);
+  in.zero.reshard_after_forward = false;
+  EXPECT_EQ(estimate_memory(in).transient, 4 * p0 + 4 * pb + 4 * pb + staging + 7 * 4 * pb);
+  in.zero.overlap_comm = false;
+  EXPECT_EQ(estimate_memory(in).transient, 4 * p0 + 7 * 4 * pb + 4 * pb + staging);
+  // Resharded without overlap it holds less: no block kept, none gathered ahead.
+  in.zero.reshard_after_forward = true;
+  EXPECT_LT(estimate_memory(in).transient, 4 * p0 + 7 * 4 * pb + 4 * pb + staging);
+}
+
 TEST(Estimator, JsonHasExactlyTheDocumentedShape) {
   StageEstimate e;
   e.stage = 2;
