@@ -164,9 +164,8 @@ uint64_t keep_gathered_forward_bytes(const PlanInput& in, const Units& u, uint64
     uint64_t P, S;
     bool gathered;  // sharded, so gathered for a read (not kept whole)
   };
-  std::vector<Unit> units{{u.p0, u.s0, !kept_whole(in, u.n0)}};
-  units.insert(units.end(), u.L, Unit{u.pb, u.sb, !kept_whole(in, u.nb)});
-  if (u.head_unit()) units.push_back({u.ph, u.sh, !kept_whole(in, u.nh)});
+  std::vector<Unit> units;
+  u.each_unit([&](uint64_t numel, uint64_t P, uint64_t S) { units.push_back({P, S, !kept_whole(in, numel)}); });
   // The forward's reads: the embeddings, the blocks, the head (a tied head is unit 0).
   std::vector<size_t> reads(units.size());
   for (size_t k = 0; k < units.size(); ++k) reads[k] = k;
