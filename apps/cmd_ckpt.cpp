@@ -23,15 +23,22 @@ struct CkptOptions {
   std::string hf;
   std::string dtype = "fp32";
   std::string shard_size = "5GB";
+  bool overwrite_output_dir = false;
 };
 
 int run_consolidate(const CkptOptions& o) {
   ZDP_REQUIRE(o.out.empty() != o.hf.empty(), "give one of --out (a safetensors file) and --hf (a model directory)");
+  // The output before the checkpoint: verifying every file of a large one takes minutes.
+  const ckpt::ModelOutput out{o.hf.empty() ? o.out : o.hf, o.hf.empty() ? "--out" : "--hf", o.overwrite_output_dir, {}};
+  const ckpt::ModelForm form = o.hf.empty() ? ckpt::ModelForm::kGpt2File : ckpt::ModelForm::kModelDir;
+  ZDP_REQUIRE(!o.overwrite_output_dir || !o.hf.empty(), "--overwrite-output-dir is for --hf (a model directory)");
+  const DType dtype = parse_dtype(o.dtype);
+  const uint64_t shard_bytes = parse_bytes(o.shard_size, "--shard-size");
+  ckpt::check_model_output(out, form);
   const ckpt::Checkpoint ck = ckpt::Checkpoint::open(o.path);  // every file verified first
   const model::ModelConfig& mc = ck.manifest().model;
   if (!o.hf.empty()) {
-    const DType dtype = parse_dtype(o.dtype);
-    ckpt::consolidate_checkpoint_hf(ck, o.hf, dtype, parse_bytes(o.shard_size, "--shard-size"));
+    ckpt::consolidate_checkpoint_hf(ck, out, dtype, shard_bytes);
     fmt::print("wrote {}: {} ({} parameters, {}) from {} (step {})\n", o.hf, model::model_name(mc),
                ck.layout().total_numel(), dtype_name(dtype), ck.dir(), ck.manifest().step);
     return 0;
@@ -77,11 +84,13 @@ void register_ckpt(CLI::App& app, Action& action) {
       ->required();
   consolidate->add_option("--out", consolidate_opts.out, "GPT-2: the output safetensors file (written atomically)");
   consolidate->add_option("--hf", consolidate_opts.hf,
-                          "The output Hugging Face model directory (config.json, shards, index; atomically)");
+                          "The output Hugging Face model directory: its config.json, weights and index replaced, other files kept");
   consolidate->add_option("--dtype", consolidate_opts.dtype, "--hf: the tensors' dtype, fp32, bf16 or fp16")
       ->capture_default_str();
   consolidate->add_option("--shard-size", consolidate_opts.shard_size, "--hf: the largest shard, e.g. 5GB or 500MiB")
       ->capture_default_str();
+  consolidate->add_flag("--overwrite-output-dir", consolidate_opts.overwrite_output_dir,
+                        "--hf: write into a directory that holds files but no model (its files are kept)");
   consolidate->callback([&action] { action = [] { return run_consolidate(consolidate_opts); }; });
 
   auto* inspect = cmd->add_subcommand("inspect", "Describe a checkpoint and verify the checksum of every file");

@@ -16,6 +16,7 @@
 #include "apps/commands.h"
 #include "core/error.h"
 #include "core/fs.h"
+#include "core/output_path.h"
 #include "train/evaluate.h"
 
 namespace zerodp::cli {
@@ -29,6 +30,7 @@ void write_metrics(const nlohmann::json& j) {
 }
 
 int run_eval() {
+  check_output_path(g_metrics, OutputKind::kFile, "--metrics");
   ZDP_REQUIRE(g_data.empty() != g_choices.empty(),
               "zerodp eval needs exactly one of --data (validation loss) and --choices (multiple choice)");
   if (!g_data.empty()) {

@@ -14,7 +14,7 @@
 #include "apps/commands.h"
 #include "apps/model_options.h"
 #include "ckpt/hf_model.h"
-#include "ckpt/model_source.h"
+#include "ckpt/model_output.h"
 #include "core/error.h"
 #include "core/memory.h"
 #include "model/config.h"
@@ -36,6 +36,7 @@ struct InitOptions {
   uint64_t seed = 1337;
   LlamaOptions llama;
   std::string dtype = "fp32";
+  bool overwrite_output_dir = false;
 };
 
 // Elements of the model's largest unit, from the config alone (no layout of a huge model is built
@@ -100,7 +101,8 @@ int run_init(const InitOptions& o) {
   const ckpt::ModelForm form = ckpt::output_form(config, o.out, false);
   ZDP_REQUIRE(form == ckpt::ModelForm::kModelDir || dtype == DType::kF32,
               "--dtype {}: a GPT-2 file is F32; a model directory (--out ending in '/') takes --dtype", o.dtype);
-  if (form == ckpt::ModelForm::kModelDir) ckpt::check_hf_output(o.out, "--out");
+  const ckpt::ModelOutput out{o.out, "--out", o.overwrite_output_dir, {}};
+  ckpt::check_model_output(out, form);
   check_fits(config, dtype, o.out);
   const model::ParamLayout layout(config);
 
@@ -112,7 +114,7 @@ int run_init(const InitOptions& o) {
     model::init_unit_range(config, layout, unit, 0, n, o.seed, unit_buffer.as<float>());
     return static_cast<const float*>(unit_buffer.as<float>());
   };
-  ckpt::save_model(o.out, form, layout, dtype, ckpt::kDefaultShardBytes, unit_data);
+  ckpt::save_model(out, form, layout, dtype, ckpt::kDefaultShardBytes, unit_data);
   fmt::print("wrote {}: {}{} ({} parameters, seed {})\n", o.out, llama ? "" : "GPT-2 ", config.summary(),
              layout.total_numel(), o.seed);
   return 0;
@@ -123,9 +125,12 @@ void register_init(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand(
       "init", "Write a freshly initialised model (GPT-2: safetensors or a Hugging Face directory; Llama: a directory)");
   cmd->add_option("--out", opts.out,
-                  "Output, written atomically: a GPT-2 safetensors file, or a model directory (a Llama's; a "
-                  "GPT-2's when the path ends in '/' or is a directory)")
+                  "Output: a GPT-2 safetensors file (replaced atomically), or a model directory (a Llama's; a "
+                  "GPT-2's when the path ends in '/' or is a directory: its config.json and weights replaced, "
+                  "other files kept)")
       ->required();
+  cmd->add_flag("--overwrite-output-dir", opts.overwrite_output_dir,
+                "Write a model directory into a directory that holds files but no model (its files are kept)");
   cmd->add_option("--arch", opts.arch, "gpt2 or llama")->capture_default_str();
   cmd->add_option("--layers", opts.layers, "Number of transformer blocks L")->capture_default_str();
   cmd->add_option("--heads", opts.heads, "Attention heads H (must divide --embd)")->capture_default_str();

@@ -26,6 +26,7 @@
 #include "apps/model_options.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/output_path.h"
 #include "core/json.h"
 #include "core/log.h"
 #include "plan/estimator.h"
@@ -236,6 +237,8 @@ class Sweeper {
 
 int run_sweep(const SweepOptions& o) {
   ZDP_REQUIRE(o.gpus >= 1 && o.max_micro_batch >= 1 && o.steps >= 1, "--gpus, --max-micro-batch, --steps must be >= 1");
+  check_output_path(o.out_dir, OutputKind::kDirectoryTree, "--out-dir");
+  check_output_path(o.work_dir, OutputKind::kDirectoryTree, "--work-dir");
   Sweeper s(o);
   s.prepare();
   std::vector<std::string> summary;

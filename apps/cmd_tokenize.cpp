@@ -7,6 +7,7 @@
 
 #include "apps/commands.h"
 #include "core/error.h"
+#include "core/output_path.h"
 #include "data/tokenize.h"
 #include "data/tokenizer.h"
 
@@ -62,6 +63,9 @@ void register_tokenize(CLI::App& app, Action& action) {
   cmd->add_option("--tokens", f.tokens, "With --decode: the token file to decode");
   cmd->callback([&action] {
     action = [] {
+      // The outputs before the tokenizer and the text: a bad --out fails at once, not after the encoding.
+      check_output_path(f.out, OutputKind::kFile, "--out");
+      check_output_path(f.out_prefix, OutputKind::kPrefix, "--out-prefix");
       const auto tok = f.tokenizer.empty() ? data::byte_tokenizer() : data::load_tokenizer(f.tokenizer);
       if (f.decode) {
         ZDP_REQUIRE(!f.tokens.empty(), "tokenize --decode: give the token file with --tokens");

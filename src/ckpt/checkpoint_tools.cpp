@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "ckpt/hf_model.h"
+#include "ckpt/model_output.h"
 #include "ckpt/safetensors.h"
 #include "core/json.h"
 #include "core/memory.h"
@@ -34,10 +35,10 @@ void consolidate_checkpoint(const Checkpoint& ckpt, const std::string& out_path)
   writer.commit();
 }
 
-void consolidate_checkpoint_hf(const Checkpoint& ckpt, const std::string& dir, DType dtype, uint64_t shard_bytes) {
+void consolidate_checkpoint_hf(const Checkpoint& ckpt, const ModelOutput& out, DType dtype, uint64_t shard_bytes) {
   const model::ParamLayout& layout = ckpt.layout();
   Buffer unit_buffer;
-  save_hf_model(dir, layout, dtype, shard_bytes, [&](int unit) {
+  save_model(out, ModelForm::kModelDir, layout, dtype, shard_bytes, [&](int unit) {
     unit_buffer.release();  // the previous unit is written
     unit_buffer = Buffer(layout.unit_numel(unit) * sizeof(float), MemCategory::kGathered);
     ckpt.read(-1, unit, 0, layout.unit_numel(unit), unit_buffer.as<float>());

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "ckpt/checkpoint.h"
+#include "ckpt/model_output.h"
 
 namespace zerodp::ckpt {
 
@@ -16,9 +17,9 @@ namespace zerodp::ckpt {
 void consolidate_checkpoint(const Checkpoint& ckpt, const std::string& out_path);
 
 // Writes a checkpoint's weights (GPT-2 or Llama family) as a Hugging Face model directory
-// (ckpt/hf_model.h) in `dtype`, shards of at most `shard_bytes`, one unit in memory at a time: the
+// (ckpt/model_output.h: other files in the directory are kept) in `dtype`, shards of at most `shard_bytes`, one unit in memory at a time: the
 // same files `zerodp train --out DIR` writes for the same weights.
-void consolidate_checkpoint_hf(const Checkpoint& ckpt, const std::string& dir, DType dtype, uint64_t shard_bytes);
+void consolidate_checkpoint_hf(const Checkpoint& ckpt, const ModelOutput& out, DType dtype, uint64_t shard_bytes);
 
 // The manifest in human terms: what was trained, how it was cut, where training stands, the units
 // and their padding, and each rank's file with the ranges it holds.

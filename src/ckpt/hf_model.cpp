@@ -22,9 +22,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kConfigFile = "config.json";
-constexpr const char* kSingleFile = "model.safetensors";
-constexpr const char* kIndexFile = "model.safetensors.index.json";
+constexpr const char* kConfigFile = kHfConfigFile;
+constexpr const char* kSingleFile = kHfSingleFile;
+constexpr const char* kIndexFile = kHfIndexFile;
+constexpr const char* kIndexWriter = "zerodp";
 
 // The name a model directory gives a layout's tensor: transformers' GPT2LMHeadModel prefixes every
 // GPT-2 name with "transformer."; the Llama family's layout names are transformers' own.
@@ -70,18 +71,26 @@ model::ModelConfig read_config(const std::string& dir) {
   return model::ModelConfig::from_hf_json(j, label);
 }
 
-// The shard files and, for each, the names the index says it holds.
-std::map<std::string, std::set<std::string>> read_index(const std::string& dir) {
-  const std::string path = (fs::path(dir) / kIndexFile).string();
-  const std::string label = fmt::format("'{}'", path);
+std::string index_label(const std::string& dir) { return fmt::format("'{}'", (fs::path(dir) / kIndexFile).string()); }
+
+// The index, parsed within its limits: an object with a "weight_map" object.
+nlohmann::json read_index_json(const std::string& dir) {
+  const std::string label = index_label(dir);
   JsonLimits limits;
   limits.max_bytes = HfDirLimits::kMaxIndexBytes;
   limits.refuse_duplicate_keys = true;
-  const nlohmann::json j = parse_json(read_small_file(path, HfDirLimits::kMaxIndexBytes), label, limits);
+  nlohmann::json j = parse_json(
+      read_small_file((fs::path(dir) / kIndexFile).string(), HfDirLimits::kMaxIndexBytes), label, limits);
   ZDP_REQUIRE(j.is_object() && j.contains("weight_map") && j.at("weight_map").is_object(),
               "{}: no 'weight_map' object", label);
+  return j;
+}
+
+// The shard files of an index and, for each, the names it says the file holds.
+std::map<std::string, std::set<std::string>> index_files(const nlohmann::json& index, const std::string& dir) {
+  const std::string label = index_label(dir);
   std::map<std::string, std::set<std::string>> files;
-  for (const auto& [name, file] : j.at("weight_map").items()) {
+  for (const auto& [name, file] : index.at("weight_map").items()) {
     ZDP_REQUIRE(file.is_string() && plain_file_name(file.get<std::string>()),
                 "{}: tensor '{}' is mapped to {}, not a file name in the directory", label, describe_text(name),
                 describe_json(file));
@@ -119,7 +128,7 @@ HfModelDir HfModelDir::open(const std::string& dir) {
   const bool sharded = file_exists((fs::path(dir) / kIndexFile).string());
   std::map<std::string, std::set<std::string>> listed;
   if (sharded) {
-    listed = read_index(dir);
+    listed = index_files(read_index_json(dir), dir);
   } else {
     ZDP_REQUIRE(file_exists((fs::path(dir) / kSingleFile).string()), "'{}': neither {} nor {} is there", dir,
                 kSingleFile, kIndexFile);
@@ -220,47 +229,11 @@ std::vector<std::string> hf_shard_files(const model::ParamLayout& layout, DType 
   return names;
 }
 
-namespace {
-
-// "runs/out/" names the directory "runs/out": its parent, staging and old names are beside that.
-fs::path without_trailing_slash(const std::string& dir) {
-  std::string_view d = dir;
-  while (d.size() > 1 && d.ends_with('/')) d.remove_suffix(1);
-  return fs::path(d);
-}
-
-}  // namespace
-
-void check_hf_output(const std::string& dir, std::string_view flag) {
-  std::error_code ec;
-  const fs::path path = without_trailing_slash(dir);
-  const fs::path parent = path.has_parent_path() ? path.parent_path() : fs::path(".");
-  ZDP_REQUIRE(fs::is_directory(parent, ec), "{} '{}': the directory {} does not exist", flag, dir, parent.string());
-  if (!fs::exists(path, ec)) return;
-  ZDP_REQUIRE(fs::is_directory(path, ec), "{} '{}': exists and is not a directory", flag, dir);
-  ZDP_REQUIRE(fs::is_empty(path, ec) || HfModelDir::is_model_dir(dir),
-              "{} '{}': exists and is neither empty nor a model directory (no config.json): not replaced", flag, dir);
-}
-
-void save_hf_model(const std::string& dir, const model::ParamLayout& layout, DType dtype, uint64_t shard_bytes,
-                   const std::function<const float*(int unit)>& unit_data) {
-  check_hf_output(dir, "--out");
+std::vector<std::string> write_hf_files(const std::string& dir, const model::ParamLayout& layout, DType dtype,
+                                        uint64_t shard_bytes,
+                                        const std::function<const float*(int unit)>& unit_data) {
   const std::vector<std::string> files = hf_shard_files(layout, dtype, shard_bytes);
-  const fs::path target = without_trailing_slash(dir);
-  const fs::path staging = target.string() + fmt::format(".partial-{}", ::getpid());
-  std::error_code ec;
-  fs::remove_all(staging, ec);
-  fs::create_directories(staging, ec);
-  if (ec) throw RuntimeFailure(fmt::format("'{}': cannot create it: {}", staging.string(), ec.message()));
-  struct RemoveStaging {
-    fs::path p;
-    bool keep = false;
-    ~RemoveStaging() {
-      std::error_code e;
-      if (!keep) fs::remove_all(p, e);
-    }
-  } cleanup{staging};
-
+  const fs::path out_dir(dir);
   // The shards' specs, in layout order, under transformers' names; a tied lm_head is not a tensor of
   // the layout at all.
   const model::ModelConfig& c = layout.config();
@@ -277,7 +250,7 @@ void save_hf_model(const std::string& dir, const model::ParamLayout& layout, DTy
       weight_map[name] = file;
       total += static_cast<uint64_t>(params[i].numel) * dtype_size(dtype);
     }
-    writers.push_back(std::make_unique<SafetensorsWriter>((staging / file).string(), std::move(specs),
+    writers.push_back(std::make_unique<SafetensorsWriter>((out_dir / file).string(), std::move(specs),
                                                           Metadata{{"format", "pt"}}));
   }
   size_t writer = 0, in_writer = 0;
@@ -295,28 +268,29 @@ void save_hf_model(const std::string& dir, const model::ParamLayout& layout, DTy
     }
   }
   writers[writer]->commit();
+  std::vector<std::string> written(files.begin(), files.end());
+  written.erase(std::unique(written.begin(), written.end()), written.end());
   if (writers.size() > 1) {
-    const nlohmann::ordered_json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
-    write_file_atomic((staging / kIndexFile).string(), index.dump(2) + "\n");
+    // "writer" marks the index as zerodp's: a later save into the directory may then remove the shards
+    // it names (transformers reads only "weight_map" and "total_size").
+    const nlohmann::ordered_json index = {{"metadata", {{"total_size", total}, {"writer", kIndexWriter}}},
+                                          {"weight_map", weight_map}};
+    write_file_atomic((out_dir / kIndexFile).string(), index.dump(2) + "\n");
+    written.push_back(kIndexFile);
   }
-  write_file_atomic((staging / kConfigFile).string(),
-                    c.to_hf_json(torch_dtype_name(dtype)).dump(2) + "\n");
+  write_file_atomic((out_dir / kConfigFile).string(), c.to_hf_json(torch_dtype_name(dtype)).dump(2) + "\n");
+  written.push_back(kConfigFile);
+  return written;
+}
 
-  // Publish: an earlier directory is moved aside, the new one renamed in, the old one removed.
-  const fs::path old = target.string() + fmt::format(".old-{}", ::getpid());
-  const bool existed = fs::exists(target, ec);
-  if (existed) {
-    fs::rename(target, old, ec);
-    if (ec) throw RuntimeFailure(fmt::format("'{}': cannot move the earlier directory aside: {}", dir, ec.message()));
-  }
-  fs::rename(staging, target, ec);
-  if (ec) {
-    std::error_code back;
-    if (existed) fs::rename(old, target, back);
-    throw RuntimeFailure(fmt::format("'{}': cannot publish the new directory: {}", dir, ec.message()));
-  }
-  cleanup.keep = true;
-  if (existed) fs::remove_all(old, ec);
+HfIndexFiles read_hf_index_files(const std::string& dir) {
+  HfIndexFiles out;
+  const nlohmann::json j = read_index_json(dir);
+  for (const auto& [file, names] : index_files(j, dir)) out.files.insert(file);
+  const auto meta = j.find("metadata");
+  out.written_by_zerodp = meta != j.end() && meta->is_object() && meta->contains("writer") &&
+                          meta->at("writer") == kIndexWriter;
+  return out;
 }
 
 }  // namespace zerodp::ckpt

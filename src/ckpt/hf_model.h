@@ -14,12 +14,12 @@
 // the "transformer." prefix.
 //
 // Writing streams unit by unit into shards of at most `shard_bytes` (a tensor larger than that gets
-// a shard of its own, as transformers does), in a staging directory beside the target that replaces
-// it only once complete: a failed write leaves an earlier directory as it was.
+// a shard of its own, as transformers does); ckpt/model_output.h publishes them into the directory.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -37,6 +37,11 @@ struct HfDirLimits {
   static constexpr size_t kMaxIndexBytes = size_t{64} << 20;  // the index (Llama 3.1 405B's: 100 KB)
   static constexpr size_t kMaxShards = 100000;
 };
+
+// The files of a model directory that zerodp reads and writes; every other file there is the user's.
+inline constexpr const char* kHfConfigFile = "config.json";
+inline constexpr const char* kHfSingleFile = "model.safetensors";
+inline constexpr const char* kHfIndexFile = "model.safetensors.index.json";
 
 // transformers' default shard size for save_pretrained: 5 GB.
 inline constexpr uint64_t kDefaultShardBytes = uint64_t{5} * 1000 * 1000 * 1000;
@@ -72,15 +77,21 @@ class HfModelDir {
 // tensor); in layout order (a tied model's lm_head is not written: transformers ties it).
 std::vector<std::string> hf_shard_files(const model::ParamLayout& layout, DType dtype, uint64_t shard_bytes);
 
-// Writes `dir` (config.json, the weights, the index when sharded) for `layout`'s model in `dtype`.
-// unit_data(u) is called for u = 0, 1, ... and returns unit u's flat fp32 buffer, valid until the
-// next call. UsageError when `dir` exists and is neither empty nor a model directory.
-void save_hf_model(const std::string& dir, const model::ParamLayout& layout, DType dtype, uint64_t shard_bytes,
-                   const std::function<const float*(int unit)>& unit_data);
+// Writes config.json, the weights and (when sharded) the index into `dir`, an existing directory, for
+// `layout`'s model in `dtype`, and returns the names of the files written. unit_data(u) is called for
+// u = 0, 1, ... and returns unit u's flat fp32 buffer, valid until the next call. The index's metadata
+// carries "writer": "zerodp" beside transformers' "total_size".
+std::vector<std::string> write_hf_files(const std::string& dir, const model::ParamLayout& layout, DType dtype,
+                                        uint64_t shard_bytes,
+                                        const std::function<const float*(int unit)>& unit_data);
 
-// UsageError unless `dir` could be written by save_hf_model (absent, empty, or a model directory,
-// in a parent that exists): checked before a run trains for hours.
-void check_hf_output(const std::string& dir, std::string_view flag);
+// The shard files a directory's index names, and whether zerodp wrote that index. UsageError naming the
+// index when it is not one (the limits of reading apply).
+struct HfIndexFiles {
+  std::set<std::string> files;
+  bool written_by_zerodp = false;
+};
+HfIndexFiles read_hf_index_files(const std::string& dir);
 
 // "float32", "bfloat16", "float16": config.json's torch_dtype.
 const char* torch_dtype_name(DType dtype);

@@ -27,23 +27,6 @@ void ModelSource::read_unit_range(const model::ParamLayout& layout, int unit, si
   std::visit([&](const auto& s) { s.read_unit_range(layout, unit, begin, count, dst); }, source_);
 }
 
-ModelForm output_form(const model::ModelConfig& config, const std::string& path, bool from_model_dir) {
-  if (config.is_llama()) return ModelForm::kModelDir;
-  std::error_code ec;
-  if (path.ends_with('/') || std::filesystem::is_directory(path, ec)) return ModelForm::kModelDir;
-  return from_model_dir && !path.ends_with(".safetensors") ? ModelForm::kModelDir : ModelForm::kGpt2File;
-}
-
-void save_model(const std::string& path, ModelForm form, const model::ParamLayout& layout, DType dtype,
-                uint64_t shard_bytes, const std::function<const float*(int unit)>& unit_data) {
-  if (form == ModelForm::kModelDir) {
-    save_hf_model(path, layout, dtype, shard_bytes, unit_data);
-  } else {
-    ZDP_CHECK(layout.config().is_gpt2(), "a {} written as one GPT-2 file", layout.config().summary());
-    save_gpt2(path, layout.config().gpt2(), layout, unit_data);
-  }
-}
-
 ResidentWeights::ResidentWeights(const std::string& path) : source_(ModelSource::open(path)), layout_(source_.config()) {
   for (int u = 0; u < layout_.num_units(); ++u) {
     units_.emplace_back(layout_.unit_numel(u) * sizeof(float), MemCategory::kParam);

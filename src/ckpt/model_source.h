@@ -1,7 +1,7 @@
 // Where a run's initial weights come from (--init): a GPT-2 safetensors file (ckpt/gpt2_weights.h)
 // or a Hugging Face model directory of GPT-2 or the Llama family (ckpt/hf_model.h), told apart by
 // what the path is. Either is validated in full when opened and read by unit ranges, so each rank
-// loads its shard alone. And which of those forms a model is written in (--out).
+// loads its shard alone. (How a model is written: ckpt/model_output.h.)
 #pragma once
 
 #include <cstdint>
@@ -39,23 +39,6 @@ class ModelSource {
   std::string path_;
   std::variant<GPT2Weights, HfModelDir> source_;
 };
-
-// The two forms a model is written in.
-enum class ModelForm {
-  kGpt2File,  // GPT-2's one F32 safetensors file (docs/reference/files.md#safetensors)
-  kModelDir,  // a Hugging Face model directory (hf_model.h)
-};
-
-// What `--out PATH` writes for a model of `config`: a Llama-family model is always a directory; a GPT-2
-// its one file, as always, unless PATH asks for a directory: it ends in '/', it is a directory already,
-// or the run started from a model directory (`from_model_dir`) and PATH does not end in ".safetensors".
-// (Each of these failed before GPT-2 had a directory form: no path that wrote a file writes a directory.)
-ModelForm output_form(const model::ModelConfig& config, const std::string& path, bool from_model_dir);
-
-// Writes `layout`'s model to `path` in `form`: save_gpt2 (F32 whatever `dtype` is) or save_hf_model
-// (in `dtype`, shards of at most `shard_bytes`). unit_data as those take it.
-void save_model(const std::string& path, ModelForm form, const model::ParamLayout& layout, DType dtype,
-                uint64_t shard_bytes, const std::function<const float*(int unit)>& unit_data);
 
 // Every unit of a model's weights in fp32 in this process's memory (under `param`): what inference
 // in one process (sampling, evaluation) runs on.

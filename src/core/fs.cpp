@@ -109,18 +109,20 @@ void AtomicFile::commit() {
   }
   committed_ = true;
   // The rename is in the directory: sync it too, or a crash could forget the new name.
-  const std::string dir = parent_dir(path_);
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0) {
+  sync_path(parent_dir(path_));
+}
+
+void sync_path(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
     const int err = errno;
-    throw RuntimeFailure(fmt::format("opening directory '{}' to sync '{}': {}", dir, path_, errno_text(err)));
+    throw RuntimeFailure(fmt::format("opening '{}' to sync it: {}", path, errno_text(err)));
   }
-  const int rc = ::fsync(dfd);
+  const int rc = ::fsync(fd);
   const int err = errno;
-  ::close(dfd);
-  // Some file systems cannot sync a directory (EINVAL); the rename itself has happened.
-  if (rc != 0 && err != EINVAL)
-    throw RuntimeFailure(fmt::format("syncing directory '{}' of '{}': {}", dir, path_, errno_text(err)));
+  ::close(fd);
+  // Some file systems cannot sync a directory (EINVAL); the renames in it have happened.
+  if (rc != 0 && err != EINVAL) throw RuntimeFailure(fmt::format("syncing '{}': {}", path, errno_text(err)));
 }
 
 void write_file_atomic(const std::string& path, const void* data, size_t n) {

@@ -51,6 +51,10 @@ inline void write_file_atomic(const std::string& path, std::string_view bytes) {
   write_file_atomic(path, bytes.data(), bytes.size());
 }
 
+// fsyncs the file or directory at `path` (for a directory: the names created or renamed in it).
+// RuntimeFailure on failure; a file system that cannot sync a directory (EINVAL) is not one.
+void sync_path(const std::string& path);
+
 // Reads a whole (small) file, e.g. a JSON configuration. UsageError naming the path on failure.
 std::string read_file(const std::string& path);
 // Reads a whole regular file of at most `max_bytes` bytes (a manifest, a config.json beside a

@@ -36,6 +36,7 @@ struct TrainConfig {
   std::string metrics_path;  // --metrics: JSON Lines written by rank 0; empty: none
   std::string log_csv_path;  // --log-csv: one CSV row per step (train/metrics.h CsvLog), rank 0; empty: none
   std::string out_path;      // --out: the trained weights (GPT-2: F32 safetensors; Llama: a model directory)
+  bool overwrite_output_dir = false;  // --overwrite-output-dir: --out into a directory of files but no model
   std::optional<DType> out_dtype;  // --out-dtype: a model directory's tensors; unset: the --init directory's
   uint64_t out_shard_size = 5'000'000'000;  // --out-shard-size: a model directory's largest shard
   std::string config_path;   // --config: the DeepSpeed-style JSON that was read; empty: none

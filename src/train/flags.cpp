@@ -274,11 +274,16 @@ const std::vector<FlagEntry>& flag_table() {
         false},
        ZDP_SET { c.log_csv_path = std::string(v); }, ZDP_GET { return c.log_csv_path; }},
       {{"--out", "PATH",
-        "Write the trained weights here, atomically: a Llama as a Hugging Face model directory; GPT-2 as one F32 "
-        "safetensors file, or as a model directory when PATH ends in '/', is a directory, or --init was one "
-        "(and PATH does not end in .safetensors)",
+        "Write the trained weights here: a Llama as a Hugging Face model directory; GPT-2 as one F32 safetensors "
+        "file (replaced atomically), or as a model directory when PATH ends in '/', is a directory, or --init was "
+        "one (and PATH does not end in .safetensors). A model directory keeps every file that is not the model's "
+        "own and gets the --init directory's tokenizer and generation files it lacks",
         false},
        ZDP_SET { c.out_path = std::string(v); }, ZDP_GET { return c.out_path; }},
+      {{"--overwrite-output-dir", "",
+        "Write the --out model directory into a directory that holds files but no model (its files are kept)",
+        true},
+       ZDP_SET { c.overwrite_output_dir = parse_bool(v, f); }, ZDP_GET { return show(c.overwrite_output_dir); }},
       {{"--out-dtype", "DTYPE",
         "A model directory's tensors in --out: fp32, bf16 or fp16 (default: the --init directory's, else fp32)",
         false},

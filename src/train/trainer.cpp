@@ -11,12 +11,14 @@
 #include <fmt/ranges.h>
 
 #include "ckpt/hf_model.h"
+#include "ckpt/model_output.h"
 #include "ckpt/model_source.h"
 #include "comm/runtime.h"
 #include "core/checked.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/memory.h"
+#include "core/output_path.h"
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "device/select.h"
@@ -259,6 +261,7 @@ void log_progress(const TrainConfig& cfg, zero::Engine& engine, int64_t s, const
 
 // What --out writes: its form (ckpt::output_form) and, for a model directory, the tensors' dtype.
 struct OutSpec {
+  ckpt::ModelOutput target;
   ckpt::ModelForm form = ckpt::ModelForm::kGpt2File;
   DType dtype = DType::kF32;
 };
@@ -285,7 +288,7 @@ void finish_run(zero::Engine& engine, const TrainConfig& cfg, const OutSpec& out
         if (unit > 0) units[static_cast<size_t>(unit) - 1].release();
         return units[static_cast<size_t>(unit)].as<float>();
       };
-      ckpt::save_model(cfg.out_path, out.form, layout, out.dtype, cfg.out_shard_size, unit_data);
+      ckpt::save_model(out.target, out.form, layout, out.dtype, cfg.out_shard_size, unit_data);
       log::info("wrote {}", cfg.out_path);
     }
   }
@@ -298,19 +301,39 @@ void finish_run(zero::Engine& engine, const TrainConfig& cfg, const OutSpec& out
 }
 
 // What depends on the architecture, checked before anything is allocated. --out: GPT-2's one file is
-// F32 (contract §2), so --out-dtype applies to model directories only, whose dtype is otherwise the
-// --init directory's.
-OutSpec check_model_outputs(const TrainConfig& cfg, const model::ModelConfig& mc, const ckpt::ModelSource* init) {
-  const ckpt::ModelForm form = ckpt::output_form(mc, cfg.out_path, init != nullptr && init->is_model_dir());
-  if (form == ckpt::ModelForm::kGpt2File) {
+// F32 (docs/reference/files.md#safetensors), so --out-dtype applies to model directories only, whose
+// dtype is otherwise the --init directory's. Rank 0 writes --out: it alone proves it writable.
+OutSpec check_model_outputs(const TrainConfig& cfg, const model::ModelConfig& mc, const ckpt::ModelSource* init,
+                            int rank) {
+  const bool from_model_dir = init != nullptr && init->is_model_dir();
+  OutSpec out;
+  out.target = {cfg.out_path, "--out", cfg.overwrite_output_dir, from_model_dir ? cfg.init_path : std::string()};
+  out.form = ckpt::output_form(mc, cfg.out_path, from_model_dir);
+  ZDP_REQUIRE(!cfg.overwrite_output_dir || out.form == ckpt::ModelForm::kModelDir,
+              "--overwrite-output-dir is for an --out model directory; --out '{}' is GPT-2's one file",
+              cfg.out_path);
+  if (out.form == ckpt::ModelForm::kGpt2File) {
     ZDP_REQUIRE(!cfg.out_dtype,
                 "--out-dtype: --out '{}' is GPT-2's one F32 safetensors file; a model directory (a path ending in "
                 "'/') is written in --out-dtype",
                 cfg.out_path);
-    return {};
+  } else {
+    out.dtype = cfg.out_dtype.value_or(init != nullptr ? init->dtype() : DType::kF32);
   }
-  if (!cfg.out_path.empty()) ckpt::check_hf_output(cfg.out_path, "--out");
-  return {form, cfg.out_dtype.value_or(init != nullptr ? init->dtype() : DType::kF32)};
+  if (rank == 0 && !cfg.out_path.empty()) ckpt::check_model_output(out.target, out.form);
+  return out;
+}
+
+// Every other path the run writes, proven writable before any input is read (core/output_path.h):
+// rank 0 writes the metrics and the CSV log, every rank its checkpoint shards and its NVMe files.
+void check_run_outputs(const TrainConfig& cfg, int rank) {
+  if (rank == 0) {
+    check_output_path(cfg.metrics_path, OutputKind::kFile, "--metrics");
+    check_output_path(cfg.log_csv_path, OutputKind::kFile, "--log-csv");
+  }
+  check_output_path(cfg.save_dir, OutputKind::kDirectoryTree, "--save-dir");
+  if (cfg.zero.offload_optimizer == zero::Offload::kNvme || cfg.zero.offload_param == zero::Offload::kNvme)
+    check_output_path(cfg.zero.nvme_path, OutputKind::kExistingDirectory, "--nvme-path");
 }
 
 // A test's gradient fault (TrainHooks), once it is known to name a step, a rank and a unit of this run.
@@ -346,6 +369,7 @@ TrainResult run_training(TrainConfig cfg, const TrainHooks& hooks) {
               "with mpirun --map-by slot); running the collectives over all ranks at once");
   comm::set_activity_context("starting: reading inputs, loading");
   resolve_node_shard_group(cfg, hosts, W, rank);
+  check_run_outputs(cfg, rank);
 
   // Inputs are checked before anything is allocated: a bad file fails fast with exit code 2. With
   // --resume the model is the checkpoint's (validated in full first); --init, if given, must match.
@@ -357,7 +381,7 @@ TrainResult run_training(TrainConfig cfg, const TrainHooks& hooks) {
   std::optional<ckpt::ModelSource> weights;
   if (!cfg.init_path.empty()) weights.emplace(ckpt::ModelSource::open(cfg.init_path));
   const model::ModelConfig mc = resume ? resume->manifest().model : weights->config();
-  const OutSpec out = check_model_outputs(cfg, mc, weights ? &*weights : nullptr);
+  const OutSpec out = check_model_outputs(cfg, mc, weights ? &*weights : nullptr, rank);
   if (resume) {
     inherit_data_order(*resume, cfg);
     for (const std::string& w : check_resume(*resume, cfg, W, weights ? &weights->config() : nullptr))

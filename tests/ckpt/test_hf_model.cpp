@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ckpt/hf_model.h"
+#include "ckpt/model_output.h"
 #include "ckpt/model_source.h"
 #include "ckpt/safetensors.h"
 #include "core/error.h"
@@ -206,8 +207,8 @@ TEST_F(HfGpt2DirTest, ZerodpsDirectoriesRoundTripUnderTransformersNames) {
       std::error_code ec;
       fs::remove_all(dir_, ec);
       // A trailing '/' names the same directory (nothing is staged inside it).
-      save_hf_model(dir_ + "/", layout, dtype, shard_bytes,
-                    [&](int u) { return units[static_cast<size_t>(u)].data(); });
+      save_model(ModelOutput{dir_ + "/"}, ModelForm::kModelDir, layout, dtype, shard_bytes,
+                 [&](int u) { return units[static_cast<size_t>(u)].data(); });
       EXPECT_EQ(std::vector<std::string>{}, [&] {
         std::vector<std::string> beside;  // nothing left beside the target
         for (const auto& e : fs::directory_iterator(root_))

@@ -63,7 +63,11 @@ def path(*parts):
 
 
 def train(name, ranks, stage, steps, B, G=1, extra=(), env=None, init_flag=True, seq=16):
-    """Runs `zerodp train`; returns (rc, stdout, stderr), metrics at path(name + '.jsonl')."""
+    """Runs `zerodp train`; returns (rc, stdout, stderr), metrics at path(name + '.jsonl'). The directory of
+    an --out in `extra` is made first: a run refuses an --out whose directory does not exist."""
+    extra = list(extra)
+    if "--out" in extra:
+        os.makedirs(os.path.dirname(extra[extra.index("--out") + 1]), exist_ok=True)
     args = ["train"] + (["--init", init] if init_flag else []) + common + ["--seq", str(seq),
         "--steps", str(steps), "--zero-stage", str(stage), "--micro-batch", str(B), "--accum", str(G),
         "--metrics", path(name + ".jsonl")] + list(extra)
