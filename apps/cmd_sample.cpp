@@ -14,6 +14,7 @@
 #include "core/memory.h"
 #include "data/tokenizer.h"
 #include "model/model.h"
+#include "train/evaluate.h"
 #include "train/sample.h"
 
 namespace zerodp::cli {
@@ -30,20 +31,7 @@ void check_fits_in_memory(const std::string& path) {
   const ckpt::ModelSource source = ckpt::ModelSource::open(path);  // validated in full; maps, reads nothing
   const model::ModelConfig& mc = source.config();
   const int ctx = train::sample_context(mc, g_opts);
-  const uint64_t params = static_cast<uint64_t>(mc.param_count()) * sizeof(float);
-  const uint64_t have = physical_memory_bytes();
-  // The attention's probabilities alone ([heads, T, T] a layer): refused before they are sized in full.
-  const CheckedSize probs = CheckedSize(mc.n_layer()) * mc.n_head() * ctx * ctx * 4;
-  ZDP_REQUIRE(have == 0 || probs.within(static_cast<int64_t>(have)),
-              "'{}': sampling {} with a context of {} tokens needs more than this machine's {} of memory for the "
-              "attention's activations alone: give a shorter --context",
-              path, model::model_name(mc), ctx, format_bytes(have));
-  const uint64_t acts = model::model_activation_bytes(mc, 1, ctx);
-  ZDP_REQUIRE(have == 0 || params + acts <= have,
-              "'{}': sampling {} needs {} ({} of fp32 weights and {} of activations for a context of {} "
-              "tokens), more than this machine's {} of memory",
-              path, model::model_name(mc), format_bytes(params + acts), format_bytes(params), format_bytes(acts), ctx,
-              format_bytes(have));
+  train::check_inference_memory(mc, 1, ctx, path, "sampling", "a shorter --context");
 }
 
 int run_sample() {

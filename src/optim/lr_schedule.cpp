@@ -77,6 +77,25 @@ LrSchedule::LrSchedule(const LrScheduleParams& params, double base_lr, int64_t r
               "learning-rate schedule: warmup_num_steps must be >= 0, got {}", params.warmup_num_steps);
   ZDP_REQUIRE(params.total_num_steps >= 0,
               "learning-rate schedule: total_num_steps must be >= 0, got {}", params.total_num_steps);
+  // A floor above the peak would make the warmup fall and the decay rise: a typo (--min-lr 5 for 5e-5),
+  // not a schedule.
+  const bool has_floor = params.kind == LrScheduleKind::kWarmupLR || params.kind == LrScheduleKind::kWarmupDecayLR ||
+                         params.kind == LrScheduleKind::kWSD;
+  const double peak = params.warmup_max_lr.value_or(base_lr);
+  ZDP_REQUIRE(!has_floor || params.warmup_min_lr <= peak,
+              "learning-rate schedule {}: --min-lr (warmup_min_lr) {} is above the peak learning rate {} ({}): the "
+              "floor must not exceed the peak",
+              lr_schedule_name(params.kind), params.warmup_min_lr, peak,
+              params.warmup_max_lr ? "warmup_max_lr" : "--lr, optimizer.params.lr");
+  if (params.kind == LrScheduleKind::kWarmupCosineLR) {
+    ZDP_REQUIRE(params.cos_min_ratio <= 1,
+                "learning-rate schedule {}: --min-lr {} is above --lr {} (cos_min_ratio {} > 1): the floor must not "
+                "exceed the peak",
+                lr_schedule_name(params.kind), params.cos_min_ratio * base_lr, base_lr, params.cos_min_ratio);
+    ZDP_REQUIRE(params.warmup_min_ratio <= 1,
+                "learning-rate schedule {}: warmup_min_ratio {} is above 1: the warmup would start above --lr",
+                lr_schedule_name(params.kind), params.warmup_min_ratio);
+  }
   warmup_ = params.warmup_num_steps == 0 ? 0 : std::max<int64_t>(2, params.warmup_num_steps);
   total_ = params.total_num_steps > 0 ? params.total_num_steps : run_steps;
   const bool decays = params.kind == LrScheduleKind::kWarmupDecayLR ||

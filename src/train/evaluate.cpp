@@ -1,5 +1,6 @@
 #include "train/evaluate.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -9,12 +10,14 @@
 #include <nlohmann/json.hpp>
 
 #include "ckpt/model_source.h"
+#include "core/checked.h"
 #include "core/error.h"
 #include "core/json.h"
 #include "core/fs.h"
 #include "core/memory.h"
 #include "data/tokenizer.h"
 #include "model/model.h"
+#include "train/config.h"
 
 namespace zerodp::train {
 
@@ -84,16 +87,44 @@ namespace {
 
 }  // namespace
 
+void check_inference_memory(const model::ModelConfig& mc, int64_t B, int64_t T, const std::string& path,
+                            std::string_view job, std::string_view remedy) {
+  const uint64_t have = physical_memory_bytes();
+  if (have == 0) return;  // unknown: nothing to compare with
+  // The attention's probabilities alone ([B, heads, T, T] a layer): refused before they are sized in full.
+  const CheckedSize probs = CheckedSize(mc.n_layer()) * mc.n_head() * B * T * T * 4;
+  ZDP_REQUIRE(probs.within(static_cast<int64_t>(std::min<uint64_t>(have, uint64_t{1} << 62))),
+              "'{}': {} {} with {} x {} tokens needs more than this machine's {} of memory for the attention's "
+              "activations alone: give {}",
+              path, job, model::model_name(mc), B, T, format_bytes(have), remedy);
+  const uint64_t params = static_cast<uint64_t>(mc.param_count()) * sizeof(float);
+  const uint64_t acts = model::model_activation_bytes(mc, static_cast<int>(B), static_cast<int>(T));
+  ZDP_REQUIRE(params + acts <= have,
+              "'{}': {} {} needs {} ({} of fp32 weights and {} of activations for {} x {} tokens), more than this "
+              "machine's {} of memory: give {}",
+              path, job, model::model_name(mc), format_bytes(params + acts), format_bytes(params), format_bytes(acts),
+              B, T, format_bytes(have), remedy);
+}
+
 EvalResult evaluate_model_file(const std::string& model_path, const std::string& data, int64_t eval_tokens,
                                int64_t seq, int64_t micro_batch) {
-  ZDP_REQUIRE(micro_batch > 0 && micro_batch <= (int64_t{1} << 20), "--micro-batch must be in [1, 2^20], got {}",
-              micro_batch);
-  ZDP_REQUIRE(seq > 0, "--seq must be positive, got {}", seq);
+  // train's bounds on the same flags (TrainConfig::validate_files_and_batch), then the machine's memory,
+  // all before a weight is read or an activation allocated.
+  ZDP_REQUIRE(micro_batch > 0 && micro_batch <= TrainConfig::kMaxMicroBatch,
+              "--micro-batch must be in [1, {}], got {}", TrainConfig::kMaxMicroBatch, micro_batch);
+  ZDP_REQUIRE(seq > 0 && seq <= TrainConfig::kMaxSeq, "--seq must be in [1, {}], got {}", TrainConfig::kMaxSeq, seq);
+  ZDP_REQUIRE(micro_batch * seq <= TrainConfig::kMaxTokensPerMicroBatch,
+              "--micro-batch {} x --seq {} = {} tokens per forward pass, over the {} allowed", micro_batch, seq,
+              micro_batch * seq, TrainConfig::kMaxTokensPerMicroBatch);
+  {
+    const ckpt::ModelSource source = ckpt::ModelSource::open(model_path);  // validated in full; reads no weight
+    const model::ModelConfig& mc = source.config();
+    ZDP_REQUIRE(seq <= mc.n_ctx(), "--seq {} exceeds the model's context n_ctx = {} ('{}')", seq, mc.n_ctx(),
+                model_path);
+    check_inference_memory(mc, micro_batch, seq, model_path, "evaluating", "a smaller --micro-batch or --seq");
+  }
   const ckpt::ResidentWeights m(model_path);
   const model::ModelConfig& mc = m.config();
-  ZDP_REQUIRE(seq <= mc.n_ctx(), "--seq {} exceeds the model's context n_ctx = {} ('{}')", seq, mc.n_ctx(), model_path);
-  ZDP_REQUIRE(micro_batch * seq <= (int64_t{1} << 31) - 1, "--micro-batch {} x --seq {} is over 2^31 tokens",
-              micro_batch, seq);
   const data::TokenStream val = data::TokenStream::open(data, mc.vocab_size());
   EvalResult r;
   r.windows = validation_windows(val, eval_tokens, seq, "--tokens");

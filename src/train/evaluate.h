@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -33,6 +34,13 @@ constexpr int64_t kDefaultEvalTokens = int64_t{1} << 20;
 // tokens (it says how many it holds and the most E it allows); for eval_tokens = 0,
 // ⌊min(kDefaultEvalTokens, N − 1)/T⌋ (a UsageError when not even one window fits).
 uint64_t validation_windows(const data::TokenStream& val, int64_t eval_tokens, int64_t seq, const std::string& flag);
+
+// Inference in one process holds every weight in fp32 and the activations of B sequences of T tokens.
+// A model can be valid and still need more than this machine has: UsageError (before any of it is
+// allocated) naming the model `path`, what is being done (`job`) and the flag that makes it smaller
+// (`remedy`). The attention's probabilities are bounded first, so nothing after them overflows.
+void check_inference_memory(const model::ModelConfig& mc, int64_t B, int64_t T, const std::string& path,
+                            std::string_view job, std::string_view remedy);
 
 // The sum of the losses of the windows this rank counts: sums[p·B + b] is slot b of pass p
 // (zero::Engine::evaluate's order), padding slots left out, in window order.

@@ -254,5 +254,37 @@ TEST(LrSchedule, DescribeNamesTheSchedule) {
   EXPECT_NE(d.find("total=1000"), std::string::npos) << d;
 }
 
+// A floor above the peak is a typo (--min-lr 5 for 5e-5), refused naming the flag and the key; a floor
+// equal to the peak is a flat schedule and stays allowed.
+TEST(LrSchedule, RefusesAFloorAboveThePeak) {
+  const auto message = [](const LrScheduleParams& p, double lr) {
+    try {
+      LrSchedule(p, lr, 10);
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  for (const LrScheduleKind kind : {LrScheduleKind::kWarmupLR, LrScheduleKind::kWarmupDecayLR, LrScheduleKind::kWSD}) {
+    LrScheduleParams p = params(kind, 2);
+    p.warmup_min_lr = 5;
+    const std::string e = message(p, 1e-3);
+    EXPECT_NE(e.find("--min-lr (warmup_min_lr) 5 is above the peak learning rate 0.001"), std::string::npos) << e;
+    p.warmup_max_lr = 10;  // the peak is warmup_max_lr when given
+    EXPECT_EQ(message(p, 1e-3), "");
+    p.warmup_min_lr = 10;
+    EXPECT_EQ(message(p, 1e-3), "");
+  }
+  LrScheduleParams cosine = params(LrScheduleKind::kWarmupCosineLR, 2);
+  cosine.cos_min_ratio = 10;
+  EXPECT_NE(message(cosine, 1e-3).find("is above --lr 0.001 (cos_min_ratio 10 > 1)"), std::string::npos);
+  cosine.cos_min_ratio = 0.1;
+  cosine.warmup_min_ratio = 2;
+  EXPECT_NE(message(cosine, 1e-3).find("warmup_min_ratio 2 is above 1"), std::string::npos);
+  LrScheduleParams constant = params(LrScheduleKind::kConstant, 0);
+  constant.warmup_min_lr = 5;  // not used by the constant schedule
+  EXPECT_EQ(message(constant, 1e-3), "");
+}
+
 }  // namespace
 }  // namespace zerodp::optim
