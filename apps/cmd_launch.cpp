@@ -1,4 +1,5 @@
-// `zerodp launch [--max-restarts K] [--min-ranks M] [--launcher PROG] [launcher args] -- train ...`:
+// `zerodp launch [--max-restarts K] [--min-ranks M] [--join-timeout S] [--launcher PROG] [launcher args] --
+// train ...`:
 // runs the job under a launcher (mpirun by default, or srun) and, when it fails, runs it again from
 // the latest checkpoint of its --save-dir, up to K times. A failure that another attempt cannot fix is
 // not retried: bad usage or input (exit 2) and a memory budget too small (exit 3) end the launch with
@@ -21,6 +22,17 @@
 // without touching the keep-alive that a healthy slow link needs. Notes come from the ranks on this
 // host (mpirun hands its environment to them); a launch from a host that runs no rank gets none.
 //
+// A try that cannot start is no failure of the job and spends no restart (apps/launch_start.h): when
+// the launcher says it could not start its daemons (Open MPI's "unable to reliably start one or more
+// daemons", a host that does not answer: a cut link, a host rebooting), no rank left a note and no
+// checkpoint came, the launch says which host the launcher named, waits 1 s, 2 s, 4 s ... (at most
+// 30 s) and tries the same attempt again, until --join-timeout seconds (default 600, as torchrun's
+// rendezvous join_timeout) after the first such try; then the try counts as a failed attempt, and so
+// does every one that cannot start until an attempt gets going again. Without this a two-minute cut
+// used up --max-restarts 3 within a second of the first restart. With --min-ranks and a smaller size
+// left, such a try is a failed attempt at once (the smaller size may not need the host).
+//
+// The launcher's stdout and stderr pass through the launch (as they come) to read that message.
 // The launcher process itself never joins MPI: it only starts the job and waits for it.
 #include <signal.h>
 #include <spawn.h>
@@ -35,7 +47,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -43,6 +57,7 @@
 #include <fmt/format.h>
 
 #include "apps/commands.h"
+#include "apps/launch_start.h"
 #include "apps/train_options.h"
 #include "core/error.h"
 
@@ -57,6 +72,7 @@ struct LaunchOptions {
   int min_ranks = 0;  // 0: always the world size the launcher was given
   std::string launcher = "mpirun";
   double end_grace_s = 10;  // after a rank's failure note, how long mpirun may take to end
+  double join_timeout_s = 600;  // how long tries that cannot start are repeated (torchrun's join_timeout)
 };
 LaunchOptions g_launch;
 
@@ -190,16 +206,28 @@ class StatusDir {
   std::string path_;
 };
 
-// Runs argv to completion; returns its exit code (128 + the signal that ended it), or, when a rank left
-// a failure note in `status` and the launcher outlived it by --end-grace, that rank's code once the
-// launcher is ended.
-int run_child(const std::vector<std::string>& argv, const StatusDir& status_dir) {
+// How an attempt ended: its exit code and the end of the launcher's output.
+struct AttemptEnd {
+  int code = 0;
+  std::string output;
+};
+
+// Runs argv to completion, its output passed on through `relay`; the code is its exit code (128 + the
+// signal that ended it), or, when a rank left a failure note in `status` and the launcher outlived
+// it by --end-grace, that rank's code once the launcher is ended.
+AttemptEnd run_child(const std::vector<std::string>& argv, const StatusDir& status_dir) {
   using Clock = std::chrono::steady_clock;
   std::vector<char*> cargv;
   for (const std::string& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
   cargv.push_back(nullptr);
+  OutputRelay relay;
+  posix_spawn_file_actions_t actions;
+  ::posix_spawn_file_actions_init(&actions);
+  relay.redirect(&actions);
   pid_t pid = 0;
-  const int rc = ::posix_spawnp(&pid, cargv[0], nullptr, nullptr, cargv.data(), environ);
+  const int rc = ::posix_spawnp(&pid, cargv[0], &actions, nullptr, cargv.data(), environ);
+  ::posix_spawn_file_actions_destroy(&actions);
+  relay.spawned();
   ZDP_REQUIRE(rc == 0, "zerodp launch: cannot start '{}': {}", argv[0], std::strerror(rc));
   g_child = pid;
   if (const int sig = g_stop_signal.load(); sig != 0) ::kill(pid, sig);  // a signal that came meanwhile
@@ -229,17 +257,67 @@ int run_child(const std::vector<std::string>& argv, const StatusDir& status_dir)
       ::kill(pid, SIGKILL);
       killed = true;
     }
-    ::usleep(50 * 1000);
+    relay.pump(50);
   }
   g_child = 0;
-  if (ending) return note.second;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  relay.finish();
+  const int code = ending ? note.second : WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return {code, relay.tail()};
 }
 
 std::string joined(const std::vector<std::string>& argv) {
   std::string s;
   for (const std::string& a : argv) s += (s.empty() ? "" : " ") + a;
   return s;
+}
+
+// The tries to start an attempt while its hosts do not answer.
+struct Outage {
+  int failed_tries = 0;                         // in a row, since the last attempt that got going
+  std::chrono::steady_clock::time_point since;  // when the first of them ended
+};
+
+// After a try that could not start: says on stderr what it waits for, waits its backoff
+// (start_backoff_s) and returns true: try again, no restart spent. Returns false once --join-timeout
+// has passed since the first such try (the try then counts as a failed attempt), or when SIGINT or
+// SIGTERM came during the wait.
+bool wait_for_hosts(Outage& outage, const StartFailure& why, int attempt) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point now = Clock::now();
+  if (outage.failed_tries++ == 0) outage.since = now;
+  const double waited = std::chrono::duration<double>(now - outage.since).count();
+  std::string hosts;
+  for (const std::string& h : why.hosts) hosts += (hosts.empty() ? "" : ", ") + h;
+  const std::string who = why.hosts.empty()   ? "a host does not answer (the launcher did not name it)"
+                          : why.hosts.size() == 1 ? "host " + hosts + " does not answer"
+                                                  : "hosts " + hosts + " do not answer";
+  const std::optional<double> wait = start_backoff_s(outage.failed_tries, waited, g_launch.join_timeout_s);
+  if (!wait) {
+    std::fprintf(stderr,
+                 "zerodp launch: attempt %d could not start: %s, %.0f s after the first such try (--join-timeout "
+                 "%.0f): counting it as a failed attempt\n",
+                 attempt + 1, who.c_str(), waited, g_launch.join_timeout_s);
+    return false;
+  }
+  // The deadline as a time of day too: a user reading the log later knows when the launch stops waiting.
+  const std::time_t deadline = std::chrono::system_clock::to_time_t(
+      std::chrono::system_clock::now() +
+      std::chrono::duration_cast<std::chrono::system_clock::duration>(
+          std::chrono::duration<double>(g_launch.join_timeout_s - waited)));
+  char at[16] = "?";
+  std::tm local{};
+  if (::localtime_r(&deadline, &local) != nullptr) std::strftime(at, sizeof at, "%H:%M:%S", &local);
+  std::fprintf(stderr,
+               "zerodp launch: attempt %d could not start: %s (the launcher: \"%s\"); not counted as a restart. "
+               "Waiting %.0f s, then trying again: %.0f s so far of --join-timeout %.0f (until %s)\n",
+               attempt + 1, who.c_str(), why.said.c_str(), *wait, waited, g_launch.join_timeout_s, at);
+  std::fflush(stderr);
+  const Clock::time_point until = now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(*wait));
+  while (Clock::now() < until) {
+    if (g_stop_signal.load() != 0) return false;
+    ::usleep(50 * 1000);
+  }
+  return g_stop_signal.load() == 0;
 }
 
 int launch(const std::vector<std::string>& launcher_args) {
@@ -302,7 +380,9 @@ int launch(const std::vector<std::string>& launcher_args) {
 
   const std::string self = self_executable();
   const StatusDir status_dir;
-  for (int attempt = 0;; ++attempt) {
+  Outage outage;
+  int start_try = 1;  // of this attempt
+  for (int attempt = 0;;) {
     status_dir.clear();
     std::vector<std::string> args = command;
     const std::string checkpoint_before = latest_checkpoint(save_dir);
@@ -322,10 +402,12 @@ int launch(const std::vector<std::string>& launcher_args) {
     argv.insert(argv.end(), launch_args.begin(), launch_args.end());
     argv.push_back(self);
     argv.insert(argv.end(), args.begin(), args.end());
-    std::fprintf(stderr, "zerodp launch: attempt %d of %d: %s\n", attempt + 1, g_launch.max_restarts + 1,
-                 joined(argv).c_str());
+    const std::string tries = start_try > 1 ? fmt::format(" (try {} to start)", start_try) : "";
+    std::fprintf(stderr, "zerodp launch: attempt %d of %d%s: %s\n", attempt + 1, g_launch.max_restarts + 1,
+                 tries.c_str(), joined(argv).c_str());
     std::fflush(stderr);
-    const int rc = run_child(argv, status_dir);
+    const AttemptEnd end = run_child(argv, status_dir);
+    const int rc = end.code;
     if (rc == 0) {
       if (attempt > 0)
         std::fprintf(stderr, "zerodp launch: the job finished after %d restart%s\n", attempt, attempt == 1 ? "" : "s");
@@ -339,6 +421,24 @@ int launch(const std::vector<std::string>& launcher_args) {
       std::fprintf(stderr, "zerodp launch: the job exited %d (%s): another attempt would fail alike; not restarting\n",
                    rc, rc == static_cast<int>(ExitCode::kUsage) ? "bad usage or input" : "over the memory budget");
       return rc;
+    }
+    // A try that could not start (no rank ran: the launcher says so, no rank left a note, no checkpoint
+    // came) is tried again after a wait, without spending a restart, unless --min-ranks may go on
+    // without the host that does not answer.
+    const StartFailure start = read_start_failure(end.output);
+    const bool no_rank_ran = status_dir.first_note().first.empty() && latest_checkpoint(save_dir) == checkpoint_before;
+    const bool may_shrink = !sizes.empty() && size_index + 1 < sizes.size();
+    if (start.could_not_start && no_rank_ran && !may_shrink) {
+      if (wait_for_hosts(outage, start, attempt)) {
+        ++start_try;
+        continue;
+      }
+      if (const int sig = g_stop_signal.load(); sig != 0) {
+        std::fprintf(stderr, "zerodp launch: stopped by signal %d while waiting for the hosts; not restarting\n", sig);
+        return 128 + sig;
+      }
+    } else {
+      outage = {};  // the attempt got going (or another rule applies): a later outage gets its own wait
     }
     if (attempt == g_launch.max_restarts) {
       std::fprintf(stderr, "zerodp launch: the job failed (exit %d) and %d restart%s were used up; giving up\n", rc,
@@ -359,6 +459,8 @@ int launch(const std::vector<std::string>& launcher_args) {
     std::fprintf(stderr, "zerodp launch: the job failed (exit %d); restarting%s %s\n", rc, where.c_str(),
                  !checkpoint_after.empty() ? fmt::format("from the latest checkpoint in {}", save_dir).c_str()
                                            : "from the start (no checkpoint yet)");
+    ++attempt;  // not after a try that could not start: it spent no restart
+    start_try = 1;
   }
 }
 
@@ -366,7 +468,8 @@ void register_launch(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand(
       "launch",
       "Run a training job under mpirun (or srun) and restart it from its latest checkpoint when it fails: "
-      "zerodp launch [--max-restarts K] [--min-ranks M] [launcher args] -- train --save-dir DIR ...");
+      "zerodp launch [--max-restarts K] [--min-ranks M] [--join-timeout S] [launcher args] -- train --save-dir DIR "
+      "...");
   cmd->add_option("--max-restarts", g_launch.max_restarts, "Attempts after the first, at most")
       ->capture_default_str()
       ->check(CLI::Range(0, 1000));
@@ -377,6 +480,13 @@ void register_launch(CLI::App& app, Action& action) {
       ->check(CLI::Range(0, 1 << 20));
   cmd->add_option("--launcher", g_launch.launcher, "The program that starts the ranks (mpirun, srun, ...)")
       ->capture_default_str();
+  cmd->add_option("--join-timeout", g_launch.join_timeout_s,
+                  "Seconds to keep trying to start an attempt that cannot start because a host does not answer (the "
+                  "launcher could not start its daemon there; no rank ran): such tries spend no restart and are "
+                  "repeated after 1 s, 2 s, 4 s ... up to 30 s apart, until this long after the first "
+                  "(torchrun's rendezvous join_timeout). 0: count them as failed attempts at once")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 7.0 * 24 * 3600));
   cmd->add_option("--end-grace", g_launch.end_grace_s,
                   "Seconds the launcher may take to exit after a rank ended the job (--comm-timeout, an error) before "
                   "the attempt is ended: a cut link otherwise keeps mpirun waiting for its keep-alive")

@@ -14,10 +14,16 @@
             without a new checkpoint, so the next runs at 2 ranks (G = 2, the same global batch) from
             the checkpoint, resharded; it finishes with the uninterrupted 4-rank run's weights within
             1e-5 (only the order of the sums differs) and its losses within 1e-5 relative;
+  wait_hosts: a launcher that cannot start its daemon on host node2 (it prints what mpirun prints
+            then: "ORTE was unable to reliably start one or more daemons", the host named) for its
+            first 3 tries, then runs mpirun: under --max-restarts 0 the launch names node2, waits 1, 2
+            and 4 s without spending its one attempt, and the 4th try finishes the job; one that never
+            starts is counted as a failed attempt once --join-timeout 3 has passed (and at once after
+            that, and with --join-timeout 0), and the launch gives up;
   usage:    no --save-dir, no '--', a command other than train, a train command that does not parse
             exit 2 at once; a job that fails with bad usage (exit 2) is not restarted.
 
-usage: launch_tests.py ZERODP CASE     (CASE: restart | give_up | shrink | usage)
+usage: launch_tests.py ZERODP CASE     (CASE: restart | give_up | shrink | wait_hosts | usage)
 Exits non-zero with a message on the first failed check."""
 import functools
 import os
@@ -156,6 +162,53 @@ elif CASE == "shrink":
                      ["--steps", "2", "--config", ds, "--save-dir", path("u")], timeout=120)
     check(rc == 2 and "world sizes it may run at: 4, 2 (--min-ranks 2, global batch 8 sequences)" in se,
           "--min-ranks with the global batch in --config: the world sizes it keeps", se)
+
+elif CASE == "wait_hosts":
+    import time
+    train += ["--steps", "3"]
+
+    def unreachable_launcher(name, tries):
+        """A launcher whose first `tries` runs fail as mpirun does when host node2 does not answer."""
+        script, count = path(name), path(name + ".count")
+        with open(script, "w") as f:
+            f.write("#!/bin/sh\n"
+                    "# mpirun on a cluster whose host node2 does not answer for the first tries\n"
+                    f'n=$(cat "{count}" 2>/dev/null || echo 0); n=$((n + 1)); echo $n > "{count}"\n'
+                    f'if [ "$n" -le {tries} ]; then\n'
+                    "  printf 'A process or daemon was unable to complete a TCP connection\\nto another process:\\n"
+                    "  Local host:    node2\\n  Remote host:   node1\\n'\n"
+                    "  echo 'ORTE was unable to reliably start one or more daemons.' >&2; exit 1\n"
+                    "fi\n"
+                    'exec mpirun "$@"\n')
+        os.chmod(script, 0o755)
+        return script
+
+    late = unreachable_launcher("late-mpirun", 3)
+    began = time.monotonic()
+    rc, so, se = run(["launch", "--max-restarts", "0", "--launcher", late, "-n", "2", "--oversubscribe", "--"] +
+                     train + ["--save-dir", path("ck-wait")], timeout=200)
+    took = time.monotonic() - began
+    check(rc == 0 and "attempt 1 of 1 (try 4 to start)" in se and "giving up" not in se,
+          f"3 tries that could not start spent no restart: the 4th finished the job (exit {rc})", se)
+    waits = [x for x in se.splitlines() if "could not start" in x]
+    check(len(waits) == 3 and all("host node2 does not answer" in x and "not counted as a restart" in x and
+                                  "of --join-timeout 600 (until " in x for x in waits) and
+          [w.split("Waiting ")[1].split(",")[0] for w in waits] == ["1 s", "2 s", "4 s"],
+          "each try that could not start named node2 and said how long it waits (1, 2, 4 s) and until when", se)
+    check(took >= 7, f"the launch waited 1 + 2 + 4 s between the tries (took {took:.1f} s)")
+    never = unreachable_launcher("dead-mpirun", 1000)
+    for timeout_s, tries in (("3", 3), ("0", 1)):
+        began = time.monotonic()
+        rc, so, se = run(["launch", "--max-restarts", "1", "--join-timeout", timeout_s, "--launcher", never, "-n",
+                          "2", "--"] + train + ["--save-dir", path("ck-never")], timeout=120)
+        took = time.monotonic() - began
+        check(rc == 1 and se.count("counting it as a failed attempt") == 2 and "1 restart were used up" in se and
+              se.count("could not start") == tries + 1,
+              f"--join-timeout {timeout_s}: a host that never answers: {tries} tries, then counted as a failed "
+              f"attempt; the restart's try is counted at once; the launch gives up (exit {rc})", se)
+        check(took < float(timeout_s) + 10, f"--join-timeout {timeout_s}: the launch gave up after {took:.1f} s")
+    rc, so, se = run(["launch", "--join-timeout", "-1", "-n", "2", "--"] + train + ["--save-dir", path("x")])
+    check(rc == 2 and "--join-timeout" in se, "a negative --join-timeout: exit 2 naming it", se)
 
 elif CASE == "usage":
     train += ["--steps", "2"]
