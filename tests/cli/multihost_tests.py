@@ -25,11 +25,20 @@ them, tests/pylib/zdptest/hosts.py), 2 hosts x 2 ranks:
   sever_launch: the same under `zerodp launch`: mpirun, which would wait minutes for its daemon
            across the cut link, is ended after the ranks' failure notes, and the next attempt starts
            within --comm-timeout + 30 s of the cut; the link back, the launch finishes the job
-           (exit 0) with the weights of an uninterrupted run.
+           (exit 0) with the weights of an uninterrupted run;
+  outage_launch: `zerodp launch --max-restarts 3` and a link cut that lasts 35 s
+           (ZERODP_OUTAGE_S seconds): the attempt running at the cut ends through the watchdog; the
+           tries that follow, while the link is down, cannot start their daemon on host 1 (mpirun
+           fails within a second) and spend no restart: the launch names host 1, waits 1 s, 2 s,
+           4 s ... between them and says until when; the link back, the next try runs the job to the
+           end (exit 0, no attempt 3) with the weights of an uninterrupted run. Without the waits the
+           three restarts are gone in a second and the launch gives up. Prints the timeline (each
+           attempt and try, in seconds from the cut).
 
 Where namespaces cannot be made (not root, no iproute2), prints SKIPPED with the reason and exits 77.
 
-usage: multihost_tests.py ZERODP CASE     (CASE: stages | wire | lost_host | sever | sever_launch)
+usage: multihost_tests.py ZERODP CASE     (CASE: stages | wire | lost_host | sever | sever_launch |
+                                          outage_launch)
 Exits non-zero with a message on the first failed check."""
 import json
 import os
@@ -99,6 +108,28 @@ def stop(p):
         hosts.kill_host(0)
         hosts.kill_host(1)
         return (p.communicate()[1] or b"").decode(errors="replace")
+
+
+def launch_cut_job(hosts, launch_flags, mpi_timeout):
+    """The job of the cases that cut the link under `zerodp launch` (stage 3, 200 steps, a checkpoint
+    every 10, --comm-timeout 5): runs it straight through at 4 ranks, then starts `zerodp launch
+    LAUNCH_FLAGS` of it on host 0, its stderr into a file. Returns the launch's process, the straight
+    run's --out, the launch's --out and save directory, and a function that reads the launch's stderr."""
+    job = train + ["--zero-stage", "3", "--steps", "200", "--save-every", "10", "--comm-timeout", "5"]
+    straight = path("straight.safetensors")
+    rc, so, se = zt.run(ZERODP, job + ["--save-dir", path("ck-straight"), "--out", straight], ranks=4, timeout=300)
+    check(rc == 0, "the uninterrupted run at 4 ranks", se[-2000:])
+    d, out, log = path("ck"), path("out.safetensors"), path("launch.err")
+    cmd = hosts.on_host(0, [ZERODP, "launch"] + launch_flags + hosts.mpirun_args(mpi_timeout=mpi_timeout) + ["--"] +
+                        job + ["--save-dir", d, "--out", out])
+    with open(log, "wb") as err_file:
+        p = subprocess.Popen(cmd, env=zt.ENV, stdout=subprocess.DEVNULL, stderr=err_file)
+
+    def launch_log():
+        with open(log, errors="replace") as f:
+            return f.read()
+
+    return p, straight, out, d, launch_log
 
 
 RTT_PROBE = """
@@ -294,22 +325,8 @@ with TestHosts(tmp, link="wire" if CASE == "wire" else "veth") as hosts:
             stop(p)
     elif CASE == "sever_launch":
         import re
-        timeout_s, steps = 5, 200
-        job = train + ["--zero-stage", "3", "--steps", str(steps), "--save-every", "10", "--comm-timeout",
-                       str(timeout_s)]
-        straight = path("straight.safetensors")
-        rc, so, se = zt.run(ZERODP, job + ["--save-dir", path("ck-straight"), "--out", straight], ranks=4, timeout=300)
-        check(rc == 0, "the uninterrupted run at 4 ranks", se[-2000:])
-        d, out, log = path("ck"), path("out.safetensors"), path("launch.err")
-        cmd = hosts.on_host(0, [ZERODP, "launch", "--max-restarts", "6"] + hosts.mpirun_args(mpi_timeout=280) +
-                            ["--"] + job + ["--save-dir", d, "--out", out])
-        with open(log, "wb") as err_file:
-            p = subprocess.Popen(cmd, env=zt.ENV, stdout=subprocess.DEVNULL, stderr=err_file)
-
-        def launch_log():
-            with open(log, errors="replace") as f:
-                return f.read()
-
+        timeout_s = 5  # the job's --comm-timeout
+        p, straight, out, d, launch_log = launch_cut_job(hosts, ["--max-restarts", "6"], 280)
         try:
             deadline = time.monotonic() + 120
             while not os.path.exists(os.path.join(d, "step-10")):
@@ -338,6 +355,61 @@ with TestHosts(tmp, link="wire" if CASE == "wire" else "veth") as hosts:
             check(zt.read_bytes(out) == zt.read_bytes(straight),
                   "the launch's weights are the uninterrupted run's, bit for bit")
         finally:
+            stop(p)
+    elif CASE == "outage_launch":
+        import re
+        outage_s = float(os.environ.get("ZERODP_OUTAGE_S", "35"))
+        # As the user ran it: --max-restarts 3 and the default --join-timeout (600 s).
+        p, straight, out, d, launch_log = launch_cut_job(hosts, ["--max-restarts", "3"], int(outage_s + 250))
+        began = time.monotonic()
+
+        timeline = []  # (seconds since the launch began, the launch's line)
+
+        def note_lines():
+            """The launch's own lines that appeared since the last call, with the time they were seen."""
+            lines = [x for x in launch_log().splitlines() if x.startswith("zerodp launch:")]
+            for line in lines[len(timeline):]:
+                timeline.append((time.monotonic() - began, line))
+
+        try:
+            deadline = time.monotonic() + 120
+            while not os.path.exists(os.path.join(d, "step-10")):
+                if time.monotonic() > deadline or p.poll() is not None:
+                    check(False, "the job wrote its checkpoint of step 10", launch_log()[-3000:])
+                note_lines()
+                time.sleep(0.05)
+            hosts.sever()
+            cut = time.monotonic() - began
+            while time.monotonic() - began - cut < outage_s and p.poll() is None:
+                note_lines()
+                time.sleep(0.05)
+            hosts.restore()
+            back = time.monotonic() - began
+            deadline = time.monotonic() + outage_s + 250
+            while p.poll() is None and time.monotonic() < deadline:
+                note_lines()
+                time.sleep(0.05)
+            note_lines()
+            print(f"the link cut at {cut:.1f} s and back at {back:.1f} s (down {back - cut:.1f} s); the launch's "
+                  f"lines, in seconds from its start:")
+            for t, line in timeline:
+                print(f"{t:7.1f} s  {line[:200]}")
+            print(f"the launch ended (exit {p.returncode}) at {time.monotonic() - began:.1f} s")
+            err = launch_log()
+            check(p.returncode == 0, f"the link back, the launch finished the job (exit {p.returncode})", err[-5000:])
+            waits = [line for t, line in timeline if "could not start" in line and cut <= t <= back]
+            check(len(waits) >= 2 and all("host h1 does not answer" in w and "not counted as a restart" in w and
+                                          "--join-timeout" in w and "(until " in w for w in waits),
+                  f"while the link was down, {len(waits)} tries could not start; each named host h1, spent no "
+                  f"restart and said how long it waits and until when", err[-5000:])
+            check("attempt 3 of" not in err and "the job finished after 1 restart" in err,
+                  "the tries that could not start spent no restart: attempt 2 finished the job", err[-5000:])
+            check(re.search(r"resuming from \S*/step-\d+ at step", err) is not None,
+                  "the attempt after the outage resumed from a checkpoint", err[-3000:])
+            check(zt.read_bytes(out) == zt.read_bytes(straight),
+                  "the launch's weights are the uninterrupted run's, bit for bit")
+        finally:
+            hosts.restore()
             stop(p)
     else:
         sys.exit(f"unknown case {CASE}")
