@@ -44,8 +44,10 @@ void BpeTokenizer::chunk(std::string_view text, size_t target_bytes, std::vector
         const auto c = static_cast<uint8_t>(text[nl + 1]);
         // A letter (\p{L}): ASCII at once, other characters through PCRE2.
         size_t ms, me;
+        RegexBudget budget(4);  // one character class on one character
         if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-            (c >= 0x80 && m_->letter->find(text.data(), std::min(p.e, nl + 5), nl + 1, ms, me) && ms == nl + 1)) {
+            (c >= 0x80 && m_->letter->find(text.data(), std::min(p.e, nl + 5), nl + 1, ms, me, budget) &&
+             ms == nl + 1)) {
           cut = nl + 1;
           break;
         }

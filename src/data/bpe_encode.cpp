@@ -23,31 +23,26 @@ void BpeModel::find_added(std::string_view text, size_t b, size_t e, int pass, s
   const std::string_view s = text.substr(b, e - b);
   size_t start_offset = 0;
   size_t i = 0;
-  const bool* first = first_byte[pass];
+  const AddedTrie& trie = added_tries[pass];
   while (i < s.size()) {
     if (single_first[pass] >= 0) {
       const void* hit_at = std::memchr(s.data() + i, single_first[pass], s.size() - i);
       if (!hit_at) break;
       i = static_cast<size_t>(static_cast<const char*>(hit_at) - s.data());
-    } else if (!first[static_cast<uint8_t>(s[i])]) {
+    } else if (!trie.starts_with(static_cast<uint8_t>(s[i]))) {
       ++i;
       continue;
     }
-    int32_t hit = -1;
-    for (uint32_t k : by_first[static_cast<uint8_t>(s[i])]) {
-      const AddedToken& t = added[k];
-      if ((two_passes && (t.normalized ? 1 : 0) != pass)) continue;
-      if (s.compare(i, t.content.size(), t.content) == 0) {
-        hit = static_cast<int32_t>(k);
-        break;
-      }
-    }
-    if (hit < 0) {
+    // Leftmost-longest, as tokenizers' Aho-Corasick (MatchKind::LeftmostLongest): the first position
+    // where a token starts, the longest token there.
+    size_t len = 0;
+    const int32_t hit = trie.longest(s, i, len);
+    if (hit == AddedTrie::kNone) {
       ++i;
       continue;
     }
     const AddedToken& t = added[hit];
-    size_t start = i, stop = i + t.content.size();
+    size_t start = i, stop = i + len;
     i = stop;
     if (t.single_word) {
       const bool start_space = start == 0 || !ends_with_word(s, start);
@@ -84,14 +79,16 @@ void BpeModel::find_added(std::string_view text, size_t b, size_t e, int pass, s
 
 bool BpeModel::starts_with_word(std::string_view s, size_t at) const {
   size_t ms, me;
-  return word_char->find(s.data(), std::min(s.size(), at + 4), at, ms, me) && ms == at;
+  RegexBudget budget(4);  // one character class on one character
+  return word_char->find(s.data(), std::min(s.size(), at + 4), at, ms, me, budget) && ms == at;
 }
 
 bool BpeModel::ends_with_word(std::string_view s, size_t end) const {
   size_t cs;
   prev_code_point(s, end, cs);
   size_t ms, me;
-  return word_char->find(s.data(), end, cs, ms, me) && ms == cs;
+  RegexBudget budget(4);
+  return word_char->find(s.data(), end, cs, ms, me, budget) && ms == cs;
 }
 
 // BPE of one pre-token's bytes.
@@ -212,7 +209,8 @@ void BpeModel::encode_word(std::string_view w, std::vector<uint32_t>& out) const
 
 // Runs steps[k..] over subject[from, to) (the regexes see all of subject) and BPE-encodes the
 // pre-tokens.
-void BpeModel::pretokenize(size_t k, std::string_view subject, size_t from, size_t to, std::vector<uint32_t>& out) const {
+void BpeModel::pretokenize(size_t k, std::string_view subject, size_t from, size_t to, RegexBudget& budget,
+                           std::vector<uint32_t>& out) const {
   if (k == steps.size()) {
     encode_word(subject.substr(from, to - from), out);
     return;
@@ -220,7 +218,7 @@ void BpeModel::pretokenize(size_t k, std::string_view subject, size_t from, size
   const PreStep& st = steps[k];
   auto next = [&](size_t b, size_t e) {
     if (k + 1 == steps.size()) encode_word(subject.substr(b, e - b), out);
-    else pretokenize(k + 1, subject.substr(b, e - b), 0, e - b, out);
+    else pretokenize(k + 1, subject.substr(b, e - b), 0, e - b, budget, out);
   };
   // One buffer pair per depth, sized once (a reference into them must survive the recursion).
   thread_local std::vector<std::vector<Piece>> levels(BpeLimits::kMaxPreTokenizers + 1);
@@ -234,7 +232,7 @@ void BpeModel::pretokenize(size_t k, std::string_view subject, size_t from, size
   while (pos < to) {
     size_t ms, me;
     if (st.regex) {
-      if (!st.regex->find(subject.data(), subject.size(), pos, ms, me) || ms >= to) break;
+      if (!st.regex->find(subject.data(), subject.size(), pos, ms, me, budget) || ms >= to) break;
     } else {
       const size_t f = subject.substr(0, to).find(st.literal, pos);
       if (f == std::string_view::npos) break;
@@ -317,7 +315,10 @@ void BpeModel::encode_text(std::string_view text, size_t sb, size_t se, size_t f
   if (steps.empty()) {
     encode_word(subject.substr(from, to - from), out);
   } else {
-    pretokenize(0, subject, from, to, out);
+    // One budget for all the steps' regexes over this text (bpe_regex.h); a Sequence's later steps
+    // see the pieces of the earlier ones, the same bytes again.
+    RegexBudget budget(to - from, regex_steps);
+    pretokenize(0, subject, from, to, budget, out);
   }
 }
 

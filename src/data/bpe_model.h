@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "data/added_trie.h"
 #include "data/bpe_regex.h"
 #include "data/bpe_tables.h"
 
@@ -59,13 +60,13 @@ class BpeModel {
   std::optional<uint32_t> unk_id;
   bool fuse_unk = false;
   std::vector<AddedToken> added;
-  // Added tokens by first byte, longest first. With two passes, pass 0 matches the tokens that are
-  // not normalized and pass 1 the others; with one pass, pass 0 matches all.
-  std::vector<uint32_t> by_first[256];
-  bool first_byte[2][256] = {};
+  // The added tokens of each pass (indices in `added`). With two passes, pass 0 matches the tokens
+  // that are not normalized and pass 1 the others; with one pass, pass 0 matches all.
+  AddedTrie added_tries[2];
   int single_first[2] = {-1, -1};  // the only first byte of a pass's added tokens, if only one
   bool two_passes = false;
   std::vector<PreStep> steps;
+  size_t regex_steps = 0;  // steps with a regex (the budget of a text's regex work is per step)
   bool prefix_space = false;
   bool byte_level = false;  // a ByteLevel pre-tokenizer step was given
   bool cuttable = false;    // texts may be cut after '\n' before a letter (bpe.h: chunk)
@@ -88,7 +89,8 @@ class BpeModel {
                   std::vector<std::pair<int32_t, Piece>>& out) const;
   bool starts_with_word(std::string_view s, size_t at) const;
   bool ends_with_word(std::string_view s, size_t end) const;
-  void pretokenize(size_t k, std::string_view subject, size_t from, size_t to, std::vector<uint32_t>& out) const;
+  void pretokenize(size_t k, std::string_view subject, size_t from, size_t to, RegexBudget& budget,
+                   std::vector<uint32_t>& out) const;
   void encode_word(std::string_view w, std::vector<uint32_t>& out) const;
   void bpe(std::string_view w, std::vector<uint32_t>& out) const;
   void merge_small(std::vector<uint32_t>& sym) const;

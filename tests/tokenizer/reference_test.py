@@ -13,6 +13,9 @@ Cases:
                 --decode gives the text back byte for byte; the shards of --out-prefix hold the stream.
   shapes        other pre-tokenizers (Split's behaviours, invert, a string pattern, Digits, ByteLevel's
                 prefix space) and added tokens' flags, each against tokenizers on the same texts.
+  added         4,000 added tokens that are prefixes of each other and overlap, special or not, normalized
+                or not, with lstrip/rstrip/single_word, on random texts made of their pieces; and 60,000
+                special tokens (the trie that finds them, the pass that splits them out first).
   malformed     broken tokenizer.json files: exit 2, a message naming the file and the key.
   bytes         invalid UTF-8 through a BPE tokenizer round-trips through --decode; the byte
                 tokenizer's file is byte for byte llm.c's uint16 layout.
@@ -256,6 +259,45 @@ def shapes_case(zerodp, tmp):
         print("%s: %d documents, ids identical to tokenizers'" % (name, len(docs)))
 
 
+def added_case(zerodp, tmp):
+    """Many added tokens against tokenizers: leftmost-longest among prefixes of each other, the two
+    passes (not normalized first), and every flag zerodp supports."""
+    import random
+    from tokenizers import AddedToken
+    shakespeare = os.path.join(ROOT, "data", "tinyshakespeare.txt")
+    rng = random.Random(46)
+    pieces = ["a", "b", "ab", "<", "|", ">", "é", "中", "x", "1"]
+    contents = set()
+    while len(contents) < 4000:  # no token starts with a space (below)
+        contents.add("".join(rng.choice(pieces) for _ in range(rng.randint(1, 6))))
+    tok = train_tokenizers.train_gpt2([shakespeare], 400)
+    normal, special = [], []
+    for c in sorted(contents):
+        flags = dict(lstrip=rng.random() < 0.2, rstrip=rng.random() < 0.2, single_word=rng.random() < 0.1,
+                     normalized=rng.random() < 0.5)
+        (special if rng.random() < 0.3 else normal).append(AddedToken(c, **flags))
+    tok.add_tokens(normal)
+    tok.add_special_tokens(special)
+    tj = os.path.join(tmp, "added.json")
+    tok.save(tj)
+    docs = ["".join(rng.choice(pieces + [" ", "  ", "\n", "the ", "é ", "b.", "\t"]) for _ in range(rng.randint(1, 300)))
+            for _ in range(200)]
+    many = train_tokenizers.train_gpt2([shakespeare], 400)
+    many.add_special_tokens(["<|extra_%d|>" % i for i in range(60000)])
+    mj = os.path.join(tmp, "many.json")
+    many.save(mj)
+    extra = ["<|extra_%d|>" % rng.randrange(70000) + rng.choice(["", " ", "x", "<|extra_"]) for _ in range(300)]
+    for label, t, path, texts in (("4000 tokens", tok, tj, docs), ("60000 tokens", many, mj, ["".join(extra)] + DOCS[:5])):
+        for i, doc in enumerate(texts):
+            p = os.path.join(tmp, "added%d.txt" % i)
+            with open(p, "w", encoding="utf-8", newline="") as f:
+                f.write(doc)
+            want = t.encode(doc, add_special_tokens=False).ids
+            run(zerodp, ["tokenize", "--tokenizer", path, "--text", p, "--out", p + ".bin", "--no-eos"])
+            compare("%s doc %d %r" % (label, i, doc[:40]), read_ids(p + ".bin"), want)
+        print("%s: %d documents, ids identical to tokenizers'" % (label, len(texts)))
+
+
 def malformed_case(zerodp, tmp):
     shakespeare = os.path.join(ROOT, "data", "tinyshakespeare.txt")
     tok = train_tokenizers.train_gpt2([shakespeare], 400)
@@ -359,6 +401,8 @@ def main():
             reference_case(zerodp, case, tmp)
         elif case == "shapes":
             shapes_case(zerodp, tmp)
+        elif case == "added":
+            added_case(zerodp, tmp)
         elif case == "malformed":
             malformed_case(zerodp, tmp)
         elif case == "bytes":
