@@ -133,7 +133,11 @@ bool Regex::find(const char* subject, size_t n, size_t from, size_t& ms, size_t&
   uint32_t units = kAttemptUnits;
   bool anchored = false;
   for (;;) {
-    const size_t end = span >= n - std::min(n, start) ? n : start + span;
+    size_t end = span >= n - std::min(n, start) ? n : start + span;
+    // A window ends at a character's first byte: PCRE2 (with MATCH_INVALID_UTF) takes a character cut
+    // by the end for an invalid one, which no item matches, rather than for the end of the subject.
+    // (A continuation byte more than 3 bytes after a lead byte belongs to no character: cut there.)
+    for (size_t back = 0; end < n && back < 3 && end - 1 > start && (subject[end] & 0xC0) == 0x80; ++back) --end;
     const int rc = match(subject, end, start, end < n, anchored, units, ms, me);
     if (anchored || units > kAttemptUnits || span > kWindow) {
       // positions an unanchored run may try: [start, end]

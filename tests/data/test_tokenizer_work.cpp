@@ -209,6 +209,20 @@ TEST(RegexBudget, WindowEdgesChangeNothing) {
     ASSERT_TRUE(re.find(text.data(), text.size(), at + 1, ms, me, budget));
     EXPECT_EQ(me, 2 * at);  // the last space goes with the word (the lookahead past the window)
   }
+  // Letters of 2 and 3 bytes across the window's end: a run of them is one match (a window cut inside
+  // a character would have PCRE2 take the cut character for an invalid one, and end the run there).
+  Regex letters(R"( ?\p{L}+|\p{N}+| )", "test");
+  for (const std::string& ch : {std::string("é"), std::string("中")}) {
+    for (size_t lead = 0; lead < 3; ++lead) {
+      std::string text = std::string(lead, '1') + " ";
+      for (size_t i = 0; i < 400; ++i) text += ch;
+      RegexBudget budget(text.size());
+      size_t ms = 0, me = 0;
+      ASSERT_TRUE(letters.find(text.data(), text.size(), lead, ms, me, budget));
+      EXPECT_EQ(ms, lead);
+      EXPECT_EQ(me, text.size()) << "a run of " << ch << " after " << lead << " digits";
+    }
+  }
 }
 
 }  // namespace

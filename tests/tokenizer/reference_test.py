@@ -67,6 +67,8 @@ DOCS = [
     "a",
     "KING RICHARD III:\nNow is the winter of our discontent\nMade glorious summer by this sun of York;",
     "x" * 300 + " " * 200 + "7" * 50,
+    # runs of letters of 2 and 3 bytes longer than the regex search's window (256 bytes)
+    "中文" * 150 + " Ünïcödé" * 3 + "é" * 301 + " ok",
     # where two regex engines could disagree
     "it'ſ x KK IT'S 's's'S x'LL'll",
     "a᠎b ab x  y   a 　　x v",
