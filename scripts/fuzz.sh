@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the fuzz targets (tests/fuzz: safetensors, tokens, manifest, ds_config, tokenizer) with Clang's libFuzzer,
+# Builds the fuzz targets (tests/fuzz: safetensors, tokens, manifest, ds_config, tokenizer, regex,
+# added_trie) with Clang's libFuzzer,
 # ASan and UBSan in build-fuzz/, then runs each for SECONDS (default 60) from its seed corpus and
 # prints its corpus size, executions per second and total executions. Exit status: 0 when no target
 # found anything; otherwise 1, with the report and the saved input (build-fuzz/fuzz/<target>/artifacts/).
@@ -12,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
 [ $# -gt 0 ] && shift
-all=(safetensors tokens manifest ds_config tokenizer)
+all=(safetensors tokens manifest ds_config tokenizer regex added_trie)
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
 for t in "${targets[@]}"; do
