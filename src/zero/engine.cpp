@@ -339,25 +339,48 @@ struct Engine::Impl {
     }
   }
 
-  void visit_owned(const std::function<void(const OwnedRange&)>& visit) {
+  // Calls each(r) for every unit, r's pointers where the owned range lives (device memory, or an
+  // NVMe-offloaded unit's states brought into host memory for the call); null for an empty range.
+  void each_owned(const std::function<void(const OwnedRange&)>& each) {
     for (int u = 0; u < layout.num_units(); ++u) {
       const UnitShard& s = shards.unit(u);
       StatesInHost in_host(st, u);  // NVMe offload: the unit's states, read from the file
       OwnedRange r{u, s.own_begin, s.own_end, nullptr, {}};
-      // On a GPU the range is copied into host memory for the visit (on the CPU: read in place).
-      std::vector<device::HostRead> reads;
       if (s.own_begin < s.own_end) {
-        const size_t bytes = (s.own_end - s.own_begin) * sizeof(float);
-        reads.reserve(1 + static_cast<size_t>(st.num_states()));
-        r.weights =
-            reads.emplace_back(st.dev(), st.weights_at(u, s.own_begin), bytes, MemCategory::kGathered).as<float>();
-        for (int k = 0; k < st.num_states(); ++k)
-          r.states.push_back(
-              reads.emplace_back(st.dev(), st.state_at(k, u, s.own_begin), bytes, MemCategory::kGathered)
-                  .as<float>());
+        r.weights = st.weights_at(u, s.own_begin);
+        for (int k = 0; k < st.num_states(); ++k) r.states.push_back(st.state_at(k, u, s.own_begin));
+      }
+      each(r);
+    }
+  }
+
+  void visit_owned(const std::function<void(const OwnedRange&)>& visit) {
+    each_owned([&](const OwnedRange& at) {
+      // On a GPU the range is copied into host memory for the visit (on the CPU: read in place).
+      OwnedRange r{at.unit, at.begin, at.end, nullptr, {}};
+      std::vector<device::HostRead> reads;
+      if (at.begin < at.end) {
+        const size_t bytes = (at.end - at.begin) * sizeof(float);
+        reads.reserve(1 + at.states.size());
+        r.weights = reads.emplace_back(st.dev(), at.weights, bytes, MemCategory::kGathered).as<float>();
+        for (const float* s : at.states)
+          r.states.push_back(reads.emplace_back(st.dev(), s, bytes, MemCategory::kGathered).as<float>());
       }
       visit(r);
-    }
+    });
+  }
+
+  void copy_owned(float* weights, const std::vector<float*>& states) {
+    ZDP_CHECK(static_cast<int>(states.size()) == st.num_states(), "{} state copies for {} optimizer states",
+              states.size(), st.num_states());
+    size_t at = 0;  // the unit's first element in the copy: the shards before it, end to end
+    each_owned([&](const OwnedRange& r) {
+      const size_t bytes = (r.end - r.begin) * sizeof(float);
+      // Into host memory: copy() returns once the bytes are there.
+      if (bytes > 0) st.dev().copy(weights + at, r.weights, bytes);
+      for (size_t k = 0; k < states.size() && bytes > 0; ++k) st.dev().copy(states[k] + at, r.states[k], bytes);
+      at += shards.unit(r.unit).shard;
+    });
   }
 
   NvmeTraffic nvme_traffic() const {
@@ -448,6 +471,9 @@ void Engine::consolidate(const std::function<void(int unit, const float* data)>&
 int Engine::num_optimizer_states() const { return impl_->st.num_states(); }
 
 void Engine::visit_owned(const std::function<void(const OwnedRange&)>& visit) const { impl_->visit_owned(visit); }
+void Engine::copy_owned(float* weights, const std::vector<float*>& states) const {
+  impl_->copy_owned(weights, states);
+}
 
 const EngineConfig& Engine::config() const { return impl_->cfg; }
 const ShardLayout& Engine::shards() const { return impl_->shards; }

@@ -106,6 +106,10 @@ class Engine {
     std::vector<const float*> states;  // num_optimizer_states() pointers
   };
   void visit_owned(const std::function<void(const OwnedRange&)>& visit) const;
+  // The same ranges copied into host memory the caller owns, straight from where they live (no staging):
+  // unit u's weights to weights + o_u, state k's to states[k] + o_u, o_u the sum of shards().unit(v).shard
+  // over the units v before u (zero/state_copy.h lays the copy out so). Done when it returns.
+  void copy_owned(float* weights, const std::vector<float*>& states) const;
   // Fills everything this rank keeps from a source of fp32 values: state -1 the weights, 0.. the
   // optimizer states. Reads only what the rank holds (its shard, or whole units where it keeps them).
   using StateSource = zero::StateSource;
