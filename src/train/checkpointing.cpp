@@ -78,51 +78,30 @@ SaveContext save_context(const TrainConfig& cfg, int world_size) {
   return ctx;
 }
 
-std::string save_checkpoint(zero::Engine& engine, int64_t step, const SaveContext& ctx) {
-  const auto t0 = std::chrono::steady_clock::now();
+SaveInProgress begin_save(zero::Engine& engine, int64_t step, const SaveContext& ctx) {
   comm::Communicator& comm = engine.comm();
   const comm::UntrackedTraffic untracked(comm);
-  const int W = comm.size(), rank = comm.rank();
+  const int rank = comm.rank();
+  SaveInProgress save;
+  save.step = step;
+  save.started = std::chrono::steady_clock::now();
   // One file per shard: N files, written by the first shard group (ranks 0..N-1; with hybrid
   // sharding the other groups hold the same shards).
   const int N = engine.shard_group_size();
-  const bool writes = rank < N;
-  const std::vector<std::string> states = state_names(engine.config().optimizer);
-  ZDP_CHECK(static_cast<int>(states.size()) == engine.num_optimizer_states(), "{} optimizer states, {} names",
-            engine.num_optimizer_states(), states.size());
-
-  if (rank == 0) ckpt::prepare_save(ctx.save_dir, step);
-  comm.barrier();
-
-  // This rank's file: its owned range of every unit, streamed from the engine's buffers unit by unit
-  // (with the optimizer on NVMe, each unit's states are in host memory only while it is written).
-  std::vector<ckpt::UnitRange> ranges;
+  save.writes = rank < N;
+  save.states = state_names(engine.config().optimizer);
+  ZDP_CHECK(static_cast<int>(save.states.size()) == engine.num_optimizer_states(), "{} optimizer states, {} names",
+            engine.num_optimizer_states(), save.states.size());
+  save.kill_midway = crash_requested(rank, step);
   for (int u = 0; u < engine.layout().num_units(); ++u) {
     const zero::UnitShard& s = engine.shards().unit(u);
-    if (s.own_begin < s.own_end) ranges.push_back({u, s.own_begin, s.own_end});
+    if (s.own_begin < s.own_end) save.ranges.push_back({u, s.own_begin, s.own_end});
   }
-  ckpt::RankFileOptions options;
-  options.kill_midway = crash_requested(rank, step);
-  ckpt::RankFile mine;
-  if (writes)
-    mine = ckpt::write_rank_file(
-        ckpt::partial_dir(ctx.save_dir, step), rank, N, step, states, ranges,
-        [&engine](const auto& write) {
-          engine.visit_owned([&](const zero::Engine::OwnedRange& r) {
-            if (r.begin < r.end) write(ckpt::RankPiece{{r.unit, r.begin, r.end}, r.weights, r.states});
-          });
-        },
-        options);
 
-  // Every file's size and checksum to rank 0.
-  const uint64_t words[2] = {mine.bytes, mine.crc32c};
-  std::vector<uint64_t> all(2 * static_cast<size_t>(W));
-  comm.all_gather_bytes(words, all.data(), sizeof words);
-
-  uint64_t total_bytes = 0;
   if (rank == 0) {
+    // What the manifest says of the engine is taken now: training may go on before the commit.
     const model::ParamLayout& layout = engine.layout();
-    ckpt::Manifest m;
+    ckpt::Manifest& m = save.manifest;
     m.created_by = ZERODP_VERSION_STRING;
     m.step = step;
     m.optimizer_steps = engine.optimizer_steps();
@@ -131,11 +110,11 @@ std::string save_checkpoint(zero::Engine& engine, int64_t step, const SaveContex
     m.zero_stage = engine.config().zero.stage;
     m.dtype = engine.config().precision.dtype;
     m.optimizer = optim::optimizer_name(engine.config().optimizer.kind);
-    m.states = states;
+    m.states = save.states;
     const zero::LossScaler::State ls = engine.loss_scaler().state();
     m.loss_scale = {ls.scale, ls.good_steps, ls.hysteresis_left, ls.overflows};
     m.data = ctx.data;
-    m.data.ranks = W;
+    m.data.ranks = comm.size();
     m.data.next_token = step * ctx.data.tokens_per_step;
     m.training = ctx.training;
     for (int u = 0; u < layout.num_units(); ++u) {
@@ -146,25 +125,80 @@ std::string save_checkpoint(zero::Engine& engine, int64_t step, const SaveContex
       ckpt::RankFile f;
       f.rank = r;
       f.file = ckpt::rank_file_name(r);
-      f.bytes = all[2 * static_cast<size_t>(r)];
-      f.crc32c = static_cast<uint32_t>(all[2 * static_cast<size_t>(r) + 1]);
-      const zero::ShardLayout theirs(layout, N, r);  // what visit_owned() gave rank r
+      const zero::ShardLayout theirs(layout, N, r);  // what visit_owned() gives rank r
       for (int u = 0; u < layout.num_units(); ++u) {
         const zero::UnitShard& s = theirs.unit(u);
         if (s.own_begin < s.own_end) f.ranges.push_back({u, s.own_begin, s.own_end});
       }
-      total_bytes += f.bytes;
       m.ranks.push_back(std::move(f));
     }
-    ZDP_CHECK(m.ranks[0].ranges == mine.ranges, "rank 0's ranges differ from its shard layout");
-    ckpt::commit_checkpoint(ctx.save_dir, m, ctx.keep);
+    ZDP_CHECK(m.ranks[0].ranges == save.ranges, "rank 0's ranges differ from its shard layout");
+    ckpt::prepare_save(ctx.save_dir, step);
+  }
+  comm.barrier();
+  return save;
+}
+
+ckpt::RankFile write_own_file(const SaveInProgress& save, const SaveContext& ctx, int rank, int world_size,
+                              const OwnedVisitor& visit) {
+  if (!save.writes) return {};
+  ckpt::RankFileOptions options;
+  options.kill_midway = save.kill_midway;
+  return ckpt::write_rank_file(
+      ckpt::partial_dir(ctx.save_dir, save.step), rank, world_size, save.step, save.states, save.ranges,
+      [&visit](const auto& write) {
+        visit([&](const zero::Engine::OwnedRange& r) {
+          if (r.begin < r.end) write(ckpt::RankPiece{{r.unit, r.begin, r.end}, r.weights, r.states});
+        });
+      },
+      options);
+}
+
+std::string commit_save(comm::Communicator& comm, SaveInProgress& save, const ckpt::RankFile& mine,
+                        const SaveContext& ctx) {
+  const comm::UntrackedTraffic untracked(comm);
+  const int W = comm.size();
+  // Every file's size and checksum to rank 0.
+  const uint64_t words[2] = {mine.bytes, mine.crc32c};
+  std::vector<uint64_t> all(2 * static_cast<size_t>(W));
+  comm.all_gather_bytes(words, all.data(), sizeof words);
+
+  uint64_t total_bytes = 0;
+  const size_t N = save.manifest.ranks.size();
+  if (comm.rank() == 0) {
+    for (size_t r = 0; r < N; ++r) {
+      save.manifest.ranks[r].bytes = all[2 * r];
+      save.manifest.ranks[r].crc32c = static_cast<uint32_t>(all[2 * r + 1]);
+      total_bytes += all[2 * r];
+    }
+    ckpt::commit_checkpoint(ctx.save_dir, save.manifest, ctx.keep);
   }
   comm.barrier();
   const std::string dir =
-      ctx.save_dir + (ctx.save_dir.ends_with('/') ? "" : "/") + ckpt::checkpoint_dir_name(step);
-  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      ctx.save_dir + (ctx.save_dir.ends_with('/') ? "" : "/") + ckpt::checkpoint_dir_name(save.step);
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - save.started).count();
   log::info("saved checkpoint {} ({} in {} file{}, {:.0f} ms)", dir, format_bytes(total_bytes), N, N == 1 ? "" : "s", ms);
   return dir;
+}
+
+std::string save_checkpoint(zero::Engine& engine, int64_t step, const SaveContext& ctx) {
+  SaveInProgress save = begin_save(engine, step, ctx);
+  // This rank's file: its owned range of every unit, streamed from the engine's buffers unit by unit
+  // (with the optimizer on NVMe, each unit's states are in host memory only while it is written).
+  const ckpt::RankFile mine = write_own_file(save, ctx, engine.comm().rank(), engine.shard_group_size(),
+                                             [&engine](const auto& each) { engine.visit_owned(each); });
+  return commit_save(engine.comm(), save, mine, ctx);
+}
+
+std::optional<std::string> first_error(comm::Communicator& comm, const std::string& error) {
+  const comm::UntrackedTraffic untracked(comm);
+  const int W = comm.size(), rank = comm.rank();
+  // The lowest rank that found a problem tells every rank, so that all fail with its message.
+  float reporter = error.empty() ? 0.0f : static_cast<float>(W - rank);
+  comm.all_reduce(&reporter, 1, DType::kF32, comm::ReduceOp::kMax);
+  if (reporter == 0.0f) return std::nullopt;
+  return broadcast_text(comm, error, W - static_cast<int>(reporter));
 }
 
 ckpt::Checkpoint open_checkpoint(comm::Communicator& comm, const std::string& path,
@@ -197,12 +231,8 @@ ckpt::Checkpoint open_checkpoint(comm::Communicator& comm, const std::string& pa
   } catch (const UsageError& e) {
     error = e.what();
   }
-  // The lowest rank that found a problem tells every rank, so that all fail with its message.
-  float reporter = error.empty() ? 0.0f : static_cast<float>(W - rank);
-  comm.all_reduce(&reporter, 1, DType::kF32, comm::ReduceOp::kMax);
-  if (reporter == 0.0f) return std::move(*ckpt);
-  const int root = W - static_cast<int>(reporter);
-  throw UsageError(broadcast_text(comm, error, root));
+  if (const std::optional<std::string> e = first_error(comm, error)) throw UsageError(*e);
+  return std::move(*ckpt);
 }
 
 std::vector<std::string> check_resume(const ckpt::Checkpoint& ckpt, const TrainConfig& cfg, int W,

@@ -9,7 +9,9 @@
 // wrote it, a rank just reads the ranges it keeps.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -39,6 +41,36 @@ SaveContext save_context(const TrainConfig& cfg, int world_size);
 // counted as training traffic. Testing aid: ZERODP_TEST_CRASH_IN_SAVE=<rank>[:<step>] kills that
 // rank half-way through writing its file (at the first save, or at step <step>'s).
 std::string save_checkpoint(zero::Engine& engine, int64_t step, const SaveContext& ctx);
+
+// save_checkpoint in its three parts, so that the file can be written from a copy of the state while
+// training goes on (async_save.h): begin_save and commit_save are collective and run on the main
+// thread at step boundaries; write_own_file calls no collective and may run on any thread.
+struct SaveInProgress {
+  int64_t step = 0;
+  bool writes = false;       // this rank writes a file (it is in the first shard group)
+  bool kill_midway = false;  // ZERODP_TEST_CRASH_IN_SAVE names this rank and save
+  std::vector<std::string> states;
+  std::vector<ckpt::UnitRange> ranges;  // the rank's owned ranges, what its file holds
+  ckpt::Manifest manifest;  // rank 0: all of it as of begin_save but the files' sizes and checksums
+  std::chrono::steady_clock::time_point started;
+};
+// Collective: rank 0 creates the partial directory, and what the manifest records of the engine (its
+// optimizer steps, the loss scaler) is taken now.
+SaveInProgress begin_save(zero::Engine& engine, int64_t step, const SaveContext& ctx);
+// Writes this rank's file (when it writes one) from the owned ranges `visit` gives, as
+// Engine::visit_owned gives them; returns what the manifest lists for it.
+using OwnedVisitor = std::function<void(const std::function<void(const zero::Engine::OwnedRange&)>&)>;
+ckpt::RankFile write_own_file(const SaveInProgress& save, const SaveContext& ctx, int rank, int world_size,
+                              const OwnedVisitor& visit);
+// Collective, once every rank's write_own_file has returned: the files' sizes and checksums to rank 0,
+// which writes the manifest and commits (docs/checkpoints.md); a barrier ends it. Returns the
+// checkpoint's directory.
+std::string commit_save(comm::Communicator& comm, SaveInProgress& save, const ckpt::RankFile& mine,
+                        const SaveContext& ctx);
+
+// Collective: the message of the lowest rank whose `error` is not empty, on every rank; nullopt when
+// every rank's is empty. Not counted as training traffic.
+std::optional<std::string> first_error(comm::Communicator& comm, const std::string& error);
 
 // Collective: resolves and validates `path` (a checkpoint or a save directory) on every rank. A problem
 // found anywhere is thrown on every rank as the same UsageError (exit 2) naming the file.
