@@ -49,6 +49,7 @@ struct EstimateOptions {
   std::string bandwidth;
   std::string units = "gb";
   bool json = false;
+  bool async_save = false;  // --async-save (or --config's checkpoint.writer.decoupled)
   // --config: a DeepSpeed JSON, read as `zerodp train --config` reads it; the flags below that were
   // given on the command line (`given`) override it, as they do for train.
   std::string config;
@@ -188,6 +189,7 @@ plan::PlanInput plan_input(const EstimateOptions& o, std::optional<train::TrainC
   ZDP_REQUIRE(o.collectives == "auto" || o.collectives == "flat" || o.collectives == "host-aware",
               "--collectives must be auto, flat or host-aware, got '{}'", o.collectives);
   in.two_level = o.collectives != "flat";
+  in.async_save = o.async_save || (cfg && cfg->async_save);
   return in;
 }
 
@@ -293,7 +295,8 @@ int run_estimate(const EstimateOptions& o) {
   if (offloaded) {
     fmt::print("\nOffloaded per rank (optimizer: as zerodp train --offload-optimizer holds it, master + optim in host "
                "memory (cpu) or files (nvme: the host holds buffer_count sub-groups of them), and one sub-group of "
-               "gradient staging; parameters: as zerodp train --offload-param cpu holds them, stage 3's shards):\n");
+               "gradient staging; parameters: as zerodp train --offload-param cpu holds them, stage 3's shards; "
+               "--async-save: the host copy of a checkpoint being written, in master and optim):\n");
     for (const plan::StageEstimate& e : est)
       fmt::print("  stage {}: host {} {}, nvme {} {}\n", e.stage, size_text(e.memory.host, gib), unit,
                  size_text(e.memory.nvme, gib), unit);
@@ -363,6 +366,9 @@ void register_estimate(CLI::App& app, Action& action) {
   cmd->add_option("--gpu-memory", o.gpu_memory, "Memory of one GPU, e.g. 80GB, 40GiB")->capture_default_str();
   cmd->add_option("--bandwidth", o.bandwidth, "Bytes per second each rank sends, e.g. 25GB: prints seconds");
   cmd->add_option("--units", o.units, "Text sizes in gb (10^9) or gib (2^30)")->capture_default_str();
+  cmd->add_flag("--async-save", o.async_save,
+                "As zerodp train --async-save: the host copy of the rank's checkpoint state (fp32 weights and "
+                "optimizer states of its owned ranges) in the host tier");
   cmd->add_flag("--json", o.json, "Print JSON: {\"stages\":[{\"stage\",\"bytes_per_rank\",...}]}");
   cmd->add_option("--config", o.config,
                   "A DeepSpeed JSON, read as zerodp train --config reads it: its precision, batch "

@@ -9,6 +9,7 @@
 #include "core/quantize.h"
 #include "model/layout.h"
 #include "plan/activations.h"
+#include "plan/async_copy.h"
 #include "zero/gather_plan.h"
 
 namespace zerodp::plan {
@@ -527,9 +528,7 @@ MemoryEstimate estimate_memory(const PlanInput& in) {
     if (in.model && in_file > 0) m.host_by.param += (u64(in.zero.param_buffer_count) + kWriteBuffers) * largest * p;
   }
   if (in.zero.offload_param != Offload::kNone) m.param = whole * p;
-  auto sum = [](const MemoryEstimate::Offloaded& o) { return o.param + o.grad + o.master + o.optim; };
-  m.host = sum(m.host_by);
-  m.nvme = sum(m.nvme_by);
+  complete_offloaded_tiers(in, c.shard, m);  // --async-save's host copy, the tiers' totals
 
   uint64_t act_live = 0, chunk = 0;
   if (in.model) {

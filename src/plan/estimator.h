@@ -67,6 +67,10 @@ struct PlanInput {
   // on one host), and whether reduce-scatters and all-gathers run in two levels (--collectives).
   int ranks_per_host = 0;
   bool two_level = true;
+  // zerodp train --async-save: each rank writing a checkpoint file holds a host copy of its owned ranges
+  // while the file is written (zero/state_copy.h): the fp32 weights in the host's master, the optimizer
+  // states in its optim (plan/async_copy.h).
+  bool async_save = false;
 
   // UsageError naming the flag for anything out of range (W < 1, stage outside 0..3, T > n_ctx, an
   // offload DeepSpeed does not have at this stage, ...).
@@ -90,10 +94,12 @@ struct MemoryEstimate {
   uint64_t total = 0;      // peak of everything together
   // What offload moves off the GPU, in total and by category (the memory event's host_bytes and
   // nvme_bytes): with the optimizer offloaded, master and optim there, and in the host's grad the
-  // staging buffer; with the parameters offloaded, param.
+  // staging buffer; with the parameters offloaded, param; with --async-save, the checkpoint's host copy
+  // in the host's master and optim.
   uint64_t host = 0, nvme = 0;
   struct Offloaded {
     uint64_t param = 0, grad = 0, master = 0, optim = 0;
+    uint64_t total() const { return param + grad + master + optim; }
   };
   Offloaded host_by, nvme_by;
 };

@@ -1,0 +1,17 @@
+#include "plan/async_copy.h"
+
+#include "zero/state_copy.h"
+
+namespace zerodp::plan {
+
+void complete_offloaded_tiers(const PlanInput& in, uint64_t shard_elements, MemoryEstimate& m) {
+  if (in.async_save) {
+    const zero::StateCopyBytes copy = zero::state_copy_bytes(shard_elements, in.optimizer_states);
+    m.host_by.master += copy.master;
+    m.host_by.optim += copy.optim;
+  }
+  m.host = m.host_by.total();
+  m.nvme = m.nvme_by.total();
+}
+
+}  // namespace zerodp::plan
