@@ -90,6 +90,7 @@ json TrainConfig::to_json() const {
       {"save_dir", save_dir},
       {"save_every", save_every},
       {"keep", keep},
+      {"async_save", async_save},
       {"resume", resume_path},
       {"steps", steps},
       {"micro_batch", micro_batch},

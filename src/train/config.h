@@ -44,6 +44,9 @@ struct TrainConfig {
   std::string save_dir;      // --save-dir: checkpoints go to <save_dir>/step-<n>/; empty: none
   int64_t save_every = 0;    // --save-every: a checkpoint every N steps (and at the end); 0: at the end only
   int64_t keep = 0;          // --keep: the newest K checkpoints are kept; 0: all
+  // --async-save (DeepSpeed's checkpoint.writer.decoupled): each checkpoint copied to host memory at the
+  // step boundary and written in the background while training goes on (train/async_save.h)
+  bool async_save = false;
   std::string resume_path;   // --resume: a checkpoint (or a save directory: its latest) to continue
 
   // ---- batch (docs/reference/data-order.md#ranks): W ranks × micro_batch sequences × accum micro-steps per step

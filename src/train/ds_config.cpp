@@ -444,6 +444,22 @@ std::optional<bool> read_precision(const DsReader& r, const json& sec, const std
   return enabled;
 }
 
+// The checkpoint section: writer.decoupled is DeepSpeed's decoupled (asynchronous) checkpoint writer,
+// zerodp's --async-save; the rest tunes DeepSpeed's own checkpoint I/O (ignored, saying so).
+void read_checkpoint(const DsReader& r, const json& sec, TrainConfig& cfg) {
+  for (const auto& [key, v] : r.object(sec, "checkpoint").items()) {
+    if (key != "writer") {
+      r.unknown("checkpoint." + key, v);
+      continue;
+    }
+    for (const auto& [name, wv] : r.object(v, "checkpoint.writer").items()) {
+      const std::string path = "checkpoint.writer." + name;
+      if (name == "decoupled") cfg.async_save = r.boolean(wv, path);
+      else r.unknown(path, wv);
+    }
+  }
+}
+
 }  // namespace
 
 // ---- DeepSpeed JSON --------------------------------------------------------------------------------
@@ -488,6 +504,8 @@ std::vector<std::string> apply_ds_config(TrainConfig& cfg, std::string_view json
       fp16 = read_precision(r, v, key, cfg);
     } else if (key == "communication_data_type") {
       if (!a) cfg.precision.reduce_dtype = r.dtype(v, key);
+    } else if (key == "checkpoint") {
+      read_checkpoint(r, v, cfg);
     } else if (key == "activation_checkpointing") {
       // DeepSpeed's section configures its checkpointing API; zerodp's own is --activation-checkpointing.
       for (const auto& [name, sv] : r.object(v, key).items()) r.unknown(key + "." + name, sv);

@@ -100,7 +100,7 @@ const TuningKey kTuningKeys[] = {
     {"dump_state", "a DeepSpeed debugging setting"},
     {"timers", "a DeepSpeed timing setting"},
     {"aio", "DeepSpeed's NVMe I/O settings; zerodp's io_uring queue and 4 KiB direct I/O are its own"},
-    {"checkpoint", "DeepSpeed's checkpoint I/O settings; see docs/checkpoints.md"},
+    {"checkpoint", "DeepSpeed's checkpoint I/O settings (zerodp reads checkpoint.writer.decoupled alone: --async-save); see docs/checkpoints.md"},
     {"zero_allow_untested_optimizer", "zerodp's optimizers are its own"},
     {"zero_force_ds_cpu_optimizer", "zerodp's optimizers are its own"},
     {"disable_allgather", "a DeepSpeed implementation choice"},

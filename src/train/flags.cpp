@@ -299,6 +299,12 @@ const std::vector<FlagEntry>& flag_table() {
        ZDP_SET { c.save_every = parse_int(v, f); }, ZDP_GET { return std::to_string(c.save_every); }},
       {{"--keep", "K", "With --save-dir: keep only the newest K checkpoints (0: all)", false},
        ZDP_SET { c.keep = parse_int(v, f); }, ZDP_GET { return std::to_string(c.keep); }},
+      {{"--async-save", "",
+        "With --save-dir: copy each checkpoint to host memory at the step boundary and write it in the background "
+        "while training goes on (committed atomically at a later step boundary; DeepSpeed's "
+        "checkpoint.writer.decoupled)",
+        true},
+       ZDP_SET { c.async_save = parse_bool(v, f); }, ZDP_GET { return show(c.async_save); }},
       {{"--resume", "PATH",
         "Continue from a checkpoint (DIR/step-<n>, or a --save-dir meaning its latest); --init is then optional",
         false},

@@ -24,6 +24,7 @@
 #include "device/select.h"
 #include "comm/watchdog.h"
 #include "plan/estimator.h"
+#include "train/async_save.h"
 #include "train/checkpointing.h"
 #include "train/evaluate.h"
 #include "train/metrics.h"
@@ -107,7 +108,8 @@ void check_fits_in_memory(const TrainConfig& cfg, const model::ModelConfig& mc, 
               "--micro-batch {} of {} ({}) would need more than 2^62 bytes of activations", cfg.micro_batch,
               model::model_name(mc), source);
   const plan::PlanInput in{.model = mc, .world = W, .zero = cfg.zero, .precision = cfg.precision,
-                           .micro_batch = cfg.micro_batch, .seq = cfg.seq, .accum = cfg.accum, .gpu = gpu_memory > 0};
+                           .micro_batch = cfg.micro_batch, .seq = cfg.seq, .accum = cfg.accum, .gpu = gpu_memory > 0,
+                           .async_save = cfg.async_save && !cfg.save_dir.empty()};
   const plan::MemoryEstimate e = plan::estimate_memory(in);
   // What offload moves to the host is this machine's memory all the same.
   if (gpu_memory > 0) {
@@ -413,7 +415,7 @@ TrainResult run_training(TrainConfig cfg, const TrainHooks& hooks) {
   if (hooks.gradient_fault) set_gradient_fault(engine, *hooks.gradient_fault);
   const int64_t start_step = load_weights(engine, resume, weights, layout, cfg.init_path);
   const bool saving = !cfg.save_dir.empty();
-  const SaveContext save_ctx = save_context(cfg, W);
+  CheckpointSaver saver(engine, save_context(cfg, W), cfg.async_save);
   int64_t last_saved = -1;
 
   const int64_t tokens_per_step = cfg.tokens_per_step(W);
@@ -445,6 +447,7 @@ TrainResult run_training(TrainConfig cfg, const TrainHooks& hooks) {
     metrics.write(step_json(rec));
     csv_log.record_step(rec, (s + 1) * tokens_per_step);
     if (r.nonfinite) apply_nonfinite_policy(engine, cfg, layout, r, s, skipped_steps);
+    saver.poll();  // --async-save: commits the save in flight once every rank has written its file
     // Validation after s + 1 steps: every --eval-every steps and after the last. Forward passes only,
     // outside the step's time and traffic; training goes on bitwise as without it.
     std::optional<double> val_loss;
@@ -458,15 +461,16 @@ TrainResult run_training(TrainConfig cfg, const TrainHooks& hooks) {
     if (saving && cfg.save_every > 0 && (s + 1) % cfg.save_every == 0) {
       comm::set_activity_context(fmt::format("saving the checkpoint of step {}", s + 1));
       require_finite_weights(engine, s, "a checkpoint");
-      save_checkpoint(engine, s + 1, save_ctx);
+      saver.save(s + 1);
       last_saved = s + 1;
     }
   }
   comm::set_activity_context("finishing: checkpoint, ledgers, --out");
   if (saving && last_saved != cfg.steps) {
     require_finite_weights(engine, cfg.steps - 1, "a checkpoint");
-    save_checkpoint(engine, cfg.steps, save_ctx);
+    saver.save(cfg.steps);
   }
+  saver.finish();  // the ledgers and --out come after the last checkpoint is committed
   result.tokens_per_second = total_ms > 0 ? tokens_per_step * (cfg.steps - start_step) / (total_ms / 1000.0) : 0;
 
   finish_run(engine, cfg, out, layout, *world, metrics);

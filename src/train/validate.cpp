@@ -61,6 +61,9 @@ void TrainConfig::validate_files_and_batch(int world_size) const {
   ZDP_REQUIRE(keep >= 0 && keep <= 1'000'000, "--keep must be in [0, 1000000], got {}", keep);
   ZDP_REQUIRE(!save_dir.empty() || (save_every == 0 && keep == 0),
               "--save-every and --keep need --save-dir (where the checkpoints go)");
+  ZDP_REQUIRE(!async_save || !save_dir.empty(),
+              "--async-save (or the --config key checkpoint.writer.decoupled) needs --save-dir: it writes the "
+              "checkpoints of --save-dir in the background");
   ZDP_REQUIRE(!data_path.empty(), "--data is required: the token file (see `zerodp tokenize`)");
   ZDP_REQUIRE(steps > 0 && steps <= kMaxSteps, "--steps must be in [1, 2^40], got {}", steps);
   ZDP_REQUIRE(micro_batch > 0 && micro_batch <= kMaxMicroBatch,

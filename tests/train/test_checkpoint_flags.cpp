@@ -70,5 +70,38 @@ TEST(CheckpointFlags, ErrorsSayWhat) {
   }
 }
 
+TEST(CheckpointFlags, AsyncSaveLandsAndNeedsASaveDir) {
+  const TrainConfig c = resolved({{"--init", "m"}, {"--save-dir", "runs/a"}, {"--async-save", "true"}});
+  EXPECT_TRUE(c.async_save);
+  EXPECT_EQ(c.to_json()["async_save"], true);
+  EXPECT_EQ(usage_error(c), "");
+  EXPECT_FALSE(resolved({{"--init", "m"}, {"--save-dir", "runs/a"}}).async_save);
+  const std::string e = usage_error(resolved({{"--init", "m"}, {"--async-save", "true"}}));
+  EXPECT_NE(e.find("--async-save"), std::string::npos) << e;
+  EXPECT_NE(e.find("needs --save-dir"), std::string::npos) << e;
+}
+
+// DeepSpeed's decoupled checkpoint writer is --async-save; the writer's other keys tune DeepSpeed's own.
+TEST(CheckpointFlags, DeepSpeedDecoupledWriterIsAsyncSave) {
+  TrainConfig c;
+  const auto warnings =
+      apply_ds_config(c, R"({"checkpoint": {"writer": {"decoupled": true, "type": "fast"}, "tag_validation": "Warn"}})",
+                      "ds.json");
+  EXPECT_TRUE(c.async_save);
+  ASSERT_EQ(warnings.size(), 2u);
+  for (const std::string& w : warnings) EXPECT_NE(w.find("ignoring 'checkpoint."), std::string::npos) << w;
+  TrainConfig off;
+  apply_ds_config(off, R"({"checkpoint": {"writer": {"decoupled": false}}})", "ds.json");
+  EXPECT_FALSE(off.async_save);
+  try {
+    apply_ds_config(off, R"({"checkpoint": {"writer": {"decoupled": "yes"}}})", "ds.json");
+    ADD_FAILURE() << "accepted decoupled \"yes\"";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("ds.json: checkpoint.writer.decoupled must be true or false"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace zerodp::train

@@ -1,0 +1,53 @@
+// A run's checkpoints as --save-dir, --save-every and --async-save ask for them (docs/checkpoints.md,
+// "Asynchronous saves"): written at once (a synchronous save, the default), or copied to host memory
+// at the step boundary and written by a background thread while training goes on.
+//
+// An asynchronous save keeps the atomicity of a synchronous one: the same partial directory, rank files,
+// manifest and renames, committed by rank 0 once every rank's file is written. The background thread
+// only writes this rank's file; everything collective stays on the main thread. At each step boundary
+// while a save is in flight, poll() asks every rank whether its writer is done (one float all-reduce,
+// not training traffic) and, once all are, commits the save: the files' sizes and checksums to rank 0,
+// which writes the manifest and renames. The host copy lives until that commit, so that its lifetime
+// in the ledger, and so the host tier's peak, depends on the steps alone, never on how fast a disk is.
+// At most one save is in flight: the next save, and the end of the run, wait for it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "train/checkpointing.h"
+#include "zero/engine.h"
+
+namespace zerodp::train {
+
+class CheckpointSaver {
+ public:
+  // The engine outlives the saver.
+  CheckpointSaver(zero::Engine& engine, SaveContext ctx, bool async);
+  // A save still in flight (the run failed): waits for its writer and commits nothing, leaving the
+  // partial directory as a crash would (the next save removes it).
+  ~CheckpointSaver();
+  CheckpointSaver(const CheckpointSaver&) = delete;
+  CheckpointSaver& operator=(const CheckpointSaver&) = delete;
+
+  // Collective, at every step boundary: with a save in flight, asks every rank whether its writer is
+  // done and commits the save once all are. Nothing without one.
+  void poll();
+  // Collective: saves the checkpoint of `step` optimizer steps. A save in flight is committed first.
+  // Synchronous: returns once it is committed. Asynchronous: returns once the state is copied and the
+  // writer started. A rank's writer that failed is a RuntimeFailure on every rank, at the commit.
+  void save(int64_t step);
+  // Collective: waits for the save in flight, if any, and commits it.
+  void finish();
+
+ private:
+  void commit();
+
+  struct InFlight;
+  zero::Engine& engine_;
+  const SaveContext ctx_;
+  const bool async_;
+  std::unique_ptr<InFlight> in_flight_;
+};
+
+}  // namespace zerodp::train
