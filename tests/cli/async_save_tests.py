@@ -58,11 +58,10 @@ def checkpoint_files(save):
 
 
 def without_async_key(manifest_bytes):
+    """A manifest without the settings that name this run's own files (and async_save itself)."""
     m = json.loads(manifest_bytes)
-    m["training"].pop("async_save", None)
-    m["training"].pop("save_dir", None)
-    m["training"].pop("metrics", None)
-    m["training"].pop("out", None)
+    for key in ("async_save", "save_dir", "metrics", "out", "config"):
+        m["training"].pop(key, None)
     return m
 
 
