@@ -97,7 +97,7 @@ void check_output_path(const std::string& given, OutputKind kind, std::string_vi
       if (node != Node::kMissing)
         throw UsageError(fmt::format("{} '{}': exists and is not a directory", flag, given));
       if (kind == OutputKind::kExistingDirectory)
-        throw UsageError(fmt::format("{} '{}': the directory does not exist", flag, given));
+        throw UsageError(fmt::format("{} '{}': not a directory (it does not exist)", flag, given));
       if (kind == OutputKind::kDirectory) return probe_directory(existing_parent(dir, flag, given), flag, given);
       // mkdir -p: the nearest level that exists must be a directory that takes a new entry.
       std::string up = parent_of(dir);

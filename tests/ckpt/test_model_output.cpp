@@ -4,7 +4,6 @@
 // directory's tokenizer files come along, and a failed write leaves the earlier model byte for byte.
 #include <unistd.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -21,6 +20,7 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "error_message.h"
+#include "temp_dir.h"
 #include "unit_values.h"
 
 namespace zerodp::ckpt {
@@ -33,18 +33,6 @@ using zerodp::testing::error_message;
 
 class ModelOutputTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/zerodp_mo_XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    root_ = tmpl;
-    dir_ = root_ + "/proj";
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(root_, ec);
-  }
-
   // Writes the tiny GPT-2 (L2 C8 V11) into `out` as a model directory, its values offset by `shift`
   // so that two saves are told apart; shards of 600 bytes when `sharded`.
   void save(const ModelOutput& out, bool sharded, float shift = 0, int fail_at_unit = -1) const {
@@ -71,7 +59,9 @@ class ModelOutputTest : public ::testing::Test {
   }
 
   const ParamLayout layout_{model::ModelConfig(GPT2Config{2, 2, 8, 11, 6})};
-  std::string root_, dir_;
+  zerodp::testing::TempDir tmp_{"zerodp_mo"};
+  const std::string& root_ = tmp_.path();
+  const std::string dir_ = tmp_ / "proj";
 };
 
 TEST_F(ModelOutputTest, KeepsEveryFileThatIsNotTheModels) {

@@ -5,7 +5,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -15,6 +14,7 @@
 #include "core/error.h"
 #include "core/output_path.h"
 #include "error_message.h"
+#include "temp_dir.h"
 
 namespace zerodp {
 namespace {
@@ -24,17 +24,7 @@ using zerodp::testing::error_message;
 
 class OutputPathTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/zerodp_out_XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    root_ = tmpl;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(root_, ec);
-  }
-  std::string path(const std::string& name) const { return root_ + "/" + name; }
+  std::string path(const std::string& name) const { return tmp_ / name; }
   void touch(const std::string& name) const { std::ofstream(path(name)) << "x"; }
   size_t entries() const {
     size_t n = 0;
@@ -45,7 +35,8 @@ class OutputPathTest : public ::testing::Test {
     return error_message<UsageError>([&] { check_output_path(p, kind, flag); });
   }
 
-  std::string root_;
+  zerodp::testing::TempDir tmp_{"zerodp_out"};
+  const std::string& root_ = tmp_.path();
 };
 
 TEST_F(OutputPathTest, AcceptsWhatCanBeWrittenAndLeavesNothingBehind) {

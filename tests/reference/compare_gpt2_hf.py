@@ -165,11 +165,18 @@ def run_out(args, work):
     if cl.check_out_files(c, out_dir, "gpt2", "F32", 5_000_000_000, False):
         check_loads_as(c, out_dir, state_of(out_file), torch.float32)
 
-    # ckpt consolidate --hf: the bytes of train --out.
+    # train --out beside an --init directory brings the files transformers saved beside the model
+    # (generation_config.json), so that the output loads as the input did.
+    if os.path.exists(os.path.join(init, "generation_config.json")):
+        c.check(os.path.exists(os.path.join(out_dir, "generation_config.json")),
+                f"train --out: generation_config.json of --init {init} not copied")
+
+    # ckpt consolidate --hf: the bytes of train --out (the model's files; a checkpoint has no tokenizer or
+    # generation files to bring).
     consolidated = os.path.join(work, "consolidated")
     code, text, _ = cl.run(zt.command(args.zerodp, ["ckpt", "consolidate", ckpt, "--hf", consolidated]), 60)
     if c.check(code == 0, f"zerodp ckpt consolidate --hf exited {code}:\n{text[-2000:]}"):
-        for name in sorted(os.listdir(out_dir)):
+        for name in sorted(os.listdir(consolidated)):
             with open(os.path.join(out_dir, name), "rb") as a, open(os.path.join(consolidated, name), "rb") as b:
                 c.check(a.read() == b.read(), f"ckpt consolidate --hf: {name} differs from train --out's")
 
