@@ -4,7 +4,7 @@ namespaces joined by a veth pair, 2 ranks each, OpenMPI over TCP: tests/pylib/zd
 by random faults for --minutes or more, and must end at the uninterrupted run's bits with every
 checkpoint left verifying.
 
-The faults (faults.py), from a seeded RNG so that a soak can be repeated:
+The faults (faults.py), drawn from a seeded RNG (--seed):
   rank kill              SIGKILL to a random rank while the job trains;
   kill in a sync save    SIGKILL to a random rank while a checkpoint is being saved;
   kill in an async save  SIGKILL to a rank whose background write (--async-save) is in flight: only
@@ -32,6 +32,7 @@ import json
 import os
 import random
 import re
+import shutil
 import signal
 import statistics
 import sys
@@ -47,13 +48,14 @@ from job import Job  # noqa: E402
 from zdptest import harness as zt  # noqa: E402
 from zdptest.hosts import TestHosts  # noqa: E402
 
-RANKS_PER_HOST, RANKS = 2, 4
-# Small enough that a step takes tens of ms on 2 oversubscribed cores, so that a round of 1500 steps
-# is a few minutes and a save (4 files of 0.36 MB, fsynced) is a window of tens of ms to aim at.
+RANKS = 4  # 2 a host: TestHosts.mpirun_args' default
+# Small, so that faults come often: a step takes 7-120 ms on 2 shared, oversubscribed cores (a round
+# of 1500 steps 10 s to 3 min), and a save (4 files of 0.36 MB, each fsynced) is still a window of
+# some milliseconds to aim a kill at.
 MODEL = dict(layers=2, heads=2, embd=64, vocab=256, ctx=64)
 SAVE_EVERY, KEEP = 5, 8     # --keep: the removal of old checkpoints is under fire too
 COMM_TIMEOUT, END_GRACE = 4, 2
-SETTLE_S = COMM_TIMEOUT + END_GRACE + 4   # after a cut: still training this long after the link is back = rode it through
+SETTLE_S = COMM_TIMEOUT + END_GRACE + 4   # still training this long after a cut's end: it was ridden through
 RECOVERY_LIMIT_S = 240      # a cut of 8 s + the watchdog + the launch's waits for host 1 take < 60 s
 STALL_S = 120               # no step for this long while an attempt trains: a hang
 
@@ -206,7 +208,6 @@ class Soak:
                     self.problems.append(f"round {number}: nothing trained within {RECOVERY_LIMIT_S} s of the "
                                          f"{rec['kind']} at {rec['at_s']} s (a hang?): {job.log.path}")
                     break
-            job.poll(0.0)
         finally:
             job.stop()
         return self.check_round(number, mode, job, out, save_dir, faults, started)
@@ -235,6 +236,8 @@ class Soak:
                     bits_equal=bits, checkpoints_verified=verified, leftovers=leftovers, problems=problems)
         self.rounds.append(info)
         self.problems += [f"round {number}: {p}" for p in problems]
+        if not problems:
+            shutil.rmtree(save_dir)  # verified; a soak would otherwise leave ~13 MB a round behind
         print(f"[{self.since(time.monotonic()):7.1f} s] round {number} ended: exit {rc}, {faults} faults, "
               f"{info['restarts']} restarts, bits equal: {'yes' if bits else 'NO'}, {verified} checkpoints "
               f"verified{', left: ' + ' '.join(leftovers) if leftovers else ''}"
