@@ -428,6 +428,11 @@ int launch(const std::vector<std::string>& launcher_args) {
     const StartFailure start = read_start_failure(end.output);
     const bool no_rank_ran = status_dir.first_note().first.empty() && latest_checkpoint(save_dir) == checkpoint_before;
     const bool may_shrink = !sizes.empty() && size_index + 1 < sizes.size();
+    if (start.launcher_refused_arguments && no_rank_ran) {
+      std::fprintf(stderr, "zerodp launch: %s refused its arguments (%s): another attempt would fail alike; not "
+                   "restarting\n", g_launch.launcher.c_str(), start.said.c_str());
+      return static_cast<int>(ExitCode::kUsage);
+    }
     if (start.could_not_start && no_rank_ran && !may_shrink) {
       if (wait_for_hosts(outage, start, attempt)) {
         ++start_try;

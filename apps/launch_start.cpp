@@ -28,6 +28,13 @@ const char* const kStartFailureMarkers[] = {
     "Required node not available (down, drained or reserved)",
 };
 
+// What a launcher prints when it refuses its own command line (the option follows each).
+const char* const kLauncherUsageMarkers[] = {
+    "mpirun: Error: unknown option",
+    "srun: unrecognized option",
+    "srun: invalid option",
+};
+
 // `text` with every run of whitespace (line breaks included) turned into one space.
 std::string one_line(const std::string& text) {
   std::string out;
@@ -82,6 +89,13 @@ StartFailure read_start_failure(const std::string& output) {
     if (text.find(marker) != std::string::npos) {
       failure.could_not_start = true;
       failure.said = marker;
+      break;
+    }
+  }
+  for (const char* marker : kLauncherUsageMarkers) {
+    if (const size_t at = text.find(marker); at != std::string::npos && !failure.could_not_start) {
+      failure.launcher_refused_arguments = true;
+      failure.said = text.substr(at, std::min<size_t>(text.find(' ', at + std::strlen(marker) + 1) - at, 120));
       break;
     }
   }

@@ -21,12 +21,17 @@ struct StartFailure {
   bool could_not_start = false;    // the launcher says it could not start its daemons (no rank ran)
   std::string said;                // the launcher's words that say so (one of kStartFailureMarkers)
   std::vector<std::string> hosts;  // the hosts the output names as unreachable, each once, in order
+  // The launcher refused its own arguments (a misspelled launcher flag): every attempt would fail
+  // alike, so none is retried. `said` then holds the launcher's words.
+  bool launcher_refused_arguments = false;
 };
 
 // Reads the launcher's output (stdout and stderr, the end of each) for one of the messages a
 // launcher prints when it cannot start the job's daemons on a host: Open MPI's ORTE "was unable to
 // reliably start one or more daemons" and "An ORTE daemon has unexpectedly failed after launch and
-// before communicating back to mpirun"; Slurm's "Required node not available". Line breaks and runs
+// before communicating back to mpirun"; Slurm's "Required node not available". Also whether the
+// launcher refused its arguments: Open MPI's "mpirun: Error: unknown option", srun's "unrecognized
+// option" and "invalid option". Line breaks and runs
 // of spaces count as one space (Open MPI wraps its help texts). The hosts come from the lines that
 // name one: Open MPI's "unable to complete a TCP connection ... Local host: H", ssh's "connect to
 // host H port" and "Could not resolve hostname H".

@@ -227,6 +227,11 @@ elif CASE == "usage":
     rc, so, se = run(LAUNCH + bad_stage + ["--save-dir", path("ck-bad")], timeout=120)
     check(rc == 2 and se.count("zerodp launch: attempt") == 1 and "not restarting" in se,
           "a job failing with bad usage (exit 2) is not restarted", se)
+    # A launcher flag misspelled: mpirun refuses it at once; retrying would only fail alike.
+    rc, so, se = run(["launch", "--max-restarts", "3", "--join-timeut", "5", "-n", "2", "--oversubscribe", "--"] +
+                     train + ["--save-dir", path("ck-typo")], timeout=120)
+    check(rc == 2 and se.count("zerodp launch: attempt") == 1 and "refused its arguments" in se
+          and "--join-timeut" in se, "a launcher flag mpirun refuses: exit 2 after one attempt", se)
 else:
     sys.exit(f"unknown case {CASE}")
 print(f"{CASE}: all checks passed")

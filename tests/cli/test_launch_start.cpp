@@ -90,6 +90,16 @@ TEST(LaunchStart, ReadsSlurmsNodeNotAvailable) {
   EXPECT_TRUE(f.hosts.empty());
 }
 
+TEST(LaunchStart, ReadsALauncherThatRefusedItsArguments) {
+  const StartFailure f = read_start_failure(
+      "--------\nmpirun: Error: unknown option \"--join-timeut\"\nType 'mpirun --help' for usage.\n");
+  EXPECT_TRUE(f.launcher_refused_arguments);
+  EXPECT_FALSE(f.could_not_start);
+  EXPECT_EQ(f.said, "mpirun: Error: unknown option \"--join-timeut\"");
+  EXPECT_TRUE(read_start_failure("srun: unrecognized option '--ntask=2'\n").launcher_refused_arguments);
+  EXPECT_FALSE(read_start_failure("[rank 0] error: --steps: not a number\n").launcher_refused_arguments);
+}
+
 TEST(LaunchStart, AJobThatRanIsNoStartFailure) {
   // A rank's own failure, or Open MPI's message after a job that ran lost a daemon: the job got going.
   EXPECT_FALSE(read_start_failure("[rank 1] error: collective all_reduce did not complete within 5 s\n"
