@@ -1,8 +1,5 @@
 #include "train/async_save.h"
 
-#include <sys/resource.h>
-#include <unistd.h>
-
 #include <atomic>
 #include <chrono>
 #include <exception>
@@ -66,10 +63,6 @@ void CheckpointSaver::save(int64_t step) {
   // The writer reads the copy and the context only, and calls no collective (the communicator is the
   // main thread's); a failure is kept for the commit, which every rank reaches.
   f->writer = std::thread([f = f.get(), &ctx = ctx_, rank, N] {
-    // The writer runs on the cores that training leaves idle: at the lowest priority (Linux's nice
-    // is per thread), a CPU-bound run (every core a rank) loses no step time to it, and the save
-    // still finishes, at the latest when the next save waits for it and the cores fall idle.
-    ::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 19);
     try {
       f->file = write_own_file(f->save, ctx, rank, N, [f](const auto& each) {
         for (const zero::Engine::OwnedRange& r : f->copy.ranges()) each(r);
