@@ -28,11 +28,7 @@ namespace fs = std::filesystem;
 namespace {
 
 // "runs/out/" names the directory "runs/out": its parent, staging and old names are beside that.
-fs::path without_trailing_slash(const std::string& dir) {
-  std::string_view d = dir;
-  while (d.size() > 1 && d.ends_with('/')) d.remove_suffix(1);
-  return fs::path(d);
-}
+fs::path without_trailing_slash(const std::string& dir) { return fs::path(without_trailing_slashes(dir)); }
 
 constexpr std::string_view kInnerStaging = ".zerodp-partial-";
 

@@ -21,14 +21,6 @@ namespace {
 
 std::string errno_text(int err) { return std::strerror(err); }
 
-// The directory holding `path`, for the fsync that makes a rename durable.
-std::string parent_dir(const std::string& path) {
-  const size_t slash = path.find_last_of('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
-
 // A name no other writer (thread or process) uses at the same moment.
 std::string temp_name_for(const std::string& path) {
   static std::atomic<uint64_t> counter{0};
@@ -36,6 +28,18 @@ std::string temp_name_for(const std::string& path) {
 }
 
 }  // namespace
+
+std::string parent_dir(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+std::string without_trailing_slashes(std::string_view path) {
+  while (path.size() > 1 && path.back() == '/') path.remove_suffix(1);
+  return std::string(path);
+}
 
 // ---- AtomicFile -------------------------------------------------------------------------------
 

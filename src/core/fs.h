@@ -51,6 +51,11 @@ inline void write_file_atomic(const std::string& path, std::string_view bytes) {
   write_file_atomic(path, bytes.data(), bytes.size());
 }
 
+// The directory holding the entry `path` names: "." for a bare name, "/" for one in the root.
+std::string parent_dir(const std::string& path);
+// "runs/out/" names the directory "runs/out" (a lone "/" stays).
+std::string without_trailing_slashes(std::string_view path);
+
 // fsyncs the file or directory at `path` (for a directory: the names created or renamed in it).
 // RuntimeFailure on failure; a file system that cannot sync a directory (EINVAL) is not one.
 void sync_path(const std::string& path);

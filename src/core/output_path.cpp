@@ -11,24 +11,11 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/fs.h"
 
 namespace zerodp {
 
 namespace {
-
-// "runs/out/" names the directory "runs/out".
-std::string without_trailing_slashes(std::string_view p) {
-  while (p.size() > 1 && p.back() == '/') p.remove_suffix(1);
-  return std::string(p);
-}
-
-// The directory an entry named `path` lives in ("." for a bare name).
-std::string parent_of(const std::string& path) {
-  const size_t slash = path.find_last_of('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
 
 enum class Node { kMissing, kFile, kDirectory, kOther };
 
@@ -48,7 +35,7 @@ Node node_at(const std::string& path, std::string_view flag, const std::string& 
 
 // The parent of an output that must exist: a directory, or a clear error.
 std::string existing_parent(const std::string& path, std::string_view flag, const std::string& given) {
-  const std::string parent = parent_of(path);
+  const std::string parent = parent_dir(path);
   switch (node_at(parent, flag, given)) {
     case Node::kDirectory: return parent;
     case Node::kMissing:
@@ -100,12 +87,12 @@ void check_output_path(const std::string& given, OutputKind kind, std::string_vi
         throw UsageError(fmt::format("{} '{}': not a directory (it does not exist)", flag, given));
       if (kind == OutputKind::kDirectory) return probe_directory(existing_parent(dir, flag, given), flag, given);
       // mkdir -p: the nearest level that exists must be a directory that takes a new entry.
-      std::string up = parent_of(dir);
+      std::string up = parent_dir(dir);
       for (;;) {
         const Node n = node_at(up, flag, given);
         if (n == Node::kDirectory) return probe_directory(up, flag, given);
         if (n != Node::kMissing) throw UsageError(fmt::format("{} '{}': '{}' is not a directory", flag, given, up));
-        up = parent_of(up);
+        up = parent_dir(up);
       }
     }
     case OutputKind::kPrefix: {
