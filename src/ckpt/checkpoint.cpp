@@ -159,13 +159,17 @@ RankFile write_rank_file(const std::string& dir, int rank, int world_size, int64
   const std::string header = safetensors_header(specs, meta);
   const uint64_t total = header.size() + data_bytes;
 
-  AtomicFile file(join(dir, out.file));
+  // Around the page cache: a rank file is large, written once and read back only on a resume.
+  AtomicFile file(join(dir, out.file), AtomicFile::Caching::kDirect);
   uint32_t crc = crc32c(header.data(), header.size());
   file.write(header);
   constexpr size_t kChunk = size_t{1} << 18;  // floats per write: 1 MiB
   auto write_array = [&](const float* ptr, size_t n) {
     for (size_t at = 0; at < n; at += kChunk) {
-      if (options.kill_midway && file.bytes_written() >= total / 2) ::raise(SIGKILL);
+      if (options.kill_midway && file.bytes_written() >= total / 2) {
+        file.flush();  // half the file on disk, as far as whole blocks go
+        ::raise(SIGKILL);
+      }
       const size_t bytes = std::min(kChunk, n - at) * sizeof(float);
       crc = crc32c_extend(crc, ptr + at, bytes);
       file.write(ptr + at, bytes);

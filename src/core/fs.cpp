@@ -5,7 +5,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cerrno>
 #include <cstring>
 #include <limits>
@@ -43,18 +45,38 @@ std::string without_trailing_slashes(std::string_view path) {
 
 // ---- AtomicFile -------------------------------------------------------------------------------
 
-AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
+namespace {
+// O_DIRECT's unit: offsets, lengths and buffer addresses in multiples of it (the logical block size of
+// every common disk is 512 or 4096).
+constexpr size_t kDirectBlock = 4096;
+constexpr size_t kStagingBytes = size_t{8} << 20;  // a direct write's size: long enough to keep DMA busy
+}  // namespace
+
+void AtomicFile::FreeStaging::operator()(uint8_t* p) const noexcept { std::free(p); }
+
+AtomicFile::AtomicFile(std::string path, Caching caching) : path_(std::move(path)) {
   ZDP_REQUIRE(!path_.empty(), "cannot write a file with an empty path");
   for (int attempt = 0; attempt < 100; ++attempt) {
     temp_path_ = temp_name_for(path_);
     // 0666 under the umask: the published file gets the permissions a plain create would give.
     fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd_ >= 0) return;
+    if (fd_ >= 0) break;
     if (errno != EEXIST) break;
   }
-  const int err = errno;
-  throw UsageError(
-      fmt::format("cannot create '{}' (temporary '{}'): {}", path_, temp_path_, errno_text(err)));
+  if (fd_ < 0) {
+    const int err = errno;
+    throw UsageError(
+        fmt::format("cannot create '{}' (temporary '{}'): {}", path_, temp_path_, errno_text(err)));
+  }
+  // O_DIRECT set after the create: an open() with it on a file system that refuses it (tmpfs on old
+  // kernels) fails only after creating the file. Refused here, the file stays buffered.
+  if (caching == Caching::kDirect) {
+    const int flags = ::fcntl(fd_, F_GETFL);
+    if (flags >= 0 && ::fcntl(fd_, F_SETFL, flags | O_DIRECT) == 0) {
+      staging_.reset(static_cast<uint8_t*>(std::aligned_alloc(kDirectBlock, kStagingBytes)));
+      if (!staging_) fail("allocating the staging buffer of", ENOMEM);
+    }
+  }
 }
 
 AtomicFile::~AtomicFile() {
@@ -67,10 +89,15 @@ void AtomicFile::abandon() noexcept {
     fd_ = -1;
     ::unlink(temp_path_.c_str());
   }
+  staging_.reset();
 }
 
-void AtomicFile::write(const void* data, size_t n) {
-  ZDP_CHECK(fd_ >= 0 && !committed_, "write to '{}' after commit or failure", path_);
+void AtomicFile::fail(const char* what, int err) {
+  abandon();
+  throw RuntimeFailure(fmt::format("{} '{}' (temporary '{}'): {}", what, path_, temp_path_, errno_text(err)));
+}
+
+void AtomicFile::write_fd(const void* data, size_t n) {
   const char* p = static_cast<const char*>(data);
   while (n > 0) {
     // Linux writes at most ~2 GiB per call; ask for less and loop over partial writes.
@@ -78,26 +105,58 @@ void AtomicFile::write(const void* data, size_t n) {
     const ssize_t w = ::write(fd_, p, chunk);
     if (w < 0) {
       if (errno == EINTR) continue;
-      const int err = errno;
-      abandon();
-      throw RuntimeFailure(
-          fmt::format("writing '{}' (temporary '{}'): {}", path_, temp_path_, errno_text(err)));
+      fail("writing", errno);
     }
     p += w;
     n -= static_cast<size_t>(w);
-    bytes_written_ += static_cast<uint64_t>(w);
+  }
+}
+
+void AtomicFile::flush_staging(size_t bytes) {
+  write_fd(staging_.get(), bytes);
+  staged_ = 0;
+}
+
+void AtomicFile::flush() {
+  ZDP_CHECK(fd_ >= 0 && !committed_, "flush of '{}' after commit or failure", path_);
+  if (!staging_) return;
+  const size_t whole = staged_ / kDirectBlock * kDirectBlock, rest = staged_ - whole;
+  if (whole == 0) return;
+  write_fd(staging_.get(), whole);
+  std::memmove(staging_.get(), staging_.get() + whole, rest);
+  staged_ = rest;
+}
+
+void AtomicFile::write(const void* data, size_t n) {
+  ZDP_CHECK(fd_ >= 0 && !committed_, "write to '{}' after commit or failure", path_);
+  if (!staging_) {
+    write_fd(data, n);
+    bytes_written_ += n;
+    return;
+  }
+  const uint8_t* p = static_cast<const uint8_t*>(data);
+  bytes_written_ += n;
+  while (n > 0) {
+    const size_t take = std::min(n, kStagingBytes - staged_);
+    std::memcpy(staging_.get() + staged_, p, take);
+    staged_ += take;
+    p += take;
+    n -= take;
+    if (staged_ == kStagingBytes) flush_staging(kStagingBytes);
   }
 }
 
 void AtomicFile::commit() {
   ZDP_CHECK(fd_ >= 0 && !committed_, "commit of '{}' twice or after a failure", path_);
-  auto fail = [this](const char* what) {
-    const int err = errno;
-    abandon();
-    return RuntimeFailure(
-        fmt::format("{} '{}' (temporary '{}'): {}", what, path_, temp_path_, errno_text(err)));
-  };
-  if (::fsync(fd_) != 0) throw fail("syncing");
+  if (staging_) {
+    // The last partial block goes out padded with zeros; the file is then cut to its length.
+    const size_t whole = (staged_ + kDirectBlock - 1) / kDirectBlock * kDirectBlock;
+    std::memset(staging_.get() + staged_, 0, whole - staged_);
+    flush_staging(whole);
+    if (::ftruncate(fd_, static_cast<off_t>(bytes_written_)) != 0) fail("cutting to its length", errno);
+    staging_.reset();
+  }
+  if (::fsync(fd_) != 0) fail("syncing", errno);
   const int fd = fd_;
   fd_ = -1;
   if (::close(fd) != 0) {

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -17,9 +18,17 @@ namespace zerodp {
 // and makes them visible under `path` only on commit(): fsync the file, rename it over the target,
 // fsync the directory. Destroyed (or failing) before commit, it removes the temporary and leaves an
 // existing target untouched.
+//
+// Caching::kDirect writes around the page cache (O_DIRECT, through an aligned staging buffer: the last
+// partial block is written padded, then the file is cut to its length). For large files written once
+// and not read back soon (checkpoints): copying them into the page cache and writing them back costs
+// the kernel about as much CPU again as the disk's DMA does not (2.2 s against 0.13 s for 800 MB on a
+// 2-vCPU VM), time taken from training. Where the file system refuses O_DIRECT the file is written
+// through the page cache; the bytes are the same either way.
 class AtomicFile {
  public:
-  explicit AtomicFile(std::string path);
+  enum class Caching { kPageCache, kDirect };
+  explicit AtomicFile(std::string path, Caching caching = Caching::kPageCache);
   ~AtomicFile();
   AtomicFile(const AtomicFile&) = delete;
   AtomicFile& operator=(const AtomicFile&) = delete;
@@ -27,6 +36,9 @@ class AtomicFile {
   // Appends n bytes. On error the temporary is removed and the writer becomes unusable.
   void write(const void* data, size_t n);
   void write(std::string_view bytes) { write(bytes.data(), bytes.size()); }
+  // Hands what is staged to the file system, but for a partial last block under Caching::kDirect
+  // (which waits for more bytes or the commit). Written bytes are otherwise staged until 8 MiB gather.
+  void flush();
   // Publishes the file under path(). Calling it twice, or after a failed write, is an error.
   void commit();
   // Drops the temporary now (what the destructor does when commit() was not called).
@@ -36,13 +48,24 @@ class AtomicFile {
   const std::string& temp_path() const { return temp_path_; }
   uint64_t bytes_written() const { return bytes_written_; }
   bool committed() const { return committed_; }
+  // Whether the bytes go around the page cache (Caching::kDirect, and the file system took it).
+  bool direct() const { return staging_ != nullptr; }
 
  private:
+  void write_fd(const void* data, size_t n);  // to the descriptor, as it is opened
+  void flush_staging(size_t bytes);           // the first `bytes` (whole blocks) of the staging buffer
+  [[noreturn]] void fail(const char* what, int err);
+
+  struct FreeStaging {
+    void operator()(uint8_t* p) const noexcept;
+  };
   std::string path_;
   std::string temp_path_;
   int fd_ = -1;
   uint64_t bytes_written_ = 0;
   bool committed_ = false;
+  std::unique_ptr<uint8_t, FreeStaging> staging_;  // direct only: kStagingBytes, block-aligned
+  size_t staged_ = 0;                              // bytes in staging_ not yet written
 };
 
 // Writes `bytes` to `path` atomically (through AtomicFile).

@@ -11,13 +11,11 @@
 
 #include "core/error.h"
 #include "core/log.h"
-#include "zero/state_copy.h"
 
 namespace zerodp::train {
 
 struct CheckpointSaver::InFlight {
   SaveInProgress save;
-  zero::StateCopy copy;  // the state at the step boundary, in host memory
   std::thread writer;
   // Set by the writer when it has returned; `file` and `error` are the main thread's to read after it.
   std::atomic<bool> done{false};
@@ -26,7 +24,10 @@ struct CheckpointSaver::InFlight {
 };
 
 CheckpointSaver::CheckpointSaver(zero::Engine& engine, SaveContext ctx, bool async)
-    : engine_(engine), ctx_(std::move(ctx)), async_(async) {}
+    : engine_(engine), ctx_(std::move(ctx)), async_(async) {
+  // Only the ranks that write files hold a copy (with hybrid sharding, the first shard group).
+  if (async_ && engine_.comm().rank() < engine_.shard_group_size()) copy_ = zero::StateCopy::allocate(engine_);
+}
 
 CheckpointSaver::~CheckpointSaver() {
   if (in_flight_ && in_flight_->writer.joinable()) in_flight_->writer.join();
@@ -55,17 +56,17 @@ void CheckpointSaver::save(int64_t step) {
     in_flight_ = std::move(f);
     return;
   }
-  f->copy = zero::StateCopy::take(engine_);
+  copy_.refresh(engine_);
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   log::info("checkpoint of step {}: state copied to host memory in {:.0f} ms, writing it while training goes on",
             step, ms);
   const int rank = engine_.comm().rank(), N = engine_.shard_group_size();
   // The writer reads the copy and the context only, and calls no collective (the communicator is the
   // main thread's); a failure is kept for the commit, which every rank reaches.
-  f->writer = std::thread([f = f.get(), &ctx = ctx_, rank, N] {
+  f->writer = std::thread([f = f.get(), &copy = copy_, &ctx = ctx_, rank, N] {
     try {
-      f->file = write_own_file(f->save, ctx, rank, N, [f](const auto& each) {
-        for (const zero::Engine::OwnedRange& r : f->copy.ranges()) each(r);
+      f->file = write_own_file(f->save, ctx, rank, N, [&copy](const auto& each) {
+        for (const zero::Engine::OwnedRange& r : copy.ranges()) each(r);
       });
     } catch (const std::exception& e) {
       f->error = fmt::format("rank {}, writing its file of the checkpoint of step {} in the background: {}", rank,
@@ -89,7 +90,7 @@ void CheckpointSaver::commit() {
     throw RuntimeFailure(*e);
   }
   commit_save(comm, f.save, f.file, ctx_);
-  in_flight_.reset();  // the host copy goes now, on the main thread, at a step boundary
+  in_flight_.reset();
 }
 
 }  // namespace zerodp::train

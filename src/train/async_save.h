@@ -7,9 +7,10 @@
 // only writes this rank's file; everything collective stays on the main thread. At each step boundary
 // while a save is in flight, poll() asks every rank whether its writer is done (one float all-reduce,
 // not training traffic) and, once all are, commits the save: the files' sizes and checksums to rank 0,
-// which writes the manifest and renames. The host copy lives until that commit, so that its lifetime
-// in the ledger, and so the host tier's peak, depends on the steps alone, never on how fast a disk is.
-// At most one save is in flight: the next save, and the end of the run, wait for it.
+// which writes the manifest and renames. The host copy is allocated when the saver is made and lives
+// as long as it (zero/state_copy.h), so that the host tier's peak depends on the run's settings alone,
+// never on how fast a disk is. At most one save is in flight: the next save, and the end of the run,
+// wait for it.
 #pragma once
 
 #include <cstdint>
@@ -17,12 +18,14 @@
 
 #include "train/checkpointing.h"
 #include "zero/engine.h"
+#include "zero/state_copy.h"
 
 namespace zerodp::train {
 
 class CheckpointSaver {
  public:
-  // The engine outlives the saver.
+  // The engine outlives the saver. Asynchronous: allocates the host copy now (a RuntimeFailure when it
+  // does not fit), before any step.
   CheckpointSaver(zero::Engine& engine, SaveContext ctx, bool async);
   // A save still in flight (the run failed): waits for its writer and commits nothing, leaving the
   // partial directory as a crash would (the next save removes it).
@@ -47,6 +50,7 @@ class CheckpointSaver {
   zero::Engine& engine_;
   const SaveContext ctx_;
   const bool async_;
+  zero::StateCopy copy_;  // async saves: the state at the last save's step boundary
   std::unique_ptr<InFlight> in_flight_;
 };
 

@@ -27,12 +27,18 @@ struct StateCopyBytes {
 };
 StateCopyBytes state_copy_bytes(uint64_t shard_elements, int optimizer_states);
 
+// Allocated once, when a run that saves asynchronously starts, and refreshed at every save: fresh
+// buffers at every save would fault in every page of them again (190k faults a rank for GPT-2 124M at
+// W = 2, half a second of the step boundary), and a run whose copy does not fit fails before its first
+// step rather than at its first save.
 class StateCopy {
  public:
   StateCopy() = default;
-  // Copies the engine's owned ranges (Engine::copy_owned) into newly allocated host buffers of
-  // state_copy_bytes(engine.shards().total_shard(), engine.num_optimizer_states()). Not collective.
-  static StateCopy take(const Engine& engine);
+  // Host buffers of state_copy_bytes(engine.shards().total_shard(), engine.num_optimizer_states()),
+  // their pages touched (resident from now on). Not collective.
+  static StateCopy allocate(const Engine& engine);
+  // Copies the engine's owned ranges (Engine::copy_owned) into the buffers. Not collective.
+  void refresh(const Engine& engine);
 
   // The copy's ranges, as Engine::visit_owned gives them (empty ranges left out), pointing into the
   // copy: valid while it lives and is not released.

@@ -76,6 +76,40 @@ TEST_F(FsTest, StreamingWriterPublishesOnlyOnCommit) {
   EXPECT_EQ(entries().size(), 1u);
 }
 
+// Caching::kDirect stages the bytes in whole blocks around the page cache: pieces of any length, across
+// the staging buffer's edge (8 MiB), give the same file, cut to its length; abandoned, the old target
+// stays. Where the file system refuses O_DIRECT (tmpfs) the same bytes go through the page cache.
+TEST_F(FsTest, DirectWritesGiveTheSameBytes) {
+  const std::string p = path("direct.bin");
+  write_file_atomic(p, std::string("old"));
+  std::string want;
+  {
+    AtomicFile f(p, AtomicFile::Caching::kDirect);
+    RecordProperty("direct", f.direct() ? "yes" : "no (the file system refused O_DIRECT)");
+    for (size_t n : {size_t{3}, size_t{4093}, (size_t{9} << 20) + 5, size_t{1}, size_t{4096}, (size_t{7} << 20) + 11}) {
+      std::string piece(n, '\0');
+      for (size_t i = 0; i < n; ++i) piece[i] = static_cast<char>((i * 131 + want.size()) % 251);
+      f.write(piece);
+      want += piece;
+    }
+    EXPECT_EQ(f.bytes_written(), want.size());
+    f.flush();
+    struct stat st;
+    ASSERT_EQ(::stat(f.temp_path().c_str(), &st), 0);
+    if (f.direct()) EXPECT_EQ(static_cast<size_t>(st.st_size), want.size() / 4096 * 4096);  // whole blocks only
+    EXPECT_EQ(read_file(p), "old");  // not visible before the commit
+    f.commit();
+  }
+  EXPECT_EQ(read_file(p), want);
+  EXPECT_EQ(entries(), std::vector<std::string>{"direct.bin"});
+  {
+    AtomicFile f(p, AtomicFile::Caching::kDirect);
+    f.write(std::string(10u << 20, 'x'));  // a whole staging buffer went out to the temporary
+  }
+  EXPECT_EQ(read_file(p), want);
+  EXPECT_EQ(entries(), std::vector<std::string>{"direct.bin"});
+}
+
 TEST_F(FsTest, DestroyedWithoutCommitLeavesNoFileAndTheOldTargetIntact) {
   const std::string fresh = path("fresh.bin"), old = path("old.bin");
   write_file_atomic(old, std::string("old content"));
