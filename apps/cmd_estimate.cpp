@@ -21,7 +21,7 @@
 #include "plan/activations.h"
 #include "plan/estimator.h"
 #include "plan/presets.h"
-#include "train/config.h"
+#include "train/train_config.h"
 
 namespace zerodp::cli {
 namespace {

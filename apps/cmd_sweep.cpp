@@ -31,7 +31,7 @@
 #include "core/log.h"
 #include "plan/estimator.h"
 #include "plan/presets.h"
-#include "train/config.h"
+#include "train/train_config.h"
 
 namespace zerodp::cli {
 namespace {

@@ -8,7 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "train/config.h"
+#include "train/train_config.h"
 #include "train/trainer.h"
 
 namespace zerodp::cli {

@@ -42,7 +42,7 @@ bool parse_int64(std::string_view s, int64_t* out) {
   return ec == std::errc() && p == end && !s.empty();
 }
 
-// Sets hyper-parameter `key` to `v`: a value over its limit (model/config.h) is refused here, where
+// Sets hyper-parameter `key` to `v`: a value over its limit (model/gpt2_config.h) is refused here, where
 // it is still an int64, with the limit; one that is not positive is left to GPT2Config::validate().
 void set_hyper_parameter(GPT2Config& c, std::string_view key, int64_t v, std::string_view where) {
   const int64_t limit = model::hyper_parameter_limit(key);

@@ -20,7 +20,7 @@
 #include <unordered_map>
 
 #include "ckpt/safetensors.h"
-#include "model/config.h"
+#include "model/gpt2_config.h"
 #include "model/layout.h"
 
 namespace zerodp::ckpt {

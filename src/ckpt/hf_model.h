@@ -1,4 +1,5 @@
-// Hugging Face model directories (contract §12): config.json beside model.safetensors, or beside
+// Hugging Face model directories (docs/reference/files.md#model-directories): config.json beside
+// model.safetensors, or beside
 // shards listed in model.safetensors.index.json ("weight_map": tensor name → file name), tensors in
 // F32, BF16 or F16 under transformers' names: a Llama-family model's (LlamaForCausalLM,
 // Qwen2ForCausalLM: PyTorch's [out, in] shapes), or a GPT-2's (GPT2LMHeadModel: the names of

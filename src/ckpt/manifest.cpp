@@ -17,7 +17,7 @@ namespace {
 using nlohmann::json;
 using nlohmann::ordered_json;
 
-// Limits on what a manifest may hold (docs/limits.md), beyond those of the model (model/config.h):
+// Limits on what a manifest may hold (docs/limits.md), beyond those of the model (model/gpt2_config.h):
 // strings are names and paths (PATH_MAX is 4096); `training` is informative and its settings are
 // echoed in messages, so each stays short; the data position's factors are those of a run, whose
 // product W·G·B·T (tokens a step) and step·W·G·B·T (tokens read) must fit an int64.

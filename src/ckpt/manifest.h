@@ -18,7 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/dtype.h"
-#include "model/config.h"
+#include "model/gpt2_config.h"
 #include "model/layout.h"
 
 namespace zerodp::ckpt {

@@ -21,7 +21,7 @@ using nlohmann::json;
 
 // Limits on what a header may declare (docs/limits.md). Headers larger than kMaxHeaderBytes are
 // refused as the safetensors library itself does (100 MB): the largest legitimate header, a model at
-// the layer limit (model/config.h), lists under a million tensors of about 100 bytes each. The
+// the layer limit (model/gpt2_config.h), lists under a million tensors of about 100 bytes each. The
 // header is a JSON object of objects holding arrays (depth 3), so nesting deeper than that is
 // refused while parsing, before any value is built. kMaxTensors is the most any file zerodp reads
 // can hold: a GPT-2 of 2^16 layers with its mask buffers (5 + 14·2^16), a checkpoint rank file

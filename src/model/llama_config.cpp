@@ -6,7 +6,7 @@
 
 #include "core/error.h"
 #include "core/json.h"
-#include "model/config.h"
+#include "model/gpt2_config.h"
 
 namespace zerodp::model {
 

@@ -1,4 +1,4 @@
-// Which model a run trains, whatever its architecture: GPT-2 (model/config.h) or the Llama family
+// Which model a run trains, whatever its architecture: GPT-2 (model/gpt2_config.h) or the Llama family
 // (model/llama_config.h). What sizes everything architecture-neutral (the layout, the engine's
 // units, checkpoints, the planner) is one of these; code that computes an architecture's math asks
 // for its own config (gpt2(), llama()).
@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/checked.h"
-#include "model/config.h"
+#include "model/gpt2_config.h"
 #include "model/llama_config.h"
 
 namespace zerodp::model {

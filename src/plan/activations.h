@@ -28,7 +28,7 @@
 #include <cstdint>
 
 #include "core/dtype.h"
-#include "model/config.h"
+#include "model/gpt2_config.h"
 #include "model/llama_config.h"
 
 namespace zerodp::plan {

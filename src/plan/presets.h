@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "model/config.h"
+#include "model/gpt2_config.h"
 #include "model/model_config.h"
 
 namespace zerodp::plan {

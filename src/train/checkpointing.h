@@ -20,8 +20,8 @@
 
 #include "ckpt/checkpoint.h"
 #include "comm/communicator.h"
-#include "model/config.h"
-#include "train/config.h"
+#include "model/gpt2_config.h"
+#include "train/train_config.h"
 #include "zero/engine.h"
 
 namespace zerodp::train {

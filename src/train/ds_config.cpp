@@ -11,7 +11,7 @@
 #include "core/fs.h"
 #include "core/json.h"
 #include "core/strings.h"
-#include "train/config.h"
+#include "train/train_config.h"
 #include "train/ds_keys.h"
 
 namespace zerodp::train {

@@ -17,7 +17,7 @@
 #include "core/memory.h"
 #include "data/tokenizer.h"
 #include "model/model.h"
-#include "train/config.h"
+#include "train/train_config.h"
 
 namespace zerodp::train {
 

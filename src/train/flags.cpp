@@ -6,7 +6,7 @@
 #include "core/parse.h"
 #include "core/strings.h"
 #include "device/select.h"
-#include "train/config.h"
+#include "train/train_config.h"
 
 namespace zerodp::train {
 

@@ -11,7 +11,7 @@
 #include "comm/communicator.h"
 #include "device/device.h"
 #include "device/select.h"
-#include "train/config.h"
+#include "train/train_config.h"
 
 namespace zerodp::train {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "train/config.h"
+#include "train/train_config.h"
 #include "zero/engine.h"
 #include "zero/fault.h"
 

@@ -6,7 +6,7 @@
 
 #include "core/checked.h"
 #include "core/error.h"
-#include "train/config.h"
+#include "train/train_config.h"
 
 namespace zerodp::train {
 

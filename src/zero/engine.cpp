@@ -226,7 +226,7 @@ struct Engine::Impl {
   void finish_grad(int u) {
     if (stage <= 1) {
       if (!grad_direct) {
-        cfg.dev().add_into(st.grad_at(u, 0), st.gdt(), work_grad[u].data(), DType::kF32, st.unit(u).numel);
+        cfg.dev().add_into(st.grad_at(u, 0), st.grad_dtype(), work_grad[u].data(), DType::kF32, st.unit(u).numel);
         work_grad[u].release();
         grad_ptr[u] = nullptr;
       }
@@ -302,8 +302,8 @@ struct Engine::Impl {
       if (s.own_begin < s.own_end) {
         const float inf = std::numeric_limits<float>::infinity();
         unsigned char bits[sizeof(float)];
-        convert(&inf, DType::kF32, bits, st.gdt(), 1);
-        cfg.dev().copy(st.grad_at(unit, s.own_begin), bits, dtype_size(st.gdt()));
+        convert(&inf, DType::kF32, bits, st.grad_dtype(), 1);
+        cfg.dev().copy(st.grad_at(unit, s.own_begin), bits, dtype_size(st.grad_dtype()));
       }
     }
 

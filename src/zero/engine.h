@@ -1,12 +1,13 @@
-// The ZeRO engine: trains one GPT-2 on the W ranks of a communicator, each rank reading its own
-// micro-batches (docs/reference/data-order.md#ranks), at stage 0 (plain data parallelism), 1 (optimizer state and fp32
-// masters sharded), 2 (+ gradients sharded) or 3 (+ parameters sharded, each unit gathered just
-// before use). With hybrid sharding (EngineConfig::shard_group_size N) stages 1-3 shard over groups
-// of N consecutive ranks and replicate across the W/N groups. One optimizer step = G micro-steps of forward/backward, gradient reduction, the
-// global norm, clipping and the optimizer on the rank's shard, then parameter re-assembly.
+// The ZeRO engine: trains one model (any architecture behind the model seam, model/model.h) on the W
+// ranks of a communicator, each rank reading its own micro-batches (docs/reference/data-order.md#ranks),
+// at stage 0 (plain data parallelism), 1 (optimizer state and fp32 masters sharded), 2 (+ gradients
+// sharded) or 3 (+ parameters sharded, each unit gathered just before use). With hybrid sharding
+// (EngineConfig::shard_group_size N) stages 1-3 shard over groups of N consecutive ranks and replicate
+// across the W/N groups. One optimizer step = G micro-steps of forward/backward, gradient reduction,
+// the global norm, clipping and the optimizer on the rank's shard, then parameter re-assembly.
 //
-// Every byte it holds is in the memory ledger under the categories of docs/reference/metrics.md#memory; every collective it
-// issues is in the traffic ledger.
+// Every byte it holds is in the memory ledger under the categories of docs/reference/metrics.md#memory;
+// every collective it issues is in the traffic ledger.
 #pragma once
 
 #include <cstdint>
@@ -18,7 +19,7 @@
 #include "core/dtype.h"
 #include "model/layout.h"
 #include "optim/optimizer.h"
-#include "zero/config.h"
+#include "zero/engine_config.h"
 #include "zero/fault.h"
 #include "zero/loss_scaler.h"
 #include "zero/sharding.h"

@@ -5,17 +5,17 @@ namespace zerodp::zero {
 
 GradReducer::GradReducer(ModelStates& states, comm::Communicator& comm, comm::Communicator* replicas,
                          const EngineConfig& config, CommClock& clock)
-    : st_(states), comm_(comm), replicas_(replicas), cfg_(config), clock_(clock), rdt_(config.precision.grad_reduce_dtype()) {
-  if (st_.stage() == 0) plan_buckets();
+    : states_(states), comm_(comm), replicas_(replicas), cfg_(config), clock_(clock), rdt_(config.precision.grad_reduce_dtype()) {
+  if (states_.stage() == 0) plan_buckets();
 }
 
 void GradReducer::plan_buckets() {
-  const int U = st_.num_units();
+  const int U = states_.num_units();
   unit_bucket_.assign(U, -1);
   int hi = U - 1;
   size_t size = 0;
   for (int u = U - 1; u >= 0; --u) {
-    size += st_.unit(u).padded;
+    size += states_.unit(u).padded;
     if (size >= static_cast<size_t>(cfg_.zero.reduce_bucket_size) || u == 0) {
       buckets_.push_back({u, hi});
       for (int v = u; v <= hi; ++v) unit_bucket_[v] = static_cast<int>(buckets_.size()) - 1;
@@ -28,15 +28,15 @@ void GradReducer::plan_buckets() {
 void GradReducer::begin_micro_step(bool first, bool last) {
   first_micro_ = first;
   last_micro_ = last;
-  if (st_.stage() == 0) {
+  if (states_.stage() == 0) {
     bucket_left_.assign(buckets_.size(), 0);
     for (const auto& [lo, hi] : buckets_) bucket_left_[unit_bucket_[lo]] = hi - lo + 1;
   }
 }
 
 void GradReducer::unit_stored(int u) {
-  if (!last_micro_ || st_.ranks() == 1) return;
-  if (st_.stage() == 0) {
+  if (!last_micro_ || states_.ranks() == 1) return;
+  if (states_.stage() == 0) {
     const int b = unit_bucket_[u];
     if (--bucket_left_[b] == 0) launch_bucket(b);
   } else {
@@ -46,9 +46,9 @@ void GradReducer::unit_stored(int u) {
 
 void GradReducer::launch_bucket(int b) {
   const auto [lo, hi] = buckets_[b];
-  const DType gdt = st_.gdt(), rdt = rdt_;
-  const size_t count = st_.unit(hi).offset + st_.unit(hi).padded - st_.unit(lo).offset;
-  char* data = st_.grad_at(lo, 0);  // the bucket's units are adjacent in the whole gradient
+  const DType gdt = states_.grad_dtype(), rdt = rdt_;
+  const size_t count = states_.unit(hi).offset + states_.unit(hi).padded - states_.unit(lo).offset;
+  char* data = states_.grad_at(lo, 0);  // the bucket's units are adjacent in the whole gradient
   Pending p;
   if (rdt == gdt) {
     p.work = comm_.all_reduce_async(data, count, gdt, comm::ReduceOp::kSum);
@@ -65,10 +65,10 @@ void GradReducer::launch_bucket(int b) {
 
 // Stage 1: the rank's shard of the sum lands in its own range of the full gradient buffer.
 void GradReducer::launch_reduce_scatter_in_place(int u) {
-  const UnitShard& s = st_.unit(u);
-  const DType gdt = st_.gdt(), rdt = rdt_;
-  char* data = st_.grad_at(u, 0);
-  char* own = st_.grad_shard(u);
+  const UnitShard& s = states_.unit(u);
+  const DType gdt = states_.grad_dtype(), rdt = rdt_;
+  char* data = states_.grad_at(u, 0);
+  char* own = states_.grad_shard(u);
   Pending p;
   if (rdt == gdt) {
     p.work = comm_.reduce_scatter_async(data, own, s.shard, gdt, comm::ReduceOp::kSum);
@@ -86,14 +86,14 @@ void GradReducer::launch_reduce_scatter_in_place(int u) {
 }
 
 void GradReducer::reduce_to_shard(int u, Buffer grad) {
-  const UnitShard& s = st_.unit(u);
-  const DType gdt = st_.gdt(), rdt = rdt_;
-  char* dst = st_.grad_shard(u);
+  const UnitShard& s = states_.unit(u);
+  const DType gdt = states_.grad_dtype(), rdt = rdt_;
+  char* dst = states_.grad_shard(u);
   device::Device* dev = &cfg_.dev();
   // The shard holds zeros before the first micro-step, and 0 + x is x: that micro-step's sum is
   // written (converted when the dtypes differ) rather than added, which changes no value.
   const bool write = first_micro_;
-  if (st_.ranks() == 1) {
+  if (states_.ranks() == 1) {
     // Nothing to reduce: the micro-step's gradient goes into the store as at stages 0-1, without a
     // detour through the reduction dtype, so that one rank trains alike at every stage.
     if (write) {
@@ -157,11 +157,11 @@ void GradReducer::complete_all() {
 // holds its group's sum; the same range in the other groups holds theirs. One all-reduce a unit
 // over the replicas, in the reduction dtype.
 void GradReducer::reduce_across_groups() {
-  if (replicas_ == nullptr || replicas_->size() == 1 || st_.stage() == 0) return;
-  const DType gdt = st_.gdt(), rdt = rdt_;
-  for (int u = 0; u < st_.num_units(); ++u) {
-    const UnitShard& s = st_.unit(u);
-    char* own = st_.grad_shard(u);
+  if (replicas_ == nullptr || replicas_->size() == 1 || states_.stage() == 0) return;
+  const DType gdt = states_.grad_dtype(), rdt = rdt_;
+  for (int u = 0; u < states_.num_units(); ++u) {
+    const UnitShard& s = states_.unit(u);
+    char* own = states_.grad_shard(u);
     if (rdt == gdt) {
       clock_.wait(replicas_->all_reduce_async(own, s.shard, gdt, comm::ReduceOp::kSum));
       continue;

@@ -23,7 +23,7 @@
 #include "comm/communicator.h"
 #include "core/memory.h"
 #include "zero/comm_clock.h"
-#include "zero/config.h"
+#include "zero/engine_config.h"
 #include "zero/model_states.h"
 
 namespace zerodp::zero {
@@ -64,7 +64,7 @@ class GradReducer {
   void complete_oldest();
   void reduce_across_groups();
 
-  ModelStates& st_;
+  ModelStates& states_;
   comm::Communicator& comm_;
   comm::Communicator* replicas_;
   const EngineConfig cfg_;  // a copy: the part may outlive the caller's config

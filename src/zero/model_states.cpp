@@ -9,12 +9,12 @@ namespace zerodp::zero {
 
 ModelStates::ModelStates(const model::ParamLayout& l, const ShardLayout& s, const EngineConfig& cfg)
     : layout_(l),
-      sh_(s),
+      shards_(s),
       dev_(cfg.dev()),
       stage_(cfg.zero.stage),
-      pdt_(cfg.precision.dtype),
-      gdt_(cfg.precision.fp32_grad_accum || pdt_ == DType::kF32 ? DType::kF32 : pdt_),
-      mixed_(pdt_ != DType::kF32),
+      param_dtype_(cfg.precision.dtype),
+      grad_dtype_(cfg.precision.fp32_grad_accum || param_dtype_ == DType::kF32 ? DType::kF32 : param_dtype_),
+      mixed_(param_dtype_ != DType::kF32),
       offload_(cfg.zero.offload_optimizer != Offload::kNone),
       has_master_(mixed_ || offload_),
       num_states_(static_cast<int>(optim::state_floats_per_param(cfg.optimizer))),
@@ -27,9 +27,9 @@ ModelStates::ModelStates(const model::ParamLayout& l, const ShardLayout& s, cons
   size_t acc = 0;
   for (int u = 0; u < U; ++u) {
     shard_off_.push_back(acc);
-    acc += sh_.unit(u).shard;
+    acc += shards_.unit(u).shard;
   }
-  const size_t full = sh_.total_padded(), shard = sh_.total_shard();
+  const size_t full = shards_.total_padded(), shard = shards_.total_shard();
   // With parameter offload the shards in host memory are numbered apart, in param_host_: every sharded
   // unit's (cpu), or those that fit in what is left of max_in_cpu elements, in unit order (nvme).
   const bool offload_param = cfg.zero.offload_param != Offload::kNone;
@@ -37,8 +37,8 @@ ModelStates::ModelStates(const model::ParamLayout& l, const ShardLayout& s, cons
   size_t in_cpu_left = static_cast<size_t>(cfg.zero.param_max_in_cpu);
   for (int u = 0; u < U; ++u) {
     const bool whole =
-        stage_ <= 2 || sh_.unit(u).numel < static_cast<size_t>(cfg.zero.stage3_param_persistence_threshold);
-    const size_t n = sh_.unit(u).shard;
+        stage_ <= 2 || shards_.unit(u).numel < static_cast<size_t>(cfg.zero.stage3_param_persistence_threshold);
+    const size_t n = shards_.unit(u).shard;
     const bool in_host = offload_param && !whole && (!param_nvme_ || n <= in_cpu_left);
     if (in_host && param_nvme_) in_cpu_left -= n;
     param_whole_.push_back(whole);
@@ -47,12 +47,12 @@ ModelStates::ModelStates(const model::ParamLayout& l, const ShardLayout& s, cons
     nvme_units += in_file;
     size_t& elems = in_host ? host_elems : param_elems;
     param_off_.push_back(in_file ? 0 : elems);
-    if (!in_file) elems += whole ? sh_.unit(u).padded : n;
+    if (!in_file) elems += whole ? shards_.unit(u).padded : n;
   }
-  param_store_ = cfg.dev().allocate(param_elems * dtype_size(pdt_), MemCategory::kParam);
+  param_store_ = cfg.dev().allocate(param_elems * dtype_size(param_dtype_), MemCategory::kParam);
   cfg.dev().fill_zero(param_store_.data(), param_store_.size());
   if (host_elems > 0) {
-    param_host_ = cfg.dev().allocate_host(host_elems * dtype_size(pdt_), MemCategory::kParam);
+    param_host_ = cfg.dev().allocate_host(host_elems * dtype_size(param_dtype_), MemCategory::kParam);
     cfg.dev().host().fill_zero(param_host_.data(), param_host_.size());
   }
   // What offload moves lives in host memory: same bytes, same categories, the other tier.
@@ -64,7 +64,7 @@ ModelStates::ModelStates(const model::ParamLayout& l, const ShardLayout& s, cons
     master_ = allocate((stage_ == 0 ? full : shard) * sizeof(float), MemCategory::kMaster);
     where.fill_zero(master_.data(), master_.size());
   }
-  grad_store_ = cfg.dev().allocate((stage_ <= 1 ? full : shard) * dtype_size(gdt_), MemCategory::kGrad);
+  grad_store_ = cfg.dev().allocate((stage_ <= 1 ? full : shard) * dtype_size(grad_dtype_), MemCategory::kGrad);
   cfg.dev().fill_zero(grad_store_.data(), grad_store_.size());
   const size_t state_elems = stage_ == 0 ? full : shard;
   // Optimizer state: AdamW's m and v, or SGD's momentum buffer (none without momentum).
@@ -89,7 +89,7 @@ ModelStates::ModelStates(const model::ParamLayout& l, const ShardLayout& s, cons
     ZDP_CHECK(!cfg.nvme_run_dir.empty() && offload_, "NVMe parameter offload without the run's directory or "
               "the optimizer offloaded");
     std::vector<size_t> bytes;
-    for (int u = 0; u < U; ++u) bytes.push_back(param_on_nvme(u) ? sh_.unit(u).shard * dtype_size(pdt_) : 0);
+    for (int u = 0; u < U; ++u) bytes.push_back(param_on_nvme(u) ? shards_.unit(u).shard * dtype_size(param_dtype_) : 0);
     param_swap_ = std::make_unique<ParamSwap>(cfg.nvme_run_dir, r, bytes, static_cast<int>(cfg.zero.param_buffer_count),
                                               cfg.dev());
   }
@@ -106,22 +106,22 @@ void ModelStates::park(std::vector<Buffer>& keep) {
 }
 
 // The unit's slot of the shard-sized states, [shard_off, shard_off + shard), widened to whole blocks.
-StatesInHost::StatesInHost(ModelStates& st, int u) : st_(st) {
-  if (!st_.swap_) return;
-  const uint64_t begin = st_.shard_off_[u] * sizeof(float), end = begin + st_.unit(u).shard * sizeof(float);
+StatesInHost::StatesInHost(ModelStates& st, int u) : states_(st) {
+  if (!states_.swap_) return;
+  const uint64_t begin = states_.shard_off_[u] * sizeof(float), end = begin + states_.unit(u).shard * sizeof(float);
   const uint64_t first = begin / io::kIoBlock * io::kIoBlock;
-  st_.swap_->bring_in(first, io::align_up_block(end) - first, st_.master_, st_.opt_m_, st_.opt_v_);
-  st_.window_first_ = first / sizeof(float);
+  states_.swap_->bring_in(first, io::align_up_block(end) - first, states_.master_, states_.opt_m_, states_.opt_v_);
+  states_.window_first_ = first / sizeof(float);
 }
 
 StatesInHost::~StatesInHost() {
-  if (!st_.swap_) return;
-  st_.swap_->put_back(st_.window_first_ * sizeof(float), st_.master_, st_.opt_m_, st_.opt_v_, false);
-  st_.window_first_ = 0;
+  if (!states_.swap_) return;
+  states_.swap_->put_back(states_.window_first_ * sizeof(float), states_.master_, states_.opt_m_, states_.opt_v_, false);
+  states_.window_first_ = 0;
 }
 
 void StatesInHost::write_back() {
-  if (st_.swap_) st_.swap_->put_back(st_.window_first_ * sizeof(float), st_.master_, st_.opt_m_, st_.opt_v_, true);
+  if (states_.swap_) states_.swap_->put_back(states_.window_first_ * sizeof(float), states_.master_, states_.opt_m_, states_.opt_v_, true);
 }
 
 }  // namespace zerodp::zero

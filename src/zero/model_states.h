@@ -36,7 +36,7 @@
 
 #include "core/memory.h"
 #include "model/layout.h"
-#include "zero/config.h"
+#include "zero/engine_config.h"
 #include "zero/optimizer_swap.h"
 #include "zero/param_swap.h"
 #include "zero/sharding.h"
@@ -59,15 +59,15 @@ class ModelStates {
 
   // ---- the modes, fixed at construction ---------------------------------------------------------
   const model::ParamLayout& layout() const { return layout_; }
-  const ShardLayout& shards() const { return sh_; }
+  const ShardLayout& shards() const { return shards_; }
   device::Device& dev() const { return dev_; }  // where the states live (the host tier's: dev().host())
   int num_units() const { return layout_.num_units(); }
-  const UnitShard& unit(int u) const { return sh_.unit(u); }
-  int ranks() const { return sh_.world(); }  // N: the ranks the states are sharded over
-  int rank() const { return sh_.rank(); }    // this rank's shard, of N
+  const UnitShard& unit(int u) const { return shards_.unit(u); }
+  int ranks() const { return shards_.world(); }  // N: the ranks the states are sharded over
+  int rank() const { return shards_.rank(); }    // this rank's shard, of N
   int stage() const { return stage_; }
-  DType pdt() const { return pdt_; }  // parameters (compute dtype)
-  DType gdt() const { return gdt_; }  // persistent gradients
+  DType param_dtype() const { return param_dtype_; }  // parameters (compute dtype)
+  DType grad_dtype() const { return grad_dtype_; }  // persistent gradients
   bool mixed() const { return mixed_; }  // 16-bit compute: fp32 masters beside the parameters
   bool offload() const { return offload_; }  // optimizer offload: master, optim (and grad staging) in host memory
   bool has_master() const { return has_master_; }  // an fp32 master copy exists: 16-bit compute, or offload
@@ -75,24 +75,24 @@ class ModelStates {
   size_t sub_group() const { return sub_group_; }  // offload: shard elements updated per round trip
   // Offload: sub-group buffers in the gradient staging: two (one coming down while the other is
   // updated) when the shard has two sub-groups or more.
-  size_t grad_staging_buffers() const { return sh_.total_shard() > sub_group_ ? 2 : 1; }
+  size_t grad_staging_buffers() const { return shards_.total_shard() > sub_group_ ? 2 : 1; }
 
   // ---- where unit u's element i is ---------------------------------------------------------------
   // The range of unit u's elements this rank updates: all of them at stage 0, its shard otherwise.
   std::pair<size_t, size_t> update_range(int u) const {
-    if (stage_ == 0) return {0, sh_.unit(u).numel};
-    return {sh_.unit(u).own_begin, sh_.unit(u).own_end};
+    if (stage_ == 0) return {0, shards_.unit(u).numel};
+    return {shards_.unit(u).own_begin, shards_.unit(u).own_end};
   }
   // Unit u's first element in the shard-sized buffers (the units' shards end to end).
   size_t shard_offset(int u) const { return shard_off_[u]; }
-  size_t full_index(int u, size_t i) const { return sh_.unit(u).offset + i; }
+  size_t full_index(int u, size_t i) const { return shards_.unit(u).offset + i; }
   size_t shard_index(int u, size_t i) const {
-    return shard_off_[u] + i - static_cast<size_t>(rank()) * sh_.unit(u).shard;
+    return shard_off_[u] + i - static_cast<size_t>(rank()) * shards_.unit(u).shard;
   }
   size_t grad_index(int u, size_t i) const { return stage_ <= 1 ? full_index(u, i) : shard_index(u, i); }
   size_t state_index(int u, size_t i) const { return stage_ == 0 ? full_index(u, i) : shard_index(u, i); }
   size_t param_index(int u, size_t i) const {
-    return param_off_[u] + (param_whole_[u] ? i : i - static_cast<size_t>(rank()) * sh_.unit(u).shard);
+    return param_off_[u] + (param_whole_[u] ? i : i - static_cast<size_t>(rank()) * shards_.unit(u).shard);
   }
   // The parameter store holds all of unit u (stages 0-2; persistent stage-3 units).
   bool param_whole(int u) const { return param_whole_[u]; }
@@ -108,16 +108,16 @@ class ModelStates {
   //   master, optim  load_states, ShardOptimizer's update (with NVMe, through optimizer_swap())
   //   grad staging   ShardOptimizer's offloaded update
   char* param_at(int u, size_t i) {
-    return (param_on_host(u) ? param_host_ : param_store_).as<char>() + param_index(u, i) * dtype_size(pdt_);
+    return (param_on_host(u) ? param_host_ : param_store_).as<char>() + param_index(u, i) * dtype_size(param_dtype_);
   }
-  char* grad_at(int u, size_t i) { return grad_store_.as<char>() + grad_index(u, i) * dtype_size(gdt_); }
+  char* grad_at(int u, size_t i) { return grad_store_.as<char>() + grad_index(u, i) * dtype_size(grad_dtype_); }
   const char* grad_at(int u, size_t i) const {
-    return grad_store_.as<char>() + grad_index(u, i) * dtype_size(gdt_);
+    return grad_store_.as<char>() + grad_index(u, i) * dtype_size(grad_dtype_);
   }
   // The rank's shard of unit u, [rank()·S, (rank()+1)·S) of its elements: where the reductions leave
   // the rank's sum and the gathers send from.
-  char* param_shard(int u) { return param_at(u, static_cast<size_t>(rank()) * sh_.unit(u).shard); }
-  char* grad_shard(int u) { return grad_at(u, static_cast<size_t>(rank()) * sh_.unit(u).shard); }
+  char* param_shard(int u) { return param_at(u, static_cast<size_t>(rank()) * shards_.unit(u).shard); }
+  char* grad_shard(int u) { return grad_at(u, static_cast<size_t>(rank()) * shards_.unit(u).shard); }
   // fp32 weights the optimizer updates: the masters (16-bit runs, offload) or the parameters themselves.
   float* weights_at(int u, size_t i) {
     if (has_master_) return master_.as<float>() + (stage_ == 0 ? full_index(u, i) : shard_index(u, i) - window_first_);
@@ -148,10 +148,10 @@ class ModelStates {
   friend class StatesInHost;  // moves the NVMe window (window_first_, master_, opt_m_, opt_v_)
 
   const model::ParamLayout& layout_;
-  const ShardLayout& sh_;
+  const ShardLayout& shards_;
   device::Device& dev_;
   const int stage_;
-  const DType pdt_, gdt_;
+  const DType param_dtype_, grad_dtype_;
   const bool mixed_, offload_, has_master_;
   const int num_states_;
   const bool optim_nvme_;  // optimizer offload to NVMe: master and optim in swap_'s file
@@ -182,7 +182,7 @@ class StatesInHost {
   void write_back();
 
  private:
-  ModelStates& st_;
+  ModelStates& states_;
 };
 
 }  // namespace zerodp::zero

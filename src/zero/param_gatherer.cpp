@@ -10,8 +10,8 @@ namespace zerodp::zero {
 
 ParamGatherer::ParamGatherer(ModelStates& states, comm::Communicator& comm, const EngineConfig& config,
                              CommClock& clock)
-    : st_(states), comm_(comm), cfg_(config), clock_(clock), schedule_(states.layout().schedule()) {
-  const int U = st_.num_units();
+    : states_(states), comm_(comm), cfg_(config), clock_(clock), schedule_(states.layout().schedule()) {
+  const int U = states_.num_units();
   gathered_.resize(U);
   staging_.resize(U);
   state_.assign(U, State::kSharded);
@@ -21,7 +21,7 @@ ParamGatherer::ParamGatherer(ModelStates& states, comm::Communicator& comm, cons
   quantized_shard_.resize(U);
   quantized_all_.resize(U);
   secondary_.resize(U);
-  if (st_.stage() == 3 && cfg_.zero.zero_hpz_partition_size > 1) {
+  if (states_.stage() == 3 && cfg_.zero.zero_hpz_partition_size > 1) {
     hpz_ = static_cast<int>(cfg_.zero.zero_hpz_partition_size);
     ZDP_CHECK(comm_.size() % hpz_ == 0, "hpZ partition size {} does not divide the {} ranks", hpz_, comm_.size());
     secondary_group_ = comm_.split(comm_.rank() / hpz_, comm_.rank());  // collective
@@ -36,32 +36,32 @@ GatherPlan::Source ParamGatherer::source_of(int u) const {
 }
 
 void ParamGatherer::start(int u, size_t read) {
-  const UnitShard& s = st_.unit(u);
-  gathered_[u] = cfg_.dev().allocate(s.padded * dtype_size(st_.pdt()), MemCategory::kGathered);
+  const UnitShard& s = states_.unit(u);
+  gathered_[u] = cfg_.dev().allocate(s.padded * dtype_size(states_.param_dtype()), MemCategory::kGathered);
   started_for_[u] = read;
   if (GatherPlan::from_slices(source_of(u))) {
     // hpZ: within the group, from the slices the unit's first gather left.
     ZDP_CHECK(secondary_[u].data() != nullptr, "unit {}: a gather from secondary slices that were not kept", u);
     work_[u] = secondary_group_->all_gather_async(secondary_[u].data(), gathered_[u].data(),
-                                                  s.padded / static_cast<size_t>(hpz_), st_.pdt());
+                                                  s.padded / static_cast<size_t>(hpz_), states_.param_dtype());
     state_[u] = State::kInFlight;
     live_ += s.padded;
     return;
   }
-  if (st_.param_on_nvme(u)) {
+  if (states_.param_on_nvme(u)) {
     // The read starts now; launch_reads() copies the shard up and gathers (same staging as cpu).
-    staging_[u] = cfg_.dev().allocate(s.shard * dtype_size(st_.pdt()), MemCategory::kComm);
-    read_slot_[u] = st_.param_swap()->read_async(u);
+    staging_[u] = cfg_.dev().allocate(s.shard * dtype_size(states_.param_dtype()), MemCategory::kComm);
+    read_slot_[u] = states_.param_swap()->read_async(u);
     reading_.push_back(u);
     state_[u] = State::kReading;
     live_ += s.padded;
     return;
   }
-  const void* own = st_.param_shard(u);
-  if (st_.param_on_host(u)) {
+  const void* own = states_.param_shard(u);
+  if (states_.param_on_host(u)) {
     // The shard comes up from host memory into a device buffer that the collective sends from (on a
     // GPU: an H2D copy; on the CPU device: a memcpy).
-    const size_t bytes = s.shard * dtype_size(st_.pdt());
+    const size_t bytes = s.shard * dtype_size(states_.param_dtype());
     staging_[u] = cfg_.dev().allocate(bytes, MemCategory::kComm);
     cfg_.dev().copy(staging_[u].data(), own, bytes);
     own = staging_[u].data();
@@ -71,10 +71,10 @@ void ParamGatherer::start(int u, size_t read) {
     const size_t q = quantized_int8_bytes(s.shard);
     quantized_shard_[u] = cfg_.dev().allocate(q, MemCategory::kComm);
     quantized_all_[u] = cfg_.dev().allocate(q * static_cast<size_t>(comm_.size()), MemCategory::kComm);
-    cfg_.dev().quantize_int8(own, st_.pdt(), s.shard, quantized_shard_[u].data());
+    cfg_.dev().quantize_int8(own, states_.param_dtype(), s.shard, quantized_shard_[u].data());
     work_[u] = comm_.all_gather_bytes_async(quantized_shard_[u].data(), quantized_all_[u].data(), q);
   } else {
-    work_[u] = comm_.all_gather_async(own, gathered_[u].data(), s.shard, st_.pdt());
+    work_[u] = comm_.all_gather_async(own, gathered_[u].data(), s.shard, states_.param_dtype());
   }
   state_[u] = State::kInFlight;
   live_ += s.padded;
@@ -86,13 +86,13 @@ void ParamGatherer::drop_quantized(int u) {
 }
 
 void ParamGatherer::finish_gather(int u) {
-  const UnitShard& s = st_.unit(u);
-  const size_t es = dtype_size(st_.pdt());
+  const UnitShard& s = states_.unit(u);
+  const size_t es = dtype_size(states_.param_dtype());
   if (quantized_all_[u].data() != nullptr) {
     const size_t q = quantized_int8_bytes(s.shard);
     for (int j = 0; j < comm_.size(); ++j)
       cfg_.dev().dequantize_int8(quantized_all_[u].as<char>() + static_cast<size_t>(j) * q, s.shard,
-                                 gathered_[u].as<char>() + static_cast<size_t>(j) * s.shard * es, st_.pdt());
+                                 gathered_[u].as<char>() + static_cast<size_t>(j) * s.shard * es, states_.param_dtype());
     drop_quantized(u);
   }
   const GatherPlan::Source source = source_of(u);
@@ -109,20 +109,20 @@ void ParamGatherer::launch_reads() {
   while (!reading_.empty()) {
     const int u = reading_.front();
     reading_.pop_front();
-    const UnitShard& s = st_.unit(u);
-    const size_t bytes = s.shard * dtype_size(st_.pdt());
+    const UnitShard& s = states_.unit(u);
+    const size_t bytes = s.shard * dtype_size(states_.param_dtype());
     // Up from the host read buffer into the device buffer the collective sends from; the buffer is
     // read into again only after that copy has run (on a GPU it is queued behind the compute).
-    cfg_.dev().copy(staging_[u].data(), st_.param_swap()->wait_read(read_slot_[u]), bytes);
-    st_.param_swap()->release_read(read_slot_[u], cfg_.dev().record());
+    cfg_.dev().copy(staging_[u].data(), states_.param_swap()->wait_read(read_slot_[u]), bytes);
+    states_.param_swap()->release_read(read_slot_[u], cfg_.dev().record());
     read_slot_[u] = -1;
-    work_[u] = comm_.all_gather_async(staging_[u].data(), gathered_[u].data(), s.shard, st_.pdt());
+    work_[u] = comm_.all_gather_async(staging_[u].data(), gathered_[u].data(), s.shard, states_.param_dtype());
     state_[u] = State::kInFlight;
   }
 }
 
 void ParamGatherer::ensure(int u) {
-  if (st_.param_whole(u)) return;  // kept whole on every rank (stage3_param_persistence_threshold)
+  if (states_.param_whole(u)) return;  // kept whole on every rank (stage3_param_persistence_threshold)
   if (state_[u] == State::kSharded) start(u, cursor_);
   if (state_[u] == State::kReading) launch_reads();
   if (state_[u] == State::kInFlight) {
@@ -135,7 +135,7 @@ void ParamGatherer::ensure(int u) {
 }
 
 bool ParamGatherer::release(int u) {
-  if (state_[u] == State::kSharded || st_.param_whole(u)) return false;
+  if (state_[u] == State::kSharded || states_.param_whole(u)) return false;
   if (state_[u] == State::kReading) launch_reads();  // in order: the collectives stay in every rank's order
   if (state_[u] == State::kInFlight) {
     clock_.wait(work_[u]);
@@ -148,7 +148,7 @@ bool ParamGatherer::release(int u) {
   staging_[u].release();
   gathered_[u].release();
   state_[u] = State::kSharded;
-  live_ -= st_.unit(u).padded;
+  live_ -= states_.unit(u).padded;
   return true;
 }
 
@@ -159,9 +159,9 @@ void ParamGatherer::prefetch() {
   const size_t end = forward_only_ ? static_cast<size_t>(schedule_.forward_param_reads()) : reads.size();
   for (size_t k = cursor_ + 1; k < end && k <= cursor_ + 4; ++k) {
     const int v = reads[k];
-    if (state_[v] != State::kSharded || st_.param_whole(v)) continue;
-    if (st_.param_on_nvme(v) && !st_.param_swap()->read_buffer_free()) break;  // offload_param.buffer_count
-    const size_t n = st_.unit(v).padded;
+    if (state_[v] != State::kSharded || states_.param_whole(v)) continue;
+    if (states_.param_on_nvme(v) && !states_.param_swap()->read_buffer_free()) break;  // offload_param.buffer_count
+    const size_t n = states_.unit(v).padded;
     if (live_ + n > static_cast<size_t>(cfg_.zero.stage3_max_live_parameters) ||
         ahead + n > static_cast<size_t>(cfg_.zero.stage3_prefetch_bucket_size)) break;
     start(v, k);
@@ -170,7 +170,7 @@ void ParamGatherer::prefetch() {
 }
 
 void ParamGatherer::use(int k) {
-  if (st_.stage() != 3) return;
+  if (states_.stage() != 3) return;
   const int read = schedule_.param_read_index(k);
   ZDP_CHECK(read >= 0, "use {} ({} of unit {}) reads no parameters", k, schedule_[k].part, schedule_[k].unit);
   cursor_ = static_cast<size_t>(read);
@@ -181,18 +181,18 @@ void ParamGatherer::use(int k) {
 }
 
 const void* ParamGatherer::params(int u) {
-  return st_.param_whole(u) ? st_.param_at(u, 0) : gathered_[u].data();
+  return states_.param_whole(u) ? states_.param_at(u, 0) : gathered_[u].data();
 }
 
 void ParamGatherer::gather_after_update() {
   std::deque<std::pair<comm::WorkPtr, size_t>> inflight;
   size_t live = 0;
-  for (int u = 0; u < st_.num_units(); ++u) {
-    if (!st_.param_whole(u)) continue;  // stage 3 gathers sharded units when it uses them
-    const UnitShard& s = st_.unit(u);
-    char* unit = st_.param_at(u, 0);
-    char* own = st_.param_shard(u);
-    inflight.emplace_back(comm_.all_gather_async(own, unit, s.shard, st_.pdt()), s.padded);
+  for (int u = 0; u < states_.num_units(); ++u) {
+    if (!states_.param_whole(u)) continue;  // stage 3 gathers sharded units when it uses them
+    const UnitShard& s = states_.unit(u);
+    char* unit = states_.param_at(u, 0);
+    char* own = states_.param_shard(u);
+    inflight.emplace_back(comm_.all_gather_async(own, unit, s.shard, states_.param_dtype()), s.padded);
     live += s.padded;
     while (live > static_cast<size_t>(cfg_.zero.allgather_bucket_size) && inflight.size() > 1) {
       clock_.wait(inflight.front().first);

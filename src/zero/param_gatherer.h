@@ -33,7 +33,7 @@
 #include "core/memory.h"
 #include "model/units.h"
 #include "zero/comm_clock.h"
-#include "zero/config.h"
+#include "zero/engine_config.h"
 #include "zero/gather_plan.h"
 #include "zero/model_states.h"
 
@@ -75,7 +75,7 @@ class ParamGatherer {
   void ensure(int u);
   void prefetch();
 
-  ModelStates& st_;
+  ModelStates& states_;
   comm::Communicator& comm_;
   const EngineConfig cfg_;  // a copy: the part may outlive the caller's config
   CommClock& clock_;

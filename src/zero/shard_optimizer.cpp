@@ -10,7 +10,7 @@ namespace zerodp::zero {
 
 void ShardOptimizer::update(double lr, float grad_scale) {
   const int64_t t = steps_ + 1;
-  if (st_.offload()) {
+  if (states_.offload()) {
     update_offloaded(lr, grad_scale, t);
     ++steps_;
     return;
@@ -18,35 +18,35 @@ void ShardOptimizer::update(double lr, float grad_scale) {
   const bool adamw = cfg_.optimizer.kind == optim::OptimizerKind::kAdamW;
   const optim::AdamWParams adam = optim::adamw_params(cfg_.optimizer, lr);
   const optim::SGDParams sgd = optim::sgd_params(cfg_.optimizer, lr);
-  const DType gdt = st_.gdt();
+  const DType gdt = states_.grad_dtype();
   // Gradients stored in 16 bits are widened chunk by chunk (working memory: act).
   size_t largest = 0;
-  for (int u = 0; u < st_.num_units(); ++u)
-    largest = std::max(largest, st_.update_range(u).second - st_.update_range(u).first);
+  for (int u = 0; u < states_.num_units(); ++u)
+    largest = std::max(largest, states_.update_range(u).second - states_.update_range(u).first);
   device::Device& dev = cfg_.dev();
   // On the CPU a chunk's widened gradient stays in cache; on a GPU each call is a launch.
   const size_t chunk = dev.host_addressable() ? kWorkChunk : kDeviceWorkChunk;
   Buffer g32 = dev.allocate(gdt == DType::kF32 ? 0 : std::min(chunk, largest) * sizeof(float), MemCategory::kAct);
-  for (int u = 0; u < st_.num_units(); ++u) {
-    const auto [b, e] = st_.update_range(u);
-    for (const Segment& seg : unit_segments(st_.layout(), u, b, e)) {
+  for (int u = 0; u < states_.num_units(); ++u) {
+    const auto [b, e] = states_.update_range(u);
+    for (const Segment& seg : unit_segments(states_.layout(), u, b, e)) {
       for (size_t c = seg.begin; c < seg.begin + seg.count; c += chunk) {
         const size_t n = std::min(chunk, seg.begin + seg.count - c);
         const float* g;
         if (gdt == DType::kF32) {
-          g = reinterpret_cast<const float*>(st_.grad_at(u, c));
+          g = reinterpret_cast<const float*>(states_.grad_at(u, c));
         } else {
-          dev.convert(st_.grad_at(u, c), gdt, g32.as<float>(), DType::kF32, n);
+          dev.convert(states_.grad_at(u, c), gdt, g32.as<float>(), DType::kF32, n);
           g = g32.as<float>();
         }
-        float* w = st_.weights_at(u, c);
-        float* m = st_.num_states() == 0 ? nullptr : st_.state_at(0, u, c);
+        float* w = states_.weights_at(u, c);
+        float* m = states_.num_states() == 0 ? nullptr : states_.state_at(0, u, c);
         if (adamw)
-          dev.adamw_update(w, g, m, st_.state_at(1, u, c), n, adam, t, seg.decay, grad_scale);
+          dev.adamw_update(w, g, m, states_.state_at(1, u, c), n, adam, t, seg.decay, grad_scale);
         else
           dev.sgd_update(w, g, m, n, sgd, t, seg.decay, grad_scale);
         // The compute-dtype copy of the chunk just updated, while it is still in cache.
-        if (st_.mixed()) dev.convert(w, DType::kF32, st_.param_at(u, c), st_.pdt(), n);
+        if (states_.mixed()) dev.convert(w, DType::kF32, states_.param_at(u, c), states_.param_dtype(), n);
       }
     }
   }

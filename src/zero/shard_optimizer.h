@@ -10,14 +10,14 @@
 
 #include <cstdint>
 
-#include "zero/config.h"
+#include "zero/engine_config.h"
 #include "zero/model_states.h"
 
 namespace zerodp::zero {
 
 class ShardOptimizer {
  public:
-  ShardOptimizer(ModelStates& states, const EngineConfig& config) : st_(states), cfg_(config) {}
+  ShardOptimizer(ModelStates& states, const EngineConfig& config) : states_(states), cfg_(config) {}
 
   // One update at learning rate lr, the gradient multiplied by grad_scale first (unscaling and
   // clipping in one factor).
@@ -33,7 +33,7 @@ class ShardOptimizer {
   // The offloaded update (shard_optimizer_offload.cpp); t is AdamW's step count.
   void update_offloaded(double lr, float grad_scale, int64_t t);
 
-  ModelStates& st_;
+  ModelStates& states_;
   const EngineConfig cfg_;  // a copy: the part may outlive the caller's config
   int64_t steps_ = 0;
   double offload_seconds_ = 0;

@@ -41,15 +41,15 @@ void ShardOptimizer::update_offloaded(double lr, float grad_scale, int64_t t) {
   const optim::SGDParams sgd = optim::sgd_params(cfg_.optimizer, lr);
   device::Device& dev = cfg_.dev();
   device::Device& host = dev.host();  // the update and the conversions between host buffers run there
-  const size_t total = st_.shards().total_shard();
-  const size_t groups = (total + st_.sub_group() - 1) / st_.sub_group();
+  const size_t total = states_.shards().total_shard();
+  const size_t groups = (total + states_.sub_group() - 1) / states_.sub_group();
   // Sub-group g's gradient is staged in buffer g % K (K = 2 with two sub-groups or more): g+1's comes
   // down on the transfer queue while g updates, and g's weights go up there while g+1 updates.
-  const size_t K = st_.grad_staging_buffers();
+  const size_t K = states_.grad_staging_buffers();
   std::vector<std::unique_ptr<device::Event>> down(K);
   // NVMe: sub-group g's states are in slot g % B. Reads run up to B-1 sub-groups ahead; a slot is
   // read into only once its previous sub-group's write and the transfer up of its weights are done.
-  OptimizerSwap* swap = st_.optimizer_swap();
+  OptimizerSwap* swap = states_.optimizer_swap();
   const int B = swap ? swap->slots() : 1;
   std::vector<std::unique_ptr<device::Event>> up(B);
   const auto started = std::chrono::steady_clock::now();
@@ -63,16 +63,16 @@ void ShardOptimizer::update_offloaded(double lr, float grad_scale, int64_t t) {
     requested[g] = true;
   };
   // Sub-group g: shard elements [first(g), last(g)).
-  auto first_of = [&](size_t g) { return g * st_.sub_group(); };
-  auto last_of = [&](size_t g) { return std::min(total, (g + 1) * st_.sub_group()); };
+  auto first_of = [&](size_t g) { return g * states_.sub_group(); };
+  auto last_of = [&](size_t g) { return std::min(total, (g + 1) * states_.sub_group()); };
   // Where unit u's element i of sub-group g lands in its staging buffer.
   auto staged = [&](size_t g, int u, size_t i) {
-    return st_.grad_staging(g % K) + (st_.shard_index(u, i) - g * st_.sub_group());
+    return states_.grad_staging(g % K) + (states_.shard_index(u, i) - g * states_.sub_group());
   };
   // Down: sub-group g's gradient into its staging buffer, in fp32, on the transfer queue.
   auto bring_down = [&](size_t g) {
-    for_each_piece(st_, first_of(g), last_of(g), [&](int u, size_t b, size_t e) {
-      dev.transfer(st_.grad_at(u, b), st_.gdt(), staged(g, u, b), DType::kF32, e - b);
+    for_each_piece(states_, first_of(g), last_of(g), [&](int u, size_t b, size_t e) {
+      dev.transfer(states_.grad_at(u, b), states_.grad_dtype(), staged(g, u, b), DType::kF32, e - b);
     });
     down[g % K] = dev.record_transfer();
   };
@@ -86,10 +86,10 @@ void ShardOptimizer::update_offloaded(double lr, float grad_scale, int64_t t) {
     if (g + 1 < groups) bring_down(g + 1);
     // Where its weights and states are: the host copies of the whole shard, or the sub-group's slot.
     auto weights = [&](int u, size_t i) {
-      return swap ? swap->master(slot) + (st_.shard_index(u, i) - first) : st_.weights_at(u, i);
+      return swap ? swap->master(slot) + (states_.shard_index(u, i) - first) : states_.weights_at(u, i);
     };
     auto state = [&](int k, int u, size_t i) {
-      return swap ? swap->state(slot, k) + (st_.shard_index(u, i) - first) : st_.state_at(k, u, i);
+      return swap ? swap->state(slot, k) + (states_.shard_index(u, i) - first) : states_.state_at(k, u, i);
     };
     if (swap) {
       if (!requested[g]) request(g);
@@ -97,10 +97,10 @@ void ShardOptimizer::update_offloaded(double lr, float grad_scale, int64_t t) {
     }
     down[g % K]->wait();
     // The update, on the host, tensor by tensor (weight decay depends on the tensor).
-    for_each_piece(st_, first, last, [&](int u, size_t b, size_t e) {
-      for (const Segment& seg : unit_segments(st_.layout(), u, b, e)) {
+    for_each_piece(states_, first, last, [&](int u, size_t b, size_t e) {
+      for (const Segment& seg : unit_segments(states_.layout(), u, b, e)) {
         const size_t c = seg.begin, n = seg.count;
-        float* m = st_.num_states() >= 1 ? state(0, u, c) : nullptr;
+        float* m = states_.num_states() >= 1 ? state(0, u, c) : nullptr;
         float* grad = staged(g, u, c);
         if (adamw)
           host.adamw_update(weights(u, c), grad, m, state(1, u, c), n, adam, t, seg.decay, grad_scale);
@@ -111,18 +111,18 @@ void ShardOptimizer::update_offloaded(double lr, float grad_scale, int64_t t) {
     // Up: the updated weights into the parameters, in the compute dtype: into the device's parameters
     // on the transfer queue; into host memory (parameter offload) here, and a shard on NVMe through its
     // host write buffer, written out once its last piece is in.
-    for_each_piece(st_, first, last, [&](int u, size_t b, size_t e) {
-      if (!st_.param_on_nvme(u)) {
-        if (st_.param_on_host(u))
-          host.convert(weights(u, b), DType::kF32, st_.param_at(u, b), st_.pdt(), e - b);
+    for_each_piece(states_, first, last, [&](int u, size_t b, size_t e) {
+      if (!states_.param_on_nvme(u)) {
+        if (states_.param_on_host(u))
+          host.convert(weights(u, b), DType::kF32, states_.param_at(u, b), states_.param_dtype(), e - b);
         else
-          dev.transfer(weights(u, b), DType::kF32, st_.param_at(u, b), st_.pdt(), e - b);
+          dev.transfer(weights(u, b), DType::kF32, states_.param_at(u, b), states_.param_dtype(), e - b);
         return;
       }
-      const UnitShard& s = st_.unit(u);
-      ParamSwap& file = *st_.param_swap();
+      const UnitShard& s = states_.unit(u);
+      ParamSwap& file = *states_.param_swap();
       char* shard = file.staging(u) ? file.stage_pointer() : file.stage(u);
-      host.convert(weights(u, b), DType::kF32, shard + (b - s.own_begin) * dtype_size(st_.pdt()), st_.pdt(), e - b);
+      host.convert(weights(u, b), DType::kF32, shard + (b - s.own_begin) * dtype_size(states_.param_dtype()), states_.param_dtype(), e - b);
       if (e == s.own_end) file.commit(u);
     });
     up[slot] = dev.record_transfer();
@@ -132,7 +132,7 @@ void ShardOptimizer::update_offloaded(double lr, float grad_scale, int64_t t) {
     }
   }
   dev.record_transfer()->wait();  // every parameter up before anyone reads them
-  if (st_.param_swap()) st_.param_swap()->flush();  // every shard written before the next gather reads it
+  if (states_.param_swap()) states_.param_swap()->flush();  // every shard written before the next gather reads it
   if (swap) {
     for (int s = 0; s < B; ++s) swap->wait(s);
     offload_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

@@ -34,10 +34,10 @@ void load_states(ModelStates& st, const StateSource& source, bool with_states) {
       const size_t n = std::min(kWorkChunk, keep_e - c);
       source(-1, u, c, n, vals);
       if (nvme_shard) {
-        convert(vals, DType::kF32, nvme_shard + (c - keep_b) * dtype_size(st.pdt()), st.pdt(), n);  // host memory
+        convert(vals, DType::kF32, nvme_shard + (c - keep_b) * dtype_size(st.param_dtype()), st.param_dtype(), n);  // host memory
       } else {
         device::copy_from_host(dev, dvals, vals, n * sizeof(float));  // (nothing on the CPU: the same bytes)
-        dev.convert(dvals, DType::kF32, st.param_at(u, c), st.pdt(), n);
+        dev.convert(dvals, DType::kF32, st.param_at(u, c), st.param_dtype(), n);
       }
       // The masters from where this chunk's values are: dvals was not filled for a shard on NVMe (whose
       // masters are host memory: NVMe parameters need the optimizer offloaded).

@@ -13,7 +13,7 @@ GlobalNumbers global_numbers(const ModelStates& st, comm::Communicator& world, b
   for (int u = 0; u < U; ++u) {
     const UnitShard& s = st.unit(u);
     if (s.own_begin >= s.own_end) continue;
-    const double q = st.dev().sum_squares(st.grad_at(u, s.own_begin), st.gdt(), s.own_end - s.own_begin);
+    const double q = st.dev().sum_squares(st.grad_at(u, s.own_begin), st.grad_dtype(), s.own_end - s.own_begin);
     if (!std::isfinite(q)) unit_nonfinite[u] = 1.0f;
     sumsq += q;
   }

@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "fuzz/fuzz_common.h"
-#include "train/config.h"
+#include "train/train_config.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);

@@ -1,4 +1,4 @@
-// Limits on GPT-2's hyper-parameters (model/config.h, docs/limits.md): every dimension is capped so
+// Limits on GPT-2's hyper-parameters (model/gpt2_config.h, docs/limits.md): every dimension is capped so
 // that the sizes derived from it fit an int64 with room, the totals (parameters, activations of one
 // full-context sequence) are computed with overflow checks, real models pass, and the layout finds
 // tensors by name in constant time without accepting names it did not write.
@@ -10,7 +10,7 @@
 
 #include "core/checked.h"
 #include "core/error.h"
-#include "model/config.h"
+#include "model/gpt2_config.h"
 #include "model/layout.h"
 
 namespace zerodp::model {

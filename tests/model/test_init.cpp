@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "model/config.h"
+#include "model/gpt2_config.h"
 #include "model/init.h"
 #include "model/layout.h"
 

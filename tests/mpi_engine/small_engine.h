@@ -4,8 +4,8 @@
 #pragma once
 
 #include "core/dtype.h"
-#include "model/config.h"
-#include "zero/config.h"
+#include "model/gpt2_config.h"
+#include "zero/engine_config.h"
 
 namespace zerodp::zero::engine_tests {
 

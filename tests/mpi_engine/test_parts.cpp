@@ -110,7 +110,7 @@ TEST(GradReducer, SumsInRankOrderIntoWhatTheRankKeeps) {
         if (stage <= 1) {
           for (size_t i = 0; i < s.padded; ++i) {
             const float v = i < s.numel ? value(f.r, u, i) : 0.0f;
-            convert(&v, DType::kF32, st.grad_at(u, i), st.gdt(), 1);
+            convert(&v, DType::kF32, st.grad_at(u, i), st.grad_dtype(), 1);
           }
           reducer.unit_stored(u);
         } else {
@@ -121,12 +121,12 @@ TEST(GradReducer, SumsInRankOrderIntoWhatTheRankKeeps) {
       }
       reducer.complete_all();
       EXPECT_FALSE(reducer.in_flight());
-      const DType stored = stage <= 1 ? st.gdt() : DType::kF32;  // what was summed: the store, or the fp32 gradient
+      const DType stored = stage <= 1 ? st.grad_dtype() : DType::kF32;  // what was summed: the store, or the fp32 gradient
       for (int u = 0; u < st.num_units(); ++u) {
         const auto [b, e] = st.update_range(u);
         for (size_t i = b; i < e; ++i) {
-          const float want = f.W == 1 ? round_to(value(0, u, i), st.gdt()) : round_to(expected_sum(f.W, u, i, stored, rdt), st.gdt());
-          ASSERT_EQ(read(st.grad_at(u, i), st.gdt()), want)
+          const float want = f.W == 1 ? round_to(value(0, u, i), st.grad_dtype()) : round_to(expected_sum(f.W, u, i, stored, rdt), st.grad_dtype());
+          ASSERT_EQ(read(st.grad_at(u, i), st.grad_dtype()), want)
               << "stage " << stage << " " << dtype_name(k.dtype) << " reduce " << dtype_name(rdt) << " unit " << u << " element " << i;
         }
       }
@@ -162,10 +162,10 @@ TEST(GradReducer, AccumulatesMicroStepsIntoTheShard) {
         const auto [b, e] = st.update_range(u);
         for (size_t i = b; i < e; ++i) {
           const float once = f.W == 1 ? value(0, u, i) : expected_sum(f.W, u, i, DType::kF32, rdt);
-          const float want = round_to(round_to(once, st.gdt()) + once, st.gdt());
-          ASSERT_EQ(read(st.grad_at(u, i), st.gdt()), want)
+          const float want = round_to(round_to(once, st.grad_dtype()) + once, st.grad_dtype());
+          ASSERT_EQ(read(st.grad_at(u, i), st.grad_dtype()), want)
               << "stage " << stage << " " << dtype_name(k.dtype) << " reduce " << dtype_name(rdt)
-              << " stored " << dtype_name(st.gdt()) << " unit " << u << " element " << i;
+              << " stored " << dtype_name(st.grad_dtype()) << " unit " << u << " element " << i;
         }
       }
     }
@@ -214,13 +214,13 @@ TEST(ParamGatherer, AfterTheUpdateEveryRankHoldsEveryShard) {
       for (size_t i = 0; i < s.padded; ++i) {
         const bool mine = i / s.shard == static_cast<size_t>(f.r);
         const float v = mine ? value(0, u, i) : -1.0f;  // others' shards: stale until gathered
-        convert(&v, DType::kF32, st.param_at(u, i), st.pdt(), 1);
+        convert(&v, DType::kF32, st.param_at(u, i), st.param_dtype(), 1);
       }
     }
     gatherer.gather_after_update();
     for (int u = 0; u < st.num_units(); ++u)
       for (size_t i = 0; i < st.unit(u).padded; ++i)
-        ASSERT_EQ(read(st.param_at(u, i), st.pdt()), round_to(value(0, u, i), st.pdt())) << "unit " << u;
+        ASSERT_EQ(read(st.param_at(u, i), st.param_dtype()), round_to(value(0, u, i), st.param_dtype())) << "unit " << u;
   }
 }
 
@@ -243,7 +243,7 @@ TEST(ShardOptimizer, ShardStepEqualsTheWholeStepOnTheShard) {
           const auto [b, e] = m->update_range(u);
           for (size_t i = b; i < e; ++i) {
             const float g = value(5, u, i);
-            convert(&g, DType::kF32, m->grad_at(u, i), m->gdt(), 1);
+            convert(&g, DType::kF32, m->grad_at(u, i), m->grad_dtype(), 1);
           }
         }
       ShardOptimizer opt(st, c), opt_ref(ref, config(0, t));

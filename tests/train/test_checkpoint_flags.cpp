@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "train/config.h"
+#include "train/train_config.h"
 
 namespace zerodp::train {
 namespace {

@@ -17,7 +17,7 @@
 
 #include "apps/train_options.h"
 #include "core/error.h"
-#include "train/config.h"
+#include "train/train_config.h"
 #include "train/usage_error.h"
 
 namespace zerodp::train {

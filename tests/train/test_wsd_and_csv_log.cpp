@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "train/config.h"
+#include "train/train_config.h"
 #include "train/usage_error.h"
 #include "train/metrics.h"
 

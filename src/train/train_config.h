@@ -92,7 +92,7 @@ struct TrainConfig {
   zero::ZeroSettings zero;
 
   // ---- run
-  std::optional<uint64_t> memory_budget;  // bytes per rank, all categories of §9 together
+  std::optional<uint64_t> memory_budget;  // bytes per rank, all categories of docs/reference/metrics.md#memory together
   // Data order (data/loader.h): in order (docs/reference/data-order.md#ranks, the default) or, with shuffle, each epoch a
   // permutation of the sequence windows drawn from `seed`. On --resume both default to the
   // checkpoint's (so the order goes on); given flags must agree with it.

@@ -1,4 +1,4 @@
-#include "model/config.h"
+#include "model/gpt2_config.h"
 
 #include <fmt/format.h>
 
