@@ -1,7 +1,7 @@
 // `zerodp init`: writes a freshly initialised model (docs/reference/model.md#init,
 // docs/reference/command-line.md#commands), one unit at a time so memory stays near the largest unit:
 // a GPT-2 as one safetensors file (or a Hugging Face directory when --out ends in '/' or is a
-// directory), a Llama-family model as a Hugging Face directory (contract §12).
+// directory), a Llama-family model as a Hugging Face directory (docs/reference/model.md#the-llama-family-the-function).
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -17,7 +17,7 @@
 #include "ckpt/model_output.h"
 #include "core/error.h"
 #include "core/memory.h"
-#include "model/config.h"
+#include "model/gpt2_config.h"
 #include "model/init.h"
 #include "model/layout.h"
 

@@ -1,5 +1,5 @@
 // `zerodp tokenize`: text files and JSON Lines to token files, bytes or byte-level BPE from a Hugging
-// Face tokenizer.json, and back with --decode (docs/reference/files.md#token-files, §8, §11).
+// Face tokenizer.json, and back with --decode (docs/reference/files.md: token files, text inputs, tokenizers).
 #include <string>
 #include <vector>
 

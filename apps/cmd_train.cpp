@@ -11,7 +11,7 @@ TrainOptions g_options;
 
 void register_train(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("train",
-                                 "Train GPT-2 with ZeRO data parallelism (run under `mpirun -n W` for W ranks)");
+                                 "Train a model (GPT-2, the Llama family) with ZeRO data parallelism (run under `mpirun -n W` for W ranks)");
   add_train_options(cmd, g_options);
   const TrainExtension& extension = train_extension();
   if (extension.add_flags) extension.add_flags(cmd);

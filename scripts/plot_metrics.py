@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Loss curves from `zerodp train --metrics` files (docs/reference/metrics.md and §11, JSON Lines).
+"""Loss curves from `zerodp train --metrics` files (docs/reference/metrics.md and files.md, JSON Lines).
 
 usage: plot_metrics.py METRICS.jsonl [METRICS.jsonl ...] [--out loss.png] [--title TEXT]
                        [--label NAME ...] [--smooth K] [--log-y]

@@ -2,8 +2,8 @@
 
 The same GPT-2 as zerodp trains (docs/reference/model.md#gpt2), from the same initial weights (the safetensors file
 `zerodp init` wrote), on the same batches of the same token file (docs/reference/data-order.md#ranks, W = 1), with AdamW on
-the same parameter groups (weight decay on tensors of two or more dimensions, §7) and the same
-gradient clipping (§6): the model, readers and batches are zdptest.torch_gpt2's (tests/pylib), imported.
+the same parameter groups (weight decay on tensors of two or more dimensions, optimizer.md) and the same
+gradient clipping (model.md): the model, readers and batches are zdptest.torch_gpt2's (tests/pylib), imported.
 What changes is how it runs, set up as a PyTorch user training on a GPU would:
 
   - bf16 autocast around forward and loss, fp32 parameters, gradients and AdamW state (the master
@@ -123,7 +123,7 @@ def parse_args(argv=None):
     ap.add_argument("--peak-tflops", type=float, default=None,
                     help="dense bf16 peak to compute MFU against (default: from the GPU's name)")
     torch_gpt2.add_optimizer_args(ap)
-    # zerodp train's own defaults (src/train/config.h, `zerodp train --help`): weight decay 0.01,
+    # zerodp train's own defaults (src/train/train_config.h, `zerodp train --help`): weight decay 0.01,
     # no clipping. torch_gpt2's flags default to the benchmarks' 0.1 and 1.0, which run.sh passes
     # explicitly to both sides anyway.
     ap.set_defaults(weight_decay=0.01, clip=0.0)

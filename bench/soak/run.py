@@ -40,13 +40,11 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(SRC, "tests", "pylib"))  # zdptest, without a pip install
-sys.path.insert(0, HERE)
 
-import faults as F  # noqa: E402
-from job import Job  # noqa: E402
-from zdptest import harness as zt  # noqa: E402
-from zdptest.hosts import TestHosts  # noqa: E402
+import faults as F  # beside this script, which Python puts first on sys.path
+from job import Job
+from zdptest import harness as zt  # tests/pylib: PYTHONPATH=tests/pylib, or pip install -e tests/pylib
+from zdptest.hosts import TestHosts
 
 RANKS = 4  # 2 a host: TestHosts.mpirun_args' default
 # Small, so that faults come often: a step takes 7-120 ms on 2 shared, oversubscribed cores (a round

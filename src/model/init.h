@@ -1,5 +1,5 @@
-// Initialisation (docs/reference/model.md#init; contract §3 for GPT-2, transformers' _init_weights
-// with initializer_range 0.02 for the Llama family), drawn so that any element range of any unit can be made
+// Initialisation (docs/reference/model.md#initialisation: GPT-2 as its paper and code do,
+// transformers' _init_weights with initializer_range 0.02 for the Llama family), drawn so that any element range of any unit can be made
 // alone: element j of tensor `name` is CounterRng(seed, fnv1a64(name)).normal(j) scaled by the
 // tensor's std. One rank initialising everything and each rank initialising only its shard give
 // the same bits.

@@ -8,7 +8,7 @@
 //   Llama: input_layernorm; q, k, v weights (one [(H + 2·KV)·D, C] GEMM operand); q, k, v biases;
 //          o_proj (and its bias); post_attention_layernorm; gate, up (one [2I, C] operand); down.
 // Names are each architecture's own: GPT-2's of docs/reference/model.md#tensors, Hugging Face's for
-// the Llama family (contract §12).
+// the Llama family (docs/reference/model.md#the-llama-family-the-function).
 //
 // A layout holds one entry per tensor (about 150 bytes each): code that takes the layer count from a
 // file checks first that the file can describe that many tensors (ckpt/gpt2_weights.cpp,

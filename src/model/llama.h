@@ -1,5 +1,5 @@
-// The Llama family's forward and backward over flat parameter units (contract §12: Hugging Face's
-// LlamaForCausalLM and Qwen2ForCausalLM), on the model seam as GPT2 is: the model owns its
+// The Llama family's forward and backward over flat parameter units (Hugging Face's LlamaForCausalLM
+// and Qwen2ForCausalLM; docs/reference/model.md#the-llama-family-the-function), on the model seam as GPT2 is: the model owns its
 // activations, its parameters and gradients are handed to it unit by unit.
 //
 // A block, with x the fp32 residual stream:

@@ -19,7 +19,7 @@ namespace {
 using testing::random_normal;
 using testing::worst_ratio;
 
-// Contract §7, literally, in double.
+// docs/reference/optimizer.md#adamw, literally, in double.
 struct RefAdamW {
   std::vector<double> p, m, v;
   void step(const std::vector<float>& g, const AdamWParams& hp, int64_t t, bool decay, double scale) {

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""End-to-end checks of `zerodp` against the independent reference (ref_train.py) and the contract.
+"""End-to-end checks of `zerodp` against the independent reference (ref_train.py) and docs/reference/.
 
     compare.py --zerodp BUILD/zerodp --mpirun mpirun --case NAME [--keep]
     compare.py --list
@@ -8,9 +8,9 @@ Training cases (TRAIN_CASES): tokenize the first 100 KB of data/tinyshakespeare.
 a tiny GPT-2, run `mpirun -n W zerodp train` for 6 steps, run the reference (in float64, on the same
 global batches), and compare: per-step loss within 1e-4 relative, grad_norm within 1e-3 relative, lr
 equal, the final parameters within 1e-4 (max abs); the metrics file also holds one memory and one
-traffic record per rank with §9's keys, and their counts agree with what §9 says each category holds.
+traffic record per rank with metrics.md's keys, and their counts agree with what metrics.md says each category holds.
 
-Bad-input cases (BAD_CASES): the CLI must exit with the contract's code (2 bad input, 3 over budget)
+Bad-input cases (BAD_CASES): the CLI must exit with docs/reference/command-line.md's code (2 bad input, 3 over budget)
 and a message naming what was wrong, within 30 seconds, and write no weights.
 
 Exits 0 when every check passes, 1 listing every failed check.
@@ -48,7 +48,7 @@ COLLECTIVES = ["all_reduce", "reduce_scatter", "all_gather", "broadcast"]
 FAIL_WITHIN_S = 30
 
 # name -> world, micro-batch, accum, stage, seed, extra zerodp flags, input variant
-#   variant "wrap_raw": a raw-layout token file of 1001 tokens, so that §5's positions wrap around
+#   variant "wrap_raw": a raw-layout token file of 1001 tokens, so that data-order.md's positions wrap around
 #   variant "bf16_hf": the initial weights in BF16 with Hugging Face names (`transformer.` prefix,
 #   lm_head.weight, attn.bias buffers), the hyper-parameters only in a config.json beside the file
 TRAIN_CASES = {
@@ -157,9 +157,9 @@ def check_steps(c, records, ref_records, world, b, g):
 
 
 def check_memory_and_traffic(c, records, world, stage, numel, fully_sharded):
-    """§9: one memory and one traffic record per rank, with its keys; the counts agree with what each
+    """metrics.md: one memory and one traffic record per rank, with its keys; the counts agree with what each
     category holds in an fp32 run (P parameters: 4P bytes of parameters, of gradients, 8P of AdamW).
-    §10: the memory record also has host_bytes and nvme_bytes with the same keys, all zeros here (no
+    metrics.md: the memory record also has host_bytes and nvme_bytes with the same keys, all zeros here (no
     offload)."""
     memory = {r.get("rank"): r for r in records if r.get("event") == "memory"}
     traffic = {r.get("rank"): r for r in records if r.get("event") == "traffic"}
@@ -197,7 +197,7 @@ def check_memory_and_traffic(c, records, world, stage, numel, fully_sharded):
                 <= sum(peak[r][k] for k in CATEGORIES if k != "total"),
                 f"rank {r}: peak total {peak[r]['total']} not between the largest category peak and their sum")
         c.check(all(peak[r][k] >= live[r][k] for k in CATEGORIES), f"rank {r}: a live count exceeds its peak")
-        c.check(peak[r]["master"] == 0, f"rank {r}: master {peak[r]['master']} bytes in an fp32 run (§9: 0)")
+        c.check(peak[r]["master"] == 0, f"rank {r}: master {peak[r]['master']} bytes in an fp32 run (metrics.md: 0)")
         if stage <= 2:
             c.check(peak[r]["param"] == P4, f"rank {r}: param peak {peak[r]['param']} != 4·P = {P4} "
                                             f"(stage {stage} keeps every parameter in fp32)")
@@ -219,14 +219,14 @@ def check_memory_and_traffic(c, records, world, stage, numel, fully_sharded):
         if world > 1 and (cat != "param" or fully_sharded):
             c.check(max(peak[r][cat] for r in range(world)) < full,
                     f"{cat}: a rank holds {max(peak[r][cat] for r in range(world))} bytes, all of it, in stage {stage}")
-    # Traffic (ring formulas of §9): nothing moves with one rank; otherwise the gradients must be
+    # Traffic (ring formulas of metrics.md): nothing moves with one rank; otherwise the gradients must be
     # reduced every step, and in stages 1-3 the updated shards gathered, at least once.
     sent = {r: traffic[r]["bytes_sent"] for r in range(world)}
     summary = ", ".join(f"{k} {sent[0][k]}" for k in COLLECTIVES)
     c.note(f"rank 0 bytes_sent: {summary}; P = {numel} parameters")
     if world == 1:
         for k in ("all_reduce", "reduce_scatter", "all_gather"):
-            c.check(sent[0][k] == 0, f"{k}: {sent[0][k]} bytes sent with one rank (§9: 2·(W−1)/W·n = 0)")
+            c.check(sent[0][k] == 0, f"{k}: {sent[0][k]} bytes sent with one rank (metrics.md: 2·(W−1)/W·n = 0)")
         return
     f = (world - 1) / world
     for r in range(world):
@@ -242,13 +242,13 @@ def check_memory_and_traffic(c, records, world, stage, numel, fully_sharded):
 
 
 def check_weights(c, out_path, ref_final):
-    """§8/§2: --out holds every §1 tensor, F32, under its exact name; values near the reference's."""
+    """command-line.md and files.md: --out holds every model.md tensor, F32, under its exact name; values near the reference's."""
     if not c.check(os.path.exists(out_path), f"--out {out_path} was not written"):
         return None
     header, _, _ = zt.parse_safetensors(zt.read_bytes(out_path))
     dtypes = {e["dtype"] for e in header.values()}
     c.check(dtypes == {"F32"}, f"--out tensors are {sorted(dtypes)}, not all F32")
-    c.check(sorted(header) == sorted(ref_final), f"--out names differ from §1: extra "
+    c.check(sorted(header) == sorted(ref_final), f"--out names differ from model.md: extra "
             f"{sorted(set(header) - set(ref_final))}, missing {sorted(set(ref_final) - set(header))}")
     _, got = rt.load_gpt2(out_path, heads=MODEL["heads"])
     worst, worst_name = 0.0, None
@@ -329,7 +329,7 @@ def expect_failure(c, args, zargs, world, code_wanted, texts, out_path, mpmd=Non
 
 
 def names_budget_failure(line, budget):
-    """Whether a message line names a §9 category, the budget, the word live, and two other byte counts
+    """Whether a message line names a metrics.md category, the budget, the word live, and two other byte counts
     (asked, live) that together exceed the budget, as they must for the allocation to be refused."""
     if str(budget) not in line or "live" not in line or not any(k in line for k in CATEGORIES[:-1]):
         return False

@@ -26,13 +26,9 @@ import json
 import os
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "pylib"))
-sys.path.insert(0, HERE)
-
-import compare_llama as cl  # noqa: E402
-from zdptest import harness as zt  # noqa: E402
-from zdptest.harness import Checks  # noqa: E402
+import compare_llama as cl  # beside this script, which Python puts first on sys.path
+from zdptest import harness as zt  # tests/pylib, on PYTHONPATH (ctest sets it)
+from zdptest.harness import Checks
 
 # A GPT-2 small enough for seconds, large enough for several 20 KB shards (a block's c_fc is 16 KB).
 CONFIG = {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "n_embd": 32, "n_layer": 2, "n_head": 4,

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
-"""End-to-end checks of zerodp's Llama-family models (contract §12) against Hugging Face `transformers`
+"""End-to-end checks of zerodp's Llama-family models (docs/reference/model.md#the-llama-family-the-function) against Hugging Face `transformers`
 (the reference of zdptest/llama_ref.py: LlamaForCausalLM / Qwen2ForCausalLM themselves, trained per
-§5-§7).
+data-order.md, model.md and optimizer.md).
 
     compare_llama.py --zerodp BUILD/zerodp --zerodp-testing BUILD/zerodp-testing --mpirun mpirun
                      --case NAME [--case NAME ...] [--keep]
@@ -33,12 +33,8 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-# The checkout's own zdptest, whatever PYTHONPATH says (as llama_ref.py does): they change together.
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "pylib"))
-
-from zdptest import harness as zt  # noqa: E402
-from zdptest.harness import Checks, read_metrics  # noqa: E402
+from zdptest import harness as zt  # tests/pylib, on PYTHONPATH (ctest sets it)
+from zdptest.harness import Checks, read_metrics
 
 SEQ = 16                                # T; the presets' context is 32
 STEPS = 12
@@ -52,7 +48,7 @@ HYPER = {"lr": 1e-3, "beta1": 0.9, "beta2": 0.95, "eps": 1e-6, "weight_decay": 0
 LOSS_ATOL, NORM_RTOL = 2e-5, 1e-4
 LOGITS_ATOL = 1e-5
 OUT_ATOL = 1e-4                         # trained fp32 weights, zerodp against the reference
-# Fewer than the 12·128 + 1 tokens the cases of W·G·B = 8 read: §5's positions wrap around in them, in
+# Fewer than the 12·128 + 1 tokens the cases of W·G·B = 8 read: data-order.md's positions wrap around in them, in
 # the middle of a sequence (1000 is no multiple of T).
 TOKENS_IN_FILE = 1000
 FAIL_WITHIN_S = 30
@@ -189,7 +185,7 @@ def ref_train(c, model, tokens, world, b, g, clip, work, extra=()):
 # ---- comparisons ----------------------------------------------------------------------------------
 
 def check_steps(c, records, ref_records, world, b, g, first_step=0):
-    """§9's step records of zerodp against the reference's, for the steps of `records` (from
+    """metrics.md's step records of zerodp against the reference's, for the steps of `records` (from
     first_step on); returns the worst (loss abs, grad_norm rel) differences."""
     steps = [r for r in records if r.get("event") == "step"]
     c.check(bool(steps) and [r.get("step") for r in steps] == list(range(first_step, first_step + len(steps))),

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks of the transformers reference (zdptest/llama_ref.py) before it is trusted to judge zerodp, with no
-zerodp involved: transformers' Llama and Qwen2 against §12 written out in float64 here, for the three
-presets; make's files (dtypes, shards, tied head) and their round trip through logits and check-load; §5's
+zerodp involved: transformers' Llama and Qwen2 against model.md written out in float64 here, for the three
+presets; make's files (dtypes, shards, tied head) and their round trip through logits and check-load; data-order.md's
 reads against the GPT-2 benchmark reference's; the train loop's invariance to how the global batch is
 split, and its clipping and AdamW against torch.optim.AdamW; the learning-rate schedules' formulas.
 
@@ -22,12 +22,11 @@ import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "pylib"))
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+import numpy as np
+import torch
 
-from zdptest import harness  # noqa: E402
+from zdptest import harness  # tests/pylib, on PYTHONPATH (ctest sets it)
 from zdptest import llama_ref as lr  # noqa: E402
 from zdptest import torch_gpt2  # noqa: E402
 
@@ -52,7 +51,7 @@ def call(*argv):
     return code, out.getvalue(), err.getvalue()
 
 
-# ---- §12 written out, in float64, from the contract's words -------------------------------------------
+# ---- docs/reference/model.md (Llama) written out, in float64, from its words ------------------------
 
 def rms_norm(x, w, eps):
     return x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps) * w
@@ -83,7 +82,7 @@ def inverse_frequencies(cfg, head_dim):
 
 
 def contract_logits(state, cfg, ids):
-    """Logits [T, V] of one sequence per §12, from HF-named tensors ({name: tensor}), in float64."""
+    """Logits [T, V] of one sequence per model.md, from HF-named tensors ({name: tensor}), in float64."""
     p = {k: v.double() for k, v in state.items()}
     C, H, KV = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
     hd = cfg.get("head_dim") or C // H
@@ -123,7 +122,7 @@ def contract_logits(state, cfg, ids):
 
 
 def expected_names(cfg):
-    """The tensor names of §12 a saved model holds (a tied head is not saved)."""
+    """The tensor names of model.md a saved model holds (a tied head is not saved)."""
     names = {"model.embed_tokens.weight", "model.norm.weight"}
     if not cfg["tie_word_embeddings"]:
         names.add("lm_head.weight")
@@ -180,7 +179,7 @@ class ModelTest(TmpDirCase):
         self.assertEqual(set(lr.CONFIGS), {"llama_gqa_untied", "qwen2_bias_tied", "llama3_rope_scaling"})
 
     def test_presets_match_section12(self):
-        """make -> files with §12's names and the preset's config.json -> logits equal to §12 in float64."""
+        """make -> files with model.md's names and the preset's config.json -> logits equal to model.md in float64."""
         for name, cfg in lr.CONFIGS.items():
             with self.subTest(name):
                 d = self.make(name)
@@ -202,7 +201,7 @@ class ModelTest(TmpDirCase):
 
     def test_each_feature_changes_the_logits(self):
         """The presets' features are not no-ops at these sizes: without the llama3 scaling, the Qwen2
-        biases, or with a position shift, §12's logits move well beyond the tolerance above."""
+        biases, or with a position shift, model.md's logits move well beyond the tolerance above."""
         cfg = lr.CONFIGS["llama3_rope_scaling"]
         state = lr.read_state(self.make("llama3_rope_scaling"))
         base = contract_logits(state, cfg, self.IDS)
@@ -320,11 +319,11 @@ class ModelTest(TmpDirCase):
                 self.assertIn(text, err)
 
 
-# ---- §5 ----------------------------------------------------------------------------------------------
+# ---- data-order.md ----------------------------------------------------------------------------------------------
 
 class BatchTest(TmpDirCase):
     def test_reads_equal_the_gpt2_reference(self):
-        """torch_gpt2.batch reads rank r of W at step s (G = 1). With G micro-steps, §5's offset
+        """torch_gpt2.batch reads rank r of W at step s (G = 1). With G micro-steps, data-order.md's offset
         ((s·G + g)·W + r)·B·T is that of rank g·W + r of a world of G·W: the same function covers G > 1."""
         tokens = np.random.default_rng(1).integers(0, 64, 997)  # a prime count: windows wrap at odd places
         as_tensor = torch.from_numpy(tokens)
@@ -353,7 +352,7 @@ class BatchTest(TmpDirCase):
         np.testing.assert_array_equal(lr.read_tokens(self.path("narrow.bin"), 10), [1, 2, 3])
 
 
-# ---- §6, §7 ------------------------------------------------------------------------------------------
+# ---- model.md, optimizer.md ------------------------------------------------------------------------------------------
 
 HYPER = dict(lr=3e-3, beta1=0.9, beta2=0.95, eps=1e-8, weight_decay=0.1)
 
@@ -371,8 +370,8 @@ class TrainTest(TmpDirCase):
         return model, records
 
     def test_splitting_the_global_batch_changes_nothing(self):
-        """(W, B, G) = (1, 4, 1), (1, 2, 2) and (2, 2, 1) train on the same global batches (§5) and the loss is
-        their mean (§6): the same losses and norms up to float32 rounding, over steps that each move the weights."""
+        """(W, B, G) = (1, 4, 1), (1, 2, 2) and (2, 2, 1) train on the same global batches (data-order.md) and the loss is
+        their mean (model.md): the same losses and norms up to float32 rounding, over steps that each move the weights."""
         d = self.make("llama_gqa_untied", seed=7)
         tokens = np.random.default_rng(7).integers(0, 64, 600)
         runs = {split: self.run_train(d, tokens, *split, steps=3, clip=1.0) for split in [(1, 4, 1), (1, 2, 2),
@@ -389,7 +388,7 @@ class TrainTest(TmpDirCase):
 
     def test_update_equals_torch_adamw_with_clipping(self):
         """Two steps with the norm clipped, decoupled decay on 2-D tensors only and a warmup rate, against
-        the same step written with torch.optim.AdamW (two groups) and the clip formula of §6, on Qwen2 with a
+        the same step written with torch.optim.AdamW (two groups) and the clip formula of model.md, on Qwen2 with a
         tied head (one parameter, updated once)."""
         d = self.make("qwen2_bias_tied", seed=8)
         tokens = np.random.default_rng(8).integers(0, 64, 500)
@@ -483,7 +482,7 @@ class LrScheduleTest(unittest.TestCase):
 
 class CliEntryTest(TmpDirCase):
     def test_make_then_logits_through_the_script(self):
-        env = dict(os.environ, PYTHONPATH="")  # the script finds its zdptest without PYTHONPATH
+        env = dict(os.environ)  # PYTHONPATH holds tests/pylib (ctest sets it): the script imports zdptest from it
         out = subprocess.run([sys.executable, CLI, "config", "llama3_rope_scaling"], capture_output=True, text=True,
                              env=env, timeout=120)
         self.assertEqual(out.returncode, 0, out.stderr)

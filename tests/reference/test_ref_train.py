@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Checks of the reference itself (zdptest/ref_train.py), before it is trusted to judge zerodp: its file
-readers, its reading of §5, its pieces of §1 against torch.nn.functional, its gradients against
+readers, its reading of data-order.md, its pieces of model.md against torch.nn.functional, its gradients against
 finite differences and float32 against float64, that splitting the global batch changes nothing,
 and its AdamW against torch.optim.AdamW. Run: /usr/bin/python3 test_ref_train.py (unittest)."""
 import json
@@ -29,7 +29,7 @@ TINY = {"n_layer": 2, "n_head": 2, "n_embd": 16, "vocab_size": 32, "n_ctx": 16}
 
 
 def gpt2_init(cfg, seed):
-    """§3's scheme with numpy's generator (the draws need not match zerodp's, only the law)."""
+    """model.md's scheme with numpy's generator (the draws need not match zerodp's, only the law)."""
     rng = np.random.default_rng(seed)
     out = {}
     for name, shape in rt.param_shapes(cfg).items():
@@ -193,7 +193,7 @@ class GlobalBatchTest(unittest.TestCase):
             ref = rt.global_batch(tokens, step, 1, 8, 16, 1)
             for w, b, g in [(4, 2, 1), (2, 2, 2), (8, 1, 1), (1, 1, 8)]:
                 got = rt.global_batch(tokens, step, w, b, 16, g)
-                # Same multiset of sequences; indeed the same order, (g, r, b) being contiguous in §5.
+                # Same multiset of sequences; indeed the same order, (g, r, b) being contiguous in data-order.md.
                 np.testing.assert_array_equal(got[0].numpy(), ref[0].numpy())
                 np.testing.assert_array_equal(got[1].numpy(), ref[1].numpy())
 
@@ -251,7 +251,7 @@ class ModelTest(unittest.TestCase):
         self.assertTrue(torch.all(grads["wte.weight"].abs().sum(1) > 0))  # every row: the head touches all
 
     def test_initial_loss_is_near_log_vocab(self):
-        # §3's small initialisation gives near-uniform predictions: loss ≈ ln V.
+        # model.md's small initialisation gives near-uniform predictions: loss ≈ ln V.
         p = as_params(gpt2_init(TINY, 4), torch.float64)
         idx = torch.randint(0, 32, (4, 16))
         loss, _ = rt.loss_and_grads(p, TINY, idx, torch.randint(0, 32, (4, 16)))

@@ -6,7 +6,7 @@ dependencies) into the Python that runs them, as bench/peers/run.sh does in its 
   harness    launching zerodp (alone or through mpirun), checks, readers of its outputs
   hosts      test hosts on one machine (network namespaces) for multi-host runs
   wire       the user-space wire hosts uses where the kernel has no netem (run as a script)
-  ref_train  the independent PyTorch reference of the training contract (numpy, torch)
+  ref_train  the independent PyTorch reference of docs/reference/ (numpy, torch)
   flops      FLOPs of a GPT-2 training step, matmul by matmul (the benchmarks' GFLOP/s and MFU)
   gpu_peak   dense bf16 peak of an NVIDIA GPU by name (bench/gpu's MFU)
   torch_gpt2 the PyTorch GPT-2, its weights, batches and AdamW groups, as zerodp's (numpy, torch;

@@ -1,7 +1,8 @@
-"""A reference of zerodp's Llama-family models (contract §12) built on Hugging Face `transformers`:
+"""A reference of zerodp's Llama-family models (docs/reference/model.md) built on Hugging Face `transformers`:
 the model is `LlamaForCausalLM` / `Qwen2ForCausalLM` itself, so comparing with it checks zerodp against
-the implementation that defines those checkpoints, not against a second reading of the contract.
-The data order (§5), the loss and clipping (§6) and AdamW (§7) are zdptest.ref_train's, imported.
+the implementation that defines those checkpoints, not against a second reading of docs/reference/.
+The data order (data-order.md), the loss and clipping (model.md) and AdamW (optimizer.md) are
+zdptest.ref_train's, imported.
 
     llama_ref.py config NAME                       print a preset of CONFIGS as config.json
     llama_ref.py make --config CONFIG.json|NAME --seed S --dtype float32|bfloat16|float16 --out DIR
@@ -41,7 +42,7 @@ InputError = rt.InputError
 
 # ---- presets -----------------------------------------------------------------------------------------
 
-# Tiny models that between them take every branch of §12: grouped-query attention with an untied head;
+# Tiny models that between them take every branch of the Llama family (model.md): grouped-query attention with an untied head;
 # Qwen2's q/k/v biases with a tied head, one key/value head (multi-query) and head_dim ≠ C/H; llama3
 # rope scaling whose original context (8) is shorter than the sequences, so the scaled frequencies
 # matter. `attention_bias` is informational for Qwen2 (its q/k/v always carry biases in transformers)
@@ -326,10 +327,10 @@ def write_f32(path, array):
     os.replace(tmp, path)
 
 
-# ---- tokens and batches (§4, §5, §11) ----------------------------------------------------------------
+# ---- tokens and batches (files.md#token-files, data-order.md) ----------------------------------------------------------------
 
 def read_tokens(path, vocab_size):
-    """ref_train's reader, plus §11's uint32 layout (header [1] = 2), which vocabularies over 65536 need."""
+    """ref_train's reader, plus files.md's uint32 layout (header [1] = 2), which vocabularies over 65536 need."""
     try:
         with open(path, "rb") as f:
             head = f.read(rt.LLMC_HEADER_BYTES)
@@ -351,7 +352,7 @@ def read_tokens(path, vocab_size):
 
 
 def micro_batches(tokens, step, world, micro_batch, seq, accum):
-    """§5's reads of step `step`, one (g, r, inputs [B, T], targets [B, T]) per micro-step g and rank r,
+    """data-order.md's reads of step `step`, one (g, r, inputs [B, T], targets [B, T]) per micro-step g and rank r,
     in that order: every rank of the world simulated in this one process."""
     inputs, targets = rt.global_batch(tokens, step, world, micro_batch, seq, accum)
     for i in range(accum * world):
@@ -418,19 +419,19 @@ class LrSchedule:
         return lo + (hi - lo) * shape[self.decay_type]
 
 
-# ---- training (§5-§7) --------------------------------------------------------------------------------
+# ---- training (data-order.md, model.md, optimizer.md) --------------------------------------------------------------------------------
 
 def train(model, tokens, args, schedule, on_step=None):
-    """Trains `model` in place on §5's global batches; returns the per-step records.
+    """Trains `model` in place on data-order.md's global batches; returns the per-step records.
 
     Each (micro-step, rank) micro-batch goes forward and backward on its own, with its token losses
     summed and divided by the whole global batch's W·G·B·T, so that the accumulated gradients are those
-    of §6's mean however the batch is split. Clipping, the norm and AdamW are ref_train's."""
+    of model.md's mean however the batch is split. Clipping, the norm and AdamW are ref_train's."""
     params = dict(model.named_parameters())  # deduplicated: a tied head is the embedding, updated once
     opt = rt.AdamW(params, args.lr, args.beta1, args.beta2, args.eps, args.weight_decay)
     vocab = model.config.vocab_size
     total_tokens = args.world * args.accum * args.micro_batch * args.seq
-    model.eval()  # no dropout (§12); gradients flow the same in eval mode
+    model.eval()  # no dropout (model.md); gradients flow the same in eval mode
     records = []
     for s in range(args.steps):
         start = time.monotonic()
@@ -508,7 +509,7 @@ def parse_args(argv):
     lg.add_argument("--tokens", required=True, help="comma-separated token ids")
     lg.add_argument("--out", required=True, help="raw little-endian float32 file")
 
-    t = sub.add_parser("train", help="train per contract §5-§7, writing §9's step records")
+    t = sub.add_parser("train", help="train as docs/reference/ says, writing metrics.md's step records")
     t.add_argument("--model", "--init", dest="model", required=True, help="model directory")
     t.add_argument("--data", required=True, help="token file (raw uint16, or llm.c layout uint16/uint32)")
     t.add_argument("--steps", type=int, required=True)

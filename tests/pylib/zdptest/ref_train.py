@@ -3,8 +3,8 @@
 (docs/reference/: model.md, data-order.md, optimizer.md).
 
 Written from those documents alone (never from zerodp's C++), so that comparing the two catches mistakes
-in either. It trains one process on the whole global batch: §5 defines which W·G·B sequences make up
-step s, §6 says the loss is the mean over all of their tokens, so how zerodp splits them over ranks
+in either. It trains one process on the whole global batch: data-order.md defines which W·G·B sequences make up
+step s, model.md says the loss is the mean over all of their tokens, so how zerodp splits them over ranks
 and micro-steps must not change the result (only the rounding).
 
     ref_train.py --init F.safetensors --data tokens.bin --steps K --micro-batch B --seq T --accum G
@@ -12,7 +12,7 @@ and micro-steps must not change the result (only the rounding).
                  [--heads H] [--double] [--metrics out.jsonl] [--out final.safetensors]
 
 Writes one JSON object per step, {"step", "loss", "grad_norm", "lr"}, and the final parameters as F32
-safetensors under the names of §1. Exit 2 with a message naming the file for a bad input file.
+safetensors under the names of model.md. Exit 2 with a message naming the file for a bad input file.
 
 Only numpy and torch (Debian's python3-torch): the safetensors and token formats are parsed here.
 """
@@ -31,7 +31,7 @@ class InputError(Exception):
     """A bad input file or argument (the message says which and where)."""
 
 
-# ---- safetensors (§2) ------------------------------------------------------------------------------
+# ---- safetensors (files.md) ------------------------------------------------------------------------------
 
 # dtype name -> (bytes per element, decoder from raw little-endian bytes to float32 numpy)
 def _decode_f32(raw):
@@ -120,13 +120,13 @@ def write_safetensors(path, tensors, metadata=None, dtype="F32"):
     os.replace(tmp, path)
 
 
-# ---- GPT-2 (§1) ------------------------------------------------------------------------------------
+# ---- GPT-2 (model.md) ------------------------------------------------------------------------------------
 
 HPARAM_KEYS = ("n_layer", "n_head", "n_embd", "vocab_size", "n_ctx")
 
 
 def param_shapes(cfg):
-    """The §1 table: name -> shape, in the table's order."""
+    """The model.md table: name -> shape, in the table's order."""
     L, C, V, N = cfg["n_layer"], cfg["n_embd"], cfg["vocab_size"], cfg["n_ctx"]
     shapes = {"wte.weight": [V, C], "wpe.weight": [N, C]}
     for i in range(L):
@@ -144,7 +144,7 @@ def param_shapes(cfg):
 
 
 def _is_ignored(name):
-    """Buffers and the tied head that §2 says to skip."""
+    """Buffers and the tied head that files.md says to skip."""
     if name == "lm_head.weight":
         return True
     parts = name.split(".")
@@ -152,7 +152,7 @@ def _is_ignored(name):
 
 
 def _hparams(path, tensors, metadata, heads):
-    """§2: __metadata__, else config.json beside the file, else the shapes and --heads."""
+    """files.md: __metadata__, else config.json beside the file, else the shapes and --heads."""
     def from_dict(d, source):
         try:
             return {k: int(d[k]) for k in HPARAM_KEYS}
@@ -184,7 +184,7 @@ def _hparams(path, tensors, metadata, heads):
 
 
 def load_gpt2(path, heads=None):
-    """Reads a GPT-2 safetensors file: (cfg, {§1 name: float32 numpy array}), checked against §1."""
+    """Reads a GPT-2 safetensors file: (cfg, {model.md name: float32 numpy array}), checked against model.md."""
     raw, metadata = read_safetensors(path)
     tensors = {}
     for name, value in raw.items():
@@ -209,7 +209,7 @@ def load_gpt2(path, heads=None):
     return cfg, {name: tensors[name] for name in expected}
 
 
-# Each function below is one piece of §1, written out rather than taken from torch.nn so that the
+# Each function below is one piece of model.md, written out rather than taken from torch.nn so that the
 # math is visible (tests/reference/test_ref_train.py checks them against torch.nn.functional).
 
 def layer_norm(x, weight, bias, eps=1e-5):
@@ -263,7 +263,7 @@ def token_losses(p, cfg, inputs, targets):
 
 
 def loss_and_grads(p, cfg, inputs, targets, chunks=1):
-    """§6: the mean cross-entropy over every token of (inputs, targets) and its gradient. `chunks`
+    """model.md: the mean cross-entropy over every token of (inputs, targets) and its gradient. `chunks`
     splits the sequences into that many groups, each weighted by its share of the tokens: the result
     must be the same (up to rounding) however it is split."""
     names = list(p)
@@ -281,7 +281,7 @@ def loss_and_grads(p, cfg, inputs, targets, chunks=1):
     return loss, dict(zip(names, grads))
 
 
-# ---- token files (§4) and the global batch (§5) ----------------------------------------------------
+# ---- token files (files.md) and the global batch (data-order.md) ----------------------------------------------------
 
 LLMC_MAGIC = 20240520
 LLMC_HEADER_BYTES = 1024
@@ -321,7 +321,7 @@ def read_tokens(path, vocab_size):
 
 
 def global_batch(tokens, step, world, micro_batch, seq, accum):
-    """§5: every (micro-step g, rank r) of step s reads B·T+1 tokens from ((s·G + g)·W + r)·B·T,
+    """data-order.md: every (micro-step g, rank r) of step s reads B·T+1 tokens from ((s·G + g)·W + r)·B·T,
     modulo the token count. Returns (inputs, targets), each [G·W·B, T], ordered by (g, r, b)."""
     n = tokens.size
     bt = micro_batch * seq
@@ -335,14 +335,14 @@ def global_batch(tokens, step, world, micro_batch, seq, accum):
     return torch.from_numpy(np.concatenate(inputs)), torch.from_numpy(np.concatenate(targets))
 
 
-# ---- optimizer (§6 clipping, §7 AdamW) -------------------------------------------------------------
+# ---- optimizer (model.md's clipping, optimizer.md's AdamW) -------------------------------------------------------------
 
 def global_norm(grads):
     return math.sqrt(sum(float((g.double() ** 2).sum()) for g in grads.values()))
 
 
 def clip_grads(grads, norm, clip):
-    """§6: with clip > 0, scales every gradient by min(1, clip / (norm + 1e-6)), in place."""
+    """model.md: with clip > 0, scales every gradient by min(1, clip / (norm + 1e-6)), in place."""
     if clip > 0:
         scale = min(1.0, clip / (norm + 1e-6))
         for g in grads.values():
@@ -350,7 +350,7 @@ def clip_grads(grads, norm, clip):
 
 
 class AdamW:
-    """§7, term by term. m and v start at zero; decay only on tensors of 2 or more dimensions."""
+    """optimizer.md, term by term. m and v start at zero; decay only on tensors of 2 or more dimensions."""
 
     def __init__(self, params, lr, beta1, beta2, eps, weight_decay):
         self.params, self.lr, self.beta1, self.beta2 = params, lr, beta1, beta2
@@ -374,7 +374,7 @@ class AdamW:
 
 
 def train(cfg, weights, tokens, args, on_step=None):
-    """Trains per §5-§7; returns (records, final weights as float32 numpy)."""
+    """Trains per data-order.md, model.md and optimizer.md; returns (records, final weights as float32 numpy)."""
     dtype = torch.float64 if args.double else torch.float32
     params = {n: torch.tensor(w, dtype=dtype).requires_grad_(True) for n, w in weights.items()}
     opt = AdamW(params, args.lr, args.beta1, args.beta2, args.eps, args.weight_decay)
