@@ -18,7 +18,7 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FL
       -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1" -DZERODP_SANITIZE="${SANITIZE:-address,undefined}" \
       -DZERODP_BUILD_BENCH=OFF -DZERODP_CUDA=OFF -DZERODP_ONEDNN=OFF >/dev/null
 cmake --build "$build" -j "$(nproc)"
-source tests/sanitizers/env.sh
+source tests/sanitizers/env.sh "$build"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # By default every test but the hostile-file ones (label hostile): they run zerodp under an
 # address-space cap (RLIMIT_AS) that ASan's shadow memory can never fit in; the normal build runs them,

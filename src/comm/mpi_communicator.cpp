@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "comm/mpi_leak_scope.h"
 #include "comm/mpi_worker.h"
 #include "core/error.h"
 
@@ -58,10 +59,13 @@ std::optional<uint64_t> collectives_issued_on(uint64_t comm_id) {
 
 MpiCommunicator::MpiCommunicator(MPI_Comm comm, const MpiOptions& options) : options_(options) {
   ZDP_CHECK(comm != MPI_COMM_NULL, "MpiCommunicator needs a communicator, got MPI_COMM_NULL");
-  check_mpi(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
-  check_mpi(MPI_Comm_rank(comm, &rank_), "MPI_Comm_rank");
-  check_mpi(MPI_Comm_size(comm, &size_), "MPI_Comm_size");
-  create_mpi_user_ops();
+  {
+    const MpiLeakScope openmpi_keeps_this;
+    check_mpi(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+    check_mpi(MPI_Comm_rank(comm, &rank_), "MPI_Comm_rank");
+    check_mpi(MPI_Comm_size(comm, &size_), "MPI_Comm_size");
+    create_mpi_user_ops();
+  }
   worker_ = std::make_unique<MpiWorker>(comm, rank_, size_, options_);
   std::lock_guard<std::mutex> lock(registry_mutex());
   registry().push_back(this);

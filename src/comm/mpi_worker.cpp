@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "comm/mpi_leak_scope.h"
 #include "comm/mpi_communicator.h"
 #include "comm/mpi_ordered_reduction.h"
 #include "comm/reduce_kernels.h"
@@ -473,6 +474,7 @@ bool MpiWorker::test_in_flight(std::vector<std::unique_ptr<PendingOp>>& in_fligh
 
 void MpiWorker::run() {
   t_on_worker = true;
+  const MpiLeakScope openmpi_keeps_this;  // this thread runs OpenMPI's code and little else
   prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);  // let short sleeps be short (1 µs slack, not 50)
   // A higher priority lets the worker take a core back as soon as a message arrives instead of
   // after the computing threads' time slice. Lowering nice needs CAP_SYS_NICE: without it this

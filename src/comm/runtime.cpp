@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "comm/mpi_communicator.h"
+#include "comm/mpi_leak_scope.h"
 #include "comm/watchdog.h"
 #include "core/error.h"
 
@@ -54,6 +55,7 @@ std::shared_ptr<Communicator> world() {
     // the computing ones, so ask it to yield while it polls (unless the user said otherwise).
     setenv("OMPI_MCA_mpi_yield_when_idle", "1", /*overwrite=*/0);
     // MPI's default handler aborts on an error here, which is what a failed start should do.
+    const MpiLeakScope openmpi_keeps_this;
     MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
     g_we_initialized = true;
   } else {
@@ -66,6 +68,7 @@ std::shared_ptr<Communicator> world() {
         provided, static_cast<int>(MPI_THREAD_MULTIPLE), mpi_library_version()));
   check_mpi(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler(MPI_COMM_WORLD)");
   MPI_Comm dup = MPI_COMM_NULL;
+  const MpiLeakScope openmpi_keeps_this;
   check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &dup), "MPI_Comm_dup(MPI_COMM_WORLD)");
   g_world = std::make_shared<MpiCommunicator>(dup, MpiOptions::from_env());
   start_status_service();  // collective, like the dup above: every rank gets here in the same order
@@ -114,7 +117,10 @@ void finalize() {
   stop_status_service();
   shutdown_all_mpi_communicators();
   g_world.reset();
-  if (g_we_initialized) MPI_Finalize();
+  if (g_we_initialized) {
+    const MpiLeakScope openmpi_keeps_this;
+    MPI_Finalize();
+  }
 }
 
 std::string mpi_library_version() {

@@ -12,6 +12,7 @@
 
 #include "comm/mpi_c.h"
 #include "comm/mpi_communicator.h"
+#include "comm/mpi_leak_scope.h"
 
 namespace zerodp::comm {
 
@@ -70,6 +71,7 @@ Reply status_on(uint64_t comm_id) {
 
 // The service thread: answers one question at a time until stopped.
 void serve(Service* s) {
+  const MpiLeakScope openmpi_keeps_this;  // this thread runs OpenMPI's code only
   while (!s->stop.load()) {
     uint64_t asked = 0;
     MPI_Request req = MPI_REQUEST_NULL;
