@@ -1,74 +1,25 @@
 #include "plan/estimator.h"
 
 #include <algorithm>
-#include <climits>
 #include <deque>
 
 #include "comm/host_layout.h"
+#include "comm/reduction_staging.h"
 #include "core/error.h"
 #include "core/quantize.h"
 #include "model/layout.h"
 #include "plan/activations.h"
 #include "plan/async_copy.h"
+#include "plan/plan_rules.h"
 #include "zero/gather_plan.h"
+#include "zero/sharding.h"
 
 namespace zerodp::plan {
 
+
+using namespace detail;
+
 namespace {
-
-// The settings' counts are validated non-negative (zero::check_zero_modes); the formulas are unsigned.
-uint64_t u64(int64_t n) { return static_cast<uint64_t>(n); }
-
-// zero/sharding.h's rule, restated (plan may not include zero): S = ⌈n/W⌉ rounded up to 16.
-constexpr uint64_t kShardAlign = 16;
-uint64_t shard_of(uint64_t n, uint64_t W) {
-  const uint64_t s = (n + W - 1) / W;
-  return (s + kShardAlign - 1) / kShardAlign * kShardAlign;
-}
-
-// ⌊mult·(W−1)·n / W⌋ without overflow: the ring bytes of docs/reference/metrics.md#traffic.
-uint64_t ring(uint64_t n, uint64_t mult, uint64_t W) {
-  return static_cast<uint64_t>(static_cast<unsigned __int128>(n) * mult * (W - 1) / W);
-}
-
-// The units of a model: unit 0 (the embeddings, and the head when tied), one per block (all the
-// same size), and an untied head's own unit after them (h: none when tied).
-struct Units {
-  uint64_t n0 = 0, nb = 0, nh = 0;  // real elements
-  uint64_t p0 = 0, pb = 0, ph = 0;  // padded, P = W·S
-  uint64_t s0 = 0, sb = 0, sh = 0;  // shards
-  uint64_t L = 0;
-  bool head_unit() const { return nh > 0; }
-  // f(real, padded, shard, count) for unit 0, the L blocks together and an untied head.
-  template <class F>
-  void each_kind(F&& f) const {
-    f(n0, p0, s0, uint64_t{1});
-    f(nb, pb, sb, L);
-    if (head_unit()) f(nh, ph, sh, uint64_t{1});
-  }
-  // f(real, padded, shard) for each unit in unit order.
-  template <class F>
-  void each_unit(F&& f) const {
-    f(n0, p0, s0);
-    for (uint64_t k = 0; k < L; ++k) f(nb, pb, sb);
-    if (head_unit()) f(nh, ph, sh);
-  }
-};
-Units units_of(const model::ModelConfig& g, uint64_t W) {
-  const model::ParamLayout layout(g);
-  Units u;
-  u.L = static_cast<uint64_t>(g.n_layer());
-  u.n0 = layout.unit_numel(model::ParamLayout::kEmbeddingUnit);
-  u.nb = layout.unit_numel(model::ParamLayout::block_unit(0));
-  if (layout.head_unit() != model::ParamLayout::kEmbeddingUnit) u.nh = layout.unit_numel(layout.head_unit());
-  u.s0 = shard_of(u.n0, W);
-  u.sb = shard_of(u.nb, W);
-  u.sh = u.nh > 0 ? shard_of(u.nh, W) : 0;
-  u.p0 = u.s0 * W;
-  u.pb = u.sb * W;
-  u.ph = u.sh * W;
-  return u;
-}
 
 // NVMe optimizer offload: the largest unit's slot of one state's region, [off, off + S_u) fp32
 // elements, widened to whole 4 KiB blocks; the slots follow each other in unit order (unit 0, then
@@ -89,38 +40,10 @@ uint64_t nvme_window_bytes(const PlanInput& in) {
   return most;
 }
 
-uint64_t grad_bytes(const PlanInput& in) {
-  return in.precision.dtype == DType::kF32 || in.precision.accumulates_in_fp32() ? 4 : dtype_size(in.precision.dtype);
-}
-// The dtype gradients travel in, the same at every stage: the compute dtype's, or fp32 when asked.
-DType reduce_dtype(const PlanInput& in) { return in.precision.reduces_in_fp32() ? DType::kF32 : in.precision.dtype; }
-uint64_t reduce_bytes(const PlanInput& in) { return dtype_size(reduce_dtype(in)); }
 
-// ZeRO++ at the stages it applies to (zero/settings.h): qwZ and hpZ at stage 3, qgZ at stages 2-3.
-bool quantized_weights(const PlanInput& in) { return in.zero.stage == 3 && in.zero.zero_quantized_weights; }
-bool quantized_gradients(const PlanInput& in) { return in.zero.stage >= 2 && in.zero.zero_quantized_gradients; }
-uint64_t hpz_of(const PlanInput& in) { return in.zero.stage == 3 ? u64(in.zero.zero_hpz_partition_size) : 1; }
-// hpZ keeps secondary slices (a unit freed after its forward is gathered again for its backward).
-bool keeps_slices(const PlanInput& in) { return hpz_of(in) > 1 && in.zero.reshard_after_forward; }
-// Stage 3 keeps a unit of fewer than stage3_param_persistence_threshold elements whole on every rank
-// (zero/model_states.h): never gathered for a use, all-gathered after each update as at stages 1-2.
-bool kept_whole(const PlanInput& in, uint64_t numel) {
-  return in.zero.stage == 3 && numel < u64(in.zero.stage3_param_persistence_threshold);
-}
-// The reduce-scatters run in two levels (comm/host_layout.h): several hosts of several ranks, asked for.
-bool reduce_scatters_in_two_levels(const PlanInput& in) {
-  return in.two_level && in.ranks_per_host > 1 && in.ranks_per_host < in.world;
-}
-
-// The communicator's staging for one sum in rank order (comm/mpi_communicator.h,
-// ordered_reduction_staging_bytes_for, whose rule this restates): an fp32 piece and W pieces of the
-// reduction dtype, pieces of at most max(2^12, 2^18 / W) elements of the longest chunk; a small
-// all-reduce (W·count·size ≤ 256 KiB) gathers everyone's whole buffer.
-uint64_t reduction_staging_bytes(bool all_reduce, uint64_t count, uint64_t r, uint64_t W) {
-  if (W <= 1 || count == 0) return 0;
-  const uint64_t chunk = !all_reduce || W * count * r <= 256 * 1024 ? count : (count + W - 1) / W;
-  const uint64_t piece = std::min(chunk, std::max<uint64_t>(uint64_t{1} << 12, (uint64_t{1} << 18) / W));
-  return piece * 4 + W * piece * r;
+// The communicator's staging for one sum in rank order (comm/reduction_staging.h).
+uint64_t reduction_staging_bytes(bool all_reduce, uint64_t count, DType dtype, uint64_t W) {
+  return comm::ordered_reduction_staging_bytes_for(all_reduce, count, dtype, static_cast<int>(W));
 }
 
 // The staging of a unit's reduce-scatter of shard S: the ordered reduction's, or over several hosts the
@@ -128,7 +51,7 @@ uint64_t reduction_staging_bytes(bool all_reduce, uint64_t count, uint64_t r, ui
 uint64_t scatter_staging_bytes(const PlanInput& in, uint64_t S) {
   if (S > 0 && reduce_scatters_in_two_levels(in))
     return comm::two_level_staging_bytes(S, reduce_dtype(in), in.ranks_per_host, quantized_gradients(in));
-  return reduction_staging_bytes(false, S, reduce_bytes(in), static_cast<uint64_t>(in.world));
+  return reduction_staging_bytes(false, S, reduce_dtype(in), static_cast<uint64_t>(in.world));
 }
 
 // Stages 2-3: the communicator's one staging buffer grows to the largest reduction in flight: the
@@ -136,7 +59,7 @@ uint64_t scatter_staging_bytes(const PlanInput& in, uint64_t S) {
 // and squared norm).
 uint64_t staging_bytes(const PlanInput& in, const Units& u) {
   const uint64_t W = static_cast<uint64_t>(in.world);
-  return std::max({reduction_staging_bytes(true, 2, 4, W), scatter_staging_bytes(in, u.s0),
+  return std::max({reduction_staging_bytes(true, 2, DType::kF32, W), scatter_staging_bytes(in, u.s0),
                    scatter_staging_bytes(in, u.sb), scatter_staging_bytes(in, u.sh)});
 }
 
@@ -383,7 +306,7 @@ uint64_t transient_bytes_stages01(const PlanInput& in, const Units& u) {
     } else {
       bucket += P;
       if (bucket >= u64(in.zero.reduce_bucket_size) || k == 0) {
-        launch(rest, convert ? bucket * r : 0, reduction_staging_bytes(true, bucket, r, W));
+        launch(rest, convert ? bucket * r : 0, reduction_staging_bytes(true, bucket, reduce_dtype(in), W));
         bucket = 0;
       }
     }
@@ -409,20 +332,7 @@ void PlanInput::validate() const {
               "--ranks-per-host {} must divide --gpus {}", ranks_per_host, world);
 }
 
-namespace {
-// Hybrid sharding: N < W at a sharded stage.
-bool is_hybrid(const PlanInput& in) { return in.zero.stage >= 1 && in.zero.shard_group_size > 0 && in.zero.shard_group_size < in.world; }
-// The same input as an N-rank run: what one group holds and moves within itself.
-PlanInput as_group(const PlanInput& in) {
-  PlanInput q = in;
-  q.world = static_cast<int>(in.zero.shard_group_size);
-  q.zero.shard_group_size = 0;
-  // The group's hosts: L of its ranks on each when L divides N; within one host when N < L (otherwise
-  // irregular: taken as one host, not modelled).
-  if (in.ranks_per_host > 0 && q.world % in.ranks_per_host != 0) q.ranks_per_host = 0;
-  return q;
-}
-}  // namespace
+
 
 ParamCounts param_counts(const PlanInput& in) {
   const uint64_t W = static_cast<uint64_t>(in.world);
@@ -559,248 +469,5 @@ MemoryEstimate estimate_memory(const PlanInput& in) {
   return m;
 }
 
-uint64_t traffic_inter_group_bytes_per_step(const PlanInput& in) {
-  in.validate();
-  if (!is_hybrid(in)) return 0;
-  // Once a step, each rank's shard of the gradient (S elements of the reduction dtype) all-reduced
-  // over the W/N ranks that hold it, one in each group.
-  const PlanInput q = as_group(in);
-  const uint64_t shard = param_counts(q).padded / static_cast<uint64_t>(q.world);
-  return ring(shard * reduce_bytes(in), 2, static_cast<uint64_t>(in.world / in.zero.shard_group_size));
-}
-
-namespace {
-// Stage 3's all-gathers of one micro-step, unit by unit, as zero/gather_plan.h replays the engine on
-// the model's schedule: how many over all ranks and how many from hpZ's slices (GPT-2: every unit twice
-// over all ranks, or once and once from the slices; an untied head and a Llama's unit 0 once). A bare
-// parameter count is one unit gathered for the forward and again for the backward.
-struct UnitGathers {
-  uint64_t padded = 0, shard = 0;  // elements
-  uint64_t full = 0, slices = 0;
-  bool whole = false;  // kept whole: no gathers for its uses, one all-gather after each update
-};
-std::vector<UnitGathers> stage3_gathers(const PlanInput& in) {
-  const uint64_t W = static_cast<uint64_t>(in.world);
-  const bool hpz = hpz_of(in) > 1;
-  if (!in.model) {
-    if (kept_whole(in, in.params)) return {{in.params, (in.params + W - 1) / W, 0, 0, true}};
-    const uint64_t again = hpz && in.zero.reshard_after_forward ? 1 : 0;
-    return {{in.params, (in.params + W - 1) / W, 2 - again, again, false}};
-  }
-  const Units u = units_of(*in.model, W);
-  const model::ParamLayout layout(*in.model);
-  std::vector<UnitGathers> units(static_cast<size_t>(layout.num_units()));
-  for (size_t k = 0; k < units.size(); ++k) {
-    const bool block = k >= 1 && k <= u.L;
-    units[k].padded = k == 0 ? u.p0 : block ? u.pb : u.ph;
-    units[k].shard = k == 0 ? u.s0 : block ? u.sb : u.sh;
-    units[k].whole = kept_whole(in, k == 0 ? u.n0 : block ? u.nb : u.nh);
-  }
-  const model::UnitSchedule& schedule = layout.schedule();
-  const zero::GatherPlan plan(schedule, in.zero.reshard_after_forward, hpz);
-  for (size_t r = 0; r < schedule.param_reads().size(); ++r) {
-    UnitGathers& g = units[static_cast<size_t>(schedule.param_reads()[r])];
-    if (g.whole) continue;
-    if (zero::GatherPlan::from_slices(plan.source(r))) {
-      ++g.slices;
-    } else if (zero::GatherPlan::gathers(plan.source(r))) {
-      ++g.full;
-    }
-  }
-  return units;
-}
-
-// Bytes one rank sends for one gather of a unit over all ranks: its shard in the compute dtype, or
-// with qwZ as int8 blocks with fp32 scales.
-uint64_t full_gather_bytes(const PlanInput& in, const UnitGathers& g) {
-  const uint64_t W = static_cast<uint64_t>(in.world);
-  return quantized_weights(in) ? (W - 1) * quantized_int8_bytes(g.shard)
-                               : ring(g.padded * dtype_size(in.precision.dtype), 1, W);
-}
-// ... and from hpZ's slices, within its P ranks.
-uint64_t slice_gather_bytes(const PlanInput& in, const UnitGathers& g) {
-  return ring(g.padded * dtype_size(in.precision.dtype), 1, hpz_of(in));
-}
-}  // namespace
-
-uint64_t traffic_bytes_per_step(const PlanInput& in) {
-  in.validate();
-  // Hybrid sharding: the group's own collectives (an N-rank run's, less its scalar all-reduce), the
-  // all-reduce across groups, and the scalar all-reduce over all W ranks.
-  if (is_hybrid(in)) {
-    const PlanInput q = as_group(in);
-    return traffic_bytes_per_step(q) - ring(8, 2, static_cast<uint64_t>(q.world)) +
-           traffic_inter_group_bytes_per_step(in) + ring(8, 2, static_cast<uint64_t>(in.world));
-  }
-  const uint64_t W = static_cast<uint64_t>(in.world), G = static_cast<uint64_t>(in.accum);
-  const uint64_t psi = param_counts(in).padded;
-  const uint64_t np = psi * dtype_size(in.precision.dtype), ng = psi * reduce_bytes(in);
-  uint64_t bytes = 0;
-  switch (in.zero.stage) {
-    case 0: bytes = ring(ng, 2, W); break;                    // all-reduce
-    case 1: bytes = ring(ng, 1, W) + ring(np, 1, W); break;   // reduce-scatter + all-gather
-    case 2: bytes = ring(G * ng, 1, W) + ring(np, 1, W); break;
-    case 3:  // each micro-step's gathers and a reduce-scatter
-      bytes = ring(G * ng, 1, W);
-      for (const UnitGathers& g : stage3_gathers(in)) {
-        bytes += G * (g.full * full_gather_bytes(in, g) + g.slices * slice_gather_bytes(in, g));
-        if (g.whole) bytes += ring(g.padded * dtype_size(in.precision.dtype), 1, W);  // after the update
-      }
-      break;
-  }
-  return bytes + ring(8, 2, W);  // the loss sum and squared norm, two fp32
-}
-
-std::optional<uint64_t> traffic_inter_host_bytes_per_step(const PlanInput& in) {
-  in.validate();
-  const int L = in.ranks_per_host;
-  if (L == 0 || L == in.world) return 0;
-  const uint64_t W = static_cast<uint64_t>(in.world), H = W / static_cast<uint64_t>(L), G = static_cast<uint64_t>(in.accum);
-  // Flat collectives by the ring model: the H ranks whose successor is on the next host (the last of
-  // each) send their whole ring share across.
-  const auto flat = [&](uint64_t full_bytes, uint64_t times) { return H * ring(full_bytes, times, W); };
-  const uint64_t scalar = flat(8, 2);  // the loss sum and squared norm: an all-reduce over all W ranks
-  if (is_hybrid(in)) {
-    if (in.zero.shard_group_size != L) return std::nullopt;
-    // Groups are the hosts: only the all-reduce of each rank's gradient shard across the groups
-    // crosses, over a ring whose every member is on another host.
-    return W * traffic_inter_group_bytes_per_step(in) + scalar;
-  }
-  const uint64_t psi = param_counts(in).padded, p = dtype_size(in.precision.dtype), r = reduce_bytes(in);
-  const uint64_t np = psi * p, ng = psi * r;
-  const bool two = in.two_level && L > 1;
-  // Summed over the ranks: an all-gather of a full buffer of n bytes sends (H − 1)·n across in two
-  // levels; a reduce-scatter of a unit of P elements (shard S) sends the fp32 partial sums over H − 1
-  // host boundaries and the last host's finished chunks, (H − 1)·(4P + P·r/H), or with qgZ both as
-  // int8 pieces, L·(H − 1)·(H + 1)·quantized_chunk_bytes(S) (comm/host_layout.h's counts, per rank).
-  const auto gather = [&](uint64_t n) { return two ? (H - 1) * n : flat(n, 1); };
-  const auto scatter_unit = [&](uint64_t P, uint64_t S) -> uint64_t {
-    if (!two) return flat(P * r, 1);
-    if (quantized_gradients(in)) return static_cast<uint64_t>(L) * (H - 1) * (H + 1) * comm::quantized_chunk_bytes(S);
-    return (H - 1) * (4 * P + P * r / H);
-  };
-  uint64_t scatter = 0;  // one micro-step's reduce-scatters
-  if (in.model) {
-    const Units u = units_of(*in.model, W);
-    u.each_kind([&](uint64_t, uint64_t P, uint64_t S, uint64_t count) { scatter += count * scatter_unit(P, S); });
-  } else {
-    scatter = scatter_unit(psi, (psi + W - 1) / W);
-  }
-  switch (in.zero.stage) {
-    case 0: return flat(ng, 2) + scalar;
-    case 1: return scatter + gather(np) + scalar;
-    case 2: return G * scatter + gather(np) + scalar;
-    default: break;
-  }
-  // Stage 3, gather by gather: over all ranks (with qwZ, W shards of int8 blocks as bytes, in two levels
-  // while L times one fits an int), and from hpZ's slices within groups of P consecutive ranks: none
-  // across when each group is within a host (P divides L), in two levels over the P/L hosts of each
-  // when L divides P; other groupings are not modelled.
-  const uint64_t P = hpz_of(in);
-  uint64_t gathers = 0;
-  uint64_t after_update = 0;  // the units kept whole, all-gathered once a step
-  for (const UnitGathers& g : stage3_gathers(in)) {
-    if (g.whole) after_update += gather(g.padded * p);
-    if (quantized_weights(in)) {
-      const uint64_t q = quantized_int8_bytes(g.shard);
-      const bool two_q = two && static_cast<uint64_t>(L) * q <= static_cast<uint64_t>(INT_MAX);
-      gathers += g.full * (two_q ? W * (H - 1) * q : H * (W - 1) * q);
-    } else {
-      gathers += g.full * gather(g.padded * p);
-    }
-    if (g.slices == 0 || static_cast<uint64_t>(L) % P == 0) continue;
-    if (P % static_cast<uint64_t>(L) != 0) return std::nullopt;
-    const uint64_t hosts = P / static_cast<uint64_t>(L), groups = W / P;
-    gathers += g.slices * groups * (two ? (hosts - 1) * g.padded * p : hosts * ring(g.padded * p, 1, P));
-  }
-  return G * (gathers + scatter) + after_update + scalar;
-}
-
-std::optional<int64_t> max_micro_batch(const PlanInput& in, uint64_t gpu_bytes) {
-  if (!in.model) return std::nullopt;
-  PlanInput q = in;
-  auto fits = [&](int64_t B) {
-    q.micro_batch = B;
-    return estimate_memory(q).total <= gpu_bytes;
-  };
-  if (!fits(1)) return 0;
-  int64_t lo = 1, hi = 2;  // fits(lo), hi unknown
-  constexpr int64_t kLimit = int64_t{1} << 30;
-  while (hi < kLimit && fits(hi)) {
-    lo = hi;
-    hi *= 2;
-  }
-  if (hi >= kLimit) return lo;
-  while (hi - lo > 1) {  // fits(lo), !fits(hi)
-    const int64_t mid = lo + (hi - lo) / 2;
-    (fits(mid) ? lo : hi) = mid;
-  }
-  return lo;
-}
-
-std::vector<StageEstimate> estimate_stages(const PlanInput& in, const std::vector<int>& stages, uint64_t gpu_bytes) {
-  std::vector<StageEstimate> out;
-  for (int s : stages) {
-    PlanInput q = in;
-    q.zero.stage = s;
-    // Offload exists only where DeepSpeed has it; the other stages are shown without it.
-    if (s < 1) q.zero.offload_optimizer = Offload::kNone;
-    if (s < 3) q.zero.offload_param = Offload::kNone;
-    if (s < 1) q.zero.shard_group_size = 0;  // stage 0 shards nothing
-    // ZeRO++ where it exists: qwZ and hpZ at stage 3, qgZ at stages 2-3.
-    if (s < 3) {
-      q.zero.zero_quantized_weights = false;
-      q.zero.zero_hpz_partition_size = 1;
-    }
-    if (s < 2) q.zero.zero_quantized_gradients = false;
-    StageEstimate e;
-    e.stage = s;
-    e.memory = estimate_memory(q);
-    e.traffic_bytes = traffic_bytes_per_step(q);
-    e.traffic_inter_group_bytes = traffic_inter_group_bytes_per_step(q);
-    if (q.ranks_per_host > 0 && q.ranks_per_host < q.world) e.traffic_inter_host_bytes = traffic_inter_host_bytes_per_step(q);
-    e.hybrid = is_hybrid(q);
-    e.max_micro_batch = max_micro_batch(q, gpu_bytes);
-    out.push_back(e);
-  }
-  return out;
-}
-
-nlohmann::ordered_json to_json(const std::vector<StageEstimate>& stages) {
-  nlohmann::ordered_json list = nlohmann::ordered_json::array();
-  for (const StageEstimate& e : stages) {
-    nlohmann::ordered_json bytes;
-    bytes["param"] = e.memory.param;
-    bytes["grad"] = e.memory.grad;
-    bytes["master"] = e.memory.master;
-    bytes["optim"] = e.memory.optim;
-    bytes["act"] = e.memory.act;
-    bytes["total"] = e.memory.total;
-    nlohmann::ordered_json s;
-    s["stage"] = e.stage;
-    s["bytes_per_rank"] = bytes;
-    s["traffic_bytes_per_step"] = e.traffic_bytes;
-    if (e.hybrid) s["traffic_inter_group_bytes_per_step"] = e.traffic_inter_group_bytes;
-    if (e.traffic_inter_host_bytes) s["traffic_inter_host_bytes_per_step_all_ranks"] = *e.traffic_inter_host_bytes;
-    s["max_micro_batch"] = e.max_micro_batch ? nlohmann::ordered_json(*e.max_micro_batch) : nlohmann::ordered_json(nullptr);
-    if (e.memory.host || e.memory.nvme) {
-      auto tier = [](const MemoryEstimate::Offloaded& o, uint64_t total) {
-        nlohmann::ordered_json t;
-        t["param"] = o.param;
-        t["grad"] = o.grad;
-        t["master"] = o.master;
-        t["optim"] = o.optim;
-        t["total"] = total;
-        return t;
-      };
-      s["offloaded_bytes_per_rank"] = {{"host", tier(e.memory.host_by, e.memory.host)},
-                                       {"nvme", tier(e.memory.nvme_by, e.memory.nvme)}};
-    }
-    list.push_back(s);
-  }
-  nlohmann::ordered_json root;
-  root["stages"] = list;
-  return root;
-}
 
 }  // namespace zerodp::plan

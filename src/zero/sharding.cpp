@@ -9,8 +9,7 @@ ShardLayout::ShardLayout(const model::ParamLayout& layout, int world, int rank) 
   for (int u = 0; u < layout.num_units(); ++u) {
     UnitShard s;
     s.numel = layout.unit_numel(u);
-    const size_t per_rank = (s.numel + world - 1) / world;
-    s.shard = (per_rank + kShardAlign - 1) / kShardAlign * kShardAlign;
+    s.shard = shard_elements(s.numel, static_cast<size_t>(world));
     s.padded = s.shard * world;
     s.offset = total_padded_;
     s.own_begin = std::min(s.numel, s.shard * rank);

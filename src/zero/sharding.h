@@ -15,6 +15,10 @@
 namespace zerodp::zero {
 
 constexpr size_t kShardAlign = 16;
+// S for a unit of n elements over W ranks: ⌈n/W⌉ rounded up to kShardAlign (the planner's too).
+constexpr size_t shard_elements(size_t n, size_t world) {
+  return ((n + world - 1) / world + kShardAlign - 1) / kShardAlign * kShardAlign;
+}
 
 struct UnitShard {
   size_t numel = 0;        // n: real elements
