@@ -1,0 +1,371 @@
+// The CUDA device's kernel tables (cuda_device.cpp): GPT-2's and the Llama family's entries on the
+// cuda/ kernels and cuBLASLt, for bf16 and fp16. Internal to device/ (included by cuda_device.cpp only).
+#pragma once
+
+#if ZERODP_WITH_CUDA
+
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "core/error.h"
+#include "cuda/attention.h"
+#include "cuda/check.h"
+#include "cuda/device_memory.h"
+#include "cuda/gemm.h"
+#include "cuda/kernels.h"
+#include "cuda/llama_kernels.h"
+#include "device/cuda_kernel_context.h"
+#include "device/device.h"
+#include "kernels/matmul.h"
+
+namespace zerodp::device::detail {
+
+// What both kernel tables share: the context their work is issued with, the 16-bit type, the scratch
+// of a call, and the cuBLASLt GEMM on P operands. Made without a context (the sizing tables), only a
+// table's sizing entries may be called: ctx() refuses the others.
+template <class P>
+class CudaTable {
+ protected:
+  static constexpr DType kType = std::is_same_v<P, bf16> ? DType::kBF16 : DType::kF16;
+
+  CudaTable(const KernelContext* context, const char* family) : context_(context), family_(family) {}
+
+  const KernelContext& ctx() const {
+    ZDP_CHECK(context_ != nullptr, "a {} kernel of the CUDA table for sizing was called: kernels run through a "
+                                   "CudaDevice's table", family_);
+    return *context_;
+  }
+  // The entry `name` begins: its GPU current, timed when profiling (Entry).
+  Entry enter(const char* name) const { return Entry(ctx(), name); }
+
+  // A kernel's working memory (column-sum partials), in the ledger under act like the CPU's activations'
+  // scratch. Freed when the call returns, with the kernel maybe still running: the next user of the
+  // block is issued on the same stream, after it (cuda/caching_allocator.h).
+  Buffer scratch(size_t bytes) const { return Buffer(bytes, MemCategory::kAct, MemTier::kDevice, *ctx().memory); }
+
+  // db[OC] += the column sums of dout [N,OC] (fp32), over partials in the call's scratch.
+  void bias_grad(float* db, const float* dout, int N, int OC) const {
+    Buffer partials = scratch(cuda::bias_backward_scratch_floats(N, OC) * sizeof(float));
+    cuda::bias_backward(db, dout, N, OC, partials.as<float>(), ctx().stream);
+  }
+
+  // operand16 = round(src [N,n]) with rows operand16_row(n) apart (16-byte rows whatever n: an odd
+  // vocabulary's LM head); returns that row stride, the GEMMs' leading dimension.
+  int round_operand(P* operand16, const float* src, int N, int n) const {
+    const int ld = static_cast<int>(operand16_row(static_cast<size_t>(n)));
+    cuda::convert_rows(src, n, operand16, kType, ld, N, n, ctx().stream);
+    return ld;
+  }
+
+  // A dense layer with W stored [C, OC] (kInOut, GPT-2's Conv1D) or [OC, C] (kOutIn, PyTorch's Linear):
+  // out[N,OC] = inp[N,C]·W + bias, into P (the bias in the GEMM's epilogue, rounded once with it) or fp32
+  // (the bias added after the GEMM: the CPU's addition).
+  void dense_forward(void* out, DType out_type, const P* inp, const P* w, const P* b, int N, int C, int OC,
+                     kernels::WeightLayout layout) const {
+    const bool t = layout == kernels::WeightLayout::kOutIn;
+    if (out_type == kType) {
+      gemm(false, t, N, OC, C, inp, C, w, t ? C : OC, out, kType, OC, 0.0f,
+           b != nullptr ? cuda::GemmEpilogue::kBias : cuda::GemmEpilogue::kNone, b);
+      return;
+    }
+    gemm(false, t, N, OC, C, inp, C, w, t ? C : OC, out, DType::kF32, OC, 0.0f);
+    if (b != nullptr) cuda::bias_add_rows(static_cast<float*>(out), b, N, OC, ctx().stream);
+  }
+  // dout16 = round(dout) (rows operand16_row(OC) apart), dbias += Σ_rows dout (fp32, column partials),
+  // then the weight's GEMMs (dense_weight_grads).
+  void dense_backward(float* dinp, float* dw, float* db, const float* dout, const P* inp, const P* w, int N, int C,
+                      int OC, P* operand16, kernels::WeightLayout layout) const {
+    const int ld = round_operand(operand16, dout, N, OC);
+    if (db != nullptr) bias_grad(db, dout, N, OC);
+    dense_weight_grads(dinp, dw, operand16, ld, inp, w, N, C, OC, layout);
+  }
+  // dinp = dout16·Wᵀ in the layer's terms (written; skipped when null) and dW += the weight's gradient,
+  // over dout16 = round(dout) already in `dout16` (rows ld apart).
+  void dense_weight_grads(float* dinp, float* dw, const P* dout16, int ld, const P* inp, const P* w, int N, int C,
+                          int OC, kernels::WeightLayout layout) const {
+    if (layout == kernels::WeightLayout::kInOut) {  // dW [C,OC] += inpᵀ·dout16
+      if (dinp != nullptr) gemm(false, true, N, C, OC, dout16, ld, w, OC, dinp, DType::kF32, C, 0.0f);
+      gemm(true, false, C, OC, N, inp, C, dout16, ld, dw, DType::kF32, OC, 1.0f);
+    } else {  // dW [OC,C] += dout16ᵀ·inp
+      if (dinp != nullptr) gemm(false, false, N, C, OC, dout16, ld, w, C, dinp, DType::kF32, C, 0.0f);
+      gemm(true, false, OC, C, N, dout16, ld, inp, C, dw, DType::kF32, C, 1.0f);
+    }
+  }
+
+  // C[M,N] (c_type) = op(A)·op(B) (+ beta·C), A and B in P, row-major.
+  void gemm(bool ta, bool tb, int M, int N, int K, const void* A, int lda, const void* B, int ldb, void* C,
+            DType c_type, int ldc, float beta, cuda::GemmEpilogue epilogue = cuda::GemmEpilogue::kNone,
+            const void* bias = nullptr) const {
+    cuda::GemmArgs g = cuda::gemm_args(kType, c_type, ta, tb, M, N, K, A, lda, B, ldb, C, ldc, 1.0f, beta);
+    g.epilogue = epilogue;
+    g.bias = const_cast<void*>(bias);
+    ctx().gemm->gemm(g);
+  }
+
+ private:
+  const KernelContext* context_;
+  const char* family_;
+};
+
+// GPT-2's kernels for 16-bit compute type P on the GPU of `context`, with the CPU's semantics
+// (device/device.h, kernels/*.h): the same outputs written or accumulated, GEMMs through cuBLASLt on P
+// operands with fp32 accumulation, statistics in fp32. Each entry makes its GPU the thread's current
+// device for the call, so kernels of two devices may be called in turn from one thread. Two differences
+// of layout, invisible to the model:
+//   - attention saves its row log-sum-exp [B,NH,T] in `att` (where the CPU keeps the probabilities:
+//     attention_saved_bytes says how much), and the backward reads it with the forward's output;
+//   - linear_forward into the fp32 stream adds the bias after the GEMM (cuda/kernels_bias.cu), and the
+//     fp32 bias gradients are deterministic column sums (LayerNorm's partials) rather than cuBLASLt's
+//     epilogue.
+// Made without a context (cuda_gpt2_kernels), only the sizing entries may be called.
+template <class P>
+class CudaGpt2 final : public Gpt2Kernels<P>, private CudaTable<P> {
+  using Base = CudaTable<P>;
+  using Base::ctx;
+  using Base::gemm;
+  using Base::kType;
+  using Base::scratch;
+
+ public:
+  explicit CudaGpt2(const KernelContext* context) : Base(context, "GPT-2") {}
+
+  void encoder_forward(float* out, const int32_t* inp, const P* wte, const P* wpe, int B, int T,
+                       int C) const override {
+    const auto on = this->enter(__func__);
+    cuda::encoder_forward(out, inp, wte, wpe, B, T, C, ctx().stream);
+  }
+  void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* inp, int B, int T,
+                        int C) const override {
+    const auto on = this->enter(__func__);
+    cuda::encoder_backward(dwte, dwpe, dout, inp, B, T, C, ctx().stream);
+  }
+  void layernorm_forward(P* out, float* mean, float* rstd, const float* inp, const P* w, const P* b, int N,
+                         int C) const override {
+    const auto on = this->enter(__func__);
+    cuda::layernorm_forward(out, mean, rstd, inp, w, b, N, C, ctx().stream);
+  }
+  void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp, const P* w,
+                          const float* mean, const float* rstd, int N, int C) const override {
+    const auto on = this->enter(__func__);
+    Buffer partials = scratch(cuda::layernorm_backward_scratch_floats(N, C) * sizeof(float));
+    cuda::layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C, partials.as<float>(), ctx().stream);
+  }
+  // out[N,OC] = inp[N,C]·W[C,OC] + bias (CudaTable::dense_forward, W in GPT-2's [in, out]).
+  void linear_forward(P* out, const P* inp, const P* w, const P* b, int N, int C, int OC, float*) const override {
+    const auto on = this->enter(__func__);
+    this->dense_forward(out, kType, inp, w, b, N, C, OC, kInOut);
+  }
+  void linear_forward_acc(float* out, const P* inp, const P* w, const P* b, int N, int C, int OC,
+                          float*) const override {
+    const auto on = this->enter(__func__);
+    this->dense_forward(out, DType::kF32, inp, w, b, N, C, OC, kInOut);
+  }
+  void linear_backward(float* dinp, float* dw, float* db, const float* dout, const P* inp, const P* w, int N, int C,
+                       int OC, P* operand16) const override {
+    const auto on = this->enter(__func__);
+    this->dense_backward(dinp, dw, db, dout, inp, w, N, C, OC, operand16, kInOut);
+  }
+  // The tied LM head is a dense layer with wte [V, C] as PyTorch's [out, in] weight, without a bias:
+  // logits[N,V] = inp·wteᵀ; dinp = dlogits16·wte, dwte += dlogits16ᵀ·inp.
+  void head_forward(float* logits, const P* inp, const P* wte, int N, int C, int V) const override {
+    const auto on = this->enter(__func__);
+    this->dense_forward(logits, DType::kF32, inp, wte, nullptr, N, C, V, kernels::WeightLayout::kOutIn);
+  }
+  void head_backward(float* dinp, float* dwte, const float* dlogits, const P* inp, const P* wte, int N, int C, int V,
+                     P* operand16) const override {
+    const auto on = this->enter(__func__);
+    this->dense_backward(dinp, dwte, nullptr, dlogits, inp, wte, N, C, V, operand16, kernels::WeightLayout::kOutIn);
+  }
+
+  // Flash attention: the forward saves its row log-sum-exp L [B,NH,T] (fp32) in the block's `att`
+  // and the output in `out` (the model keeps it: c_proj's input); the backward reads both, so
+  // nothing T×T is kept and nothing is recomputed. Scratch: the backward's D [B,NH,T].
+  size_t attention_scratch_bytes(int B, int T, int, int NH) const override {
+    return cuda::attention_backward_scratch_bytes(B, T, NH);
+  }
+  size_t attention_saved_bytes(int B, int T, int NH) const override {
+    return static_cast<size_t>(B) * NH * T * sizeof(float);
+  }
+  void attention_forward(P* out, P* att, const P* qkv, void*, int B, int T, int C, int NH) const override {
+    const auto on = this->enter(__func__);
+    cuda::attention_forward(kType, out, reinterpret_cast<float*>(att), qkv, B, T, C, NH, ctx().stream);
+  }
+  void attention_backward(float* dqkv, void* scratch, const float* dout, P* operand16, const P* qkv, const P* out,
+                          const P* att, int B, int T, int C, int NH) const override {
+    const auto on = this->enter(__func__);
+    cuda::convert(dout, DType::kF32, operand16, kType, static_cast<size_t>(B) * T * C, ctx().stream);
+    cuda::attention_backward(kType, dqkv, scratch, operand16, out, reinterpret_cast<const float*>(att), qkv, B, T, C,
+                             NH, ctx().stream);
+  }
+  void gelu_forward(P* out, const P* inp, size_t n) const override {
+    const auto on = this->enter(__func__);
+    cuda::gelu_forward(out, inp, n, ctx().stream);
+  }
+  void gelu_backward(float* dinp, const P* inp, const float* dout, size_t n) const override {
+    const auto on = this->enter(__func__);
+    cuda::gelu_backward(dinp, inp, dout, n, ctx().stream);
+  }
+  // dpre16 = round(gelu'(pre)·dgelu) into operand16 with the bias gradient of the unrounded values, then
+  // the linear layer's GEMMs on it (dpre is not written: the 16-bit path leaves it alone, as the CPU's).
+  void gelu_linear_backward(float* dinp, float* dw, float* db, float*, const float* dgelu, const P* pre,
+                            const P* inp, const P* w, int N, int C, int OC, P* operand16) const override {
+    const auto on = this->enter(__func__);
+    Buffer partials = scratch(cuda::gelu_bias_backward_scratch_floats(N, OC) * sizeof(float));
+    cuda::gelu_bias_backward(operand16, db, pre, dgelu, N, OC, partials.as<float>(), ctx().stream);
+    this->dense_weight_grads(dinp, dw, operand16, OC, inp, w, N, C, OC, kInOut);
+  }
+  void residual_forward(float* out, const float* a, const float* b, size_t n) const override {
+    const auto on = this->enter(__func__);
+    cuda::residual_forward(out, a, b, n, ctx().stream);
+  }
+  void softmax_crossentropy_forward(float* losses, float* probs, const float* logits, const int32_t* targets, int N,
+                                    int V) const override {
+    const auto on = this->enter(__func__);
+    cuda::softmax_crossentropy_forward(losses, probs, logits, targets, N, V, ctx().stream);
+  }
+  void softmax_crossentropy_backward(float* dlogits, const float* probs, const int32_t* targets, float dloss, int N,
+                                     int V) const override {
+    const auto on = this->enter(__func__);
+    cuda::softmax_crossentropy_backward(dlogits, probs, targets, dloss, N, V, ctx().stream);
+  }
+
+ private:
+  static constexpr kernels::WeightLayout kInOut = kernels::WeightLayout::kInOut;
+};
+
+// The grouped-query shape as the CUDA attention takes it.
+cuda::AttentionDims attention_dims(const kernels::AttentionShape& s) {
+  return cuda::AttentionDims{s.B, s.T, s.heads, s.kv_heads, s.head_size};
+}
+
+// The Llama family's kernels for 16-bit compute type P on the GPU of `context`, with CpuLlama's
+// semantics (device/device.h, kernels/{rmsnorm,rope,swiglu,encoder,matmul,attention}.h): the same
+// outputs written or accumulated, statistics in fp32, 16-bit values computed in fp32 and rounded once.
+// As CudaGpt2:
+//   - dense layers are cuBLASLt GEMMs on P operands with fp32 accumulation, here with PyTorch's [out, in]
+//     weights (W read transposed); a 16-bit output gets its bias in the GEMM's epilogue (rounded once
+//     with it), an fp32 one after the GEMM (cuda/kernels_bias.cu: the CPU's addition); the fp32 bias
+//     gradient is a deterministic column sum (LayerNorm's partials);
+//   - the attention (cuda/attention.h, grouped-query heads) saves its row log-sum-exp [B,NH,T] fp32 in
+//     `att` (attention_saved_bytes), and its backward reads it with the forward's output;
+//   - the embedding's gradient is summed in row order, bitwise the CPU's; RMSNorm's weight gradient is
+//     LayerNorm's deterministic column sum.
+// Made without a context (cuda_llama_kernels), only the sizing entries may be called.
+template <class P>
+class CudaLlama final : public LlamaKernels<P>, private CudaTable<P> {
+  using Base = CudaTable<P>;
+  using Base::ctx;
+  using Base::gemm;
+  using Base::kType;
+  using Base::scratch;
+
+ public:
+  explicit CudaLlama(const KernelContext* context) : Base(context, "Llama") {}
+
+  void embedding_forward(float* out, const int32_t* inp, const P* table, int N, int C) const override {
+    const auto on = this->enter(__func__);
+    cuda::embedding_forward(out, inp, table, N, C, ctx().stream);
+  }
+  void embedding_backward(float* dtable, const float* dout, const int32_t* inp, int N, int C) const override {
+    const auto on = this->enter(__func__);
+    cuda::embedding_backward(dtable, dout, inp, N, C, ctx().stream);
+  }
+  void rmsnorm_forward(P* out, float* rstd, const float* inp, const P* w, int N, int C, double eps) const override {
+    ZDP_CHECK(N > 0 && C > 0 && eps >= 0, "rmsnorm_forward: bad shape N={} C={} or eps {}", N, C, eps);
+    const auto on = this->enter(__func__);
+    cuda::rmsnorm_forward(out, rstd, inp, w, N, C, static_cast<float>(eps), ctx().stream);
+  }
+  void rmsnorm_backward(float* dinp, float* dw, const float* dout, const float* inp, const P* w, const float* rstd,
+                        int N, int C) const override {
+    ZDP_CHECK(N > 0 && C > 0, "rmsnorm_backward: bad shape N={} C={}", N, C);
+    const auto on = this->enter(__func__);
+    Buffer partials = scratch(cuda::rmsnorm_backward_scratch_floats(N, C) * sizeof(float));
+    cuda::rmsnorm_backward(dinp, dw, dout, inp, w, rstd, N, C, partials.as<float>(), ctx().stream);
+  }
+  // out[N,OC] = inp[N,C]·Wᵀ + bias with W [OC,C] (CudaTable::dense_forward, PyTorch's [out, in]).
+  void linear_forward(P* out, const P* inp, const P* w, const P* b, int N, int C, int OC, float*) const override {
+    const auto on = this->enter(__func__);
+    this->dense_forward(out, kType, inp, w, b, N, C, OC, kernels::WeightLayout::kOutIn);
+  }
+  void linear_forward_acc(float* out, const P* inp, const P* w, const P* b, int N, int C, int OC,
+                          float*) const override {
+    const auto on = this->enter(__func__);
+    this->dense_forward(out, DType::kF32, inp, w, b, N, C, OC, kernels::WeightLayout::kOutIn);
+  }
+  void linear_backward(float* dinp, float* dw, float* db, const float* dout, const P* inp, const P* w, int N, int C,
+                       int OC, P* operand16) const override {
+    const auto on = this->enter(__func__);
+    this->dense_backward(dinp, dw, db, dout, inp, w, N, C, OC, operand16, kernels::WeightLayout::kOutIn);
+  }
+  void rope_forward(P* x, const float* cos, const float* sin, int N, int T, int heads, int D,
+                    int64_t stride) const override {
+    check_rope(N, T, heads, D, stride);
+    const auto on = this->enter(__func__);
+    cuda::rope_forward(x, cos, sin, N, T, heads, D, stride, ctx().stream);
+  }
+  void rope_backward(float* dx, const float* cos, const float* sin, int N, int T, int heads, int D,
+                     int64_t stride) const override {
+    check_rope(N, T, heads, D, stride);
+    const auto on = this->enter(__func__);
+    cuda::rope_backward(dx, cos, sin, N, T, heads, D, stride, ctx().stream);
+  }
+  // Flash attention with grouped-query heads, as CudaGpt2's: `att` keeps L [B,NH,T] fp32; the scratch is
+  // the backward's D [B,NH,T].
+  size_t attention_scratch_bytes(const kernels::AttentionShape& shape) const override {
+    return cuda::attention_backward_scratch_bytes(attention_dims(shape));
+  }
+  size_t attention_saved_bytes(const kernels::AttentionShape& shape) const override {
+    return static_cast<size_t>(shape.B) * shape.heads * shape.T * sizeof(float);
+  }
+  void attention_forward(P* out, P* att, const P* qkv, void*, const kernels::AttentionShape& shape) const override {
+    const auto on = this->enter(__func__);
+    cuda::attention_forward(kType, out, reinterpret_cast<float*>(att), qkv, attention_dims(shape), ctx().stream);
+  }
+  void attention_backward(float* dqkv, void* scratch, const float* dout, P* operand16, const P* qkv, const P* out,
+                          const P* att, const kernels::AttentionShape& shape) const override {
+    const auto on = this->enter(__func__);
+    const cuda::AttentionDims dims = attention_dims(shape);
+    cuda::check_attention_shape("cuda attention_backward", kType, dims);  // before dout is rounded
+    const size_t n = static_cast<size_t>(dims.B) * dims.T * dims.heads * dims.head_size;
+    cuda::convert(dout, DType::kF32, operand16, kType, n, ctx().stream);
+    cuda::attention_backward(kType, dqkv, scratch, operand16, out, reinterpret_cast<const float*>(att), qkv, dims,
+                             ctx().stream);
+  }
+  void swiglu_forward(P* out, const P* inp, int N, int I) const override {
+    const auto on = this->enter(__func__);
+    cuda::swiglu_forward(out, inp, N, I, ctx().stream);
+  }
+  void swiglu_backward(float* dinp, const float* dout, const P* inp, int N, int I) const override {
+    const auto on = this->enter(__func__);
+    cuda::swiglu_backward(dinp, dout, inp, N, I, ctx().stream);
+  }
+  void residual_forward(float* out, const float* a, const float* b, size_t n) const override {
+    const auto on = this->enter(__func__);
+    cuda::residual_forward(out, a, b, n, ctx().stream);
+  }
+  void softmax_crossentropy_forward(float* losses, float* probs, const float* logits, const int32_t* targets, int N,
+                                    int V) const override {
+    const auto on = this->enter(__func__);
+    cuda::softmax_crossentropy_forward(losses, probs, logits, targets, N, V, ctx().stream);
+  }
+  void softmax_crossentropy_backward(float* dlogits, const float* probs, const int32_t* targets, float dloss, int N,
+                                     int V) const override {
+    const auto on = this->enter(__func__);
+    cuda::softmax_crossentropy_backward(dlogits, probs, targets, dloss, N, V, ctx().stream);
+  }
+
+ private:
+  // kernels/rope.cpp's check: the GPU cannot refuse a shape once launched.
+  static void check_rope(int N, int T, int heads, int D, int64_t stride) {
+    ZDP_CHECK(N > 0 && T > 0 && heads > 0 && D > 0 && D % 2 == 0 && stride >= int64_t{heads} * D,
+              "rope: bad shape N={} T={} heads={} D={} stride={}", N, T, heads, D, stride);
+  }
+};
+
+}  // namespace zerodp::device::detail
+
+#endif  // ZERODP_WITH_CUDA
