@@ -80,7 +80,7 @@ def mpirun(args, world, zerodp_args, timeout_s):
     return zt.command(args.zerodp, zerodp_args, world, mpirun=args.mpirun, mpi_timeout=timeout_s)
 
 
-# ---- inputs ----------------------------------------------------------------------------------------
+# ---- inputs ------------------------------------------------------------------------------------------
 
 def prepare(args, work, seed):
     """Tokenizes the first 100 KB of the text and initialises the model; returns (tokens, init) paths."""
@@ -122,7 +122,7 @@ def train_args(init, tokens, steps, b, g, extra=()):
     return out + list(extra)
 
 
-# ---- training cases --------------------------------------------------------------------------------
+# ---- training cases ----------------------------------------------------------------------------------
 
 def rel_err(a, b):
     return abs(a - b) / max(abs(b), 1e-30)
@@ -242,7 +242,8 @@ def check_memory_and_traffic(c, records, world, stage, numel, fully_sharded):
 
 
 def check_weights(c, out_path, ref_final):
-    """command-line.md and files.md: --out holds every model.md tensor, F32, under its exact name; values near the reference's."""
+    """command-line.md and files.md: --out holds every model.md tensor, F32, under its exact name;
+    values near the reference's."""
     if not c.check(os.path.exists(out_path), f"--out {out_path} was not written"):
         return None
     header, _, _ = zt.parse_safetensors(zt.read_bytes(out_path))

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""End-to-end checks of zerodp's Llama-family models (docs/reference/model.md#the-llama-family-the-function) against Hugging Face `transformers`
-(the reference of zdptest/llama_ref.py: LlamaForCausalLM / Qwen2ForCausalLM themselves, trained per
+"""End-to-end checks of zerodp's Llama-family models (docs/reference/model.md) against Hugging Face
+`transformers` (the reference of zdptest/llama_ref.py: LlamaForCausalLM / Qwen2ForCausalLM themselves, trained per
 data-order.md, model.md and optimizer.md).
 
     compare_llama.py --zerodp BUILD/zerodp --zerodp-testing BUILD/zerodp-testing --mpirun mpirun
@@ -24,16 +24,14 @@ a message naming the file and the tensor (or key) at fault, and write nothing.
 Runs under the python of scripts/transformers_venv.sh (it re-runs itself there, making the venv on first
 use; without one it FAILS saying why). Exits 0 when every check passes, 1 listing every failed check.
 """
-import argparse
 import json
 import os
 import re
-import shutil
 import sys
-import tempfile
 import time
 
 from zdptest import harness as zt  # tests/pylib, on PYTHONPATH (ctest sets it)
+from zdptest.case_driver import argument_parser, run_cases, selected_cases  # noqa: F401 (compare_gpt2_hf.py)
 from zdptest.harness import Checks, read_metrics
 
 SEQ = 16                                # T; the presets' context is 32
@@ -534,34 +532,6 @@ def run_bad_case(args, name, work):
 
 # ---- driver ------------------------------------------------------------------------------------------
 
-def argument_parser(doc):
-    """The flags of a driver of transformers cases (this one, compare_gpt2_hf.py)."""
-    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
-    ap.add_argument("--zerodp", help="the zerodp executable")
-    ap.add_argument("--zerodp-testing", help="the zerodp-testing executable (logits cases)")
-    ap.add_argument("--mpirun", default="mpirun")
-    ap.add_argument("--case", action="append", default=[], help="case name (repeatable); 'all' for every one")
-    ap.add_argument("--list", action="store_true", help="print the case names and exit")
-    ap.add_argument("--ranks", action="store_true",
-                    help="with --list: NAME:RANKS, as tests/reference/CMakeLists.txt lists them")
-    ap.add_argument("--keep", action="store_true", help="keep the working directories")
-    return ap
-
-
-def selected_cases(args, names, ranks_of_case, script):
-    """The cases --case names (None after --list printed `names`, with their ranks when --ranks); exits 1
-    saying FAIL for an unknown one or none."""
-    if args.list:
-        print("\n".join(f"{n}:{ranks_of_case(n)}" if args.ranks else n for n in names))
-        return None
-    cases = names if args.case == ["all"] else args.case
-    unknown = [n for n in cases if n not in names]
-    if unknown or not cases:
-        print(f"{script}: FAIL: unknown or no cases {unknown}; --list shows them")
-        sys.exit(1)
-    return cases
-
-
 def main():
     args = argument_parser(__doc__).parse_args()
     cases = selected_cases(args, all_cases(), ranks_of, "compare_llama.py")
@@ -585,43 +555,6 @@ def main():
             return run_resume_case(args, work)
         return run_bad_case(args, name, work)
     return run_cases(cases, run_case, "zerodp_llama", args.keep)
-
-
-def run_cases(cases, run_case, prefix, keep):
-    """Runs run_case(name, work) for each name, in a working directory of its own (removed unless `keep`),
-    a case's crash or zt.Failed counted as its failure; prints each verdict and at the end every failed
-    check. Returns the exit code: 0 when every case passed, else 1."""
-    import torch
-    torch.set_num_threads(1)
-    failed = []
-    for name in cases:
-        print(f"=== {name}", flush=True)
-        work = tempfile.mkdtemp(prefix=f"{prefix}_{name}_")
-        start = time.monotonic()
-        try:
-            c = run_case(name, work)
-        except zt.Failed:  # a step the rest depends on failed (making the model, the reference run), saying why above
-            c = Checks()
-            c.check(False, "a step the case depends on failed (see FAIL above)")
-        except Exception as e:  # a crash of the checker is a failure too, reported as such
-            import traceback
-            traceback.print_exc()
-            c = Checks()
-            c.check(False, f"{type(e).__name__}: {e}")
-        finally:
-            if keep:
-                print(f"  kept {work}")
-            else:
-                shutil.rmtree(work, ignore_errors=True)
-        verdict = "PASS" if not c.failures else f"FAIL ({len(c.failures)} checks)"
-        print(f"=== {name}: {verdict} in {time.monotonic() - start:.1f} s", flush=True)
-        if c.failures:
-            failed.append((name, c.failures))
-    for name, failures in failed:
-        print(f"\n{name} failed:")
-        for f in failures:
-            print(f"  - {f.splitlines()[0]}")
-    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -51,7 +51,7 @@ def call(*argv):
     return code, out.getvalue(), err.getvalue()
 
 
-# ---- docs/reference/model.md (Llama) written out, in float64, from its words ------------------------
+# ---- docs/reference/model.md (Llama) written out, in float64, from its words -------------------------
 
 def rms_norm(x, w, eps):
     return x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps) * w
@@ -319,7 +319,7 @@ class ModelTest(TmpDirCase):
                 self.assertIn(text, err)
 
 
-# ---- data-order.md ----------------------------------------------------------------------------------------------
+# ---- data-order.md -----------------------------------------------------------------------------------
 
 class BatchTest(TmpDirCase):
     def test_reads_equal_the_gpt2_reference(self):
@@ -352,7 +352,7 @@ class BatchTest(TmpDirCase):
         np.testing.assert_array_equal(lr.read_tokens(self.path("narrow.bin"), 10), [1, 2, 3])
 
 
-# ---- model.md, optimizer.md ------------------------------------------------------------------------------------------
+# ---- model.md, optimizer.md --------------------------------------------------------------------------
 
 HYPER = dict(lr=3e-3, beta1=0.9, beta2=0.95, eps=1e-8, weight_decay=0.1)
 
@@ -370,8 +370,9 @@ class TrainTest(TmpDirCase):
         return model, records
 
     def test_splitting_the_global_batch_changes_nothing(self):
-        """(W, B, G) = (1, 4, 1), (1, 2, 2) and (2, 2, 1) train on the same global batches (data-order.md) and the loss is
-        their mean (model.md): the same losses and norms up to float32 rounding, over steps that each move the weights."""
+        """(W, B, G) = (1, 4, 1), (1, 2, 2) and (2, 2, 1) train on the same global batches (data-order.md)
+        and the loss is their mean (model.md): the same losses and norms up to float32 rounding, over
+        steps that each move the weights."""
         d = self.make("llama_gqa_untied", seed=7)
         tokens = np.random.default_rng(7).integers(0, 64, 600)
         runs = {split: self.run_train(d, tokens, *split, steps=3, clip=1.0) for split in [(1, 4, 1), (1, 2, 2),

@@ -15,4 +15,6 @@ dependencies) into the Python that runs them, as bench/peers/run.sh does in its 
   train_tokenizers  Hugging Face BPE trainers of the two shapes zerodp reads (tokenizers; the
              tokenizer tests, bench/tokenize, scripts/make_tokenizer.py)
   ctest      pytest items for the cases ctest runs (the plugin conftest.py loads)
+  case_driver  the flags and case loop of the drivers of named cases (tests/reference/compare_*.py)
+  llama_ref, llama_ref_cli  the transformers reference of the Llama family and its command line
 """

@@ -24,7 +24,6 @@ computed in float32 with the eager attention: transformers' other attention path
 and its RMSNorm, softmax and rotary tables are float32 whatever the model's dtype, so float64 would
 not buy exactness here as it does in ref_train.
 """
-import argparse
 import json
 import math
 import os
@@ -42,7 +41,8 @@ InputError = rt.InputError
 
 # ---- presets -----------------------------------------------------------------------------------------
 
-# Tiny models that between them take every branch of the Llama family (model.md): grouped-query attention with an untied head;
+# Tiny models that between them take every branch of the Llama family (model.md): grouped-query
+# attention with an untied head;
 # Qwen2's q/k/v biases with a tied head, one key/value head (multi-query) and head_dim ≠ C/H; llama3
 # rope scaling whose original context (8) is shorter than the sequences, so the scaled frequencies
 # matter. `attention_bias` is informational for Qwen2 (its q/k/v always carry biases in transformers)
@@ -327,7 +327,7 @@ def write_f32(path, array):
     os.replace(tmp, path)
 
 
-# ---- tokens and batches (files.md#token-files, data-order.md) ----------------------------------------------------------------
+# ---- tokens and batches (files.md#token-files, data-order.md) ----------------------------------------
 
 def read_tokens(path, vocab_size):
     """ref_train's reader, plus files.md's uint32 layout (header [1] = 2), which vocabularies over 65536 need."""
@@ -360,7 +360,7 @@ def micro_batches(tokens, step, world, micro_batch, seq, accum):
         yield i // world, i % world, inputs[rows], targets[rows]
 
 
-# ---- learning rate (docs/reference/optimizer.md#lr) ---------------------------------------------------
+# ---- learning rate (docs/reference/optimizer.md#lr) --------------------------------------------------
 
 SCHEDULES = ("constant", "warmup", "warmup-decay", "cosine", "wsd")
 
@@ -419,7 +419,7 @@ class LrSchedule:
         return lo + (hi - lo) * shape[self.decay_type]
 
 
-# ---- training (data-order.md, model.md, optimizer.md) --------------------------------------------------------------------------------
+# ---- training (data-order.md, model.md, optimizer.md) ------------------------------------------------
 
 def train(model, tokens, args, schedule, on_step=None):
     """Trains `model` in place on data-order.md's global batches; returns the per-step records.
@@ -488,140 +488,9 @@ def compare_with(model, reference, atol=0.0):
     return problems
 
 
-# ---- command line ------------------------------------------------------------------------------------
-
-def parse_args(argv):
-    ap = argparse.ArgumentParser(prog="llama_ref.py", description=__doc__.split("\n")[0])
-    sub = ap.add_subparsers(dest="command", required=True)
-
-    c = sub.add_parser("config", help="print a preset config.json")
-    c.add_argument("name", choices=sorted(CONFIGS))
-
-    m = sub.add_parser("make", help="a random model directory (config.json + safetensors)")
-    m.add_argument("--config", required=True, help="config.json path, or a preset name")
-    m.add_argument("--seed", type=int, required=True)
-    m.add_argument("--dtype", choices=sorted(DTYPES), default="float32", help="dtype of the saved tensors")
-    m.add_argument("--out", required=True, help="directory to write")
-    m.add_argument("--max-shard-size", help="save_pretrained's max_shard_size (bytes, or e.g. 20KB): shards")
-
-    lg = sub.add_parser("logits", help="float32 logits [T, V] of one sequence")
-    lg.add_argument("--model", required=True)
-    lg.add_argument("--tokens", required=True, help="comma-separated token ids")
-    lg.add_argument("--out", required=True, help="raw little-endian float32 file")
-
-    t = sub.add_parser("train", help="train as docs/reference/ says, writing metrics.md's step records")
-    t.add_argument("--model", "--init", dest="model", required=True, help="model directory")
-    t.add_argument("--data", required=True, help="token file (raw uint16, or llm.c layout uint16/uint32)")
-    t.add_argument("--steps", type=int, required=True)
-    t.add_argument("--world", type=int, default=1, help="W, the world size whose global batch to train on")
-    t.add_argument("--micro-batch", type=int, required=True, help="B, sequences per rank per micro-step")
-    t.add_argument("--seq", type=int, required=True, help="T, tokens per sequence")
-    t.add_argument("--accum", type=int, default=1, help="G, micro-steps per optimizer step")
-    t.add_argument("--lr", type=float, default=1e-3)
-    t.add_argument("--beta1", type=float, default=0.9)
-    t.add_argument("--beta2", type=float, default=0.999)
-    t.add_argument("--eps", type=float, default=1e-8)
-    t.add_argument("--weight-decay", type=float, default=0.01, help="on tensors of 2 or more dimensions")
-    t.add_argument("--clip", "--grad-clip", dest="clip", type=float, default=0.0, help="global-norm clip; 0: off")
-    t.add_argument("--lr-schedule", choices=SCHEDULES, default="constant")
-    t.add_argument("--warmup-steps", "--warmup", dest="warmup_steps", type=int, default=0)
-    t.add_argument("--warmup-type", choices=("linear", "log"), default="linear")
-    t.add_argument("--min-lr", type=float, default=None)
-    t.add_argument("--total-steps", type=int, default=0, help="0: --steps")
-    t.add_argument("--decay-steps", type=int, default=0, help="wsd's decay tail")
-    t.add_argument("--decay-type", choices=("linear", "cosine", "1-sqrt"), default="linear")
-    t.add_argument("--metrics", help="JSON Lines, one step record per step")
-    t.add_argument("--out", help="directory for the trained model (float32 safetensors)")
-
-    k = sub.add_parser("check-load", help="from_pretrained DIR and compare each tensor with a reference")
-    k.add_argument("--model", required=True, help="model directory to load with from_pretrained")
-    k.add_argument("--against", required=True, help="safetensors file or model directory")
-    k.add_argument("--atol", type=float, default=0.0)
-
-    for p in (m, lg, t, k):
-        p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
-    args = ap.parse_args(argv)
-
-    if args.command == "train":
-        for flag in ("steps", "micro_batch", "seq", "accum", "world"):
-            if getattr(args, flag) <= 0:
-                t.error(f"--{flag.replace('_', '-')} must be positive")
-        if args.lr_schedule == "constant" and (args.warmup_steps or args.min_lr is not None):
-            t.error("--warmup-steps and --min-lr need a --lr-schedule other than constant")
-        if args.lr_schedule != "wsd" and args.decay_steps:
-            t.error("--decay-steps needs --lr-schedule wsd")
-    return args
-
-
-def run(args):
-    """Runs one subcommand; returns its exit code. Raises InputError or MissingTransformers."""
-    if getattr(args, "threads", None):
-        torch.set_num_threads(args.threads)
-    if args.command == "config":
-        print(json.dumps(CONFIGS[args.name], indent=2))
-        return 0
-    if args.command == "make":
-        config, source = read_config_arg(args.config)
-        model = make_model(config, args.seed, DTYPES[args.dtype], source)
-        save_model(model, args.out, args.max_shard_size)
-        return 0
-    if args.command == "logits":
-        model = load_model(args.model)
-        ids = parse_tokens(args.tokens, model.config.vocab_size)
-        write_f32(args.out, logits_of(model, ids))
-        return 0
-    if args.command == "train":
-        model = load_model(args.model)
-        if args.seq > model.config.max_position_embeddings:
-            raise InputError(f"--seq {args.seq} is longer than max_position_embeddings "
-                             f"{model.config.max_position_embeddings} of {args.model}")
-        tokens = read_tokens(args.data, model.config.vocab_size)
-        schedule = LrSchedule(args.lr_schedule, args.lr, args.steps, args.warmup_steps, args.warmup_type,
-                              args.min_lr, args.total_steps, args.decay_steps, args.decay_type)
-        metrics = open(args.metrics, "w") if args.metrics else None
-        try:
-            def emit(record):
-                line = json.dumps(record)
-                if metrics:
-                    metrics.write(line + "\n")
-                    metrics.flush()
-                else:
-                    print(line, flush=True)
-            train(model, tokens, args, schedule, on_step=emit)
-        finally:
-            if metrics:
-                metrics.close()
-        if args.out:
-            save_model(model.float(), args.out)
-        return 0
-    if args.command == "check-load":
-        reference = read_state(args.against)  # an unreadable reference is bad usage (2), not a failed check
-        try:
-            model = load_model(args.model, dtype="auto")  # as stored: nothing converted on the way
-        except InputError as e:  # the directory under test does not load: the check fails
-            print(f"llama_ref.py check-load: {e}", file=sys.stderr)
-            return 1
-        problems = compare_with(model, reference, args.atol)
-        if problems:
-            print(f"llama_ref.py check-load: {args.model} loaded by transformers differs from {args.against} in "
-                  f"{len(problems)} tensors:", file=sys.stderr)
-            for p in problems:
-                print("  " + p, file=sys.stderr)
-            return 1
-        print(f"llama_ref.py check-load: {args.model} loads in transformers {_transformers().__version__} as "
-              f"{type(model).__name__}; its {len(model.state_dict())} tensors equal {args.against}'s"
-              f"{'' if args.atol == 0 else f' within {args.atol:g}'}")
-        return 0
-    raise AssertionError(args.command)
-
+# ---- command line (llama_ref_cli.py) -----------------------------------------------------------------
 
 def main(argv=None):
-    args = parse_args(sys.argv[1:] if argv is None else argv)
-    try:
-        return run(args)
-    except InputError as e:
-        print(f"llama_ref.py: error: {e}", file=sys.stderr)
-        return 2
-    except MissingTransformers as e:
-        print(f"llama_ref.py: error: {e}", file=sys.stderr)
-        return 1
+    """The command line (zdptest.llama_ref_cli, whose docstring lists it): its exit code."""
+    from zdptest import llama_ref_cli
+    return llama_ref_cli.main(argv)

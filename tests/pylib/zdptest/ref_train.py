@@ -31,7 +31,7 @@ class InputError(Exception):
     """A bad input file or argument (the message says which and where)."""
 
 
-# ---- safetensors (files.md) ------------------------------------------------------------------------------
+# ---- safetensors (files.md) --------------------------------------------------------------------------
 
 # dtype name -> (bytes per element, decoder from raw little-endian bytes to float32 numpy)
 def _decode_f32(raw):
@@ -120,7 +120,7 @@ def write_safetensors(path, tensors, metadata=None, dtype="F32"):
     os.replace(tmp, path)
 
 
-# ---- GPT-2 (model.md) ------------------------------------------------------------------------------------
+# ---- GPT-2 (model.md) --------------------------------------------------------------------------------
 
 HPARAM_KEYS = ("n_layer", "n_head", "n_embd", "vocab_size", "n_ctx")
 
@@ -281,7 +281,7 @@ def loss_and_grads(p, cfg, inputs, targets, chunks=1):
     return loss, dict(zip(names, grads))
 
 
-# ---- token files (files.md) and the global batch (data-order.md) ----------------------------------------------------
+# ---- token files (files.md) and the global batch (data-order.md) -------------------------------------
 
 LLMC_MAGIC = 20240520
 LLMC_HEADER_BYTES = 1024
@@ -335,7 +335,7 @@ def global_batch(tokens, step, world, micro_batch, seq, accum):
     return torch.from_numpy(np.concatenate(inputs)), torch.from_numpy(np.concatenate(targets))
 
 
-# ---- optimizer (model.md's clipping, optimizer.md's AdamW) -------------------------------------------------------------
+# ---- optimizer (model.md's clipping, optimizer.md's AdamW) -------------------------------------------
 
 def global_norm(grads):
     return math.sqrt(sum(float((g.double() ** 2).sum()) for g in grads.values()))
