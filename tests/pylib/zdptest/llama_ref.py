@@ -4,16 +4,7 @@ the implementation that defines those checkpoints, not against a second reading 
 The data order (data-order.md), the loss and clipping (model.md) and AdamW (optimizer.md) are
 zdptest.ref_train's, imported.
 
-    llama_ref.py config NAME                       print a preset of CONFIGS as config.json
-    llama_ref.py make --config CONFIG.json|NAME --seed S --dtype float32|bfloat16|float16 --out DIR
-                      [--max-shard-size N|20KB]
-    llama_ref.py logits --model DIR --tokens 1,2,3 --out F.bin        (float32 [T, V], little-endian)
-    llama_ref.py train --model DIR --data TOKENS.bin --world W --micro-batch B --seq T --accum G
-                       --steps N [--lr X --beta1 X --beta2 X --eps X --weight-decay X --clip X]
-                       [--lr-schedule constant|warmup|warmup-decay|cosine|wsd --warmup-steps N
-                        --warmup-type linear|log --min-lr X --total-steps N --decay-steps N
-                        --decay-type linear|cosine|1-sqrt] [--metrics OUT.jsonl] [--out DIR]
-    llama_ref.py check-load --model DIR --against REF.safetensors|DIR [--atol X]
+The command line (config, make, logits, train, check-load) is zdptest.llama_ref_cli's.
 
 Exit codes: 0 done (check-load: every tensor agrees); 1 check-load found a difference, or transformers
 is missing; 2 bad usage or input (a message names the file).
