@@ -114,17 +114,13 @@ void AtomicFile::write_fd(const void* data, size_t n) {
 
 void AtomicFile::flush_staging(size_t bytes) {
   write_fd(staging_.get(), bytes);
-  staged_ = 0;
+  staged_ -= bytes;
+  if (staged_ > 0) std::memmove(staging_.get(), staging_.get() + bytes, staged_);  // the partial block
 }
 
 void AtomicFile::flush() {
   ZDP_CHECK(fd_ >= 0 && !committed_, "flush of '{}' after commit or failure", path_);
-  if (!staging_) return;
-  const size_t whole = staged_ / kDirectBlock * kDirectBlock, rest = staged_ - whole;
-  if (whole == 0) return;
-  write_fd(staging_.get(), whole);
-  std::memmove(staging_.get(), staging_.get() + whole, rest);
-  staged_ = rest;
+  if (staging_) flush_staging(staged_ / kDirectBlock * kDirectBlock);
 }
 
 void AtomicFile::write(const void* data, size_t n) {
@@ -152,6 +148,7 @@ void AtomicFile::commit() {
     // The last partial block goes out padded with zeros; the file is then cut to its length.
     const size_t whole = (staged_ + kDirectBlock - 1) / kDirectBlock * kDirectBlock;
     std::memset(staging_.get() + staged_, 0, whole - staged_);
+    staged_ = whole;
     flush_staging(whole);
     if (::ftruncate(fd_, static_cast<off_t>(bytes_written_)) != 0) fail("cutting to its length", errno);
     staging_.reset();

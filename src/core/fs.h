@@ -53,7 +53,7 @@ class AtomicFile {
 
  private:
   void write_fd(const void* data, size_t n);  // to the descriptor, as it is opened
-  void flush_staging(size_t bytes);           // the first `bytes` (whole blocks) of the staging buffer
+  void flush_staging(size_t bytes);           // the first `bytes` (whole blocks) staged; the rest moves up
   [[noreturn]] void fail(const char* what, int err);
 
   struct FreeStaging {

@@ -96,7 +96,9 @@ TEST_F(FsTest, DirectWritesGiveTheSameBytes) {
     f.flush();
     struct stat st;
     ASSERT_EQ(::stat(f.temp_path().c_str(), &st), 0);
-    if (f.direct()) EXPECT_EQ(static_cast<size_t>(st.st_size), want.size() / 4096 * 4096);  // whole blocks only
+    if (f.direct()) {
+      EXPECT_EQ(static_cast<size_t>(st.st_size), want.size() / 4096 * 4096);  // whole blocks only
+    }
     EXPECT_EQ(read_file(p), "old");  // not visible before the commit
     f.commit();
   }
