@@ -25,8 +25,7 @@ struct CheckpointSaver::InFlight {
 
 CheckpointSaver::CheckpointSaver(zero::Engine& engine, SaveContext ctx, bool async)
     : engine_(engine), ctx_(std::move(ctx)), async_(async) {
-  // Only the ranks that write files hold a copy (with hybrid sharding, the first shard group).
-  if (async_ && engine_.comm().rank() < engine_.shard_group_size()) copy_ = zero::StateCopy::allocate(engine_);
+  if (async_ && writes_checkpoint_file(engine_)) copy_ = zero::StateCopy::allocate(engine_);  // only writers hold one
 }
 
 CheckpointSaver::~CheckpointSaver() {

@@ -78,6 +78,10 @@ SaveContext save_context(const TrainConfig& cfg, int world_size) {
   return ctx;
 }
 
+bool writes_checkpoint_file(zero::Engine& engine) {
+  return engine.comm().rank() < engine.shard_group_size();
+}
+
 SaveInProgress begin_save(zero::Engine& engine, int64_t step, const SaveContext& ctx) {
   comm::Communicator& comm = engine.comm();
   const comm::UntrackedTraffic untracked(comm);
@@ -85,10 +89,8 @@ SaveInProgress begin_save(zero::Engine& engine, int64_t step, const SaveContext&
   SaveInProgress save;
   save.step = step;
   save.started = std::chrono::steady_clock::now();
-  // One file per shard: N files, written by the first shard group (ranks 0..N-1; with hybrid
-  // sharding the other groups hold the same shards).
   const int N = engine.shard_group_size();
-  save.writes = rank < N;
+  save.writes = writes_checkpoint_file(engine);
   save.states = state_names(engine.config().optimizer);
   ZDP_CHECK(static_cast<int>(save.states.size()) == engine.num_optimizer_states(), "{} optimizer states, {} names",
             engine.num_optimizer_states(), save.states.size());

@@ -54,6 +54,9 @@ struct SaveInProgress {
   ckpt::Manifest manifest;  // rank 0: all of it as of begin_save but the files' sizes and checksums
   std::chrono::steady_clock::time_point started;
 };
+// Whether this rank writes a file of the engine's checkpoints: one file per shard, written by the first
+// shard group (ranks 0..N-1; with hybrid sharding the other groups hold the same shards).
+bool writes_checkpoint_file(zero::Engine& engine);
 // Collective: rank 0 creates the partial directory, and what the manifest records of the engine (its
 // optimizer steps, the loss scaler) is taken now.
 SaveInProgress begin_save(zero::Engine& engine, int64_t step, const SaveContext& ctx);
