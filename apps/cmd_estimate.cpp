@@ -307,9 +307,7 @@ int run_estimate(const EstimateOptions& o) {
              act_kind);
   if (in.model) {
     const int64_t T = in.seq_len();
-    const plan::ActivationBytes a =
-        in.model->is_gpt2() ? plan::gpt2_activation_bytes(in.model->gpt2(), in.micro_batch, T, false, dtype, in.gpu)
-                            : plan::llama_activation_bytes(in.model->llama(), in.micro_batch, T, false, dtype, in.gpu);
+    const model::ActivationBytes a = plan::activation_bytes(*in.model, in.micro_batch, T, false, dtype, in.gpu);
     fmt::print("Activations of one block: {} {} in zerodp ({}); {} {} by Korthikanti et al. 2022 (16-bit)\n",
                size_text(a.per_block, gib), unit, act_kind,
                size_text(static_cast<uint64_t>(plan::korthikanti_layer_bytes(T, in.micro_batch, in.model->n_embd(),
@@ -325,9 +323,7 @@ void register_estimate(CLI::App& app, Action& action) {
                                  "Estimate memory per rank, traffic per step and the largest micro-batch, per ZeRO stage");
   EstimateOptions& o = g_opt;
   cmd->add_option("--params", o.params, "Model size as a bare parameter count (7.5B, 1.56e9): model states only");
-  cmd->add_option("--preset", o.preset,
-                  "gpt2, gpt2-medium, gpt2-large, gpt2-xl, llama-3.2-1b, llama-3.2-3b, llama-3.1-8b, llama-3.1-70b, "
-                  "qwen-2.5-0.5b, qwen-2.5-7b or smollm-135m");
+  cmd->add_option("--preset", o.preset, fmt::format("A known model: {}", fmt::join(plan::model_preset_names(), ", ")));
   cmd->add_option("--layers", o.layers, "GPT-2 layers L");
   cmd->add_option("--embd", o.embd, "GPT-2 width C");
   cmd->add_option("--heads", o.heads, "GPT-2 attention heads H");

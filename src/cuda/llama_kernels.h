@@ -34,6 +34,21 @@ void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const floa
 void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const fp16* weight,
                       const float* rstd, int N, int C, float* scratch, cudaStream_t stream);
 
+// ---- RMSNorm over each head of q or k (kernels/rmsnorm.h's head_rmsnorm: Qwen 3) -------------------
+// `heads` heads of D values at the start of each of N rows `stride` apart, normed in place, their
+// values saved first into `saved` [N, heads·D]; rstd [N·heads] fp32. The backward replaces dx's heads
+// with the gradient before the norm and accumulates dweight [D] (deterministic column sums over
+// `scratch`).
+void head_rmsnorm_forward(bf16* x, bf16* saved, float* rstd, const bf16* weight, int N, int heads, int D,
+                          int64_t stride, float eps, cudaStream_t stream);
+void head_rmsnorm_forward(fp16* x, fp16* saved, float* rstd, const fp16* weight, int N, int heads, int D,
+                          int64_t stride, float eps, cudaStream_t stream);
+size_t head_rmsnorm_backward_scratch_floats(int N, int heads, int D);
+void head_rmsnorm_backward(float* dx, float* dweight, const bf16* saved, const float* rstd, const bf16* weight, int N,
+                           int heads, int D, int64_t stride, float* scratch, cudaStream_t stream);
+void head_rmsnorm_backward(float* dx, float* dweight, const fp16* saved, const float* rstd, const fp16* weight, int N,
+                           int heads, int D, int64_t stride, float* scratch, cudaStream_t stream);
+
 // ---- RoPE (kernels/rope.h) -----------------------------------------------------------------------
 // Rotates, in place, `heads` heads of D values (D even) at the start of each of N rows `stride`
 // elements apart (row n at position n % T), with the fp32 tables cos, sin [T, D/2]: the forward on the

@@ -1,5 +1,5 @@
 // The CPU device: memory in RAM (its device and host tiers alike, counted apart), GEMMs through
-// OpenBLAS (fp32) and kernels/gemm16.h (16-bit), GPT-2's and the Llama family's kernels from kernels/, all run on the
+// OpenBLAS (fp32) and kernels/gemm16.h (16-bit), the models' kernels from kernels/, all run on the
 // calling thread and the OpenMP pool before each call returns (so its compute queue is always empty
 // and record()'s events are complete). Transfers run on a worker thread of their own
 // (device/transfer_queue.h), or inline with ZERODP_TRANSFER_THREAD=0.
@@ -41,14 +41,10 @@ class CpuDevice : public Device {
   TransferQueue& transfers();
 
  protected:
-  const Gpt2Kernels<float>* gpt2_f32() const override;
-  const Gpt2Kernels<double>* gpt2_f64() const override;
-  const Gpt2Kernels<bf16>* gpt2_bf16() const override;
-  const Gpt2Kernels<fp16>* gpt2_fp16() const override;
-  const LlamaKernels<float>* llama_f32() const override;
-  const LlamaKernels<double>* llama_f64() const override;
-  const LlamaKernels<bf16>* llama_bf16() const override;
-  const LlamaKernels<fp16>* llama_fp16() const override;
+  const ModelKernels<float>* kernels_f32() const override;
+  const ModelKernels<double>* kernels_f64() const override;
+  const ModelKernels<bf16>* kernels_bf16() const override;
+  const ModelKernels<fp16>* kernels_fp16() const override;
 
  private:
   std::once_flag transfers_once_;

@@ -105,10 +105,8 @@ struct CudaDevice::Impl {
   CpuDevice host;  // computes on the page-locked host buffers (offload)
   KernelProfiler profiler;  // before the context that points at it
   KernelContext kernel_context;
-  CudaGpt2<bf16> kernels_bf16{&kernel_context};
-  CudaGpt2<fp16> kernels_fp16{&kernel_context};
-  CudaLlama<bf16> llama_kernels_bf16{&kernel_context};
-  CudaLlama<fp16> llama_kernels_fp16{&kernel_context};
+  CudaKernels<bf16> kernels_bf16{&kernel_context};
+  CudaKernels<fp16> kernels_fp16{&kernel_context};
 
   explicit Impl(int n) : ordinal(n), device_raw(n) {
     ZDP_CUDA_CHECK(cudaSetDevice(n));
@@ -274,27 +272,16 @@ void CudaDevice::synchronize() {
 }
 
 // No fp32 or fp64 tables: the attention kernels are 16-bit only (cuda_device_supports).
-const Gpt2Kernels<bf16>* CudaDevice::gpt2_bf16() const { return &impl_->kernels_bf16; }
-const Gpt2Kernels<fp16>* CudaDevice::gpt2_fp16() const { return &impl_->kernels_fp16; }
-
-const LlamaKernels<bf16>* CudaDevice::llama_bf16() const { return &impl_->llama_kernels_bf16; }
-const LlamaKernels<fp16>* CudaDevice::llama_fp16() const { return &impl_->llama_kernels_fp16; }
+const ModelKernels<bf16>* CudaDevice::kernels_bf16() const { return &impl_->kernels_bf16; }
+const ModelKernels<fp16>* CudaDevice::kernels_fp16() const { return &impl_->kernels_fp16; }
 
 template <class P>
-const Gpt2Kernels<P>& cuda_gpt2_kernels() {
-  static const CudaGpt2<P> sizing(nullptr);
+const ModelKernels<P>& cuda_model_kernels() {
+  static const CudaKernels<P> sizing(nullptr);
   return sizing;
 }
-template const Gpt2Kernels<bf16>& cuda_gpt2_kernels<bf16>();
-template const Gpt2Kernels<fp16>& cuda_gpt2_kernels<fp16>();
-
-template <class P>
-const LlamaKernels<P>& cuda_llama_kernels() {
-  static const CudaLlama<P> sizing(nullptr);
-  return sizing;
-}
-template const LlamaKernels<bf16>& cuda_llama_kernels<bf16>();
-template const LlamaKernels<fp16>& cuda_llama_kernels<fp16>();
+template const ModelKernels<bf16>& cuda_model_kernels<bf16>();
+template const ModelKernels<fp16>& cuda_model_kernels<fp16>();
 
 }  // namespace zerodp::device
 

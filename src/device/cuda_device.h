@@ -7,13 +7,13 @@
 //     after the compute issued before them;
 //   - GEMMs through cuBLASLt (cuda/gemm.h), conversions, sums of squares, AdamW and SGD through
 //     cuda/kernels.h.
-//   - GPT-2's and the Llama family's kernels in bf16 and fp16 (cuda/kernels.h, cuda/llama_kernels.h,
+//   - the models' kernels in bf16 and fp16 (cuda/kernels.h, cuda/llama_kernels.h,
 //     cuda/attention.h with grouped-query heads, GEMMs through cuBLASLt), with the CPU's semantics, issued
 //     with the device's own stream, GEMM handle and allocator; fp32 and fp64 compute are the CPU's only
 //     (the attention is 16-bit).
 // A call that hands a result to the host (sum_squares) or copies into host memory (copy with a host
 // destination) waits for the compute stream first, as the CPU device's callers expect of them.
-// Devices share no state: each call (its GPT-2 kernels' too) makes the device's GPU the calling
+// Devices share no state: each call (its kernels' too) makes the device's GPU the calling
 // thread's current device for its duration, so cuda:0 and cuda:1 can be driven from one thread.
 #pragma once
 
@@ -21,8 +21,8 @@
 
 namespace zerodp::device {
 
-// The compute types the CUDA device's GPT-2 kernels have (the tables it returns: Device::supports), answerable in a
-// build without CUDA: bf16 and fp16. Its Llama kernels have the same (supports_llama).
+// The compute types the CUDA device's kernels have (the tables it returns: Device::supports), answerable in a
+// build without CUDA: bf16 and fp16.
 constexpr bool cuda_device_supports(DType compute) { return compute == DType::kBF16 || compute == DType::kF16; }
 
 }  // namespace zerodp::device
@@ -81,24 +81,19 @@ class CudaDevice final : public Device {
   std::string kernel_time_report();
 
  protected:
-  const Gpt2Kernels<bf16>* gpt2_bf16() const override;
-  const Gpt2Kernels<fp16>* gpt2_fp16() const override;
-  const LlamaKernels<bf16>* llama_bf16() const override;
-  const LlamaKernels<fp16>* llama_fp16() const override;
+  const ModelKernels<bf16>* kernels_bf16() const override;
+  const ModelKernels<fp16>* kernels_fp16() const override;
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
 
-// The CUDA device's GPT-2 kernels (bf16, fp16) with no device behind them, readable without a GPU:
-// only their sizing entries (attention_scratch_bytes, attention_saved_bytes, host arithmetic) may be
+// The CUDA device's kernels (bf16, fp16) with no device behind them, readable without a GPU: only
+// their sizing entries (attention_scratch_bytes, attention_saved_bytes, host arithmetic) may be
 // called, for the planner's tests; the others throw.
 template <class P>
-const Gpt2Kernels<P>& cuda_gpt2_kernels();
-// The same for the Llama family's (bf16, fp16): attention_scratch_bytes and attention_saved_bytes.
-template <class P>
-const LlamaKernels<P>& cuda_llama_kernels();
+const ModelKernels<P>& cuda_model_kernels();
 
 }  // namespace zerodp::device
 

@@ -142,7 +142,7 @@ class KernelProfiler {
   cuda::KernelTimes times_;
 };
 
-// What a CUDA device's GPT-2 kernels issue their work with: the GPU, its compute stream, its GEMM
+// What a CUDA device's kernels issue their work with: the GPU, its compute stream, its GEMM
 // handle, the allocator their working memory comes from, and the profiler. The device's own
 // (CudaDevice::Impl).
 struct KernelContext {

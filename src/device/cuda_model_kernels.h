@@ -1,5 +1,5 @@
-// The CUDA device's kernel tables (cuda_device.cpp): GPT-2's and the Llama family's entries on the
-// cuda/ kernels and cuBLASLt, for bf16 and fp16. Internal to device/ (included by cuda_device.cpp only).
+// The CUDA device's kernel table (cuda_device.cpp): the models' entries on the cuda/ kernels and
+// cuBLASLt, for bf16 and fp16. Internal to device/ (included by cuda_device.cpp only).
 #pragma once
 
 #if ZERODP_WITH_CUDA
@@ -24,19 +24,19 @@
 
 namespace zerodp::device::detail {
 
-// What both kernel tables share: the context their work is issued with, the 16-bit type, the scratch
-// of a call, and the cuBLASLt GEMM on P operands. Made without a context (the sizing tables), only a
-// table's sizing entries may be called: ctx() refuses the others.
+// The table's plumbing: the context its work is issued with, the 16-bit type, the scratch of a call,
+// and the cuBLASLt GEMMs of a dense layer on P operands. Made without a context (the sizing table),
+// only the sizing entries may be called: ctx() refuses the others.
 template <class P>
 class CudaTable {
  protected:
   static constexpr DType kType = std::is_same_v<P, bf16> ? DType::kBF16 : DType::kF16;
 
-  CudaTable(const KernelContext* context, const char* family) : context_(context), family_(family) {}
+  explicit CudaTable(const KernelContext* context) : context_(context) {}
 
   const KernelContext& ctx() const {
-    ZDP_CHECK(context_ != nullptr, "a {} kernel of the CUDA table for sizing was called: kernels run through a "
-                                   "CudaDevice's table", family_);
+    ZDP_CHECK(context_ != nullptr, "a kernel of the CUDA table for sizing was called: kernels run through a "
+                                   "CudaDevice's table");
     return *context_;
   }
   // The entry `name` begins: its GPU current, timed when profiling (Entry).
@@ -108,40 +108,55 @@ class CudaTable {
 
  private:
   const KernelContext* context_;
-  const char* family_;
 };
 
-// GPT-2's kernels for 16-bit compute type P on the GPU of `context`, with the CPU's semantics
+// The grouped-query shape as the CUDA attention takes it.
+inline cuda::AttentionDims attention_dims(const kernels::AttentionShape& s) {
+  return cuda::AttentionDims{s.B, s.T, s.heads, s.kv_heads, s.head_size};
+}
+
+// The models' kernels for 16-bit compute type P on the GPU of `context`, with the CPU's semantics
 // (device/device.h, kernels/*.h): the same outputs written or accumulated, GEMMs through cuBLASLt on P
-// operands with fp32 accumulation, statistics in fp32. Each entry makes its GPU the thread's current
-// device for the call, so kernels of two devices may be called in turn from one thread. Two differences
-// of layout, invisible to the model:
-//   - attention saves its row log-sum-exp [B,NH,T] in `att` (where the CPU keeps the probabilities:
-//     attention_saved_bytes says how much), and the backward reads it with the forward's output;
-//   - linear_forward into the fp32 stream adds the bias after the GEMM (cuda/kernels_bias.cu), and the
-//     fp32 bias gradients are deterministic column sums (LayerNorm's partials) rather than cuBLASLt's
-//     epilogue.
-// Made without a context (cuda_gpt2_kernels), only the sizing entries may be called.
+// operands with fp32 accumulation, statistics in fp32, 16-bit values computed in fp32 and rounded once.
+// Each entry makes its GPU the thread's current device for the call, so kernels of two devices may be
+// called in turn from one thread. Differences of layout, invisible to the models:
+//   - the attention (cuda/attention.h, grouped-query heads) saves its row log-sum-exp [B,NH,T] fp32 in
+//     `att` (where the CPU keeps the probabilities: attention_saved_bytes says how much), and its
+//     backward reads it with the forward's output; nothing T×T is kept and nothing is recomputed;
+//   - a dense layer into the fp32 stream adds its bias after the GEMM (cuda/kernels_bias.cu: the CPU's
+//     addition), one into P in the GEMM's epilogue (rounded once with it); the fp32 bias gradients are
+//     deterministic column sums (LayerNorm's partials) rather than cuBLASLt's epilogue;
+//   - the embedding's gradient is summed in row order, bitwise the CPU's; RMSNorm's weight gradient is
+//     LayerNorm's deterministic column sum.
+// Made without a context (cuda_model_kernels), only the sizing entries may be called.
 template <class P>
-class CudaGpt2 final : public Gpt2Kernels<P>, private CudaTable<P> {
+class CudaKernels final : public ModelKernels<P>, private CudaTable<P> {
   using Base = CudaTable<P>;
   using Base::ctx;
-  using Base::gemm;
   using Base::kType;
   using Base::scratch;
+  using Layout = kernels::WeightLayout;
 
  public:
-  explicit CudaGpt2(const KernelContext* context) : Base(context, "GPT-2") {}
+  explicit CudaKernels(const KernelContext* context) : Base(context) {}
 
-  void encoder_forward(float* out, const int32_t* inp, const P* wte, const P* wpe, int B, int T,
-                       int C) const override {
+  void embedding_forward(float* out, const int32_t* inp, const P* wte, const P* wpe, int B, int T,
+                         int C) const override {
     const auto on = this->enter(__func__);
-    cuda::encoder_forward(out, inp, wte, wpe, B, T, C, ctx().stream);
+    if (wpe != nullptr) {
+      cuda::encoder_forward(out, inp, wte, wpe, B, T, C, ctx().stream);
+    } else {
+      cuda::embedding_forward(out, inp, wte, B * T, C, ctx().stream);
+    }
   }
-  void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* inp, int B, int T,
-                        int C) const override {
+  void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* inp, int B, int T,
+                          int C) const override {
     const auto on = this->enter(__func__);
-    cuda::encoder_backward(dwte, dwpe, dout, inp, B, T, C, ctx().stream);
+    if (dwpe != nullptr) {
+      cuda::encoder_backward(dwte, dwpe, dout, inp, B, T, C, ctx().stream);
+    } else {
+      cuda::embedding_backward(dwte, dout, inp, B * T, C, ctx().stream);
+    }
   }
   void layernorm_forward(P* out, float* mean, float* rstd, const float* inp, const P* w, const P* b, int N,
                          int C) const override {
@@ -153,126 +168,6 @@ class CudaGpt2 final : public Gpt2Kernels<P>, private CudaTable<P> {
     const auto on = this->enter(__func__);
     Buffer partials = scratch(cuda::layernorm_backward_scratch_floats(N, C) * sizeof(float));
     cuda::layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C, partials.as<float>(), ctx().stream);
-  }
-  // out[N,OC] = inp[N,C]·W[C,OC] + bias (CudaTable::dense_forward, W in GPT-2's [in, out]).
-  void linear_forward(P* out, const P* inp, const P* w, const P* b, int N, int C, int OC, float*) const override {
-    const auto on = this->enter(__func__);
-    this->dense_forward(out, kType, inp, w, b, N, C, OC, kInOut);
-  }
-  void linear_forward_acc(float* out, const P* inp, const P* w, const P* b, int N, int C, int OC,
-                          float*) const override {
-    const auto on = this->enter(__func__);
-    this->dense_forward(out, DType::kF32, inp, w, b, N, C, OC, kInOut);
-  }
-  void linear_backward(float* dinp, float* dw, float* db, const float* dout, const P* inp, const P* w, int N, int C,
-                       int OC, P* operand16) const override {
-    const auto on = this->enter(__func__);
-    this->dense_backward(dinp, dw, db, dout, inp, w, N, C, OC, operand16, kInOut);
-  }
-  // The tied LM head is a dense layer with wte [V, C] as PyTorch's [out, in] weight, without a bias:
-  // logits[N,V] = inp·wteᵀ; dinp = dlogits16·wte, dwte += dlogits16ᵀ·inp.
-  void head_forward(float* logits, const P* inp, const P* wte, int N, int C, int V) const override {
-    const auto on = this->enter(__func__);
-    this->dense_forward(logits, DType::kF32, inp, wte, nullptr, N, C, V, kernels::WeightLayout::kOutIn);
-  }
-  void head_backward(float* dinp, float* dwte, const float* dlogits, const P* inp, const P* wte, int N, int C, int V,
-                     P* operand16) const override {
-    const auto on = this->enter(__func__);
-    this->dense_backward(dinp, dwte, nullptr, dlogits, inp, wte, N, C, V, operand16, kernels::WeightLayout::kOutIn);
-  }
-
-  // Flash attention: the forward saves its row log-sum-exp L [B,NH,T] (fp32) in the block's `att`
-  // and the output in `out` (the model keeps it: c_proj's input); the backward reads both, so
-  // nothing T×T is kept and nothing is recomputed. Scratch: the backward's D [B,NH,T].
-  size_t attention_scratch_bytes(int B, int T, int, int NH) const override {
-    return cuda::attention_backward_scratch_bytes(B, T, NH);
-  }
-  size_t attention_saved_bytes(int B, int T, int NH) const override {
-    return static_cast<size_t>(B) * NH * T * sizeof(float);
-  }
-  void attention_forward(P* out, P* att, const P* qkv, void*, int B, int T, int C, int NH) const override {
-    const auto on = this->enter(__func__);
-    cuda::attention_forward(kType, out, reinterpret_cast<float*>(att), qkv, B, T, C, NH, ctx().stream);
-  }
-  void attention_backward(float* dqkv, void* scratch, const float* dout, P* operand16, const P* qkv, const P* out,
-                          const P* att, int B, int T, int C, int NH) const override {
-    const auto on = this->enter(__func__);
-    cuda::convert(dout, DType::kF32, operand16, kType, static_cast<size_t>(B) * T * C, ctx().stream);
-    cuda::attention_backward(kType, dqkv, scratch, operand16, out, reinterpret_cast<const float*>(att), qkv, B, T, C,
-                             NH, ctx().stream);
-  }
-  void gelu_forward(P* out, const P* inp, size_t n) const override {
-    const auto on = this->enter(__func__);
-    cuda::gelu_forward(out, inp, n, ctx().stream);
-  }
-  void gelu_backward(float* dinp, const P* inp, const float* dout, size_t n) const override {
-    const auto on = this->enter(__func__);
-    cuda::gelu_backward(dinp, inp, dout, n, ctx().stream);
-  }
-  // dpre16 = round(gelu'(pre)·dgelu) into operand16 with the bias gradient of the unrounded values, then
-  // the linear layer's GEMMs on it (dpre is not written: the 16-bit path leaves it alone, as the CPU's).
-  void gelu_linear_backward(float* dinp, float* dw, float* db, float*, const float* dgelu, const P* pre,
-                            const P* inp, const P* w, int N, int C, int OC, P* operand16) const override {
-    const auto on = this->enter(__func__);
-    Buffer partials = scratch(cuda::gelu_bias_backward_scratch_floats(N, OC) * sizeof(float));
-    cuda::gelu_bias_backward(operand16, db, pre, dgelu, N, OC, partials.as<float>(), ctx().stream);
-    this->dense_weight_grads(dinp, dw, operand16, OC, inp, w, N, C, OC, kInOut);
-  }
-  void residual_forward(float* out, const float* a, const float* b, size_t n) const override {
-    const auto on = this->enter(__func__);
-    cuda::residual_forward(out, a, b, n, ctx().stream);
-  }
-  void softmax_crossentropy_forward(float* losses, float* probs, const float* logits, const int32_t* targets, int N,
-                                    int V) const override {
-    const auto on = this->enter(__func__);
-    cuda::softmax_crossentropy_forward(losses, probs, logits, targets, N, V, ctx().stream);
-  }
-  void softmax_crossentropy_backward(float* dlogits, const float* probs, const int32_t* targets, float dloss, int N,
-                                     int V) const override {
-    const auto on = this->enter(__func__);
-    cuda::softmax_crossentropy_backward(dlogits, probs, targets, dloss, N, V, ctx().stream);
-  }
-
- private:
-  static constexpr kernels::WeightLayout kInOut = kernels::WeightLayout::kInOut;
-};
-
-// The grouped-query shape as the CUDA attention takes it.
-cuda::AttentionDims attention_dims(const kernels::AttentionShape& s) {
-  return cuda::AttentionDims{s.B, s.T, s.heads, s.kv_heads, s.head_size};
-}
-
-// The Llama family's kernels for 16-bit compute type P on the GPU of `context`, with CpuLlama's
-// semantics (device/device.h, kernels/{rmsnorm,rope,swiglu,encoder,matmul,attention}.h): the same
-// outputs written or accumulated, statistics in fp32, 16-bit values computed in fp32 and rounded once.
-// As CudaGpt2:
-//   - dense layers are cuBLASLt GEMMs on P operands with fp32 accumulation, here with PyTorch's [out, in]
-//     weights (W read transposed); a 16-bit output gets its bias in the GEMM's epilogue (rounded once
-//     with it), an fp32 one after the GEMM (cuda/kernels_bias.cu: the CPU's addition); the fp32 bias
-//     gradient is a deterministic column sum (LayerNorm's partials);
-//   - the attention (cuda/attention.h, grouped-query heads) saves its row log-sum-exp [B,NH,T] fp32 in
-//     `att` (attention_saved_bytes), and its backward reads it with the forward's output;
-//   - the embedding's gradient is summed in row order, bitwise the CPU's; RMSNorm's weight gradient is
-//     LayerNorm's deterministic column sum.
-// Made without a context (cuda_llama_kernels), only the sizing entries may be called.
-template <class P>
-class CudaLlama final : public LlamaKernels<P>, private CudaTable<P> {
-  using Base = CudaTable<P>;
-  using Base::ctx;
-  using Base::gemm;
-  using Base::kType;
-  using Base::scratch;
-
- public:
-  explicit CudaLlama(const KernelContext* context) : Base(context, "Llama") {}
-
-  void embedding_forward(float* out, const int32_t* inp, const P* table, int N, int C) const override {
-    const auto on = this->enter(__func__);
-    cuda::embedding_forward(out, inp, table, N, C, ctx().stream);
-  }
-  void embedding_backward(float* dtable, const float* dout, const int32_t* inp, int N, int C) const override {
-    const auto on = this->enter(__func__);
-    cuda::embedding_backward(dtable, dout, inp, N, C, ctx().stream);
   }
   void rmsnorm_forward(P* out, float* rstd, const float* inp, const P* w, int N, int C, double eps) const override {
     ZDP_CHECK(N > 0 && C > 0 && eps >= 0, "rmsnorm_forward: bad shape N={} C={} or eps {}", N, C, eps);
@@ -286,20 +181,34 @@ class CudaLlama final : public LlamaKernels<P>, private CudaTable<P> {
     Buffer partials = scratch(cuda::rmsnorm_backward_scratch_floats(N, C) * sizeof(float));
     cuda::rmsnorm_backward(dinp, dw, dout, inp, w, rstd, N, C, partials.as<float>(), ctx().stream);
   }
-  // out[N,OC] = inp[N,C]·Wᵀ + bias with W [OC,C] (CudaTable::dense_forward, PyTorch's [out, in]).
-  void linear_forward(P* out, const P* inp, const P* w, const P* b, int N, int C, int OC, float*) const override {
+  void head_rmsnorm_forward(P* x, P* saved, float* rstd, const P* w, int N, int heads, int D, int64_t stride,
+                            double eps) const override {
+    check_heads(N, heads, D, stride);
+    ZDP_CHECK(eps >= 0, "head_rmsnorm_forward: eps {}", eps);
     const auto on = this->enter(__func__);
-    this->dense_forward(out, kType, inp, w, b, N, C, OC, kernels::WeightLayout::kOutIn);
+    cuda::head_rmsnorm_forward(x, saved, rstd, w, N, heads, D, stride, static_cast<float>(eps), ctx().stream);
   }
-  void linear_forward_acc(float* out, const P* inp, const P* w, const P* b, int N, int C, int OC,
+  void head_rmsnorm_backward(float* dx, float* dw, const P* saved, const float* rstd, const P* w, int N, int heads,
+                             int D, int64_t stride) const override {
+    check_heads(N, heads, D, stride);
+    const auto on = this->enter(__func__);
+    Buffer partials = scratch(cuda::head_rmsnorm_backward_scratch_floats(N, heads, D) * sizeof(float));
+    cuda::head_rmsnorm_backward(dx, dw, saved, rstd, w, N, heads, D, stride, partials.as<float>(), ctx().stream);
+  }
+  void linear_forward(P* out, const P* inp, const P* w, const P* b, int N, int C, int OC, Layout layout,
+                      float*) const override {
+    const auto on = this->enter(__func__);
+    this->dense_forward(out, kType, inp, w, b, N, C, OC, layout);
+  }
+  void linear_forward_acc(float* out, const P* inp, const P* w, const P* b, int N, int C, int OC, Layout layout,
                           float*) const override {
     const auto on = this->enter(__func__);
-    this->dense_forward(out, DType::kF32, inp, w, b, N, C, OC, kernels::WeightLayout::kOutIn);
+    this->dense_forward(out, DType::kF32, inp, w, b, N, C, OC, layout);
   }
   void linear_backward(float* dinp, float* dw, float* db, const float* dout, const P* inp, const P* w, int N, int C,
-                       int OC, P* operand16) const override {
+                       int OC, Layout layout, P* operand16) const override {
     const auto on = this->enter(__func__);
-    this->dense_backward(dinp, dw, db, dout, inp, w, N, C, OC, operand16, kernels::WeightLayout::kOutIn);
+    this->dense_backward(dinp, dw, db, dout, inp, w, N, C, OC, operand16, layout);
   }
   void rope_forward(P* x, const float* cos, const float* sin, int N, int T, int heads, int D,
                     int64_t stride) const override {
@@ -313,13 +222,12 @@ class CudaLlama final : public LlamaKernels<P>, private CudaTable<P> {
     const auto on = this->enter(__func__);
     cuda::rope_backward(dx, cos, sin, N, T, heads, D, stride, ctx().stream);
   }
-  // Flash attention with grouped-query heads, as CudaGpt2's: `att` keeps L [B,NH,T] fp32; the scratch is
-  // the backward's D [B,NH,T].
+  // Flash attention: `att` keeps L [B,NH,T] fp32; the scratch is the backward's D [B,NH,T].
   size_t attention_scratch_bytes(const kernels::AttentionShape& shape) const override {
-    return cuda::attention_backward_scratch_bytes(attention_dims(shape));
+    return flash_attention_sizes().attention_scratch_bytes(shape);
   }
   size_t attention_saved_bytes(const kernels::AttentionShape& shape) const override {
-    return static_cast<size_t>(shape.B) * shape.heads * shape.T * sizeof(float);
+    return flash_attention_sizes().attention_saved_bytes(shape);
   }
   void attention_forward(P* out, P* att, const P* qkv, void*, const kernels::AttentionShape& shape) const override {
     const auto on = this->enter(__func__);
@@ -334,6 +242,24 @@ class CudaLlama final : public LlamaKernels<P>, private CudaTable<P> {
     cuda::convert(dout, DType::kF32, operand16, kType, n, ctx().stream);
     cuda::attention_backward(kType, dqkv, scratch, operand16, out, reinterpret_cast<const float*>(att), qkv, dims,
                              ctx().stream);
+  }
+  void gelu_forward(P* out, const P* inp, size_t n) const override {
+    const auto on = this->enter(__func__);
+    cuda::gelu_forward(out, inp, n, ctx().stream);
+  }
+  void gelu_backward(float* dinp, const P* inp, const float* dout, size_t n) const override {
+    const auto on = this->enter(__func__);
+    cuda::gelu_backward(dinp, inp, dout, n, ctx().stream);
+  }
+  // dpre16 = round(gelu'(pre)·dgelu) into operand16 with the bias gradient of the unrounded values, then
+  // the linear layer's GEMMs on it (dpre is not written: the 16-bit path leaves it alone, as the CPU's).
+  void gelu_linear_backward(float* dinp, float* dw, float* db, float*, const float* dgelu, const P* pre,
+                            const P* inp, const P* w, int N, int C, int OC, Layout layout,
+                            P* operand16) const override {
+    const auto on = this->enter(__func__);
+    Buffer partials = scratch(cuda::gelu_bias_backward_scratch_floats(N, OC) * sizeof(float));
+    cuda::gelu_bias_backward(operand16, db, pre, dgelu, N, OC, partials.as<float>(), ctx().stream);
+    this->dense_weight_grads(dinp, dw, operand16, OC, inp, w, N, C, OC, layout);
   }
   void swiglu_forward(P* out, const P* inp, int N, int I) const override {
     const auto on = this->enter(__func__);
@@ -359,6 +285,11 @@ class CudaLlama final : public LlamaKernels<P>, private CudaTable<P> {
   }
 
  private:
+  // kernels/rmsnorm.cpp's check of a head norm's shape: the GPU cannot refuse one once launched.
+  static void check_heads(int N, int heads, int D, int64_t stride) {
+    ZDP_CHECK(N > 0 && heads > 0 && D > 0 && stride >= int64_t{heads} * D,
+              "head_rmsnorm: bad shape N={} heads={} D={} stride={}", N, heads, D, stride);
+  }
   // kernels/rope.cpp's check: the GPU cannot refuse a shape once launched.
   static void check_rope(int N, int T, int heads, int D, int64_t stride) {
     ZDP_CHECK(N > 0 && T > 0 && heads > 0 && D > 0 && D % 2 == 0 && stride >= int64_t{heads} * D,

@@ -1,7 +1,6 @@
 #include "device/device.h"
 
 #include <string>
-#include <string_view>
 
 #include "core/error.h"
 
@@ -9,30 +8,48 @@ namespace zerodp::device {
 
 bool Device::supports(DType compute) const {
   switch (compute) {
-    case DType::kF32: return gpt2_f32() != nullptr;
-    case DType::kBF16: return gpt2_bf16() != nullptr;
-    case DType::kF16: return gpt2_fp16() != nullptr;
+    case DType::kF32: return kernels_f32() != nullptr;
+    case DType::kBF16: return kernels_bf16() != nullptr;
+    case DType::kF16: return kernels_fp16() != nullptr;
     default: return false;
   }
 }
 
-bool Device::supports_llama(DType compute) const {
-  switch (compute) {
-    case DType::kF32: return llama_f32() != nullptr;
-    case DType::kBF16: return llama_bf16() != nullptr;
-    case DType::kF16: return llama_fp16() != nullptr;
-    default: return false;
-  }
-}
-
-void Device::no_kernels(const char* family, DType compute) const {
-  const bool llama = std::string_view(family) != "GPT-2";
+void Device::no_kernels(DType compute) const {
   std::string have;
   for (DType t : {DType::kF32, DType::kBF16, DType::kF16})
-    if (llama ? supports_llama(t) : supports(t)) have += (have.empty() ? "" : " or ") + std::string(dtype_name(t));
-  throw RuntimeFailure(fmt::format("the {} device has no {} kernels computing in {}{}", name(), family,
-                                   dtype_name(compute),
+    if (supports(t)) have += (have.empty() ? "" : " or ") + std::string(dtype_name(t));
+  throw RuntimeFailure(fmt::format("the {} device has no kernels computing in {}{}", name(), dtype_name(compute),
                                    have.empty() ? std::string() : fmt::format(": use --dtype {}", have)));
+}
+
+namespace {
+class FlashAttentionSizes final : public AttentionSizes {
+ public:
+  size_t attention_scratch_bytes(const kernels::AttentionShape& s) const override { return row_floats(s); }
+  size_t attention_saved_bytes(const kernels::AttentionShape& s) const override { return row_floats(s); }
+
+ private:
+  // One fp32 per (sequence, query head, position).
+  static size_t row_floats(const kernels::AttentionShape& s) {
+    return static_cast<size_t>(s.B) * s.heads * s.T * sizeof(float);
+  }
+};
+}  // namespace
+
+const AttentionSizes& flash_attention_sizes() {
+  static const FlashAttentionSizes sizes;
+  return sizes;
+}
+
+const AttentionSizes& attention_sizes(bool gpu, DType compute) {
+  if (gpu) return flash_attention_sizes();
+  const Device& cpu = default_device();
+  switch (compute) {
+    case DType::kBF16: return cpu.kernels<bf16>();
+    case DType::kF16: return cpu.kernels<fp16>();
+    default: return cpu.kernels<float>();
+  }
 }
 
 }  // namespace zerodp::device

@@ -3,9 +3,9 @@
 //   - memory: allocation in the ledger (its own memory in the device tier, and host memory in the
 //     host tier: on the CPU device both are RAM, counted apart), copies, zeroing;
 //   - GEMM: fp32, and 16-bit operands with fp32 accumulation;
-//   - GPT-2's kernels, forward beside backward, as one object per compute type (Gpt2Kernels<P>:
-//     float, double for the gradient checks, bf16 and fp16 for 16-bit compute), bound to the device's
-//     context; supports() says which compute types it has;
+//   - the models' kernels, forward beside backward, as one table for every architecture and one
+//     object per compute type (ModelKernels<P>: float, double for the gradient checks, bf16 and fp16
+//     for 16-bit compute), bound to the device's context; supports() says which compute types it has;
 //   - the optimizer's update of a shard (AdamW, SGD: optim/'s math) and dtype conversions;
 //   - ordering: work is issued in order on the device's queue; an Event marks a point in it, and
 //     synchronize() waits for all of it: what overlap with communication builds on.
@@ -25,6 +25,7 @@
 #include "core/dtype.h"
 #include "core/memory.h"
 #include "kernels/attention.h"
+#include "kernels/matmul.h"
 #include "optim/adamw.h"
 #include "optim/sgd.h"
 
@@ -36,103 +37,90 @@ namespace zerodp::device {
 // Callers size operand16 for it; a device whose GEMMs do not care (the CPU's) keeps the rows packed.
 constexpr size_t operand16_row(size_t n) { return (n + 7) / 8 * 8; }
 
-// GPT-2's kernels for compute type P, as the model calls them (math in kernels/*.h): an object a
-// device makes and owns, bound to that device's context (a GPU's stream, GEMM handle and working
-// memory), so that a call needs nothing global and two devices' kernels run side by side. Each entry
-// issues its work on its device's queue, in call order. Acc is the type everything that accumulates
-// is kept in: float for bf16/fp16 and float, double for double. For 16-bit P, `scratch`/`operand16`
-// are the working memory of docs/design.md "16-bit compute" (operand16: N rows of operand16_row(n)
-// elements for an operand of n columns); for float and double they are unused (may be null).
+// The kernels of every architecture, for compute type P, as the models call them (math in kernels/*.h):
+// one table of operations (embeddings, LayerNorm and RMSNorm, dense layers in either weight layout,
+// rotary embedding, attention with grouped-query heads, GELU and SwiGLU, residual, cross-entropy) from
+// which GPT-2 and the Llama family alike are built, so that a new architecture adds at most the
+// operations it alone has. An object a device makes and owns, bound to that device's context (a GPU's
+// stream, GEMM handle and working memory), so that a call needs nothing global and two devices' kernels
+// run side by side. Each entry issues its work on its device's queue, in call order. Acc is the type
+// everything that accumulates is kept in: float for bf16/fp16 and float, double for double. For 16-bit
+// P, `scratch`/`operand16` are the working memory of docs/design.md "16-bit compute" (operand16: N rows
+// of operand16_row(n) elements for an operand of n columns); for float and double they are unused (may
+// be null).
+// What a kernel table's attention needs, in bytes: working memory shared by every block
+// (attention_scratch_bytes), and what its forward saves in `att` for the backward, per block
+// (attention_saved_bytes): the CPU's softmax probabilities [B,NH,T,T] in P, a flash attention's row
+// log-sum-exp [B,NH,T] in fp32. Host arithmetic: no device is needed to answer, so the planner sizes a
+// GPU's activations on a machine without one (attention_sizes).
+class AttentionSizes {
+ public:
+  virtual ~AttentionSizes() = default;
+  virtual size_t attention_scratch_bytes(const kernels::AttentionShape& shape) const = 0;
+  virtual size_t attention_saved_bytes(const kernels::AttentionShape& shape) const = 0;
+};
+
 template <class P>
-class Gpt2Kernels {
+class ModelKernels : public AttentionSizes {
  public:
   using Acc = std::conditional_t<std::is_same_v<P, double>, double, float>;
-  virtual ~Gpt2Kernels() = default;
+  virtual ~ModelKernels() = default;
 
-  virtual void encoder_forward(Acc* out, const int32_t* inp, const P* wte, const P* wpe, int B, int T,
-                               int C) const = 0;
-  virtual void encoder_backward(Acc* dwte, Acc* dwpe, const Acc* dout, const int32_t* inp, int B, int T,
-                                int C) const = 0;
+  // out[b,t,:] = wte[inp[b,t],:] (+ wpe[t,:] where the model learns positions; wpe may be null);
+  // dwte[inp[n],:] += dout[n,:] summed in row order, dwpe[t,:] += Σ_b dout[b,t,:] (dwpe null: none).
+  virtual void embedding_forward(Acc* out, const int32_t* inp, const P* wte, const P* wpe, int B, int T,
+                                 int C) const = 0;
+  virtual void embedding_backward(Acc* dwte, Acc* dwpe, const Acc* dout, const int32_t* inp, int B, int T,
+                                  int C) const = 0;
   virtual void layernorm_forward(P* out, Acc* mean, Acc* rstd, const Acc* inp, const P* weight, const P* bias, int N,
                                  int C) const = 0;
   virtual void layernorm_backward(Acc* dinp, Acc* dweight, Acc* dbias, const Acc* dout, const Acc* inp,
                                   const P* weight, const Acc* mean, const Acc* rstd, int N, int C) const = 0;
-  // out[N,OC] = inp·W + bias, into the next GEMM's input (P) or into the residual stream (Acc).
-  virtual void linear_forward(P* out, const P* inp, const P* weight, const P* bias, int N, int C, int OC,
-                              float* scratch) const = 0;
-  virtual void linear_forward_acc(Acc* out, const P* inp, const P* weight, const P* bias, int N, int C, int OC,
-                                  float* scratch) const = 0;
-  virtual void linear_backward(Acc* dinp, Acc* dweight, Acc* dbias, const Acc* dout, const P* inp, const P* weight,
-                               int N, int C, int OC, P* operand16) const = 0;
-  // The tied LM head: logits[N,V] = inp·wteᵀ.
-  virtual void head_forward(Acc* logits, const P* inp, const P* wte, int N, int C, int V) const = 0;
-  virtual void head_backward(Acc* dinp, Acc* dwte, const Acc* dlogits, const P* inp, const P* wte, int N, int C,
-                             int V, P* operand16) const = 0;
-  // Working memory the attention needs (bytes), shared by every block; what its forward saves in
-  // `att` for the backward, per block (bytes): the CPU's softmax probabilities [B,NH,T,T] in P, a
-  // flash attention's row log-sum-exp [B,NH,T] in fp32; then its two directions. The backward gets
-  // the forward's output `out` too (a flash attention's D = rowsum(dO∘O) needs it). The two sizes
-  // are host arithmetic: they need no device.
-  virtual size_t attention_scratch_bytes(int B, int T, int C, int NH) const = 0;
-  virtual size_t attention_saved_bytes(int B, int T, int NH) const = 0;
-  virtual void attention_forward(P* out, P* att, const P* qkv, void* scratch, int B, int T, int C,
-                                 int NH) const = 0;
-  virtual void attention_backward(Acc* dqkv, void* scratch, const Acc* dout, P* operand16, const P* qkv,
-                                  const P* out, const P* att, int B, int T, int C, int NH) const = 0;
-  virtual void gelu_forward(P* out, const P* inp, size_t n) const = 0;
-  virtual void gelu_backward(Acc* dinp, const P* inp, const Acc* dout, size_t n) const = 0;
-  // The MLP's first linear layer backward through the GELU after it, fused (kernels/gelu.h):
-  // dpre = gelu'(pre)·dgelu, then linear_backward on dpre (pre [N,OC] the linear's output). float and
-  // double write dpre [N,OC] (the GEMMs' operand); 16-bit P rounds it straight into operand16 and
-  // leaves dpre alone (may be null): the same results as gelu_backward followed by linear_backward.
-  virtual void gelu_linear_backward(Acc* dinp, Acc* dweight, Acc* dbias, Acc* dpre, const Acc* dgelu, const P* pre,
-                                    const P* inp, const P* weight, int N, int C, int OC, P* operand16) const = 0;
-  virtual void residual_forward(Acc* out, const Acc* a, const Acc* b, size_t n) const = 0;
-  virtual void softmax_crossentropy_forward(Acc* losses, Acc* probs, const Acc* logits, const int32_t* targets,
-                                            int N, int V) const = 0;
-  virtual void softmax_crossentropy_backward(Acc* dlogits, const Acc* probs, const int32_t* targets, Acc dloss,
-                                             int N, int V) const = 0;
-};
-
-// The Llama family's kernels for compute type P (math in kernels/*.h: rmsnorm, rope, swiglu, the
-// grouped-query attention, dense layers with PyTorch's [out, in] weights), bound to the device's
-// context as Gpt2Kernels are, with the same types and working memory: Acc accumulates, 16-bit P
-// stores what feeds a GEMM or the attention, `scratch` / `operand16` are 16-bit compute's.
-template <class P>
-class LlamaKernels {
- public:
-  using Acc = typename Gpt2Kernels<P>::Acc;
-  virtual ~LlamaKernels() = default;
-
-  // out[n,:] = table[inp[n],:] ; dtable[inp[n],:] += dout[n,:] (summed in row order).
-  virtual void embedding_forward(Acc* out, const int32_t* inp, const P* table, int N, int C) const = 0;
-  virtual void embedding_backward(Acc* dtable, const Acc* dout, const int32_t* inp, int N, int C) const = 0;
   virtual void rmsnorm_forward(P* out, Acc* rstd, const Acc* inp, const P* weight, int N, int C,
                                double eps) const = 0;
   virtual void rmsnorm_backward(Acc* dinp, Acc* dweight, const Acc* dout, const Acc* inp, const P* weight,
                                 const Acc* rstd, int N, int C) const = 0;
-  // out[N,OC] = inp·Wᵀ + bias with W [OC, C] (bias may be null), into the next GEMM's input (P) or
-  // into the residual stream and the logits (Acc); the backward writes dinp, accumulates dW and dbias
-  // (dbias may be null).
+  // RMSNorm over each of `heads` heads of D values at the start of each of N rows `stride` apart (the
+  // query or the key heads of qkv: Qwen 3's q_norm and k_norm, one weight [D]), in place, the heads
+  // saved first into `saved` [N, heads·D] and rstd [N·heads] kept; the backward turns dx's heads (x's
+  // layout) from the gradient of the normed heads into that of the heads before, and accumulates
+  // dweight [D].
+  virtual void head_rmsnorm_forward(P* x, P* saved, Acc* rstd, const P* weight, int N, int heads, int D,
+                                    int64_t stride, double eps) const = 0;
+  virtual void head_rmsnorm_backward(Acc* dx, Acc* dweight, const P* saved, const Acc* rstd, const P* weight, int N,
+                                     int heads, int D, int64_t stride) const = 0;
+  // A dense layer, its weight stored as `layout` says ([in, out]: GPT-2's Conv1D; [out, in]: PyTorch's
+  // Linear, and every tied LM head): out[N,OC] = inp·W + bias (bias may be null), into the next GEMM's
+  // input (P) or into the residual stream and the logits (Acc); the backward writes dinp (may be
+  // null: skipped), accumulates dW and dbias (may be null).
   virtual void linear_forward(P* out, const P* inp, const P* weight, const P* bias, int N, int C, int OC,
-                              float* scratch) const = 0;
+                              kernels::WeightLayout layout, float* scratch) const = 0;
   virtual void linear_forward_acc(Acc* out, const P* inp, const P* weight, const P* bias, int N, int C, int OC,
-                                  float* scratch) const = 0;
+                                  kernels::WeightLayout layout, float* scratch) const = 0;
   virtual void linear_backward(Acc* dinp, Acc* dweight, Acc* dbias, const Acc* dout, const P* inp, const P* weight,
-                               int N, int C, int OC, P* operand16) const = 0;
+                               int N, int C, int OC, kernels::WeightLayout layout, P* operand16) const = 0;
   // Rotates, in place, `heads` heads of D values at the start of each of N rows `stride` apart (the
   // query and key heads of qkv), row n at position n % T; the backward rotates their gradient back.
   virtual void rope_forward(P* x, const float* cos, const float* sin, int N, int T, int heads, int D,
                             int64_t stride) const = 0;
   virtual void rope_backward(Acc* dx, const float* cos, const float* sin, int N, int T, int heads, int D,
                              int64_t stride) const = 0;
-  // As Gpt2Kernels' attention, for grouped-query heads.
-  virtual size_t attention_scratch_bytes(const kernels::AttentionShape& shape) const = 0;
-  virtual size_t attention_saved_bytes(const kernels::AttentionShape& shape) const = 0;
+  // Causal attention over qkv's query heads and their key/value heads (grouped-query; as many of each:
+  // multi-head), with the working memory and saved state its AttentionSizes say. The backward gets the
+  // forward's output `out` too (a flash attention's D = rowsum(dO∘O) needs it).
   virtual void attention_forward(P* out, P* att, const P* qkv, void* scratch,
                                  const kernels::AttentionShape& shape) const = 0;
   virtual void attention_backward(Acc* dqkv, void* scratch, const Acc* dout, P* operand16, const P* qkv,
                                   const P* out, const P* att, const kernels::AttentionShape& shape) const = 0;
+  virtual void gelu_forward(P* out, const P* inp, size_t n) const = 0;
+  virtual void gelu_backward(Acc* dinp, const P* inp, const Acc* dout, size_t n) const = 0;
+  // A dense layer's backward through the GELU after it, fused (kernels/gelu.h): dpre = gelu'(pre)·dgelu,
+  // then linear_backward on dpre (pre [N,OC] the linear's output). float and double write dpre [N,OC]
+  // (the GEMMs' operand); 16-bit P rounds it straight into operand16 and leaves dpre alone (may be
+  // null): the same results as gelu_backward followed by linear_backward.
+  virtual void gelu_linear_backward(Acc* dinp, Acc* dweight, Acc* dbias, Acc* dpre, const Acc* dgelu, const P* pre,
+                                    const P* inp, const P* weight, int N, int C, int OC, kernels::WeightLayout layout,
+                                    P* operand16) const = 0;
   // out[N,I] = silu(gate)·up of inp [N, 2I] (gate | up); dinp [N, 2I] written.
   virtual void swiglu_forward(P* out, const P* inp, int N, int I) const = 0;
   virtual void swiglu_backward(Acc* dinp, const Acc* dout, const P* inp, int N, int I) const = 0;
@@ -156,8 +144,8 @@ class Device {
   virtual ~Device() = default;
   // "cpu", "cuda:N".
   virtual std::string name() const = 0;
-  // Whether GPT-2's kernels compute in `compute` here: whether the device has that table (gpt2<P>()
-  // with P of that dtype returns it rather than throwing).
+  // Whether the models' kernels compute in `compute` here: whether the device has that table
+  // (kernels<P>() with P of that dtype returns it rather than throwing).
   bool supports(DType compute) const;
   // Whether the host reads and writes this device's memory in place (the CPU device: it is the
   // host's RAM). Where it does not (a GPU), host-side code (loading, checkpoints, consolidation, the
@@ -213,16 +201,11 @@ class Device {
   virtual void transfer(const void* src, DType src_type, void* dst, DType dst_type, size_t n) = 0;
   virtual std::unique_ptr<Event> record_transfer() = 0;
 
-  // ---- GPT-2's kernels ---------------------------------------------------------------------------------
+  // ---- the models' kernels ---------------------------------------------------------------------------
   // This device's kernels computing in P, alive as long as the device. A type it does not support
   // (supports()) is a RuntimeFailure naming the device and the dtypes it has.
   template <class P>
-  const Gpt2Kernels<P>& gpt2() const;
-  // Whether the Llama family's kernels compute in `compute` here; llama<P>() for a type without them
-  // is a RuntimeFailure naming the device.
-  bool supports_llama(DType compute) const;
-  template <class P>
-  const LlamaKernels<P>& llama() const;
+  const ModelKernels<P>& kernels() const;
 
   // ---- ordering ----------------------------------------------------------------------------------------
   // An event after everything issued so far.
@@ -231,47 +214,37 @@ class Device {
   virtual void synchronize() = 0;
 
  protected:
-  // Each architecture's tables, or null where the device has none (the default): a device answers
-  // which dtypes it computes in by which tables it has, never by throwing from a getter.
-  virtual const Gpt2Kernels<float>* gpt2_f32() const { return nullptr; }
-  virtual const Gpt2Kernels<double>* gpt2_f64() const { return nullptr; }
-  virtual const Gpt2Kernels<bf16>* gpt2_bf16() const { return nullptr; }
-  virtual const Gpt2Kernels<fp16>* gpt2_fp16() const { return nullptr; }
-  virtual const LlamaKernels<float>* llama_f32() const { return nullptr; }
-  virtual const LlamaKernels<double>* llama_f64() const { return nullptr; }
-  virtual const LlamaKernels<bf16>* llama_bf16() const { return nullptr; }
-  virtual const LlamaKernels<fp16>* llama_fp16() const { return nullptr; }
+  // The tables, or null where the device has none (the default): a device answers which dtypes it
+  // computes in by which tables it has, never by throwing from a getter.
+  virtual const ModelKernels<float>* kernels_f32() const { return nullptr; }
+  virtual const ModelKernels<double>* kernels_f64() const { return nullptr; }
+  virtual const ModelKernels<bf16>* kernels_bf16() const { return nullptr; }
+  virtual const ModelKernels<fp16>* kernels_fp16() const { return nullptr; }
 
  private:
-  // The one of four tables (float, double, bf16, fp16) that computes in P.
-  template <class P, class F32, class F64, class BF16, class FP16>
-  static auto of_type(F32* f32, F64* f64, BF16* b16, FP16* h16) {
-    if constexpr (std::is_same_v<P, float>) return f32;
-    else if constexpr (std::is_same_v<P, double>) return f64;
-    else if constexpr (std::is_same_v<P, bf16>) return b16;
-    else return h16;
-  }
-  // *table, or the RuntimeFailure naming the device and the dtypes it has when there is none.
-  template <class P, class Table>
-  const Table& require(const Table* table, const char* family) const {
-    if (table == nullptr) no_kernels(family, dtype_of<P>);
-    return *table;
-  }
-  [[noreturn]] void no_kernels(const char* family, DType compute) const;
+  [[noreturn]] void no_kernels(DType compute) const;
 };
 
 template <class P>
-const Gpt2Kernels<P>& Device::gpt2() const {
-  return require<P>(of_type<P>(gpt2_f32(), gpt2_f64(), gpt2_bf16(), gpt2_fp16()), "GPT-2");
-}
-
-template <class P>
-const LlamaKernels<P>& Device::llama() const {
-  return require<P>(of_type<P>(llama_f32(), llama_f64(), llama_bf16(), llama_fp16()), "Llama-family");
+const ModelKernels<P>& Device::kernels() const {
+  const ModelKernels<P>* table = nullptr;
+  if constexpr (std::is_same_v<P, float>) table = kernels_f32();
+  else if constexpr (std::is_same_v<P, double>) table = kernels_f64();
+  else if constexpr (std::is_same_v<P, bf16>) table = kernels_bf16();
+  else table = kernels_fp16();
+  if (table == nullptr) no_kernels(dtype_of<P>);
+  return *table;
 }
 
 // The process's CPU device (cpu_device.h): where the model and the engine compute when they are given
 // no device, as on every CPU run.
 Device& default_device();
+
+// The attention sizes of the kernels a run computing in `compute` uses on the CPU, or on a CUDA GPU
+// (gpu: its flash attention, flash_attention_sizes), answered in every build without opening a device.
+const AttentionSizes& attention_sizes(bool gpu, DType compute);
+// A flash attention's (the CUDA device's): it saves its row log-sum-exp, fp32 [B,NH,T], and its
+// backward's scratch is D = rowsum(dO∘O), fp32 [B,NH,T]; nothing T×T, whatever the compute type.
+const AttentionSizes& flash_attention_sizes();
 
 }  // namespace zerodp::device

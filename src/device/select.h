@@ -24,7 +24,7 @@ std::string device_spec_name(const DeviceSpec& spec);
 // Throws UsageError unless this process can train on `spec`.
 void require_trainable(const DeviceSpec& spec);
 
-// Whether the device `spec` names computes GPT-2 in `compute` (Device::supports of the device it
+// Whether the device `spec` names computes the models in `compute` (Device::supports of the device it
 // opens), answered before it is opened and in a build without CUDA alike.
 bool supports(const DeviceSpec& spec, DType compute);
 

@@ -22,6 +22,8 @@ class TokenBatch {
   // A sampling context of t ids (0 < t <= T, each in [0, V): the caller's to get right, a UsageError).
   void load_context(const int32_t* inputs, int t, int T, int V);
   const int32_t* inputs() const { return inputs_; }
+  // The bytes a TokenBatch for B·T ids holds under `act`: its inputs and targets.
+  static size_t bytes(int B, int T) { return 2 * static_cast<size_t>(B) * T * sizeof(int32_t); }
   const int32_t* targets() const { return targets_; }
 
  private:
@@ -34,6 +36,36 @@ class TokenBatch {
 // token order (the same number whatever the device).
 template <class Acc>
 double mean_loss(device::Device& dev, const Acc* losses, int n, std::vector<Acc>& host);
+
+// A model's activation memory by part (bytes of `act`): what the planner sums and reports.
+struct ActivationBytes {
+  uint64_t per_block = 0;  // what one block keeps for its backward: its saved set and its output
+  uint64_t blocks = 0;     // all blocks: L·per_block, or L outputs and one shared set with checkpointing
+  uint64_t head = 0;       // the embeddings, the final norm, the logits, the losses
+  uint64_t backward = 0;   // backward working memory, 16-bit compute's GEMM working memory, the attention's
+                           // scratch, RoPE tables
+  uint64_t tokens = 0;     // the micro-batch's token ids
+  uint64_t total() const { return blocks + head + backward + tokens; }
+};
+
+// The activation memory of a model whose arrays are Acts, for micro-batches of B sequences of T
+// tokens: what acts.carve(carver, B, T, args...) lays out (counted, not allocated) by part, and its
+// TokenBatch. Acts has `res` (the residual stream entering each block and leaving the last) and
+// `layers` (the blocks' saved sets: one each, or one shared with checkpointing).
+template <class Acts, class... Args>
+ActivationBytes activation_bytes_of(int B, int T, const Args&... args) {
+  Carver counter;
+  Acts acts;
+  acts.carve(counter, B, T, args...);
+  const uint64_t L = acts.res.size() - 1, sets = acts.layers.size();
+  ActivationBytes r;
+  r.blocks = counter.parts[Carver::kBlockOutputs] + counter.parts[Carver::kBlockSets];
+  r.per_block = counter.parts[Carver::kBlockOutputs] / L + counter.parts[Carver::kBlockSets] / sets;
+  r.head = counter.parts[Carver::kHead];
+  r.backward = counter.parts[Carver::kBackward];
+  r.tokens = TokenBatch::bytes(B, T);
+  return r;
+}
 
 // Lays `acts` out over one allocation of `dev`'s memory under `act`: acts.carve(carver, args...) is
 // called twice, to count and to carve. Returns the allocation.

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <type_traits>
 
 #include "core/dtype.h"
@@ -11,14 +12,24 @@
 namespace zerodp::model {
 
 struct Carver {
+  // The parts of a model's activations (ActivationBytes, model/model.h) a slice counts towards.
+  enum Part : uint8_t { kHead, kBlockOutputs, kBlockSets, kBackward, kParts };
+
   char* base = nullptr;
   size_t used = 0;
   size_t align = 1;
+  Part part = kHead;           // what take() hands out next counts towards
+  size_t parts[kParts] = {};   // bytes by part: each slice with the padding after it
+  Part last_part = kHead;      // the part of the last slice, which the next one's padding joins
+
   template <class T>
   T* take(size_t n) {
-    used = (used + align - 1) / align * align;
-    T* p = base ? reinterpret_cast<T*>(base + used) : nullptr;
-    used += n * sizeof(T);
+    const size_t start = (used + align - 1) / align * align;
+    parts[last_part] += start - used;
+    T* p = base ? reinterpret_cast<T*>(base + start) : nullptr;
+    used = start + n * sizeof(T);
+    parts[part] += n * sizeof(T);
+    last_part = part;
     return p;
   }
 };

@@ -10,6 +10,11 @@ namespace zerodp::model {
 
 namespace {
 
+// GPT-2's dense layers keep their weights as its Conv1D does, [in, out]; its LM head is the token
+// embedding wte [V, C], read as PyTorch's [out, in].
+constexpr kernels::WeightLayout kConv1D = kernels::WeightLayout::kInOut;
+constexpr kernels::WeightLayout kTiedHead = kernels::WeightLayout::kOutIn;
+
 template <typename P, typename Acc>
 struct LayerActs {
   P* ln1;                    // LayerNorm 1 output [BT,C]
@@ -46,14 +51,18 @@ struct GPT2<F>::Acts {
   char* att_scratch = nullptr;
 
   // Lays the arrays out over `c` (counting only when c.base is null).
-  void carve(Carver& c, const GPT2Config& g, int B, int T, bool checkpointing, const device::Gpt2Kernels<F>& k) {
+  void carve(Carver& c, int B, int T, const GPT2Config& g, bool checkpointing, const device::AttentionSizes& k) {
     const size_t BT = static_cast<size_t>(B) * T, C = g.n_embd, V = g.vocab_size;
-    const size_t NH = g.n_head;
+    const kernels::AttentionShape shape = kernels::AttentionShape::mha(B, T, g.n_embd, g.n_head);
     if (k16) c.align = 64;
     res.assign(static_cast<size_t>(g.n_layer) + 1, nullptr);
-    for (auto& r : res) r = c.take<Acc>(BT * C);
+    for (auto& r : res) {
+      r = c.take<Acc>(BT * C);
+      c.part = Carver::kBlockOutputs;  // res[0], the embeddings, is the head's
+    }
     // With checkpointing all blocks share one set of activations, recomputed in backward.
     layers.assign(checkpointing ? 1 : static_cast<size_t>(g.n_layer), {});
+    c.part = Carver::kBlockSets;
     for (auto& a : layers) {
       a.ln1 = c.take<P>(BT * C);
       a.ln1_mean = c.take<Acc>(BT);
@@ -61,7 +70,7 @@ struct GPT2<F>::Acts {
       a.qkv = c.take<P>(BT * 3 * C);
       a.atty = c.take<P>(BT * C);
       // What the attention's forward saves for its backward (the device's kernels say how much).
-      a.att = reinterpret_cast<P*>(c.take<char>(k.attention_saved_bytes(B, T, static_cast<int>(NH))));
+      a.att = reinterpret_cast<P*>(c.take<char>(k.attention_saved_bytes(shape)));
       a.res2 = c.take<Acc>(BT * C);
       a.ln2 = c.take<P>(BT * C);
       a.ln2_mean = c.take<Acc>(BT);
@@ -69,11 +78,13 @@ struct GPT2<F>::Acts {
       a.fch = c.take<P>(BT * 4 * C);
       a.fch_gelu = c.take<P>(BT * 4 * C);
     }
+    c.part = Carver::kHead;
     lnf = c.take<P>(BT * C);
     lnf_mean = c.take<Acc>(BT);
     lnf_rstd = c.take<Acc>(BT);
     probs = c.take<Acc>(BT * V);
     losses = c.take<Acc>(BT);
+    c.part = Carver::kBackward;
     dres = c.take<Acc>(BT * C);
     dln = c.take<Acc>(BT * C);
     datty = c.take<Acc>(BT * C);
@@ -83,48 +94,27 @@ struct GPT2<F>::Acts {
       gemm_out = c.take<float>(BT * 4 * C);
       operand16 = c.take<P>(BT * std::max(device::operand16_row(4 * C), device::operand16_row(V)));
     }
-    att_scratch = c.take<char>(k.attention_scratch_bytes(B, T, g.n_embd, g.n_head));
+    att_scratch = c.take<char>(k.attention_scratch_bytes(shape));
   }
 };
 
-namespace {
-template <typename F>
-size_t carved_bytes(const GPT2Config& config, int B, int T, bool checkpointing, const device::Gpt2Kernels<F>& k) {
-  Carver counter;
-  typename GPT2<F>::Acts acts;
-  acts.carve(counter, config, B, T, checkpointing, k);
-  return counter.used;
-}
-template <typename F>
-size_t carved_bytes(const GPT2Config& config, int B, int T, bool checkpointing) {
-  return carved_bytes<F>(config, B, T, checkpointing, device::default_device().gpt2<F>());
-}
-}  // namespace
-
 template <class P>
-size_t activation_bytes_with(const GPT2Config& config, int B, int T, bool checkpointing,
-                             const device::Gpt2Kernels<P>& kernels) {
-  return carved_bytes<P>(config, B, T, checkpointing, kernels) + 2 * static_cast<size_t>(B) * T * sizeof(int32_t);
+ActivationBytes gpt2_activation_parts(const GPT2Config& config, int B, int T, bool checkpointing,
+                                      const device::AttentionSizes& sizes) {
+  return activation_bytes_of<typename GPT2<P>::Acts>(B, T, config, checkpointing, sizes);
 }
-template size_t activation_bytes_with<float>(const GPT2Config&, int, int, bool, const device::Gpt2Kernels<float>&);
-template size_t activation_bytes_with<bf16>(const GPT2Config&, int, int, bool, const device::Gpt2Kernels<bf16>&);
-template size_t activation_bytes_with<fp16>(const GPT2Config&, int, int, bool, const device::Gpt2Kernels<fp16>&);
-
-size_t activation_bytes(const GPT2Config& config, int B, int T, bool checkpointing, DType compute) {
-  const size_t arrays = compute == DType::kF32 ? carved_bytes<float>(config, B, T, checkpointing)
-                        : compute == DType::kBF16 ? carved_bytes<bf16>(config, B, T, checkpointing)
-                                                  : carved_bytes<fp16>(config, B, T, checkpointing);
-  return arrays + 2 * static_cast<size_t>(B) * T * sizeof(int32_t);
-}
+template ActivationBytes gpt2_activation_parts<float>(const GPT2Config&, int, int, bool, const device::AttentionSizes&);
+template ActivationBytes gpt2_activation_parts<bf16>(const GPT2Config&, int, int, bool, const device::AttentionSizes&);
+template ActivationBytes gpt2_activation_parts<fp16>(const GPT2Config&, int, int, bool, const device::AttentionSizes&);
 
 template <typename F>
 GPT2<F>::GPT2(const ParamLayout& layout, int B, int T, bool checkpointing, device::Device& dev)
-    : layout_(layout), B_(B), T_(T), checkpointing_(checkpointing), dev_(dev), k_(dev.gpt2<F>()) {
+    : layout_(layout), B_(B), T_(T), checkpointing_(checkpointing), dev_(dev), k_(dev.kernels<F>()) {
   const GPT2Config& g = layout.config().gpt2();
   ZDP_REQUIRE(B > 0 && T > 0, "micro-batch ({}) and sequence length ({}) must be positive", B, T);
   ZDP_REQUIRE(T <= g.n_ctx, "sequence length {} exceeds the model's context n_ctx = {}", T, g.n_ctx);
   acts_ = std::make_unique<Acts>();
-  acts_->storage = carve_activations(dev_, *acts_, g, B, T, checkpointing, k_);
+  acts_->storage = carve_activations(dev_, *acts_, B, T, g, checkpointing, k_);
   tokens_ = std::make_unique<TokenBatch>(dev_, B, T);
 }
 
@@ -146,8 +136,8 @@ void GPT2<F>::forward_trunk(const int32_t* inputs, int B, int T, UnitAccess<F>& 
   units.begin(uses.embed_forward());
   {
     const F* p = units.params(ParamLayout::kEmbeddingUnit);
-    k_.encoder_forward(a.res[0], inputs, p + layout_.param(0, kWte).offset, p + layout_.param(0, kWpe).offset,
-                    B, T, C);
+    k_.embedding_forward(a.res[0], inputs, p + layout_.param(0, kWte).offset, p + layout_.param(0, kWpe).offset, B,
+                         T, C);
   }
   units.end(uses.embed_forward());
 
@@ -169,15 +159,16 @@ void GPT2<F>::block_forward(int l, const F* p, int B, int T, bool write_output) 
   auto& x = a.layers[checkpointing_ ? 0 : static_cast<size_t>(l)];
   const size_t n = static_cast<size_t>(BT) * C;
   k_.layernorm_forward(x.ln1, x.ln1_mean, x.ln1_rstd, a.res[l], w(kLn1W), w(kLn1B), BT, C);
-  k_.linear_forward(x.qkv, x.ln1, w(kAttnW), w(kAttnB), BT, C, 3 * C, a.gemm_out);
-  k_.attention_forward(x.atty, x.att, x.qkv, a.att_scratch, B, T, C, NH);
-  k_.linear_forward_acc(x.res2, x.atty, w(kAttnProjW), w(kAttnProjB), BT, C, C, a.gemm_out);
+  k_.linear_forward(x.qkv, x.ln1, w(kAttnW), w(kAttnB), BT, C, 3 * C, kConv1D, a.gemm_out);
+  k_.attention_forward(x.atty, x.att, x.qkv, a.att_scratch, kernels::AttentionShape::mha(B, T, C, NH));
+  k_.linear_forward_acc(x.res2, x.atty, w(kAttnProjW), w(kAttnProjB), BT, C, C, kConv1D, a.gemm_out);
   k_.residual_forward(x.res2, x.res2, a.res[l], n);  // res2 = res + attn
   k_.layernorm_forward(x.ln2, x.ln2_mean, x.ln2_rstd, x.res2, w(kLn2W), w(kLn2B), BT, C);
-  k_.linear_forward(x.fch, x.ln2, w(kFcW), w(kFcB), BT, C, 4 * C, a.gemm_out);
+  k_.linear_forward(x.fch, x.ln2, w(kFcW), w(kFcB), BT, C, 4 * C, kConv1D, a.gemm_out);
   k_.gelu_forward(x.fch_gelu, x.fch, static_cast<size_t>(BT) * 4 * C);
   if (!write_output) return;  // recomputing for backward: the block's output is not needed
-  k_.linear_forward_acc(a.res[l + 1], x.fch_gelu, w(kFcProjW), w(kFcProjB), BT, 4 * C, C, a.gemm_out);
+  k_.linear_forward_acc(a.res[l + 1], x.fch_gelu, w(kFcProjW), w(kFcProjB), BT, 4 * C, C, kConv1D,
+                        a.gemm_out);
   k_.residual_forward(a.res[l + 1], a.res[l + 1], x.res2, n);  // res' = res2 + mlp
 }
 
@@ -195,7 +186,7 @@ double GPT2<F>::forward(const int32_t* inputs, const int32_t* targets, UnitAcces
     const F* p = units.params(ParamLayout::kEmbeddingUnit);
     k_.layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, a.res[g.n_layer], p + layout_.param(0, kLnfW).offset,
                          p + layout_.param(0, kLnfB).offset, BT, C);
-    k_.head_forward(a.probs, a.lnf, p + layout_.param(0, kWte).offset, BT, C, V);
+    k_.linear_forward_acc(a.probs, a.lnf, p + layout_.param(0, kWte).offset, nullptr, BT, C, V, kTiedHead, nullptr);
     k_.softmax_crossentropy_forward(a.losses, a.probs, a.probs, tokens_->targets(), BT, V);
   }
   units.end(uses.head_forward());
@@ -224,7 +215,8 @@ void GPT2<F>::backward(Acc dloss, UnitAccess<F>& units) {
     Acc* d = units.grads(ParamLayout::kEmbeddingUnit);
     auto off = [&](int k) { return layout_.param(0, k).offset; };
     k_.softmax_crossentropy_backward(a.probs, a.probs, tokens_->targets(), dloss, BT, V);
-    k_.head_backward(a.dln, d + off(kWte), a.probs, a.lnf, p + off(kWte), BT, C, V, a.operand16);
+    k_.linear_backward(a.dln, d + off(kWte), nullptr, a.probs, a.lnf, p + off(kWte), BT, C, V, kTiedHead,
+                       a.operand16);
     zero(a.dres, n);
     k_.layernorm_backward(a.dres, d + off(kLnfW), d + off(kLnfB), a.dln, a.res[g.n_layer], p + off(kLnfW),
                        a.lnf_mean, a.lnf_rstd, BT, C);
@@ -243,16 +235,17 @@ void GPT2<F>::backward(Acc dloss, UnitAccess<F>& units) {
     auto& x = a.layers[checkpointing_ ? 0 : static_cast<size_t>(l)];
     // MLP: res' = res2 + c_proj(gelu(c_fc(ln_2(res2)))); dres flows through the residual unchanged.
     k_.linear_backward(a.dfch_gelu, dw(kFcProjW), dw(kFcProjB), a.dres, x.fch_gelu, w(kFcProjW), BT, 4 * C, C,
-                    a.operand16);
+                       kConv1D, a.operand16);
     k_.gelu_linear_backward(a.dln, dw(kFcW), dw(kFcB), a.dfch_gelu, a.dfch_gelu, x.fch, x.ln2, w(kFcW), BT, C, 4 * C,
-                            a.operand16);
+                            kConv1D, a.operand16);
     k_.layernorm_backward(a.dres, dw(kLn2W), dw(kLn2B), a.dln, x.res2, w(kLn2W), x.ln2_mean, x.ln2_rstd, BT, C);
     // Attention: res2 = res + c_proj(attn(c_attn(ln_1(res)))).
-    k_.linear_backward(a.datty, dw(kAttnProjW), dw(kAttnProjB), a.dres, x.atty, w(kAttnProjW), BT, C, C,
-                    a.operand16);
+    k_.linear_backward(a.datty, dw(kAttnProjW), dw(kAttnProjB), a.dres, x.atty, w(kAttnProjW), BT, C, C, kConv1D,
+                       a.operand16);
     zero(a.dqkv, 3 * n);
-    k_.attention_backward(a.dqkv, a.att_scratch, a.datty, a.operand16, x.qkv, x.atty, x.att, B, T, C, NH);
-    k_.linear_backward(a.dln, dw(kAttnW), dw(kAttnB), a.dqkv, x.ln1, w(kAttnW), BT, C, 3 * C, a.operand16);
+    k_.attention_backward(a.dqkv, a.att_scratch, a.datty, a.operand16, x.qkv, x.atty, x.att,
+                          kernels::AttentionShape::mha(B, T, C, NH));
+    k_.linear_backward(a.dln, dw(kAttnW), dw(kAttnB), a.dqkv, x.ln1, w(kAttnW), BT, C, 3 * C, kConv1D, a.operand16);
     k_.layernorm_backward(a.dres, dw(kLn1W), dw(kLn1B), a.dln, a.res[l], w(kLn1W), x.ln1_mean, x.ln1_rstd, BT, C);
     units.end(uses.block_backward(l));
   }
@@ -261,8 +254,8 @@ void GPT2<F>::backward(Acc dloss, UnitAccess<F>& units) {
   units.begin(uses.embed_backward());
   {
     Acc* d = units.grads(ParamLayout::kEmbeddingUnit);
-    k_.encoder_backward(d + layout_.param(0, kWte).offset, d + layout_.param(0, kWpe).offset, a.dres, tokens_->inputs(),
-                     B, T, C);
+    k_.embedding_backward(d + layout_.param(0, kWte).offset, d + layout_.param(0, kWpe).offset, a.dres,
+                          tokens_->inputs(), B, T, C);
   }
   units.end(uses.embed_backward());
 }
@@ -280,7 +273,7 @@ void GPT2<F>::next_token_logits(const int32_t* inputs, int t, UnitAccess<F>& uni
   const Acc* last = a.res[g.n_layer] + static_cast<size_t>(t - 1) * C;
   k_.layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, last, p + layout_.param(0, kLnfW).offset,
                        p + layout_.param(0, kLnfB).offset, 1, C);
-  k_.head_forward(logits, a.lnf, p + layout_.param(0, kWte).offset, 1, C, V);
+  k_.linear_forward_acc(logits, a.lnf, p + layout_.param(0, kWte).offset, nullptr, 1, C, V, kTiedHead, nullptr);
   units.end(uses.head_forward());
   last_B_ = 0;
 }

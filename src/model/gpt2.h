@@ -17,7 +17,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <type_traits>
 #include <vector>
 
 #include "core/dtype.h"
@@ -30,31 +29,18 @@
 
 namespace zerodp::model {
 
-// The types a model computing on P uses: parameters and stored activations in P, everything that
-// accumulates (residual stream, statistics, logits, gradients) in Acc.
-template <typename P>
-struct ComputeTypes {
-  using Param = P;
-  using Acc = typename device::Gpt2Kernels<P>::Acc;
-  static_assert(std::is_same_v<Acc, GradOf<P>>, "gradients accumulate in the kernels' Acc");
-};
-
-// Bytes of activation memory GPT2::GPT2 allocates for a micro-batch of B sequences of T tokens
-// (what the `act` category holds while the model exists), computing in `compute` (fp32 for
-// GPT2<float>, bf16 / fp16 for 16-bit compute). With activation checkpointing only the residual
-// stream entering each block is kept; one block's activations are recomputed in backward.
-size_t activation_bytes(const GPT2Config& config, int B, int T, bool checkpointing = false,
-                        DType compute = DType::kF32);
-// The same for a kernel table's layout rather than the default device's (what another device's
-// kernels save and need: tests compare the planner's GPU formula with the CUDA table, which can be
-// read without a GPU).
+// The activation memory GPT2<P>::GPT2 allocates for a micro-batch of B sequences of T tokens with
+// kernels of these attention sizes (what the `act` category holds while the model exists). With
+// activation checkpointing only the residual stream entering each block is kept; one block's
+// activations are recomputed in backward. model_activation_parts (model/model.h) is the
+// architecture-neutral form.
 template <class P>
-size_t activation_bytes_with(const GPT2Config& config, int B, int T, bool checkpointing,
-                             const device::Gpt2Kernels<P>& kernels);
+ActivationBytes gpt2_activation_parts(const GPT2Config& config, int B, int T, bool checkpointing,
+                                      const device::AttentionSizes& sizes);
 
 template <typename F>
 class GPT2 final : public Model<F> {
-  using Acc = typename ComputeTypes<F>::Acc;
+  using Acc = GradOf<F>;
 
  public:
   // Allocates the activations for micro-batches of up to B sequences of T tokens, under `act`.
@@ -77,7 +63,7 @@ class GPT2 final : public Model<F> {
   void backward(Acc dloss, UnitAccess<F>& units) override;
   void next_token_logits(const int32_t* inputs, int t, UnitAccess<F>& units, Acc* logits) override;
 
-  struct Acts;  // the activation arrays (opaque; public so activation_bytes can lay them out)
+  struct Acts;  // the activation arrays (opaque; public so gpt2_activation_parts can lay them out)
 
  private:
   void forward_trunk(const int32_t* inputs, int B, int T, UnitAccess<F>& units);
@@ -88,7 +74,7 @@ class GPT2 final : public Model<F> {
   int B_, T_;
   bool checkpointing_;
   device::Device& dev_;
-  const device::Gpt2Kernels<F>& k_;
+  const device::ModelKernels<F>& k_;
   std::unique_ptr<Acts> acts_;
   std::unique_ptr<TokenBatch> tokens_;  // the last micro-batch's (or context's) token ids
   std::vector<Acc> host_losses_;  // the last forward's per-token losses, read back to sum them

@@ -74,6 +74,10 @@ std::vector<NamedShape> llama_block(const LlamaConfig& c) {
   }
   t.push_back({"self_attn.o_proj.weight", {C, q}});
   if (c.o_bias()) t.push_back({"self_attn.o_proj.bias", {C}});
+  if (c.qk_norm()) {
+    t.push_back({"self_attn.q_norm.weight", {c.head_dim}});
+    t.push_back({"self_attn.k_norm.weight", {c.head_dim}});
+  }
   t.push_back({"post_attention_layernorm.weight", {C}});
   t.push_back({"mlp.gate_proj.weight", {I, C}});
   t.push_back({"mlp.up_proj.weight", {I, C}});

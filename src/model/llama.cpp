@@ -14,12 +14,16 @@ namespace zerodp::model {
 namespace {
 
 constexpr size_t kNone = static_cast<size_t>(-1);
+// Every dense layer's weight is PyTorch's Linear's, [out, in].
+constexpr kernels::WeightLayout kLinear = kernels::WeightLayout::kOutIn;
 
 template <typename P, typename Acc>
 struct LlamaLayerActs {
   P* ln1;        // input_layernorm's output [BT,C]
   Acc* rstd1;    // and its statistic [BT]
-  P* qkv;        // q, k (rotated), v [BT, (NH + 2·KV)·D]
+  P* qkv;        // q, k (normed where the model norms them, rotated), v [BT, (NH + 2·KV)·D]
+  P* qk_pre;     // q's heads [BT, NH·D] then k's [BT, KV·D] before their norms (null without them)
+  Acc* qk_rstd;  // and the norms' statistics, [BT·NH] then [BT·KV]
   P* atty;       // attention output before o_proj [BT, NH·D]
   P* att;        // what the attention saves for its backward
   Acc* res2;     // residual stream after attention [BT,C]
@@ -65,19 +69,27 @@ struct Llama<F>::Acts {
   char* att_scratch = nullptr;
   float *rope_cos, *rope_sin;  // [T, D/2]
 
-  void carve(Carver& c, const LlamaConfig& cfg, int B, int T, bool checkpointing,
-             const device::LlamaKernels<F>& k) {
+  void carve(Carver& c, int B, int T, const LlamaConfig& cfg, bool checkpointing,
+             const device::AttentionSizes& k) {
     const Dims d(cfg);
     const size_t BT = static_cast<size_t>(B) * T, C = d.C, V = d.V, I = d.I;
     const size_t QD = d.qd(), QKV = d.qkv();
     if (k16) c.align = 64;
     res.assign(static_cast<size_t>(d.L) + 1, nullptr);
-    for (auto& r : res) r = c.take<Acc>(BT * C);
+    for (auto& r : res) {
+      r = c.take<Acc>(BT * C);
+      c.part = Carver::kBlockOutputs;  // res[0], the embeddings, is the head's
+    }
     layers.assign(checkpointing ? 1 : static_cast<size_t>(d.L), {});
+    c.part = Carver::kBlockSets;
     for (auto& a : layers) {
       a.ln1 = c.take<P>(BT * C);
       a.rstd1 = c.take<Acc>(BT);
       a.qkv = c.take<P>(BT * QKV);
+      if (cfg.qk_norm()) {
+        a.qk_pre = c.take<P>(BT * (QKV - d.KV * d.D));
+        a.qk_rstd = c.take<Acc>(BT * (d.NH + d.KV));
+      }
       a.atty = c.take<P>(BT * QD);
       a.att = reinterpret_cast<P*>(c.take<char>(k.attention_saved_bytes(d.attention(B, T))));
       a.res2 = c.take<Acc>(BT * C);
@@ -86,10 +98,12 @@ struct Llama<F>::Acts {
       a.gate_up = c.take<P>(BT * 2 * I);
       a.act = c.take<P>(BT * I);
     }
+    c.part = Carver::kHead;
     lnf = c.take<P>(BT * C);
     rstdf = c.take<Acc>(BT);
     probs = c.take<Acc>(BT * V);
     losses = c.take<Acc>(BT);
+    c.part = Carver::kBackward;
     dres = c.take<Acc>(BT * C);
     dln = c.take<Acc>(BT * C);
     datty = c.take<Acc>(BT * QD);
@@ -106,37 +120,17 @@ struct Llama<F>::Acts {
   }
 };
 
-namespace {
-template <typename F>
-size_t llama_carved_bytes(const LlamaConfig& config, int B, int T, bool checkpointing,
-                          const device::LlamaKernels<F>& kernels) {
-  Carver counter;
-  typename Llama<F>::Acts acts;
-  acts.carve(counter, config, B, T, checkpointing, kernels);
-  return counter.used;
-}
-template <typename F>
-size_t llama_carved_bytes(const LlamaConfig& config, int B, int T, bool checkpointing) {
-  return llama_carved_bytes<F>(config, B, T, checkpointing, device::default_device().llama<F>());
-}
-}  // namespace
-
 template <class P>
-size_t llama_activation_bytes_with(const LlamaConfig& config, int B, int T, bool checkpointing,
-                                   const device::LlamaKernels<P>& kernels) {
-  return llama_carved_bytes<P>(config, B, T, checkpointing, kernels) + 2 * static_cast<size_t>(B) * T * sizeof(int32_t);
+ActivationBytes llama_activation_parts(const LlamaConfig& config, int B, int T, bool checkpointing,
+                                       const device::AttentionSizes& sizes) {
+  return activation_bytes_of<typename Llama<P>::Acts>(B, T, config, checkpointing, sizes);
 }
-template size_t llama_activation_bytes_with<float>(const LlamaConfig&, int, int, bool,
-                                                   const device::LlamaKernels<float>&);
-template size_t llama_activation_bytes_with<bf16>(const LlamaConfig&, int, int, bool, const device::LlamaKernels<bf16>&);
-template size_t llama_activation_bytes_with<fp16>(const LlamaConfig&, int, int, bool, const device::LlamaKernels<fp16>&);
-
-size_t llama_activation_bytes(const LlamaConfig& config, int B, int T, bool checkpointing, DType compute) {
-  const size_t arrays = compute == DType::kF32    ? llama_carved_bytes<float>(config, B, T, checkpointing)
-                        : compute == DType::kBF16 ? llama_carved_bytes<bf16>(config, B, T, checkpointing)
-                                                  : llama_carved_bytes<fp16>(config, B, T, checkpointing);
-  return arrays + 2 * static_cast<size_t>(B) * T * sizeof(int32_t);
-}
+template ActivationBytes llama_activation_parts<float>(const LlamaConfig&, int, int, bool,
+                                                       const device::AttentionSizes&);
+template ActivationBytes llama_activation_parts<bf16>(const LlamaConfig&, int, int, bool,
+                                                      const device::AttentionSizes&);
+template ActivationBytes llama_activation_parts<fp16>(const LlamaConfig&, int, int, bool,
+                                                      const device::AttentionSizes&);
 
 template <typename F>
 Llama<F>::Llama(const ParamLayout& layout, int B, int T, bool checkpointing, device::Device& dev)
@@ -146,7 +140,7 @@ Llama<F>::Llama(const ParamLayout& layout, int B, int T, bool checkpointing, dev
       T_(T),
       checkpointing_(checkpointing),
       dev_(dev),
-      k_(dev.llama<F>()) {
+      k_(dev.kernels<F>()) {
   ZDP_REQUIRE(B > 0 && T > 0, "micro-batch ({}) and sequence length ({}) must be positive", B, T);
   ZDP_REQUIRE(T <= config_.n_ctx, "sequence length {} exceeds the model's context max_position_embeddings = {}", T,
               config_.n_ctx);
@@ -156,6 +150,8 @@ Llama<F>::Llama(const ParamLayout& layout, int B, int T, bool checkpointing, dev
   off_.qkv_bias = offset_of(layout, block + "self_attn.q_proj.bias", true);
   off_.o = offset_of(layout, block + "self_attn.o_proj.weight");
   off_.o_bias = offset_of(layout, block + "self_attn.o_proj.bias", true);
+  off_.q_norm = offset_of(layout, block + "self_attn.q_norm.weight", true);
+  off_.k_norm = offset_of(layout, block + "self_attn.k_norm.weight", true);
   off_.post_norm = offset_of(layout, block + "post_attention_layernorm.weight");
   off_.gate_up = offset_of(layout, block + "mlp.gate_proj.weight");
   off_.down = offset_of(layout, block + "mlp.down_proj.weight");
@@ -164,7 +160,7 @@ Llama<F>::Llama(const ParamLayout& layout, int B, int T, bool checkpointing, dev
   off_.head = config_.tie_word_embeddings ? off_.embed : offset_of(layout, "lm_head.weight");
 
   acts_ = std::make_unique<Acts>();
-  acts_->storage = carve_activations(dev_, *acts_, config_, B, T, checkpointing, k_);
+  acts_->storage = carve_activations(dev_, *acts_, B, T, config_, checkpointing, k_);
   tokens_ = std::make_unique<TokenBatch>(dev_, B, T);
   // The rotary tables of positions [0, T), computed on the host, copied to the device once.
   const int half = config_.head_dim / 2;
@@ -190,7 +186,7 @@ void Llama<F>::forward_trunk(const int32_t* inputs, int B, int T, UnitAccess<F>&
   const ScheduleUses uses{config_.n_layer};
   Acts& a = *acts_;
   units.begin(uses.embed_forward());
-  k_.embedding_forward(a.res[0], inputs, units.params(ParamLayout::kEmbeddingUnit) + off_.embed, B * T,
+  k_.embedding_forward(a.res[0], inputs, units.params(ParamLayout::kEmbeddingUnit) + off_.embed, nullptr, B, T,
                        config_.n_embd);
   units.end(uses.embed_forward());
   for (int l = 0; l < config_.n_layer; ++l) {
@@ -211,16 +207,22 @@ void Llama<F>::block_forward(int l, const F* p, int B, int T, bool write_output)
   const F* qkv_bias = off_.qkv_bias == kNone ? nullptr : p + off_.qkv_bias;
   const F* o_bias = off_.o_bias == kNone ? nullptr : p + off_.o_bias;
   k_.rmsnorm_forward(x.ln1, x.rstd1, a.res[l], p + off_.in_norm, BT, C, eps);
-  k_.linear_forward(x.qkv, x.ln1, p + off_.qkv, qkv_bias, BT, C, QKV, a.gemm_out);
+  k_.linear_forward(x.qkv, x.ln1, p + off_.qkv, qkv_bias, BT, C, QKV, kLinear, a.gemm_out);
+  if (off_.q_norm != kNone) {  // each q head, then each k head (they follow the q heads in a row)
+    const size_t q = static_cast<size_t>(d.qd()), rows = static_cast<size_t>(BT);
+    k_.head_rmsnorm_forward(x.qkv, x.qk_pre, x.qk_rstd, p + off_.q_norm, BT, d.NH, d.D, QKV, eps);
+    k_.head_rmsnorm_forward(x.qkv + q, x.qk_pre + rows * q, x.qk_rstd + rows * d.NH, p + off_.k_norm, BT, d.KV, d.D,
+                            QKV, eps);
+  }
   k_.rope_forward(x.qkv, a.rope_cos, a.rope_sin, BT, T, d.NH + d.KV, d.D, QKV);  // q and k heads
   k_.attention_forward(x.atty, x.att, x.qkv, a.att_scratch, d.attention(B, T));
-  k_.linear_forward_acc(x.res2, x.atty, p + off_.o, o_bias, BT, d.qd(), C, a.gemm_out);
+  k_.linear_forward_acc(x.res2, x.atty, p + off_.o, o_bias, BT, d.qd(), C, kLinear, a.gemm_out);
   k_.residual_forward(x.res2, x.res2, a.res[l], n);
   k_.rmsnorm_forward(x.ln2, x.rstd2, x.res2, p + off_.post_norm, BT, C, eps);
-  k_.linear_forward(x.gate_up, x.ln2, p + off_.gate_up, nullptr, BT, C, 2 * I, a.gemm_out);
+  k_.linear_forward(x.gate_up, x.ln2, p + off_.gate_up, nullptr, BT, C, 2 * I, kLinear, a.gemm_out);
   k_.swiglu_forward(x.act, x.gate_up, BT, I);
   if (!write_output) return;  // recomputing for backward
-  k_.linear_forward_acc(a.res[l + 1], x.act, p + off_.down, nullptr, BT, I, C, a.gemm_out);
+  k_.linear_forward_acc(a.res[l + 1], x.act, p + off_.down, nullptr, BT, I, C, kLinear, a.gemm_out);
   k_.residual_forward(a.res[l + 1], a.res[l + 1], x.res2, n);
 }
 
@@ -228,7 +230,8 @@ template <typename F>
 void Llama<F>::head_forward(const Acc* from, int rows, const F* p, Acc* logits) {
   Acts& a = *acts_;
   k_.rmsnorm_forward(a.lnf, a.rstdf, from, p + off_.norm, rows, config_.n_embd, config_.rms_norm_eps);
-  k_.linear_forward_acc(logits, a.lnf, p + off_.head, nullptr, rows, config_.n_embd, config_.vocab_size, nullptr);
+  k_.linear_forward_acc(logits, a.lnf, p + off_.head, nullptr, rows, config_.n_embd, config_.vocab_size, kLinear,
+                        nullptr);
 }
 
 template <typename F>
@@ -263,7 +266,7 @@ void Llama<F>::backward(Acc dloss, UnitAccess<F>& units) {
     const F* p = units.params(head);
     Acc* g = units.grads(head);
     k_.softmax_crossentropy_backward(a.probs, a.probs, tokens_->targets(), dloss, BT, V);
-    k_.linear_backward(a.dln, g + off_.head, nullptr, a.probs, a.lnf, p + off_.head, BT, C, V, a.operand16);
+    k_.linear_backward(a.dln, g + off_.head, nullptr, a.probs, a.lnf, p + off_.head, BT, C, V, kLinear, a.operand16);
     zero(a.dres, static_cast<size_t>(BT) * C);
     k_.rmsnorm_backward(a.dres, g + off_.norm, a.dln, a.res[d.L], p + off_.norm, a.rstdf, BT, C);
   }
@@ -280,23 +283,32 @@ void Llama<F>::backward(Acc dloss, UnitAccess<F>& units) {
     Acc* qkv_bias_grad = off_.qkv_bias == kNone ? nullptr : g + off_.qkv_bias;
     Acc* o_bias_grad = off_.o_bias == kNone ? nullptr : g + off_.o_bias;
     // MLP: x' = res2 + down(silu(gate)·up); dres flows through the residual unchanged.
-    k_.linear_backward(a.dact, g + off_.down, nullptr, a.dres, x.act, p + off_.down, BT, I, C, a.operand16);
+    k_.linear_backward(a.dact, g + off_.down, nullptr, a.dres, x.act, p + off_.down, BT, I, C, kLinear, a.operand16);
     k_.swiglu_backward(a.dgate_up, a.dact, x.gate_up, BT, I);
-    k_.linear_backward(a.dln, g + off_.gate_up, nullptr, a.dgate_up, x.ln2, p + off_.gate_up, BT, C, 2 * I,
+    k_.linear_backward(a.dln, g + off_.gate_up, nullptr, a.dgate_up, x.ln2, p + off_.gate_up, BT, C, 2 * I, kLinear,
                        a.operand16);
     k_.rmsnorm_backward(a.dres, g + off_.post_norm, a.dln, x.res2, p + off_.post_norm, x.rstd2, BT, C);
     // Attention: res2 = res + o_proj(attention(rope(q), rope(k), v)).
-    k_.linear_backward(a.datty, g + off_.o, o_bias_grad, a.dres, x.atty, p + off_.o, BT, d.qd(), C, a.operand16);
+    k_.linear_backward(a.datty, g + off_.o, o_bias_grad, a.dres, x.atty, p + off_.o, BT, d.qd(), C, kLinear,
+                       a.operand16);
     zero(a.dqkv, static_cast<size_t>(BT) * QKV);
     k_.attention_backward(a.dqkv, a.att_scratch, a.datty, a.operand16, x.qkv, x.atty, x.att, d.attention(B, T));
     k_.rope_backward(a.dqkv, a.rope_cos, a.rope_sin, BT, T, d.NH + d.KV, d.D, QKV);
-    k_.linear_backward(a.dln, g + off_.qkv, qkv_bias_grad, a.dqkv, x.ln1, p + off_.qkv, BT, C, QKV, a.operand16);
+    if (off_.q_norm != kNone) {
+      const size_t q = static_cast<size_t>(d.qd()), rows = static_cast<size_t>(BT);
+      k_.head_rmsnorm_backward(a.dqkv, g + off_.q_norm, x.qk_pre, x.qk_rstd, p + off_.q_norm, BT, d.NH, d.D, QKV);
+      k_.head_rmsnorm_backward(a.dqkv + q, g + off_.k_norm, x.qk_pre + rows * q, x.qk_rstd + rows * d.NH,
+                               p + off_.k_norm, BT, d.KV, d.D, QKV);
+    }
+    k_.linear_backward(a.dln, g + off_.qkv, qkv_bias_grad, a.dqkv, x.ln1, p + off_.qkv, BT, C, QKV, kLinear,
+                       a.operand16);
     k_.rmsnorm_backward(a.dres, g + off_.in_norm, a.dln, a.res[l], p + off_.in_norm, x.rstd1, BT, C);
     units.end(uses.block_backward(l));
   }
 
   units.begin(uses.embed_backward());
-  k_.embedding_backward(units.grads(ParamLayout::kEmbeddingUnit) + off_.embed, a.dres, tokens_->inputs(), BT, C);
+  k_.embedding_backward(units.grads(ParamLayout::kEmbeddingUnit) + off_.embed, nullptr, a.dres, tokens_->inputs(), B,
+                        T, C);
   units.end(uses.embed_backward());
 }
 

@@ -1,9 +1,11 @@
-// The Llama family's forward and backward over flat parameter units (Hugging Face's LlamaForCausalLM
-// and Qwen2ForCausalLM; docs/reference/model.md#the-llama-family-the-function), on the model seam as GPT2 is: the model owns its
+// The Llama family's forward and backward over flat parameter units (Hugging Face's LlamaForCausalLM,
+// Qwen2ForCausalLM and Qwen3ForCausalLM; docs/reference/model.md#the-llama-family-the-function), on the model seam as GPT2 is: the model owns its
 // activations, its parameters and gradients are handed to it unit by unit.
 //
 // A block, with x the fp32 residual stream:
-//   h = rmsnorm(x)·w1 ; q,k,v = h·[Wq;Wk;Wv]ᵀ (+ biases) ; q,k = rope(q), rope(k)
+//   h = rmsnorm(x)·w1 ; q,k,v = h·[Wq;Wk;Wv]ᵀ (+ biases)
+//   q,k = rmsnorm(q)·wq, rmsnorm(k)·wk over each head   (Qwen 3's q_norm, k_norm)
+//   q,k = rope(q), rope(k)
 //   x += o_proj(attention(q, k, v))          (grouped-query: KV heads shared by NH/KV query heads)
 //   h = rmsnorm(x)·w2 ; x += down(silu(h·Wgateᵀ) · (h·Wupᵀ))
 // then logits = rmsnorm(x)·w · lm_headᵀ (lm_head = embed_tokens when tied).
@@ -29,15 +31,12 @@
 
 namespace zerodp::model {
 
-// Bytes of activation memory Llama::Llama allocates for micro-batches of B sequences of T tokens
-// computing in `compute` (the `act` category while the model exists), RoPE tables included.
-size_t llama_activation_bytes(const LlamaConfig& config, int B, int T, bool checkpointing = false,
-                              DType compute = DType::kF32);
-// The same for a kernel table's layout rather than the default device's (the CUDA table's, read without
-// a GPU: tests compare the planner's GPU formula with it).
+// The activation memory Llama<P>::Llama allocates for micro-batches of B sequences of T tokens with
+// kernels of these attention sizes (the `act` category while the model exists), RoPE tables included.
+// model_activation_parts (model/model.h) is the architecture-neutral form.
 template <class P>
-size_t llama_activation_bytes_with(const LlamaConfig& config, int B, int T, bool checkpointing,
-                                   const device::LlamaKernels<P>& kernels);
+ActivationBytes llama_activation_parts(const LlamaConfig& config, int B, int T, bool checkpointing,
+                                       const device::AttentionSizes& sizes);
 
 template <typename F>
 class Llama final : public Model<F> {
@@ -58,10 +57,10 @@ class Llama final : public Model<F> {
   void backward(Acc dloss, UnitAccess<F>& units) override;
   void next_token_logits(const int32_t* inputs, int t, UnitAccess<F>& units, Acc* logits) override;
 
-  struct Acts;  // the activation arrays (opaque; public so llama_activation_bytes can lay them out)
+  struct Acts;  // the activation arrays (opaque; public so llama_activation_parts can lay them out)
   // Where a block's tensors start inside its unit (the same for every block), and the outer ones.
   struct Offsets {
-    size_t in_norm, qkv, qkv_bias, o, o_bias, post_norm, gate_up, down;  // qkv_bias, o_bias: npos if none
+    size_t in_norm, qkv, qkv_bias, o, o_bias, q_norm, k_norm, post_norm, gate_up, down;  // npos: none
     size_t embed, norm, head;  // embed_tokens in unit 0; the final norm and lm_head in the head unit
   };
 
@@ -76,7 +75,7 @@ class Llama final : public Model<F> {
   int B_, T_;
   bool checkpointing_;
   device::Device& dev_;
-  const device::LlamaKernels<F>& k_;
+  const device::ModelKernels<F>& k_;
   Offsets off_;
   std::unique_ptr<Acts> acts_;
   std::unique_ptr<TokenBatch> tokens_;  // the last micro-batch's (or context's) token ids

@@ -55,6 +55,22 @@ class Fields {
   std::string source_;
 };
 
+// The family's Hugging Face model_type and architecture.
+const char* family_name(LlamaFamily family) {
+  switch (family) {
+    case LlamaFamily::kQwen2: return "qwen2";
+    case LlamaFamily::kQwen3: return "qwen3";
+    default: return "llama";
+  }
+}
+const char* family_architecture(LlamaFamily family) {
+  switch (family) {
+    case LlamaFamily::kQwen2: return "Qwen2ForCausalLM";
+    case LlamaFamily::kQwen3: return "Qwen3ForCausalLM";
+    default: return "LlamaForCausalLM";
+  }
+}
+
 // RoPE from rope_parameters (transformers 5: theta and the scaling in one object) or from rope_theta
 // and rope_scaling (earlier versions).
 void read_rope(const Fields& f, LlamaConfig& c) {
@@ -120,6 +136,7 @@ CheckedSize LlamaConfig::checked_param_count() const {
   block += C * (q + CheckedSize(2) * kv) + q * C;  // q, k, v, o projections
   if (qkv_bias()) block += q + CheckedSize(2) * kv;
   if (o_bias()) block += C;
+  if (qk_norm()) block += CheckedSize(2) * head_dim;  // q_norm, k_norm
   block += CheckedSize(3) * C * I;                 // gate, up, down
   CheckedSize total = V * C + L * block + C;       // embed_tokens, the blocks, the final norm
   if (!tie_word_embeddings) total += V * C;        // lm_head
@@ -132,8 +149,10 @@ LlamaConfig LlamaConfig::from_hf_json(const nlohmann::json& j, std::string_view 
   const std::string type = f.text_or("model_type", "");
   if (type == "qwen2") {
     c.family = LlamaFamily::kQwen2;
+  } else if (type == "qwen3") {
+    c.family = LlamaFamily::kQwen3;
   } else {
-    ZDP_REQUIRE(type == "llama", "{}: model_type is {}: zerodp reads 'llama' and 'qwen2' configs", source,
+    ZDP_REQUIRE(type == "llama", "{}: model_type is {}: zerodp reads 'llama', 'qwen2' and 'qwen3' configs", source,
                 f.has("model_type") ? describe_json(f.at("model_type")) : std::string("missing"));
   }
   c.n_layer = f.integer("num_hidden_layers", LlamaLimits::kMaxLayers);
@@ -163,10 +182,9 @@ LlamaConfig LlamaConfig::from_hf_json(const nlohmann::json& j, std::string_view 
 }
 
 nlohmann::json LlamaConfig::to_hf_json(std::string_view dtype_name) const {
-  const bool qwen = family == LlamaFamily::kQwen2;
   nlohmann::json j = {
-      {"architectures", {qwen ? "Qwen2ForCausalLM" : "LlamaForCausalLM"}},
-      {"model_type", qwen ? "qwen2" : "llama"},
+      {"architectures", {family_architecture(family)}},
+      {"model_type", family_name(family)},
       {"num_hidden_layers", n_layer},
       {"num_attention_heads", n_head},
       {"num_key_value_heads", n_kv_head},
@@ -182,12 +200,9 @@ nlohmann::json LlamaConfig::to_hf_json(std::string_view dtype_name) const {
       {"torch_dtype", std::string(dtype_name)},
       {"initializer_range", 0.02},
   };
-  if (qwen) {
-    j["use_sliding_window"] = false;
-  } else {
-    j["attention_bias"] = attention_bias;
-    j["mlp_bias"] = false;
-  }
+  if (family != LlamaFamily::kLlama) j["use_sliding_window"] = false;
+  if (family != LlamaFamily::kQwen2) j["attention_bias"] = attention_bias;
+  if (family == LlamaFamily::kLlama) j["mlp_bias"] = false;
   if (rope_scaling) {
     j["rope_scaling"] = {{"rope_type", "llama3"},
                          {"factor", rope_scaling->factor},
@@ -201,8 +216,8 @@ nlohmann::json LlamaConfig::to_hf_json(std::string_view dtype_name) const {
 }
 
 std::string LlamaConfig::summary() const {
-  return fmt::format("{} L{} H{}/{} C{} I{} V{} N{}", family == LlamaFamily::kQwen2 ? "qwen2" : "llama", n_layer,
-                     n_head, n_kv_head, n_embd, intermediate_size, vocab_size, n_ctx);
+  return fmt::format("{} L{} H{}/{} C{} I{} V{} N{}", family_name(family), n_layer, n_head, n_kv_head, n_embd,
+                     intermediate_size, vocab_size, n_ctx);
 }
 
 }  // namespace zerodp::model

@@ -1,7 +1,8 @@
 // The Llama family's hyper-parameters as Hugging Face's config.json holds them (LlamaForCausalLM,
-// Qwen2ForCausalLM): pre-RMSNorm blocks, rotary position embeddings (with the llama3 frequency
-// scaling or none), grouped-query attention, a SiLU-gated MLP, q/k/v biases for Qwen 2 (and for a
-// Llama with attention_bias, which also biases o_proj), a tied or untied head.
+// Qwen2ForCausalLM, Qwen3ForCausalLM): pre-RMSNorm blocks, rotary position embeddings (with the llama3
+// frequency scaling or none), grouped-query attention, a SiLU-gated MLP, q/k/v biases for Qwen 2 (and
+// for a Llama or Qwen 3 with attention_bias, which also biases o_proj), an RMSNorm over each head of q
+// and k before RoPE for Qwen 3, a tied or untied head.
 #pragma once
 
 #include <cstdint>
@@ -34,6 +35,7 @@ struct LlamaLimits {
 enum class LlamaFamily : uint8_t {
   kLlama,  // model_type "llama": biases on q, k, v and o when attention_bias
   kQwen2,  // model_type "qwen2": biases on q, k and v always, never on o
+  kQwen3,  // model_type "qwen3": Llama's biases (attention_bias), and q_norm and k_norm over each head
 };
 
 struct LlamaConfig {
@@ -50,13 +52,15 @@ struct LlamaConfig {
   std::optional<Llama3RopeScaling> rope_scaling;  // rope_type "llama3"; none: plain RoPE
   double rms_norm_eps = 1e-6;
   bool tie_word_embeddings = false;
-  bool attention_bias = false;  // Llama's; Qwen 2 has q/k/v biases whatever this says
+  bool attention_bias = false;  // Llama's and Qwen 3's; Qwen 2 has q/k/v biases whatever this says
 
   // A SwiGLU MLP's usual width for a model of width C: 8C/3 rounded up to a multiple of 32.
   static int default_intermediate_size(int n_embd) { return (8 * n_embd / 3 + 31) / 32 * 32; }
 
   bool qkv_bias() const { return family == LlamaFamily::kQwen2 || attention_bias; }
-  bool o_bias() const { return family == LlamaFamily::kLlama && attention_bias; }
+  bool o_bias() const { return family != LlamaFamily::kQwen2 && attention_bias; }
+  // Whether each head of q and of k is RMS-normed (weights q_norm, k_norm [head_dim]) before RoPE.
+  bool qk_norm() const { return family == LlamaFamily::kQwen3; }
 
   // UsageError naming the field when a size is not positive or over its LlamaLimits bound, the
   // key/value heads do not divide the heads, the head dimension is odd (RoPE turns pairs), the
@@ -66,7 +70,7 @@ struct LlamaConfig {
   CheckedSize checked_param_count() const;
   int64_t param_count() const { return checked_param_count().value(); }
 
-  // From a config.json's object (`source` names it in messages): model_type "llama" or "qwen2";
+  // From a config.json's object (`source` names it in messages): model_type "llama", "qwen2" or "qwen3";
   // RoPE from rope_theta and rope_scaling, or from rope_parameters (newer transformers); refuses
   // what zerodp does not compute (another hidden_act, rope type, sliding windows, MLP biases) and
   // validates the result.

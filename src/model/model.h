@@ -13,6 +13,7 @@
 
 #include "core/dtype.h"
 #include "device/device.h"
+#include "model/batch.h"
 #include "model/layout.h"
 #include "model/units.h"
 
@@ -48,7 +49,12 @@ template <typename P>
 std::unique_ptr<Model<P>> make_model(const ParamLayout& layout, int B, int T, bool checkpointing = false,
                                      device::Device& dev = device::default_device());
 
-// Bytes of activation memory make_model's model allocates (the `act` category while it exists).
+// The activation memory make_model's model allocates computing in `compute` with kernels of these
+// attention sizes (the `act` category while it exists), by part: what the planner sums, for any
+// device without opening it (device::attention_sizes).
+ActivationBytes model_activation_parts(const ModelConfig& config, int B, int T, bool checkpointing, DType compute,
+                                       const device::AttentionSizes& sizes);
+// Its total on the CPU device.
 size_t model_activation_bytes(const ModelConfig& config, int B, int T, bool checkpointing = false,
                               DType compute = DType::kF32);
 

@@ -444,12 +444,9 @@ MemoryEstimate estimate_memory(const PlanInput& in) {
   if (in.model) {
     const Units u = units_of(*in.model, static_cast<uint64_t>(in.world));
     const int64_t T = in.seq_len();
-    act_live = in.model->is_gpt2() ? gpt2_activation_bytes(in.model->gpt2(), in.micro_batch, T,
-                                                           in.zero.activation_checkpointing, in.precision.dtype, in.gpu)
-                                         .total()
-                                   : llama_activation_bytes(in.model->llama(), in.micro_batch, T,
-                                                            in.zero.activation_checkpointing, in.precision.dtype, in.gpu)
-                                         .total();
+    act_live = activation_bytes(*in.model, in.micro_batch, T, in.zero.activation_checkpointing, in.precision.dtype,
+                                in.gpu)
+                   .total();
     // The engine's tokens (on a GPU in host memory), or cuBLASLt's workspace (the GPU's, for its life).
     act_live += in.gpu ? kGpuGemmWorkspaceBytes : 2 * 4 * static_cast<uint64_t>(in.micro_batch) * static_cast<uint64_t>(T);
     // Loading (and widening 16-bit gradients) goes through a chunk of at most 2^18 fp32 values,

@@ -32,13 +32,17 @@ struct LlamaPreset {
 };
 constexpr auto kLlama = model::LlamaFamily::kLlama;
 constexpr auto kQwen2 = model::LlamaFamily::kQwen2;
-constexpr std::array<LlamaPreset, 7> kLlamaPresets = {{
+constexpr auto kQwen3 = model::LlamaFamily::kQwen3;
+constexpr std::array<LlamaPreset, 10> kLlamaPresets = {{
     {"llama-3.2-1b", kLlama, 16, 32, 8, 2048, 64, 8192, 128256, 131072, 500000.0, 1e-5, true, 32.0},
     {"llama-3.2-3b", kLlama, 28, 24, 8, 3072, 128, 8192, 128256, 131072, 500000.0, 1e-5, true, 32.0},
     {"llama-3.1-8b", kLlama, 32, 32, 8, 4096, 128, 14336, 128256, 131072, 500000.0, 1e-5, false, 8.0},
     {"llama-3.1-70b", kLlama, 80, 64, 8, 8192, 128, 28672, 128256, 131072, 500000.0, 1e-5, false, 8.0},
     {"qwen-2.5-0.5b", kQwen2, 24, 14, 2, 896, 64, 4864, 151936, 32768, 1000000.0, 1e-6, true, 0.0},
     {"qwen-2.5-7b", kQwen2, 28, 28, 4, 3584, 128, 18944, 152064, 131072, 1000000.0, 1e-6, false, 0.0},
+    {"qwen-3-0.6b", kQwen3, 28, 16, 8, 1024, 128, 3072, 151936, 40960, 1000000.0, 1e-6, true, 0.0},
+    {"qwen-3-1.7b", kQwen3, 28, 16, 8, 2048, 128, 6144, 151936, 40960, 1000000.0, 1e-6, true, 0.0},
+    {"qwen-3-8b", kQwen3, 36, 32, 8, 4096, 128, 12288, 151936, 40960, 1000000.0, 1e-6, false, 0.0},
     {"smollm-135m", kLlama, 30, 9, 3, 576, 64, 1536, 49152, 2048, 10000.0, 1e-5, true, 0.0},
 }};
 

@@ -18,8 +18,8 @@ namespace zerodp::plan {
 model::GPT2Config gpt2_preset(std::string_view name);
 std::vector<std::string_view> gpt2_preset_names();
 
-// Any preset: GPT-2's above, or "llama-3.2-1b", "llama-3.2-3b", "llama-3.1-8b", "llama-3.1-70b",
-// "qwen-2.5-0.5b", "qwen-2.5-7b", "smollm-135m". UsageError naming the known names otherwise.
+// Any preset: GPT-2's above, or the Llama family's (presets.cpp: Llama 3.1 and 3.2, Qwen 2.5, Qwen 3,
+// SmolLM), by name, as model_preset_names() lists them. UsageError naming the known names otherwise.
 model::ModelConfig model_preset(std::string_view name);
 std::vector<std::string_view> model_preset_names();
 

@@ -252,7 +252,7 @@ TEST(CudaDevice, WhatIsNotWiredSaysSo) {
   EXPECT_TRUE(dev.supports(DType::kBF16));
   EXPECT_TRUE(dev.supports(DType::kF16));
   try {
-    dev.gpt2<float>();
+    dev.kernels<float>();
     ADD_FAILURE();
   } catch (const RuntimeFailure& e) {
     EXPECT_NE(std::string(e.what()).find("--dtype bf16"), std::string::npos) << e.what();
@@ -272,8 +272,8 @@ TEST(CudaDevice, TwoDevicesLiveSideBySide) {
   const std::vector<float> x = random_floats(n, 7);
   Buffer xa = upload(a, x.data(), n * sizeof(float));
   Buffer xb = upload(b, x.data(), n * sizeof(float));
-  const Gpt2Kernels<bf16>& ka = a.gpt2<bf16>();
-  const Gpt2Kernels<bf16>& kb = b.gpt2<bf16>();
+  const ModelKernels<bf16>& ka = a.kernels<bf16>();
+  const ModelKernels<bf16>& kb = b.kernels<bf16>();
   EXPECT_NE(&ka, &kb);
   Buffer ya = a.allocate(n * sizeof(float), MemCategory::kAct);
   Buffer yb = b.allocate(n * sizeof(float), MemCategory::kAct);

@@ -83,12 +83,15 @@ void expect_close(const std::vector<E>& got, const std::vector<E>& want, double 
   EXPECT_LE(std::sqrt(diff), tol * std::sqrt(norm) + 1e-12) << what;
 }
 
+constexpr kernels::WeightLayout kConv1D = kernels::WeightLayout::kInOut, kTiedHead = kernels::WeightLayout::kOutIn;
+
 class CudaGpt2Table : public ::testing::Test {
  protected:
   CudaDevice gpu{0};
   CpuDevice cpu;
-  const Gpt2Kernels<bf16>& g = gpu.gpt2<bf16>();
-  const Gpt2Kernels<bf16>& c = cpu.gpt2<bf16>();
+  const ModelKernels<bf16>& g = gpu.kernels<bf16>();
+  const ModelKernels<bf16>& c = cpu.kernels<bf16>();
+  const kernels::AttentionShape shape = kernels::AttentionShape::mha(B, T, C, NH);
 };
 
 TEST_F(CudaGpt2Table, LinearForwardAndBackward) {
@@ -98,19 +101,19 @@ TEST_F(CudaGpt2Table, LinearForwardAndBackward) {
   auto out16 = twin<bf16>(gpu, size_t(N) * OC, 0);
   auto out32 = twin<float>(gpu, size_t(N) * OC, 0);
   std::vector<float> scratch(size_t(N) * OC);
-  g.linear_forward(out16.d(), inp.d(), w.d(), b.d(), N, C, OC, nullptr);
-  c.linear_forward(out16.h(), inp.h(), w.h(), b.h(), N, C, OC, scratch.data());
+  g.linear_forward(out16.d(), inp.d(), w.d(), b.d(), N, C, OC, kConv1D, nullptr);
+  c.linear_forward(out16.h(), inp.h(), w.h(), b.h(), N, C, OC, kConv1D, scratch.data());
   expect_close(out16.download(gpu), out16.host, 1.0 / 64, "linear_forward (bf16 out)");
-  g.linear_forward_acc(out32.d(), inp.d(), w.d(), b.d(), N, C, OC, nullptr);
-  c.linear_forward_acc(out32.h(), inp.h(), w.h(), b.h(), N, C, OC, nullptr);
+  g.linear_forward_acc(out32.d(), inp.d(), w.d(), b.d(), N, C, OC, kConv1D, nullptr);
+  c.linear_forward_acc(out32.h(), inp.h(), w.h(), b.h(), N, C, OC, kConv1D, nullptr);
   expect_close(out32.download(gpu), out32.host, 1e-4, "linear_forward_acc (fp32 out)");
 
   auto dout = twin<float>(gpu, size_t(N) * OC, 1.0f);
   auto dinp = twin<float>(gpu, size_t(N) * C, 0), dw = twin<float>(gpu, size_t(C) * OC, 0.5f),
        db = twin<float>(gpu, OC, 0.5f);  // parameter gradients accumulate onto what is there
   auto op16 = twin<bf16>(gpu, size_t(N) * OC, 0);
-  g.linear_backward(dinp.d(), dw.d(), db.d(), dout.d(), inp.d(), w.d(), N, C, OC, op16.d());
-  c.linear_backward(dinp.h(), dw.h(), db.h(), dout.h(), inp.h(), w.h(), N, C, OC, op16.h());
+  g.linear_backward(dinp.d(), dw.d(), db.d(), dout.d(), inp.d(), w.d(), N, C, OC, kConv1D, op16.d());
+  c.linear_backward(dinp.h(), dw.h(), db.h(), dout.h(), inp.h(), w.h(), N, C, OC, kConv1D, op16.h());
   expect_close(dinp.download(gpu), dinp.host, 1e-4, "linear_backward dinp");
   expect_close(dw.download(gpu), dw.host, 1e-4, "linear_backward dweight");
   expect_close(db.download(gpu), db.host, 1e-5, "linear_backward dbias (column partials)");
@@ -119,14 +122,14 @@ TEST_F(CudaGpt2Table, LinearForwardAndBackward) {
 TEST_F(CudaGpt2Table, HeadForwardAndBackward) {
   auto inp = twin<bf16>(gpu, size_t(N) * C, 1.0f), wte = twin<bf16>(gpu, size_t(V) * C, 0.05f);
   auto logits = twin<float>(gpu, size_t(N) * V, 0);
-  g.head_forward(logits.d(), inp.d(), wte.d(), N, C, V);
-  c.head_forward(logits.h(), inp.h(), wte.h(), N, C, V);
+  g.linear_forward_acc(logits.d(), inp.d(), wte.d(), nullptr, N, C, V, kTiedHead, nullptr);
+  c.linear_forward_acc(logits.h(), inp.h(), wte.h(), nullptr, N, C, V, kTiedHead, nullptr);
   expect_close(logits.download(gpu), logits.host, 1e-4, "head_forward");
   auto dl = twin<float>(gpu, size_t(N) * V, 1.0f), dinp = twin<float>(gpu, size_t(N) * C, 0),
        dwte = twin<float>(gpu, size_t(V) * C, 0.5f);
   auto op16 = twin<bf16>(gpu, size_t(N) * V, 0);
-  g.head_backward(dinp.d(), dwte.d(), dl.d(), inp.d(), wte.d(), N, C, V, op16.d());
-  c.head_backward(dinp.h(), dwte.h(), dl.h(), inp.h(), wte.h(), N, C, V, op16.h());
+  g.linear_backward(dinp.d(), dwte.d(), nullptr, dl.d(), inp.d(), wte.d(), N, C, V, kTiedHead, op16.d());
+  c.linear_backward(dinp.h(), dwte.h(), nullptr, dl.h(), inp.h(), wte.h(), N, C, V, kTiedHead, op16.h());
   expect_close(dinp.download(gpu), dinp.host, 1e-4, "head_backward dinp");
   expect_close(dwte.download(gpu), dwte.host, 1e-4, "head_backward dwte");
 }
@@ -140,8 +143,8 @@ TEST_F(CudaGpt2Table, HeadBackwardWithAnOddVocabulary) {
   auto dl = twin<float>(gpu, size_t(N) * Vodd, 1.0f), dinp = twin<float>(gpu, size_t(N) * C, 0),
        dwte = twin<float>(gpu, size_t(Vodd) * C, 0.5f);
   auto op16 = twin<bf16>(gpu, size_t(N) * device::operand16_row(Vodd), 0);
-  g.head_backward(dinp.d(), dwte.d(), dl.d(), inp.d(), wte.d(), N, C, Vodd, op16.d());
-  c.head_backward(dinp.h(), dwte.h(), dl.h(), inp.h(), wte.h(), N, C, Vodd, op16.h());
+  g.linear_backward(dinp.d(), dwte.d(), nullptr, dl.d(), inp.d(), wte.d(), N, C, Vodd, kTiedHead, op16.d());
+  c.linear_backward(dinp.h(), dwte.h(), nullptr, dl.h(), inp.h(), wte.h(), N, C, Vodd, kTiedHead, op16.h());
   expect_close(dinp.download(gpu), dinp.host, 1e-4, "head_backward dinp, V odd");
   expect_close(dwte.download(gpu), dwte.host, 1e-4, "head_backward dwte, V odd");
 }
@@ -149,15 +152,15 @@ TEST_F(CudaGpt2Table, HeadBackwardWithAnOddVocabulary) {
 TEST_F(CudaGpt2Table, AttentionForwardAndBackward) {
   auto qkv = twin<bf16>(gpu, size_t(N) * 3 * C, 1.0f);
   auto out = twin<bf16>(gpu, size_t(N) * C, 0), att = twin<bf16>(gpu, size_t(B) * NH * T * T, 0);
-  Buffer gscratch = gpu.allocate(g.attention_scratch_bytes(B, T, C, NH), MemCategory::kAct);
-  std::vector<char> cscratch(c.attention_scratch_bytes(B, T, C, NH));
-  g.attention_forward(out.d(), att.d(), qkv.d(), gscratch.data(), B, T, C, NH);
-  c.attention_forward(out.h(), att.h(), qkv.h(), cscratch.data(), B, T, C, NH);
+  Buffer gscratch = gpu.allocate(g.attention_scratch_bytes(shape), MemCategory::kAct);
+  std::vector<char> cscratch(c.attention_scratch_bytes(shape));
+  g.attention_forward(out.d(), att.d(), qkv.d(), gscratch.data(), shape);
+  c.attention_forward(out.h(), att.h(), qkv.h(), cscratch.data(), shape);
   expect_close(out.download(gpu), out.host, 1.0 / 64, "attention_forward");
   auto dout = twin<float>(gpu, size_t(N) * C, 1.0f), dqkv = twin<float>(gpu, size_t(N) * 3 * C, 0.25f);
   auto op16 = twin<bf16>(gpu, size_t(N) * C, 0);
-  g.attention_backward(dqkv.d(), gscratch.data(), dout.d(), op16.d(), qkv.d(), out.d(), att.d(), B, T, C, NH);
-  c.attention_backward(dqkv.h(), cscratch.data(), dout.h(), op16.h(), qkv.h(), out.h(), att.h(), B, T, C, NH);
+  g.attention_backward(dqkv.d(), gscratch.data(), dout.d(), op16.d(), qkv.d(), out.d(), att.d(), shape);
+  c.attention_backward(dqkv.h(), cscratch.data(), dout.h(), op16.h(), qkv.h(), out.h(), att.h(), shape);
   expect_close(dqkv.download(gpu), dqkv.host, 1.0 / 64, "attention_backward (accumulated into dqkv)");
 }
 
@@ -190,9 +193,9 @@ TEST_F(CudaGpt2Table, LayerNormGeluResidual) {
   auto dpre = twin<float>(gpu, n, 0);
   auto op16 = twin<bf16>(gpu, n, 0);
   g.gelu_linear_backward(dln.d(), dfcw.d(), dfcb.d(), dpre.d(), dgelu.d(), pre.d(), ln.d(), fcw.d(), N, C, 4 * C,
-                         op16.d());
+                         kConv1D, op16.d());
   c.gelu_linear_backward(dln.h(), dfcw.h(), dfcb.h(), dpre.h(), dgelu.h(), pre.h(), ln.h(), fcw.h(), N, C, 4 * C,
-                         op16.h());
+                         kConv1D, op16.h());
   expect_close(dln.download(gpu), dln.host, 1.0 / 64, "gelu_linear_backward dinp");
   expect_close(dfcw.download(gpu), dfcw.host, 1.0 / 64, "gelu_linear_backward dweight");
   expect_close(dfcb.download(gpu), dfcb.host, 1.0 / 64, "gelu_linear_backward dbias");
@@ -211,13 +214,13 @@ TEST_F(CudaGpt2Table, EmbeddingAndLoss) {
   targets.upload(gpu);
   auto wte = twin<bf16>(gpu, size_t(V) * C, 0.1f), wpe = twin<bf16>(gpu, size_t(T) * C, 0.1f);
   auto x = twin<float>(gpu, size_t(N) * C, 0);
-  g.encoder_forward(x.d(), tokens.d(), wte.d(), wpe.d(), B, T, C);
-  c.encoder_forward(x.h(), tokens.h(), wte.h(), wpe.h(), B, T, C);
+  g.embedding_forward(x.d(), tokens.d(), wte.d(), wpe.d(), B, T, C);
+  c.embedding_forward(x.h(), tokens.h(), wte.h(), wpe.h(), B, T, C);
   expect_close(x.download(gpu), x.host, 1e-7, "encoder_forward");
   auto dx = twin<float>(gpu, size_t(N) * C, 1.0f), dwte = twin<float>(gpu, size_t(V) * C, 0.5f),
        dwpe = twin<float>(gpu, size_t(T) * C, 0.5f);
-  g.encoder_backward(dwte.d(), dwpe.d(), dx.d(), tokens.d(), B, T, C);
-  c.encoder_backward(dwte.h(), dwpe.h(), dx.h(), tokens.h(), B, T, C);
+  g.embedding_backward(dwte.d(), dwpe.d(), dx.d(), tokens.d(), B, T, C);
+  c.embedding_backward(dwte.h(), dwpe.h(), dx.h(), tokens.h(), B, T, C);
   expect_close(dwte.download(gpu), dwte.host, 1e-7, "encoder_backward dwte (token order: the CPU's bits)");
   expect_close(dwpe.download(gpu), dwpe.host, 1e-7, "encoder_backward dwpe");
 

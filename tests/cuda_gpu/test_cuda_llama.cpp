@@ -133,13 +133,15 @@ void expect_within_ulp(const std::vector<E>& got, const std::vector<E>& want, co
   EXPECT_EQ(bad, 0u) << what << ": elements more than one 16-bit ulp from the CPU's";
 }
 
+constexpr kernels::WeightLayout kOutIn = kernels::WeightLayout::kOutIn;  // PyTorch's Linear
+
 template <class P>
 class CudaLlamaTable : public ::testing::Test {
  protected:
   CudaDevice gpu{0};
   CpuDevice cpu;
-  const LlamaKernels<P>& g = gpu.llama<P>();
-  const LlamaKernels<P>& c = cpu.llama<P>();
+  const ModelKernels<P>& g = gpu.kernels<P>();
+  const ModelKernels<P>& c = cpu.kernels<P>();
   static constexpr double kLoose = std::is_same_v<P, bf16> ? 1.0 / 64 : 1.0 / 512;  // 2^-6 bf16, 2^-9 fp16
   static constexpr double kU = std::is_same_v<P, bf16> ? 0x1p-8 : 0x1p-11;
 };
@@ -147,14 +149,14 @@ using Types = ::testing::Types<bf16, fp16>;
 TYPED_TEST_SUITE(CudaLlamaTable, Types);
 
 TYPED_TEST(CudaLlamaTable, TheDeviceHasTheTables) {
-  EXPECT_TRUE(this->gpu.supports_llama(DType::kBF16));
-  EXPECT_TRUE(this->gpu.supports_llama(DType::kF16));
-  EXPECT_FALSE(this->gpu.supports_llama(DType::kF32));
-  EXPECT_THROW(this->gpu.template llama<float>(), RuntimeFailure);
+  EXPECT_TRUE(this->gpu.supports(DType::kBF16));
+  EXPECT_TRUE(this->gpu.supports(DType::kF16));
+  EXPECT_FALSE(this->gpu.supports(DType::kF32));
+  EXPECT_THROW(this->gpu.template kernels<float>(), RuntimeFailure);
   // The sizing tables without a device answer as the device's.
   const kernels::AttentionShape s{2, 100, 8, 2, 64};
-  EXPECT_EQ(cuda_llama_kernels<TypeParam>().attention_saved_bytes(s), this->g.attention_saved_bytes(s));
-  EXPECT_EQ(cuda_llama_kernels<TypeParam>().attention_scratch_bytes(s), this->g.attention_scratch_bytes(s));
+  EXPECT_EQ(cuda_model_kernels<TypeParam>().attention_saved_bytes(s), this->g.attention_saved_bytes(s));
+  EXPECT_EQ(cuda_model_kernels<TypeParam>().attention_scratch_bytes(s), this->g.attention_scratch_bytes(s));
   EXPECT_EQ(this->g.attention_saved_bytes(s), size_t{2} * 8 * 100 * sizeof(float));
 }
 
@@ -168,12 +170,12 @@ TYPED_TEST(CudaLlamaTable, EmbeddingIsTheCpusBits) {
   tokens.upload(gpu);
   auto table = twin<P>(gpu, size_t(V) * C, 0.5f);
   auto out = twin<float>(gpu, size_t(N) * C, 0);
-  this->g.embedding_forward(out.d(), tokens.d(), table.d(), N, C);
-  this->c.embedding_forward(out.h(), tokens.h(), table.h(), N, C);
+  this->g.embedding_forward(out.d(), tokens.d(), table.d(), nullptr, 1, N, C);
+  this->c.embedding_forward(out.h(), tokens.h(), table.h(), nullptr, 1, N, C);
   expect_bits(out.download(gpu), out.host, "embedding_forward");
   auto dout = twin<float>(gpu, size_t(N) * C, 1.0f), dtable = twin<float>(gpu, size_t(V) * C, 0.5f);
-  this->g.embedding_backward(dtable.d(), dout.d(), tokens.d(), N, C);
-  this->c.embedding_backward(dtable.h(), dout.h(), tokens.h(), N, C);
+  this->g.embedding_backward(dtable.d(), nullptr, dout.d(), tokens.d(), 1, N, C);
+  this->c.embedding_backward(dtable.h(), nullptr, dout.h(), tokens.h(), 1, N, C);
   expect_bits(dtable.download(gpu), dtable.host, "embedding_backward (accumulated, row order)");
 }
 
@@ -208,6 +210,31 @@ TYPED_TEST(CudaLlamaTable, RmsnormForwardAndBackward) {
   }
 }
 
+// Qwen 3's q_norm over the query heads of a qkv whose rows hold 4 query and 2·2 key/value heads.
+TYPED_TEST(CudaLlamaTable, HeadRmsnormInPlace) {
+  using P = TypeParam;
+  auto& gpu = this->gpu;
+  for (const int D : {64, 128}) {
+    SCOPED_TRACE(D);
+    const int heads = 4;
+    const int64_t stride = int64_t{heads + 4} * D;
+    auto qkv = twin<P>(gpu, size_t(N) * stride, 2.0f);
+    auto w = twin<P>(gpu, D, 0.2f, 1.0f);
+    auto saved = twin<P>(gpu, size_t(N) * heads * D, 0);
+    auto rstd = twin<float>(gpu, size_t(N) * heads, 0);
+    this->g.head_rmsnorm_forward(qkv.d(), saved.d(), rstd.d(), w.d(), N, heads, D, stride, 1e-6);
+    this->c.head_rmsnorm_forward(qkv.h(), saved.h(), rstd.h(), w.h(), N, heads, D, stride, 1e-6);
+    expect_close(rstd.download(gpu), rstd.host, 1e-5, "head_rmsnorm rstd");
+    expect_bits(saved.download(gpu), saved.host, "head_rmsnorm saved heads");
+    expect_close(qkv.download(gpu), qkv.host, this->kLoose, "head_rmsnorm_forward");
+    auto dqkv = twin<float>(gpu, size_t(N) * stride, 1.0f), dw = twin<float>(gpu, D, 0.5f);
+    this->g.head_rmsnorm_backward(dqkv.d(), dw.d(), saved.d(), rstd.d(), w.d(), N, heads, D, stride);
+    this->c.head_rmsnorm_backward(dqkv.h(), dw.h(), saved.h(), rstd.h(), w.h(), N, heads, D, stride);
+    expect_close(dqkv.download(gpu), dqkv.host, 1e-5, "head_rmsnorm_backward dx (in place)");
+    expect_close(dw.download(gpu), dw.host, 1e-5, "head_rmsnorm_backward dweight");
+  }
+}
+
 TYPED_TEST(CudaLlamaTable, LinearWithOutInWeights) {
   using P = TypeParam;
   auto& gpu = this->gpu;
@@ -221,19 +248,19 @@ TYPED_TEST(CudaLlamaTable, LinearWithOutInWeights) {
     const P* bc = bias ? b.h() : nullptr;
     auto out16 = twin<P>(gpu, size_t(N) * OC, 0);
     auto out32 = twin<float>(gpu, size_t(N) * OC, 0);
-    this->g.linear_forward(out16.d(), inp.d(), w.d(), bg, N, C, OC, gscratch.d());
-    this->c.linear_forward(out16.h(), inp.h(), w.h(), bc, N, C, OC, scratch.data());
+    this->g.linear_forward(out16.d(), inp.d(), w.d(), bg, N, C, OC, kOutIn, gscratch.d());
+    this->c.linear_forward(out16.h(), inp.h(), w.h(), bc, N, C, OC, kOutIn, scratch.data());
     expect_close(out16.download(gpu), out16.host, this->kLoose, "linear_forward (16-bit out)");
-    this->g.linear_forward_acc(out32.d(), inp.d(), w.d(), bg, N, C, OC, nullptr);
-    this->c.linear_forward_acc(out32.h(), inp.h(), w.h(), bc, N, C, OC, nullptr);
+    this->g.linear_forward_acc(out32.d(), inp.d(), w.d(), bg, N, C, OC, kOutIn, nullptr);
+    this->c.linear_forward_acc(out32.h(), inp.h(), w.h(), bc, N, C, OC, kOutIn, nullptr);
     expect_close(out32.download(gpu), out32.host, 1e-4, "linear_forward_acc (fp32 out)");
 
     auto dout = twin<float>(gpu, size_t(N) * OC, 1.0f);
     auto dinp = twin<float>(gpu, size_t(N) * C, 3.0f);  // written, not accumulated: what is there goes
     auto dw = twin<float>(gpu, size_t(OC) * C, 0.5f), db = twin<float>(gpu, OC, 0.5f);
     auto op16 = twin<P>(gpu, size_t(N) * OC, 0);
-    this->g.linear_backward(dinp.d(), dw.d(), bias ? db.d() : nullptr, dout.d(), inp.d(), w.d(), N, C, OC, op16.d());
-    this->c.linear_backward(dinp.h(), dw.h(), bias ? db.h() : nullptr, dout.h(), inp.h(), w.h(), N, C, OC, op16.h());
+    this->g.linear_backward(dinp.d(), dw.d(), bias ? db.d() : nullptr, dout.d(), inp.d(), w.d(), N, C, OC, kOutIn, op16.d());
+    this->c.linear_backward(dinp.h(), dw.h(), bias ? db.h() : nullptr, dout.h(), inp.h(), w.h(), N, C, OC, kOutIn, op16.h());
     expect_close(dinp.download(gpu), dinp.host, 1e-4, "linear_backward dinp");
     expect_close(dw.download(gpu), dw.host, 1e-4, "linear_backward dweight");
     expect_close(db.download(gpu), db.host, 1e-5, "linear_backward dbias (column partials)");
@@ -242,8 +269,8 @@ TYPED_TEST(CudaLlamaTable, LinearWithOutInWeights) {
   // dinp may be null (the embedding's side of a head that needs no input gradient).
   auto dout = twin<float>(gpu, size_t(N) * OC, 1.0f), dw = twin<float>(gpu, size_t(OC) * C, 0);
   auto op16 = twin<P>(gpu, size_t(N) * OC, 0);
-  this->g.linear_backward(nullptr, dw.d(), nullptr, dout.d(), inp.d(), w.d(), N, C, OC, op16.d());
-  this->c.linear_backward(nullptr, dw.h(), nullptr, dout.h(), inp.h(), w.h(), N, C, OC, op16.h());
+  this->g.linear_backward(nullptr, dw.d(), nullptr, dout.d(), inp.d(), w.d(), N, C, OC, kOutIn, op16.d());
+  this->c.linear_backward(nullptr, dw.h(), nullptr, dout.h(), inp.h(), w.h(), N, C, OC, kOutIn, op16.h());
   expect_close(dw.download(gpu), dw.host, 1e-4, "linear_backward dweight without dinp");
 }
 

@@ -96,7 +96,7 @@ TEST(CpuDevice, GemmIsTheKernelsGemm) {
   EXPECT_EQ(0, std::memcmp(c1.data(), c2.data(), static_cast<size_t>(M) * M * 4));
 }
 
-TEST(CpuDevice, Gpt2KernelsAreTheKernelsOfKernelsRunOnTheCallersThread) {
+TEST(CpuDevice, ModelKernelsAreTheKernelsOfKernelsRunOnTheCallersThread) {
   const Device& dev = default_device();
   const int N = 5, C = 24;
   std::mt19937 rng(11);
@@ -108,14 +108,14 @@ TEST(CpuDevice, Gpt2KernelsAreTheKernelsOfKernelsRunOnTheCallersThread) {
   kernels::layernorm_forward<float, float, float>(out1.data(), mean1.data(), rstd1.data(), inp.data(), w.data(),
                                                   b.data(), N, C);
   // fp32 runs call exactly the kernels of kernels/, and the work is done when the call returns.
-  dev.gpt2<float>().layernorm_forward(out2.data(), mean2.data(), rstd2.data(), inp.data(), w.data(), b.data(), N, C);
+  dev.kernels<float>().layernorm_forward(out2.data(), mean2.data(), rstd2.data(), inp.data(), w.data(), b.data(), N, C);
   EXPECT_EQ(0, std::memcmp(out1.data(), out2.data(), out1.size() * sizeof(float)));
   EXPECT_EQ(0, std::memcmp(rstd1.data(), rstd2.data(), rstd1.size() * sizeof(float)));
   // Attention scratch: fp32's row blocks of dP, 16-bit compute's per-head blocks.
-  EXPECT_EQ(dev.gpt2<float>().attention_scratch_bytes(2, 70, 48, 4),
-            kernels::attention_scratch_elems(2, 70, 4) * sizeof(float));
-  EXPECT_EQ(dev.gpt2<bf16>().attention_scratch_bytes(2, 70, 48, 4), kernels::attention16_scratch_bytes(2, 70, 48, 4));
-  EXPECT_EQ(dev.gpt2<double>().attention_saved_bytes(2, 70, 4), size_t{2} * 4 * 70 * 70 * sizeof(double));
+  const kernels::AttentionShape mha = kernels::AttentionShape::mha(2, 70, 48, 4), gqa{2, 70, 4, 2, 12};
+  EXPECT_EQ(dev.kernels<float>().attention_scratch_bytes(mha), kernels::attention_scratch_elems(mha) * sizeof(float));
+  EXPECT_EQ(dev.kernels<bf16>().attention_scratch_bytes(gqa), kernels::attention16_scratch_bytes(gqa));
+  EXPECT_EQ(dev.kernels<double>().attention_saved_bytes(mha), size_t{2} * 4 * 70 * 70 * sizeof(double));
 }
 
 TEST(CpuDevice, SupportsEveryComputeType) {
@@ -128,19 +128,15 @@ TEST(CpuDevice, SupportsEveryComputeType) {
 // dtypes it does have (the CUDA device has no fp32 tables: its attention is 16-bit only).
 class CpuWithoutFp32 : public CpuDevice {
  protected:
-  const Gpt2Kernels<float>* gpt2_f32() const override { return nullptr; }
-  const LlamaKernels<float>* llama_f32() const override { return nullptr; }
-  const LlamaKernels<fp16>* llama_fp16() const override { return nullptr; }
+  const ModelKernels<float>* kernels_f32() const override { return nullptr; }
+  const ModelKernels<fp16>* kernels_fp16() const override { return nullptr; }
 };
 
 TEST(Device, SaysWhichComputeTypesItHasAndNamesThemWhenAskedForAnother) {
   CpuWithoutFp32 dev;
   EXPECT_FALSE(dev.supports(DType::kF32));
   EXPECT_TRUE(dev.supports(DType::kBF16));
-  EXPECT_TRUE(dev.supports(DType::kF16));
-  EXPECT_FALSE(dev.supports_llama(DType::kF32));
-  EXPECT_TRUE(dev.supports_llama(DType::kBF16));
-  EXPECT_FALSE(dev.supports_llama(DType::kF16));
+  EXPECT_FALSE(dev.supports(DType::kF16));
   auto message = [](auto&& get) {
     try {
       get();
@@ -149,11 +145,11 @@ TEST(Device, SaysWhichComputeTypesItHasAndNamesThemWhenAskedForAnother) {
     }
     return std::string("no error");
   };
-  EXPECT_EQ(message([&] { dev.gpt2<float>(); }),
-            "the cpu device has no GPT-2 kernels computing in fp32: use --dtype bf16 or fp16");
-  EXPECT_EQ(message([&] { dev.llama<fp16>(); }),
-            "the cpu device has no Llama-family kernels computing in fp16: use --dtype bf16");
-  EXPECT_NO_THROW(dev.gpt2<bf16>());
+  EXPECT_EQ(message([&] { dev.kernels<float>(); }),
+            "the cpu device has no kernels computing in fp32: use --dtype bf16");
+  EXPECT_EQ(message([&] { dev.kernels<fp16>(); }),
+            "the cpu device has no kernels computing in fp16: use --dtype bf16");
+  EXPECT_NO_THROW(dev.kernels<bf16>());
 }
 
 TEST(CpuDevice, TwoDevicesShareNoState) {

@@ -72,10 +72,11 @@ TEST(DeviceSelect, CudaIsRefusedOnlySayingWhy) {
 #if ZERODP_WITH_CUDA
 // The CUDA kernels with no device behind them size the planner's activations on a machine without a
 // GPU, and refuse to compute (they have no stream) rather than reach for some device's.
-TEST(CudaGpt2Sizing, SizesWithoutAGpuAndComputesNothing) {
-  const Gpt2Kernels<bf16>& k = cuda_gpt2_kernels<bf16>();
-  EXPECT_EQ(k.attention_saved_bytes(2, 8, 3), size_t{2} * 3 * 8 * sizeof(float));
-  EXPECT_EQ(k.attention_scratch_bytes(2, 8, 48, 3), size_t{2} * 3 * 8 * sizeof(float));
+TEST(CudaKernelsSizing, SizesWithoutAGpuAndComputesNothing) {
+  const ModelKernels<bf16>& k = cuda_model_kernels<bf16>();
+  const kernels::AttentionShape shape = kernels::AttentionShape::mha(2, 8, 48, 3);
+  EXPECT_EQ(k.attention_saved_bytes(shape), size_t{2} * 3 * 8 * sizeof(float));
+  EXPECT_EQ(k.attention_scratch_bytes(shape), size_t{2} * 3 * 8 * sizeof(float));
   EXPECT_THROW(k.residual_forward(nullptr, nullptr, nullptr, 0), RuntimeFailure);
 }
 #endif

@@ -235,7 +235,7 @@ TEST(GPT2, ActivationBytesMatchTheLedger) {
   const uint64_t before = MemoryLedger::global().live(MemCategory::kAct);
   {
     GPT2<float> model(layout, 3, 7);
-    EXPECT_EQ(MemoryLedger::global().live(MemCategory::kAct) - before, activation_bytes(tiny(), 3, 7));
+    EXPECT_EQ(MemoryLedger::global().live(MemCategory::kAct) - before, model_activation_bytes(tiny(), 3, 7));
   }
   EXPECT_EQ(MemoryLedger::global().live(MemCategory::kAct), before);
 }
@@ -263,10 +263,10 @@ TEST(GPT2, ActivationCheckpointingGivesBitwiseTheSameGradients) {
     ASSERT_EQ(0, std::memcmp(plain.grads[u].data(), ckpt.grads[u].data(), plain.grads[u].size() * sizeof(float)))
         << "unit " << u;
   // It keeps one block's activations instead of L.
-  EXPECT_LT(activation_bytes(tiny(), B, T, true), activation_bytes(tiny(), B, T, false));
+  EXPECT_LT(model_activation_bytes(tiny(), B, T, true), model_activation_bytes(tiny(), B, T, false));
   const uint64_t before = MemoryLedger::global().live(MemCategory::kAct);
   {
     GPT2<float> m3(layout, 3, 7, true);
-    EXPECT_EQ(MemoryLedger::global().live(MemCategory::kAct) - before, activation_bytes(tiny(), 3, 7, true));
+    EXPECT_EQ(MemoryLedger::global().live(MemCategory::kAct) - before, model_activation_bytes(tiny(), 3, 7, true));
   }
 }

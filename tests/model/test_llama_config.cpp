@@ -52,6 +52,39 @@ TEST(LlamaConfig, ParameterCountsOfPublishedModels) {
   EXPECT_EQ(q.param_count(), 494032768);  // Qwen 2.5 0.5B
 }
 
+// Qwen 3: Llama's layout with q_norm and k_norm [head_dim] in every block, head_dim given apart from
+// hidden_size / num_attention_heads; the counts of Qwen3-0.6B (tied) and Qwen3-8B (untied).
+TEST(LlamaConfig, Qwen3NormsEachHeadOfQAndK) {
+  auto qwen3 = nlohmann::json::parse(R"({
+    "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_act": "silu", "hidden_size": 1024,
+    "head_dim": 128, "intermediate_size": 3072, "num_hidden_layers": 28, "num_attention_heads": 16,
+    "num_key_value_heads": 8, "vocab_size": 151936, "max_position_embeddings": 40960, "rms_norm_eps": 1e-06,
+    "rope_theta": 1000000, "rope_scaling": null, "tie_word_embeddings": true, "attention_bias": false,
+    "use_sliding_window": false, "sliding_window": null, "max_window_layers": 28})");
+  const LlamaConfig q = LlamaConfig::from_hf_json(qwen3, "'qwen3.json'");
+  EXPECT_EQ(q.family, LlamaFamily::kQwen3);
+  EXPECT_TRUE(q.qk_norm());
+  EXPECT_FALSE(q.qkv_bias());
+  EXPECT_FALSE(q.o_bias());
+  EXPECT_EQ(q.head_dim, 128);
+  EXPECT_EQ(q.param_count(), 596049920);  // Qwen3-0.6B
+  const nlohmann::json out = q.to_hf_json("bfloat16");
+  EXPECT_EQ(out.at("model_type"), "qwen3");
+  EXPECT_EQ(out.at("architectures"), nlohmann::json::array({"Qwen3ForCausalLM"}));
+  EXPECT_EQ(LlamaConfig::from_hf_json(out, "out"), q);
+
+  qwen3["hidden_size"] = 4096;
+  qwen3["intermediate_size"] = 12288;
+  qwen3["num_hidden_layers"] = 36;
+  qwen3["num_attention_heads"] = 32;
+  qwen3["tie_word_embeddings"] = false;
+  EXPECT_EQ(LlamaConfig::from_hf_json(qwen3, "'8b.json'").param_count(), 8190735360);  // Qwen3-8B
+  qwen3["attention_bias"] = true;  // as Llama's: q, k, v and o
+  const LlamaConfig biased = LlamaConfig::from_hf_json(qwen3, "'biased.json'");
+  EXPECT_TRUE(biased.qkv_bias());
+  EXPECT_TRUE(biased.o_bias());
+}
+
 TEST(LlamaConfig, ReadsRopeParametersAsNewerTransformersWritesThem) {
   nlohmann::json j = llama_3_2_1b();
   j["rope_parameters"] = j["rope_scaling"];
@@ -98,7 +131,7 @@ TEST(LlamaConfig, RefusesWhatItDoesNotCompute) {
     j[key] = std::move(v);
     return j;
   };
-  expect_refused(with("model_type", "gpt2"), "zerodp reads 'llama' and 'qwen2'");
+  expect_refused(with("model_type", "gpt2"), "zerodp reads 'llama', 'qwen2' and 'qwen3'");
   expect_refused(with("num_key_value_heads", 5), "must divide num_attention_heads");
   expect_refused(with("head_dim", 63), "must be even");
   expect_refused(with("hidden_act", "gelu"), "SiLU-gated");

@@ -155,10 +155,10 @@ class StagedCpuDevice final : public device::Device {
   }
 
  protected:
-  const device::Gpt2Kernels<float>* gpt2_f32() const override { return &cpu_.gpt2<float>(); }
-  const device::Gpt2Kernels<double>* gpt2_f64() const override { return &cpu_.gpt2<double>(); }
-  const device::Gpt2Kernels<bf16>* gpt2_bf16() const override { return &cpu_.gpt2<bf16>(); }
-  const device::Gpt2Kernels<fp16>* gpt2_fp16() const override { return &cpu_.gpt2<fp16>(); }
+  const device::ModelKernels<float>* kernels_f32() const override { return &cpu_.kernels<float>(); }
+  const device::ModelKernels<double>* kernels_f64() const override { return &cpu_.kernels<double>(); }
+  const device::ModelKernels<bf16>* kernels_bf16() const override { return &cpu_.kernels<bf16>(); }
+  const device::ModelKernels<fp16>* kernels_fp16() const override { return &cpu_.kernels<fp16>(); }
 
  private:
   bool on_host(const void* p) const { return host_memory_.contains(p); }

@@ -50,7 +50,7 @@ OUT_ATOL = 1e-4                         # trained fp32 weights, zerodp against t
 # the middle of a sequence (1000 is no multiple of T).
 TOKENS_IN_FILE = 1000
 FAIL_WITHIN_S = 30
-PRESETS = ["llama_gqa_untied", "qwen2_bias_tied", "llama3_rope_scaling"]
+PRESETS = ["llama_gqa_untied", "qwen2_bias_tied", "llama3_rope_scaling", "qwen3_norm_tied"]
 
 LOGITS_CASES = {f"logits_{p}": dict(preset=p, seed=31 + i) for i, p in enumerate(PRESETS)}
 
@@ -72,6 +72,11 @@ TRAIN_CASES = {
                                             seed=47, init="bf16_shards"),
     "qwen2_w3_b2_s0_out_bf16_shards": dict(preset="qwen2_bias_tied", world=3, b=2, g=1, stage=0, clip=0.5, seed=48,
                                            out_dtype="bf16", out_shard=10000),
+    # Qwen 3 (its per-head q/k norms) at every W and every stage.
+    "qwen3_w1_b2_s0": dict(preset="qwen3_norm_tied", world=1, b=2, g=1, stage=0, clip=0.5, seed=50),
+    "qwen3_w2_b2_g2_s1": dict(preset="qwen3_norm_tied", world=2, b=2, g=2, stage=1, clip=1.0, seed=51),
+    "qwen3_w3_b2_s2": dict(preset="qwen3_norm_tied", world=3, b=2, g=1, stage=2, clip=0.5, seed=52),
+    "qwen3_w4_b2_s3": dict(preset="qwen3_norm_tied", world=4, b=2, g=1, stage=3, clip=0.0, seed=53),
 }
 # Saved after 6 steps on W=2 at stage 2 with B=3, resumed on W=3 at stage 3 with B=2 (the same global
 # batch of 6 sequences, as a resume requires) for steps 6..11; a cosine schedule with warmup, so that

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from zdptest import qwen3_ref
 from zdptest import ref_train as rt
 
 InputError = rt.InputError
@@ -36,8 +37,9 @@ InputError = rt.InputError
 # attention with an untied head;
 # Qwen2's q/k/v biases with a tied head, one key/value head (multi-query) and head_dim ≠ C/H; llama3
 # rope scaling whose original context (8) is shorter than the sequences, so the scaled frequencies
-# matter. `attention_bias` is informational for Qwen2 (its q/k/v always carry biases in transformers)
-# but spelled out so a reader of config.json need not know that.
+# matter; Qwen 3's per-head q/k norms with grouped-query attention, a tied head and head_dim ≠ C/H.
+# `attention_bias` is informational for Qwen2 (its q/k/v always carry biases in transformers) but
+# spelled out so a reader of config.json need not know that.
 CONFIGS = {
     "llama_gqa_untied": {
         "model_type": "llama", "architectures": ["LlamaForCausalLM"],
@@ -52,6 +54,13 @@ CONFIGS = {
         "head_dim": 16, "intermediate_size": 48, "vocab_size": 64, "max_position_embeddings": 32,
         "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "rope_scaling": None,
         "tie_word_embeddings": True, "attention_bias": True, "use_sliding_window": False, "hidden_act": "silu",
+    },
+    "qwen3_norm_tied": {
+        "model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"],
+        "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "head_dim": 16, "intermediate_size": 48, "vocab_size": 64, "max_position_embeddings": 32,
+        "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "rope_scaling": None,
+        "tie_word_embeddings": True, "attention_bias": False, "use_sliding_window": False, "hidden_act": "silu",
     },
     "llama3_rope_scaling": {
         "model_type": "llama", "architectures": ["LlamaForCausalLM"],
@@ -68,7 +77,7 @@ CONFIGS = {
 # that `config` (and importing this module) works without it. GPT-2 is here for its Hugging Face
 # directories (tests/reference/compare_gpt2_hf.py): making, loading and logits, not `train`.
 ARCHITECTURES = {"llama": ("LlamaConfig", "LlamaForCausalLM"), "qwen2": ("Qwen2Config", "Qwen2ForCausalLM"),
-                 "gpt2": ("GPT2Config", "GPT2LMHeadModel")}
+                 "qwen3": ("Qwen3Config", "Qwen3ForCausalLM"), "gpt2": ("GPT2Config", "GPT2LMHeadModel")}
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 # Set when a process re-ran itself in the venv, so that a venv without transformers fails instead of looping.
@@ -130,6 +139,8 @@ def architecture(model_type, source):
         raise InputError(f"{source}: model_type {model_type!r} is not one of {sorted(ARCHITECTURES)}")
     tf = _transformers()
     config_name, model_name = ARCHITECTURES[model_type]
+    if model_type == "qwen3" and not hasattr(tf, model_name):  # transformers < 4.51: zdptest.qwen3_ref
+        return tf.LlamaConfig, qwen3_ref.model_class(tf)
     return getattr(tf, config_name), getattr(tf, model_name)
 
 
@@ -223,6 +234,7 @@ def save_model(model, out_dir, max_shard_size=None):
     if max_shard_size is not None:
         kwargs["max_shard_size"] = int(max_shard_size) if str(max_shard_size).isdigit() else max_shard_size
     model.save_pretrained(out_dir, **kwargs)
+    qwen3_ref.fix_saved_config(model, out_dir)
 
 
 def read_model_type(model_dir):
