@@ -1,4 +1,4 @@
-// The Llama family's GPU kernels (cuda/kernels_rmsnorm.cu, kernels_rope.cu, kernels_swiglu.cu) as
+// The Llama family's GPU kernels (cuda/kernels_norms.cu, kernels_rope.cu, kernels_swiglu.cu) as
 // host-callable pieces: the index maps of their grid-stride loops and the per-element math, which the
 // kernels call on the device and the CPU test suite (tests/cuda/test_llama_tiling.cpp) runs on the
 // host, over every index a launch visits, against the formulas in double. Nothing here launches or

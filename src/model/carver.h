@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
+#include <vector>
 
 #include "core/dtype.h"
 
@@ -31,6 +32,21 @@ struct Carver {
     parts[part] += n * sizeof(T);
     last_part = part;
     return p;
+  }
+
+  // A decoder's residual stream: `n` Acc values entering each of L blocks and leaving the last (res[0],
+  // the embeddings, counts as the head's; the others as the blocks' outputs); then `sets` sized for the
+  // blocks' saved arrays, one set a block or, with checkpointing, one that every block recomputes into,
+  // which the caller lays out next (they count as kBlockSets).
+  template <class Acc, class Set>
+  void take_blocks(std::vector<Acc*>& res, std::vector<Set>& sets, int L, bool checkpointing, size_t n) {
+    res.assign(static_cast<size_t>(L) + 1, nullptr);
+    for (Acc*& r : res) {
+      r = take<Acc>(n);
+      part = kBlockOutputs;
+    }
+    sets.assign(checkpointing ? 1 : static_cast<size_t>(L), Set{});
+    part = kBlockSets;
   }
 };
 

@@ -12,20 +12,15 @@
 // that feed a GEMM or the attention (LayerNorm outputs, qkv, attention output and probabilities,
 // the MLP's hidden layer before and after GELU) are stored in P; every GEMM accumulates in fp32
 // (kernels/gemm16.h); the residual stream, LayerNorm/softmax/cross-entropy statistics, the logits and
-// every gradient (of activations and of parameters) are fp32 (ComputeTypes<P>::Acc).
+// every gradient (of activations and of parameters) are fp32 (GradOf<P>).
 #pragma once
 
 #include <cstdint>
-#include <memory>
-#include <vector>
 
 #include "core/dtype.h"
-#include "core/memory.h"
 #include "device/device.h"
-#include "model/batch.h"
-#include "model/layout.h"
-#include "model/model.h"
-#include "model/units.h"
+#include "model/gpt2_config.h"
+#include "model/transformer.h"
 
 namespace zerodp::model {
 
@@ -39,7 +34,11 @@ ActivationBytes gpt2_activation_parts(const GPT2Config& config, int B, int T, bo
                                       const device::AttentionSizes& sizes);
 
 template <typename F>
-class GPT2 final : public Model<F> {
+struct Gpt2Acts;  // the activation arrays (gpt2.cpp)
+
+template <typename F>
+class GPT2 final : public Transformer<F, Gpt2Acts<F>> {
+  using Base = Transformer<F, Gpt2Acts<F>>;
   using Acc = GradOf<F>;
 
  public:
@@ -50,37 +49,23 @@ class GPT2 final : public Model<F> {
   GPT2(const ParamLayout& layout, int B, int T, bool checkpointing = false,
        device::Device& dev = device::default_device());
   ~GPT2() override;
-  GPT2(const GPT2&) = delete;
-  GPT2& operator=(const GPT2&) = delete;
-
-  const ParamLayout& layout() const { return layout_; }
-  int max_batch() const override { return B_; }
-  int max_seq() const override { return T_; }
-
-  double forward(const int32_t* inputs, const int32_t* targets, UnitAccess<F>& units) override;
-  const Acc* losses() const override;
-  const std::vector<Acc>& host_losses() const override { return host_losses_; }
-  void backward(Acc dloss, UnitAccess<F>& units) override;
-  void next_token_logits(const int32_t* inputs, int t, UnitAccess<F>& units, Acc* logits) override;
-
-  struct Acts;  // the activation arrays (opaque; public so gpt2_activation_parts can lay them out)
 
  private:
-  void forward_trunk(const int32_t* inputs, int B, int T, UnitAccess<F>& units);
-  // Block l's forward from res[l]; writes res[l+1] unless recomputing for backward.
-  void block_forward(int l, const F* p, int B, int T, bool write_output);
+  void embed_forward(const F* p, const int32_t* inputs, int B, int T) override;
+  void block_forward(int l, const F* p, int B, int T, bool write_output) override;
+  void head_forward(const Acc* from, int rows, const F* p, Acc* logits) override;
+  void head_backward(const F* p, Acc* g, int B, int T) override;
+  void block_backward(int l, const F* p, Acc* g, int B, int T) override;
+  void embed_backward(Acc* g, const int32_t* inputs, int B, int T) override;
+  size_t offset(int unit, int tensor) const { return this->layout_.param(unit, tensor).offset; }
 
-  const ParamLayout& layout_;
-  int B_, T_;
-  bool checkpointing_;
-  device::Device& dev_;
-  const device::ModelKernels<F>& k_;
-  std::unique_ptr<Acts> acts_;
-  std::unique_ptr<TokenBatch> tokens_;  // the last micro-batch's (or context's) token ids
-  std::vector<Acc> host_losses_;  // the last forward's per-token losses, read back to sum them
-  int last_B_ = 0, last_T_ = 0;
+  const GPT2Config& config_;
 };
 
+extern template class Transformer<float, Gpt2Acts<float>>;
+extern template class Transformer<double, Gpt2Acts<double>>;
+extern template class Transformer<bf16, Gpt2Acts<bf16>>;
+extern template class Transformer<fp16, Gpt2Acts<fp16>>;
 extern template class GPT2<float>;
 extern template class GPT2<double>;
 extern template class GPT2<bf16>;

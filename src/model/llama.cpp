@@ -53,20 +53,11 @@ size_t offset_of(const ParamLayout& layout, const std::string& name, bool option
 }  // namespace
 
 template <typename F>
-struct Llama<F>::Acts {
+struct LlamaActs : TransformerActs<F, LlamaLayerActs<F, GradOf<F>>> {
   using P = F;
-  static constexpr bool k16 = kIs16<F>;
-  Buffer storage;
-  std::vector<Acc*> res;  // res[0] = embeddings, res[l+1] = output of block l
-  std::vector<LlamaLayerActs<P, Acc>> layers;
-  P* lnf;
-  Acc* rstdf;
-  Acc* probs;   // logits, then probabilities in place, then their gradient [BT,V]
-  Acc* losses;  // [BT]
-  Acc *dres, *dln, *datty, *dqkv, *dgate_up, *dact;  // backward working memory, shared by the blocks
-  float* gemm_out = nullptr;  // 16-bit compute: fp32 GEMM results before rounding
-  P* operand16 = nullptr;     // 16-bit compute: rounded GEMM operands
-  char* att_scratch = nullptr;
+  using Acc = GradOf<F>;
+  Acc* rstdf;                  // the final norm's statistic [BT]
+  Acc *dgate_up, *dact;        // the MLP's gradients [BT,2I], [BT,I]
   float *rope_cos, *rope_sin;  // [T, D/2]
 
   void carve(Carver& c, int B, int T, const LlamaConfig& cfg, bool checkpointing,
@@ -74,15 +65,9 @@ struct Llama<F>::Acts {
     const Dims d(cfg);
     const size_t BT = static_cast<size_t>(B) * T, C = d.C, V = d.V, I = d.I;
     const size_t QD = d.qd(), QKV = d.qkv();
-    if (k16) c.align = 64;
-    res.assign(static_cast<size_t>(d.L) + 1, nullptr);
-    for (auto& r : res) {
-      r = c.take<Acc>(BT * C);
-      c.part = Carver::kBlockOutputs;  // res[0], the embeddings, is the head's
-    }
-    layers.assign(checkpointing ? 1 : static_cast<size_t>(d.L), {});
-    c.part = Carver::kBlockSets;
-    for (auto& a : layers) {
+    if (kIs16<F>) c.align = 64;
+    c.take_blocks(this->res, this->layers, d.L, checkpointing, BT * C);
+    for (auto& a : this->layers) {
       a.ln1 = c.take<P>(BT * C);
       a.rstd1 = c.take<Acc>(BT);
       a.qkv = c.take<P>(BT * QKV);
@@ -99,22 +84,22 @@ struct Llama<F>::Acts {
       a.act = c.take<P>(BT * I);
     }
     c.part = Carver::kHead;
-    lnf = c.take<P>(BT * C);
+    this->lnf = c.take<P>(BT * C);
     rstdf = c.take<Acc>(BT);
-    probs = c.take<Acc>(BT * V);
-    losses = c.take<Acc>(BT);
+    this->probs = c.take<Acc>(BT * V);
+    this->losses = c.take<Acc>(BT);
     c.part = Carver::kBackward;
-    dres = c.take<Acc>(BT * C);
-    dln = c.take<Acc>(BT * C);
-    datty = c.take<Acc>(BT * QD);
-    dqkv = c.take<Acc>(BT * QKV);
+    this->dres = c.take<Acc>(BT * C);
+    this->dln = c.take<Acc>(BT * C);
+    this->datty = c.take<Acc>(BT * QD);
+    this->dqkv = c.take<Acc>(BT * QKV);
     dgate_up = c.take<Acc>(BT * 2 * I);
     dact = c.take<Acc>(BT * I);
-    if constexpr (k16) {
-      gemm_out = c.take<float>(BT * std::max(QKV, 2 * I));
-      operand16 = c.take<P>(BT * device::operand16_row(std::max({QKV, 2 * I, V, C})));
+    if constexpr (kIs16<F>) {
+      this->gemm_out = c.take<float>(BT * std::max(QKV, 2 * I));
+      this->operand16 = c.take<P>(BT * device::operand16_row(std::max({QKV, 2 * I, V, C})));
     }
-    att_scratch = c.take<char>(k.attention_scratch_bytes(d.attention(B, T)));
+    this->att_scratch = c.take<char>(k.attention_scratch_bytes(d.attention(B, T)));
     rope_cos = c.take<float>(static_cast<size_t>(T) * (d.D / 2));
     rope_sin = c.take<float>(static_cast<size_t>(T) * (d.D / 2));
   }
@@ -123,7 +108,7 @@ struct Llama<F>::Acts {
 template <class P>
 ActivationBytes llama_activation_parts(const LlamaConfig& config, int B, int T, bool checkpointing,
                                        const device::AttentionSizes& sizes) {
-  return activation_bytes_of<typename Llama<P>::Acts>(B, T, config, checkpointing, sizes);
+  return activation_bytes_of<LlamaActs<P>>(B, T, config, checkpointing, sizes);
 }
 template ActivationBytes llama_activation_parts<float>(const LlamaConfig&, int, int, bool,
                                                        const device::AttentionSizes&);
@@ -134,16 +119,7 @@ template ActivationBytes llama_activation_parts<fp16>(const LlamaConfig&, int, i
 
 template <typename F>
 Llama<F>::Llama(const ParamLayout& layout, int B, int T, bool checkpointing, device::Device& dev)
-    : layout_(layout),
-      config_(layout.config().llama()),
-      B_(B),
-      T_(T),
-      checkpointing_(checkpointing),
-      dev_(dev),
-      k_(dev.kernels<F>()) {
-  ZDP_REQUIRE(B > 0 && T > 0, "micro-batch ({}) and sequence length ({}) must be positive", B, T);
-  ZDP_REQUIRE(T <= config_.n_ctx, "sequence length {} exceeds the model's context max_position_embeddings = {}", T,
-              config_.n_ctx);
+    : Base(layout, layout.config().llama(), B, T, checkpointing, dev), config_(layout.config().llama()) {
   const std::string block = "model.layers.0.";
   off_.in_norm = offset_of(layout, block + "input_layernorm.weight");
   off_.qkv = offset_of(layout, block + "self_attn.q_proj.weight");
@@ -159,41 +135,23 @@ Llama<F>::Llama(const ParamLayout& layout, int B, int T, bool checkpointing, dev
   off_.norm = offset_of(layout, "model.norm.weight");
   off_.head = config_.tie_word_embeddings ? off_.embed : offset_of(layout, "lm_head.weight");
 
-  acts_ = std::make_unique<Acts>();
-  acts_->storage = carve_activations(dev_, *acts_, B, T, config_, checkpointing, k_);
-  tokens_ = std::make_unique<TokenBatch>(dev_, B, T);
   // The rotary tables of positions [0, T), computed on the host, copied to the device once.
   const int half = config_.head_dim / 2;
   const std::vector<float> inv_freq = rope_inv_freq(
       config_.rope_theta, config_.head_dim, config_.rope_scaling ? &*config_.rope_scaling : nullptr);
   std::vector<float> cos(static_cast<size_t>(T) * half), sin(cos.size());
   rope_tables(cos.data(), sin.data(), inv_freq.data(), T, half);
-  dev_.copy(acts_->rope_cos, cos.data(), cos.size() * sizeof(float));
-  dev_.copy(acts_->rope_sin, sin.data(), sin.size() * sizeof(float));
-  dev_.synchronize();  // the host tables go out of scope
+  this->dev_.copy(this->acts_->rope_cos, cos.data(), cos.size() * sizeof(float));
+  this->dev_.copy(this->acts_->rope_sin, sin.data(), sin.size() * sizeof(float));
+  this->dev_.synchronize();  // the host tables go out of scope
 }
 
 template <typename F>
 Llama<F>::~Llama() = default;
 
 template <typename F>
-auto Llama<F>::losses() const -> const Acc* {
-  return acts_->losses;
-}
-
-template <typename F>
-void Llama<F>::forward_trunk(const int32_t* inputs, int B, int T, UnitAccess<F>& units) {
-  const ScheduleUses uses{config_.n_layer};
-  Acts& a = *acts_;
-  units.begin(uses.embed_forward());
-  k_.embedding_forward(a.res[0], inputs, units.params(ParamLayout::kEmbeddingUnit) + off_.embed, nullptr, B, T,
-                       config_.n_embd);
-  units.end(uses.embed_forward());
-  for (int l = 0; l < config_.n_layer; ++l) {
-    units.begin(uses.block_forward(l));
-    block_forward(l, units.params(ParamLayout::block_unit(l)), B, T, true);
-    units.end(uses.block_forward(l));
-  }
+void Llama<F>::embed_forward(const F* p, const int32_t* inputs, int B, int T) {
+  this->k_.embedding_forward(this->acts_->res[0], inputs, p + off_.embed, nullptr, B, T, config_.n_embd);
 }
 
 template <typename F>
@@ -202,130 +160,91 @@ void Llama<F>::block_forward(int l, const F* p, int B, int T, bool write_output)
   const int BT = B * T, C = d.C, QKV = d.qkv(), I = d.I;
   const size_t n = static_cast<size_t>(BT) * C;
   const double eps = config_.rms_norm_eps;
-  Acts& a = *acts_;
-  auto& x = a.layers[checkpointing_ ? 0 : static_cast<size_t>(l)];
+  const device::ModelKernels<F>& k = this->k_;
+  LlamaActs<F>& a = *this->acts_;
+  auto& x = this->block_acts(l);
   const F* qkv_bias = off_.qkv_bias == kNone ? nullptr : p + off_.qkv_bias;
   const F* o_bias = off_.o_bias == kNone ? nullptr : p + off_.o_bias;
-  k_.rmsnorm_forward(x.ln1, x.rstd1, a.res[l], p + off_.in_norm, BT, C, eps);
-  k_.linear_forward(x.qkv, x.ln1, p + off_.qkv, qkv_bias, BT, C, QKV, kLinear, a.gemm_out);
+  k.rmsnorm_forward(x.ln1, x.rstd1, a.res[l], p + off_.in_norm, BT, C, eps);
+  k.linear_forward(x.qkv, x.ln1, p + off_.qkv, qkv_bias, BT, C, QKV, kLinear, a.gemm_out);
   if (off_.q_norm != kNone) {  // each q head, then each k head (they follow the q heads in a row)
     const size_t q = static_cast<size_t>(d.qd()), rows = static_cast<size_t>(BT);
-    k_.head_rmsnorm_forward(x.qkv, x.qk_pre, x.qk_rstd, p + off_.q_norm, BT, d.NH, d.D, QKV, eps);
-    k_.head_rmsnorm_forward(x.qkv + q, x.qk_pre + rows * q, x.qk_rstd + rows * d.NH, p + off_.k_norm, BT, d.KV, d.D,
-                            QKV, eps);
+    k.head_rmsnorm_forward(x.qkv, x.qk_pre, x.qk_rstd, p + off_.q_norm, BT, d.NH, d.D, QKV, eps);
+    k.head_rmsnorm_forward(x.qkv + q, x.qk_pre + rows * q, x.qk_rstd + rows * d.NH, p + off_.k_norm, BT, d.KV, d.D,
+                           QKV, eps);
   }
-  k_.rope_forward(x.qkv, a.rope_cos, a.rope_sin, BT, T, d.NH + d.KV, d.D, QKV);  // q and k heads
-  k_.attention_forward(x.atty, x.att, x.qkv, a.att_scratch, d.attention(B, T));
-  k_.linear_forward_acc(x.res2, x.atty, p + off_.o, o_bias, BT, d.qd(), C, kLinear, a.gemm_out);
-  k_.residual_forward(x.res2, x.res2, a.res[l], n);
-  k_.rmsnorm_forward(x.ln2, x.rstd2, x.res2, p + off_.post_norm, BT, C, eps);
-  k_.linear_forward(x.gate_up, x.ln2, p + off_.gate_up, nullptr, BT, C, 2 * I, kLinear, a.gemm_out);
-  k_.swiglu_forward(x.act, x.gate_up, BT, I);
+  k.rope_forward(x.qkv, a.rope_cos, a.rope_sin, BT, T, d.NH + d.KV, d.D, QKV);  // q and k heads
+  k.attention_forward(x.atty, x.att, x.qkv, a.att_scratch, d.attention(B, T));
+  k.linear_forward_acc(x.res2, x.atty, p + off_.o, o_bias, BT, d.qd(), C, kLinear, a.gemm_out);
+  k.residual_forward(x.res2, x.res2, a.res[l], n);
+  k.rmsnorm_forward(x.ln2, x.rstd2, x.res2, p + off_.post_norm, BT, C, eps);
+  k.linear_forward(x.gate_up, x.ln2, p + off_.gate_up, nullptr, BT, C, 2 * I, kLinear, a.gemm_out);
+  k.swiglu_forward(x.act, x.gate_up, BT, I);
   if (!write_output) return;  // recomputing for backward
-  k_.linear_forward_acc(a.res[l + 1], x.act, p + off_.down, nullptr, BT, I, C, kLinear, a.gemm_out);
-  k_.residual_forward(a.res[l + 1], a.res[l + 1], x.res2, n);
+  k.linear_forward_acc(a.res[l + 1], x.act, p + off_.down, nullptr, BT, I, C, kLinear, a.gemm_out);
+  k.residual_forward(a.res[l + 1], a.res[l + 1], x.res2, n);
 }
 
+// The final norm, then lm_head (embed_tokens when tied).
 template <typename F>
 void Llama<F>::head_forward(const Acc* from, int rows, const F* p, Acc* logits) {
-  Acts& a = *acts_;
-  k_.rmsnorm_forward(a.lnf, a.rstdf, from, p + off_.norm, rows, config_.n_embd, config_.rms_norm_eps);
-  k_.linear_forward_acc(logits, a.lnf, p + off_.head, nullptr, rows, config_.n_embd, config_.vocab_size, kLinear,
-                        nullptr);
+  LlamaActs<F>& a = *this->acts_;
+  this->k_.rmsnorm_forward(a.lnf, a.rstdf, from, p + off_.norm, rows, config_.n_embd, config_.rms_norm_eps);
+  this->k_.linear_forward_acc(logits, a.lnf, p + off_.head, nullptr, rows, config_.n_embd, config_.vocab_size,
+                              kLinear, nullptr);
 }
 
 template <typename F>
-double Llama<F>::forward(const int32_t* inputs, const int32_t* targets, UnitAccess<F>& units) {
-  const ScheduleUses uses{config_.n_layer};
-  const int B = B_, T = T_, V = config_.vocab_size, BT = B * T;
-  Acts& a = *acts_;
-  tokens_->load(inputs, targets, BT, V);
-  forward_trunk(tokens_->inputs(), B, T, units);
-  units.begin(uses.head_forward());
-  head_forward(a.res[config_.n_layer], BT, units.params(layout_.head_unit()), a.probs);
-  k_.softmax_crossentropy_forward(a.losses, a.probs, a.probs, tokens_->targets(), BT, V);
-  units.end(uses.head_forward());
-  last_B_ = B;
-  last_T_ = T;
-  return mean_loss(dev_, a.losses, BT, host_losses_);
+void Llama<F>::head_backward(const F* p, Acc* g, int B, int T) {
+  LlamaActs<F>& a = *this->acts_;
+  const int C = config_.n_embd, BT = B * T;
+  this->k_.linear_backward(a.dln, g + off_.head, nullptr, a.probs, a.lnf, p + off_.head, BT, C, config_.vocab_size,
+                           kLinear, a.operand16);
+  this->zero(a.dres, static_cast<size_t>(BT) * C);
+  this->k_.rmsnorm_backward(a.dres, g + off_.norm, a.dln, a.res[config_.n_layer], p + off_.norm, a.rstdf, BT, C);
 }
 
 template <typename F>
-void Llama<F>::backward(Acc dloss, UnitAccess<F>& units) {
-  ZDP_CHECK(last_B_ > 0, "backward without a forward");
-  const ScheduleUses uses{config_.n_layer};
+void Llama<F>::block_backward(int l, const F* p, Acc* g, int B, int T) {
   const Dims d(config_);
-  const int B = last_B_, T = last_T_, C = d.C, V = d.V, I = d.I, QKV = d.qkv(), BT = B * T;
-  Acts& a = *acts_;
-  auto zero = [this](Acc* p, size_t count) { dev_.fill_zero(p, count * sizeof(Acc)); };
-
-  // Head: softmax-cross-entropy, lm_head, the final norm. dres becomes ∂loss/∂res[L].
-  const int head = layout_.head_unit();
-  units.begin(uses.head_backward());
-  {
-    const F* p = units.params(head);
-    Acc* g = units.grads(head);
-    k_.softmax_crossentropy_backward(a.probs, a.probs, tokens_->targets(), dloss, BT, V);
-    k_.linear_backward(a.dln, g + off_.head, nullptr, a.probs, a.lnf, p + off_.head, BT, C, V, kLinear, a.operand16);
-    zero(a.dres, static_cast<size_t>(BT) * C);
-    k_.rmsnorm_backward(a.dres, g + off_.norm, a.dln, a.res[d.L], p + off_.norm, a.rstdf, BT, C);
+  const int BT = B * T, C = d.C, I = d.I, QKV = d.qkv();
+  const device::ModelKernels<F>& k = this->k_;
+  LlamaActs<F>& a = *this->acts_;
+  auto& x = this->block_acts(l);
+  Acc* qkv_bias_grad = off_.qkv_bias == kNone ? nullptr : g + off_.qkv_bias;
+  Acc* o_bias_grad = off_.o_bias == kNone ? nullptr : g + off_.o_bias;
+  // MLP: x' = res2 + down(silu(gate)·up); dres flows through the residual unchanged.
+  k.linear_backward(a.dact, g + off_.down, nullptr, a.dres, x.act, p + off_.down, BT, I, C, kLinear, a.operand16);
+  k.swiglu_backward(a.dgate_up, a.dact, x.gate_up, BT, I);
+  k.linear_backward(a.dln, g + off_.gate_up, nullptr, a.dgate_up, x.ln2, p + off_.gate_up, BT, C, 2 * I, kLinear,
+                    a.operand16);
+  k.rmsnorm_backward(a.dres, g + off_.post_norm, a.dln, x.res2, p + off_.post_norm, x.rstd2, BT, C);
+  // Attention: res2 = res + o_proj(attention(rope(q), rope(k), v)).
+  k.linear_backward(a.datty, g + off_.o, o_bias_grad, a.dres, x.atty, p + off_.o, BT, d.qd(), C, kLinear,
+                    a.operand16);
+  this->zero(a.dqkv, static_cast<size_t>(BT) * QKV);
+  k.attention_backward(a.dqkv, a.att_scratch, a.datty, a.operand16, x.qkv, x.atty, x.att, d.attention(B, T));
+  k.rope_backward(a.dqkv, a.rope_cos, a.rope_sin, BT, T, d.NH + d.KV, d.D, QKV);
+  if (off_.q_norm != kNone) {
+    const size_t q = static_cast<size_t>(d.qd()), rows = static_cast<size_t>(BT);
+    k.head_rmsnorm_backward(a.dqkv, g + off_.q_norm, x.qk_pre, x.qk_rstd, p + off_.q_norm, BT, d.NH, d.D, QKV);
+    k.head_rmsnorm_backward(a.dqkv + q, g + off_.k_norm, x.qk_pre + rows * q, x.qk_rstd + rows * d.NH,
+                            p + off_.k_norm, BT, d.KV, d.D, QKV);
   }
-  units.end(uses.head_backward());
-  last_B_ = 0;
-
-  for (int l = d.L - 1; l >= 0; --l) {
-    const int u = ParamLayout::block_unit(l);
-    units.begin(uses.block_backward(l));
-    const F* p = units.params(u);
-    Acc* g = units.grads(u);
-    if (checkpointing_) block_forward(l, p, B, T, false);
-    auto& x = a.layers[checkpointing_ ? 0 : static_cast<size_t>(l)];
-    Acc* qkv_bias_grad = off_.qkv_bias == kNone ? nullptr : g + off_.qkv_bias;
-    Acc* o_bias_grad = off_.o_bias == kNone ? nullptr : g + off_.o_bias;
-    // MLP: x' = res2 + down(silu(gate)·up); dres flows through the residual unchanged.
-    k_.linear_backward(a.dact, g + off_.down, nullptr, a.dres, x.act, p + off_.down, BT, I, C, kLinear, a.operand16);
-    k_.swiglu_backward(a.dgate_up, a.dact, x.gate_up, BT, I);
-    k_.linear_backward(a.dln, g + off_.gate_up, nullptr, a.dgate_up, x.ln2, p + off_.gate_up, BT, C, 2 * I, kLinear,
-                       a.operand16);
-    k_.rmsnorm_backward(a.dres, g + off_.post_norm, a.dln, x.res2, p + off_.post_norm, x.rstd2, BT, C);
-    // Attention: res2 = res + o_proj(attention(rope(q), rope(k), v)).
-    k_.linear_backward(a.datty, g + off_.o, o_bias_grad, a.dres, x.atty, p + off_.o, BT, d.qd(), C, kLinear,
-                       a.operand16);
-    zero(a.dqkv, static_cast<size_t>(BT) * QKV);
-    k_.attention_backward(a.dqkv, a.att_scratch, a.datty, a.operand16, x.qkv, x.atty, x.att, d.attention(B, T));
-    k_.rope_backward(a.dqkv, a.rope_cos, a.rope_sin, BT, T, d.NH + d.KV, d.D, QKV);
-    if (off_.q_norm != kNone) {
-      const size_t q = static_cast<size_t>(d.qd()), rows = static_cast<size_t>(BT);
-      k_.head_rmsnorm_backward(a.dqkv, g + off_.q_norm, x.qk_pre, x.qk_rstd, p + off_.q_norm, BT, d.NH, d.D, QKV);
-      k_.head_rmsnorm_backward(a.dqkv + q, g + off_.k_norm, x.qk_pre + rows * q, x.qk_rstd + rows * d.NH,
-                               p + off_.k_norm, BT, d.KV, d.D, QKV);
-    }
-    k_.linear_backward(a.dln, g + off_.qkv, qkv_bias_grad, a.dqkv, x.ln1, p + off_.qkv, BT, C, QKV, kLinear,
-                       a.operand16);
-    k_.rmsnorm_backward(a.dres, g + off_.in_norm, a.dln, a.res[l], p + off_.in_norm, x.rstd1, BT, C);
-    units.end(uses.block_backward(l));
-  }
-
-  units.begin(uses.embed_backward());
-  k_.embedding_backward(units.grads(ParamLayout::kEmbeddingUnit) + off_.embed, nullptr, a.dres, tokens_->inputs(), B,
-                        T, C);
-  units.end(uses.embed_backward());
+  k.linear_backward(a.dln, g + off_.qkv, qkv_bias_grad, a.dqkv, x.ln1, p + off_.qkv, BT, C, QKV, kLinear,
+                    a.operand16);
+  k.rmsnorm_backward(a.dres, g + off_.in_norm, a.dln, a.res[l], p + off_.in_norm, x.rstd1, BT, C);
 }
 
 template <typename F>
-void Llama<F>::next_token_logits(const int32_t* inputs, int t, UnitAccess<F>& units, Acc* logits) {
-  const ScheduleUses uses{config_.n_layer};
-  const int C = config_.n_embd, V = config_.vocab_size;
-  tokens_->load_context(inputs, t, T_, V);
-  Acts& a = *acts_;
-  forward_trunk(tokens_->inputs(), 1, t, units);
-  units.begin(uses.head_forward());
-  head_forward(a.res[config_.n_layer] + static_cast<size_t>(t - 1) * C, 1, units.params(layout_.head_unit()),
-               logits);
-  units.end(uses.head_forward());
-  last_B_ = 0;
+void Llama<F>::embed_backward(Acc* g, const int32_t* inputs, int B, int T) {
+  this->k_.embedding_backward(g + off_.embed, nullptr, this->acts_->dres, inputs, B, T, config_.n_embd);
 }
 
+template class Transformer<float, LlamaActs<float>>;
+template class Transformer<double, LlamaActs<double>>;
+template class Transformer<bf16, LlamaActs<bf16>>;
+template class Transformer<fp16, LlamaActs<fp16>>;
 template class Llama<float>;
 template class Llama<double>;
 template class Llama<bf16>;

@@ -19,15 +19,11 @@
 #pragma once
 
 #include <cstdint>
-#include <memory>
-#include <vector>
 
 #include "core/dtype.h"
 #include "device/device.h"
-#include "model/batch.h"
-#include "model/layout.h"
 #include "model/llama_config.h"
-#include "model/model.h"
+#include "model/transformer.h"
 
 namespace zerodp::model {
 
@@ -39,25 +35,18 @@ ActivationBytes llama_activation_parts(const LlamaConfig& config, int B, int T, 
                                        const device::AttentionSizes& sizes);
 
 template <typename F>
-class Llama final : public Model<F> {
+struct LlamaActs;  // the activation arrays (llama.cpp)
+
+template <typename F>
+class Llama final : public Transformer<F, LlamaActs<F>> {
+  using Base = Transformer<F, LlamaActs<F>>;
   using Acc = GradOf<F>;
 
  public:
   Llama(const ParamLayout& layout, int B, int T, bool checkpointing = false,
         device::Device& dev = device::default_device());
   ~Llama() override;
-  Llama(const Llama&) = delete;
-  Llama& operator=(const Llama&) = delete;
 
-  int max_batch() const override { return B_; }
-  int max_seq() const override { return T_; }
-  double forward(const int32_t* inputs, const int32_t* targets, UnitAccess<F>& units) override;
-  const Acc* losses() const override;
-  const std::vector<Acc>& host_losses() const override { return host_losses_; }
-  void backward(Acc dloss, UnitAccess<F>& units) override;
-  void next_token_logits(const int32_t* inputs, int t, UnitAccess<F>& units, Acc* logits) override;
-
-  struct Acts;  // the activation arrays (opaque; public so llama_activation_parts can lay them out)
   // Where a block's tensors start inside its unit (the same for every block), and the outer ones.
   struct Offsets {
     size_t in_norm, qkv, qkv_bias, o, o_bias, q_norm, k_norm, post_norm, gate_up, down;  // npos: none
@@ -65,24 +54,21 @@ class Llama final : public Model<F> {
   };
 
  private:
-  void forward_trunk(const int32_t* inputs, int B, int T, UnitAccess<F>& units);
-  void block_forward(int l, const F* p, int B, int T, bool write_output);
-  // The final norm and the logits of `rows` rows of the last residual stream starting at `from`.
-  void head_forward(const Acc* from, int rows, const F* p, Acc* logits);
+  void embed_forward(const F* p, const int32_t* inputs, int B, int T) override;
+  void block_forward(int l, const F* p, int B, int T, bool write_output) override;
+  void head_forward(const Acc* from, int rows, const F* p, Acc* logits) override;
+  void head_backward(const F* p, Acc* g, int B, int T) override;
+  void block_backward(int l, const F* p, Acc* g, int B, int T) override;
+  void embed_backward(Acc* g, const int32_t* inputs, int B, int T) override;
 
-  const ParamLayout& layout_;
   const LlamaConfig config_;
-  int B_, T_;
-  bool checkpointing_;
-  device::Device& dev_;
-  const device::ModelKernels<F>& k_;
   Offsets off_;
-  std::unique_ptr<Acts> acts_;
-  std::unique_ptr<TokenBatch> tokens_;  // the last micro-batch's (or context's) token ids
-  std::vector<Acc> host_losses_;
-  int last_B_ = 0, last_T_ = 0;
 };
 
+extern template class Transformer<float, LlamaActs<float>>;
+extern template class Transformer<double, LlamaActs<double>>;
+extern template class Transformer<bf16, LlamaActs<bf16>>;
+extern template class Transformer<fp16, LlamaActs<fp16>>;
 extern template class Llama<float>;
 extern template class Llama<double>;
 extern template class Llama<bf16>;

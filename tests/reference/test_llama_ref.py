@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks of the transformers reference (zdptest/llama_ref.py) before it is trusted to judge zerodp, with no
-zerodp involved: transformers' Llama and Qwen2 against model.md written out in float64 here, for the three
-presets; make's files (dtypes, shards, tied head) and their round trip through logits and check-load; data-order.md's
+zerodp involved: transformers' Llama, Qwen2 and Qwen 3 (zdptest/qwen3_ref.py on a transformers without its
+own) against model.md written out in float64 here, for the four presets; make's files (dtypes, shards, tied head) and their round trip through logits and check-load; data-order.md's
 reads against the GPT-2 benchmark reference's; the train loop's invariance to how the global batch is
 split, and its clipping and AdamW against torch.optim.AdamW; the learning-rate schedules' formulas.
 
@@ -96,18 +96,22 @@ def contract_logits(state, cfg, ids):
         half = hd // 2
         return z * cos + torch.cat([-z[..., half:], z[..., :half]], -1) * sin
 
-    def proj(h, name, heads):
+    def proj(h, name, heads, norm=None):  # norm: Qwen 3's RMSNorm over each head, before RoPE
         y = h @ p[name + ".weight"].T
         if name + ".bias" in p:
             y = y + p[name + ".bias"]
-        return y.view(T, heads, hd).transpose(0, 1)
+        y = y.view(T, heads, hd)
+        if norm in p:
+            y = rms_norm(y, p[norm], eps)
+        return y.transpose(0, 1)
 
     future = torch.ones(T, T, dtype=torch.bool).triu(1)
     for i in range(cfg["num_hidden_layers"]):
         pre = f"model.layers.{i}."
         h = rms_norm(x, p[pre + "input_layernorm.weight"], eps)
-        q = rope(proj(h, pre + "self_attn.q_proj", H))
-        k = rope(proj(h, pre + "self_attn.k_proj", KV)).repeat_interleave(H // KV, 0)  # query head j: kv j·KV/H
+        q = rope(proj(h, pre + "self_attn.q_proj", H, pre + "self_attn.q_norm.weight"))
+        k = rope(proj(h, pre + "self_attn.k_proj", KV, pre + "self_attn.k_norm.weight"))
+        k = k.repeat_interleave(H // KV, 0)  # query head j: kv j·KV/H
         v = proj(h, pre + "self_attn.v_proj", KV).repeat_interleave(H // KV, 0)
         scores = (q @ k.transpose(-1, -2) / math.sqrt(hd)).masked_fill(future, float("-inf"))
         y = (scores.softmax(-1) @ v).transpose(0, 1).reshape(T, H * hd)
@@ -133,6 +137,8 @@ def expected_names(cfg):
         names |= {pre + f"mlp.{x}_proj.weight" for x in ("gate", "up", "down")}
         if cfg["attention_bias"]:
             names |= {pre + f"self_attn.{x}_proj.bias" for x in "qkv"}
+        if cfg["model_type"] == "qwen3":
+            names |= {pre + "self_attn.q_norm.weight", pre + "self_attn.k_norm.weight"}
     return names
 
 
@@ -176,7 +182,8 @@ class ModelTest(TmpDirCase):
             code, out, _ = call("config", name)
             self.assertEqual(code, 0)
             self.assertEqual(json.loads(out), cfg)
-        self.assertEqual(set(lr.CONFIGS), {"llama_gqa_untied", "qwen2_bias_tied", "llama3_rope_scaling"})
+        self.assertEqual(set(lr.CONFIGS), {"llama_gqa_untied", "qwen2_bias_tied", "llama3_rope_scaling",
+                                           "qwen3_norm_tied"})
 
     def test_presets_match_section12(self):
         """make -> files with model.md's names and the preset's config.json -> logits equal to model.md in float64."""

@@ -1,0 +1,183 @@
+// What every architecture's model does around its layers, written once: the model seam (model.h) for a
+// decoder-only transformer whose units are the embeddings (unit 0), one unit a block, and the head
+// (the final norm and the LM head: unit 0 when tied, the last unit when not). It owns the micro-batch's
+// shape and token ids, the device and its kernel table, the activation arrays (Acts, laid out by
+// Acts::carve), the losses, and the order of the work:
+//   forward:  embed → blocks 0..L-1 → head (logits) → cross-entropy
+//   backward: cross-entropy → head → blocks L-1..0 (each recomputed first with checkpointing) → embed
+//   sampling: embed → blocks → head, for the last position only
+// An architecture (gpt2.h, llama.h) supplies the steps inside each unit, over its own Acts, which hold
+// at least `res` (the residual stream entering each block, and leaving the last), `probs` (the logits,
+// then their probabilities, then their gradient), `losses` and `dres` (the residual stream's gradient).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "device/device.h"
+#include "model/batch.h"
+#include "model/layout.h"
+#include "model/model.h"
+#include "model/units.h"
+
+namespace zerodp::model {
+
+// The arrays every architecture's activations have (its Acts derive from this and add their own), in
+// one allocation laid out by the architecture's carve; Set is one block's saved arrays.
+template <typename F, typename Set>
+struct TransformerActs {
+  using P = F;
+  using Acc = GradOf<F>;
+  static constexpr bool k16 = kIs16<F>;
+  Buffer storage;         // all of the arrays
+  std::vector<Acc*> res;  // the residual stream: res[0] = embeddings, res[l+1] = output of block l
+  std::vector<Set> layers;
+  P* lnf = nullptr;       // the final norm's output [BT,C]
+  Acc* probs = nullptr;   // logits, then softmax probabilities in place, then their gradient in place [BT,V]
+  Acc* losses = nullptr;  // [BT]
+  // Backward working memory, reused by every block: the residual stream's gradient, a norm's input
+  // gradient, the attention output's and qkv's.
+  Acc *dres = nullptr, *dln = nullptr, *datty = nullptr, *dqkv = nullptr;
+  // 16-bit compute's working memory: fp32 GEMM results before rounding and 16-bit GEMM operands (rows
+  // padded to device::operand16_row); and the attention's, as large as the device's kernels ask.
+  float* gemm_out = nullptr;
+  P* operand16 = nullptr;
+  char* att_scratch = nullptr;
+};
+
+template <typename F, typename Acts>
+class Transformer : public Model<F> {
+ public:
+  using Acc = GradOf<F>;
+  ~Transformer() override = default;
+  Transformer(const Transformer&) = delete;
+  Transformer& operator=(const Transformer&) = delete;
+
+  const ParamLayout& layout() const { return layout_; }
+  int max_batch() const override { return B_; }
+  int max_seq() const override { return T_; }
+  double forward(const int32_t* inputs, const int32_t* targets, UnitAccess<F>& units) override;
+  const Acc* losses() const override { return acts_->losses; }
+  const std::vector<Acc>& host_losses() const override { return host_losses_; }
+  void backward(Acc dloss, UnitAccess<F>& units) override;
+  void next_token_logits(const int32_t* inputs, int t, UnitAccess<F>& units, Acc* logits) override;
+
+ protected:
+  // Activations for micro-batches of up to B sequences of T tokens (at most the model's context), laid
+  // out by acts.carve(carver, B, T, config, checkpointing, kernels) over one allocation of `dev`'s.
+  template <class Config>
+  Transformer(const ParamLayout& layout, const Config& config, int B, int T, bool checkpointing,
+              device::Device& dev)
+      : layout_(layout), B_(B), T_(T), checkpointing_(checkpointing), dev_(dev), k_(dev.kernels<F>()) {
+    ZDP_REQUIRE(B > 0 && T > 0, "micro-batch ({}) and sequence length ({}) must be positive", B, T);
+    ZDP_REQUIRE(T <= config.n_ctx, "sequence length {} exceeds the model's context of {} positions", T,
+                config.n_ctx);
+    acts_ = std::make_unique<Acts>();
+    acts_->storage = carve_activations(dev_, *acts_, B, T, config, checkpointing, k_);
+    tokens_ = std::make_unique<TokenBatch>(dev_, B, T);
+  }
+
+  // The steps inside the units, on the B·T rows of the micro-batch (or of a sampling context):
+  // res[0] = the embeddings of `inputs` (embedding unit's parameters p).
+  virtual void embed_forward(const F* p, const int32_t* inputs, int B, int T) = 0;
+  // Block l from res[l]; writes res[l+1] unless recomputing its activations for its backward.
+  virtual void block_forward(int l, const F* p, int B, int T, bool write_output) = 0;
+  // logits [rows, V] of `rows` rows of the residual stream from `from` (head unit's parameters p).
+  virtual void head_forward(const Acc* from, int rows, const F* p, Acc* logits) = 0;
+  // From the logits' gradient in probs to dres = ∂loss/∂res[L], into the head unit's gradients g.
+  virtual void head_backward(const F* p, Acc* g, int B, int T) = 0;
+  // From dres = ∂loss/∂res[l+1] to ∂loss/∂res[l] in dres, into block l's gradients g.
+  virtual void block_backward(int l, const F* p, Acc* g, int B, int T) = 0;
+  // The embeddings' gradients (embedding unit's g) from dres = ∂loss/∂res[0].
+  virtual void embed_backward(Acc* g, const int32_t* inputs, int B, int T) = 0;
+
+  // The arrays block l computes into: its own, or with checkpointing the one set every block shares.
+  auto& block_acts(int l) { return acts_->layers[checkpointing_ ? 0 : static_cast<size_t>(l)]; }
+  int n_layer() const { return layout_.config().n_layer(); }
+  void zero(Acc* p, size_t count) { dev_.fill_zero(p, count * sizeof(Acc)); }
+
+  const ParamLayout& layout_;
+  const int B_, T_;
+  const bool checkpointing_;
+  device::Device& dev_;
+  const device::ModelKernels<F>& k_;
+  std::unique_ptr<Acts> acts_;
+
+ private:
+  void forward_trunk(const int32_t* inputs, int B, int T, UnitAccess<F>& units);
+
+  std::unique_ptr<TokenBatch> tokens_;  // the last micro-batch's (or context's) token ids
+  std::vector<Acc> host_losses_;        // the last forward's per-token losses, read back to sum them
+  int last_B_ = 0, last_T_ = 0;         // the last forward's shape; 0 once its backward has run
+};
+
+template <typename F, typename Acts>
+void Transformer<F, Acts>::forward_trunk(const int32_t* inputs, int B, int T, UnitAccess<F>& units) {
+  const ScheduleUses uses{n_layer()};
+  units.begin(uses.embed_forward());
+  embed_forward(units.params(ParamLayout::kEmbeddingUnit), inputs, B, T);
+  units.end(uses.embed_forward());
+  for (int l = 0; l < n_layer(); ++l) {
+    units.begin(uses.block_forward(l));
+    block_forward(l, units.params(ParamLayout::block_unit(l)), B, T, true);
+    units.end(uses.block_forward(l));
+  }
+}
+
+template <typename F, typename Acts>
+double Transformer<F, Acts>::forward(const int32_t* inputs, const int32_t* targets, UnitAccess<F>& units) {
+  const ScheduleUses uses{n_layer()};
+  const int B = B_, T = T_, V = layout_.config().vocab_size(), BT = B * T;
+  Acts& a = *acts_;
+  tokens_->load(inputs, targets, BT, V);
+  forward_trunk(tokens_->inputs(), B, T, units);
+  units.begin(uses.head_forward());
+  head_forward(a.res[n_layer()], BT, units.params(layout_.head_unit()), a.probs);
+  k_.softmax_crossentropy_forward(a.losses, a.probs, a.probs, tokens_->targets(), BT, V);
+  units.end(uses.head_forward());
+  last_B_ = B;
+  last_T_ = T;
+  return mean_loss(dev_, a.losses, BT, host_losses_);
+}
+
+template <typename F, typename Acts>
+void Transformer<F, Acts>::backward(Acc dloss, UnitAccess<F>& units) {
+  ZDP_CHECK(last_B_ > 0, "backward without a forward");
+  const ScheduleUses uses{n_layer()};
+  const int B = last_B_, T = last_T_, V = layout_.config().vocab_size();
+  Acts& a = *acts_;
+  const int head = layout_.head_unit();
+  units.begin(uses.head_backward());
+  k_.softmax_crossentropy_backward(a.probs, a.probs, tokens_->targets(), dloss, B * T, V);
+  head_backward(units.params(head), units.grads(head), B, T);
+  units.end(uses.head_backward());
+  last_B_ = 0;  // the probabilities now hold their gradient: no second backward
+  for (int l = n_layer() - 1; l >= 0; --l) {
+    const int u = ParamLayout::block_unit(l);
+    units.begin(uses.block_backward(l));
+    if (checkpointing_) block_forward(l, units.params(u), B, T, false);  // what the backward reads
+    block_backward(l, units.params(u), units.grads(u), B, T);
+    units.end(uses.block_backward(l));
+  }
+  // The embeddings read no parameters: only the token ids and the gradient buffer.
+  units.begin(uses.embed_backward());
+  embed_backward(units.grads(ParamLayout::kEmbeddingUnit), tokens_->inputs(), B, T);
+  units.end(uses.embed_backward());
+}
+
+template <typename F, typename Acts>
+void Transformer<F, Acts>::next_token_logits(const int32_t* inputs, int t, UnitAccess<F>& units, Acc* logits) {
+  const ScheduleUses uses{n_layer()};
+  const int C = layout_.config().n_embd();
+  tokens_->load_context(inputs, t, T_, layout_.config().vocab_size());
+  forward_trunk(tokens_->inputs(), 1, t, units);
+  units.begin(uses.head_forward());
+  head_forward(acts_->res[n_layer()] + static_cast<size_t>(t - 1) * C, 1, units.params(layout_.head_unit()), logits);
+  units.end(uses.head_forward());
+  last_B_ = 0;
+}
+
+}  // namespace zerodp::model
