@@ -3,7 +3,7 @@
 // random data, tensors with and without weight decay, a changing lr and clipping-style gradient
 // scales. zerodp's side updates the tensors as one flat buffer cut into shards, as ZeRO does.
 // All cases go to Python in one call (importing torch costs seconds). The reference is required:
-// when torch cannot be imported (scripts/setup.sh installs python3-torch) or the script fails, the
+// when torch cannot be imported (scripts/setup/setup.sh installs python3-torch) or the script fails, the
 // test FAILS, saying why; it never skips.
 #include <gtest/gtest.h>
 
@@ -297,7 +297,7 @@ TEST(OptimVsTorch, AdamWAndSGDMatchTorchOptim) {
   ASSERT_TRUE(run.unavailable.empty())
       << "the torch reference is unavailable, so zerodp's optimizers cannot be checked against it: "
       << run.unavailable
-      << "\nInstall Debian's python3-torch and python3-numpy for /usr/bin/python3 (scripts/setup.sh), or set "
+      << "\nInstall Debian's python3-torch and python3-numpy for /usr/bin/python3 (scripts/setup/setup.sh), or set "
          "ZERODP_PYTHON to a python3 that has them.";
   ASSERT_TRUE(run.failure.empty()) << run.failure;
   // adamw_cosine_clip: decay on 2-D tensors, a warmup-cosine lr, clipping scales on some steps;

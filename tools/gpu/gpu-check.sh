@@ -19,7 +19,7 @@
 # Environment: BUILD [build-gpu]  the build directory;  ARCH  CUDA architectures (default: the
 # GPU's own compute capability, e.g. 90 for H100/H200);  OUT [runs/gpu-check]  where figures go;
 # ZERODP_DEPS [.gpudeps when it exists]  Debian packages fetched by tools/gpu/gpu-deps.sh, installed
-# into ZERODP_DEPS_PREFIX [/opt/zerodp-deps] instead of running scripts/setup.sh (which needs apt and
+# into ZERODP_DEPS_PREFIX [/opt/zerodp-deps] instead of running scripts/setup/setup.sh (which needs apt and
 # the network);  PY_TORCH  a Python with torch and numpy for the PyTorch peer (default: the first of
 # /opt/torch/.venv/bin/python3 and python3 that imports both; bench/gpu/run.sh otherwise makes a venv
 # from PyPI);  TEST_REGEX  narrows the test phase to the gpu tests whose names match;  TEST_JOBS [4]
@@ -86,7 +86,7 @@ if [[ -n $deps ]]; then
   # (ZERODP_NO_MKL=1: none was fetched, so the bf16 GEMMs on the CPU take the fp32 fallback).
   read -r -a deps_cmake_args <<<"$ZERODP_CMAKE_ARGS"
 else
-  bash scripts/setup.sh --tests --no-build
+  bash scripts/setup/setup.sh --tests --no-build
 fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 if [[ $(uname -r) == 4.4.0 ]]; then  # gVisor's kernel: no process_vm_readv between the ranks
