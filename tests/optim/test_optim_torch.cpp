@@ -1,5 +1,5 @@
 // zerodp's AdamW and SGD against torch.optim.AdamW / torch.optim.SGD, run by
-// tests/scripts/optim_reference.py with /usr/bin/python3 (or $ZERODP_PYTHON): several steps on
+// scripts/test/optim_reference.py with /usr/bin/python3 (or $ZERODP_PYTHON): several steps on
 // random data, tensors with and without weight decay, a changing lr and clipping-style gradient
 // scales. zerodp's side updates the tensors as one flat buffer cut into shards, as ZeRO does.
 // All cases go to Python in one call (importing torch costs seconds). The reference is required:
@@ -192,7 +192,7 @@ struct TorchRun {
 const TorchRun& torch_run() {
   static const TorchRun run = [] {
     TorchRun r;
-    const fs::path script = source_dir() / "tests/scripts/optim_reference.py";
+    const fs::path script = source_dir() / "scripts/test/optim_reference.py";
     if (!fs::exists(script)) {
       r.unavailable = script.string() + " not found (set ZERODP_SOURCE_DIR to the source tree)";
       return r;
