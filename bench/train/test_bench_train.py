@@ -6,7 +6,7 @@
             which is what that model computes), for a few shapes; the causal count is the dense one
             less the masked products.
   report    report.py: the median skips the warm-up steps and pools the rounds, tokens/s and GFLOP/s
-            follow from it, the W = 2 speed is relative to DDP, and rewriting docs/benchmarks.md
+            follow from it, the W = 2 speed is relative to DDP, and rewriting docs/benchmarks/README.md
             replaces only its own two sections (appending them when absent).
   sgemm     `zerodp bench-train sgemm` prints its JSON with positive rates, and rejects a bad size
             with exit code 2 (needs --zerodp PATH).
