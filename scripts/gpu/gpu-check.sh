@@ -4,7 +4,7 @@
 # host-staged communicator against the CPU implementation, whole training runs through the CLI), the
 # micro-benchmarks, then trains GPT-2 124M in bf16 at stages 0-3 on the GPU (W=1, and W=2 on the same
 # GPU over host staging) next to PyTorch on the same model and batch (bench/gpu/run.sh) and prints the
-# table of tokens/s, MFU and peak memory (bench/gpu/report.py) for docs/benchmarks/README.md. Without a GPU
+# table of tokens/s, MFU and peak memory (bench/gpu/report.py) for docs/benchmarks/gpu.md. Without a GPU
 # it says so and exits 77 (skipped).
 #
 # Usage: scripts/gpu/gpu-check.sh [PHASE...]   PHASE: build, test, bench, train, or all (the default).
