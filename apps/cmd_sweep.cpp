@@ -1,7 +1,8 @@
 // `zerodp sweep`: really trains (short runs through mpirun) across ZeRO stages and micro-batches
 // under a per-rank --memory-budget, finds the largest micro-batch each stage fits (a run that exits
 // 3 does not fit), compares every run's measured peaks with plan/estimator's prediction, and writes
-// a CSV and PNG plots (docs/planner.md shows them).
+// a CSV and PNG plots (docs/planner.md shows them; by default into docs/benchmarks/sweep/, plotted by
+// bench/sweep/plot_sweep.py).
 //
 // Each search starts at the micro-batch the estimator predicts and walks up (or down) one at a time
 // until the boundary is found, so a good prediction costs two runs.
@@ -49,10 +50,10 @@ struct SweepOptions {
   int max_micro_batch = 64;
   int steps = 2;
   std::string text = "data/tinyshakespeare.txt";
-  std::string out_dir = "docs/sweep";
+  std::string out_dir = "docs/benchmarks/sweep";
   std::string mpirun = "mpirun";
   std::string python = "/usr/bin/python3";
-  std::string plot_script = "docs/sweep/plot_sweep.py";
+  std::string plot_script = "bench/sweep/plot_sweep.py";
   std::string reference_gpu_memory = "80GB";
   std::string work_dir;  // empty: a new temporary directory
 };

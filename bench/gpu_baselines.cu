@@ -1,5 +1,5 @@
 // Kernels zerodp has replaced, kept so that bench/micro_gpu times each replacement against what it
-// replaced in one run on one GPU (docs/benchmarks.md compares them as ratios). Not part of the library:
+// replaced in one run on one GPU (docs/benchmarks/gpu.md compares them as ratios). Not part of the library:
 // nothing but the benchmark calls them, and they give the same results as the kernels in use.
 //
 //   sum of squares as it was until 2026-11-28: one thread per 4096-block walking it in order (each

@@ -10,7 +10,7 @@
 # heads, untied head, written as a Hugging Face directory that `transformers` loads as it is).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh --cli
+bash scripts/setup/setup.sh --cli
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 STEPS=${STEPS:-600} RANKS=${RANKS:-4} STAGE=${STAGE:-3} ARCH=${ARCH:-gpt2} DTYPE=${DTYPE:-fp32}
 tokenizer=data/tokenizers/shakespeare-bpe-1024/tokenizer.json

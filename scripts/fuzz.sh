@@ -22,11 +22,11 @@ done
 build=${FUZZ_BUILD_DIR:-build-fuzz}
 jobs=${FUZZ_JOBS:-1}
 
-# Clang 14 and its libFuzzer come from Debian's clang-14 and libclang-rt-14-dev (scripts/setup.sh).
+# Clang 14 and its libFuzzer come from Debian's clang-14 and libclang-rt-14-dev (scripts/setup/setup.sh).
 CXX_FUZZ=$(command -v clang++-14 || command -v clang++ || true)
 CC_FUZZ=$(command -v clang-14 || command -v clang || true)
 if [ -z "$CXX_FUZZ" ] || [ -z "$CC_FUZZ" ]; then
-  echo "fuzz.sh: FAIL: clang++ is not installed (scripts/setup.sh installs clang-14 and libclang-rt-14-dev)" >&2
+  echo "fuzz.sh: FAIL: clang++ is not installed (scripts/setup/setup.sh installs clang-14 and libclang-rt-14-dev)" >&2
   exit 1
 fi
 if [ ! -f "$build/build.ninja" ]; then

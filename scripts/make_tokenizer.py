@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Trains the repository's small tokenizer: a GPT-2-style byte-level BPE (ByteLevel pre-tokenizer with
 GPT-2's regex, <|endoftext|> as its special token, id 0) of 1024 tokens on data/tinyshakespeare.txt,
-with Hugging Face `tokenizers` (the venv of scripts/tokenizer_venv.sh, which this script re-runs itself
+with Hugging Face `tokenizers` (the venv of scripts/setup/tokenizer_venv.sh, which this script re-runs itself
 in), and writes data/tokenizers/shakespeare-bpe-1024/tokenizer.json and its README.md.
 
   PYTHONPATH=tests/pylib python3 scripts/make_tokenizer.py [VOCAB]       (default 1024)
@@ -23,7 +23,7 @@ try:
 except ImportError:
     if os.environ.get("ZERODP_MAKE_TOKENIZER_REEXEC"):
         sys.exit("make_tokenizer.py: the venv has no tokenizers")
-    py = subprocess.run(["bash", os.path.join(ROOT, "scripts", "tokenizer_venv.sh")], check=True,
+    py = subprocess.run(["bash", os.path.join(ROOT, "scripts", "setup", "tokenizer_venv.sh")], check=True,
                         stdout=subprocess.PIPE, text=True).stdout.strip().splitlines()[-1]
     os.environ["ZERODP_MAKE_TOKENIZER_REEXEC"] = "1"
     os.execv(py, [py] + sys.argv)

@@ -198,7 +198,7 @@ def ensure_matplotlib(argv):
         os.environ["ZERODP_PLOT_REEXEC"] = "1"
         os.execv(SYSTEM_PYTHON, [SYSTEM_PYTHON, os.path.abspath(__file__), *argv])
     print(f"plot_metrics.py: matplotlib is missing ({sys.executable}): install Debian's python3-matplotlib "
-          f"(scripts/setup.sh does) and run it with {SYSTEM_PYTHON}", file=sys.stderr)
+          f"(scripts/setup/setup.sh does) and run it with {SYSTEM_PYTHON}", file=sys.stderr)
     sys.exit(1)
 
 

@@ -3,6 +3,6 @@
 # with timeouts, the layering check). Exit status: ctest's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh --tests
+bash scripts/setup/setup.sh --tests
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 ctest --test-dir build --output-on-failure --timeout 600 -j "$(nproc)"

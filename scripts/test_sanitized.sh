@@ -7,7 +7,7 @@
 # Environment: SANITIZE_BUILD_DIR (default build-asan), SANITIZE (default address,undefined).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh --tests --no-build
+bash scripts/setup/setup.sh --tests --no-build
 build=${SANITIZE_BUILD_DIR:-build-asan}
 # -O1: the sanitizers' reports stay close to the source and the build is faster than -O2, the runs not
 # much slower (the tests run tiny models); -g1: lines in the stacks; no NDEBUG: asserts stay on. No

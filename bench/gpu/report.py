@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The markdown table of bench/gpu/run.sh's results, ready for docs/benchmarks.md.
+"""The markdown table of bench/gpu/run.sh's results, ready for docs/benchmarks/gpu.md.
 
     report.py OUT [--warmup N] [--peak-tflops X] [--check]
 

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Tables of bench/peers/run.sh's results and (--write-docs F) the file F (docs/benchmarks_peers.md),
+"""Tables of bench/peers/run.sh's results and (--write-docs F) the file F (docs/benchmarks/peers.md),
 rewritten whole; the commentary comes from bench/peers/notes.md when it exists.
 
 Timing: every run's first --warmup steps are dropped; the step times of the remaining steps of all

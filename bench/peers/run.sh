@@ -11,7 +11,7 @@
 #   DeepSpeed (from PyPI) ZeRO 1, 2, 3 on its CPU accelerator (DS_ACCELERATOR=cpu) over gloo;
 #             bf16 = `bf16.enabled`
 # The peers run bench/peers/peer_train.py (model, weights, data from tests/pylib/zdptest/torch_gpt2.py).
-# Then bench/peers/report.py prints the tables and writes docs/benchmarks_peers.md and its plot, docs/benchmarks_peers.png
+# Then bench/peers/report.py prints the tables and writes docs/benchmarks/peers.md and its plot, docs/benchmarks/peers.png
 # (WRITE_DOCS=0: neither).
 #
 # ARCH=llama: the same protocol on a Llama of 29.8 M parameters instead of the GPT-2: `zerodp init --arch llama
@@ -19,7 +19,7 @@
 # attention, 8 query and 4 key/value heads of 64; SwiGLU MLP of 1408; RMSNorm; RoPE θ 10000; untied head), a Hugging
 # Face model directory that zerodp trains with `train --init DIR` and the peers load as transformers'
 # LlamaForCausalLM (from_pretrained, fp32, attn_implementation ATTN). Its own defaults: OUT runs/bench-peers-llama,
-# DOCS docs/benchmarks_peers_llama.md (and .png), NOTES bench/peers/notes_llama.md; transformers (TRANSFORMERS_SPEC)
+# DOCS docs/benchmarks/peers_llama.md (and .png), NOTES bench/peers/notes_llama.md; transformers (TRANSFORMERS_SPEC)
 # is installed into the venv when it cannot be imported there.
 #
 # Environment (defaults in brackets):
@@ -39,7 +39,7 @@
 #                           shared); the busy fraction found is recorded next to the run
 #   ROUND_FROM [1]          the first round's number; above 1 the run continues an earlier one into the
 #                           same OUT (its results are kept and pooled with the new rounds)
-#   DOCS [docs/benchmarks_peers.md] NOTES [bench/peers/notes.md]  the page written, and its commentary
+#   DOCS [docs/benchmarks/peers.md] NOTES [bench/peers/notes.md]  the page written, and its commentary
 #   QUICK=1                 a fast check: 4 steps, 1 warm-up, 1 round, docs left alone
 #   The zerodp binary is $BUILD/zerodp: to compare two builds, point BUILD at each (a folder holding a
 #                           `zerodp` is enough) with its own OUT.
@@ -227,9 +227,9 @@ echo "load_end=$(cut -d' ' -f1-3 /proc/loadavg)" >>"$res/env.txt"
 
 docs=()
 if [[ $ARCH == llama ]]; then
-  DOCS=${DOCS:-docs/benchmarks_peers_llama.md} NOTES=${NOTES:-bench/peers/notes_llama.md}
+  DOCS=${DOCS:-docs/benchmarks/peers_llama.md} NOTES=${NOTES:-bench/peers/notes_llama.md}
   docs=(--arch llama)
 fi
-DOCS=${DOCS:-docs/benchmarks_peers.md}
+DOCS=${DOCS:-docs/benchmarks/peers.md}
 [[ "$WRITE_DOCS" == 1 ]] && docs+=(--write-docs "$DOCS" --notes "${NOTES:-bench/peers/notes.md}" --plot "${DOCS%.md}.png")
 PYTHONPATH="$root/tests/pylib${PYTHONPATH:+:$PYTHONPATH}" /usr/bin/python3 bench/peers/report.py "$res" --warmup "$WARMUP" "${docs[@]}"

@@ -1,7 +1,7 @@
 """Tokenizer throughput: `zerodp tokenize` (the whole command: load, read, encode, write) against
 tiktoken and Hugging Face tokenizers (encode calls only, text already in memory), on the same text and
 the same Llama-3-style byte-level BPE of 1,500 tokens trained on Shakespeare, on one core (taskset -c 0,
-one thread each) and on all cores. Run by run.sh inside the venv of scripts/tokenizer_venv.sh, with
+one thread each) and on all cores. Run by run.sh inside the venv of scripts/setup/tokenizer_venv.sh, with
 tests/pylib (zdptest.train_tokenizers) and tests/tokenizer (reference_test's texts) on PYTHONPATH.
 
   bench.py ZERODP OUT_DIR [MB]

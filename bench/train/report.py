@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Tables of the training benchmarks from the results bench/train/run.sh wrote, and (--write-docs) the
-two training sections of docs/benchmarks.md: "Training step (one rank)" and "ZeRO stages against
+two training sections of docs/benchmarks/training.md: "Training step (one rank)" and "ZeRO stages against
 PyTorch DDP (W = 2)". Only those sections are replaced (appended when absent); the rest of the file,
 such as the "Communication" section, is left as it is.
 

@@ -7,7 +7,7 @@
 #   2. W = 2 ranks of one thread each, GPT-2 L4 C256 B8 T128 per rank: zerodp ZeRO stages 0-3 against
 #      PyTorch DDP over gloo and DDP + ZeroRedundancyOptimizer, with zerodp's comm_wait_ms.
 # Then prints the tables (bench/train/report.py) and rewrites the two training sections of
-# docs/benchmarks.md (WRITE_DOCS=0 to leave it alone).
+# docs/benchmarks/training.md (WRITE_DOCS=0 to leave it alone).
 #
 # Environment (defaults in brackets):
 #   BUILD [build]             zerodp build directory (configured and `zerodp` built if missing)
@@ -219,5 +219,5 @@ peak 1t-end 1
 echo "load_end=$(cut -d' ' -f1-3 /proc/loadavg)" >>"$res/env.txt"
 
 docs=()
-[[ "$WRITE_DOCS" == 1 ]] && docs=(--write-docs docs/benchmarks.md)
+[[ "$WRITE_DOCS" == 1 ]] && docs=(--write-docs docs/benchmarks/training.md)
 $PY bench/train/report.py "$res" --threads "$THREADS" --warmup "$WARMUP" --warmup-124m "$WARMUP_124M" "${docs[@]}"

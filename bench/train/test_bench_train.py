@@ -6,7 +6,7 @@
             which is what that model computes), for a few shapes; the causal count is the dense one
             less the masked products.
   report    report.py: the median skips the warm-up steps and pools the rounds, tokens/s and GFLOP/s
-            follow from it, the W = 2 speed is relative to DDP, and rewriting docs/benchmarks.md
+            follow from it, the W = 2 speed is relative to DDP, and rewriting docs/benchmarks/training.md
             replaces only its own two sections (appending them when absent).
   sgemm     `zerodp bench-train sgemm` prints its JSON with positive rates, and rejects a bad size
             with exit code 2 (needs --zerodp PATH).
@@ -132,7 +132,7 @@ def test_report():
         check(s0["wait_ms"] == 20 and abs(s0["tok_s"] - 2048 / 0.4) < 1e-9, f"W=2 comm wait / tokens: {s0}")
 
         # The docs: other sections survive, ours are replaced, then appended to a file without them.
-        doc = os.path.join(res, "benchmarks.md")
+        doc = os.path.join(res, "training.md")
         with open(doc, "w") as f:
             f.write("# Benchmarks\n\nintro\n\n## Communication\n\ncomm text\n\n"
                     f"{report.SECTION_ONE}\n\nold one-rank text\n\n## Later\n\nlater text\n")

@@ -11,7 +11,7 @@
 //  - kPoll: the worker starts up to max_in_flight collectives as MPI_I* calls and tests them,
 //    yielding and then sleeping (backing off to max_poll_sleep_us) while none completes: several
 //    collectives really progress at once, and a waiting worker sleeps instead of spinning.
-// docs/benchmarks.md has the measurements behind the default (`zerodp bench comm`).
+// docs/benchmarks/communication.md has the measurements behind the default (`zerodp bench comm`).
 //
 // Reductions are deterministic: sums and averages (all-reduce, reduce-scatter) are not MPI's
 // reductions but the backend's own ordered ones (comm/mpi_ordered_reduction.h), so the bits of a

@@ -1,7 +1,7 @@
 // Which of OpenBLAS's kernel sets runs the fp32 GEMMs, and whether that leaves the CPU's widest vectors
 // unused. OpenBLAS built with DYNAMIC_ARCH picks its kernels by CPUID when it loads, unless
 // OPENBLAS_CORETYPE names a set; a set narrower than the CPU (AVX2 "Haswell" kernels on a CPU with
-// AVX-512) costs fp32 training about half its speed (docs/benchmarks.md: 130 against 250 GFLOP/s on an
+// AVX-512) costs fp32 training about half its speed (docs/benchmarks/training.md: 130 against 250 GFLOP/s on an
 // AMD Zen 5), silently. zerodp says so instead (`zerodp info`, and a warning when training).
 #pragma once
 

@@ -156,7 +156,7 @@ Gemm16Info decide(DType dtype) {
   const std::string dnnl_why = !gemm16_onednn_built() ? "not built in (libdnnl-dev)"
                                : dnnl_ok               ? ""
                                                        : fmt::format("no {} matmul kernel for this CPU", dtype_name(dtype));
-  ZDP_REQUIRE(mode != "mkl" || mkl_ok, "ZERODP_GEMM16=mkl but oneMKL cannot be used: {} (scripts/install_mkl.sh)",
+  ZDP_REQUIRE(mode != "mkl" || mkl_ok, "ZERODP_GEMM16=mkl but oneMKL cannot be used: {} (scripts/setup/install_mkl.sh)",
               mkl_why);
   ZDP_REQUIRE(mode != "onednn" || dnnl_ok, "ZERODP_GEMM16=onednn but oneDNN cannot be used: {}", dnnl_why);
   auto use_mkl = [&](std::string reason) {

@@ -21,7 +21,7 @@
 // Xeon with AVX512-BF16 and no AMX both libraries' bf16 run at 80-85 GFLOP/s a thread against 100-135
 // for the widened blocks (OpenBLAS's AVX-512 sgemm: 134-150).
 // Where MKL comes from: $ZERODP_MKL_LIB (a path to libmkl_rt.so.N), else the directory the build was
-// configured with (scripts/install_mkl.sh fetches it from PyPI), else the loader's search path.
+// configured with (scripts/setup/install_mkl.sh fetches it from PyPI), else the loader's search path.
 // $ZERODP_GEMM16 = auto (default) | mkl | onednn (fail if that one cannot be used) | blas chooses.
 //
 // All are deterministic: the same call on the same inputs gives the same bits, whatever the

@@ -1,6 +1,6 @@
-// Against an independent implementation: tests/scripts/safetensors_io.py writes a file with numpy
+// Against an independent implementation: scripts/test/safetensors_io.py writes a file with numpy
 // (laid out by hand from the format's description, header unpadded) that zerodp must read, and
-// checks a file zerodp wrote. Without a python3 that has numpy (scripts/setup.sh installs
+// checks a file zerodp wrote. Without a python3 that has numpy (scripts/setup/setup.sh installs
 // python3-numpy) every test here FAILS, saying so: a missing reference never passes.
 #include <unistd.h>
 
@@ -36,8 +36,9 @@ std::string find_python() {
 
 std::string script_path() {
   if (const char* src = std::getenv("ZERODP_SOURCE_DIR"); src && *src)
-    return std::string(src) + "/tests/scripts/safetensors_io.py";
-  return (std::filesystem::path(__FILE__).parent_path().parent_path() / "scripts" / "safetensors_io.py")
+    return std::string(src) + "/scripts/test/safetensors_io.py";
+  return (std::filesystem::path(__FILE__).parent_path().parent_path().parent_path() / "scripts" / "test" /
+          "safetensors_io.py")
       .string();
 }
 
@@ -53,7 +54,7 @@ class SafetensorsPython : public ::testing::Test {
     python_ = python;
     ASSERT_FALSE(python_.empty())
         << "no python3 with numpy found ($ZERODP_PYTHON, /usr/bin/python3, python3 on PATH), so the "
-           "independent safetensors implementation cannot run: install python3-numpy (scripts/setup.sh) "
+           "independent safetensors implementation cannot run: install python3-numpy (scripts/setup/setup.sh) "
            "or set ZERODP_PYTHON to a python3 that has numpy.";
     ASSERT_TRUE(file_exists(script_path())) << script_path();
   }

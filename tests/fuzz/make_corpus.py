@@ -85,7 +85,7 @@ def main():
         put("safetensors", "checkpoint_rank1.safetensors", read("ck3/step-2/rank-00001.safetensors"))
         # (Debian's python3, which has numpy; see tests/reference/CMakeLists.txt)
         py = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
-        subprocess.run([py, os.path.join(ROOT, "tests", "scripts", "safetensors_io.py"), "write",
+        subprocess.run([py, os.path.join(ROOT, "scripts", "test", "safetensors_io.py"), "write",
                         os.path.join(HERE, "corpus", "safetensors", "f32_f16_bf16_empty_metadata.safetensors")],
                        check=True)
         put("safetensors", "scalar_and_metadata.safetensors",

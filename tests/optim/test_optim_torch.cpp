@@ -1,9 +1,9 @@
 // zerodp's AdamW and SGD against torch.optim.AdamW / torch.optim.SGD, run by
-// tests/scripts/optim_reference.py with /usr/bin/python3 (or $ZERODP_PYTHON): several steps on
+// scripts/test/optim_reference.py with /usr/bin/python3 (or $ZERODP_PYTHON): several steps on
 // random data, tensors with and without weight decay, a changing lr and clipping-style gradient
 // scales. zerodp's side updates the tensors as one flat buffer cut into shards, as ZeRO does.
 // All cases go to Python in one call (importing torch costs seconds). The reference is required:
-// when torch cannot be imported (scripts/setup.sh installs python3-torch) or the script fails, the
+// when torch cannot be imported (scripts/setup/setup.sh installs python3-torch) or the script fails, the
 // test FAILS, saying why; it never skips.
 #include <gtest/gtest.h>
 
@@ -192,7 +192,7 @@ struct TorchRun {
 const TorchRun& torch_run() {
   static const TorchRun run = [] {
     TorchRun r;
-    const fs::path script = source_dir() / "tests/scripts/optim_reference.py";
+    const fs::path script = source_dir() / "scripts/test/optim_reference.py";
     if (!fs::exists(script)) {
       r.unavailable = script.string() + " not found (set ZERODP_SOURCE_DIR to the source tree)";
       return r;
@@ -297,7 +297,7 @@ TEST(OptimVsTorch, AdamWAndSGDMatchTorchOptim) {
   ASSERT_TRUE(run.unavailable.empty())
       << "the torch reference is unavailable, so zerodp's optimizers cannot be checked against it: "
       << run.unavailable
-      << "\nInstall Debian's python3-torch and python3-numpy for /usr/bin/python3 (scripts/setup.sh), or set "
+      << "\nInstall Debian's python3-torch and python3-numpy for /usr/bin/python3 (scripts/setup/setup.sh), or set "
          "ZERODP_PYTHON to a python3 that has them.";
   ASSERT_TRUE(run.failure.empty()) << run.failure;
   // adamw_cosine_clip: decay on 2-D tensors, a warmup-cosine lr, clipping scales on some steps;

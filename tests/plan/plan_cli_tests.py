@@ -167,7 +167,7 @@ elif CASE == "sweep":
     rc, so, se = run(["sweep", "--layers", "2", "--embd", "96", "--heads", "4", "--seq", "16", "--gpus", "2",
                       "--worlds", "1,2", "--memory-budget", "12MB", "--max-micro-batch", "40", "--steps", "1",
                       "--text", text, "--out-dir", out, "--work-dir", os.path.join(tmp, "work"),
-                      "--plot-script", os.path.join(zt.SRC, "docs", "sweep", "plot_sweep.py")], timeout=280)
+                      "--plot-script", os.path.join(zt.SRC, "bench", "sweep", "plot_sweep.py")], timeout=280)
     check(rc == 0, "zerodp sweep runs", so + se)
     with open(os.path.join(out, "sweep.csv")) as f:
         rows = list(csv.DictReader(f))

@@ -6,7 +6,7 @@
 # SIGILL somewhere later.
 #
 # Usage: run_without_avx512.sh ZERODP
-# Exit 0: ran; 1: failed; 77 (ctest: skipped): qemu-x86_64 (Debian's qemu-user, scripts/setup.sh
+# Exit 0: ran; 1: failed; 77 (ctest: skipped): qemu-x86_64 (Debian's qemu-user, scripts/setup/setup.sh
 # --tests) is not installed, said on stdout.
 set -euo pipefail
 [[ $# -eq 1 ]] || { echo "usage: $0 ZERODP" >&2; exit 2; }

@@ -33,7 +33,7 @@ try:
     import torch  # noqa: F401  (ref_train needs it; fail here with a clear message)
 except ImportError as e:
     sys.exit(f"compare.py: FAIL: {sys.executable} cannot import numpy/torch ({e}). The reference tests need "
-             "Debian's python3-torch and python3-numpy under /usr/bin/python3: run scripts/setup.sh.")
+             "Debian's python3-torch and python3-numpy under /usr/bin/python3: run scripts/setup/setup.sh.")
 from zdptest import ref_train as rt  # noqa: E402  (after the check that torch imports)
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -19,7 +19,7 @@ Cases:
           default) in shards of --out-shard-size, each value the F32 run's rounded to BF16; and
           `zerodp init --arch gpt2 --out DIR/` loads too, equal to `zerodp init --out F.safetensors`.
 
-Runs under the python of scripts/transformers_venv.sh (as compare_llama.py, whose helpers it uses).
+Runs under the python of scripts/setup/transformers_venv.sh (as compare_llama.py, whose helpers it uses).
 Exits 0 when every check passes, 1 listing every failed check.
 """
 import json

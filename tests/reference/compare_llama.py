@@ -21,7 +21,7 @@ world size and stage, and is compared with one uninterrupted reference run.
 Bad-input cases (BAD_CASES): `zerodp train` on 2 ranks must exit 2 within FAIL_WITHIN_S seconds with
 a message naming the file and the tensor (or key) at fault, and write nothing.
 
-Runs under the python of scripts/transformers_venv.sh (it re-runs itself there, making the venv on first
+Runs under the python of scripts/setup/transformers_venv.sh (it re-runs itself there, making the venv on first
 use; without one it FAILS saying why). Exits 0 when every check passes, 1 listing every failed check.
 """
 import json
@@ -107,13 +107,13 @@ def ranks_of(name):
 
 def need_transformers():
     """Makes this process one that imports transformers: re-runs it in the venv of
-    scripts/transformers_venv.sh (made on first use) when needed; exits 1 saying FAIL if that cannot be."""
+    scripts/setup/transformers_venv.sh (made on first use) when needed; exits 1 saying FAIL if that cannot be."""
     from zdptest import llama_ref
     try:
         llama_ref.ensure_transformers()  # returns here, replaces this process, or exits with a message
     except SystemExit as e:
         print(f"compare_llama.py: FAIL: the transformers reference is unavailable: {e.code}\n"
-              f"(scripts/transformers_venv.sh makes its venv; scripts/setup.sh --tests runs it)", flush=True)
+              f"(scripts/setup/transformers_venv.sh makes its venv; scripts/setup/setup.sh --tests runs it)", flush=True)
         sys.exit(1)
 
 

@@ -5,7 +5,7 @@
     PYTHONPATH=tests/pylib python3 tests/reference/llama_ref.py config|make|logits|train|check-load ...
 
 Any python3 with Debian's torch will do: a subcommand that needs transformers re-runs this script with
-the python of scripts/transformers_venv.sh (made on first use); `config` needs no transformers."""
+the python of scripts/setup/transformers_venv.sh (made on first use); `config` needs no transformers."""
 import sys
 
 from zdptest import llama_ref  # tests/pylib: on PYTHONPATH (ctest sets it), or pip install -e tests/pylib

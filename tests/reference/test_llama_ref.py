@@ -6,7 +6,7 @@ reads against the GPT-2 benchmark reference's; the train loop's invariance to ho
 split, and its clipping and AdamW against torch.optim.AdamW; the learning-rate schedules' formulas.
 
     python3 tests/reference/test_llama_ref.py        (unittest; re-runs itself in the venv of
-                                                      scripts/transformers_venv.sh when needed)
+                                                      scripts/setup/transformers_venv.sh when needed)
 """
 import argparse
 import contextlib

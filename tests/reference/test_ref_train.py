@@ -18,7 +18,7 @@ try:
     import torch.nn.functional as F
 except ImportError as e:
     sys.exit(f"test_ref_train.py: FAIL: {sys.executable} cannot import numpy/torch ({e}). The reference tests "
-             "need Debian's python3-torch and python3-numpy under /usr/bin/python3: run scripts/setup.sh.")
+             "need Debian's python3-torch and python3-numpy under /usr/bin/python3: run scripts/setup/setup.sh.")
 
 from zdptest import ref_train as rt  # noqa: E402  (after the check that torch imports)
 from zdptest.harness import read_metrics

@@ -1,6 +1,6 @@
 """`zerodp tokenize --tokenizer` against the Hugging Face `tokenizers` library (docs/reference/files.md#tokenizer-json).
 
-  reference_test.py ZERODP CASE      (run by run.sh inside the venv of scripts/tokenizer_venv.sh,
+  reference_test.py ZERODP CASE      (run by run.sh inside the venv of scripts/setup/tokenizer_venv.sh,
                                      with tests/pylib on PYTHONPATH)
 
 Cases:

@@ -12,7 +12,7 @@ of both operands, two matmuls of the same size, so 2× the forward. Per step, fo
     step:        3 × forward (forward + backward at 2×).
 
 Not counted: LayerNorm, GELU, softmax, cross-entropy, residuals, embeddings, AdamW (all O(n·C) or
-O(params), a few percent at these sizes). The figures quoted in docs/benchmarks.md use the causal count.
+O(params), a few percent at these sizes). The figures quoted in docs/benchmarks/ (training.md, gpu.md) use the causal count.
 """
 import argparse
 import json

@@ -10,7 +10,7 @@ Exit codes: 0 done (check-load: every tensor agrees); 1 check-load found a diffe
 is missing; 2 bad usage or input (a message names the file).
 
 Needs torch and numpy (Debian's) and `transformers` with `safetensors` (the venv of
-scripts/transformers_venv.sh; tests/reference/llama_ref.py re-runs itself there). Everything is
+scripts/setup/transformers_venv.sh; tests/reference/llama_ref.py re-runs itself there). Everything is
 computed in float32 with the eager attention: transformers' other attention paths differ in rounding,
 and its RMSNorm, softmax and rotary tables are float32 whatever the model's dtype, so float64 would
 not buy exactness here as it does in ref_train.
@@ -83,7 +83,7 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 # Set when a process re-ran itself in the venv, so that a venv without transformers fails instead of looping.
 REEXEC_ENV = "ZERODP_LLAMA_REF_REEXEC"
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-VENV_SCRIPT = os.path.join(REPO, "scripts", "transformers_venv.sh")
+VENV_SCRIPT = os.path.join(REPO, "scripts", "setup", "transformers_venv.sh")
 
 
 class MissingTransformers(Exception):
@@ -92,7 +92,7 @@ class MissingTransformers(Exception):
 
 def ensure_transformers():
     """Makes sure this process can import transformers: when it cannot, re-runs the current script
-    (sys.argv) with the python of scripts/transformers_venv.sh (made on first use). Only for scripts'
+    (sys.argv) with the python of scripts/setup/transformers_venv.sh (made on first use). Only for scripts'
     main: it replaces the process."""
     try:
         import safetensors.torch  # noqa: F401

@@ -2,7 +2,7 @@
 ByteLevel pre-tokenizer with GPT-2's regex, <|endoftext|>) and Llama 3's (Sequence[Split(Llama 3's
 regex, Isolated), ByteLevel(use_regex=False)], ignore_merges, <|begin_of_text|> and <|end_of_text|>).
 Shared by tests/tokenizer/reference_test.py, scripts/make_tokenizer.py and bench/tokenize/bench.py; needs
-`tokenizers` (the venv of scripts/tokenizer_venv.sh)."""
+`tokenizers` (the venv of scripts/setup/tokenizer_venv.sh)."""
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 
 GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""

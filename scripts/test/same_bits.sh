@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Do two zerodp builds train bit for bit alike? For refactorings that must not change results:
-#   tests/scripts/same_bits.sh OLD_ZERODP NEW_ZERODP
-# (tests/scripts/bits_as_before.sh builds OLD from a revision of this repository's history.)
+#   scripts/test/same_bits.sh OLD_ZERODP NEW_ZERODP
+# (scripts/test/bits_as_before.sh builds OLD from a revision of this repository's history.)
 # Trains GPT-2 L4 C256 for 3 steps of G = 2 micro-steps on each binary, over a matrix of cases (below:
 # world sizes 1-4, stages 0-3, fp32, bf16 and fp16, activation checkpointing, cpu and nvme offload of
 # the optimizer and of the parameters, hybrid sharding), and compares the --out weights byte for byte

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# On the lent GPU machine, in one device call: unpacks the build that tools/gpu/pack-build.sh packed
-# here and the Debian packages of tools/gpu/gpu-deps.sh, then runs, each phase within a share of one
+# On the lent GPU machine, in one device call: unpacks the build that scripts/gpu/pack-build.sh packed
+# here and the Debian packages of scripts/gpu/gpu-deps.sh, then runs, each phase within a share of one
 # deadline so that the call ends in time and brings back what it has:
 #   info    nvidia-smi, `zerodp info`, any library the binaries cannot find
 #   unit    the GPU test binaries (each kernel, cuBLASLt's GEMMs, the models against the CPU device),
@@ -15,7 +15,7 @@
 # The same as ctest -L gpu runs, without ctest: the CTest files name this machine's paths.
 #
 # Device call (carry [".gpudeps", ".gpubin"]):
-#   bash tools/gpu/device-run.sh [PHASE...]       PHASE: info unit bench train profile w2 micro
+#   bash scripts/gpu/device-run.sh [PHASE...]       PHASE: info unit bench train profile w2 micro
 #                                                 (default: all but profile and w2, in that order)
 # Environment: DEADLINE_S [500] seconds from the start for everything; RESULTS [$OUT] where
 # device.tgz (logs and figures) goes; BENCH_STAGES ["0 3"]; BENCH_STEPS [20]; UNIT_REGEX (a grep -E
@@ -36,14 +36,14 @@ pack() { tar -czf "$RESULTS/device.tgz" --exclude='data' --exclude='*.safetensor
 trap pack EXIT
 
 # ---- unpack: binaries, libraries, Open MPI and the rest -------------------------------------------------
-[[ -f .gpubin/build.tar.xz ]] || { note "no .gpubin/build.tar.xz: run tools/gpu/pack-build.sh here and carry .gpubin"; exit 2; }
+[[ -f .gpubin/build.tar.xz ]] || { note "no .gpubin/build.tar.xz: run scripts/gpu/pack-build.sh here and carry .gpubin"; exit 2; }
 # Here, build/ is a real build (its CMakeCache.txt): unpacking over it would put the packed, older
 # binaries in place of the ones ninja made.
 [[ -f build/CMakeCache.txt ]] && { note "build/ is a build directory here: device-run.sh is for the GPU machine"; exit 2; }
 tar -xJf .gpubin/build.tar.xz
 mkdir -p build/.devlib && tar -xJf .gpubin/lib.tar.xz -C build/.devlib --strip-components=1
 export ZERODP_COMMIT=$(cat build/COMMIT)
-bash tools/gpu/gpu-deps.sh install .gpudeps /opt/zerodp-deps >"$logs/deps.log" 2>&1 || { note "gpu-deps install failed"; tail -5 "$logs/deps.log"; }
+bash scripts/gpu/gpu-deps.sh install .gpudeps /opt/zerodp-deps >"$logs/deps.log" 2>&1 || { note "gpu-deps install failed"; tail -5 "$logs/deps.log"; }
 # shellcheck source=/dev/null
 source /opt/zerodp-deps/env.sh
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_base_warn_component_unused=0

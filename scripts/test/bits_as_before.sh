@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Training gives the bits it gave at revision REV. Builds zerodp at REV from this repository's history
 # (git archive into WORK: no worktree or ref of the repository is touched; the build is kept in WORK and
-# reused), then runs tests/scripts/same_bits.sh on the two binaries: its matrix of world sizes, stages,
+# reused), then runs scripts/test/same_bits.sh on the two binaries: its matrix of world sizes, stages,
 # dtypes, offload and hybrid sharding, the --out weights byte for byte and the metrics' losses and
 # gradient norms (not the memory peaks, which later work may lower on purpose). REV is built with its
 # own defaults, so a change of build flags (the ISA baseline) is compared against them too.
@@ -71,4 +71,4 @@ if [[ -z ${ZERODP_GEMM32:-} && $old_fp32 != "$new_fp32" ]]; then
   export ZERODP_GEMM32=$old_fp32
 fi
 echo "bits_as_before: zerodp built at $rev against $("$new" --version | head -1)"
-PEAKS=0 bash "$root/tests/scripts/same_bits.sh" "$bld/zerodp" "$new"
+PEAKS=0 bash "$root/scripts/test/same_bits.sh" "$bld/zerodp" "$new"

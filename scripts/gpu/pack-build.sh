@@ -3,13 +3,13 @@
 # machine, so that a device call spends its minutes on tests and measurements instead of a build
 # (about 250 steps; with a 15-minute lease the build alone would take a third of it).
 #
-#   bash tools/gpu/pack-build.sh [BUILD]     BUILD [build]: a Release build with ZERODP_CUDA on and
+#   bash scripts/gpu/pack-build.sh [BUILD]     BUILD [build]: a Release build with ZERODP_CUDA on and
 #                                            CMAKE_CUDA_ARCHITECTURES holding 90 (the default)
 #
 # Writes .gpubin/ (ignored by git; it travels only when carried): build.tar.xz with BUILD's zerodp,
 # its GPU test binaries and micro_gpu under the path build/, and lib.tar.xz with the shared libraries
-# those binaries need that tools/gpu/gpu-deps.sh does not bring (oneDNN and the OpenCL loader it links).
-# tools/gpu/device-run.sh unpacks both on the GPU machine. Together with .gpudeps/ (about 20 MiB) the
+# those binaries need that scripts/gpu/gpu-deps.sh does not bring (oneDNN and the OpenCL loader it links).
+# scripts/gpu/device-run.sh unpacks both on the GPU machine. Together with .gpudeps/ (about 20 MiB) the
 # carried paths stay under the tool's 64 MiB.
 set -euo pipefail
 cd "$(dirname "$0")/../.."

@@ -4,10 +4,10 @@
 # host-staged communicator against the CPU implementation, whole training runs through the CLI), the
 # micro-benchmarks, then trains GPT-2 124M in bf16 at stages 0-3 on the GPU (W=1, and W=2 on the same
 # GPU over host staging) next to PyTorch on the same model and batch (bench/gpu/run.sh) and prints the
-# table of tokens/s, MFU and peak memory (bench/gpu/report.py) for docs/benchmarks.md. Without a GPU
+# table of tokens/s, MFU and peak memory (bench/gpu/report.py) for docs/benchmarks/gpu.md. Without a GPU
 # it says so and exits 77 (skipped).
 #
-# Usage: tools/gpu/gpu-check.sh [PHASE...]   PHASE: build, test, bench, train, or all (the default).
+# Usage: scripts/gpu/gpu-check.sh [PHASE...]   PHASE: build, test, bench, train, or all (the default).
 #   build  install the dependencies, configure and build everything (every other phase does this
 #          first: test builds everything, bench and train only their binaries; a no-op when BUILD is
 #          up to date)
@@ -18,8 +18,8 @@
 #
 # Environment: BUILD [build-gpu]  the build directory;  ARCH  CUDA architectures (default: the
 # GPU's own compute capability, e.g. 90 for H100/H200);  OUT [runs/gpu-check]  where figures go;
-# ZERODP_DEPS [.gpudeps when it exists]  Debian packages fetched by tools/gpu/gpu-deps.sh, installed
-# into ZERODP_DEPS_PREFIX [/opt/zerodp-deps] instead of running scripts/setup.sh (which needs apt and
+# ZERODP_DEPS [.gpudeps when it exists]  Debian packages fetched by scripts/gpu/gpu-deps.sh, installed
+# into ZERODP_DEPS_PREFIX [/opt/zerodp-deps] instead of running scripts/setup/setup.sh (which needs apt and
 # the network);  PY_TORCH  a Python with torch and numpy for the PyTorch peer (default: the first of
 # /opt/torch/.venv/bin/python3 and python3 that imports both; bench/gpu/run.sh otherwise makes a venv
 # from PyPI);  TEST_REGEX  narrows the test phase to the gpu tests whose names match;  TEST_JOBS [4]
@@ -27,13 +27,13 @@
 # where the tree has no .git.
 #
 # ---- On the device machine of this workplace (no network; each command at most 10 minutes) ----------
-# 1. Here, once (with network): `bash tools/gpu/gpu-deps.sh fetch` puts the .deb files of Open MPI,
+# 1. Here, once (with network): `bash scripts/gpu/gpu-deps.sh fetch` puts the .deb files of Open MPI,
 #    OpenBLAS, fmt, spdlog, GoogleTest, Google Benchmark, nlohmann-json, CLI11 and liburing (27
 #    packages, about 18 MiB) into .gpudeps/, which .gitignore ignores: it travels only when carried.
 # 2. Each device call: `run` with carry [".gpudeps"] and a command that keeps within the 10 minutes
 #    and brings the results back in one file even when cut short (C = `git rev-parse --short HEAD`
 #    here, as .git does not travel):
-#        set -o pipefail; mkdir -p runs; R=$OUT; export ZERODP_COMMIT=C; OUT=runs/gpu-check timeout -k 15 540 bash tools/gpu/gpu-check.sh build test bench 2>&1 | tee runs/gpu-check.log; s=$?; tar -czf $R/gpu-check.tgz --ignore-failed-read --exclude=data runs/gpu-check runs/gpu-check.log build-gpu/Testing/Temporary; exit $s
+#        set -o pipefail; mkdir -p runs; R=$OUT; export ZERODP_COMMIT=C; OUT=runs/gpu-check timeout -k 15 540 bash scripts/gpu/gpu-check.sh build test bench 2>&1 | tee runs/gpu-check.log; s=$?; tar -czf $R/gpu-check.tgz --ignore-failed-read --exclude=data runs/gpu-check runs/gpu-check.log build-gpu/Testing/Temporary; exit $s
 #    (the tool's own $OUT is the folder whose files come back, at most 8 of them and 16 MiB each:
 #    hence one tarball, without the GPT-2 weights in data/; gpu-check.sh's OUT names its figures'
 #    folder and is set explicitly so that the two do not mix).
@@ -79,14 +79,14 @@ deps=${ZERODP_DEPS:-}
 if [[ -n $deps ]]; then
   prefix=${ZERODP_DEPS_PREFIX:-/opt/zerodp-deps}
   # install, then source: a failing install inside `source <(...)` would go unnoticed.
-  bash tools/gpu/gpu-deps.sh install "$deps" "$prefix"
+  bash scripts/gpu/gpu-deps.sh install "$deps" "$prefix"
   # shellcheck source=/dev/null
   source "$prefix/env.sh"
   # MPI's wrapper and OpenBLAS named outright (CMakeLists.txt would look in /usr first); no MKL
   # (ZERODP_NO_MKL=1: none was fetched, so the bf16 GEMMs on the CPU take the fp32 fallback).
   read -r -a deps_cmake_args <<<"$ZERODP_CMAKE_ARGS"
 else
-  bash scripts/setup.sh --tests --no-build
+  bash scripts/setup/setup.sh --tests --no-build
 fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 if [[ $(uname -r) == 4.4.0 ]]; then  # gVisor's kernel: no process_vm_readv between the ranks

@@ -31,7 +31,7 @@ if ! /usr/bin/python3 -c "import venv, ensurepip" 2>/dev/null; then
 fi
 if ! TORCH_VERSION=$(/usr/bin/python3 -c "import numpy, torch; print(torch.__version__)" 2>/dev/null); then
   echo "transformers_venv.sh: /usr/bin/python3 cannot import torch and numpy: install Debian's python3-torch" \
-       "and python3-numpy (scripts/setup.sh does)" >&2
+       "and python3-numpy (scripts/setup/setup.sh does)" >&2
   exit 1
 fi
 # Only a venv (or nothing) may be replaced: never delete a directory this script did not make.

@@ -2,7 +2,7 @@
 """Plots of `zerodp sweep` (docs/planner.md): reads sweep.csv and gpt2xl_global_batch.csv from IN_DIR,
 writes memory_by_category.png, predicted_vs_measured.png and global_batch.png to OUT_DIR.
 
-usage: plot_sweep.py IN_DIR OUT_DIR"""
+usage: plot_sweep.py IN_DIR OUT_DIR     (`zerodp sweep` runs it on its --out-dir, docs/benchmarks/sweep/ by default)"""
 import csv
 import os
 import sys

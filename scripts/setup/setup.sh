@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Installs every Debian package zerodp needs (idempotent), then configures and builds.
-# Usage: scripts/setup.sh [--no-build] [--tests] [--cli]
+# Usage: scripts/setup/setup.sh [--no-build] [--tests] [--cli]
 #   --tests   also the packages of the tests, benchmarks and fuzzing, the tokenizer tests' venv and the
 #             transformers reference's venv (tests/reference's Llama-family tests)
 #   --cli     build the zerodp command only, without the tests and benchmarks (what the demo needs)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 # What building zerodp and running it (the demo) need.
 PACKAGES=(
@@ -63,22 +63,22 @@ else
 fi
 
 # oneMKL's runtime from PyPI, for the 16-bit GEMMs (AMX / AVX-512 BF16); outside the source tree,
-# shared by every clone (scripts/install_mkl.sh). ZERODP_NO_MKL=1 skips it: bf16/fp16 GEMMs then
+# shared by every clone (scripts/setup/install_mkl.sh). ZERODP_NO_MKL=1 skips it: bf16/fp16 GEMMs then
 # run on the fp32 fallback.
 mkl_args=()
 if [ "${ZERODP_NO_MKL:-0}" != 1 ]; then
-  mkl_dir=$(bash scripts/install_mkl.sh)
+  mkl_dir=$(bash scripts/setup/install_mkl.sh)
   mkl_args=(-DZERODP_MKL_DIR="$mkl_dir/lib")
 fi
 
 # The tokenizer tests' Python venv (tokenizers and tiktoken from PyPI), outside the source tree.
-if ((tests)) && [ -f scripts/tokenizer_venv.sh ]; then
-  bash scripts/tokenizer_venv.sh >/dev/null
+if ((tests)) && [ -f scripts/setup/tokenizer_venv.sh ]; then
+  bash scripts/setup/tokenizer_venv.sh >/dev/null
 fi
 # The Llama-family reference's venv (transformers from PyPI over Debian's torch), outside the source
 # tree: made here so that the tests find it rather than each making it on first use.
-if ((tests)) && [ -f scripts/transformers_venv.sh ]; then
-  bash scripts/transformers_venv.sh >/dev/null
+if ((tests)) && [ -f scripts/setup/transformers_venv.sh ]; then
+  bash scripts/setup/transformers_venv.sh >/dev/null
 fi
 
 if ((build)); then

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Checks of scripts/plot_metrics.py (/usr/bin/python3 tests/scripts/test_plot_metrics.py).
+"""Checks of scripts/plot_metrics.py (/usr/bin/python3 scripts/test/test_plot_metrics.py).
 
 Two small hand-made metrics files: a run of 40 steps of 1024 tokens with an eval before the first
 step and every 10 steps (the eval event's "step" is the steps done, as train/metrics.h eval_json
@@ -19,7 +19,7 @@ import tempfile
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SCRIPT = os.environ.get("PLOT_METRICS", os.path.join(HERE, "..", "..", "scripts", "plot_metrics.py"))
+SCRIPT = os.environ.get("PLOT_METRICS", os.path.join(HERE, "..", "plot_metrics.py"))
 
 
 def load_module():

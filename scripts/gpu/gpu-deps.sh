@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # zerodp's Debian build and test dependencies for a machine that has no network and no apt: the GPU
-# machine a session is lent (tools/gpu/gpu-check.sh), whose image has a compiler, CMake, CUDA and
+# machine a session is lent (scripts/gpu/gpu-check.sh), whose image has a compiler, CMake, CUDA and
 # Python but no Open MPI, OpenBLAS, fmt, spdlog, GoogleTest, ...
 #
-#   bash tools/gpu/gpu-deps.sh fetch [DIR]             here, with network: the .deb files into DIR
+#   bash scripts/gpu/gpu-deps.sh fetch [DIR]             here, with network: the .deb files into DIR
 #                                                    [.gpudeps], DIR/MANIFEST (package=version)
-#   bash tools/gpu/gpu-deps.sh install [DIR] [PREFIX]  there: unpacks DIR's .deb files into PREFIX
+#   bash scripts/gpu/gpu-deps.sh install [DIR] [PREFIX]  there: unpacks DIR's .deb files into PREFIX
 #                                                    [/opt/zerodp-deps], writes PREFIX/env.sh
-#   source <(bash tools/gpu/gpu-deps.sh env [DIR] [PREFIX])   install (if not yet), then print env.sh
+#   source <(bash scripts/gpu/gpu-deps.sh env [DIR] [PREFIX])   install (if not yet), then print env.sh
 #
 # Why each step:
 # - The packages are unpacked with `dpkg -x` into PREFIX, never into /: installing into the image's
@@ -216,7 +216,7 @@ missing_sonames() {
 
 cmd_install() {
   local dir=${1:-$here/.gpudeps} prefix=${2:-/opt/zerodp-deps}
-  [[ -f $dir/MANIFEST ]] || die "no $dir/MANIFEST: run 'bash tools/gpu/gpu-deps.sh fetch' on a machine with network"
+  [[ -f $dir/MANIFEST ]] || die "no $dir/MANIFEST: run 'bash scripts/gpu/gpu-deps.sh fetch' on a machine with network"
   dir=$(cd "$dir" && pwd)
   # (env.sh and the path rewriting below write PREFIX unquoted, and into sed expressions)
   [[ $prefix == /* && $prefix != *[[:space:]\#\'\"]* && $prefix != / ]] ||
@@ -341,7 +341,7 @@ cmd_install() {
 write_env() {
   local p=$1 dir=$2 lib=$1/usr/lib/$ARCH_TRIPLET
   cat >"$p/env.sh" <<EOF
-# zerodp's dependencies in $p (tools/gpu/gpu-deps.sh install, from $dir). Source it (also from a
+# zerodp's dependencies in $p (scripts/gpu/gpu-deps.sh install, from $dir). Source it (also from a
 # shell with set -u); it only prepends, so sourcing twice is harmless apart from longer paths.
 export ZERODP_DEPS_PREFIX=$p
 export PATH=$p/usr/bin\${PATH:+:\$PATH}
@@ -378,7 +378,7 @@ unset zerodp_rsh zerodp_agent zerodp_path
 # hwloc's optional plugins did not travel: look for them here only, not in the system's folder, so
 # that a machine with its own hwloc behaves as the GPU machine does.
 export HWLOC_PLUGINS_PATH=$lib/hwloc
-# For zerodp's configure (tools/gpu/gpu-check.sh passes them): CMakeLists.txt looks for OpenBLAS in
+# For zerodp's configure (scripts/gpu/gpu-check.sh passes them): CMakeLists.txt looks for OpenBLAS in
 # /usr/lib/$ARCH_TRIPLET/openblas-openmp first, and FindMPI asks the mpicc on PATH; named here, no
 # system copy can be picked instead.
 export ZERODP_CMAKE_ARGS="-DMPI_C_COMPILER=$p/usr/bin/mpicc -DMPIEXEC_EXECUTABLE=$p/usr/bin/mpiexec -DZERODP_BLAS_LIBRARY=$lib/openblas-openmp/libopenblas.so -DCBLAS_INCLUDE_DIR=$p/usr/include/$ARCH_TRIPLET/openblas-openmp"

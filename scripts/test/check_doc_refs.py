@@ -8,7 +8,7 @@ import sys
 
 root = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else ".").resolve()
 ref = re.compile(r"docs/([A-Za-z0-9_./-]+\.md)(?:#([A-Za-z0-9_-]+))?")
-files = subprocess.run(["git", "-C", str(root), "ls-files", "src", "apps", "tests", "bench", "scripts", "tools",
+files = subprocess.run(["git", "-C", str(root), "ls-files", "src", "apps", "tests", "bench", "scripts",
                         "docs", "README.md"], capture_output=True, text=True, check=True).stdout.split()
 
 
