@@ -2,7 +2,7 @@
 has no Qwen 3 of its own.
 
 Qwen3ForCausalLM came with transformers 4.51, which needs torch >= 2.5; the reference venv reuses
-Debian's torch 1.13 (scripts/transformers_venv.sh), so its transformers stops at 4.49. Qwen 3's layers
+Debian's torch 1.13 (scripts/setup/transformers_venv.sh), so its transformers stops at 4.49. Qwen 3's layers
 are Llama's with one addition: before RoPE, an RMSNorm over each head of q and of k (q_norm, k_norm:
 one weight [head_dim] each, transformers' RMSNorm). This module builds that model from transformers'
 own Llama classes: LlamaForCausalLM, with a LlamaRMSNorm q_norm and k_norm on each attention module
