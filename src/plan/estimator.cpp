@@ -12,6 +12,10 @@
 #include "plan/async_copy.h"
 #include "plan/plan_rules.h"
 #include "zero/gather_plan.h"
+#include "zero/model_states.h"
+#include "zero/offload_rules.h"
+#include "zero/optimizer_swap.h"
+#include "zero/param_swap.h"
 #include "zero/sharding.h"
 
 namespace zerodp::plan {
@@ -21,25 +25,19 @@ using namespace detail;
 
 namespace {
 
-// NVMe optimizer offload: the largest unit's slot of one state's region, [off, off + S_u) fp32
-// elements, widened to whole 4 KiB blocks; the slots follow each other in unit order (unit 0, then
-// the blocks). Without a model (a bare parameter count) the units are unknown: not modelled.
+// NVMe optimizer offload: the largest unit's window of one state's region (zero::states_window), the
+// units' shards following each other in unit order (unit 0, then the blocks). Without a model (a bare
+// parameter count) the units are unknown: not modelled.
 uint64_t nvme_window_bytes(const PlanInput& in) {
-  constexpr uint64_t kBlock = 4096;
-  auto span = [](uint64_t off, uint64_t n) {
-    const uint64_t b = off * 4 / kBlock * kBlock, e = (off + n) * 4;
-    return (e + kBlock - 1) / kBlock * kBlock - b;
-  };
   if (!in.model) return 0;
   const Units u = units_of(*in.model, static_cast<uint64_t>(in.world));
   uint64_t most = 0, off = 0;
   u.each_unit([&](uint64_t, uint64_t, uint64_t S) {
-    most = std::max(most, span(off, S));
+    most = std::max(most, zero::states_window(off, S).bytes);
     off += S;
   });
   return most;
 }
-
 
 // The communicator's staging for one sum in rank order (comm/reduction_staging.h).
 uint64_t reduction_staging_bytes(bool all_reduce, uint64_t count, DType dtype, uint64_t W) {
@@ -390,14 +388,12 @@ MemoryEstimate estimate_memory(const PlanInput& in) {
     MemoryEstimate::Offloaded& to = nvme ? m.nvme_by : m.host_by;
     to.master += c.shard * 4;
     to.optim += m.optim;
-    const uint64_t sub = nvme ? (u64(in.zero.sub_group_size) + 1023) / 1024 * 1024 : u64(in.zero.sub_group_size);
+    const uint64_t sub = zero::offload_sub_group(u64(in.zero.sub_group_size), nvme);
     const uint64_t elems = std::min(sub, c.shard);
-    // Staged in RAM whatever the tier: two sub-groups (one coming down while the other is updated)
-    // when the shard has two.
-    m.host_by.grad += (c.shard > sub ? 2 : 1) * elems * 4;
+    // The gradient is staged in RAM whatever the tier.
+    m.host_by.grad += zero::offload_grad_staging_buffers(c.shard, sub) * elems * 4;
     if (nvme) {
-      const uint64_t groups = std::max<uint64_t>(1, (c.shard + sub - 1) / sub);
-      const uint64_t slots = std::min(u64(in.zero.optimizer_buffer_count), groups);
+      const uint64_t slots = zero::offload_nvme_slots(u64(in.zero.optimizer_buffer_count), c.shard, sub);
       // Loading (and checkpoints) bring one unit's slot of the states in at a time, widened to whole
       // 4 KiB blocks (zero/model_states.h, StatesInHost), beside the slots: the largest such window.
       const uint64_t window = nvme_window_bytes(in);
@@ -434,8 +430,8 @@ MemoryEstimate estimate_memory(const PlanInput& in) {
       }
     }
     m.nvme_by.param += in_file;
-    constexpr uint64_t kWriteBuffers = 2;  // zero/param_swap.h
-    if (in.model && in_file > 0) m.host_by.param += (u64(in.zero.param_buffer_count) + kWriteBuffers) * largest * p;
+    if (in.model && in_file > 0)
+      m.host_by.param += zero::param_swap_host_bytes(static_cast<int>(in.zero.param_buffer_count), largest * p);
   }
   if (in.zero.offload_param != Offload::kNone) m.param = whole * p;
   complete_offloaded_tiers(in, c.shard, m);  // --async-save's host copy, the tiers' totals
@@ -449,16 +445,16 @@ MemoryEstimate estimate_memory(const PlanInput& in) {
                    .total();
     // The engine's tokens (on a GPU in host memory), or cuBLASLt's workspace (the GPU's, for its life).
     act_live += in.gpu ? kGpuGemmWorkspaceBytes : 2 * 4 * static_cast<uint64_t>(in.micro_batch) * static_cast<uint64_t>(T);
-    // Loading (and widening 16-bit gradients) goes through a chunk of at most 2^18 fp32 values,
+    // Loading (and widening 16-bit gradients) goes through a chunk of at most zero::kWorkChunk fp32 values,
     // no larger than the largest range the rank reads: whole units at stage 0, its own range of each
     // unit at stages 1-3 (the rest of the units it keeps whole is gathered).
     const uint64_t kept = in.zero.stage >= 1
                               ? std::max({std::min(u.s0, u.n0), std::min(u.sb, u.nb), std::min(u.sh, u.nh)})
                               : std::max({u.n0, u.nb, u.nh});
-    chunk = 4 * std::min<uint64_t>(uint64_t{1} << 18, kept);
-    // On a GPU the optimizer widens 16-bit gradients 2^22 elements at a time (zero/model_states.h).
+    chunk = 4 * std::min<uint64_t>(zero::kWorkChunk, kept);
+    // On a GPU the optimizer widens 16-bit gradients zero::kDeviceWorkChunk elements at a time.
     const bool widens = in.precision.dtype != DType::kF32 && !in.precision.accumulates_in_fp32();
-    if (in.gpu && widens) chunk = std::max(chunk, 4 * std::min<uint64_t>(uint64_t{1} << 22, kept));
+    if (in.gpu && widens) chunk = std::max(chunk, 4 * std::min<uint64_t>(zero::kDeviceWorkChunk, kept));
     m.transient = in.zero.stage <= 1 ? transient_bytes_stages01(in, u) : transient_bytes_stages23(in, u);
   }
   m.act = act_live + chunk;

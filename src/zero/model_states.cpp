@@ -20,8 +20,7 @@ ModelStates::ModelStates(const model::ParamLayout& l, const ShardLayout& s, cons
       num_states_(static_cast<int>(optim::state_floats_per_param(cfg.optimizer))),
       optim_nvme_(cfg.zero.offload_optimizer == Offload::kNvme),
       param_nvme_(cfg.zero.offload_param == Offload::kNvme),
-      sub_group_(optim_nvme_ ? nvme_sub_group(static_cast<size_t>(cfg.zero.sub_group_size))
-                            : static_cast<size_t>(cfg.zero.sub_group_size)) {
+      sub_group_(offload_sub_group(static_cast<uint64_t>(cfg.zero.sub_group_size), optim_nvme_)) {
   const int U = l.num_units();
   const int r = rank();
   size_t acc = 0;
@@ -105,13 +104,11 @@ void ModelStates::park(std::vector<Buffer>& keep) {
     keep.push_back(std::move(*b));
 }
 
-// The unit's slot of the shard-sized states, [shard_off, shard_off + shard), widened to whole blocks.
 StatesInHost::StatesInHost(ModelStates& st, int u) : states_(st) {
   if (!states_.swap_) return;
-  const uint64_t begin = states_.shard_off_[u] * sizeof(float), end = begin + states_.unit(u).shard * sizeof(float);
-  const uint64_t first = begin / io::kIoBlock * io::kIoBlock;
-  states_.swap_->bring_in(first, io::align_up_block(end) - first, states_.master_, states_.opt_m_, states_.opt_v_);
-  states_.window_first_ = first / sizeof(float);
+  const StatesWindow window = states_window(states_.shard_off_[u], states_.unit(u).shard);
+  states_.swap_->bring_in(window.first, window.bytes, states_.master_, states_.opt_m_, states_.opt_v_);
+  states_.window_first_ = window.first / sizeof(float);
 }
 
 StatesInHost::~StatesInHost() {

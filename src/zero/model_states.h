@@ -37,6 +37,7 @@
 #include "core/memory.h"
 #include "model/layout.h"
 #include "zero/engine_config.h"
+#include "zero/offload_rules.h"
 #include "zero/optimizer_swap.h"
 #include "zero/param_swap.h"
 #include "zero/sharding.h"
@@ -75,7 +76,7 @@ class ModelStates {
   size_t sub_group() const { return sub_group_; }  // offload: shard elements updated per round trip
   // Offload: sub-group buffers in the gradient staging: two (one coming down while the other is
   // updated) when the shard has two sub-groups or more.
-  size_t grad_staging_buffers() const { return shards_.total_shard() > sub_group_ ? 2 : 1; }
+  size_t grad_staging_buffers() const { return offload_grad_staging_buffers(shards_.total_shard(), sub_group_); }
 
   // ---- where unit u's element i is ---------------------------------------------------------------
   // The range of unit u's elements this rank updates: all of them at stage 0, its shard otherwise.

@@ -16,8 +16,7 @@ OptimizerSwap::OptimizerSwap(const std::string& dir, int rank, size_t shard, int
   MemoryLedger& ledger = MemoryLedger::global();
   ledger.on_alloc(MemTier::kNvme, MemCategory::kMaster, shard_ * sizeof(float));
   ledger.on_alloc(MemTier::kNvme, MemCategory::kOptim, shard_ * num_states_ * sizeof(float));
-  // More slots than sub-groups would never be used.
-  const int slots = static_cast<int>(std::min<size_t>(buffer_count, std::max<size_t>(1, sub_groups())));
+  const int slots = static_cast<int>(offload_nvme_slots(static_cast<uint64_t>(buffer_count), shard_, sub_));
   const size_t elems = std::min(sub_, shard_);
   for (int s = 0; s < slots; ++s) {
     slot_master_.push_back(dev_.allocate_host(elems * sizeof(float), MemCategory::kMaster));

@@ -29,11 +29,22 @@
 #include "core/memory.h"
 #include "device/device.h"
 #include "io/direct_file.h"
+#include "zero/offload_rules.h"
 
 namespace zerodp::zero {
 
-// The sub-group size NVMe offload uses for a requested one: rounded up to whole 4 KiB blocks of fp32.
-constexpr size_t nvme_sub_group(size_t requested) { return (requested + 1023) / 1024 * 1024; }
+
+// A unit's window of each state's region: its shard's fp32 elements [shard_off, shard_off + shard)
+// widened to whole I/O blocks, what bring_in() reads for the unit (ModelStates' StatesInHost) and so
+// the host memory one state takes while the unit is in: its first byte and its bytes.
+struct StatesWindow {
+  uint64_t first = 0, bytes = 0;
+};
+constexpr StatesWindow states_window(uint64_t shard_off, uint64_t shard) {
+  const uint64_t begin = shard_off * sizeof(float), end = begin + shard * sizeof(float);
+  const uint64_t first = begin / io::kIoBlock * io::kIoBlock;
+  return {first, io::align_up_block(end) - first};
+}
 
 class OptimizerSwap {
  public:
@@ -45,7 +56,7 @@ class OptimizerSwap {
   OptimizerSwap(const OptimizerSwap&) = delete;
   OptimizerSwap& operator=(const OptimizerSwap&) = delete;
 
-  size_t sub_groups() const { return (shard_ + sub_ - 1) / sub_; }
+  size_t sub_groups() const { return offload_sub_groups(shard_, sub_); }
   int slots() const { return static_cast<int>(slot_master_.size()); }
 
   // Starts reading sub-group g's states into slot s / writing them from it; wait(s) until what slot

@@ -79,7 +79,7 @@ void ParamSwap::release_read(int slot, std::unique_ptr<device::Event> copied_out
 char* ParamSwap::stage(int u) {
   ZDP_CHECK(bytes_[u] > 0 && staged_unit_ < 0, "unit {} staged while unit {} is", u, staged_unit_);
   const int b = next_;
-  next_ ^= 1;
+  next_ = (next_ + 1) % kParamSwapWriteBuffers;
   file_->wait(pending_[b]);  // the buffer's previous unit is written
   pending_[b] = 0;
   staged_unit_ = u;

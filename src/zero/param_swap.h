@@ -29,6 +29,12 @@
 
 namespace zerodp::zero {
 
+// The host buffers a ParamSwap holds, each of its largest shard: the read buffers and its write ones.
+inline constexpr int kParamSwapWriteBuffers = 2;
+constexpr uint64_t param_swap_host_bytes(int read_buffers, uint64_t largest_shard_bytes) {
+  return static_cast<uint64_t>(read_buffers + kParamSwapWriteBuffers) * largest_shard_bytes;
+}
+
 class ParamSwap {
  public:
   // shard_bytes[u]: unit u's shard in bytes, 0 for units not in the file (kept whole on the device,
@@ -71,7 +77,7 @@ class ParamSwap {
   std::vector<bool> read_busy_;
   std::vector<std::unique_ptr<device::Event>> read_drain_;  // per buffer: the copy out of it, until run
   bool drained(size_t k) const;
-  Buffer write_[2];
+  Buffer write_[kParamSwapWriteBuffers];
   io::DirectFile::Ticket pending_[2] = {0, 0};
   int next_ = 0;          // the write buffer stage() hands out next
   int staged_unit_ = -1;  // the unit in write_[staged_buf_], if any

@@ -179,7 +179,7 @@ TEST(Offload, NvmeSameBitsAsWithoutOffload) {
     EXPECT_EQ(got.grown.nvme.live_of(MemCategory::kOptim), states * shard_bytes) << what;
     EXPECT_EQ(got.grown.live_of(MemCategory::kMaster) + got.grown.live_of(MemCategory::kOptim), 0u) << what;
     // The host: the slots (one sub-group of each state, as many as asked and as there are sub-groups).
-    const uint64_t sub = std::min<uint64_t>(nvme_sub_group(k.sub_group) * 4, shard_bytes);
+    const uint64_t sub = std::min<uint64_t>(offload_sub_group(k.sub_group, /*nvme=*/true) * 4, shard_bytes);
     const uint64_t groups = (shard_bytes + sub - 1) / sub;
     EXPECT_EQ(got.grown.host.live_of(MemCategory::kMaster), std::min<uint64_t>(k.slots, groups) * sub) << what;
     EXPECT_EQ(got.grown.host.live_of(MemCategory::kOptim), states * std::min<uint64_t>(k.slots, groups) * sub)
