@@ -61,17 +61,23 @@ uint64_t staging_bytes(const PlanInput& in, const Units& u) {
                    scatter_staging_bytes(in, u.sb), scatter_staging_bytes(in, u.sh)});
 }
 
-// Stage 3 prefetches up to four units ahead of the one in use, within the limits on what may be live
-// and fetched ahead; `remaining` blocks are left in the schedule.
+// Stage 3's prefetch (zero::prefetch_after) from a read followed by `remaining` blocks still sharded,
+// with `live` elements gathered or in flight: how many it starts.
 uint64_t prefetched_blocks(const PlanInput& in, const Units& u, uint64_t live, uint64_t remaining) {
   if (!in.zero.overlap_comm) return 0;  // no prefetch without overlap
-  uint64_t k = 0, ahead = 0;
-  while (k < 4 && k < remaining && live + u.pb <= u64(in.zero.stage3_max_live_parameters) && ahead + u.pb <= u64(in.zero.stage3_prefetch_bucket_size)) {
-    live += u.pb;
-    ahead += u.pb;
-    ++k;
-  }
-  return k;
+  uint64_t started = 0;
+  struct Blocks {  // read k: the k-th block after the one in use
+    uint64_t operator[](size_t k) const { return k; }
+  };
+  zero::prefetch_after(
+      0, remaining + 1, Blocks{}, live, u64(in.zero.stage3_max_live_parameters),
+      u64(in.zero.stage3_prefetch_bucket_size), [](uint64_t) { return true; }, [&](uint64_t) { return u.pb; },
+      [](uint64_t) { return true; },
+      [&](uint64_t, size_t) {
+        live += u.pb;
+        ++started;
+      });
+  return started;
 }
 
 // Stage 3 without reshard_after_forward: the peak of the gathered parameters and the staging of those
@@ -103,15 +109,12 @@ uint64_t keep_gathered_forward_bytes(const PlanInput& in, const Units& u, uint64
     const size_t v = reads[i];
     if (units[v].gathered && state[v] == kSharded) start(v);
     if (units[v].gathered) state[v] = kReady;
-    uint64_t ahead = 0;
-    for (size_t k = i + 1; in.zero.overlap_comm && k < reads.size() && k <= i + 4; ++k) {
-      const size_t w = reads[k];
-      if (!units[w].gathered || state[w] != kSharded) continue;
-      if (live + units[w].P > u64(in.zero.stage3_max_live_parameters) ||
-          ahead + units[w].P > u64(in.zero.stage3_prefetch_bucket_size))
-        break;
-      start(w);
-      ahead += units[w].P;
+    if (in.zero.overlap_comm) {
+      zero::prefetch_after(
+          i, reads.size(), reads, live, u64(in.zero.stage3_max_live_parameters),
+          u64(in.zero.stage3_prefetch_bucket_size),
+          [&](size_t w) { return units[w].gathered && state[w] == kSharded; }, [&](size_t w) { return units[w].P; },
+          [](size_t) { return true; }, [&](size_t w, size_t) { start(w); });
     }
     uint64_t bytes = 0;
     for (size_t w = 0; w < units.size(); ++w)

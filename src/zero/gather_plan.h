@@ -47,4 +47,27 @@ class GatherPlan {
   std::vector<Source> source_;
 };
 
+// Stage 3's prefetch (with overlap_comm), after the read at `cursor` of a schedule's parameter reads
+// (reads[0, end)): the units of the next kPrefetchReads reads that are still sharded (sharded(v)) are
+// started in read order, start(v, k) for read k, while each fits: what is live (gathered or in flight:
+// `live` elements, which start() adds to) within max_live and what this call starts within bucket
+// (stage3_max_live_parameters, stage3_prefetch_bucket_size; units of elems(v) elements). The first
+// that does not fit, or that may_start(v) refuses, ends it. The engine (ParamGatherer) runs it on its
+// units; the planner replays it.
+inline constexpr size_t kPrefetchReads = 4;
+template <class Reads, class Live, class Sharded, class Elems, class MayStart, class Start>
+void prefetch_after(size_t cursor, size_t end, const Reads& reads, const Live& live, uint64_t max_live,
+                    uint64_t bucket, Sharded&& sharded, Elems&& elems, MayStart&& may_start, Start&& start) {
+  uint64_t ahead = 0;
+  for (size_t k = cursor + 1; k < end && k <= cursor + kPrefetchReads; ++k) {
+    const auto v = reads[k];
+    if (!sharded(v)) continue;
+    if (!may_start(v)) break;
+    const uint64_t n = elems(v);
+    if (live + n > max_live || ahead + n > bucket) break;
+    start(v, k);
+    ahead += n;
+  }
+}
+
 }  // namespace zerodp::zero

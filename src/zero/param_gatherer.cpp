@@ -154,19 +154,16 @@ bool ParamGatherer::release(int u) {
 
 void ParamGatherer::prefetch() {
   if (!cfg_.zero.overlap_comm) return;
-  size_t ahead = 0;
   const std::vector<int>& reads = schedule_.param_reads();
   const size_t end = forward_only_ ? static_cast<size_t>(schedule_.forward_param_reads()) : reads.size();
-  for (size_t k = cursor_ + 1; k < end && k <= cursor_ + 4; ++k) {
-    const int v = reads[k];
-    if (state_[v] != State::kSharded || states_.param_whole(v)) continue;
-    if (states_.param_on_nvme(v) && !states_.param_swap()->read_buffer_free()) break;  // offload_param.buffer_count
-    const size_t n = states_.unit(v).padded;
-    if (live_ + n > static_cast<size_t>(cfg_.zero.stage3_max_live_parameters) ||
-        ahead + n > static_cast<size_t>(cfg_.zero.stage3_prefetch_bucket_size)) break;
-    start(v, k);
-    ahead += n;
-  }
+  prefetch_after(
+      cursor_, end, reads, live_, static_cast<uint64_t>(cfg_.zero.stage3_max_live_parameters),
+      static_cast<uint64_t>(cfg_.zero.stage3_prefetch_bucket_size),
+      [&](int v) { return state_[v] == State::kSharded && !states_.param_whole(v); },
+      [&](int v) { return uint64_t{states_.unit(v).padded}; },
+      // NVMe: a read needs one of offload_param.buffer_count host buffers.
+      [&](int v) { return !states_.param_on_nvme(v) || states_.param_swap()->read_buffer_free(); },
+      [&](int v, size_t k) { start(v, k); });
 }
 
 void ParamGatherer::use(int k) {
