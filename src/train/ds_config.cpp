@@ -119,6 +119,21 @@ bool DsReader::check_unsupported(const std::string& path, const json& v) const {
   return true;
 }
 
+// Walks a DeepSpeed {"type": ..., "params": {...}} section (`section`: "optimizer" or "scheduler"):
+// read_param(name, value, key path) for each parameter; any key but those two is unknown.
+template <typename ReadParam>
+void for_each_param(const DsReader& r, const json& sec, const std::string& section, ReadParam&& read_param) {
+  for (const auto& [key, v] : sec.items()) {
+    if (key == "type") continue;
+    if (key != "params") {
+      r.unknown(section + "." + key, v);
+      continue;
+    }
+    for (const auto& [name, pv] : r.object(v, section + ".params").items())
+      read_param(name, pv, section + ".params." + name);
+  }
+}
+
 void read_optimizer(const DsReader& r, const json& sec, TrainConfig& cfg) {
   r.object(sec, "optimizer");
   const auto type_it = sec.find("type");
@@ -147,52 +162,44 @@ void read_optimizer(const DsReader& r, const json& sec, TrainConfig& cfg) {
     cfg.optimizer.nesterov = false;
   }
   const bool sgd = cfg.optimizer.kind == OptimizerKind::kSGD;
-  for (const auto& [key, v] : sec.items()) {
-    if (key == "type") continue;
-    if (key != "params") {
-      r.unknown("optimizer." + key, v);
-      continue;
-    }
-    for (const auto& [name, pv] : r.object(v, "optimizer.params").items()) {
-      const std::string path = "optimizer.params." + name;
-      const bool a = is_auto(pv);
-      if (name == "lr") {
-        cfg.lr = a ? before.lr : r.non_negative(pv, path);
-      } else if (name == "weight_decay") {
-        cfg.optimizer.weight_decay = a ? before.optimizer.weight_decay : r.non_negative(pv, path);
-      } else if (!sgd && name == "betas") {
-        if (a) {
-          cfg.optimizer.beta1 = before.optimizer.beta1;
-          cfg.optimizer.beta2 = before.optimizer.beta2;
-          continue;
-        }
-        if (!pv.is_array() || pv.size() != 2 || !pv[0].is_number() || !pv[1].is_number())
-          r.fail(path, "an array of 2 numbers", pv);
-        cfg.optimizer.beta1 = pv[0].get<double>();
-        cfg.optimizer.beta2 = pv[1].get<double>();
-      } else if (!sgd && name == "eps") {
-        cfg.optimizer.eps = a ? before.optimizer.eps : r.non_negative(pv, path);
-      } else if (!sgd && name == "adam_w_mode") {
-        if (!a && !r.boolean(pv, path))
-          r.fail(path + " false (Adam with L2 weight decay) is not supported: zerodp's AdamW decays "
-                        "decoupled; use \"type\": \"AdamW\"");
-      } else if (!sgd && name == "bias_correction") {
-        if (!a && !r.boolean(pv, path)) r.fail(path + " false is not supported (AdamW always corrects)");
-      } else if (!sgd && name == "amsgrad") {
-        if (!a && r.boolean(pv, path)) r.fail(path + " true is not supported");
-      } else if (!sgd && name == "torch_adam") {
-        if (!a) r.boolean(pv, path);  // an implementation choice of DeepSpeed's; same math
-      } else if (sgd && name == "momentum") {
-        cfg.optimizer.momentum = a ? before.optimizer.momentum : r.non_negative(pv, path);
-      } else if (sgd && name == "dampening") {
-        cfg.optimizer.dampening = a ? before.optimizer.dampening : r.number(pv, path);
-      } else if (sgd && name == "nesterov") {
-        cfg.optimizer.nesterov = a ? before.optimizer.nesterov : r.boolean(pv, path);
-      } else {
-        r.unknown(path, pv);
+  for_each_param(r, sec, "optimizer", [&](const std::string& name, const json& pv, const std::string& path) {
+    const bool a = is_auto(pv);
+    if (name == "lr") {
+      cfg.lr = a ? before.lr : r.non_negative(pv, path);
+    } else if (name == "weight_decay") {
+      cfg.optimizer.weight_decay = a ? before.optimizer.weight_decay : r.non_negative(pv, path);
+    } else if (!sgd && name == "betas") {
+      if (a) {
+        cfg.optimizer.beta1 = before.optimizer.beta1;
+        cfg.optimizer.beta2 = before.optimizer.beta2;
+        return;
       }
+      if (!pv.is_array() || pv.size() != 2 || !pv[0].is_number() || !pv[1].is_number())
+        r.fail(path, "an array of 2 numbers", pv);
+      cfg.optimizer.beta1 = pv[0].get<double>();
+      cfg.optimizer.beta2 = pv[1].get<double>();
+    } else if (!sgd && name == "eps") {
+      cfg.optimizer.eps = a ? before.optimizer.eps : r.non_negative(pv, path);
+    } else if (!sgd && name == "adam_w_mode") {
+      if (!a && !r.boolean(pv, path))
+        r.fail(path + " false (Adam with L2 weight decay) is not supported: zerodp's AdamW decays "
+                      "decoupled; use \"type\": \"AdamW\"");
+    } else if (!sgd && name == "bias_correction") {
+      if (!a && !r.boolean(pv, path)) r.fail(path + " false is not supported (AdamW always corrects)");
+    } else if (!sgd && name == "amsgrad") {
+      if (!a && r.boolean(pv, path)) r.fail(path + " true is not supported");
+    } else if (!sgd && name == "torch_adam") {
+      if (!a) r.boolean(pv, path);  // an implementation choice of DeepSpeed's; same math
+    } else if (sgd && name == "momentum") {
+      cfg.optimizer.momentum = a ? before.optimizer.momentum : r.non_negative(pv, path);
+    } else if (sgd && name == "dampening") {
+      cfg.optimizer.dampening = a ? before.optimizer.dampening : r.number(pv, path);
+    } else if (sgd && name == "nesterov") {
+      cfg.optimizer.nesterov = a ? before.optimizer.nesterov : r.boolean(pv, path);
+    } else {
+      r.unknown(path, pv);
     }
-  }
+  });
 }
 
 void read_scheduler(const DsReader& r, const json& sec, TrainConfig& cfg) {
@@ -225,67 +232,54 @@ void read_scheduler(const DsReader& r, const json& sec, TrainConfig& cfg) {
   const bool wsd = kind == LrScheduleKind::kWSD;
   const bool decays = kind == LrScheduleKind::kWarmupDecayLR || cosine || wsd;
   LrScheduleParams& p = cfg.lr_schedule;
-  for (const auto& [key, v] : sec.items()) {
-    if (key == "type") continue;
-    if (key != "params") {
-      r.unknown("scheduler." + key, v);
-      continue;
-    }
-    for (const auto& [name, pv] : r.object(v, "scheduler.params").items()) {
-      const std::string path = "scheduler.params." + name;
-      const bool a = is_auto(pv);
-      if (name == "warmup_num_steps") {
-        p.warmup_num_steps = a ? before.warmup_num_steps : r.integer(pv, path, 0);
-      } else if (name == "warmup_type") {
-        if (a) {
-          p.warmup_type = before.warmup_type;
-          continue;
-        }
-        const std::string w = to_lower(r.string(pv, path));
-        if (w == "log")
-          p.warmup_type = WarmupType::kLog;
-        else if (w == "linear")
-          p.warmup_type = WarmupType::kLinear;
-        else
-          r.fail(path, "\"log\" or \"linear\"", pv);
-      } else if (decays && name == "total_num_steps") {
-        p.total_num_steps = a ? before.total_num_steps : r.integer(pv, path, 1);
-      } else if (!cosine && name == "warmup_min_lr") {
-        p.warmup_min_lr = a ? before.warmup_min_lr : r.non_negative(pv, path);
-      } else if (!cosine && name == "warmup_max_lr") {
-        if (a)
-          p.warmup_max_lr = before.warmup_max_lr;
-        else
-          p.warmup_max_lr = r.non_negative(pv, path);
-      } else if (cosine && name == "warmup_min_ratio") {
-        p.warmup_min_ratio = a ? before.warmup_min_ratio : r.non_negative(pv, path);
-      } else if (cosine && name == "cos_min_ratio") {
-        p.cos_min_ratio = a ? before.cos_min_ratio : r.non_negative(pv, path);
-      } else if (wsd && name == "decay_num_steps") {
-        p.decay_num_steps = a ? before.decay_num_steps : r.integer(pv, path, 0);
-      } else if (wsd && name == "decay_type") {
-        if (a) {
-          p.decay_type = before.decay_type;
-          continue;
-        }
-        const std::string d = r.string(pv, path);
-        try {
-          p.decay_type = optim::parse_decay_type(d);
-        } catch (const UsageError&) {
-          r.fail(path, "\"linear\", \"cosine\" or \"1-sqrt\"", pv);
-        }
-      } else {
-        r.unknown(path, pv);
+  for_each_param(r, sec, "scheduler", [&](const std::string& name, const json& pv, const std::string& path) {
+    const bool a = is_auto(pv);
+    if (name == "warmup_num_steps") {
+      p.warmup_num_steps = a ? before.warmup_num_steps : r.integer(pv, path, 0);
+    } else if (name == "warmup_type") {
+      if (a) {
+        p.warmup_type = before.warmup_type;
+        return;
       }
+      const std::string w = to_lower(r.string(pv, path));
+      if (w == "log")
+        p.warmup_type = WarmupType::kLog;
+      else if (w == "linear")
+        p.warmup_type = WarmupType::kLinear;
+      else
+        r.fail(path, "\"log\" or \"linear\"", pv);
+    } else if (decays && name == "total_num_steps") {
+      p.total_num_steps = a ? before.total_num_steps : r.integer(pv, path, 1);
+    } else if (!cosine && name == "warmup_min_lr") {
+      p.warmup_min_lr = a ? before.warmup_min_lr : r.non_negative(pv, path);
+    } else if (!cosine && name == "warmup_max_lr") {
+      if (a)
+        p.warmup_max_lr = before.warmup_max_lr;
+      else
+        p.warmup_max_lr = r.non_negative(pv, path);
+    } else if (cosine && name == "warmup_min_ratio") {
+      p.warmup_min_ratio = a ? before.warmup_min_ratio : r.non_negative(pv, path);
+    } else if (cosine && name == "cos_min_ratio") {
+      p.cos_min_ratio = a ? before.cos_min_ratio : r.non_negative(pv, path);
+    } else if (wsd && name == "decay_num_steps") {
+      p.decay_num_steps = a ? before.decay_num_steps : r.integer(pv, path, 0);
+    } else if (wsd && name == "decay_type") {
+      if (a) {
+        p.decay_type = before.decay_type;
+        return;
+      }
+      const std::string d = r.string(pv, path);
+      try {
+        p.decay_type = optim::parse_decay_type(d);
+      } catch (const UsageError&) {
+        r.fail(path, "\"linear\", \"cosine\" or \"1-sqrt\"", pv);
+      }
+    } else {
+      r.unknown(path, pv);
     }
-  }
+  });
 }
 
-// zero_optimization.offload_optimizer: where the optimizer lives (cpu, or nvme under nvme_path with
-// buffer_count I/O slots); the knobs of DeepSpeed's pinned-memory and NVMe pipelines are accepted and
-// ignored; a partial offload (ratio < 1) is refused.
-// The keys both offload sections share: "device" (read into `where`) and "pin_memory". Returns false
-// for any other key.
 // nvme_path of either offload section: zerodp has one --nvme-path, so two sections must agree.
 void read_nvme_path(const DsReader& r, const json& v, const std::string& path, TrainConfig& cfg) {
   const std::string p = r.string(v, path);
@@ -333,15 +327,31 @@ bool ignore_pin_memory(const DsReader& r, const std::string& key, const json& v,
   return true;
 }
 
-void read_offload_optimizer(const DsReader& r, const json& sec, TrainConfig& cfg) {
-  const std::string base = "zero_optimization.offload_optimizer";
+// Walks zero_optimization.<section> (offload_optimizer or offload_param). The keys both sections read
+// alike are read here: an "auto" value (left as it is), the settings table's keys (device,
+// buffer_count, ...), pin_memory and nvme_path. read_own(key, value, key path) reads the rest and
+// returns false for a key it does not know, which is then unknown.
+template <typename ReadOwn>
+void read_offload_section(const DsReader& r, const json& sec, const std::string& section, TrainConfig& cfg,
+                          ReadOwn&& read_own) {
+  const std::string base = "zero_optimization." + section;
   for (const auto& [key, v] : r.object(sec, base).items()) {
     const std::string path = base + "." + key;
-    if (is_auto(v) || read_table_key(r, "offload_optimizer." + key, v, cfg) || ignore_pin_memory(r, key, v, path))
+    if (is_auto(v) || read_table_key(r, section + "." + key, v, cfg) || ignore_pin_memory(r, key, v, path))
       continue;
-    if (key == "nvme_path") {
+    if (key == "nvme_path")
       read_nvme_path(r, v, path, cfg);
-    } else if (key == "pipeline_read" || key == "pipeline_write") {
+    else if (!read_own(key, v, path))
+      r.unknown(path, v);
+  }
+}
+
+// zero_optimization.offload_optimizer: where the optimizer lives (cpu, or nvme under nvme_path with
+// buffer_count I/O slots); the knobs of DeepSpeed's pinned-memory and NVMe pipelines are accepted and
+// ignored; a partial offload (ratio < 1) is refused.
+void read_offload_optimizer(const DsReader& r, const json& sec, TrainConfig& cfg) {
+  read_offload_section(r, sec, "offload_optimizer", cfg, [&](const std::string& key, const json& v, const std::string& path) {
+    if (key == "pipeline_read" || key == "pipeline_write") {
       r.boolean(v, path);
       r.ignored(path, "zerodp always overlaps the NVMe reads and writes with the update (buffer_count slots)");
     } else if (key == "fast_init") {
@@ -349,29 +359,22 @@ void read_offload_optimizer(const DsReader& r, const json& sec, TrainConfig& cfg
     } else if (key == "ratio") {
       if (r.number(v, path) != 1.0) r.fail(path + " other than 1 (a partial offload) is not implemented");
     } else {
-      r.unknown(path, v);
+      return false;
     }
-  }
+    return true;
+  });
 }
 
 // zero_optimization.offload_param: where stage 3's parameter shards live; with nvme, how many host
 // buffers the gathers read through (buffer_count) and how many shard elements stay in host memory
 // (max_in_cpu). DeepSpeed's buffer_size and pin_memory are accepted and ignored.
 void read_offload_param(const DsReader& r, const json& sec, TrainConfig& cfg) {
-  const std::string base = "zero_optimization.offload_param";
-  for (const auto& [key, v] : r.object(sec, base).items()) {
-    const std::string path = base + "." + key;
-    if (is_auto(v) || read_table_key(r, "offload_param." + key, v, cfg) || ignore_pin_memory(r, key, v, path))
-      continue;
-    if (key == "buffer_size") {
-      r.integer(v, path, 0);
-      r.ignored(path, "the size of DeepSpeed's NVMe buffers; zerodp sizes each buffer to the largest shard");
-    } else if (key == "nvme_path") {
-      read_nvme_path(r, v, path, cfg);
-    } else {
-      r.unknown(path, v);
-    }
-  }
+  read_offload_section(r, sec, "offload_param", cfg, [&](const std::string& key, const json& v, const std::string& path) {
+    if (key != "buffer_size") return false;
+    r.integer(v, path, 0);
+    r.ignored(path, "the size of DeepSpeed's NVMe buffers; zerodp sizes each buffer to the largest shard");
+    return true;
+  });
 }
 
 void read_zero(const DsReader& r, const json& sec, TrainConfig& cfg) {

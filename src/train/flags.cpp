@@ -1,5 +1,9 @@
 // `zerodp train`'s flags: the table of every flag (its help, how it sets its setting and how it shows
 // it) and resolve_config(), which applies the defaults, --config's JSON and the given flags in order.
+#include <string>
+#include <type_traits>
+#include <utility>
+
 #include <fmt/format.h>
 
 #include "core/error.h"
@@ -12,6 +16,10 @@ namespace zerodp::train {
 
 using optim::LrScheduleKind;
 using optim::LrScheduleParams;
+using optim::OptimizerSpec;
+using zero::LossScaleConfig;
+using zero::PrecisionSettings;
+using zero::ZeroSettings;
 
 namespace {
 
@@ -79,6 +87,40 @@ std::vector<FlagEntry> with_zero_rows(std::initializer_list<FlagEntry> entries) 
   return out;
 }
 
+// A flag that sets one field of TrainConfig, reached through the member pointers `path`
+// (&TrainConfig::optimizer, &OptimizerSpec::beta1), and shows it back. How its text is read
+// follows the field's type: a string as given (a path, a name), an int or int64_t count, a double,
+// a bool switch.
+template <auto... path>
+FlagEntry field_flag(TrainFlag flag) {
+  using Field = std::remove_cvref_t<decltype((std::declval<TrainConfig&>() .* ... .* path))>;
+  auto set = [](TrainConfig& c, std::string_view f, std::string_view v) {
+    Field& field = (c .* ... .* path);
+    if constexpr (std::is_same_v<Field, std::string>)
+      field = std::string(v);
+    else if constexpr (std::is_same_v<Field, int>)
+      field = parse_int32(v, f);
+    else if constexpr (std::is_same_v<Field, int64_t>)
+      field = parse_int(v, f);
+    else if constexpr (std::is_same_v<Field, double>)
+      field = parse_number(v, f);
+    else if constexpr (std::is_same_v<Field, bool>)
+      field = parse_bool(v, f);
+    else
+      static_assert(sizeof(Field) == 0, "field_flag: a field of a type without a parser here");
+  };
+  auto get = [](const TrainConfig& c) -> std::string {
+    const Field& field = (c .* ... .* path);
+    if constexpr (std::is_same_v<Field, std::string>)
+      return field;
+    else if constexpr (std::is_integral_v<Field> && !std::is_same_v<Field, bool>)
+      return std::to_string(field);
+    else
+      return show(field);
+  };
+  return {flag, set, get};
+}
+
 #define ZDP_SET [](TrainConfig & c, std::string_view f, std::string_view v)
 #define ZDP_GET [](const TrainConfig& c) -> std::string
 
@@ -86,28 +128,26 @@ std::vector<FlagEntry> with_zero_rows(std::initializer_list<FlagEntry> entries) 
 // ratio of it), --lr-schedule before the schedule's parameters.
 const std::vector<FlagEntry>& flag_table() {
   static const std::vector<FlagEntry> table = with_zero_rows({
-      {{"--config", "PATH", "DeepSpeed-style JSON configuration; flags given here win over it", false},
-       ZDP_SET { c.config_path = std::string(v); }, ZDP_GET { return c.config_path; }},
-      {{"--init", "PATH",
-        "Initial weights: a GPT-2 safetensors file (e.g. from `zerodp init`) or a Hugging Face model directory "
-        "(GPT-2 or Llama family); required",
-        false},
-       ZDP_SET { c.init_path = std::string(v); }, ZDP_GET { return c.init_path; }},
-      {{"--data", "PATH",
-        "Training tokens: a token file (raw uint16, or llm.c layout with uint16 or uint32 tokens), a directory (its "
-        "*.bin files) or a glob, the files read in sorted name order as one stream; required",
-        false},
-       ZDP_SET { c.data_path = std::string(v); }, ZDP_GET { return c.data_path; }},
-      {{"--steps", "K", "Optimizer steps to run", false},
-       ZDP_SET { c.steps = parse_int(v, f); }, ZDP_GET { return std::to_string(c.steps); }},
+      field_flag<&TrainConfig::config_path>(
+          {"--config", "PATH", "DeepSpeed-style JSON configuration; flags given here win over it", false}),
+      field_flag<&TrainConfig::init_path>(
+          {"--init", "PATH",
+           "Initial weights: a GPT-2 safetensors file (e.g. from `zerodp init`) or a Hugging Face model directory "
+           "(GPT-2 or Llama family); required",
+           false}),
+      field_flag<&TrainConfig::data_path>(
+          {"--data", "PATH",
+           "Training tokens: a token file (raw uint16, or llm.c layout with uint16 or uint32 tokens), a directory (its "
+           "*.bin files) or a glob, the files read in sorted name order as one stream; required",
+           false}),
+      field_flag<&TrainConfig::steps>({"--steps", "K", "Optimizer steps to run", false}),
       {{"--micro-batch", "B", "Sequences per rank per micro-step (train_micro_batch_size_per_gpu)", false},
        ZDP_SET {
          c.micro_batch = parse_int(v, f);
          c.micro_batch_set = true;
        },
        ZDP_GET { return std::to_string(c.micro_batch); }},
-      {{"--seq", "T", "Tokens per sequence (at most the model's context)", false},
-       ZDP_SET { c.seq = parse_int(v, f); }, ZDP_GET { return std::to_string(c.seq); }},
+      field_flag<&TrainConfig::seq>({"--seq", "T", "Tokens per sequence (at most the model's context)", false}),
       {{"--accum", "G", "Micro-steps accumulated per optimizer step (gradient_accumulation_steps)", false},
        ZDP_SET {
          c.accum = parse_int(v, f);
@@ -127,23 +167,16 @@ const std::vector<FlagEntry>& flag_table() {
          c.lr_schedule.warmup_max_lr.reset();  // the schedule's peak follows the flag
        },
        ZDP_GET { return show(c.lr); }},
-      {{"--beta1", "X", "AdamW beta1", false}, ZDP_SET { c.optimizer.beta1 = parse_number(v, f); },
-       ZDP_GET { return show(c.optimizer.beta1); }},
-      {{"--beta2", "X", "AdamW beta2", false}, ZDP_SET { c.optimizer.beta2 = parse_number(v, f); },
-       ZDP_GET { return show(c.optimizer.beta2); }},
-      {{"--eps", "X", "AdamW epsilon", false}, ZDP_SET { c.optimizer.eps = parse_number(v, f); },
-       ZDP_GET { return show(c.optimizer.eps); }},
-      {{"--weight-decay", "X",
-        "Weight decay, on tensors of 2 or more dimensions only (decoupled for AdamW, L2 for SGD)", false},
-       ZDP_SET { c.optimizer.weight_decay = parse_number(v, f); }, ZDP_GET { return show(c.optimizer.weight_decay); }},
-      {{"--momentum", "X", "SGD momentum", false}, ZDP_SET { c.optimizer.momentum = parse_number(v, f); },
-       ZDP_GET { return show(c.optimizer.momentum); }},
-      {{"--dampening", "X", "SGD dampening", false}, ZDP_SET { c.optimizer.dampening = parse_number(v, f); },
-       ZDP_GET { return show(c.optimizer.dampening); }},
-      {{"--nesterov", "", "SGD: Nesterov momentum", true}, ZDP_SET { c.optimizer.nesterov = parse_bool(v, f); },
-       ZDP_GET { return show(c.optimizer.nesterov); }},
-      {{"--clip", "X", "Clip the global gradient norm to X (0: no clipping)", false},
-       ZDP_SET { c.clip = parse_number(v, f); }, ZDP_GET { return show(c.clip); }},
+      field_flag<&TrainConfig::optimizer, &OptimizerSpec::beta1>({"--beta1", "X", "AdamW beta1", false}),
+      field_flag<&TrainConfig::optimizer, &OptimizerSpec::beta2>({"--beta2", "X", "AdamW beta2", false}),
+      field_flag<&TrainConfig::optimizer, &OptimizerSpec::eps>({"--eps", "X", "AdamW epsilon", false}),
+      field_flag<&TrainConfig::optimizer, &OptimizerSpec::weight_decay>(
+          {"--weight-decay", "X",
+           "Weight decay, on tensors of 2 or more dimensions only (decoupled for AdamW, L2 for SGD)", false}),
+      field_flag<&TrainConfig::optimizer, &OptimizerSpec::momentum>({"--momentum", "X", "SGD momentum", false}),
+      field_flag<&TrainConfig::optimizer, &OptimizerSpec::dampening>({"--dampening", "X", "SGD dampening", false}),
+      field_flag<&TrainConfig::optimizer, &OptimizerSpec::nesterov>({"--nesterov", "", "SGD: Nesterov momentum", true}),
+      field_flag<&TrainConfig::clip>({"--clip", "X", "Clip the global gradient norm to X (0: no clipping)", false}),
       {{"--lr-schedule", "NAME",
         "constant, warmup (WarmupLR), warmup-decay (WarmupDecayLR), cosine (WarmupCosineLR) or wsd "
         "(warmup-stable-decay: warmup, then --lr until the last --decay-steps steps, then a decay to --min-lr)",
@@ -172,9 +205,8 @@ const std::vector<FlagEntry>& flag_table() {
         "Floor of the schedule: where warmup starts and decay ends (cosine: where decay ends; wsd: both)",
         false},
        ZDP_SET { set_min_lr(c, parse_number(v, f)); }, ZDP_GET { return ""; }},
-      {{"--total-steps", "N", "Steps over which the schedule decays (0: --steps); wsd: its length T", false},
-       ZDP_SET { c.lr_schedule.total_num_steps = parse_int(v, f); },
-       ZDP_GET { return std::to_string(c.lr_schedule.total_num_steps); }},
+      field_flag<&TrainConfig::lr_schedule, &LrScheduleParams::total_num_steps>(
+          {"--total-steps", "N", "Steps over which the schedule decays (0: --steps); wsd: its length T", false}),
       {{"--decay-steps", "N",
         "wsd: the decay tail's length D, the last D of the schedule's steps (steps T-D .. T-1; the last is at "
         "--min-lr); 0 (the default): no decay. Warmup + D must fit in T",
@@ -210,33 +242,29 @@ const std::vector<FlagEntry>& flag_table() {
         false},
        ZDP_SET { c.precision.reduce_dtype = with_context(f, [&] { return parse_dtype(v); }); },
        ZDP_GET { return c.precision.reduce_dtype ? dtype_name(*c.precision.reduce_dtype) : ""; }},
-      {{"--fp32-grad-accum", "", "Accumulate micro-step gradients in fp32 under bf16/fp16", true},
-       ZDP_SET { c.precision.fp32_grad_accum = parse_bool(v, f); }, ZDP_GET { return show(c.precision.fp32_grad_accum); }},
-      {{"--loss-scale", "X", "fp16: static loss scale (0: dynamic)", false},
-       ZDP_SET { c.precision.loss_scale.static_scale = parse_number(v, f); }, ZDP_GET { return show(c.precision.loss_scale.static_scale); }},
-      {{"--initial-scale-power", "N", "fp16: dynamic loss scaling starts at 2^N", false},
-       ZDP_SET { c.precision.loss_scale.initial_scale_power = parse_int32(v, f); },
-       ZDP_GET { return std::to_string(c.precision.loss_scale.initial_scale_power); }},
-      {{"--loss-scale-window", "N", "fp16: steps without overflow before the scale doubles", false},
-       ZDP_SET { c.precision.loss_scale.window = parse_int(v, f); },
-       ZDP_GET { return std::to_string(c.precision.loss_scale.window); }},
-      {{"--hysteresis", "N", "fp16: overflows tolerated before the scale halves", false},
-       ZDP_SET { c.precision.loss_scale.hysteresis = parse_int32(v, f); }, ZDP_GET { return std::to_string(c.precision.loss_scale.hysteresis); }},
-      {{"--consecutive-hysteresis", "", "fp16: restore the hysteresis after every step without overflow", true},
-       ZDP_SET { c.precision.loss_scale.consecutive_hysteresis = parse_bool(v, f); },
-       ZDP_GET { return show(c.precision.loss_scale.consecutive_hysteresis); }},
-      {{"--min-loss-scale", "X", "fp16: the dynamic scale never goes below this", false},
-       ZDP_SET { c.precision.loss_scale.min_scale = parse_number(v, f); }, ZDP_GET { return show(c.precision.loss_scale.min_scale); }},
-      {{"--max-overflows-at-min-scale", "N",
-        "fp16: overflowing steps in a row at the minimum loss scale before the run stops with exit 1 (0: never)",
-        false},
-       ZDP_SET { c.precision.loss_scale.max_overflows_at_min_scale = parse_int(v, f); },
-       ZDP_GET { return std::to_string(c.precision.loss_scale.max_overflows_at_min_scale); }},
-      {{"--skip-nonfinite", "",
-        "bf16/fp32: skip a step whose loss or gradient is NaN/Inf (weights and optimizer state untouched) "
-        "instead of stopping with exit 1",
-        true},
-       ZDP_SET { c.skip_nonfinite = parse_bool(v, f); }, ZDP_GET { return show(c.skip_nonfinite); }},
+      field_flag<&TrainConfig::precision, &PrecisionSettings::fp32_grad_accum>(
+          {"--fp32-grad-accum", "", "Accumulate micro-step gradients in fp32 under bf16/fp16", true}),
+      field_flag<&TrainConfig::precision, &PrecisionSettings::loss_scale, &LossScaleConfig::static_scale>(
+          {"--loss-scale", "X", "fp16: static loss scale (0: dynamic)", false}),
+      field_flag<&TrainConfig::precision, &PrecisionSettings::loss_scale, &LossScaleConfig::initial_scale_power>(
+          {"--initial-scale-power", "N", "fp16: dynamic loss scaling starts at 2^N", false}),
+      field_flag<&TrainConfig::precision, &PrecisionSettings::loss_scale, &LossScaleConfig::window>(
+          {"--loss-scale-window", "N", "fp16: steps without overflow before the scale doubles", false}),
+      field_flag<&TrainConfig::precision, &PrecisionSettings::loss_scale, &LossScaleConfig::hysteresis>(
+          {"--hysteresis", "N", "fp16: overflows tolerated before the scale halves", false}),
+      field_flag<&TrainConfig::precision, &PrecisionSettings::loss_scale, &LossScaleConfig::consecutive_hysteresis>(
+          {"--consecutive-hysteresis", "", "fp16: restore the hysteresis after every step without overflow", true}),
+      field_flag<&TrainConfig::precision, &PrecisionSettings::loss_scale, &LossScaleConfig::min_scale>(
+          {"--min-loss-scale", "X", "fp16: the dynamic scale never goes below this", false}),
+      field_flag<&TrainConfig::precision, &PrecisionSettings::loss_scale, &LossScaleConfig::max_overflows_at_min_scale>(
+          {"--max-overflows-at-min-scale", "N",
+           "fp16: overflowing steps in a row at the minimum loss scale before the run stops with exit 1 (0: never)",
+           false}),
+      field_flag<&TrainConfig::skip_nonfinite>(
+          {"--skip-nonfinite", "",
+           "bf16/fp32: skip a step whose loss or gradient is NaN/Inf (weights and optimizer state untouched) "
+           "instead of stopping with exit 1",
+           true}),
       kZeroSettingRows,
       {{"--shard-group-size", "N|node|all",
         "Hybrid sharding (stages 1-3): shard within groups of N consecutive ranks (node: the ranks of each "
@@ -257,33 +285,33 @@ const std::vector<FlagEntry>& flag_table() {
                 : c.zero.shard_group_size == 0                          ? std::string("all")
                                                                    : std::to_string(c.zero.shard_group_size);
        }},
-      {{"--nvme-path", "DIR",
-        "With an nvme offload: the directory (on a fast local disk) where each run makes its own directory of "
-        "offload files, removed when the run ends (zero_optimization.offload_*.nvme_path)",
-        false},
-       ZDP_SET { c.zero.nvme_path = std::string(v); }, ZDP_GET { return c.zero.nvme_path; }},
+      field_flag<&TrainConfig::zero, &ZeroSettings::nvme_path>(
+          {"--nvme-path", "DIR",
+           "With an nvme offload: the directory (on a fast local disk) where each run makes its own directory of "
+           "offload files, removed when the run ends (zero_optimization.offload_*.nvme_path)",
+           false}),
       {{"--memory-budget", "BYTES",
         "Cap on what each rank holds, e.g. 8GB (10^9), 512MiB (2^20), 4G (2^30); over it: exit 3", false},
        ZDP_SET { c.memory_budget = parse_bytes(v, f); },
        ZDP_GET { return c.memory_budget ? std::to_string(*c.memory_budget) : ""; }},
-      {{"--metrics", "PATH", "Write per-step metrics (JSON Lines) here, from rank 0", false},
-       ZDP_SET { c.metrics_path = std::string(v); }, ZDP_GET { return c.metrics_path; }},
-      {{"--log-csv", "PATH",
-        "Also write one CSV row per optimizer step here, from rank 0: step, tokens (trained so far), loss, "
-        "grad_norm, lr, ms, val_loss, val_tokens (the last two on the steps an eval ran)",
-        false},
-       ZDP_SET { c.log_csv_path = std::string(v); }, ZDP_GET { return c.log_csv_path; }},
-      {{"--out", "PATH",
-        "Write the trained weights here: a Llama as a Hugging Face model directory; GPT-2 as one F32 safetensors "
-        "file (replaced atomically), or as a model directory when PATH ends in '/', is a directory, or --init was "
-        "one (and PATH does not end in .safetensors). A model directory keeps every file that is not the model's "
-        "own and gets the --init directory's tokenizer and generation files it lacks",
-        false},
-       ZDP_SET { c.out_path = std::string(v); }, ZDP_GET { return c.out_path; }},
-      {{"--overwrite-output-dir", "",
-        "Write the --out model directory into a directory that holds files but no model (its files are kept)",
-        true},
-       ZDP_SET { c.overwrite_output_dir = parse_bool(v, f); }, ZDP_GET { return show(c.overwrite_output_dir); }},
+      field_flag<&TrainConfig::metrics_path>(
+          {"--metrics", "PATH", "Write per-step metrics (JSON Lines) here, from rank 0", false}),
+      field_flag<&TrainConfig::log_csv_path>(
+          {"--log-csv", "PATH",
+           "Also write one CSV row per optimizer step here, from rank 0: step, tokens (trained so far), loss, "
+           "grad_norm, lr, ms, val_loss, val_tokens (the last two on the steps an eval ran)",
+           false}),
+      field_flag<&TrainConfig::out_path>(
+          {"--out", "PATH",
+           "Write the trained weights here: a Llama as a Hugging Face model directory; GPT-2 as one F32 safetensors "
+           "file (replaced atomically), or as a model directory when PATH ends in '/', is a directory, or --init was "
+           "one (and PATH does not end in .safetensors). A model directory keeps every file that is not the model's "
+           "own and gets the --init directory's tokenizer and generation files it lacks",
+           false}),
+      field_flag<&TrainConfig::overwrite_output_dir>(
+          {"--overwrite-output-dir", "",
+           "Write the --out model directory into a directory that holds files but no model (its files are kept)",
+           true}),
       {{"--out-dtype", "DTYPE",
         "A model directory's tensors in --out: fp32, bf16 or fp16 (default: the --init directory's, else fp32)",
         false},
@@ -291,24 +319,24 @@ const std::vector<FlagEntry>& flag_table() {
       {{"--out-shard-size", "BYTES",
         "A model directory's largest safetensors shard in --out, e.g. 5GB (the default) or 500MiB", false},
        ZDP_SET { c.out_shard_size = parse_bytes(v, f); }, ZDP_GET { return std::to_string(c.out_shard_size); }},
-      {{"--save-dir", "DIR", "Write sharded checkpoints to DIR/step-<n>/ (atomically; DIR/latest names the newest)",
-        false},
-       ZDP_SET { c.save_dir = std::string(v); }, ZDP_GET { return c.save_dir; }},
-      {{"--save-every", "N", "With --save-dir: a checkpoint every N steps, and at the end (0: at the end only)",
-        false},
-       ZDP_SET { c.save_every = parse_int(v, f); }, ZDP_GET { return std::to_string(c.save_every); }},
-      {{"--keep", "K", "With --save-dir: keep only the newest K checkpoints (0: all)", false},
-       ZDP_SET { c.keep = parse_int(v, f); }, ZDP_GET { return std::to_string(c.keep); }},
-      {{"--async-save", "",
-        "With --save-dir: copy each checkpoint to host memory at the step boundary and write it in the background "
-        "while training goes on (committed atomically at a later step boundary; DeepSpeed's "
-        "checkpoint.writer.decoupled)",
-        true},
-       ZDP_SET { c.async_save = parse_bool(v, f); }, ZDP_GET { return show(c.async_save); }},
-      {{"--resume", "PATH",
-        "Continue from a checkpoint (DIR/step-<n>, or a --save-dir meaning its latest); --init is then optional",
-        false},
-       ZDP_SET { c.resume_path = std::string(v); }, ZDP_GET { return c.resume_path; }},
+      field_flag<&TrainConfig::save_dir>(
+          {"--save-dir", "DIR", "Write sharded checkpoints to DIR/step-<n>/ (atomically; DIR/latest names the newest)",
+           false}),
+      field_flag<&TrainConfig::save_every>(
+          {"--save-every", "N", "With --save-dir: a checkpoint every N steps, and at the end (0: at the end only)",
+           false}),
+      field_flag<&TrainConfig::keep>(
+          {"--keep", "K", "With --save-dir: keep only the newest K checkpoints (0: all)", false}),
+      field_flag<&TrainConfig::async_save>(
+          {"--async-save", "",
+           "With --save-dir: copy each checkpoint to host memory at the step boundary and write it in the background "
+           "while training goes on (committed atomically at a later step boundary; DeepSpeed's "
+           "checkpoint.writer.decoupled)",
+           true}),
+      field_flag<&TrainConfig::resume_path>(
+          {"--resume", "PATH",
+           "Continue from a checkpoint (DIR/step-<n>, or a --save-dir meaning its latest); --init is then optional",
+           false}),
       {{"--seed", "S", "Seed of the data order with --shuffle on", false},
        ZDP_SET {
          c.seed = parse_uint(v, f);
@@ -324,26 +352,26 @@ const std::vector<FlagEntry>& flag_table() {
          c.shuffle_set = true;
        },
        ZDP_GET { return c.shuffle ? "on" : "off"; }},
-      {{"--log-every", "N", "Print progress every N steps (0: never)", false},
-       ZDP_SET { c.log_every = parse_int(v, f); }, ZDP_GET { return std::to_string(c.log_every); }},
-      {{"--val-data", "PATH",
-        "Validation tokens (a file, directory or glob, as --data): the mean loss over the first --eval-tokens of "
-        "them, every --eval-every steps and after the last step, the same at every world size, stage and batch split",
-        false},
-       ZDP_SET { c.val_data_path = std::string(v); }, ZDP_GET { return c.val_data_path; }},
-      {{"--eval-every", "N", "With --val-data: evaluate after every N steps, and after the last (0: after the last only)",
-        false},
-       ZDP_SET { c.eval_every = parse_int(v, f); }, ZDP_GET { return std::to_string(c.eval_every); }},
-      {{"--eval-tokens", "E",
-        "With --val-data: evaluate floor(E/T) windows of --seq T tokens from its start (0: the first 1048576 tokens, "
-        "or all its windows when it holds fewer)",
-        false},
-       ZDP_SET { c.eval_tokens = parse_int(v, f); }, ZDP_GET { return std::to_string(c.eval_tokens); }},
-      {{"--comm-timeout", "SECONDS",
-        "A collective not done after this long ends the job (exit 1) naming it, the step and the ranks that had not "
-        "arrived, instead of hanging (0: wait forever)",
-        false},
-       ZDP_SET { c.comm_timeout = parse_number(v, f); }, ZDP_GET { return show(c.comm_timeout); }},
+      field_flag<&TrainConfig::log_every>({"--log-every", "N", "Print progress every N steps (0: never)", false}),
+      field_flag<&TrainConfig::val_data_path>(
+          {"--val-data", "PATH",
+           "Validation tokens (a file, directory or glob, as --data): the mean loss over the first --eval-tokens of "
+           "them, every --eval-every steps and after the last step, the same at every world size, stage and batch "
+           "split",
+           false}),
+      field_flag<&TrainConfig::eval_every>(
+          {"--eval-every", "N",
+           "With --val-data: evaluate after every N steps, and after the last (0: after the last only)", false}),
+      field_flag<&TrainConfig::eval_tokens>(
+          {"--eval-tokens", "E",
+           "With --val-data: evaluate floor(E/T) windows of --seq T tokens from its start (0: the first 1048576 "
+           "tokens, or all its windows when it holds fewer)",
+           false}),
+      field_flag<&TrainConfig::comm_timeout>(
+          {"--comm-timeout", "SECONDS",
+           "A collective not done after this long ends the job (exit 1) naming it, the step and the ranks that had not "
+           "arrived, instead of hanging (0: wait forever)",
+           false}),
       {{"--collectives", "auto|flat|host-aware",
         "How reduce-scatters and all-gathers cross hosts: host-aware in two levels (within each host over shared "
         "memory, then one exchange per pair of hosts), flat over all ranks at once; the same bits either way. auto: "
