@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/dtype.h"
 #include "cuda/hd.h"
 
 namespace zerodp::cuda::tiling {
@@ -162,56 +163,12 @@ ZDP_HD constexpr int adam_segment_of(const int64_t* tile_start, int segments, in
   return lo;
 }
 
-// ---- bit-exact conversions (core/dtype.h's, for host and device) --------------------------------
-// A float's bits and back: one register move on the GPU and the host alike (nvcc and the host compiler
-// both have the builtin).
-ZDP_HD inline uint32_t f2u(float f) { return __builtin_bit_cast(uint32_t, f); }
-ZDP_HD inline float u2f(uint32_t u) { return __builtin_bit_cast(float, u); }
-
-ZDP_HD inline float bf16_bits_to_f32(uint16_t h) { return u2f(static_cast<uint32_t>(h) << 16); }
-
-// Round to nearest even by adding 0x7FFF plus the lowest kept bit; NaN made quiet (never rounds to Inf).
-ZDP_HD inline uint16_t f32_to_bf16_bits(float f) {
-  uint32_t u = f2u(f);
-  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((u >> 16) | 0x0040u);
-  u += 0x7FFFu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
-}
-
-// Exact for every pattern; a subnormal is mant·2^-24, which float holds exactly (no loop).
-ZDP_HD inline float f16_bits_to_f32(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  const uint32_t exp = (h >> 10) & 0x1Fu;
-  const uint32_t mant = h & 0x3FFu;
-  if (exp == 0x1F) return u2f(sign | 0x7F800000u | (mant << 13));  // Inf, NaN (payload kept)
-  if (exp != 0) return u2f(sign | ((exp + 112u) << 23) | (mant << 13));
-  const float mag = static_cast<float>(mant) * 5.9604644775390625e-08f;  // 2^-24
-  return u2f(f2u(mag) | sign);
-}
-
-ZDP_HD inline uint16_t f32_to_f16_bits(float f) {
-  const uint32_t u = f2u(f);
-  const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
-  const uint32_t x = u & 0x7FFFFFFFu;
-  if (x > 0x7F800000u) return sign | 0x7E00u | static_cast<uint16_t>((x >> 13) & 0x3FFu);  // quiet NaN
-  if (x >= 0x477FF000u) return sign | 0x7C00u;  // >= 65520 rounds to Inf
-  if (x >= 0x38800000u) {                       // normal fp16
-    const uint32_t e = (x >> 23) - 112u;
-    const uint32_t mant = x & 0x7FFFFFu;
-    uint32_t h = (e << 10) | (mant >> 13);
-    const uint32_t rem = mant & 0x1FFFu;
-    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;
-    return sign | static_cast<uint16_t>(h);
-  }
-  if (x <= 0x33000000u) return sign;  // <= 2^-25 rounds to ±0
-  const uint32_t e = x >> 23;
-  const uint32_t m = (x & 0x7FFFFFu) | 0x800000u;
-  const uint32_t shift = 126u - e;  // 14..24
-  uint32_t h = m >> shift;
-  const uint32_t rem = m & ((1u << shift) - 1u);
-  const uint32_t half = 1u << (shift - 1u);
-  if (rem > half || (rem == half && (h & 1u))) ++h;
-  return sign | static_cast<uint16_t>(h);
-}
+// ---- bit-exact conversions: core/dtype.h's, which nvcc compiles for the device too ---------------
+ZDP_HD inline uint32_t f2u(float f) { return float_bits(f); }
+ZDP_HD inline float u2f(uint32_t u) { return bits_float(u); }
+ZDP_HD inline float bf16_bits_to_f32(uint16_t h) { return bf16_to_fp32(h); }
+ZDP_HD inline uint16_t f32_to_bf16_bits(float f) { return fp32_to_bf16(f); }
+ZDP_HD inline float f16_bits_to_f32(uint16_t h) { return fp16_to_fp32(h); }
+ZDP_HD inline uint16_t f32_to_f16_bits(float f) { return fp32_to_fp16(f); }
 
 }  // namespace zerodp::cuda::tiling
