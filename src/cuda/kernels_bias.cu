@@ -24,19 +24,12 @@ __global__ void bias_add_rows_kernel(float* out, const B* bias, int N, int OC) {
     out[i] += detail::load(bias[i % OC]);
 }
 
-// The column partials of dout: block (column tile, row chunk), kColTile × kRowLanes threads.
-__global__ void bias_backward_partials_kernel(float* __restrict__ partial, const float* __restrict__ dout, int N,
-                                              int OC, tl::ColumnLayout layout) {
-  __shared__ float sh[tl::kRowLanes][tl::kColTile];
-  const int64_t c = static_cast<int64_t>(blockIdx.x) * tl::kColTile + threadIdx.x;
-  const int64_t k = blockIdx.y;
-  const int64_t r1 = tl::chunk_end_row(layout, k, N);
-  float acc = 0.0f;
-  if (c < OC)
-    for (int64_t r = tl::chunk_first_row(layout, k) + threadIdx.y; r < r1; r += tl::kRowLanes) acc += dout[r * OC + c];
-  const float s = detail::combine_lanes(acc, sh);
-  if (threadIdx.y == 0 && c < OC) partial[k * OC + c] = s;
-}
+// dbias's terms: the rows of dout.
+struct DoutTerm {
+  const float* dout;
+  int64_t cols;
+  __device__ float operator()(int64_t r, int64_t c) const { return dout[r * cols + c]; }
+};
 
 template <class B>
 void launch_bias_add(float* out, const B* bias, int N, int OC, cudaStream_t stream) {
@@ -63,13 +56,7 @@ size_t bias_backward_scratch_floats(int N, int OC) { return tl::column_partials(
 
 void bias_backward(float* dbias, const float* dout, int N, int OC, float* scratch, cudaStream_t stream) {
   if (OC <= 0 || N <= 0) return;
-  const tl::ColumnLayout layout = tl::column_layout(N, OC);
-  detail::Scratch<float> partials(scratch, bias_backward_scratch_floats(N, OC), stream);
-  const dim3 grid(static_cast<unsigned>(layout.col_tiles), static_cast<unsigned>(layout.chunks));
-  const dim3 block(tl::kColTile, tl::kRowLanes);
-  bias_backward_partials_kernel<<<grid, block, 0, stream>>>(partials.get(), dout, N, OC, layout);
-  ZDP_CUDA_CHECK(cudaGetLastError());
-  detail::launch_column_partials_sum(dbias, partials.get(), layout.chunks, OC, stream);
+  detail::column_sum(dbias, N, OC, DoutTerm{dout, OC}, scratch, stream);
 }
 
 }  // namespace zerodp::cuda

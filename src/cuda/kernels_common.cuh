@@ -90,4 +90,34 @@ inline void launch_column_partials_sum(float* out, const float* partial, int64_t
   ZDP_CUDA_CHECK(cudaGetLastError());
 }
 
+// A column sum over rows whose every bit is a function of the data: out[c] += Σ_r term(r, c) over
+// rows [0, rows), cols columns. First pass: block (column tile, row chunk) of kColTile × kRowLanes
+// threads, each lane adding its rows of the chunk in order, the lanes then combined in order, into
+// partial[k·cols + c] (`scratch`: tl::column_partials(rows, cols) floats, or null to allocate them);
+// second pass: the chunks in order (column_partials_sum). Term: a __device__ float operator()(r, c).
+template <class Term>
+__global__ void column_partials_kernel(float* __restrict__ partial, int64_t rows, int64_t cols,
+                                       tl::ColumnLayout layout, Term term) {
+  __shared__ float sh[tl::kRowLanes][tl::kColTile];
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * tl::kColTile + threadIdx.x;
+  const int64_t k = blockIdx.y;
+  const int64_t r1 = tl::chunk_end_row(layout, k, rows);
+  float acc = 0.0f;
+  if (c < cols)
+    for (int64_t r = tl::chunk_first_row(layout, k) + threadIdx.y; r < r1; r += tl::kRowLanes) acc += term(r, c);
+  const float s = combine_lanes(acc, sh);
+  if (threadIdx.y == 0 && c < cols) partial[k * cols + c] = s;
+}
+
+template <class Term>
+void column_sum(float* out, int64_t rows, int64_t cols, Term term, float* scratch, cudaStream_t stream) {
+  const tl::ColumnLayout layout = tl::column_layout(rows, cols);
+  Scratch<float> partials(scratch, tl::column_partials(rows, cols), stream);
+  const dim3 grid(static_cast<unsigned>(layout.col_tiles), static_cast<unsigned>(layout.chunks));
+  const dim3 block(tl::kColTile, tl::kRowLanes);
+  column_partials_kernel<Term><<<grid, block, 0, stream>>>(partials.get(), rows, cols, layout, term);
+  ZDP_CUDA_CHECK(cudaGetLastError());
+  launch_column_partials_sum(out, partials.get(), layout.chunks, cols, stream);
+}
+
 }  // namespace zerodp::cuda::detail

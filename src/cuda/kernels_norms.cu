@@ -226,35 +226,25 @@ __global__ void head_rmsnorm_dx_kernel(float* dx, const P* __restrict__ saved, c
   norm_row_backward<true>(d, d, saved + r * at.D, weight, rstd[r], at.D, lane);
 }
 
-// dw partials over rows of a norm: block (column tile, row chunk), kColTile × kRowLanes threads; the
-// gradient of row r at grad + grad_at(r), its input at x + r·C (packed: what the forward read or saved).
+// dweight's terms over the rows of a norm: the gradient of row r at grad + grad_at(r) times the row's
+// normed input, its input at x + r·C (packed: what the forward read or saved).
 template <class X, class At>
-__global__ void norm_weight_partials_kernel(float* __restrict__ partial, const float* __restrict__ grad, At grad_at,
-                                            const X* __restrict__ x, const float* __restrict__ rstd, int64_t rows,
-                                            int C, tl::ColumnLayout layout) {
-  __shared__ float sh[tl::kRowLanes][tl::kColTile];
-  const int64_t c = static_cast<int64_t>(blockIdx.x) * tl::kColTile + threadIdx.x;
-  const int64_t k = blockIdx.y;
-  const int64_t r1 = tl::chunk_end_row(layout, k, rows);
-  float dw = 0.0f;
-  if (c < C)
-    for (int64_t r = tl::chunk_first_row(layout, k) + threadIdx.y; r < r1; r += tl::kRowLanes)
-      dw += grad[grad_at(r) + c] * (load(x[r * C + c]) * rstd[r]);
-  const float s = detail::combine_lanes(dw, sh);
-  if (threadIdx.y == 0 && c < C) partial[k * C + c] = s;
-}
+struct NormWeightTerm {
+  const float* grad;
+  At grad_at;
+  const X* x;
+  const float* rstd;
+  int64_t C;
+  __device__ float operator()(int64_t r, int64_t c) const {
+    return grad[grad_at(r) + c] * (load(x[r * C + c]) * rstd[r]);
+  }
+};
 
 // dweight += Σ_rows grad·(x·rstd), over partials in `scratch`.
 template <class X, class At>
 void weight_grad(float* dweight, const float* grad, At grad_at, const X* x, const float* rstd, int64_t rows, int C,
                  float* scratch, cudaStream_t stream) {
-  const tl::ColumnLayout layout = tl::column_layout(rows, C);
-  detail::Scratch<float> partials(scratch, tl::column_partials(rows, C), stream);
-  const dim3 grid(static_cast<unsigned>(layout.col_tiles), static_cast<unsigned>(layout.chunks));
-  const dim3 block(tl::kColTile, tl::kRowLanes);
-  norm_weight_partials_kernel<<<grid, block, 0, stream>>>(partials.get(), grad, grad_at, x, rstd, rows, C, layout);
-  ZDP_CUDA_CHECK(cudaGetLastError());
-  detail::launch_column_partials_sum(dweight, partials.get(), layout.chunks, C, stream);
+  detail::column_sum(dweight, rows, C, NormWeightTerm<X, At>{grad, grad_at, x, rstd, C}, scratch, stream);
 }
 
 unsigned warp_row_blocks(int64_t rows) { return static_cast<unsigned>(tl::row_blocks(rows)); }
