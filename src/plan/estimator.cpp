@@ -16,6 +16,7 @@
 #include "zero/offload_rules.h"
 #include "zero/optimizer_swap.h"
 #include "zero/param_swap.h"
+#include "zero/reduction_buckets.h"
 #include "zero/sharding.h"
 
 namespace zerodp::plan {
@@ -297,19 +298,22 @@ uint64_t transient_bytes_stages01(const PlanInput& in, const Units& u) {
     }
     if (!overlap) stg = 0;
   };
-  uint64_t bucket = 0;  // stage 0: elements of the bucket being filled (as the reducer's plan_buckets)
+  // Stage 0: each bucket's all-reduce is launched once its lowest unit is stored (zero/reduction_buckets.h).
+  std::vector<uint64_t> closes(units, 0);  // elements of the bucket unit k closes, 0 if none
+  if (in.zero.stage == 0) {
+    std::vector<uint64_t> elements(units);
+    for (uint64_t k = 0; k < units; ++k) elements[k] = padded(k);
+    for (const auto& [lo, hi] : zero::reduction_buckets(elements, u64(in.zero.reduce_bucket_size)))
+      for (int v = lo; v <= hi; ++v) closes[static_cast<size_t>(lo)] += elements[static_cast<size_t>(v)];
+  }
   for (uint64_t k = units; k-- > 0;) {
     const uint64_t P = padded(k), S = shard(k);
     peak = std::max(peak, working(k) + open_bytes + stg);
     const uint64_t rest = k > 0 ? held : 0;
     if (in.zero.stage == 1) {
       launch(rest, convert ? (P + S) * r : 0, scatter_staging_bytes(in, S));
-    } else {
-      bucket += P;
-      if (bucket >= u64(in.zero.reduce_bucket_size) || k == 0) {
-        launch(rest, convert ? bucket * r : 0, reduction_staging_bytes(true, bucket, reduce_dtype(in), W));
-        bucket = 0;
-      }
+    } else if (const uint64_t bucket = closes[k]; bucket > 0) {
+      launch(rest, convert ? bucket * r : 0, reduction_staging_bytes(true, bucket, reduce_dtype(in), W));
     }
   }
   return peak;

@@ -11,18 +11,12 @@ GradReducer::GradReducer(ModelStates& states, comm::Communicator& comm, comm::Co
 
 void GradReducer::plan_buckets() {
   const int U = states_.num_units();
+  std::vector<uint64_t> elements(static_cast<size_t>(U));
+  for (int u = 0; u < U; ++u) elements[static_cast<size_t>(u)] = states_.unit(u).padded;
+  buckets_ = reduction_buckets(elements, static_cast<uint64_t>(cfg_.zero.reduce_bucket_size));
   unit_bucket_.assign(U, -1);
-  int hi = U - 1;
-  size_t size = 0;
-  for (int u = U - 1; u >= 0; --u) {
-    size += states_.unit(u).padded;
-    if (size >= static_cast<size_t>(cfg_.zero.reduce_bucket_size) || u == 0) {
-      buckets_.push_back({u, hi});
-      for (int v = u; v <= hi; ++v) unit_bucket_[v] = static_cast<int>(buckets_.size()) - 1;
-      hi = u - 1;
-      size = 0;
-    }
-  }
+  for (size_t b = 0; b < buckets_.size(); ++b)
+    for (int v = buckets_[b].first; v <= buckets_[b].second; ++v) unit_bucket_[v] = static_cast<int>(b);
 }
 
 void GradReducer::begin_micro_step(bool first, bool last) {

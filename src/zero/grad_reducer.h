@@ -25,6 +25,7 @@
 #include "zero/comm_clock.h"
 #include "zero/engine_config.h"
 #include "zero/model_states.h"
+#include "zero/reduction_buckets.h"
 
 namespace zerodp::zero {
 
