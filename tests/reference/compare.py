@@ -19,13 +19,12 @@ import argparse
 import json
 import os
 import re
-import shutil
 import struct
 import sys
-import tempfile
 import time
 
 from zdptest import harness as zt
+from zdptest.case_driver import run_cases
 from zdptest.harness import Checks, read_metrics
 
 try:
@@ -426,33 +425,10 @@ def main():
     if unknown or not cases:
         print(f"compare.py: unknown or no cases {unknown}; --list shows them")
         return 1
-    torch.set_num_threads(1)
-    failed = []
-    for name in cases:
-        print(f"=== {name}", flush=True)
-        work = tempfile.mkdtemp(prefix=f"zerodp_ref_{name}_")
-        try:
-            c = run_train_case(args, name, work) if name in TRAIN_CASES else run_bad_case(args, name, work)
-        except zt.Failed:  # a helper's check (preparing the inputs) failed, saying why above
-            c = Checks()
-            c.check(False, "preparing the inputs failed (see FAILED above)")
-        except Exception as e:  # a crash of the checker is a failure too, reported as such
-            c = Checks()
-            c.check(False, f"{type(e).__name__}: {e}")
-        finally:
-            if args.keep:
-                print(f"  kept {work}")
-            else:
-                shutil.rmtree(work, ignore_errors=True)
-        print(f"=== {name}: {'PASS' if not c.failures else f'FAIL ({len(c.failures)} checks)'}", flush=True)
-        if c.failures:
-            failed.append((name, c.failures))
-    for name, failures in failed:
-        print(f"\n{name} failed:")
-        for f in failures:
-            print(f"  - {f.splitlines()[0]}")
-    return 1 if failed else 0
+    def run_case(name, work):
+        return run_train_case(args, name, work) if name in TRAIN_CASES else run_bad_case(args, name, work)
 
+    return run_cases(cases, run_case, "zerodp_ref", args.keep)
 
 if __name__ == "__main__":
     sys.exit(main())
