@@ -247,4 +247,27 @@ const AttentionSizes& attention_sizes(bool gpu, DType compute);
 // backward's scratch is D = rowsum(dO∘O), fp32 [B,NH,T]; nothing T×T, whatever the compute type.
 const AttentionSizes& flash_attention_sizes();
 
+// The operations above as a device class declares them, each overridden (cpu_device.h,
+// cuda_device.h).
+#define ZDP_DEVICE_OPERATIONS                                                                                   \
+  Buffer allocate(size_t bytes, MemCategory category) override;                                                \
+  Buffer allocate_host(size_t bytes, MemCategory category) override;                                           \
+  void copy(void* dst, const void* src, size_t bytes) override;                                                \
+  void fill_zero(void* dst, size_t bytes) override;                                                            \
+  void convert(const void* src, DType src_type, void* dst, DType dst_type, size_t n) override;                 \
+  void add_into(void* dst, DType dst_type, const void* src, DType src_type, size_t n) override;                \
+  double sum_squares(const void* x, DType type, size_t n) override;                                            \
+  void quantize_int8(const void* x, DType type, size_t n, void* out) override;                                 \
+  void dequantize_int8(const void* q, size_t n, void* x, DType type) override;                                 \
+  void adamw_update(float* p, const float* g, float* m, float* v, size_t n, const optim::AdamWParams& hp,       \
+                    int64_t t, bool decay, float grad_scale) override;                                         \
+  void sgd_update(float* p, const float* g, float* momentum, size_t n, const optim::SGDParams& hp, int64_t t,   \
+                  bool decay, float grad_scale) override;                                                      \
+  void gemm(DType dtype, bool trans_a, bool trans_b, int M, int N, int K, float alpha, const void* A, int lda,   \
+            const void* B, int ldb, float beta, float* C, int ldc) override;                                   \
+  void transfer(const void* src, DType src_type, void* dst, DType dst_type, size_t n) override;                \
+  std::unique_ptr<Event> record_transfer() override;                                                           \
+  std::unique_ptr<Event> record() override;                                                                    \
+  void synchronize() override;
+
 }  // namespace zerodp::device

@@ -1,9 +1,27 @@
-#include "model/gpt2.h"
+// GPT-2 forward and backward over flat parameter units (docs/reference/model.md#gpt2), llm.c style: the model owns
+// its activations; parameters and gradients are not its own but are handed to it unit by unit by
+// whoever runs it (the ZeRO engine gathers a unit just before it is needed and may free it after).
+//
+// Its uses of the units (model/units.h; the layout's schedule(), model_schedule), in order:
+//   forward:  embed (unit 0: wte, wpe) → blocks (1..L) → head (unit 0: ln_f, wte)
+//   backward: head (unit 0) → blocks (L..1) → embed (unit 0; reads no parameters, only adds into the
+//             gradient buffer: the tied wte and wpe gradients are finished here)
+//
+// The element type P is what the model computes on: float (fp32 compute), double (gradient checks),
+// or bf16 / fp16 (16-bit compute). In 16-bit compute the parameters are read in P; the activations
+// that feed a GEMM or the attention (LayerNorm outputs, qkv, attention output and probabilities,
+// the MLP's hidden layer before and after GELU) are stored in P; every GEMM accumulates in fp32
+// (kernels/gemm16.h); the residual stream, LayerNorm/softmax/cross-entropy statistics, the logits and
+// every gradient (of activations and of parameters) are fp32 (GradOf<P>).
+
 
 #include <algorithm>
 #include <type_traits>
 
 #include "core/error.h"
+#include "model/architectures.h"
+#include "model/gpt2_config.h"
+#include "model/transformer.h"
 #include "model/batch.h"
 
 namespace zerodp::model {
@@ -78,21 +96,29 @@ struct Gpt2Acts : TransformerActs<F, LayerActs<F, GradOf<F>>> {
   }
 };
 
-template <class P>
-ActivationBytes gpt2_activation_parts(const GPT2Config& config, int B, int T, bool checkpointing,
-                                      const device::AttentionSizes& sizes) {
-  return activation_bytes_of<Gpt2Acts<P>>(B, T, config, checkpointing, sizes);
-}
-template ActivationBytes gpt2_activation_parts<float>(const GPT2Config&, int, int, bool, const device::AttentionSizes&);
-template ActivationBytes gpt2_activation_parts<bf16>(const GPT2Config&, int, int, bool, const device::AttentionSizes&);
-template ActivationBytes gpt2_activation_parts<fp16>(const GPT2Config&, int, int, bool, const device::AttentionSizes&);
+template <typename F>
+class GPT2 final : public Transformer<F, Gpt2Acts<F>> {
+  using Base = Transformer<F, Gpt2Acts<F>>;
+  using Acc = GradOf<F>;
+
+ public:
+  // Allocates the activations for micro-batches of up to B sequences of T tokens, under `act`.
+  // `checkpointing`: keep only the residual stream entering each block and recompute the block's
+  // activations during its backward (one more block forward per block, far less memory).
+  // Its memory and kernels are `dev`'s (the compute seam, device/device.h).
+  GPT2(const ParamLayout& layout, int B, int T, bool checkpointing,
+       device::Device& dev);
+
+ private:
+  ZDP_TRANSFORMER_STEPS
+  size_t offset(int unit, int tensor) const { return this->layout_.param(unit, tensor).offset; }
+
+  const GPT2Config& config_;
+};
 
 template <typename F>
 GPT2<F>::GPT2(const ParamLayout& layout, int B, int T, bool checkpointing, device::Device& dev)
     : Base(layout, layout.config().gpt2(), B, T, checkpointing, dev), config_(layout.config().gpt2()) {}
-
-template <typename F>
-GPT2<F>::~GPT2() = default;
 
 template <typename F>
 void GPT2<F>::embed_forward(const F* p, const int32_t* inputs, int B, int T) {
@@ -178,13 +204,12 @@ void GPT2<F>::embed_backward(Acc* g, const int32_t* inputs, int B, int T) {
                               config_.n_embd);
 }
 
-template class Transformer<float, Gpt2Acts<float>>;
-template class Transformer<double, Gpt2Acts<double>>;
-template class Transformer<bf16, Gpt2Acts<bf16>>;
-template class Transformer<fp16, Gpt2Acts<fp16>>;
-template class GPT2<float>;
-template class GPT2<double>;
-template class GPT2<bf16>;
-template class GPT2<fp16>;
+template <typename P>
+Architecture<P> gpt2_architecture() {
+  return architecture_of<P, GPT2, Gpt2Acts, &ModelConfig::gpt2>();
+}
+
+#define ZDP_GPT2_ARCHITECTURE(P) template Architecture<P> gpt2_architecture<P>();
+ZDP_FOR_EACH_MODEL_TYPE(ZDP_GPT2_ARCHITECTURE)
 
 }  // namespace zerodp::model

@@ -1,4 +1,22 @@
-#include "model/llama.h"
+// The Llama family's forward and backward over flat parameter units (Hugging Face's LlamaForCausalLM,
+// Qwen2ForCausalLM and Qwen3ForCausalLM; docs/reference/model.md#the-llama-family-the-function), on the model seam as GPT2 is: the model owns its
+// activations, its parameters and gradients are handed to it unit by unit.
+//
+// A block, with x the fp32 residual stream:
+//   h = rmsnorm(x)·w1 ; q,k,v = h·[Wq;Wk;Wv]ᵀ (+ biases)
+//   q,k = rmsnorm(q)·wq, rmsnorm(k)·wk over each head   (Qwen 3's q_norm, k_norm)
+//   q,k = rope(q), rope(k)
+//   x += o_proj(attention(q, k, v))          (grouped-query: KV heads shared by NH/KV query heads)
+//   h = rmsnorm(x)·w2 ; x += down(silu(h·Wgateᵀ) · (h·Wupᵀ))
+// then logits = rmsnorm(x)·w · lm_headᵀ (lm_head = embed_tokens when tied).
+//
+// Its uses of the units (model_schedule; the layout's schedule()), in order:
+//   forward:  embed (unit 0) → blocks (1..L) → head (unit 0 when tied, L+1 when not)
+//   backward: head → blocks (L..1) → embed (unit 0; reads no parameters, adds into its gradient)
+//
+// Types as in GPT2 (model/gpt2.cpp): P the compute type of parameters and of the activations that feed
+// a GEMM or the attention, fp32 (Acc) for the residual stream, statistics, logits and every gradient.
+
 
 #include <algorithm>
 #include <string>
@@ -6,6 +24,9 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "model/architectures.h"
+#include "model/llama_config.h"
+#include "model/transformer.h"
 #include "model/batch.h"
 #include "model/rope.h"
 
@@ -105,17 +126,27 @@ struct LlamaActs : TransformerActs<F, LlamaLayerActs<F, GradOf<F>>> {
   }
 };
 
-template <class P>
-ActivationBytes llama_activation_parts(const LlamaConfig& config, int B, int T, bool checkpointing,
-                                       const device::AttentionSizes& sizes) {
-  return activation_bytes_of<LlamaActs<P>>(B, T, config, checkpointing, sizes);
-}
-template ActivationBytes llama_activation_parts<float>(const LlamaConfig&, int, int, bool,
-                                                       const device::AttentionSizes&);
-template ActivationBytes llama_activation_parts<bf16>(const LlamaConfig&, int, int, bool,
-                                                      const device::AttentionSizes&);
-template ActivationBytes llama_activation_parts<fp16>(const LlamaConfig&, int, int, bool,
-                                                      const device::AttentionSizes&);
+template <typename F>
+class Llama final : public Transformer<F, LlamaActs<F>> {
+  using Base = Transformer<F, LlamaActs<F>>;
+  using Acc = GradOf<F>;
+
+ public:
+  Llama(const ParamLayout& layout, int B, int T, bool checkpointing,
+        device::Device& dev);
+
+  // Where a block's tensors start inside its unit (the same for every block), and the outer ones.
+  struct Offsets {
+    size_t in_norm, qkv, qkv_bias, o, o_bias, q_norm, k_norm, post_norm, gate_up, down;  // npos: none
+    size_t embed, norm, head;  // embed_tokens in unit 0; the final norm and lm_head in the head unit
+  };
+
+ private:
+  ZDP_TRANSFORMER_STEPS
+
+  const LlamaConfig config_;
+  Offsets off_;
+};
 
 template <typename F>
 Llama<F>::Llama(const ParamLayout& layout, int B, int T, bool checkpointing, device::Device& dev)
@@ -145,9 +176,6 @@ Llama<F>::Llama(const ParamLayout& layout, int B, int T, bool checkpointing, dev
   this->dev_.copy(this->acts_->rope_sin, sin.data(), sin.size() * sizeof(float));
   this->dev_.synchronize();  // the host tables go out of scope
 }
-
-template <typename F>
-Llama<F>::~Llama() = default;
 
 template <typename F>
 void Llama<F>::embed_forward(const F* p, const int32_t* inputs, int B, int T) {
@@ -241,13 +269,12 @@ void Llama<F>::embed_backward(Acc* g, const int32_t* inputs, int B, int T) {
   this->k_.embedding_backward(g + off_.embed, nullptr, this->acts_->dres, inputs, B, T, config_.n_embd);
 }
 
-template class Transformer<float, LlamaActs<float>>;
-template class Transformer<double, LlamaActs<double>>;
-template class Transformer<bf16, LlamaActs<bf16>>;
-template class Transformer<fp16, LlamaActs<fp16>>;
-template class Llama<float>;
-template class Llama<double>;
-template class Llama<bf16>;
-template class Llama<fp16>;
+template <typename P>
+Architecture<P> llama_architecture() {
+  return architecture_of<P, Llama, LlamaActs, &ModelConfig::llama>();
+}
+
+#define ZDP_LLAMA_ARCHITECTURE(P) template Architecture<P> llama_architecture<P>();
+ZDP_FOR_EACH_MODEL_TYPE(ZDP_LLAMA_ARCHITECTURE)
 
 }  // namespace zerodp::model

@@ -1,25 +1,27 @@
 #include "model/model.h"
 
-#include "model/gpt2.h"
-#include "model/llama.h"
+#include "model/architectures.h"
 
 namespace zerodp::model {
+
+namespace {
+template <typename P>
+Architecture<P> architecture(const ModelConfig& config) {
+  return config.is_llama() ? llama_architecture<P>() : gpt2_architecture<P>();
+}
+
+template <typename P>
+ActivationBytes parts_in(const ModelConfig& config, int B, int T, bool checkpointing,
+                         const device::AttentionSizes& sizes) {
+  return architecture<P>(config).activation_parts(config, B, T, checkpointing, sizes);
+}
+}  // namespace
 
 template <typename P>
 std::unique_ptr<Model<P>> make_model(const ParamLayout& layout, int B, int T, bool checkpointing,
                                      device::Device& dev) {
-  if (layout.config().is_llama()) return std::make_unique<Llama<P>>(layout, B, T, checkpointing, dev);
-  return std::make_unique<GPT2<P>>(layout, B, T, checkpointing, dev);
+  return architecture<P>(layout.config()).make(layout, B, T, checkpointing, dev);
 }
-
-namespace {
-template <typename P>
-ActivationBytes parts_in(const ModelConfig& config, int B, int T, bool checkpointing,
-                         const device::AttentionSizes& sizes) {
-  return config.is_gpt2() ? gpt2_activation_parts<P>(config.gpt2(), B, T, checkpointing, sizes)
-                          : llama_activation_parts<P>(config.llama(), B, T, checkpointing, sizes);
-}
-}  // namespace
 
 ActivationBytes model_activation_parts(const ModelConfig& config, int B, int T, bool checkpointing, DType compute,
                                        const device::AttentionSizes& sizes) {

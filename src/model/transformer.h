@@ -6,7 +6,7 @@
 //   forward:  embed → blocks 0..L-1 → head (logits) → cross-entropy
 //   backward: cross-entropy → head → blocks L-1..0 (each recomputed first with checkpointing) → embed
 //   sampling: embed → blocks → head, for the last position only
-// An architecture (gpt2.h, llama.h) supplies the steps inside each unit, over its own Acts, which hold
+// An architecture (gpt2.cpp, llama.cpp) supplies the steps inside each unit, over its own Acts, which hold
 // at least `res` (the residual stream entering each block, and leaving the last), `probs` (the logits,
 // then their probabilities, then their gradient), `losses` and `dres` (the residual stream's gradient).
 #pragma once
@@ -47,6 +47,15 @@ struct TransformerActs {
   P* operand16 = nullptr;
   char* att_scratch = nullptr;
 };
+
+// The steps of Transformer as an architecture's class declares them (with its F and Acc).
+#define ZDP_TRANSFORMER_STEPS                                                      \
+  void embed_forward(const F* p, const int32_t* inputs, int B, int T) override;    \
+  void block_forward(int l, const F* p, int B, int T, bool write_output) override; \
+  void head_forward(const Acc* from, int rows, const F* p, Acc* logits) override;  \
+  void head_backward(const F* p, Acc* g, int B, int T) override;                   \
+  void block_backward(int l, const F* p, Acc* g, int B, int T) override;           \
+  void embed_backward(Acc* g, const int32_t* inputs, int B, int T) override;
 
 template <typename F, typename Acts>
 class Transformer : public Model<F> {
@@ -93,6 +102,7 @@ class Transformer : public Model<F> {
   virtual void block_backward(int l, const F* p, Acc* g, int B, int T) = 0;
   // The embeddings' gradients (embedding unit's g) from dres = ∂loss/∂res[0].
   virtual void embed_backward(Acc* g, const int32_t* inputs, int B, int T) = 0;
+  // (An architecture's class declares them all with ZDP_TRANSFORMER_STEPS, defined in its .cpp.)
 
   // The arrays block l computes into: its own, or with checkpointing the one set every block shares.
   auto& block_acts(int l) { return acts_->layers[checkpointing_ ? 0 : static_cast<size_t>(l)]; }

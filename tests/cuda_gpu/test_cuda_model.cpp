@@ -15,13 +15,12 @@
 #include "core/dtype.h"
 #include "device/cpu_device.h"
 #include "device/cuda_device.h"
-#include "model/gpt2.h"
+#include "model/model.h"
 #include "model/layout.h"
 
 namespace zerodp {
 namespace {
 
-using model::GPT2;
 using model::GPT2Config;
 using model::ParamLayout;
 using model::ResidentUnits;
@@ -72,13 +71,13 @@ TEST(CudaModel, Bf16StepAgreesWithTheCpuAndRepeatsBitForBit) {
   std::vector<int32_t> in(kB * kT), tg(kB * kT);
   for (int i = 0; i < kB * kT; ++i) in[i] = static_cast<int32_t>(rng() % 320), tg[i] = static_cast<int32_t>(rng() % 320);
 
-  GPT2<bf16> cpu_model(layout, kB, kT);
-  GPT2<bf16> gpu_model(layout, kB, kT, false, gpu);
+  auto cpu_model = make_model<bf16>(layout, kB, kT);
+  auto gpu_model = make_model<bf16>(layout, kB, kT, false, gpu);
   const float dloss = 1.0f / (kB * kT);
-  const double cpu_loss = cpu_model.forward(in.data(), tg.data(), cpu_units);
-  cpu_model.backward(dloss, cpu_units);
-  const double gpu_loss = gpu_model.forward(in.data(), tg.data(), gpu_units);
-  gpu_model.backward(dloss, gpu_units);
+  const double cpu_loss = cpu_model->forward(in.data(), tg.data(), cpu_units);
+  cpu_model->backward(dloss, cpu_units);
+  const double gpu_loss = gpu_model->forward(in.data(), tg.data(), gpu_units);
+  gpu_model->backward(dloss, gpu_units);
   EXPECT_NEAR(gpu_loss, cpu_loss, 5e-3 * std::fabs(cpu_loss));
 
   std::vector<std::vector<float>> first;
@@ -97,8 +96,8 @@ TEST(CudaModel, Bf16StepAgreesWithTheCpuAndRepeatsBitForBit) {
 
   // Again from zero: the same bits.
   for (int u = 0; u < layout.num_units(); ++u) gpu.fill_zero(gpu_grads[u].data(), gpu_grads[u].size());
-  EXPECT_EQ(gpu_model.forward(in.data(), tg.data(), gpu_units), gpu_loss);
-  gpu_model.backward(dloss, gpu_units);
+  EXPECT_EQ(gpu_model->forward(in.data(), tg.data(), gpu_units), gpu_loss);
+  gpu_model->backward(dloss, gpu_units);
   for (int u = 0; u < layout.num_units(); ++u) EXPECT_EQ(download(gpu, gpu_grads[u]), first[u]) << "unit " << u;
 }
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "model/gpt2.h"
+#include "model/model.h"
 #include "model/layout.h"
 
 using namespace zerodp;
@@ -63,13 +63,13 @@ void tokens(int n, int V, uint32_t seed, std::vector<int32_t>& in, std::vector<i
 TEST(GPT2, BackwardMatchesFiniteDifferencesInDouble) {
   const ParamLayout layout(tiny());
   const int B = 2, T = 5;
-  GPT2<double> model(layout, B, T);
+  auto model = make_model<double>(layout, B, T);
   Weights<double> w(layout, 1);
   std::vector<int32_t> in, tg;
   tokens(B * T, tiny().vocab_size, 2, in, tg);
   auto access = w.access();
-  model.forward(in.data(), tg.data(), access);
-  model.backward(1.0 / (B * T), access);  // gradient of the mean loss
+  model->forward(in.data(), tg.data(), access);
+  model->backward(1.0 / (B * T), access);  // gradient of the mean loss
 
   std::mt19937 rng(3);
   const double h = 1e-5;
@@ -81,9 +81,9 @@ TEST(GPT2, BackwardMatchesFiniteDifferencesInDouble) {
       double& x = w.params[u][i];
       const double keep = x;
       x = keep + h;
-      const double lp = model.forward(in.data(), tg.data(), access);
+      const double lp = model->forward(in.data(), tg.data(), access);
       x = keep - h;
-      const double lm = model.forward(in.data(), tg.data(), access);
+      const double lm = model->forward(in.data(), tg.data(), access);
       x = keep;
       const double numeric = (lp - lm) / (2 * h);
       const double analytic = w.grads[u][i];
@@ -109,15 +109,15 @@ TEST(GPT2, FloatAgreesWithDouble) {
     for (size_t i = 0; i < wd.params[u].size(); ++i) wd.params[u][i] = wf.params[u][i];
   std::vector<int32_t> in, tg;
   tokens(B * T, tiny().vocab_size, 8, in, tg);
-  GPT2<double> md(layout, B, T);
-  GPT2<float> mf(layout, B, T);
+  auto md = make_model<double>(layout, B, T);
+  auto mf = make_model<float>(layout, B, T);
   auto ad = wd.access();
   auto af = wf.access();
-  const double ld = md.forward(in.data(), tg.data(), ad);
-  const double lf = mf.forward(in.data(), tg.data(), af);
+  const double ld = md->forward(in.data(), tg.data(), ad);
+  const double lf = mf->forward(in.data(), tg.data(), af);
   EXPECT_NEAR(lf, ld, 1e-5 * std::fabs(ld));
-  md.backward(1.0 / (B * T), ad);
-  mf.backward(1.0f / (B * T), af);
+  md->backward(1.0 / (B * T), ad);
+  mf->backward(1.0f / (B * T), af);
   double num = 0, den = 0;
   for (size_t u = 0; u < wd.grads.size(); ++u)
     for (size_t i = 0; i < wd.grads[u].size(); ++i) {
@@ -131,16 +131,16 @@ TEST(GPT2, FloatAgreesWithDouble) {
 TEST(GPT2, AccumulatesGradientsAcrossMicroSteps) {
   const ParamLayout layout(tiny());
   const int B = 1, T = 4;
-  GPT2<double> model(layout, B, T);
+  auto model = make_model<double>(layout, B, T);
   Weights<double> w(layout, 11);
   std::vector<int32_t> in, tg;
   tokens(B * T, tiny().vocab_size, 12, in, tg);
   auto access = w.access();
-  model.forward(in.data(), tg.data(), access);
-  model.backward(1.0, access);
+  model->forward(in.data(), tg.data(), access);
+  model->backward(1.0, access);
   const auto once = w.grads;
-  model.forward(in.data(), tg.data(), access);
-  model.backward(1.0, access);
+  model->forward(in.data(), tg.data(), access);
+  model->backward(1.0, access);
   for (size_t u = 0; u < once.size(); ++u)
     for (size_t i = 0; i < once[u].size(); ++i) ASSERT_NEAR(w.grads[u][i], 2 * once[u][i], 1e-12 + 1e-9 * std::fabs(once[u][i]));
 }
@@ -185,10 +185,10 @@ TEST(GPT2, UsesUnitsInTheDocumentedOrder) {
     rec.p.emplace_back(layout.unit_numel(u), 0.01f);
     rec.g.emplace_back(layout.unit_numel(u), 0.0f);
   }
-  GPT2<float> model(layout, 1, 3);
+  auto model = make_model<float>(layout, 1, 3);
   std::vector<int32_t> in = {1, 2, 3}, tg = {2, 3, 4};
-  model.forward(in.data(), tg.data(), rec);
-  model.backward(1.0f, rec);
+  model->forward(in.data(), tg.data(), rec);
+  model->backward(1.0f, rec);
   const Pass F = Pass::kForward, B = Pass::kBackward;
   const std::vector<std::tuple<int, std::string, Pass>> want = {
       {0, "embed", F}, {1, "block", F}, {2, "block", F}, {0, "head", F},
@@ -234,7 +234,7 @@ TEST(GPT2, ActivationBytesMatchTheLedger) {
   const ParamLayout layout(tiny());
   const uint64_t before = MemoryLedger::global().live(MemCategory::kAct);
   {
-    GPT2<float> model(layout, 3, 7);
+    auto model = make_model<float>(layout, 3, 7);
     EXPECT_EQ(MemoryLedger::global().live(MemCategory::kAct) - before, model_activation_bytes(tiny(), 3, 7));
   }
   EXPECT_EQ(MemoryLedger::global().live(MemCategory::kAct), before);
@@ -242,7 +242,7 @@ TEST(GPT2, ActivationBytesMatchTheLedger) {
 
 TEST(GPT2, RejectsSequencesLongerThanTheContext) {
   const ParamLayout layout(tiny());
-  EXPECT_THROW(GPT2<float>(layout, 1, 9), UsageError);
+  EXPECT_THROW(make_model<float>(layout, 1, 9), UsageError);
 }
 
 TEST(GPT2, ActivationCheckpointingGivesBitwiseTheSameGradients) {
@@ -251,14 +251,15 @@ TEST(GPT2, ActivationCheckpointingGivesBitwiseTheSameGradients) {
   std::vector<int32_t> in, tg;
   tokens(B * T, tiny().vocab_size, 21, in, tg);
   Weights<float> plain(layout, 5), ckpt(layout, 5);
-  GPT2<float> m1(layout, B, T, false), m2(layout, B, T, true);
+  auto m1 = make_model<float>(layout, B, T, false);
+  auto m2 = make_model<float>(layout, B, T, true);
   auto a1 = plain.access();
   auto a2 = ckpt.access();
-  const double l1 = m1.forward(in.data(), tg.data(), a1);
-  const double l2 = m2.forward(in.data(), tg.data(), a2);
+  const double l1 = m1->forward(in.data(), tg.data(), a1);
+  const double l2 = m2->forward(in.data(), tg.data(), a2);
   EXPECT_EQ(l1, l2);
-  m1.backward(1.0f / (B * T), a1);
-  m2.backward(1.0f / (B * T), a2);
+  m1->backward(1.0f / (B * T), a1);
+  m2->backward(1.0f / (B * T), a2);
   for (size_t u = 0; u < plain.grads.size(); ++u)
     ASSERT_EQ(0, std::memcmp(plain.grads[u].data(), ckpt.grads[u].data(), plain.grads[u].size() * sizeof(float)))
         << "unit " << u;
@@ -266,7 +267,7 @@ TEST(GPT2, ActivationCheckpointingGivesBitwiseTheSameGradients) {
   EXPECT_LT(model_activation_bytes(tiny(), B, T, true), model_activation_bytes(tiny(), B, T, false));
   const uint64_t before = MemoryLedger::global().live(MemCategory::kAct);
   {
-    GPT2<float> m3(layout, 3, 7, true);
+    auto m3 = make_model<float>(layout, 3, 7, true);
     EXPECT_EQ(MemoryLedger::global().live(MemCategory::kAct) - before, model_activation_bytes(tiny(), 3, 7, true));
   }
 }

@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "model/layout.h"
-#include "model/llama.h"
 #include "model/model.h"
 
 using namespace zerodp;
@@ -125,13 +124,13 @@ TEST_P(LlamaGradient, BackwardMatchesFiniteDifferencesInDouble) {
   const LlamaConfig c = config_of(GetParam());
   const ParamLayout layout(c);
   const int B = 2, T = 5;
-  Llama<double> model(layout, B, T);
+  auto model = make_model<double>(layout, B, T);
   LlamaWeights<double> w(layout, 1);
   std::vector<int32_t> in, tg;
   random_tokens(B * T, c.vocab_size, 2, in, tg);
   auto access = w.access();
-  model.forward(in.data(), tg.data(), access);
-  model.backward(1.0 / (B * T), access);
+  model->forward(in.data(), tg.data(), access);
+  model->backward(1.0 / (B * T), access);
 
   // Every tensor, a few elements each: a missed gradient of any tensor fails.
   std::mt19937 rng(3);
@@ -143,9 +142,9 @@ TEST_P(LlamaGradient, BackwardMatchesFiniteDifferencesInDouble) {
       double& x = w.params[p.unit][i];
       const double keep = x;
       x = keep + h;
-      const double lp = model.forward(in.data(), tg.data(), access);
+      const double lp = model->forward(in.data(), tg.data(), access);
       x = keep - h;
-      const double lm = model.forward(in.data(), tg.data(), access);
+      const double lm = model->forward(in.data(), tg.data(), access);
       x = keep;
       const double numeric = (lp - lm) / (2 * h);
       const double analytic = w.grads[p.unit][i];
@@ -172,19 +171,19 @@ TEST(Llama, FloatAgreesWithDoubleAndCheckpointingChangesNoBit) {
   wc.copy_from(wf);
   std::vector<int32_t> in, tg;
   random_tokens(B * T, layout.config().vocab_size(), 8, in, tg);
-  Llama<double> md(layout, B, T);
-  Llama<float> mf(layout, B, T);
-  Llama<float> mc(layout, B, T, /*checkpointing=*/true);
+  auto md = make_model<double>(layout, B, T);
+  auto mf = make_model<float>(layout, B, T);
+  auto mc = make_model<float>(layout, B, T, /*checkpointing=*/true);
   auto ad = wd.access();
   auto af = wf.access();
   auto ac = wc.access();
-  const double ld = md.forward(in.data(), tg.data(), ad);
-  const double lf = mf.forward(in.data(), tg.data(), af);
+  const double ld = md->forward(in.data(), tg.data(), ad);
+  const double lf = mf->forward(in.data(), tg.data(), af);
   EXPECT_NEAR(lf, ld, 1e-5 * std::fabs(ld));
-  EXPECT_EQ(mc.forward(in.data(), tg.data(), ac), lf);
-  md.backward(1.0 / (B * T), ad);
-  mf.backward(1.0f / (B * T), af);
-  mc.backward(1.0f / (B * T), ac);
+  EXPECT_EQ(mc->forward(in.data(), tg.data(), ac), lf);
+  md->backward(1.0 / (B * T), ad);
+  mf->backward(1.0f / (B * T), af);
+  mc->backward(1.0f / (B * T), ac);
   double num = 0, den = 0;
   for (size_t u = 0; u < wd.grads.size(); ++u) {
     for (size_t i = 0; i < wd.grads[u].size(); ++i) {
@@ -209,18 +208,18 @@ TEST(Llama, SixteenBitComputeIsNearFloat) {
   wh.copy_from(wf);
   std::vector<int32_t> in, tg;
   random_tokens(B * T, layout.config().vocab_size(), 22, in, tg);
-  Llama<float> mf(layout, B, T);
-  Llama<bf16> mb(layout, B, T);
-  Llama<fp16> mh(layout, B, T);
+  auto mf = make_model<float>(layout, B, T);
+  auto mb = make_model<bf16>(layout, B, T);
+  auto mh = make_model<fp16>(layout, B, T);
   auto af = wf.access();
   auto ab = wb.access();
   auto ah = wh.access();
-  const double lf = mf.forward(in.data(), tg.data(), af);
-  EXPECT_NEAR(mb.forward(in.data(), tg.data(), ab), lf, 0.02 * lf);
-  EXPECT_NEAR(mh.forward(in.data(), tg.data(), ah), lf, 0.005 * lf);
-  mf.backward(1.0f / (B * T), af);
-  mb.backward(1.0f / (B * T), ab);
-  mh.backward(1.0f / (B * T), ah);
+  const double lf = mf->forward(in.data(), tg.data(), af);
+  EXPECT_NEAR(mb->forward(in.data(), tg.data(), ab), lf, 0.02 * lf);
+  EXPECT_NEAR(mh->forward(in.data(), tg.data(), ah), lf, 0.005 * lf);
+  mf->backward(1.0f / (B * T), af);
+  mb->backward(1.0f / (B * T), ab);
+  mh->backward(1.0f / (B * T), ah);
   auto relative = [&](const LlamaWeights<auto>& w) {
     double num = 0, den = 0;
     for (size_t u = 0; u < wf.grads.size(); ++u)
