@@ -1,7 +1,6 @@
 #include "plan/estimator.h"
 
 #include <algorithm>
-#include <deque>
 
 #include "comm/host_layout.h"
 #include "comm/reduction_staging.h"
@@ -17,6 +16,7 @@
 #include "zero/optimizer_swap.h"
 #include "zero/param_swap.h"
 #include "zero/reduction_buckets.h"
+#include "zero/reduction_plan.h"
 #include "zero/sharding.h"
 
 namespace zerodp::plan {
@@ -61,6 +61,18 @@ uint64_t staging_bytes(const PlanInput& in, const Units& u) {
   return std::max({reduction_staging_bytes(true, 2, DType::kF32, W), scatter_staging_bytes(in, u.s0),
                    scatter_staging_bytes(in, u.sb), scatter_staging_bytes(in, u.sh)});
 }
+
+// The bytes of the gradient reductions in flight, oldest retired as the engine's reducer retires them
+// (zero::InFlightWindow, zero::reductions_kept_in_flight).
+struct OpenReductions {
+  explicit OpenReductions(const PlanInput& in) : window(zero::reductions_kept_in_flight(in.zero)) {}
+  void launch(uint64_t held) {
+    bytes += held;
+    window.push(held, [this](uint64_t retired) { bytes -= retired; });
+  }
+  zero::InFlightWindow<uint64_t> window;
+  uint64_t bytes = 0;
+};
 
 // Stage 3's prefetch (zero::prefetch_after) from a read followed by `remaining` blocks still sharded,
 // with `live` elements gathered or in flight: how many it starts.
@@ -135,7 +147,7 @@ uint64_t keep_gathered_forward_bytes(const PlanInput& in, const Units& u, uint64
 // is unit 0, whose gradient stays open from the head's backward to the embedding's; an untied one
 // is a unit of its own, reduced as soon as its backward ends, before the blocks'.
 uint64_t transient_bytes_stages23(const PlanInput& in, const Units& u) {
-  const uint64_t p = dtype_size(in.precision.dtype), r = reduce_bytes(in);
+  const uint64_t p = dtype_size(in.precision.dtype);
   const uint64_t W = static_cast<uint64_t>(in.world);
   const uint64_t s3 = in.zero.stage == 3 ? 1 : 0;
   const bool untied = u.head_unit();
@@ -186,35 +198,26 @@ uint64_t transient_bytes_stages23(const PlanInput& in, const Units& u) {
   // Without overlap_comm each reduction is waited for as soon as it is launched, taking the staging
   // with it, and stage 3 prefetches nothing.
   const bool overlap = in.zero.overlap_comm;
-  const uint64_t in_flight = overlap ? u64(in.zero.max_reductions_in_flight) : 0;
-  std::deque<uint64_t> open;
-  uint64_t open_bytes = 0;
-  auto retire_beyond_limit = [&](uint64_t bytes) {
-    open.push_back(bytes);
-    open_bytes += bytes;
-    if (open.size() > in_flight) {
-      open_bytes -= open.front();
-      open.pop_front();
-    }
-  };
+  OpenReductions open(in);
+  const uint64_t& open_bytes = open.bytes;
+  const DType gdt = in.precision.grad_store_dtype(), rdt = in.precision.grad_reduce_dtype();
   uint64_t peak = 0;
   const int64_t steps = per_unit ? std::min<int64_t>(in.accum, in.zero.max_reductions_in_flight + 1) : 1;
   for (int64_t g = 0; g < steps; ++g) {
-    // A reduction holds the unit to send (the fp32 gradient, in `gathered`, or its conversion, in
-    // `comm`) and the shard to receive, except that the first micro-step's sum lands straight in the
-    // gradient shard when it is kept in the reduction dtype (zero until then: written, not added).
-    const bool in_place = g == 0 && r == grad_bytes(in);
-    auto reduction_of = [&](uint64_t P, uint64_t S) { return (P + (in_place ? 0 : S)) * r; };
+    // The buffers a unit's reduction holds (zero::micro_step_reduce_scatter_buffers).
+    auto buffers_of = [&](uint64_t P, uint64_t S) {
+      return zero::micro_step_reduce_scatter_buffers(P, S, g == 0, gdt, rdt);
+    };
     uint64_t issued_stg = g > 0 && overlap ? stg : 0;  // the staging, as large as the reductions issued
     // A unit's backward has ended: its gradient (P elements, shard S) is launched as one more
     // reduction beside `rest` (converted beside it first when reduced in 16 bits), the oldest
     // retired if that makes one too many.
     auto launch = [&](uint64_t rest, uint64_t P, uint64_t S) {
+      const zero::ReductionBuffers b = buffers_of(P, S);
       const uint64_t before = issued_stg;
       issued_stg = std::max(issued_stg, scatter_staging_bytes(in, S));
-      if (r != 4) peak = std::max(peak, rest + (4 + r) * P + before);
-      peak = std::max(peak, rest + reduction_of(P, S) + issued_stg);
-      retire_beyond_limit(reduction_of(P, S));
+      peak = std::max({peak, rest + b.converting + before, rest + b.held() + issued_stg});
+      open.launch(b.held());
       if (!overlap) issued_stg = 0;
     };
     // The forward holds the same reductions and staging beside at most the parameters the head's
@@ -239,10 +242,10 @@ uint64_t transient_bytes_stages23(const PlanInput& in, const Units& u) {
     if (per_unit) {
       // When it ends, unit 0's gradient is launched last, with the staging grown to the largest
       // reduction of the step.
-      if (r != 4) peak = std::max(peak, open_bytes + (4 + r) * u.p0 + issued_stg);
+      const zero::ReductionBuffers b = buffers_of(u.p0, u.s0);
       const uint64_t unit0_stg = overlap ? stg : scatter_staging_bytes(in, u.s0);
-      peak = std::max(peak, open_bytes + reduction_of(u.p0, u.s0) + unit0_stg);
-      retire_beyond_limit(reduction_of(u.p0, u.s0));
+      peak = std::max({peak, open_bytes + b.converting + issued_stg, open_bytes + b.held() + unit0_stg});
+      open.launch(b.held());
     }
   }
   return peak;
@@ -261,7 +264,7 @@ uint64_t transient_bytes_stages23(const PlanInput& in, const Units& u) {
 // conversion buffers exist, and held until the last reduction issued is waited for: through the
 // rest of the backward.
 uint64_t transient_bytes_stages01(const PlanInput& in, const Units& u) {
-  const uint64_t W = static_cast<uint64_t>(in.world), r = reduce_bytes(in);
+  const uint64_t W = static_cast<uint64_t>(in.world);
   // A unit's fp32 gradient is a working buffer (`gathered`) unless the backward accumulates straight
   // into fp32 storage; it is freed once added into the store, before the unit's reduction is launched.
   const bool work_grad = !(in.precision.dtype == DType::kF32 || in.precision.accumulates_in_fp32());
@@ -279,23 +282,17 @@ uint64_t transient_bytes_stages01(const PlanInput& in, const Units& u) {
   uint64_t peak = 0;
   for (uint64_t k = 0; k < units; ++k) peak = std::max(peak, working(k));
   if (W <= 1) return peak;
-  const bool convert = r != grad_bytes(in);
-  std::deque<uint64_t> open;  // conversion bytes of the reductions in flight, oldest first
+  const DType gdt = in.precision.grad_store_dtype(), rdt = in.precision.grad_reduce_dtype();
   // Without overlap_comm each reduction is waited for as soon as it is launched: none stays in flight,
   // and the staging goes with it (the last one issued has been waited for).
   const bool overlap = in.zero.overlap_comm;
-  const uint64_t in_flight = overlap ? u64(in.zero.max_reductions_in_flight) : 0;
-  uint64_t open_bytes = 0, stg = 0;
+  OpenReductions open(in);
+  uint64_t stg = 0;
   // `rest`: what else is live when the reduction is launched (the held gradient while others are).
-  auto launch = [&](uint64_t rest, uint64_t bytes, uint64_t staging) {
+  auto launch = [&](uint64_t rest, const zero::ReductionBuffers& b, uint64_t staging) {
     stg = std::max(stg, staging);
-    peak = std::max(peak, rest + open_bytes + bytes + stg);
-    open.push_back(bytes);
-    open_bytes += bytes;
-    if (open.size() > in_flight) {
-      open_bytes -= open.front();
-      open.pop_front();
-    }
+    peak = std::max(peak, rest + open.bytes + b.held() + stg);
+    open.launch(b.held());
     if (!overlap) stg = 0;
   };
   // Stage 0: each bucket's all-reduce is launched once its lowest unit is stored (zero/reduction_buckets.h).
@@ -308,12 +305,13 @@ uint64_t transient_bytes_stages01(const PlanInput& in, const Units& u) {
   }
   for (uint64_t k = units; k-- > 0;) {
     const uint64_t P = padded(k), S = shard(k);
-    peak = std::max(peak, working(k) + open_bytes + stg);
+    peak = std::max(peak, working(k) + open.bytes + stg);
     const uint64_t rest = k > 0 ? held : 0;
     if (in.zero.stage == 1) {
-      launch(rest, convert ? (P + S) * r : 0, scatter_staging_bytes(in, S));
+      launch(rest, zero::stored_unit_reduce_scatter_buffers(P, S, gdt, rdt), scatter_staging_bytes(in, S));
     } else if (const uint64_t bucket = closes[k]; bucket > 0) {
-      launch(rest, convert ? bucket * r : 0, reduction_staging_bytes(true, bucket, reduce_dtype(in), W));
+      launch(rest, zero::bucket_all_reduce_buffers(bucket, gdt, rdt),
+             reduction_staging_bytes(true, bucket, rdt, W));
     }
   }
   return peak;

@@ -61,11 +61,9 @@ inline Units units_of(const model::ModelConfig& g, uint64_t W) {
   return u;
 }
 
-inline uint64_t grad_bytes(const PlanInput& in) {
-  return in.precision.dtype == DType::kF32 || in.precision.accumulates_in_fp32() ? 4 : dtype_size(in.precision.dtype);
-}
-// The dtype gradients travel in, the same at every stage: the compute dtype's, or fp32 when asked.
-inline DType reduce_dtype(const PlanInput& in) { return in.precision.reduces_in_fp32() ? DType::kF32 : in.precision.dtype; }
+// The stored gradient's bytes an element, and the dtype gradients travel in (zero/settings.h).
+inline uint64_t grad_bytes(const PlanInput& in) { return dtype_size(in.precision.grad_store_dtype()); }
+inline DType reduce_dtype(const PlanInput& in) { return in.precision.grad_reduce_dtype(); }
 inline uint64_t reduce_bytes(const PlanInput& in) { return dtype_size(reduce_dtype(in)); }
 
 // ZeRO++ at the stages it applies to (zero/settings.h): qwZ and hpZ at stage 3, qgZ at stages 2-3.

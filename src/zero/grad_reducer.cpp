@@ -5,7 +5,13 @@ namespace zerodp::zero {
 
 GradReducer::GradReducer(ModelStates& states, comm::Communicator& comm, comm::Communicator* replicas,
                          const EngineConfig& config, CommClock& clock)
-    : states_(states), comm_(comm), replicas_(replicas), cfg_(config), clock_(clock), rdt_(config.precision.grad_reduce_dtype()) {
+    : states_(states),
+      comm_(comm),
+      replicas_(replicas),
+      cfg_(config),
+      clock_(clock),
+      rdt_(config.precision.grad_reduce_dtype()),
+      pending_(reductions_kept_in_flight(config.zero)) {
   if (states_.stage() == 0) plan_buckets();
 }
 
@@ -43,11 +49,12 @@ void GradReducer::launch_bucket(int b) {
   const DType gdt = states_.grad_dtype(), rdt = rdt_;
   const size_t count = states_.unit(hi).offset + states_.unit(hi).padded - states_.unit(lo).offset;
   char* data = states_.grad_at(lo, 0);  // the bucket's units are adjacent in the whole gradient
+  const ReductionBuffers need = bucket_all_reduce_buffers(count, gdt, rdt);
   Pending p;
-  if (rdt == gdt) {
+  if (need.send == 0) {
     p.work = comm_.all_reduce_async(data, count, gdt, comm::ReduceOp::kSum);
   } else {
-    p.send = cfg_.dev().allocate(count * dtype_size(rdt), MemCategory::kComm);
+    p.send = cfg_.dev().allocate(need.send, MemCategory::kComm);
     device::Device* dev = &cfg_.dev();
     dev->convert(data, gdt, p.send.data(), rdt, count);
     p.work = comm_.all_reduce_async(p.send.data(), count, rdt, comm::ReduceOp::kSum);
@@ -63,12 +70,13 @@ void GradReducer::launch_reduce_scatter_in_place(int u) {
   const DType gdt = states_.grad_dtype(), rdt = rdt_;
   char* data = states_.grad_at(u, 0);
   char* own = states_.grad_shard(u);
+  const ReductionBuffers need = stored_unit_reduce_scatter_buffers(s.padded, s.shard, gdt, rdt);
   Pending p;
-  if (rdt == gdt) {
+  if (need.send == 0) {
     p.work = comm_.reduce_scatter_async(data, own, s.shard, gdt, comm::ReduceOp::kSum);
   } else {
-    p.send = cfg_.dev().allocate(s.padded * dtype_size(rdt), MemCategory::kComm);
-    p.recv = cfg_.dev().allocate(s.shard * dtype_size(rdt), MemCategory::kComm);
+    p.send = cfg_.dev().allocate(need.send, MemCategory::kComm);
+    p.recv = cfg_.dev().allocate(need.recv, MemCategory::kComm);
     device::Device* dev = &cfg_.dev();
     dev->convert(data, gdt, p.send.data(), rdt, s.padded);
     p.work = comm_.reduce_scatter_async(p.send.data(), p.recv.data(), s.shard, rdt, comm::ReduceOp::kSum);
@@ -97,11 +105,12 @@ void GradReducer::reduce_to_shard(int u, Buffer grad) {
     }
     return;
   }
+  const ReductionBuffers need = micro_step_reduce_scatter_buffers(s.padded, s.shard, write, gdt, rdt);
   Pending p;
   if (rdt == DType::kF32) {
     p.send = std::move(grad);
   } else {
-    p.send = dev->allocate(s.padded * dtype_size(rdt), MemCategory::kComm);
+    p.send = dev->allocate(need.send, MemCategory::kComm);
     dev->convert(grad.data(), DType::kF32, p.send.data(), rdt, s.padded);
     grad.release();
   }
@@ -112,10 +121,10 @@ void GradReducer::reduce_to_shard(int u, Buffer grad) {
                ? comm_.reduce_scatter_quantized_async(send, recv, n, rdt, comm::ReduceOp::kSum)
                : comm_.reduce_scatter_async(send, recv, n, rdt, comm::ReduceOp::kSum);
   };
-  if (write && rdt == gdt) {
+  if (need.recv == 0) {
     p.work = reduce_scatter(p.send.data(), dst);
   } else {
-    p.recv = dev->allocate(n * dtype_size(rdt), MemCategory::kComm);
+    p.recv = dev->allocate(need.recv, MemCategory::kComm);
     p.work = reduce_scatter(p.send.data(), p.recv.data());
     void* recv = p.recv.data();
     if (write) {
@@ -128,22 +137,16 @@ void GradReducer::reduce_to_shard(int u, Buffer grad) {
 }
 
 void GradReducer::push(Pending p) {
-  pending_.push_back(std::move(p));
-  // Without overlap every reduction is waited for at once; with it, a few stay in flight while the
-  // backward goes on (bounded, since each holds a unit-sized buffer).
-  const size_t limit = cfg_.zero.overlap_comm ? static_cast<size_t>(cfg_.zero.max_reductions_in_flight) : 0;
-  while (pending_.size() > limit) complete_oldest();
+  pending_.push(std::move(p), [this](Pending& oldest) { complete(oldest); });
 }
 
-void GradReducer::complete_oldest() {
-  Pending p = std::move(pending_.front());
-  pending_.pop_front();
+void GradReducer::complete(Pending& p) {
   clock_.wait(p.work);
   if (p.on_done) p.on_done();
 }
 
 void GradReducer::complete_all() {
-  while (!pending_.empty()) complete_oldest();
+  pending_.drain([this](Pending& oldest) { complete(oldest); });
   if (last_micro_) reduce_across_groups();
 }
 

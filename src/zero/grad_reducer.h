@@ -11,11 +11,11 @@
 // Stages 0-1 reduce once per optimizer step (after the last micro-step), stages 2-3 every
 // micro-step. With hybrid sharding (`replicas`: the ranks holding the same shard in the other
 // groups) the reductions above run within the rank's group, and complete_all() then sums the rank's
-// shard of the gradient across the groups, unit by unit: the group's sums added in group order. With overlap_comm up to three reductions stay in flight while the backward goes on;
-// reductions in another dtype than the stored gradient go through conversion buffers (comm).
+// shard of the gradient across the groups, unit by unit: the group's sums added in group order. The
+// buffers each reduction holds and how many stay in flight while the backward goes on are
+// zero/reduction_plan.h's rules.
 #pragma once
 
-#include <deque>
 #include <functional>
 #include <utility>
 #include <vector>
@@ -26,6 +26,7 @@
 #include "zero/engine_config.h"
 #include "zero/model_states.h"
 #include "zero/reduction_buckets.h"
+#include "zero/reduction_plan.h"
 
 namespace zerodp::zero {
 
@@ -62,7 +63,7 @@ class GradReducer {
   void launch_bucket(int b);
   void launch_reduce_scatter_in_place(int u);
   void push(Pending p);
-  void complete_oldest();
+  void complete(Pending& p);
   void reduce_across_groups();
 
   ModelStates& states_;
@@ -72,7 +73,7 @@ class GradReducer {
   CommClock& clock_;
   const DType rdt_;  // the reduction dtype
   bool first_micro_ = true, last_micro_ = false;
-  std::deque<Pending> pending_;
+  InFlightWindow<Pending> pending_;
   // Stage 0 buckets: contiguous unit ranges [lo, hi] in backward order.
   std::vector<std::pair<int, int>> buckets_;
   std::vector<int> unit_bucket_, bucket_left_;

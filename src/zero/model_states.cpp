@@ -13,7 +13,7 @@ ModelStates::ModelStates(const model::ParamLayout& l, const ShardLayout& s, cons
       dev_(cfg.dev()),
       stage_(cfg.zero.stage),
       param_dtype_(cfg.precision.dtype),
-      grad_dtype_(cfg.precision.fp32_grad_accum || param_dtype_ == DType::kF32 ? DType::kF32 : param_dtype_),
+      grad_dtype_(cfg.precision.grad_store_dtype()),
       mixed_(param_dtype_ != DType::kF32),
       offload_(cfg.zero.offload_optimizer != Offload::kNone),
       has_master_(mixed_ || offload_),

@@ -109,6 +109,8 @@ struct PrecisionSettings {
   LossScaleConfig loss_scale;  // fp16's (DeepSpeed's fp16 section); other dtypes never scale
 
   DType grad_reduce_dtype() const { return reduce_dtype.value_or(dtype); }
+  // The dtype of the gradient kept across micro-steps: fp32 when computing in it or accumulating in it.
+  DType grad_store_dtype() const { return dtype == DType::kF32 || fp32_grad_accum ? DType::kF32 : dtype; }
   bool accumulates_in_fp32() const { return dtype != DType::kF32 && fp32_grad_accum; }
   bool reduces_in_fp32() const { return dtype != DType::kF32 && grad_reduce_dtype() == DType::kF32; }
   bool scales_loss() const { return dtype == DType::kF16; }
