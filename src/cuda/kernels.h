@@ -6,6 +6,8 @@
 //
 // Conventions:
 //   - every launcher enqueues on `stream` and checks the launch (cudaGetLastError, ZDP_CUDA_CHECK);
+//   - a launcher templated on P takes the parameters' type: float, bf16 or fp16, each instantiated in
+//     its .cu file (so are llama_kernels.h's; head RMSNorm's in the 16-bit types only);
 //   - 16-bit values are computed in fp32 and rounded once, to nearest even, exactly as core/dtype.h
 //     rounds (NaNs included);
 //   - every reduction has a fixed order: the results are bitwise the same run to run (no float
@@ -27,11 +29,8 @@ namespace zerodp::cuda {
 
 // ---- encoder (kernels/encoder.h) ----------------------------------------------------------------
 // out[b,t,:] = wte[inp[b,t],:] + wpe[t,:] (fp32 out; tables in fp32 or 16 bits).
-void encoder_forward(float* out, const int32_t* inp, const float* wte, const float* wpe, int B, int T, int C,
-                     cudaStream_t stream);
-void encoder_forward(float* out, const int32_t* inp, const bf16* wte, const bf16* wpe, int B, int T, int C,
-                     cudaStream_t stream);
-void encoder_forward(float* out, const int32_t* inp, const fp16* wte, const fp16* wpe, int B, int T, int C,
+template <class P>
+void encoder_forward(float* out, const int32_t* inp, const P* wte, const P* wpe, int B, int T, int C,
                      cudaStream_t stream);
 // dwte[v,:] += Σ_{inp[b,t]=v} dout[b,t,:] ; dwpe[t,:] += Σ_b dout[b,t,:], each summed in (b, t) order:
 // bitwise the CPU's encoder_backward. Tokens must lie in [0, V) of dwte (the data layer checks).
@@ -40,50 +39,35 @@ void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t
 // The token embedding alone (the Llama family's: positions enter through RoPE) over N rows:
 // out[n,:] = wte[inp[n],:] (fp32 out) ; dwte[v,:] += Σ_{inp[n]=v} dout[n,:] summed in row order, the
 // kernel encoder_backward's dwte is: bitwise the CPU's embedding_backward.
-void embedding_forward(float* out, const int32_t* inp, const float* wte, int N, int C, cudaStream_t stream);
-void embedding_forward(float* out, const int32_t* inp, const bf16* wte, int N, int C, cudaStream_t stream);
-void embedding_forward(float* out, const int32_t* inp, const fp16* wte, int N, int C, cudaStream_t stream);
+template <class P>
+void embedding_forward(float* out, const int32_t* inp, const P* wte, int N, int C, cudaStream_t stream);
 void embedding_backward(float* dwte, const float* dout, const int32_t* inp, int N, int C, cudaStream_t stream);
 
 // ---- LayerNorm (kernels/layernorm.h) -----------------------------------------------------------------
 // inp [N,C] fp32; out [N,C] in the parameters' type; mean, rstd [N] fp32.
-void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
-                       const float* bias, int N, int C, cudaStream_t stream);
-void layernorm_forward(bf16* out, float* mean, float* rstd, const float* inp, const bf16* weight, const bf16* bias,
-                       int N, int C, cudaStream_t stream);
-void layernorm_forward(fp16* out, float* mean, float* rstd, const float* inp, const fp16* weight, const fp16* bias,
-                       int N, int C, cudaStream_t stream);
+template <class P>
+void layernorm_forward(P* out, float* mean, float* rstd, const float* inp, const P* weight, const P* bias, int N, int C,
+                       cudaStream_t stream);
 // Accumulates into dinp [N,C], dweight, dbias [C] (deterministic column sums over `scratch`).
 size_t layernorm_backward_scratch_floats(int N, int C);
-void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                        const float* weight, const float* mean, const float* rstd, int N, int C, float* scratch,
-                        cudaStream_t stream);
-void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                        const bf16* weight, const float* mean, const float* rstd, int N, int C, float* scratch,
-                        cudaStream_t stream);
-void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                        const fp16* weight, const float* mean, const float* rstd, int N, int C, float* scratch,
-                        cudaStream_t stream);
+template <class P>
+void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const P* weight,
+                        const float* mean, const float* rstd, int N, int C, float* scratch, cudaStream_t stream);
 
 // ---- GELU, tanh approximation (kernels/gelu.h) -------------------------------------------------------
-void gelu_forward(float* out, const float* inp, size_t n, cudaStream_t stream);
-void gelu_forward(bf16* out, const bf16* inp, size_t n, cudaStream_t stream);
-void gelu_forward(fp16* out, const fp16* inp, size_t n, cudaStream_t stream);
+template <class P>
+void gelu_forward(P* out, const P* inp, size_t n, cudaStream_t stream);
 // dinp = gelu'(inp)·dout (writes; dinp may alias dout).
-void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n, cudaStream_t stream);
-void gelu_backward(float* dinp, const bf16* inp, const float* dout, size_t n, cudaStream_t stream);
-void gelu_backward(float* dinp, const fp16* inp, const float* dout, size_t n, cudaStream_t stream);
+template <class P>
+void gelu_backward(float* dinp, const P* inp, const float* dout, size_t n, cudaStream_t stream);
 // The elementwise part of gelu_linear_backward, fused with the bias gradient: over pre, dout [N,OC],
 //   dpre = gelu'(pre)·dout ;  dbias[c] += Σ_r dpre[r,c]   (fp32 sums, deterministic)
 // fp32: dpre written in fp32 (may alias dout). 16-bit: dpre16 = round(dpre) (the GEMM operand) and
 // the sums are of the unrounded values (kernels::gelu_round_bias_backward).
 size_t gelu_bias_backward_scratch_floats(int N, int OC);
-void gelu_bias_backward(float* dpre, float* dbias, const float* pre, const float* dout, int N, int OC,
-                        float* scratch, cudaStream_t stream);
-void gelu_bias_backward(bf16* dpre16, float* dbias, const bf16* pre, const float* dout, int N, int OC,
-                        float* scratch, cudaStream_t stream);
-void gelu_bias_backward(fp16* dpre16, float* dbias, const fp16* pre, const float* dout, int N, int OC,
-                        float* scratch, cudaStream_t stream);
+template <class P>
+void gelu_bias_backward(P* dpre16, float* dbias, const P* pre, const float* dout, int N, int OC, float* scratch,
+                        cudaStream_t stream);
 
 // ---- residual (kernels/residual.h) -------------------------------------------------------------------
 void residual_forward(float* out, const float* a, const float* b, size_t n, cudaStream_t stream);  // may alias
@@ -101,9 +85,8 @@ void softmax_crossentropy_backward(float* dlogits, const float* probs, const int
 
 // ---- bias (kernels/matmul.h's linear layer, where cuBLASLt's epilogues do not fit) ----------------
 // out[r,c] += bias[c] (fp32 out, 16-bit or fp32 bias): one fp32 addition, the CPU's.
-void bias_add_rows(float* out, const float* bias, int N, int OC, cudaStream_t stream);
-void bias_add_rows(float* out, const bf16* bias, int N, int OC, cudaStream_t stream);
-void bias_add_rows(float* out, const fp16* bias, int N, int OC, cudaStream_t stream);
+template <class P>
+void bias_add_rows(float* out, const P* bias, int N, int OC, cudaStream_t stream);
 // dbias[c] += Σ_r dout[r,c] (deterministic column sums over `scratch`, as LayerNorm's: not the CPU's
 // row-order bits).
 size_t bias_backward_scratch_floats(int N, int OC);

@@ -42,13 +42,8 @@ void launch_bias_add(float* out, const B* bias, int N, int OC, cudaStream_t stre
 
 }  // namespace
 
-void bias_add_rows(float* out, const float* bias, int N, int OC, cudaStream_t stream) {
-  launch_bias_add(out, bias, N, OC, stream);
-}
-void bias_add_rows(float* out, const bf16* bias, int N, int OC, cudaStream_t stream) {
-  launch_bias_add(out, bias, N, OC, stream);
-}
-void bias_add_rows(float* out, const fp16* bias, int N, int OC, cudaStream_t stream) {
+template <class P>
+void bias_add_rows(float* out, const P* bias, int N, int OC, cudaStream_t stream) {
   launch_bias_add(out, bias, N, OC, stream);
 }
 
@@ -58,5 +53,8 @@ void bias_backward(float* dbias, const float* dout, int N, int OC, float* scratc
   if (OC <= 0 || N <= 0) return;
   detail::column_sum(dbias, N, OC, DoutTerm{dout, OC}, scratch, stream);
 }
+
+#define ZDP_BIAS(P) template void bias_add_rows(float*, const P*, int, int, cudaStream_t);
+ZDP_BIAS(float) ZDP_BIAS(bf16) ZDP_BIAS(fp16)
 
 }  // namespace zerodp::cuda

@@ -104,26 +104,14 @@ void launch_wte_backward(float* dwte, const float* dout, const int32_t* inp, int
 
 }  // namespace
 
-void encoder_forward(float* out, const int32_t* inp, const float* wte, const float* wpe, int B, int T, int C,
-                     cudaStream_t stream) {
-  encoder_forward_impl(out, inp, wte, wpe, B, T, C, stream);
-}
-void encoder_forward(float* out, const int32_t* inp, const bf16* wte, const bf16* wpe, int B, int T, int C,
-                     cudaStream_t stream) {
-  encoder_forward_impl(out, inp, wte, wpe, B, T, C, stream);
-}
-void encoder_forward(float* out, const int32_t* inp, const fp16* wte, const fp16* wpe, int B, int T, int C,
+template <class P>
+void encoder_forward(float* out, const int32_t* inp, const P* wte, const P* wpe, int B, int T, int C,
                      cudaStream_t stream) {
   encoder_forward_impl(out, inp, wte, wpe, B, T, C, stream);
 }
 
-void embedding_forward(float* out, const int32_t* inp, const float* wte, int N, int C, cudaStream_t stream) {
-  embedding_forward_impl(out, inp, wte, N, C, stream);
-}
-void embedding_forward(float* out, const int32_t* inp, const bf16* wte, int N, int C, cudaStream_t stream) {
-  embedding_forward_impl(out, inp, wte, N, C, stream);
-}
-void embedding_forward(float* out, const int32_t* inp, const fp16* wte, int N, int C, cudaStream_t stream) {
+template <class P>
+void embedding_forward(float* out, const int32_t* inp, const P* wte, int N, int C, cudaStream_t stream) {
   embedding_forward_impl(out, inp, wte, N, C, stream);
 }
 
@@ -141,5 +129,10 @@ void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t
                                                                                                   C);
   ZDP_CUDA_CHECK(cudaGetLastError());
 }
+
+#define ZDP_ENCODER(P)                                                                                    \
+  template void encoder_forward(float*, const int32_t*, const P*, const P*, int, int, int, cudaStream_t); \
+  template void embedding_forward(float*, const int32_t*, const P*, int, int, cudaStream_t);
+ZDP_ENCODER(float) ZDP_ENCODER(bf16) ZDP_ENCODER(fp16)
 
 }  // namespace zerodp::cuda

@@ -97,35 +97,28 @@ void gelu_bias_backward_impl(O* dpre, float* dbias, const I* pre, const float* d
 
 }  // namespace
 
-void gelu_forward(float* out, const float* inp, size_t n, cudaStream_t stream) {
+template <class P>
+void gelu_forward(P* out, const P* inp, size_t n, cudaStream_t stream) {
   gelu_forward_impl(out, inp, n, stream);
 }
-void gelu_forward(bf16* out, const bf16* inp, size_t n, cudaStream_t stream) { gelu_forward_impl(out, inp, n, stream); }
-void gelu_forward(fp16* out, const fp16* inp, size_t n, cudaStream_t stream) { gelu_forward_impl(out, inp, n, stream); }
 
-void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n, cudaStream_t stream) {
-  gelu_backward_impl(dinp, inp, dout, n, stream);
-}
-void gelu_backward(float* dinp, const bf16* inp, const float* dout, size_t n, cudaStream_t stream) {
-  gelu_backward_impl(dinp, inp, dout, n, stream);
-}
-void gelu_backward(float* dinp, const fp16* inp, const float* dout, size_t n, cudaStream_t stream) {
+template <class P>
+void gelu_backward(float* dinp, const P* inp, const float* dout, size_t n, cudaStream_t stream) {
   gelu_backward_impl(dinp, inp, dout, n, stream);
 }
 
 size_t gelu_bias_backward_scratch_floats(int N, int OC) { return tl::column_partials(N, OC); }
 
-void gelu_bias_backward(float* dpre, float* dbias, const float* pre, const float* dout, int N, int OC,
-                        float* scratch, cudaStream_t stream) {
-  gelu_bias_backward_impl(dpre, dbias, pre, dout, N, OC, scratch, stream);
-}
-void gelu_bias_backward(bf16* dpre16, float* dbias, const bf16* pre, const float* dout, int N, int OC,
-                        float* scratch, cudaStream_t stream) {
+template <class P>
+void gelu_bias_backward(P* dpre16, float* dbias, const P* pre, const float* dout, int N, int OC, float* scratch,
+                        cudaStream_t stream) {
   gelu_bias_backward_impl(dpre16, dbias, pre, dout, N, OC, scratch, stream);
 }
-void gelu_bias_backward(fp16* dpre16, float* dbias, const fp16* pre, const float* dout, int N, int OC,
-                        float* scratch, cudaStream_t stream) {
-  gelu_bias_backward_impl(dpre16, dbias, pre, dout, N, OC, scratch, stream);
-}
+
+#define ZDP_GELU(P)                                                                  \
+  template void gelu_forward(P*, const P*, size_t, cudaStream_t);                    \
+  template void gelu_backward(float*, const P*, const float*, size_t, cudaStream_t); \
+  template void gelu_bias_backward(P*, float*, const P*, const float*, int, int, float*, cudaStream_t);
+ZDP_GELU(float) ZDP_GELU(bf16) ZDP_GELU(fp16)
 
 }  // namespace zerodp::cuda

@@ -293,32 +293,15 @@ void head_backward_impl(float* dx, float* dweight, const P* saved, const float* 
 
 size_t layernorm_backward_scratch_floats(int N, int C) { return 2 * tl::column_partials(N, C); }
 
-void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
-                       const float* bias, int N, int C, cudaStream_t stream) {
-  layernorm_forward_impl(out, mean, rstd, inp, weight, bias, N, C, stream);
-}
-void layernorm_forward(bf16* out, float* mean, float* rstd, const float* inp, const bf16* weight, const bf16* bias,
-                       int N, int C, cudaStream_t stream) {
-  layernorm_forward_impl(out, mean, rstd, inp, weight, bias, N, C, stream);
-}
-void layernorm_forward(fp16* out, float* mean, float* rstd, const float* inp, const fp16* weight, const fp16* bias,
-                       int N, int C, cudaStream_t stream) {
+template <class P>
+void layernorm_forward(P* out, float* mean, float* rstd, const float* inp, const P* weight, const P* bias, int N, int C,
+                       cudaStream_t stream) {
   layernorm_forward_impl(out, mean, rstd, inp, weight, bias, N, C, stream);
 }
 
-void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                        const float* weight, const float* mean, const float* rstd, int N, int C, float* scratch,
-                        cudaStream_t stream) {
-  layernorm_backward_impl(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C, scratch, stream);
-}
-void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                        const bf16* weight, const float* mean, const float* rstd, int N, int C, float* scratch,
-                        cudaStream_t stream) {
-  layernorm_backward_impl(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C, scratch, stream);
-}
-void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                        const fp16* weight, const float* mean, const float* rstd, int N, int C, float* scratch,
-                        cudaStream_t stream) {
+template <class P>
+void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const P* weight,
+                        const float* mean, const float* rstd, int N, int C, float* scratch, cudaStream_t stream) {
   layernorm_backward_impl(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C, scratch, stream);
 }
 
@@ -327,47 +310,43 @@ size_t head_rmsnorm_backward_scratch_floats(int N, int heads, int D) {
   return tl::column_partials(static_cast<int64_t>(N) * heads, D);
 }
 
-void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int N, int C, float eps,
-                     cudaStream_t stream) {
-  forward_impl(out, rstd, inp, weight, N, C, eps, stream);
-}
-void rmsnorm_forward(bf16* out, float* rstd, const float* inp, const bf16* weight, int N, int C, float eps,
-                     cudaStream_t stream) {
-  forward_impl(out, rstd, inp, weight, N, C, eps, stream);
-}
-void rmsnorm_forward(fp16* out, float* rstd, const float* inp, const fp16* weight, int N, int C, float eps,
+template <class P>
+void rmsnorm_forward(P* out, float* rstd, const float* inp, const P* weight, int N, int C, float eps,
                      cudaStream_t stream) {
   forward_impl(out, rstd, inp, weight, N, C, eps, stream);
 }
 
-void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
-                      const float* rstd, int N, int C, float* scratch, cudaStream_t stream) {
-  backward_impl(dinp, dweight, dout, inp, weight, rstd, N, C, scratch, stream);
-}
-void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const bf16* weight,
-                      const float* rstd, int N, int C, float* scratch, cudaStream_t stream) {
-  backward_impl(dinp, dweight, dout, inp, weight, rstd, N, C, scratch, stream);
-}
-void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const fp16* weight,
+template <class P>
+void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const P* weight,
                       const float* rstd, int N, int C, float* scratch, cudaStream_t stream) {
   backward_impl(dinp, dweight, dout, inp, weight, rstd, N, C, scratch, stream);
 }
 
-void head_rmsnorm_forward(bf16* x, bf16* saved, float* rstd, const bf16* weight, int N, int heads, int D,
-                          int64_t stride, float eps, cudaStream_t stream) {
+template <class P>
+void head_rmsnorm_forward(P* x, P* saved, float* rstd, const P* weight, int N, int heads, int D, int64_t stride,
+                          float eps, cudaStream_t stream) {
   head_forward_impl(x, saved, rstd, weight, N, heads, D, stride, eps, stream);
 }
-void head_rmsnorm_forward(fp16* x, fp16* saved, float* rstd, const fp16* weight, int N, int heads, int D,
-                          int64_t stride, float eps, cudaStream_t stream) {
-  head_forward_impl(x, saved, rstd, weight, N, heads, D, stride, eps, stream);
-}
-void head_rmsnorm_backward(float* dx, float* dweight, const bf16* saved, const float* rstd, const bf16* weight, int N,
+template <class P>
+void head_rmsnorm_backward(float* dx, float* dweight, const P* saved, const float* rstd, const P* weight, int N,
                            int heads, int D, int64_t stride, float* scratch, cudaStream_t stream) {
   head_backward_impl(dx, dweight, saved, rstd, weight, N, heads, D, stride, scratch, stream);
 }
-void head_rmsnorm_backward(float* dx, float* dweight, const fp16* saved, const float* rstd, const fp16* weight, int N,
-                           int heads, int D, int64_t stride, float* scratch, cudaStream_t stream) {
-  head_backward_impl(dx, dweight, saved, rstd, weight, N, heads, D, stride, scratch, stream);
-}
+
+#define ZDP_NORMS(P)                                                                                                   \
+  template void layernorm_forward(P*, float*, float*, const float*, const P*, const P*, int, int, cudaStream_t);       \
+  template void layernorm_backward(float*, float*, float*, const float*, const float*, const P*, const float*,         \
+                                   const float*, int, int, float*, cudaStream_t);                                      \
+  template void rmsnorm_forward(P*, float*, const float*, const P*, int, int, float, cudaStream_t);                    \
+  template void rmsnorm_backward(float*, float*, const float*, const float*, const P*, const float*, int, int, float*, \
+                                 cudaStream_t);
+ZDP_NORMS(float)
+ZDP_NORMS(bf16) ZDP_NORMS(fp16)
+
+#define ZDP_HEAD_NORMS(P)                                                                                       \
+  template void head_rmsnorm_forward(P*, P*, float*, const P*, int, int, int, int64_t, float, cudaStream_t);    \
+  template void head_rmsnorm_backward(float*, float*, const P*, const float*, const P*, int, int, int, int64_t, \
+                                      float*, cudaStream_t);
+    ZDP_HEAD_NORMS(bf16) ZDP_HEAD_NORMS(fp16)
 
 }  // namespace zerodp::cuda

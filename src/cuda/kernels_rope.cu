@@ -45,15 +45,8 @@ void launch(X* x, const float* cos, const float* sin, int N, int T, int heads, i
 
 }  // namespace
 
-void rope_forward(float* x, const float* cos, const float* sin, int N, int T, int heads, int D, int64_t stride,
-                  cudaStream_t stream) {
-  launch(x, cos, sin, N, T, heads, D, stride, 1.0f, stream);
-}
-void rope_forward(bf16* x, const float* cos, const float* sin, int N, int T, int heads, int D, int64_t stride,
-                  cudaStream_t stream) {
-  launch(x, cos, sin, N, T, heads, D, stride, 1.0f, stream);
-}
-void rope_forward(fp16* x, const float* cos, const float* sin, int N, int T, int heads, int D, int64_t stride,
+template <class P>
+void rope_forward(P* x, const float* cos, const float* sin, int N, int T, int heads, int D, int64_t stride,
                   cudaStream_t stream) {
   launch(x, cos, sin, N, T, heads, D, stride, 1.0f, stream);
 }
@@ -61,5 +54,9 @@ void rope_backward(float* dx, const float* cos, const float* sin, int N, int T, 
                    cudaStream_t stream) {
   launch(dx, cos, sin, N, T, heads, D, stride, -1.0f, stream);
 }
+
+#define ZDP_ROPE(P) \
+  template void rope_forward(P*, const float*, const float*, int, int, int, int, int64_t, cudaStream_t);
+ZDP_ROPE(float) ZDP_ROPE(bf16) ZDP_ROPE(fp16)
 
 }  // namespace zerodp::cuda

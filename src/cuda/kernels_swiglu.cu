@@ -56,23 +56,18 @@ void backward_impl(float* dinp, const float* dout, const X* inp, int N, int I, c
 
 }  // namespace
 
-void swiglu_forward(float* out, const float* inp, int N, int I, cudaStream_t stream) {
+template <class P>
+void swiglu_forward(P* out, const P* inp, int N, int I, cudaStream_t stream) {
   forward_impl(out, inp, N, I, stream);
 }
-void swiglu_forward(bf16* out, const bf16* inp, int N, int I, cudaStream_t stream) {
-  forward_impl(out, inp, N, I, stream);
-}
-void swiglu_forward(fp16* out, const fp16* inp, int N, int I, cudaStream_t stream) {
-  forward_impl(out, inp, N, I, stream);
-}
-void swiglu_backward(float* dinp, const float* dout, const float* inp, int N, int I, cudaStream_t stream) {
+template <class P>
+void swiglu_backward(float* dinp, const float* dout, const P* inp, int N, int I, cudaStream_t stream) {
   backward_impl(dinp, dout, inp, N, I, stream);
 }
-void swiglu_backward(float* dinp, const float* dout, const bf16* inp, int N, int I, cudaStream_t stream) {
-  backward_impl(dinp, dout, inp, N, I, stream);
-}
-void swiglu_backward(float* dinp, const float* dout, const fp16* inp, int N, int I, cudaStream_t stream) {
-  backward_impl(dinp, dout, inp, N, I, stream);
-}
+
+#define ZDP_SWIGLU(P)                                                 \
+  template void swiglu_forward(P*, const P*, int, int, cudaStream_t); \
+  template void swiglu_backward(float*, const float*, const P*, int, int, cudaStream_t);
+ZDP_SWIGLU(float) ZDP_SWIGLU(bf16) ZDP_SWIGLU(fp16)
 
 }  // namespace zerodp::cuda

@@ -19,19 +19,13 @@ namespace zerodp::cuda {
 
 // ---- RMSNorm (kernels/rmsnorm.h) ------------------------------------------------------------------
 // inp [N,C] fp32; out [N,C] in the weight's type; rstd [N] fp32 (statistics in fp32 whatever the type).
-void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int N, int C, float eps,
-                     cudaStream_t stream);
-void rmsnorm_forward(bf16* out, float* rstd, const float* inp, const bf16* weight, int N, int C, float eps,
-                     cudaStream_t stream);
-void rmsnorm_forward(fp16* out, float* rstd, const float* inp, const fp16* weight, int N, int C, float eps,
+template <class P>
+void rmsnorm_forward(P* out, float* rstd, const float* inp, const P* weight, int N, int C, float eps,
                      cudaStream_t stream);
 // Accumulates into dinp [N,C] and dweight [C] (deterministic column sums over `scratch`, as LayerNorm's).
 size_t rmsnorm_backward_scratch_floats(int N, int C);
-void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
-                      const float* rstd, int N, int C, float* scratch, cudaStream_t stream);
-void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const bf16* weight,
-                      const float* rstd, int N, int C, float* scratch, cudaStream_t stream);
-void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const fp16* weight,
+template <class P>
+void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const P* weight,
                       const float* rstd, int N, int C, float* scratch, cudaStream_t stream);
 
 // ---- RMSNorm over each head of q or k (kernels/rmsnorm.h's head_rmsnorm: Qwen 3) -------------------
@@ -39,36 +33,29 @@ void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const floa
 // values saved first into `saved` [N, heads·D]; rstd [N·heads] fp32. The backward replaces dx's heads
 // with the gradient before the norm and accumulates dweight [D] (deterministic column sums over
 // `scratch`).
-void head_rmsnorm_forward(bf16* x, bf16* saved, float* rstd, const bf16* weight, int N, int heads, int D,
-                          int64_t stride, float eps, cudaStream_t stream);
-void head_rmsnorm_forward(fp16* x, fp16* saved, float* rstd, const fp16* weight, int N, int heads, int D,
-                          int64_t stride, float eps, cudaStream_t stream);
+template <class P>
+void head_rmsnorm_forward(P* x, P* saved, float* rstd, const P* weight, int N, int heads, int D, int64_t stride,
+                          float eps, cudaStream_t stream);
 size_t head_rmsnorm_backward_scratch_floats(int N, int heads, int D);
-void head_rmsnorm_backward(float* dx, float* dweight, const bf16* saved, const float* rstd, const bf16* weight, int N,
-                           int heads, int D, int64_t stride, float* scratch, cudaStream_t stream);
-void head_rmsnorm_backward(float* dx, float* dweight, const fp16* saved, const float* rstd, const fp16* weight, int N,
+template <class P>
+void head_rmsnorm_backward(float* dx, float* dweight, const P* saved, const float* rstd, const P* weight, int N,
                            int heads, int D, int64_t stride, float* scratch, cudaStream_t stream);
 
 // ---- RoPE (kernels/rope.h) -----------------------------------------------------------------------
 // Rotates, in place, `heads` heads of D values (D even) at the start of each of N rows `stride`
 // elements apart (row n at position n % T), with the fp32 tables cos, sin [T, D/2]: the forward on the
 // stored 16-bit (or fp32) values, the backward (the transposed rotation) on an fp32 gradient.
-void rope_forward(float* x, const float* cos, const float* sin, int N, int T, int heads, int D, int64_t stride,
-                  cudaStream_t stream);
-void rope_forward(bf16* x, const float* cos, const float* sin, int N, int T, int heads, int D, int64_t stride,
-                  cudaStream_t stream);
-void rope_forward(fp16* x, const float* cos, const float* sin, int N, int T, int heads, int D, int64_t stride,
+template <class P>
+void rope_forward(P* x, const float* cos, const float* sin, int N, int T, int heads, int D, int64_t stride,
                   cudaStream_t stream);
 void rope_backward(float* dx, const float* cos, const float* sin, int N, int T, int heads, int D, int64_t stride,
                    cudaStream_t stream);
 
 // ---- SwiGLU (kernels/swiglu.h) -------------------------------------------------------------------
 // out [N,I] = silu(gate)·up of inp [N,2I] (gate | up); dinp [N,2I] written (not accumulated).
-void swiglu_forward(float* out, const float* inp, int N, int I, cudaStream_t stream);
-void swiglu_forward(bf16* out, const bf16* inp, int N, int I, cudaStream_t stream);
-void swiglu_forward(fp16* out, const fp16* inp, int N, int I, cudaStream_t stream);
-void swiglu_backward(float* dinp, const float* dout, const float* inp, int N, int I, cudaStream_t stream);
-void swiglu_backward(float* dinp, const float* dout, const bf16* inp, int N, int I, cudaStream_t stream);
-void swiglu_backward(float* dinp, const float* dout, const fp16* inp, int N, int I, cudaStream_t stream);
+template <class P>
+void swiglu_forward(P* out, const P* inp, int N, int I, cudaStream_t stream);
+template <class P>
+void swiglu_backward(float* dinp, const float* dout, const P* inp, int N, int I, cudaStream_t stream);
 
 }  // namespace zerodp::cuda

@@ -143,20 +143,15 @@ class CudaKernels final : public ModelKernels<P>, private CudaTable<P> {
   void embedding_forward(float* out, const int32_t* inp, const P* wte, const P* wpe, int B, int T,
                          int C) const override {
     const auto on = this->enter(__func__);
-    if (wpe != nullptr) {
-      cuda::encoder_forward(out, inp, wte, wpe, B, T, C, ctx().stream);
-    } else {
-      cuda::embedding_forward(out, inp, wte, B * T, C, ctx().stream);
-    }
+    // With learned positions (GPT-2's wpe) the fused encoder; without (RoPE models) the table alone.
+    wpe ? cuda::encoder_forward(out, inp, wte, wpe, B, T, C, ctx().stream)
+        : cuda::embedding_forward(out, inp, wte, B * T, C, ctx().stream);
   }
   void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* inp, int B, int T,
                           int C) const override {
     const auto on = this->enter(__func__);
-    if (dwpe != nullptr) {
-      cuda::encoder_backward(dwte, dwpe, dout, inp, B, T, C, ctx().stream);
-    } else {
-      cuda::embedding_backward(dwte, dout, inp, B * T, C, ctx().stream);
-    }
+    dwpe ? cuda::encoder_backward(dwte, dwpe, dout, inp, B, T, C, ctx().stream)
+         : cuda::embedding_backward(dwte, dout, inp, B * T, C, ctx().stream);
   }
   void layernorm_forward(P* out, float* mean, float* rstd, const float* inp, const P* w, const P* b, int N,
                          int C) const override {
