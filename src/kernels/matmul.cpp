@@ -5,14 +5,10 @@
 
 #include "core/error.h"
 #include "kernels/blas.h"
+#include "kernels/column_sums.h"
 #include "kernels/dispatch.h"
 
 namespace zerodp::kernels {
-
-namespace {
-// dbias is reduced over rows by column blocks of this many, one block per task, rows in order.
-constexpr int kColumnBlock = 64;
-}  // namespace
 
 template <class T>
 ZDP_KERNEL_CLONES
@@ -47,18 +43,14 @@ void matmul_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp,
 template <class T>
 ZDP_KERNEL_CLONES
 void bias_backward(T* dbias, const T* dout, int N, int OC) {
-  const int col_blocks = (OC + kColumnBlock - 1) / kColumnBlock;
-#pragma omp parallel for schedule(static)
-  for (int cb = 0; cb < col_blocks; ++cb) {
-    const int c0 = cb * kColumnBlock, width = std::min(OC - c0, kColumnBlock);
-    T acc[kColumnBlock] = {};
-    for (int n = 0; n < N; ++n) {
-      const T* d = dout + static_cast<ptrdiff_t>(n) * OC + c0;
+  using Acc = T (*)[detail::kColumnBlock];
+#pragma omp parallel
+  detail::sum_columns_in_row_order<1, T>(N, OC, {dbias}, [&](int n, int c0, int width, Acc acc) {
+    const T* d = dout + static_cast<ptrdiff_t>(n) * OC + c0;
+    T* db = acc[0];
 #pragma omp simd
-      for (int c = 0; c < width; ++c) acc[c] += d[c];
-    }
-    for (int c = 0; c < width; ++c) dbias[c0 + c] += acc[c];
-  }
+    for (int c = 0; c < width; ++c) db[c] += d[c];
+  });
 }
 
 template <class T>

@@ -4,6 +4,7 @@
 #include <type_traits>
 
 #include "core/error.h"
+#include "kernels/column_sums.h"
 #include "kernels/dispatch.h"
 #include "kernels/gemm16.h"
 #include "kernels/half.h"
@@ -69,23 +70,18 @@ void matmul16_forward(O* out, const A* inp, const A* weight, const A* bias, int 
 template <class A>
 ZDP_KERNEL_CLONES
 void round_and_bias_backward(A* dout16, float* dbias, const float* dout, int N, int OC) {
-  constexpr int kColumnBlock = 64;
-  const int col_blocks = (OC + kColumnBlock - 1) / kColumnBlock;
-#pragma omp parallel for schedule(static)
-  for (int cb = 0; cb < col_blocks; ++cb) {
-    const int c0 = cb * kColumnBlock, width = std::min(OC - c0, kColumnBlock);
-    float acc[kColumnBlock] = {};
-    for (int n = 0; n < N; ++n) {
-      const float* d = dout + static_cast<ptrdiff_t>(n) * OC + c0;
-      A* r = dout16 + static_cast<ptrdiff_t>(n) * OC + c0;
+  using Acc = float (*)[detail::kColumnBlock];
+#pragma omp parallel
+  detail::sum_columns_in_row_order<1, float>(N, OC, {dbias}, [&](int n, int c0, int width, Acc acc) {
+    const float* d = dout + static_cast<ptrdiff_t>(n) * OC + c0;
+    A* r = dout16 + static_cast<ptrdiff_t>(n) * OC + c0;
+    float* db = acc[0];
 #pragma omp simd
-      for (int c = 0; c < width; ++c) {
-        acc[c] += d[c];
-        detail::put(r[c], d[c]);
-      }
+    for (int c = 0; c < width; ++c) {
+      db[c] += d[c];
+      detail::put(r[c], d[c]);
     }
-    for (int c = 0; c < width; ++c) dbias[c0 + c] += acc[c];
-  }
+  });
 }
 
 template <class A>
