@@ -48,13 +48,6 @@ void consolidate_checkpoint_hf(const Checkpoint& ckpt, const ModelOutput& out, D
 
 namespace {
 
-std::string unit_label(const model::ParamLayout& layout, int unit) {
-  const bool gpt2 = layout.config().is_gpt2();
-  if (unit == model::ParamLayout::kEmbeddingUnit)
-    return gpt2 ? "wte, wpe, ln_f" : layout.config().untied_head() ? "embed_tokens" : "embed_tokens, norm";
-  if (unit == layout.head_unit()) return "norm, lm_head";
-  return gpt2 ? fmt::format("h.{}", unit - 1) : fmt::format("layers.{}", unit - 1);
-}
 
 // A setting of the manifest's free-form `training` section, on one line of bounded length.
 std::string setting_text(const nlohmann::json& v) { return describe_text(v.dump(), 160); }
@@ -104,7 +97,7 @@ std::string describe_checkpoint(const Checkpoint& ckpt) {
   out += "  units\n";
   for (int u = 0; u < layout.num_units(); ++u) {
     const UnitShape& s = m.units[static_cast<size_t>(u)];
-    out += fmt::format("    unit {:<3} {:<16} {:>12} elements, padded to {} = {} x {}\n", u, unit_label(layout, u),
+    out += fmt::format("    unit {:<3} {:<16} {:>12} elements, padded to {} = {} x {}\n", u, layout.unit_contents(u),
                        s.numel, s.padded, m.world_size, s.shard);
   }
   out += "  files\n";

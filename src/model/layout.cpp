@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/error.h"
 
@@ -173,6 +174,27 @@ std::vector<const ParamInfo*> ParamLayout::unit_params(int unit) const {
   std::vector<const ParamInfo*> out;
   for (size_t i = first; i < last; ++i) out.push_back(&params_[i]);
   return out;
+}
+
+std::string ParamLayout::unit_contents(int unit) const {
+  auto short_name = [](std::string_view name) {
+    if (name.starts_with("model.")) name.remove_prefix(6);
+    return name;
+  };
+  const std::vector<const ParamInfo*> tensors = unit_params(unit);
+  if (unit != kEmbeddingUnit && unit != head_unit()) {  // a block: "<prefix>.<layer>" of its first tensor
+    const std::string_view first = short_name(tensors.front()->name);
+    const size_t layer_end = first.find('.', first.find_first_of("0123456789"));
+    return std::string(first.substr(0, layer_end));
+  }
+  std::vector<std::string_view> names;
+  for (const ParamInfo* p : tensors) {
+    std::string_view n = short_name(p->name);
+    for (std::string_view suffix : {".weight", ".bias"})
+      if (n.ends_with(suffix)) n.remove_suffix(suffix.size());
+    if (names.empty() || names.back() != n) names.push_back(n);
+  }
+  return fmt::format("{}", fmt::join(names, ", "));
 }
 
 const ParamInfo* ParamLayout::find(std::string_view name) const {

@@ -62,6 +62,9 @@ class ParamLayout {
   const std::vector<ParamInfo>& params() const { return params_; }
   // The tensors of one unit, in order.
   std::vector<const ParamInfo*> unit_params(int unit) const;
+  // What a unit holds, for messages, from its tensors' names without "model.": a block's prefix
+  // ("h.2", "layers.2"), else its tensors without ".weight"/".bias" ("wte, wpe, ln_f", "norm, lm_head").
+  std::string unit_contents(int unit) const;
   // A tensor by its name; nullptr if there is none (constant time).
   const ParamInfo* find(std::string_view name) const;
   // Tensor `index` of `unit` (GPT-2: a BlockParam or EmbedParam).

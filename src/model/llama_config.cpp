@@ -143,6 +143,13 @@ CheckedSize LlamaConfig::checked_param_count() const {
   return total;
 }
 
+CheckedSize LlamaConfig::checked_sequence_activations(int64_t T) const {
+  const CheckedSize qkv = CheckedSize(n_head + 2 * n_kv_head) * head_dim;
+  const CheckedSize per_token = CheckedSize(n_head) * T + CheckedSize(8) * n_embd + CheckedSize(3) * qkv +
+                                CheckedSize(6) * intermediate_size;
+  return CheckedSize(T) * ((CheckedSize(n_layer) + 1) * per_token + vocab_size + 8);
+}
+
 LlamaConfig LlamaConfig::from_hf_json(const nlohmann::json& j, std::string_view source) {
   const Fields f(j, source);
   LlamaConfig c;

@@ -69,6 +69,9 @@ struct LlamaConfig {
   // Parameters (embedding, blocks, final norm, the head when untied), overflow checked.
   CheckedSize checked_param_count() const;
   int64_t param_count() const { return checked_param_count().value(); }
+  // An upper bound on the activation elements of one sequence of T tokens, overflow checked: every
+  // block's saved arrays with its attention row of T scores a head, the head's logits, the scratch.
+  CheckedSize checked_sequence_activations(int64_t T) const;
 
   // From a config.json's object (`source` names it in messages): model_type "llama", "qwen2" or "qwen3";
   // RoPE from rope_theta and rope_scaling, or from rope_parameters (newer transformers); refuses

@@ -50,6 +50,13 @@ CheckedSize ModelConfig::checked_param_count() const {
   return std::visit([](const auto& c) { return c.checked_param_count(); }, config_);
 }
 
+CheckedSize ModelConfig::checked_activation_bound(int64_t B, int64_t T) const {
+  // GPT-2's count is of a whole context (T ≤ n_ctx), the Llama family's of T tokens.
+  const CheckedSize sequence =
+      is_gpt2() ? gpt2().checked_sequence_activations() : llama().checked_sequence_activations(T);
+  return CheckedSize(B) * sequence * 4;
+}
+
 std::string ModelConfig::summary() const {
   return std::visit([](const auto& c) { return c.summary(); }, config_);
 }

@@ -48,6 +48,9 @@ class ModelConfig {
   void validate() const;
   CheckedSize checked_param_count() const;
   int64_t param_count() const { return checked_param_count().value(); }
+  // An upper bound on the activation bytes of a micro-batch of B sequences of T tokens in fp32,
+  // overflow checked: what a run is refused by before anything is counted in uint64.
+  CheckedSize checked_activation_bound(int64_t B, int64_t T) const;
 
   // "L2 H4 C64 V256 N128" (GPT-2, as always) or "llama L2 H4/2 C64 I172 V256 N128".
   std::string summary() const;

@@ -45,11 +45,8 @@ zero::EngineConfig engine_config(const TrainConfig& cfg) {
 }
 
 std::string unit_label(const model::ParamLayout& layout, int unit) {
-  if (unit == model::ParamLayout::kEmbeddingUnit)
-    return layout.config().is_gpt2() ? "unit 0 (wte, wpe, ln_f)"
-           : layout.config().untied_head() ? "unit 0 (embed_tokens)"
-                                           : "unit 0 (embed_tokens, norm)";
-  if (unit == layout.head_unit()) return fmt::format("unit {} (norm, lm_head)", unit);
+  if (unit == model::ParamLayout::kEmbeddingUnit || unit == layout.head_unit())
+    return fmt::format("unit {} ({})", unit, layout.unit_contents(unit));
   return fmt::format("unit {} (block {})", unit, unit - 1);
 }
 
@@ -91,20 +88,9 @@ std::string nonfinite_what(const model::ParamLayout& layout, const zero::StepRes
 // (the planner's exact parts; its transient buffers come on top). Ranks sharing the machine each
 // need theirs, so this is the least a run asks of it.
 // On a GPU (gpu_memory > 0) the states and activations are the GPU's, what offload moves the host's.
-// An upper bound on the activation bytes of a micro-batch, overflow-checked: the planner's arithmetic
-// is done in uint64 only for runs below it.
-CheckedSize activation_bound(const model::ModelConfig& mc, int64_t B, int64_t T) {
-  if (mc.is_gpt2()) return CheckedSize(B) * mc.gpt2().checked_sequence_activations() * 4;
-  const model::LlamaConfig& c = mc.llama();
-  const CheckedSize qkv = CheckedSize(c.n_head + 2 * c.n_kv_head) * c.head_dim;
-  const CheckedSize per_token = CheckedSize(c.n_head) * T + CheckedSize(8) * c.n_embd + CheckedSize(3) * qkv +
-                                CheckedSize(6) * c.intermediate_size;
-  return CheckedSize(B) * T * ((CheckedSize(c.n_layer) + 1) * per_token + c.vocab_size + 8) * 4;
-}
-
 void check_fits_in_memory(const TrainConfig& cfg, const model::ModelConfig& mc, int W, const std::string& source,
                           uint64_t gpu_memory) {
-  ZDP_REQUIRE(activation_bound(mc, cfg.micro_batch, cfg.seq).within(int64_t{1} << 62),
+  ZDP_REQUIRE(mc.checked_activation_bound(cfg.micro_batch, cfg.seq).within(int64_t{1} << 62),
               "--micro-batch {} of {} ({}) would need more than 2^62 bytes of activations", cfg.micro_batch,
               model::model_name(mc), source);
   const plan::PlanInput in{.model = mc, .world = W, .zero = cfg.zero, .precision = cfg.precision,
