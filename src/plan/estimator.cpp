@@ -70,6 +70,7 @@ struct OpenReductions {
     bytes += held;
     window.push(held, [this](uint64_t retired) { bytes -= retired; });
   }
+  bool all_waited() const { return window.empty(); }
   zero::InFlightWindow<uint64_t> window;
   uint64_t bytes = 0;
 };
@@ -77,7 +78,7 @@ struct OpenReductions {
 // Stage 3's prefetch (zero::prefetch_after) from a read followed by `remaining` blocks still sharded,
 // with `live` elements gathered or in flight: how many it starts.
 uint64_t prefetched_blocks(const PlanInput& in, const Units& u, uint64_t live, uint64_t remaining) {
-  if (!in.zero.overlap_comm) return 0;  // no prefetch without overlap
+  if (!zero::prefetches(in.zero)) return 0;
   uint64_t started = 0;
   struct Blocks {  // read k: the k-th block after the one in use
     uint64_t operator[](size_t k) const { return k; }
@@ -122,7 +123,7 @@ uint64_t keep_gathered_forward_bytes(const PlanInput& in, const Units& u, uint64
     const size_t v = reads[i];
     if (units[v].gathered && state[v] == kSharded) start(v);
     if (units[v].gathered) state[v] = kReady;
-    if (in.zero.overlap_comm) {
+    if (zero::prefetches(in.zero)) {
       zero::prefetch_after(
           i, reads.size(), reads, live, u64(in.zero.stage3_max_live_parameters),
           u64(in.zero.stage3_prefetch_bucket_size),
@@ -195,9 +196,8 @@ uint64_t transient_bytes_stages23(const PlanInput& in, const Units& u) {
   // begins with the last N reductions launched (the previous micro-step's, or with few blocks some of
   // the one before's too) in flight, through its forward and into its backward. From micro-step N + 1
   // on, every one repeats the one before.
-  // Without overlap_comm each reduction is waited for as soon as it is launched, taking the staging
-  // with it, and stage 3 prefetches nothing.
-  const bool overlap = in.zero.overlap_comm;
+  // The staging goes when the last reduction issued is waited for: at once where none stays in
+  // flight (without overlap_comm, each is waited for as soon as it is launched).
   OpenReductions open(in);
   const uint64_t& open_bytes = open.bytes;
   const DType gdt = in.precision.grad_store_dtype(), rdt = in.precision.grad_reduce_dtype();
@@ -208,7 +208,8 @@ uint64_t transient_bytes_stages23(const PlanInput& in, const Units& u) {
     auto buffers_of = [&](uint64_t P, uint64_t S) {
       return zero::micro_step_reduce_scatter_buffers(P, S, g == 0, gdt, rdt);
     };
-    uint64_t issued_stg = g > 0 && overlap ? stg : 0;  // the staging, as large as the reductions issued
+    // The staging, as large as the reductions issued: the previous micro-step's, while any is in flight.
+    uint64_t issued_stg = g > 0 && !open.all_waited() ? stg : 0;
     // A unit's backward has ended: its gradient (P elements, shard S) is launched as one more
     // reduction beside `rest` (converted beside it first when reduced in 16 bits), the oldest
     // retired if that makes one too many.
@@ -218,7 +219,7 @@ uint64_t transient_bytes_stages23(const PlanInput& in, const Units& u) {
       issued_stg = std::max(issued_stg, scatter_staging_bytes(in, S));
       peak = std::max({peak, rest + b.converting + before, rest + b.held() + issued_stg});
       open.launch(b.held());
-      if (!overlap) issued_stg = 0;
+      if (open.all_waited()) issued_stg = 0;
     };
     // The forward holds the same reductions and staging beside at most the parameters the head's
     // backward holds (which adds its gradient): the head's backward bounds it.
@@ -243,7 +244,7 @@ uint64_t transient_bytes_stages23(const PlanInput& in, const Units& u) {
       // When it ends, unit 0's gradient is launched last, with the staging grown to the largest
       // reduction of the step.
       const zero::ReductionBuffers b = buffers_of(u.p0, u.s0);
-      const uint64_t unit0_stg = overlap ? stg : scatter_staging_bytes(in, u.s0);
+      const uint64_t unit0_stg = open.all_waited() ? scatter_staging_bytes(in, u.s0) : stg;
       peak = std::max({peak, open_bytes + b.converting + issued_stg, open_bytes + b.held() + unit0_stg});
       open.launch(b.held());
     }
@@ -283,9 +284,8 @@ uint64_t transient_bytes_stages01(const PlanInput& in, const Units& u) {
   for (uint64_t k = 0; k < units; ++k) peak = std::max(peak, working(k));
   if (W <= 1) return peak;
   const DType gdt = in.precision.grad_store_dtype(), rdt = in.precision.grad_reduce_dtype();
-  // Without overlap_comm each reduction is waited for as soon as it is launched: none stays in flight,
-  // and the staging goes with it (the last one issued has been waited for).
-  const bool overlap = in.zero.overlap_comm;
+  // The staging goes when the last reduction issued is waited for: at once where none stays in flight
+  // (without overlap_comm, each is waited for as soon as it is launched).
   OpenReductions open(in);
   uint64_t stg = 0;
   // `rest`: what else is live when the reduction is launched (the held gradient while others are).
@@ -293,7 +293,7 @@ uint64_t transient_bytes_stages01(const PlanInput& in, const Units& u) {
     stg = std::max(stg, staging);
     peak = std::max(peak, rest + open.bytes + b.held() + stg);
     open.launch(b.held());
-    if (!overlap) stg = 0;
+    if (open.all_waited()) stg = 0;
   };
   // Stage 0: each bucket's all-reduce is launched once its lowest unit is stored (zero/reduction_buckets.h).
   std::vector<uint64_t> closes(units, 0);  // elements of the bucket unit k closes, 0 if none

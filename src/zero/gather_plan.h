@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "model/units.h"
+#include "zero/settings.h"
 
 namespace zerodp::zero {
 
@@ -46,6 +47,10 @@ class GatherPlan {
   std::vector<bool> frees_;
   std::vector<Source> source_;
 };
+
+// Whether stage 3 prefetches at all: only with overlap_comm (without it every gather is waited for
+// at its read, and nothing is started ahead).
+inline bool prefetches(const ZeroSettings& zero) { return zero.overlap_comm; }
 
 // Stage 3's prefetch (with overlap_comm), after the read at `cursor` of a schedule's parameter reads
 // (reads[0, end)): the units of the next kPrefetchReads reads that are still sharded (sharded(v)) are

@@ -153,7 +153,7 @@ bool ParamGatherer::release(int u) {
 }
 
 void ParamGatherer::prefetch() {
-  if (!cfg_.zero.overlap_comm) return;
+  if (!prefetches(cfg_.zero)) return;
   const std::vector<int>& reads = schedule_.param_reads();
   const size_t end = forward_only_ ? static_cast<size_t>(schedule_.forward_param_reads()) : reads.size();
   prefetch_after(
