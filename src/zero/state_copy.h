@@ -7,7 +7,7 @@
 // end: Σ S elements an array (ShardLayout::total_shard()), so that every rank of a shard group holds
 // the same bytes, whichever owns the unit's padding. In the ledger's host tier (a GPU's page-locked
 // memory), the weights under `master` and the states under `optim`: the same categories as the
-// engine's own copies, so the metrics' keys stay the contract's.
+// engine's own copies, so the metrics' keys stay those of docs/reference/metrics.md.
 #pragma once
 
 #include <cstdint>
