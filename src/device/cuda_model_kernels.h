@@ -112,6 +112,10 @@ class CudaTable {
 
 // The grouped-query shape as the CUDA attention takes it.
 inline cuda::AttentionDims attention_dims(const kernels::AttentionShape& s) {
+  ZDP_REQUIRE(s.first_key(s.T - 1) == 0,
+              "a sliding window of {} keys over sequences of {} tokens: the GPU's attention has no window yet (run "
+              "on the CPU, or use sequences of at most {} tokens)",
+              s.window, s.T, s.window);
   return cuda::AttentionDims{s.B, s.T, s.heads, s.kv_heads, s.head_size};
 }
 

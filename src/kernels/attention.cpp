@@ -19,15 +19,18 @@ void check_shape(const char* what, const AttentionShape& s) {
             s.T, s.heads, s.kv_heads, s.head_size);
 }
 
-// Row t of P from row t of S, in place: softmax over the t+1 causal entries, zeros after them.
+// Row t of P from row t of S, in place: softmax over the keys [lo, t] the row attends to (lo > 0 only
+// with a sliding window), zeros elsewhere.
 template <class T>
-ZDP_KERNEL_INLINE void causal_softmax_row(T* row, int t, int T_) {
-  const int n = t + 1;
-  const T m = detail::row_max(row, n);
-  const T inv = static_cast<T>(1.0 / detail::exp_shifted(row, row, n, m));
+ZDP_KERNEL_INLINE void causal_softmax_row(T* row, int lo, int t, int T_) {
+  std::fill(row, row + lo, T(0));
+  T* keys = row + lo;
+  const int n = t + 1 - lo;
+  const T m = detail::row_max(keys, n);
+  const T inv = static_cast<T>(1.0 / detail::exp_shifted(keys, keys, n, m));
 #pragma omp simd
-  for (int j = 0; j < n; ++j) row[j] *= inv;
-  std::fill(row + n, row + T_, T(0));
+  for (int j = 0; j < n; ++j) keys[j] *= inv;
+  std::fill(row + t + 1, row + T_, T(0));
 }
 
 // Where a head's columns start in a row of qkv, and the rows' widths.
@@ -77,7 +80,7 @@ void attention_forward(T* out, T* att, const T* qkv, const AttentionShape& shape
       // S[r0:r1, 0:r1] = scale · Q[r0:r1]·K[0:r1]ᵀ
       detail::gemm(false, true, rows, r1, hs, scale, q + static_cast<ptrdiff_t>(r0) * R, R, k, R, T(0), p_rows,
                    T_);
-      for (int t = r0; t < r1; ++t) causal_softmax_row(p + static_cast<ptrdiff_t>(t) * T_, t, T_);
+      for (int t = r0; t < r1; ++t) causal_softmax_row(p + static_cast<ptrdiff_t>(t) * T_, shape.first_key(t), t, T_);
       // O[r0:r1] = P[r0:r1, 0:r1]·V[0:r1]
       detail::gemm(false, false, rows, hs, r1, T(1), p_rows, T_, v, R, T(0), o + static_cast<ptrdiff_t>(r0) * W, W);
     }
@@ -115,7 +118,8 @@ void attention_backward(T* dqkv, T* scratch, const T* dout, const T* qkv, const 
         detail::gemm(false, true, rows, r1, hs, T(1), do_rows, W, v, R, T(0), ds, r1);
         // dV[0:r1] += P[r0:r1, 0:r1]ᵀ·dO[r0:r1]
         detail::gemm(true, false, r1, hs, rows, T(1), p_rows, T_, do_rows, W, T(1), dv, R);
-        // dS = P∘(dP − rowsum(P∘dP))·scale, in place; zero right of the diagonal.
+        // dS = P∘(dP − rowsum(P∘dP))·scale, in place; zero right of the diagonal (and, with a sliding
+        // window, left of it, where P is 0).
         for (int t = r0; t < r1; ++t) {
           const T* p_row = p + static_cast<ptrdiff_t>(t) * T_;
           T* ds_row = ds + static_cast<ptrdiff_t>(t - r0) * r1;

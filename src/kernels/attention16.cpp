@@ -91,14 +91,16 @@ void attention16_forward(A* out, A* att, const A* qkv, void* scratch, const Atte
       gemm16(t16, false, true, rows, r1, hs, scale, bits(q + static_cast<ptrdiff_t>(r0) * R), R, bits(k), R, 0.0f,
              s, r1);
       for (int t = r0; t < r1; ++t) {
-        float* row = s + static_cast<ptrdiff_t>(t - r0) * r1;
-        const int n = t + 1;
+        // Over the keys [lo, t] the row attends to (lo > 0 only with a sliding window), zeros elsewhere.
+        const int lo = shape.first_key(t), n = t + 1 - lo;
+        float* row = s + static_cast<ptrdiff_t>(t - r0) * r1 + lo;
         const float m = detail::row_max(row, n);
         const float inv = static_cast<float>(1.0 / detail::exp_shifted(row, row, n, m));
         A* prow = p + static_cast<ptrdiff_t>(t) * T_;
+        std::fill(prow, prow + lo, A{0});
 #pragma omp simd
-        for (int j = 0; j < n; ++j) put(prow[j], row[j] * inv);
-        std::fill(prow + n, prow + T_, A{0});
+        for (int j = 0; j < n; ++j) put(prow[lo + j], row[j] * inv);
+        std::fill(prow + t + 1, prow + T_, A{0});
       }
       // O[r0:r1] = P[r0:r1, 0:r1]·V[0:r1]
       gemm16(t16, false, false, rows, hs, r1, 1.0f, bits(p + static_cast<ptrdiff_t>(r0) * T_), T_, bits(v), R, 0.0f,

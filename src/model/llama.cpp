@@ -57,12 +57,13 @@ struct LlamaLayerActs {
 // The sizes of a config the model's arrays and calls use.
 struct Dims {
   int C, D, NH, KV, I, V, L;
+  int window;  // sliding window of the attention, 0: none
   int qd() const { return NH * D; }
   int qkv() const { return (NH + 2 * KV) * D; }
   explicit Dims(const LlamaConfig& c)
       : C(c.n_embd), D(c.head_dim), NH(c.n_head), KV(c.n_kv_head), I(c.intermediate_size), V(c.vocab_size),
-        L(c.n_layer) {}
-  kernels::AttentionShape attention(int B, int T) const { return {B, T, NH, KV, D}; }
+        L(c.n_layer), window(c.sliding_window) {}
+  kernels::AttentionShape attention(int B, int T) const { return {B, T, NH, KV, D, window}; }
 };
 
 size_t offset_of(const ParamLayout& layout, const std::string& name, bool optional = false) {

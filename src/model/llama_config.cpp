@@ -55,21 +55,24 @@ class Fields {
   std::string source_;
 };
 
-// The family's Hugging Face model_type and architecture.
-const char* family_name(LlamaFamily family) {
-  switch (family) {
-    case LlamaFamily::kQwen2: return "qwen2";
-    case LlamaFamily::kQwen3: return "qwen3";
-    default: return "llama";
-  }
+// Each family's Hugging Face model_type and architecture.
+struct FamilyNames {
+  LlamaFamily family;
+  const char* model_type;
+  const char* architecture;
+};
+constexpr FamilyNames kFamilies[] = {{LlamaFamily::kLlama, "llama", "LlamaForCausalLM"},
+                                     {LlamaFamily::kQwen2, "qwen2", "Qwen2ForCausalLM"},
+                                     {LlamaFamily::kQwen3, "qwen3", "Qwen3ForCausalLM"},
+                                     {LlamaFamily::kMistral, "mistral", "MistralForCausalLM"}};
+
+const FamilyNames& names_of(LlamaFamily family) {
+  for (const FamilyNames& f : kFamilies)
+    if (f.family == family) return f;
+  return kFamilies[0];
 }
-const char* family_architecture(LlamaFamily family) {
-  switch (family) {
-    case LlamaFamily::kQwen2: return "Qwen2ForCausalLM";
-    case LlamaFamily::kQwen3: return "Qwen3ForCausalLM";
-    default: return "LlamaForCausalLM";
-  }
-}
+const char* family_name(LlamaFamily family) { return names_of(family).model_type; }
+const char* family_architecture(LlamaFamily family) { return names_of(family).architecture; }
 
 // RoPE from rope_parameters (transformers 5: theta and the scaling in one object) or from rope_theta
 // and rope_scaling (earlier versions).
@@ -110,6 +113,11 @@ void LlamaConfig::validate() const {
   for (const auto& s : sizes) require_hyper_parameter(s.key, s.value, s.limit);
   ZDP_REQUIRE(n_head % n_kv_head == 0, "num_key_value_heads ({}) must divide num_attention_heads ({})", n_kv_head,
               n_head);
+  ZDP_REQUIRE(sliding_window >= 0 && sliding_window <= LlamaLimits::kMaxCtx,
+              "sliding_window is {}, not in [0 (none), {}]", sliding_window, LlamaLimits::kMaxCtx);
+  ZDP_REQUIRE(sliding_window == 0 || family == LlamaFamily::kMistral,
+              "sliding_window is {}: only a Mistral config has one", sliding_window);
+  ZDP_REQUIRE(!attention_bias || family != LlamaFamily::kMistral, "a Mistral config has no attention biases");
   ZDP_REQUIRE(head_dim % 2 == 0, "head_dim ({}) must be even: rotary embeddings turn pairs of values", head_dim);
   ZDP_REQUIRE(std::isfinite(rope_theta) && rope_theta > 1, "rope_theta is {}, not a number above 1", rope_theta);
   ZDP_REQUIRE(std::isfinite(rms_norm_eps) && rms_norm_eps >= 0 && rms_norm_eps < 1,
@@ -150,18 +158,27 @@ CheckedSize LlamaConfig::checked_sequence_activations(int64_t T) const {
   return CheckedSize(T) * ((CheckedSize(n_layer) + 1) * per_token + vocab_size + 8);
 }
 
+std::optional<LlamaFamily> LlamaConfig::family_of(std::string_view model_type) {
+  for (const FamilyNames& f : kFamilies)
+    if (model_type == f.model_type) return f.family;
+  return std::nullopt;
+}
+
+std::string LlamaConfig::model_types_text() {
+  std::string text;
+  const size_t n = std::size(kFamilies);
+  for (size_t i = 0; i < n; ++i)
+    text += fmt::format("{}'{}'", i == 0 ? "" : i + 1 == n ? " and " : ", ", kFamilies[i].model_type);
+  return text;
+}
+
 LlamaConfig LlamaConfig::from_hf_json(const nlohmann::json& j, std::string_view source) {
   const Fields f(j, source);
   LlamaConfig c;
-  const std::string type = f.text_or("model_type", "");
-  if (type == "qwen2") {
-    c.family = LlamaFamily::kQwen2;
-  } else if (type == "qwen3") {
-    c.family = LlamaFamily::kQwen3;
-  } else {
-    ZDP_REQUIRE(type == "llama", "{}: model_type is {}: zerodp reads 'llama', 'qwen2' and 'qwen3' configs", source,
-                f.has("model_type") ? describe_json(f.at("model_type")) : std::string("missing"));
-  }
+  const std::optional<LlamaFamily> family = family_of(f.text_or("model_type", ""));
+  ZDP_REQUIRE(family.has_value(), "{}: model_type is {}: zerodp reads {} configs", source,
+              f.has("model_type") ? describe_json(f.at("model_type")) : std::string("missing"), model_types_text());
+  c.family = *family;
   c.n_layer = f.integer("num_hidden_layers", LlamaLimits::kMaxLayers);
   c.n_head = f.integer("num_attention_heads", LlamaLimits::kMaxHeads);
   c.n_kv_head = f.integer_or("num_key_value_heads", LlamaLimits::kMaxHeads, c.n_head);
@@ -178,8 +195,16 @@ LlamaConfig LlamaConfig::from_hf_json(const nlohmann::json& j, std::string_view 
   ZDP_REQUIRE(act == "silu", "{}: hidden_act is '{}': the Llama family's MLP here is SiLU-gated ('silu')", source,
               describe_text(act));
   ZDP_REQUIRE(!f.flag_or("mlp_bias", false), "{}: mlp_bias is true: zerodp's Llama MLP has no biases", source);
-  ZDP_REQUIRE(!f.flag_or("use_sliding_window", false),
-              "{}: use_sliding_window is true: zerodp's attention is full causal attention", source);
+  if (c.family == LlamaFamily::kMistral) {
+    // null or absent: full attention (Mistral 7B v0.2 on); else the window, at least one key.
+    if (f.has("sliding_window") && !f.at("sliding_window").is_null())
+      c.sliding_window = f.integer("sliding_window", LlamaLimits::kMaxCtx);
+  } else {
+    // Qwen's windows apply to some layers only (max_window_layers): not computed here.
+    ZDP_REQUIRE(!f.flag_or("use_sliding_window", false),
+                "{}: use_sliding_window is true: zerodp's {} attention is full causal attention", source,
+                family_name(c.family));
+  }
   try {
     c.validate();
   } catch (const UsageError& e) {
@@ -207,8 +232,12 @@ nlohmann::json LlamaConfig::to_hf_json(std::string_view dtype_name) const {
       {"torch_dtype", std::string(dtype_name)},
       {"initializer_range", 0.02},
   };
-  if (family != LlamaFamily::kLlama) j["use_sliding_window"] = false;
-  if (family != LlamaFamily::kQwen2) j["attention_bias"] = attention_bias;
+  if (family == LlamaFamily::kQwen2 || family == LlamaFamily::kQwen3) j["use_sliding_window"] = false;
+  if (family == LlamaFamily::kMistral) {
+    j["sliding_window"] = sliding_window > 0 ? nlohmann::json(sliding_window) : nlohmann::json(nullptr);
+  } else if (family != LlamaFamily::kQwen2) {
+    j["attention_bias"] = attention_bias;
+  }
   if (family == LlamaFamily::kLlama) j["mlp_bias"] = false;
   if (rope_scaling) {
     j["rope_scaling"] = {{"rope_type", "llama3"},
@@ -223,8 +252,9 @@ nlohmann::json LlamaConfig::to_hf_json(std::string_view dtype_name) const {
 }
 
 std::string LlamaConfig::summary() const {
-  return fmt::format("{} L{} H{}/{} C{} I{} V{} N{}", family_name(family), n_layer, n_head, n_kv_head, n_embd,
-                     intermediate_size, vocab_size, n_ctx);
+  return fmt::format("{} L{} H{}/{} C{} I{} V{} N{}{}", family_name(family), n_layer, n_head, n_kv_head, n_embd,
+                     intermediate_size, vocab_size, n_ctx,
+                     sliding_window > 0 ? fmt::format(" window {}", sliding_window) : "");
 }
 
 }  // namespace zerodp::model

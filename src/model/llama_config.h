@@ -1,8 +1,9 @@
 // The Llama family's hyper-parameters as Hugging Face's config.json holds them (LlamaForCausalLM,
-// Qwen2ForCausalLM, Qwen3ForCausalLM): pre-RMSNorm blocks, rotary position embeddings (with the llama3
-// frequency scaling or none), grouped-query attention, a SiLU-gated MLP, q/k/v biases for Qwen 2 (and
-// for a Llama or Qwen 3 with attention_bias, which also biases o_proj), an RMSNorm over each head of q
-// and k before RoPE for Qwen 3, a tied or untied head.
+// Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM): pre-RMSNorm blocks, rotary position
+// embeddings (with the llama3 frequency scaling or none), grouped-query attention, a SiLU-gated MLP,
+// q/k/v biases for Qwen 2 (and for a Llama or Qwen 3 with attention_bias, which also biases o_proj), an
+// RMSNorm over each head of q and k before RoPE for Qwen 3, Mistral's sliding-window attention, a tied
+// or untied head.
 #pragma once
 
 #include <cstdint>
@@ -35,7 +36,8 @@ struct LlamaLimits {
 enum class LlamaFamily : uint8_t {
   kLlama,  // model_type "llama": biases on q, k, v and o when attention_bias
   kQwen2,  // model_type "qwen2": biases on q, k and v always, never on o
-  kQwen3,  // model_type "qwen3": Llama's biases (attention_bias), and q_norm and k_norm over each head
+  kQwen3,    // model_type "qwen3": Llama's biases (attention_bias), and q_norm and k_norm over each head
+  kMistral,  // model_type "mistral": Llama's layout without biases, attention within sliding_window keys
 };
 
 struct LlamaConfig {
@@ -53,6 +55,9 @@ struct LlamaConfig {
   double rms_norm_eps = 1e-6;
   bool tie_word_embeddings = false;
   bool attention_bias = false;  // Llama's and Qwen 3's; Qwen 2 has q/k/v biases whatever this says
+  // Mistral's sliding_window: position t attends to positions t − sliding_window < j ≤ t; 0 (null in
+  // config.json) for full causal attention.
+  int sliding_window = 0;
 
   // A SwiGLU MLP's usual width for a model of width C: 8C/3 rounded up to a multiple of 32.
   static int default_intermediate_size(int n_embd) { return (8 * n_embd / 3 + 31) / 32 * 32; }
@@ -73,7 +78,12 @@ struct LlamaConfig {
   // block's saved arrays with its attention row of T scores a head, the head's logits, the scratch.
   CheckedSize checked_sequence_activations(int64_t T) const;
 
-  // From a config.json's object (`source` names it in messages): model_type "llama", "qwen2" or "qwen3";
+  // The family of a config.json's model_type; nullopt for one zerodp does not read.
+  static std::optional<LlamaFamily> family_of(std::string_view model_type);
+  // "'llama', 'qwen2', 'qwen3' and 'mistral'", for messages.
+  static std::string model_types_text();
+
+  // From a config.json's object (`source` names it in messages): model_type "llama", "qwen2", "qwen3" or "mistral";
   // RoPE from rope_theta and rope_scaling, or from rope_parameters (newer transformers); refuses
   // what zerodp does not compute (another hidden_act, rope type, sliding windows, MLP biases) and
   // validates the result.

@@ -91,9 +91,9 @@ ModelConfig ModelConfig::from_hf_json(const nlohmann::json& j, std::string_view 
   ZDP_REQUIRE(j.is_object(), "{}: not a JSON object but {}", source, describe_json(j));
   const auto type = j.find("model_type");
   if (type != j.end() && *type == "gpt2") return GPT2Config::from_hf_json(j, source);
-  ZDP_REQUIRE(type != j.end() && (*type == "llama" || *type == "qwen2" || *type == "qwen3"),
-              "{}: model_type is {}: zerodp reads 'gpt2', 'llama', 'qwen2' and 'qwen3' model directories", source,
-              type != j.end() ? describe_json(*type) : std::string("missing"));
+  ZDP_REQUIRE(type != j.end() && type->is_string() && LlamaConfig::family_of(type->get<std::string>()),
+              "{}: model_type is {}: zerodp reads 'gpt2', {} model directories", source,
+              type != j.end() ? describe_json(*type) : std::string("missing"), LlamaConfig::model_types_text());
   return LlamaConfig::from_hf_json(j, source);
 }
 

@@ -61,7 +61,7 @@ class ModelConfig {
   static ModelConfig from_json(const nlohmann::json& j, std::string_view where);
 
   // A Hugging Face model directory's config.json: by its model_type, "gpt2" (GPT2Config::from_hf_json)
-  // or "llama", "qwen2" and "qwen3" (LlamaConfig::from_hf_json); UsageError naming `source` for another.
+  // or "llama", "qwen2", "qwen3" and "mistral" (LlamaConfig::from_hf_json); UsageError naming `source` for another.
   static ModelConfig from_hf_json(const nlohmann::json& j, std::string_view source);
   // The config.json transformers loads the model from (`dtype_name` as torch_dtype).
   nlohmann::json to_hf_json(std::string_view dtype_name) const;

@@ -1,6 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -27,7 +30,7 @@ constexpr Shape kBlocked{1, 2 * kAttentionRowBlock + 1, 6, 2};
 
 // The definition, one score at a time.
 void naive_attention(std::vector<double>& out, std::vector<double>& att, const std::vector<double>& qkv,
-                     Shape s) {
+                     Shape s, int window = 0) {
   const int hs = s.C / s.NH;
   const double scale = 1.0 / std::sqrt(static_cast<double>(hs));
   for (int b = 0; b < s.B; ++b)
@@ -38,14 +41,15 @@ void naive_attention(std::vector<double>& out, std::vector<double>& att, const s
         double m = -1e300;
         for (int j = 0; j < s.T; ++j) {
           p[j] = 0;
-          if (j > t) continue;
+          if (j > t || (window > 0 && t - j >= window)) continue;
           const double* k = &qkv[(b * s.T + j) * 3 * s.C + s.C + h * hs];
           for (int i = 0; i < hs; ++i) p[j] += q[i] * k[i] * scale;
           m = std::max(m, p[j]);
         }
+        const int lo = window > 0 ? std::max(0, t - window + 1) : 0;
         double sum = 0;
-        for (int j = 0; j <= t; ++j) sum += (p[j] = std::exp(p[j] - m));
-        for (int j = 0; j <= t; ++j) p[j] /= sum;
+        for (int j = lo; j <= t; ++j) sum += (p[j] = std::exp(p[j] - m));
+        for (int j = lo; j <= t; ++j) p[j] /= sum;
         for (int i = 0; i < hs; ++i) {
           double o = 0;
           for (int j = 0; j <= t; ++j) o += p[j] * qkv[(b * s.T + j) * 3 * s.C + 2 * s.C + h * hs + i];
@@ -248,6 +252,50 @@ TEST(Attention, GroupedQueryGradientMatchesFiniteDifferences) {
 TEST(Attention, RejectsKeyValueHeadsThatDoNotDivideTheHeads) {
   std::vector<float> buf(4096);
   EXPECT_THROW(attention_forward(buf.data(), buf.data(), buf.data(), AttentionShape{1, 2, 6, 4, 2}), RuntimeFailure);
+}
+
+// Mistral's sliding window: row t attends to keys t − w < j ≤ t only.
+TEST(Attention, SlidingWindowMatchesDefinition) {
+  for (const auto& [s, window] : {std::pair{kSmall, 3}, std::pair{kBlocked, 70}}) {
+    const auto qkv = random_normal(s.qkv(), 31);
+    AttentionShape shape = AttentionShape::mha(s.B, s.T, s.C, s.NH);
+    shape.window = window;
+    std::vector<double> out(s.out()), att(s.att(), -1.0), want_out(s.out()), want_att(s.att());
+    attention_forward(out.data(), att.data(), qkv.data(), shape);
+    naive_attention(want_out, want_att, qkv, s, window);
+    testing::expect_close_scaled(out, want_out, 1e-13, "out, window " + std::to_string(window));
+    testing::expect_close_scaled(att, want_att, 1e-13, "att, window " + std::to_string(window));
+    // Outside the window the probabilities are exactly 0.
+    for (int t = window; t < s.T; ++t) ASSERT_EQ(att[static_cast<size_t>(t) * s.T + t - window], 0.0) << t;
+  }
+}
+
+TEST(Attention, SlidingWindowGradientMatchesFiniteDifferences) {
+  AttentionShape s{1, 9, 4, 2, 3, 4};  // grouped-query heads, a window of 4 keys
+  const int R = (s.heads + 2 * s.kv_heads) * s.head_size, W = s.heads * s.head_size;
+  auto qkv = random_normal(static_cast<size_t>(s.B) * s.T * R, 32);
+  const auto dout = random_normal(static_cast<size_t>(s.B) * s.T * W, 33);
+  std::vector<double> out(dout.size()), att(static_cast<size_t>(s.B) * s.heads * s.T * s.T);
+  auto loss = [&] {
+    attention_forward(out.data(), att.data(), qkv.data(), s);
+    return testing::dot(dout, out);
+  };
+  loss();
+  std::vector<double> dqkv(qkv.size(), 0.0), scratch(attention_scratch_elems(s));
+  attention_backward(dqkv.data(), scratch.data(), dout.data(), qkv.data(), att.data(), s);
+  testing::expect_gradients_match(loss, {{"qkv", &qkv, &dqkv}});
+}
+
+TEST(Attention, AWindowAsLongAsTheSequenceChangesNoBit) {
+  const Shape s = kSmall;
+  const auto qkv = as<float>(random_normal(s.qkv(), 34));
+  AttentionShape full = AttentionShape::mha(s.B, s.T, s.C, s.NH), windowed = full;
+  windowed.window = s.T;
+  std::vector<float> out(s.out()), att(s.att()), out_w(s.out()), att_w(s.att());
+  attention_forward(out.data(), att.data(), qkv.data(), full);
+  attention_forward(out_w.data(), att_w.data(), qkv.data(), windowed);
+  EXPECT_EQ(out, out_w);
+  EXPECT_EQ(att, att_w);
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "core/dtype.h"
@@ -197,26 +198,30 @@ TYPED_TEST(Kernels16, Attention) {
 TYPED_TEST(Kernels16, GroupedQueryAttention) {
   using A = TypeParam;
   const double u = Format<A>::u;
-  // Six query heads over two key/value heads of 12, two row blocks (64 + 6).
-  const AttentionShape s{2, kAttentionRowBlock + 6, 6, 2, 12};
-  const size_t nqkv = static_cast<size_t>(s.B) * s.T * (s.heads + 2 * s.kv_heads) * s.head_size,
-               nout = static_cast<size_t>(s.B) * s.T * s.heads * s.head_size,
-               natt = static_cast<size_t>(s.B) * s.heads * s.T * s.T;
-  Rounded<A> qkv(nqkv, 19);
-  std::vector<A> out(nout), att(natt);
-  std::vector<char> scratch(attention16_scratch_bytes(s));
-  attention16_forward(out.data(), att.data(), qkv.v.data(), scratch.data(), s);
-  std::vector<double> rout(nout), ratt(natt);
-  attention_forward(rout.data(), ratt.data(), qkv.d.data(), s);
-  expect_close_scaled(widen(att), ratt, 2 * u, "attention probabilities");
-  expect_close_scaled(widen(out), rout, 4 * u, "attention out");
+  // Six query heads over two key/value heads of 12, two row blocks (64 + 6); without a window, then
+  // with a sliding window of 9 keys and one of 66 (reaching back across the row blocks).
+  for (const int window : {0, 9, 66}) {
+    const AttentionShape s{2, kAttentionRowBlock + 6, 6, 2, 12, window};
+    const std::string at = " (window " + std::to_string(window) + ")";
+    const size_t nqkv = static_cast<size_t>(s.B) * s.T * (s.heads + 2 * s.kv_heads) * s.head_size,
+                 nout = static_cast<size_t>(s.B) * s.T * s.heads * s.head_size,
+                 natt = static_cast<size_t>(s.B) * s.heads * s.T * s.T;
+    Rounded<A> qkv(nqkv, 19);
+    std::vector<A> out(nout), att(natt);
+    std::vector<char> scratch(attention16_scratch_bytes(s));
+    attention16_forward(out.data(), att.data(), qkv.v.data(), scratch.data(), s);
+    std::vector<double> rout(nout), ratt(natt);
+    attention_forward(rout.data(), ratt.data(), qkv.d.data(), s);
+    expect_close_scaled(widen(att), ratt, 2 * u, "attention probabilities" + at);
+    expect_close_scaled(widen(out), rout, 4 * u, "attention out" + at);
 
-  Rounded<A> dout(nout, 20);
-  std::vector<float> dqkv(nqkv);
-  attention16_backward(dqkv.data(), scratch.data(), dout.v.data(), qkv.v.data(), att.data(), s);
-  std::vector<double> rdqkv(nqkv), rscratch(attention_scratch_elems(s));
-  attention_backward(rdqkv.data(), rscratch.data(), dout.d.data(), qkv.d.data(), ratt.data(), s);
-  expect_close_scaled(dqkv, rdqkv, 8 * u, "attention dqkv");
+    Rounded<A> dout(nout, 20);
+    std::vector<float> dqkv(nqkv);
+    attention16_backward(dqkv.data(), scratch.data(), dout.v.data(), qkv.v.data(), att.data(), s);
+    std::vector<double> rdqkv(nqkv), rscratch(attention_scratch_elems(s));
+    attention_backward(rdqkv.data(), rscratch.data(), dout.d.data(), qkv.d.data(), ratt.data(), s);
+    expect_close_scaled(dqkv, rdqkv, 8 * u, "attention dqkv" + at);
+  }
 }
 
 }  // namespace

@@ -21,6 +21,18 @@ nlohmann::json llama_3_2_1b() {
                      "original_max_position_embeddings": 8192, "rope_type": "llama3"}})");
 }
 
+// Each refusal names the file and what is wrong.
+void expect_refused(const nlohmann::json& j, const std::string& words) {
+  try {
+    LlamaConfig::from_hf_json(j, "'bad.json'");
+    ADD_FAILURE() << "accepted; expected: " << words;
+  } catch (const UsageError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("'bad.json'"), std::string::npos) << what;
+    EXPECT_NE(what.find(words), std::string::npos) << what;
+  }
+}
+
 TEST(LlamaConfig, ParameterCountsOfPublishedModels) {
   const LlamaConfig c = LlamaConfig::from_hf_json(llama_3_2_1b(), "'1b.json'");
   EXPECT_EQ(c.param_count(), 1235814400);  // Llama 3.2 1B, tied head
@@ -85,6 +97,42 @@ TEST(LlamaConfig, Qwen3NormsEachHeadOfQAndK) {
   EXPECT_TRUE(biased.o_bias());
 }
 
+// Mistral: Llama's layout without biases, attention within sliding_window keys (null: none). Mistral 7B
+// v0.1 has 7,241,732,096 parameters.
+TEST(LlamaConfig, MistralKeepsItsSlidingWindow) {
+  const auto mistral = nlohmann::json::parse(R"({
+    "architectures": ["MistralForCausalLM"], "model_type": "mistral", "hidden_act": "silu", "hidden_size": 4096,
+    "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+    "vocab_size": 32000, "max_position_embeddings": 32768, "rms_norm_eps": 1e-05, "rope_theta": 10000.0,
+    "sliding_window": 4096, "tie_word_embeddings": false, "torch_dtype": "bfloat16"})");
+  const LlamaConfig c = LlamaConfig::from_hf_json(mistral, "'mistral.json'");
+  EXPECT_EQ(c.family, LlamaFamily::kMistral);
+  EXPECT_EQ(c.sliding_window, 4096);
+  EXPECT_FALSE(c.qkv_bias());
+  EXPECT_FALSE(c.o_bias());
+  EXPECT_FALSE(c.qk_norm());
+  EXPECT_EQ(c.param_count(), 7241732096);
+  const nlohmann::json j = c.to_hf_json("bfloat16");
+  EXPECT_EQ(j["architectures"][0], "MistralForCausalLM");
+  EXPECT_EQ(j["sliding_window"], 4096);
+  EXPECT_EQ(LlamaConfig::from_hf_json(j, "'again'"), c);
+
+  nlohmann::json v3 = mistral;  // v0.2 on: no window
+  v3["sliding_window"] = nullptr;
+  const LlamaConfig full = LlamaConfig::from_hf_json(v3, "'v3.json'");
+  EXPECT_EQ(full.sliding_window, 0);
+  EXPECT_TRUE(full.to_hf_json("float32")["sliding_window"].is_null());
+  v3.erase("sliding_window");
+  EXPECT_EQ(LlamaConfig::from_hf_json(v3, "'v3.json'").sliding_window, 0);
+
+  nlohmann::json bad = mistral;
+  bad["sliding_window"] = 0;
+  expect_refused(bad, "'sliding_window' is 0");
+  bad["sliding_window"] = 4096;
+  bad["attention_bias"] = true;
+  expect_refused(bad, "no attention biases");
+}
+
 TEST(LlamaConfig, ReadsRopeParametersAsNewerTransformersWritesThem) {
   nlohmann::json j = llama_3_2_1b();
   j["rope_parameters"] = j["rope_scaling"];
@@ -113,17 +161,6 @@ TEST(LlamaConfig, RoundTripsThroughItsConfigJson) {
   EXPECT_EQ(LlamaConfig::from_hf_json(j, "'again'"), q);
 }
 
-// Each refusal names the file and what is wrong.
-void expect_refused(const nlohmann::json& j, const std::string& words) {
-  try {
-    LlamaConfig::from_hf_json(j, "'bad.json'");
-    ADD_FAILURE() << "accepted; expected: " << words;
-  } catch (const UsageError& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find("'bad.json'"), std::string::npos) << what;
-    EXPECT_NE(what.find(words), std::string::npos) << what;
-  }
-}
 
 TEST(LlamaConfig, RefusesWhatItDoesNotCompute) {
   auto with = [](const char* key, nlohmann::json v) {
@@ -131,7 +168,7 @@ TEST(LlamaConfig, RefusesWhatItDoesNotCompute) {
     j[key] = std::move(v);
     return j;
   };
-  expect_refused(with("model_type", "gpt2"), "zerodp reads 'llama', 'qwen2' and 'qwen3'");
+  expect_refused(with("model_type", "gpt2"), "zerodp reads 'llama', 'qwen2', 'qwen3' and 'mistral'");
   expect_refused(with("num_key_value_heads", 5), "must divide num_attention_heads");
   expect_refused(with("head_dim", 63), "must be even");
   expect_refused(with("hidden_act", "gelu"), "SiLU-gated");

@@ -50,7 +50,7 @@ OUT_ATOL = 1e-4                         # trained fp32 weights, zerodp against t
 # the middle of a sequence (1000 is no multiple of T).
 TOKENS_IN_FILE = 1000
 FAIL_WITHIN_S = 30
-PRESETS = ["llama_gqa_untied", "qwen2_bias_tied", "llama3_rope_scaling", "qwen3_norm_tied"]
+PRESETS = ["llama_gqa_untied", "qwen2_bias_tied", "llama3_rope_scaling", "qwen3_norm_tied", "mistral_window_untied"]
 
 LOGITS_CASES = {f"logits_{p}": dict(preset=p, seed=31 + i) for i, p in enumerate(PRESETS)}
 
@@ -77,6 +77,11 @@ TRAIN_CASES = {
     "qwen3_w2_b2_g2_s1": dict(preset="qwen3_norm_tied", world=2, b=2, g=2, stage=1, clip=1.0, seed=51),
     "qwen3_w3_b2_s2": dict(preset="qwen3_norm_tied", world=3, b=2, g=1, stage=2, clip=0.5, seed=52),
     "qwen3_w4_b2_s3": dict(preset="qwen3_norm_tied", world=4, b=2, g=1, stage=3, clip=0.0, seed=53),
+    # Mistral (a sliding window of 5 keys in sequences of 16) at every W and every stage.
+    "mistral_w1_b2_s0": dict(preset="mistral_window_untied", world=1, b=2, g=1, stage=0, clip=0.5, seed=54),
+    "mistral_w2_b2_g2_s1": dict(preset="mistral_window_untied", world=2, b=2, g=2, stage=1, clip=1.0, seed=55),
+    "mistral_w3_b2_s2": dict(preset="mistral_window_untied", world=3, b=2, g=1, stage=2, clip=0.5, seed=56),
+    "mistral_w4_b2_s3": dict(preset="mistral_window_untied", world=4, b=2, g=1, stage=3, clip=0.0, seed=57),
 }
 # Saved after 6 steps on W=2 at stage 2 with B=3, resumed on W=3 at stage 3 with B=2 (the same global
 # batch of 6 sequences, as a resume requires) for steps 6..11; a cosine schedule with warmup, so that
@@ -498,10 +503,10 @@ def run_bad_case(args, name, work):
         path = os.path.join(model, "config.json")
         with open(path) as f:
             config = json.load(f)
-        config["model_type"], config["architectures"] = "mistral", ["MistralForCausalLM"]
+        config["model_type"], config["architectures"] = "gemma2", ["Gemma2ForCausalLM"]
         with open(path, "w") as f:
             json.dump(config, f, indent=2)
-        expect = ["config.json", "mistral"]
+        expect = ["config.json", "gemma2"]
     elif name == "bad_out_not_model_dir":
         os.makedirs(out)
         with open(os.path.join(out, "notes.txt"), "w") as f:

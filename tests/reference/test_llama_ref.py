@@ -106,6 +106,8 @@ def contract_logits(state, cfg, ids):
         return y.transpose(0, 1)
 
     future = torch.ones(T, T, dtype=torch.bool).triu(1)
+    if cfg.get("sliding_window"):  # Mistral: row t sees keys t − w < j ≤ t only
+        future |= torch.ones(T, T, dtype=torch.bool).tril(-cfg["sliding_window"])
     for i in range(cfg["num_hidden_layers"]):
         pre = f"model.layers.{i}."
         h = rms_norm(x, p[pre + "input_layernorm.weight"], eps)
@@ -135,7 +137,7 @@ def expected_names(cfg):
         names |= {pre + "input_layernorm.weight", pre + "post_attention_layernorm.weight"}
         names |= {pre + f"self_attn.{x}_proj.weight" for x in "qkvo"}
         names |= {pre + f"mlp.{x}_proj.weight" for x in ("gate", "up", "down")}
-        if cfg["attention_bias"]:
+        if cfg.get("attention_bias"):
             names |= {pre + f"self_attn.{x}_proj.bias" for x in "qkv"}
         if cfg["model_type"] == "qwen3":
             names |= {pre + "self_attn.q_norm.weight", pre + "self_attn.k_norm.weight"}
@@ -183,7 +185,7 @@ class ModelTest(TmpDirCase):
             self.assertEqual(code, 0)
             self.assertEqual(json.loads(out), cfg)
         self.assertEqual(set(lr.CONFIGS), {"llama_gqa_untied", "qwen2_bias_tied", "llama3_rope_scaling",
-                                           "qwen3_norm_tied"})
+                                           "qwen3_norm_tied", "mistral_window_untied"})
 
     def test_presets_match_section12(self):
         """make -> files with model.md's names and the preset's config.json -> logits equal to model.md in float64."""
@@ -196,7 +198,7 @@ class ModelTest(TmpDirCase):
                             "num_key_value_heads", "head_dim", "intermediate_size", "vocab_size",
                             "max_position_embeddings", "rms_norm_eps", "rope_theta", "rope_scaling",
                             "tie_word_embeddings", "attention_bias"):
-                    self.assertEqual(saved.get(key), cfg[key], key)
+                    self.assertEqual(saved.get(key), cfg.get(key), key)
                 state = lr.read_state(d)
                 self.assertEqual(set(state), expected_names(cfg))
                 self.assertTrue(all(v.dtype == torch.float32 for v in state.values()))
@@ -219,6 +221,11 @@ class ModelTest(TmpDirCase):
         no_bias = {k: (torch.zeros_like(v) if k.endswith(".bias") else v) for k, v in state.items()}
         self.assertGreater((contract_logits(state, cfg, self.IDS) - contract_logits(no_bias, cfg, self.IDS))
                            .abs().max().item(), 1e-2)
+        cfg = lr.CONFIGS["mistral_window_untied"]
+        state = lr.read_state(self.make("mistral_window_untied"))
+        self.assertLess(cfg["sliding_window"], len(self.IDS))
+        self.assertGreater((contract_logits(state, cfg, self.IDS) -
+                            contract_logits(state, dict(cfg, sliding_window=None), self.IDS)).abs().max().item(), 1e-2)
 
     def test_draws_are_deterministic_and_non_trivial(self):
         a = lr.read_state(self.make("qwen2_bias_tied", seed=3, name="a"))
@@ -315,10 +322,10 @@ class ModelTest(TmpDirCase):
             (("make", "--config", "no_such_preset", "--seed", "1", "--out", self.path("m")), "no_such_preset"),
             (("check-load", "--model", d, "--against", self.path("none.safetensors")), "none.safetensors"),
         ]
-        bad_type = self.path("mistral.json")
+        bad_type = self.path("gemma2.json")
         with open(bad_type, "w") as f:
-            json.dump({"model_type": "mistral", "num_hidden_layers": 1}, f)
-        cases.append((("make", "--config", bad_type, "--seed", "1", "--out", self.path("m")), "mistral"))
+            json.dump({"model_type": "gemma2", "num_hidden_layers": 1}, f)
+        cases.append((("make", "--config", bad_type, "--seed", "1", "--out", self.path("m")), "gemma2"))
         for argv, text in cases:
             with self.subTest(argv[0] + " " + text):
                 code, _, err = call(*argv)

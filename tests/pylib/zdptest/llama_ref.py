@@ -37,7 +37,8 @@ InputError = rt.InputError
 # attention with an untied head;
 # Qwen2's q/k/v biases with a tied head, one key/value head (multi-query) and head_dim ≠ C/H; llama3
 # rope scaling whose original context (8) is shorter than the sequences, so the scaled frequencies
-# matter; Qwen 3's per-head q/k norms with grouped-query attention, a tied head and head_dim ≠ C/H.
+# matter; Qwen 3's per-head q/k norms with grouped-query attention, a tied head and head_dim ≠ C/H;
+# Mistral's sliding window of 5 keys, shorter than the sequences, with grouped-query attention.
 # `attention_bias` is informational for Qwen2 (its q/k/v always carry biases in transformers) but
 # spelled out so a reader of config.json need not know that.
 CONFIGS = {
@@ -62,6 +63,13 @@ CONFIGS = {
         "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "rope_scaling": None,
         "tie_word_embeddings": True, "attention_bias": False, "use_sliding_window": False, "hidden_act": "silu",
     },
+    "mistral_window_untied": {
+        "model_type": "mistral", "architectures": ["MistralForCausalLM"],
+        "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "head_dim": 8, "intermediate_size": 48, "vocab_size": 64, "max_position_embeddings": 32,
+        "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "sliding_window": 5,
+        "tie_word_embeddings": False, "hidden_act": "silu",
+    },
     "llama3_rope_scaling": {
         "model_type": "llama", "architectures": ["LlamaForCausalLM"],
         "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 4,
@@ -77,7 +85,8 @@ CONFIGS = {
 # that `config` (and importing this module) works without it. GPT-2 is here for its Hugging Face
 # directories (tests/reference/compare_gpt2_hf.py): making, loading and logits, not `train`.
 ARCHITECTURES = {"llama": ("LlamaConfig", "LlamaForCausalLM"), "qwen2": ("Qwen2Config", "Qwen2ForCausalLM"),
-                 "qwen3": ("Qwen3Config", "Qwen3ForCausalLM"), "gpt2": ("GPT2Config", "GPT2LMHeadModel")}
+                 "qwen3": ("Qwen3Config", "Qwen3ForCausalLM"), "mistral": ("MistralConfig", "MistralForCausalLM"),
+                 "gpt2": ("GPT2Config", "GPT2LMHeadModel")}
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 # Set when a process re-ran itself in the venv, so that a venv without transformers fails instead of looping.
