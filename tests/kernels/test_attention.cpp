@@ -233,11 +233,11 @@ TEST(Attention, GroupedQueryHeadsEqualRepeatedKeyValueHeads) {
       << "one dP block per key/value head, not per query head";
 }
 
-TEST(Attention, GroupedQueryGradientMatchesFiniteDifferences) {
-  constexpr AttentionShape s{1, 9, 4, 2, 3};
+// Finite differences of <dout, attention(qkv)> against attention_backward, for any shape.
+void check_shape_gradient(const AttentionShape& s, uint64_t seed) {
   const int R = (s.heads + 2 * s.kv_heads) * s.head_size, W = s.heads * s.head_size;
-  auto qkv = random_normal(static_cast<size_t>(s.B) * s.T * R, 23);
-  const auto dout = random_normal(static_cast<size_t>(s.B) * s.T * W, 24);
+  auto qkv = random_normal(static_cast<size_t>(s.B) * s.T * R, seed);
+  const auto dout = random_normal(static_cast<size_t>(s.B) * s.T * W, seed + 1);
   std::vector<double> out(dout.size()), att(static_cast<size_t>(s.B) * s.heads * s.T * s.T);
   auto loss = [&] {
     attention_forward(out.data(), att.data(), qkv.data(), s);
@@ -248,6 +248,8 @@ TEST(Attention, GroupedQueryGradientMatchesFiniteDifferences) {
   attention_backward(dqkv.data(), scratch.data(), dout.data(), qkv.data(), att.data(), s);
   testing::expect_gradients_match(loss, {{"qkv", &qkv, &dqkv}});
 }
+
+TEST(Attention, GroupedQueryGradientMatchesFiniteDifferences) { check_shape_gradient({1, 9, 4, 2, 3}, 23); }
 
 TEST(Attention, RejectsKeyValueHeadsThatDoNotDivideTheHeads) {
   std::vector<float> buf(4096);
@@ -270,21 +272,8 @@ TEST(Attention, SlidingWindowMatchesDefinition) {
   }
 }
 
-TEST(Attention, SlidingWindowGradientMatchesFiniteDifferences) {
-  AttentionShape s{1, 9, 4, 2, 3, 4};  // grouped-query heads, a window of 4 keys
-  const int R = (s.heads + 2 * s.kv_heads) * s.head_size, W = s.heads * s.head_size;
-  auto qkv = random_normal(static_cast<size_t>(s.B) * s.T * R, 32);
-  const auto dout = random_normal(static_cast<size_t>(s.B) * s.T * W, 33);
-  std::vector<double> out(dout.size()), att(static_cast<size_t>(s.B) * s.heads * s.T * s.T);
-  auto loss = [&] {
-    attention_forward(out.data(), att.data(), qkv.data(), s);
-    return testing::dot(dout, out);
-  };
-  loss();
-  std::vector<double> dqkv(qkv.size(), 0.0), scratch(attention_scratch_elems(s));
-  attention_backward(dqkv.data(), scratch.data(), dout.data(), qkv.data(), att.data(), s);
-  testing::expect_gradients_match(loss, {{"qkv", &qkv, &dqkv}});
-}
+// Grouped-query heads with a window of 4 keys.
+TEST(Attention, SlidingWindowGradientMatchesFiniteDifferences) { check_shape_gradient({1, 9, 4, 2, 3, 4}, 32); }
 
 TEST(Attention, AWindowAsLongAsTheSequenceChangesNoBit) {
   const Shape s = kSmall;
