@@ -74,8 +74,8 @@ void residual_forward(float* out, const float* a, const float* b, size_t n, cuda
 void residual_backward(float* da, float* db, const float* dout, size_t n, cudaStream_t stream);
 
 // ---- softmax + cross-entropy (kernels/cross_entropy.h) ----------------------------------------------
-// losses [N]; probs [N,V] (may alias logits; nullptr: only the losses). A target outside [0, V) gives
-// a NaN loss (and, with probs, leaves the row's probabilities computed): the GPU cannot throw, the
+// losses [N]; probs [N,V] (may alias logits; nullptr: only the losses). A target of kIgnoreTarget
+// (core/targets.h) gives a loss of 0 and a zero gradient row; another outside [0, V) gives a NaN loss (and, with probs, leaves the row's probabilities computed): the GPU cannot throw, the
 // data layer checks targets against V before they get here.
 void softmax_crossentropy_forward(float* losses, float* probs, const float* logits, const int32_t* targets, int N,
                                   int V, cudaStream_t stream);

@@ -7,6 +7,7 @@
 // warps by xor butterfly, then the warps' sums in warp order): the same bits every run.
 #include <cmath>
 
+#include "core/targets.h"
 #include "cuda/kernels.h"
 #include "cuda/kernels_common.cuh"
 
@@ -47,7 +48,7 @@ __global__ void __launch_bounds__(tl::kSoftmaxBlock)
   const int64_t row = blockIdx.x;
   const float* x = logits + row * V;
   const int32_t target = targets[row];
-  const bool valid = target >= 0 && target < V;
+  const bool valid = target >= 0 && target < V, ignored = target == kIgnoreTarget;
   const float target_logit = valid ? x[target] : 0.0f;
   float m = -INFINITY;
   for (int j = threadIdx.x; j < V; j += blockDim.x) m = fmaxf(m, x[j]);
@@ -61,7 +62,7 @@ __global__ void __launch_bounds__(tl::kSoftmaxBlock)
     for (int j = threadIdx.x; j < V; j += blockDim.x) p[j] = expf(x[j] - m) * inv;
   }
   if (threadIdx.x == 0)
-    losses[row] = valid ? static_cast<float>(log(sum) - static_cast<double>(target_logit - m)) : NAN;
+    losses[row] = valid ? static_cast<float>(log(sum) - static_cast<double>(target_logit - m)) : ignored ? 0.0f : NAN;
 }
 
 // dlogits may alias probs: element by element, the target's probability read first by its own thread.
@@ -71,8 +72,10 @@ __global__ void softmax_crossentropy_backward_kernel(float* dlogits, const float
   const int32_t target = targets[row];
   const float* p = probs + row * V;
   float* d = dlogits + row * V;
+  // A row that predicts nothing (kIgnoreTarget) gets a zero gradient.
+  const float weight = target == kIgnoreTarget ? 0.0f : dloss;
   for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < V; j += gridDim.x * blockDim.x)
-    d[j] = j == target ? dloss * (p[j] - 1.0f) : dloss * p[j];
+    d[j] = j == target ? weight * (p[j] - 1.0f) : weight * p[j];
 }
 
 }  // namespace

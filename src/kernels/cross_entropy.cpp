@@ -1,5 +1,6 @@
 #include "kernels/cross_entropy.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 
@@ -15,8 +16,8 @@ namespace {
 void check_targets(const char* what, const int32_t* targets, int N, int V) {
   ZDP_CHECK(N > 0 && V > 0, "{}: bad shape N={} V={}", what, N, V);
   for (int i = 0; i < N; ++i)
-    ZDP_CHECK(targets[i] >= 0 && targets[i] < V, "{}: target {} of row {} is outside [0, {})", what,
-              targets[i], i, V);
+    ZDP_CHECK((targets[i] >= 0 && targets[i] < V) || targets[i] == kIgnoreTarget,
+              "{}: target {} of row {} is outside [0, {})", what, targets[i], i, V);
 }
 }  // namespace
 
@@ -30,12 +31,13 @@ void softmax_crossentropy_forward(T* losses, T* probs, const T* logits, const in
     const T* x = logits + static_cast<ptrdiff_t>(i) * V;
     T* p = probs + static_cast<ptrdiff_t>(i) * V;
     const T m = detail::row_max(x, V);
-    const T target_logit = x[targets[i]];  // read before p, which may be x, is overwritten
+    const bool ignored = targets[i] == kIgnoreTarget;
+    const T target_logit = ignored ? T(0) : x[targets[i]];  // read before p, which may be x, is overwritten
     const double sum = detail::exp_shifted(p, x, V, m);
     const T inv = static_cast<T>(1.0 / sum);
 #pragma omp simd
     for (int j = 0; j < V; ++j) p[j] *= inv;
-    losses[i] = static_cast<T>(std::log(sum) - static_cast<double>(target_logit - m));
+    losses[i] = ignored ? T(0) : static_cast<T>(std::log(sum) - static_cast<double>(target_logit - m));
   }
 }
 
@@ -48,6 +50,10 @@ void softmax_crossentropy_backward(T* dlogits, const T* probs, const int32_t* ta
   for (int i = 0; i < N; ++i) {
     const T* p = probs + static_cast<ptrdiff_t>(i) * V;
     T* d = dlogits + static_cast<ptrdiff_t>(i) * V;
+    if (targets[i] == kIgnoreTarget) {
+      std::fill(d, d + V, T(0));
+      continue;
+    }
     const T p_target = p[targets[i]];  // read before d, which may be p, is overwritten
 #pragma omp simd
     for (int j = 0; j < V; ++j) d[j] = dloss * p[j];

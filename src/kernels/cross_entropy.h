@@ -6,10 +6,16 @@
 
 #include <cstdint>
 
+#include "core/targets.h"
+
 namespace zerodp::kernels {
 
+// A row whose target is kIgnoreTarget (core/targets.h) predicts nothing: its loss is 0 and its
+// dlogits row 0 (its probabilities are still computed).
+//
 // losses [N]; probs, logits [N,V] (probs may alias logits: softmax in place). Targets must lie in
-// [0, V); one outside is a broken invariant (RuntimeFailure) detected before anything is written.
+// [0, V) or be kIgnoreTarget; another is a broken invariant (RuntimeFailure) detected before anything
+// is written.
 template <class T>
 void softmax_crossentropy_forward(T* losses, T* probs, const T* logits, const int32_t* targets, int N,
                                   int V);

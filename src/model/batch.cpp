@@ -1,6 +1,7 @@
 #include "model/batch.h"
 
 #include "core/error.h"
+#include "core/targets.h"
 
 namespace zerodp::model {
 
@@ -14,7 +15,8 @@ TokenBatch::TokenBatch(device::Device& dev, int B, int T) : dev_(dev) {
 void TokenBatch::load(const int32_t* inputs, const int32_t* targets, int n, int V) {
   for (int i = 0; i < n; ++i) {
     ZDP_CHECK(inputs[i] >= 0 && inputs[i] < V, "input token {} at position {} is outside [0, {})", inputs[i], i, V);
-    ZDP_CHECK(targets[i] >= 0 && targets[i] < V, "target token {} at position {} is outside [0, {})", targets[i], i, V);
+    ZDP_CHECK((targets[i] >= 0 && targets[i] < V) || targets[i] == kIgnoreTarget,
+              "target token {} at position {} is outside [0, {})", targets[i], i, V);
   }
   // The device's memory: copied through it (a GPU's is not the host's).
   dev_.copy(inputs_, inputs, sizeof(int32_t) * n);

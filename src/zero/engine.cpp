@@ -280,14 +280,15 @@ struct Engine::Impl {
     return loss_sum;
   }
 
-  StepResult step(int accum, const BatchSource& batches, double lr, double clip) {
+  StepResult step(int accum, const BatchSource& batches, double lr, double clip, uint64_t targets) {
     ZDP_REQUIRE(accum >= 1, "gradient accumulation steps must be at least 1, got {}", accum);
     StepResult res;
     clock.wait_ms = 0;
     st.clear_grads();
     const double scale = scaler.scale();
     res.loss_scale = scale;
-    const double global_tokens = static_cast<double>(world) * accum * cfg.micro_batch * cfg.seq;
+    const double global_tokens = targets > 0 ? static_cast<double>(targets)
+                                             : static_cast<double>(world) * accum * cfg.micro_batch * cfg.seq;
     const double loss_sum = accumulate(accum, batches, static_cast<float>(scale / global_tokens));
     // Every gathered copy was freed by its last read (zero/gather_plan.h): one that outlived the
     // micro-steps would be read by the next step with the weights before this update.
@@ -446,8 +447,8 @@ void Engine::load(const UnitSource& source) {
 
 void Engine::load_state(const StateSource& source) { impl_->load(source, true); }
 
-StepResult Engine::step(int accum, const BatchSource& batches, double lr, double clip) {
-  return impl_->step(accum, batches, lr, clip);
+StepResult Engine::step(int accum, const BatchSource& batches, double lr, double clip, uint64_t targets) {
+  return impl_->step(accum, batches, lr, clip, targets);
 }
 
 std::vector<double> Engine::evaluate(uint64_t passes, const EvalSource& batches) {

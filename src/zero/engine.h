@@ -63,8 +63,10 @@ class Engine {
   // global gradient norm (docs/reference/model.md#loss). When the global loss or gradient is not finite the step
   // changes nothing (parameters, masters, optimizer state, AdamW's t) on any rank and returns
   // nonfinite; with loss scaling (fp16) the scaler records the overflow. What to do next (stop or
-  // go on) is the caller's policy.
-  StepResult step(int accum, const BatchSource& batches, double lr, double clip);
+  // go on) is the caller's policy. The loss is the sum of the global batch's token losses over
+  // `targets`, the number of positions with a target in it (instruction data: those not
+  // kIgnoreTarget; 0 means every position, W·G·B·T), whatever the split (docs/reference/data-order.md).
+  StepResult step(int accum, const BatchSource& batches, double lr, double clip, uint64_t targets = 0);
   // Forward passes only (validation, docs/reference/data-order.md#validation): `passes` micro-batches of B sequences of T tokens
   // from `batches`, each through the model's forward in the compute dtype, as training's forward
   // computes. Returns every sequence's summed token cross-entropy in double, B a pass, in pass order.

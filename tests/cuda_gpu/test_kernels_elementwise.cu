@@ -29,6 +29,7 @@
 #include <cuda_runtime.h>
 
 #include "core/dtype.h"
+#include "core/targets.h"
 #include "cuda/check.h"
 #include "cuda/kernels.h"
 #include "kernels/cross_entropy.h"
@@ -357,17 +358,21 @@ TEST(GpuKernels, SoftmaxCrossEntropy) {
   expect_bits_equal(d_probs.down(), dlogits, "dlogits in place");
 }
 
-TEST(GpuKernels, CrossEntropyOutOfRangeTargetGivesNaN) {
-  const int N = 3, V = 1000;
+TEST(GpuKernels, CrossEntropyOutOfRangeTargetGivesNaNAndAnIgnoredOneNothing) {
+  const int N = 4, V = 1000;
   const auto logits = randn(static_cast<size_t>(N) * V, 1.0f, 42);
-  const std::vector<int32_t> targets = {5, V, -1};
-  Dev<float> d_logits(logits), d_losses(N);
+  const std::vector<int32_t> targets = {5, V, -2, kIgnoreTarget};
+  Dev<float> d_logits(logits), d_losses(N), d_probs(static_cast<size_t>(N) * V);
   Dev<int32_t> d_t(targets);
-  softmax_crossentropy_forward(d_losses.get(), nullptr, d_logits.get(), d_t.get(), N, V, kStream);
+  softmax_crossentropy_forward(d_losses.get(), d_probs.get(), d_logits.get(), d_t.get(), N, V, kStream);
   const auto l = d_losses.down();
   EXPECT_TRUE(std::isfinite(l[0]));
   EXPECT_TRUE(std::isnan(l[1]));
   EXPECT_TRUE(std::isnan(l[2]));
+  EXPECT_EQ(l[3], 0.0f) << "kIgnoreTarget: no loss";
+  softmax_crossentropy_backward(d_probs.get(), d_probs.get(), d_t.get(), 0.5f, N, V, kStream);
+  const auto d = d_probs.down();
+  for (int j = 0; j < V; ++j) ASSERT_EQ(d[3 * static_cast<size_t>(V) + j], 0.0f) << "kIgnoreTarget: no gradient, " << j;
 }
 
 // ---- precision -----------------------------------------------------------------------------------

@@ -116,6 +116,26 @@ TEST(CrossEntropy, FloatAgreesWithDouble) {
   testing::expect_close_scaled(dlogits_f, dlogits, 1e-5, "dlogits");
 }
 
+// Rows with kIgnoreTarget predict nothing: loss 0, gradient 0; the other rows are as without them.
+TEST(CrossEntropy, IgnoredRowsHaveNoLossAndNoGradient) {
+  const auto tgt = targets();
+  auto masked = tgt;
+  for (int i = 0; i < kN; i += 3) masked[i] = kIgnoreTarget;
+  const auto logits = random_normal(kN * kV, 12, 2.0);
+  std::vector<double> probs(kN * kV), losses(kN), probs_m(kN * kV), losses_m(kN);
+  softmax_crossentropy_forward(losses.data(), probs.data(), logits.data(), tgt.data(), kN, kV);
+  softmax_crossentropy_forward(losses_m.data(), probs_m.data(), logits.data(), masked.data(), kN, kV);
+  std::vector<double> d(kN * kV, 7.0), d_m(kN * kV, 7.0);
+  softmax_crossentropy_backward(d.data(), probs.data(), tgt.data(), 0.5, kN, kV);
+  softmax_crossentropy_backward(d_m.data(), probs_m.data(), masked.data(), 0.5, kN, kV);
+  for (int i = 0; i < kN; ++i) {
+    const bool ignored = i % 3 == 0;
+    EXPECT_EQ(losses_m[i], ignored ? 0.0 : losses[i]) << i;
+    for (int j = 0; j < kV; ++j) EXPECT_EQ(d_m[i * kV + j], ignored ? 0.0 : d[i * kV + j]) << i << "," << j;
+  }
+  EXPECT_EQ(probs_m, probs) << "probabilities are computed for every row";
+}
+
 TEST(CrossEntropy, RejectsTargetsOutsideTheVocabularyBeforeWriting) {
   auto tgt = targets();
   tgt[5] = kV;
@@ -124,7 +144,7 @@ TEST(CrossEntropy, RejectsTargetsOutsideTheVocabularyBeforeWriting) {
       softmax_crossentropy_forward(losses.data(), probs.data(), logits.data(), tgt.data(), kN, kV),
       RuntimeFailure);
   for (float l : losses) EXPECT_EQ(l, -1.0f);
-  tgt[5] = -1;
+  tgt[5] = -2;  // negative, and not kIgnoreTarget
   EXPECT_THROW(softmax_crossentropy_backward(probs.data(), probs.data(), tgt.data(), 1.0f, kN, kV),
                RuntimeFailure);
 }
