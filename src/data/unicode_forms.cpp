@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "data/byte_level.h"
 
 namespace zerodp::data {
 
@@ -63,37 +64,31 @@ bool is_boundary(UnicodeForm f, int32_t c) {
   return utf8proc_normalize_utf32(buf, n, UTF8PROC_COMPOSE) == 1 && buf[0] == c;
 }
 
-// One bit per form: a boundary. Built for a form on first use.
+// One bit per form and code point: a boundary. A form's bits are built on its first use.
 class BoundaryTable {
  public:
-  bool boundary(UnicodeForm f, int32_t c) {
-    const int k = form_index(f);
-    std::call_once(built_[k], [&] {
+  explicit BoundaryTable(UnicodeForm f) : form_(f), bit_(static_cast<uint8_t>(1u << form_index(f))) {
+    std::call_once(built_[form_index(f)], [&] {
       for (int32_t cp = 0; cp < kTableEnd; ++cp)
-        if (is_boundary(f, cp)) bits_[static_cast<size_t>(cp)] |= static_cast<uint8_t>(1u << k);
+        if (is_boundary(f, cp)) bits_[static_cast<size_t>(cp)] |= bit_;
     });
-    if (c >= kTableEnd) return is_boundary(f, c);
-    return (bits_[static_cast<size_t>(c)] >> k) & 1u;
+  }
+  bool boundary(int32_t c) const {
+    return c < kTableEnd ? (bits_[static_cast<size_t>(c)] & bit_) != 0 : is_boundary(form_, c);
   }
 
  private:
-  std::vector<uint8_t> bits_ = std::vector<uint8_t>(kTableEnd, 0);
-  std::once_flag built_[4];
+  static inline std::vector<uint8_t> bits_ = std::vector<uint8_t>(kTableEnd, 0);
+  static inline std::once_flag built_[4];
+  UnicodeForm form_;
+  uint8_t bit_;
 };
-
-BoundaryTable& boundaries() {
-  static BoundaryTable t;
-  return t;
-}
 
 // The code point at s[i] if it starts a valid UTF-8 sequence (its length in `len`), else -1.
 int32_t valid_code_point(std::string_view s, size_t i, size_t& len) {
-  utf8proc_int32_t cp = -1;
-  const utf8proc_ssize_t n =
-      utf8proc_iterate(reinterpret_cast<const utf8proc_uint8_t*>(s.data() + i), static_cast<utf8proc_ssize_t>(s.size() - i), &cp);
-  if (n <= 0) return -1;
-  len = static_cast<size_t>(n);
-  return cp;
+  uint32_t cp = 0;
+  len = valid_utf8_at(s, i, cp);
+  return len == 0 ? -1 : static_cast<int32_t>(cp);
 }
 
 // Appends form(segment) (valid UTF-8) to out.
@@ -116,7 +111,7 @@ void normalize_segment(UnicodeForm f, std::string_view seg, std::string& out) {
 }  // namespace
 
 bool to_unicode_form(UnicodeForm form, std::string_view text, std::string& out) {
-  BoundaryTable& table = boundaries();
+  const BoundaryTable table(form);
   size_t copied = 0;        // text[0, copied) is in `out` (once something changed)
   size_t last_start = 0;    // where the last boundary character starts (a segment may start there)
   bool changed = false;
@@ -128,7 +123,7 @@ bool to_unicode_form(UnicodeForm form, std::string_view text, std::string& out) 
     }
     size_t len = 1;
     const int32_t c = valid_code_point(text, i, len);
-    if (c < 0 || table.boundary(form, c)) {  // invalid bytes pass through as boundaries
+    if (c < 0 || table.boundary(c)) {  // invalid bytes pass through as boundaries
       last_start = i;
       i += c < 0 ? 1 : len;
       continue;
@@ -140,7 +135,7 @@ bool to_unicode_form(UnicodeForm form, std::string_view text, std::string& out) 
       if (static_cast<uint8_t>(text[end]) < 0x80) break;
       size_t l = 1;
       const int32_t d = valid_code_point(text, end, l);
-      if (d < 0 || table.boundary(form, d)) break;
+      if (d < 0 || table.boundary(d)) break;
       end += l;
     }
     const size_t seg = std::max(last_start, copied);
