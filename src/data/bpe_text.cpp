@@ -278,6 +278,13 @@ void BpeModel::encode_piece(std::string_view subject, size_t b, size_t e, bool a
     }
     return;
   }
+  if (prefix_space && at_start && subject[b] != ' ') {  // ByteLevel's add_prefix_space (never cut)
+    thread_local std::string spaced;
+    spaced.assign(1, ' ');
+    spaced.append(subject.substr(b, e - b));
+    subject = spaced;
+    b = 0, e = spaced.size();
+  }
   if (steps.empty()) {
     encode_whole(subject.substr(b, e - b), out);
     return;

@@ -321,6 +321,8 @@ def normalizers_case(zerodp, tmp):
         "nfd": byte_level(nz.NFD()),
         "nfkd": byte_level(nz.NFKD()),
         "lowercase": byte_level(nz.Sequence([nz.NFC(), nz.Lowercase()])),
+        "nfc_prefix_space": edited(byte_level(nz.NFC()), lambda j: j.update(
+            {"pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True}})),
         "strip_replace": byte_level(nz.Sequence([nz.Strip(left=True, right=True), nz.NFKC(),
                                                  nz.Replace(Regex(r"\s+"), " "), nz.Replace("e", "E")])),
         "llama2_joined": lambda: train_shapes.train_llama2([shakespeare], 600, split_words=False),
