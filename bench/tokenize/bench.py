@@ -62,6 +62,31 @@ print(json.dumps({"seconds": dt, "tokens": n, "bytes": nbytes, "documents": len(
 '''
 
 
+def make_texts(mb, mix_share):
+    """Shakespeare repeated to about `mb` MB, and the multilingual mix (reference_test's documents
+    spliced into Shakespeare) of about mb * mix_share MB."""
+    import reference_test
+    sh = open(os.path.join(ROOT, "data", "tinyshakespeare.txt"), encoding="utf-8").read()
+    texts = {"shakespeare": sh * max(1, int(mb * 1e6 / len(sh.encode("utf-8"))))}
+    mix, k = [], 0
+    while sum(len(p) for p in mix) < mb * 1e6 * mix_share / 1.3:
+        for d in reference_test.DOCS:
+            mix.append(sh[(k * 7919) % 1000000:(k * 7919) % 1000000 + 2000])
+            mix.append(d)
+            k += 1
+    texts["multilingual"] = "".join(mix)
+    return texts
+
+
+def finish(results, path, tmp):
+    """The load after the runs, then the results written to `path`; the temporaries removed."""
+    results["load_after"] = os.getloadavg()[0]
+    print("load average (1 min) before %.2f, after %.2f" % (results["load_before"], results["load_after"]))
+    with open(path, "w") as f:
+        json.dump(results, f, indent=1)
+    subprocess.run(["rm", "-rf", tmp])
+
+
 def timed(cmd, env=None):
     t0 = time.perf_counter()
     r = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -81,18 +106,7 @@ def main():
     tok = train_tokenizers.train_llama3([shakespeare], 1500)
     tj = os.path.join(tmp, "llama3-1500.json")
     tok.save(tj)
-    sh = open(shakespeare, encoding="utf-8").read()
-    import reference_test
-    texts = {}
-    reps = max(1, int(mb * 1e6 / len(sh.encode("utf-8"))))
-    texts["shakespeare"] = sh * reps
-    mix, k = [], 0
-    while sum(len(p) for p in mix) < mb * 1e6 / 5 / 1.3:
-        for d in reference_test.DOCS:
-            mix.append(sh[(k * 7919) % 1000000:(k * 7919) % 1000000 + 2000])
-            mix.append(d)
-            k += 1
-    texts["multilingual"] = "".join(mix)
+    texts = make_texts(mb, 1 / 5)
     results = {"cores": cores, "date": time.strftime("%Y-%m-%d"), "vocab": tok.get_vocab_size(), "runs": [],
                "load_before": os.getloadavg()[0]}
     try:
@@ -133,11 +147,7 @@ def main():
                   % (name, row["mb"], threads, row["zerodp"], row["tiktoken"], row["tokenizers"], row["vs_tiktoken"],
                      row["vs_tokenizers"], row["zerodp_tokens"], row["tiktoken_tokens"], row["tokenizers_tokens"]),
                   flush=True)
-    results["load_after"] = os.getloadavg()[0]
-    print("load average (1 min) before %.2f, after %.2f" % (results["load_before"], results["load_after"]))
-    with open(os.path.join(out_dir, "results.json"), "w") as f:
-        json.dump(results, f, indent=1)
-    subprocess.run(["rm", "-rf", tmp])
+    finish(results, os.path.join(out_dir, "results.json"), tmp)
 
 
 if __name__ == "__main__":

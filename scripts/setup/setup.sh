@@ -14,6 +14,8 @@ PACKAGES=(
   libopenblas-dev libopenblas-openmp-dev libdnnl-dev liburing-dev
   # Tokenizers' pre-tokenization regexes (\p{L}, \p{N}, lookahead), with its JIT.
   libpcre2-dev
+  # Tokenizers' Unicode normalizers (NFC, NFKC).
+  libutf8proc-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev
   # The demo's loss curve (scripts/plot_metrics.py).
   python3 python3-matplotlib

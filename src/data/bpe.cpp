@@ -35,10 +35,10 @@ void BpeTokenizer::chunk(std::string_view text, size_t target_bytes, std::vector
       continue;
     }
     size_t b = p.b;
-    while (m_->cuttable && p.e - b > target_bytes + target_bytes / 2) {
+    while (m_->cut != CutRule::kNone && p.e - b > target_bytes + target_bytes / 2) {
+      size_t cut = m_->cut == CutRule::kSpaceAfterLetter ? space_cut(text, b + target_bytes, p.e) : std::string_view::npos;
       // The first '\n' followed by a letter at or after b + target_bytes.
-      size_t cut = std::string_view::npos;
-      for (size_t at = b + target_bytes; at + 1 < p.e;) {
+      for (size_t at = b + target_bytes; m_->cut != CutRule::kSpaceAfterLetter && at + 1 < p.e;) {
         const size_t nl = text.find('\n', at);
         if (nl == std::string_view::npos || nl + 1 >= p.e) break;
         const auto c = static_cast<uint8_t>(text[nl + 1]);
@@ -46,7 +46,7 @@ void BpeTokenizer::chunk(std::string_view text, size_t target_bytes, std::vector
         size_t ms, me;
         RegexBudget budget(4);  // one character class on one character
         if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-            (c >= 0x80 && m_->letter->find(text.data(), std::min(p.e, nl + 5), nl + 1, ms, me, budget) &&
+            (c >= 0x80 && m_->cut == CutRule::kNewlineLetter && m_->letter->find(text.data(), std::min(p.e, nl + 5), nl + 1, ms, me, budget) &&
              ms == nl + 1)) {
           cut = nl + 1;
           break;
@@ -59,6 +59,18 @@ void BpeTokenizer::chunk(std::string_view text, size_t target_bytes, std::vector
     }
     chunks.push_back({TextChunk::kText, b, p.e, p.b, p.e});
   }
+}
+
+// CutRule::kSpaceAfterLetter: the first ' ' in [from, end) after an ASCII letter that has a token of
+// its own and that no token has before the word cut's "▁" (or any letter, with Metaspace's split).
+size_t BpeTokenizer::space_cut(std::string_view text, size_t from, size_t end) const {
+  for (size_t at = text.find(' ', from); at != std::string_view::npos && at < end; at = text.find(' ', at + 1)) {
+    const auto c = static_cast<uint8_t>(text[at - 1]);
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) || !m_->char_id.count(c)) continue;
+    if (!m_->word_cut.empty() && m_->joins_word_cut.count(c)) continue;
+    return at;
+  }
+  return std::string_view::npos;
 }
 
 void BpeTokenizer::encode_chunk(std::string_view text, const TextChunk& c, std::vector<uint32_t>& out) const {
@@ -79,15 +91,32 @@ void BpeTokenizer::encode(std::string_view text, std::vector<uint32_t>& out) con
 }
 
 std::string BpeTokenizer::decode(std::span<const uint32_t> ids) const {
-  std::string s;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    const uint32_t id = ids[i];
-    if (id >= m_->token_bytes.size() || !m_->has_token[id])
-      throw UsageError(fmt::format("{}: id {} at position {} is not a token of the vocabulary (V = {})", m_->name, id,
-                                   i, vocab_size()));
-    s += m_->token_bytes[id];
+  if (m_->decoder) {
+    std::vector<std::string> tokens;
+    m_->token_strings(ids, tokens);
+    return m_->decoder->decode(tokens);
   }
+  std::string s;
+  for (size_t i = 0; i < ids.size(); ++i) s += m_->token(ids, i);
   return s;
+}
+
+void BpeTokenizer::document_tokens(std::vector<uint32_t>& before, std::vector<uint32_t>& after) const {
+  before = m_->document.before;
+  after = m_->document.after;
+  if (before.empty() && after.empty() && m_->eos) before.push_back(*m_->eos);
+}
+
+const std::string& BpeModel::token(std::span<const uint32_t> ids, size_t i) const {
+  const uint32_t id = ids[i];
+  if (id >= token_bytes.size() || !has_token[id])
+    throw UsageError(fmt::format("{}: id {} at position {} is not a token of the vocabulary (V = {})", name, id, i,
+                                 token_bytes.size()));
+  return token_bytes[id];
+}
+
+void BpeModel::token_strings(std::span<const uint32_t> ids, std::vector<std::string>& tokens) const {
+  for (size_t i = 0; i < ids.size(); ++i) tokens.push_back(token(ids, i));
 }
 
 }  // namespace zerodp::data

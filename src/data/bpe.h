@@ -1,18 +1,25 @@
-// Byte-level BPE (docs/reference/files.md#tokenizer-json): the tokenizer of a Hugging Face
-// `tokenizer.json` (GPT-2, Llama 3, Qwen 2, SmolLM, OLMo), with the ids of the `tokenizers`
-// library's encode(text, add_special_tokens=False).
+// BPE (docs/reference/files.md#tokenizer-json): the tokenizer of a Hugging Face `tokenizer.json`,
+// byte-level (GPT-2, Llama 3, Qwen 2 and 2.5, SmolLM, OLMo) or SentencePiece-style (Llama 2, Mistral,
+// TinyLlama), with the ids of the `tokenizers` library's encode(text, add_special_tokens=False).
 //
 // Encoding a text, as `tokenizers` does it:
 //   1. added tokens (`added_tokens`, special or not) written literally in the text are found first,
 //      leftmost-longest, honouring their single_word / lstrip / rstrip flags; tokens that are not
-//      `normalized` are split out first, the others then in the remaining pieces (with no normalizer
-//      the two passes differ only in that order). Each added token is its id;
-//   2. every other piece is pre-tokenized: the pre-tokenizer's steps in order (Split by a regex or a
-//      string with its behaviour and `invert`, Digits, ByteLevel with GPT-2's regex when use_regex,
-//      the prefix space when add_prefix_space). Regexes run in PCRE2 (UTF, UCP, JIT);
-//   3. each pre-token's bytes become GPT-2's printable characters (bytes_to_unicode) and BPE merges
-//      them, lowest merge rank first, leftmost first among equal ranks; with ignore_merges a pre-token
-//      that is itself in the vocabulary is that token.
+//      `normalized` are split out first, the others then in the remaining pieces, normalized, by
+//      their normalized contents. Each added token is its id;
+//   2. every other piece is normalized (normalizer.h: NFC, NFKC, Replace, Prepend, ...) and
+//      pre-tokenized: the pre-tokenizer's steps in order (Split by a regex or a string with its
+//      behaviour and `invert`, Digits, ByteLevel with GPT-2's regex when use_regex, the prefix space
+//      when add_prefix_space), or Metaspace (' ' to "▁", the prefix "▁" by its prepend_scheme, a
+//      split before each "▁" when split). Regexes run in PCRE2 (UTF, UCP, JIT);
+//   3. each pre-token is merged by BPE, lowest merge rank first, leftmost first among equal ranks;
+//      with ignore_merges a pre-token that is itself in the vocabulary is that token. In a byte-level
+//      vocabulary the first symbols are the pre-token's bytes (as GPT-2's printable characters,
+//      bytes_to_unicode); otherwise its characters, and a character without a token of its own
+//      becomes its bytes' <0xAB> tokens (byte_fallback) or the unknown token (one for a run with
+//      fuse_unk), as tokenizers' BPE::merge_word. A pre-token the pre-tokenizer leaves whole (no
+//      pre-tokenizer, as in Llama 2, or Metaspace without split) is cut before each "▁" that no merge
+//      can join to the character before it, so that its pieces go through the cache (bpe_model.h).
 // Ids are computed on bytes throughout: the vocabulary's strings are mapped back to bytes once, when
 // loading, and the merges become a table (left id, right id) -> (rank, merged id).
 //
@@ -22,17 +29,22 @@
 // Isolated behaviour), encoded by their byte tokens. decode(encode(x)) == x holds for any bytes when
 // the vocabulary has all 256 byte tokens, as every byte-level BPE trained with ByteLevel's alphabet
 // does. A byte whose token is missing is dropped, as `tokenizers` drops characters missing from a
-// vocabulary without an unk_token.
+// vocabulary without an unk_token. Normalizers leave invalid bytes as they are; a SentencePiece-style
+// vocabulary takes each such byte for a character without a token (its <0xAB> token with byte
+// fallback, so that it decodes to itself).
 //
 // End-of-text (eos_id()): the first of these that is an added token: <|endoftext|> (GPT-2, Qwen 2,
 // SmolLM, OLMo), <|begin_of_text|> (Llama 3, which puts it before each document), <|end_of_text|>,
 // <|im_end|>, </s>, <eos>, <s>; none otherwise.
 //
+// Documents (document_tokens): the special tokens of the post-processor's TemplateProcessing
+// (Llama 2's <s> before), else the end-of-text token before. Decoding: bpe_decoder.h.
+//
 // Not supported, and refused when loading (a UsageError naming the key) rather than encoded
-// differently: normalizers other than null, a pre-tokenizer without a ByteLevel step, pre-tokenizers
-// other than ByteLevel, Split, Digits and Sequence, add_prefix_space on a step other than the first,
-// byte_fallback, dropout, word prefixes and suffixes, decoders other than ByteLevel, truncation and
-// padding.
+// differently: normalizers other than normalizer.h's, pre-tokenizers other than ByteLevel, Metaspace
+// (alone), Split, Digits and Sequence, add_prefix_space on a step other than the first,
+// byte_fallback with a byte-level vocabulary, dropout, word prefixes and suffixes, decoders other
+// than ByteLevel (byte-level) or bpe_decoder.h's (otherwise), truncation and padding.
 //
 // Regexes: `tokenizers` runs them in Oniguruma, zerodp in PCRE2. Oniguruma's \s is Unicode's
 // White_Space, PCRE2's also takes U+180E: patterns are compiled with \s, \S written as
@@ -85,16 +97,20 @@ class BpeTokenizer final : public Tokenizer {
   int64_t vocab_size() const override;
   std::optional<uint32_t> eos_id() const override;
   std::string describe() const override;
+  void document_tokens(std::vector<uint32_t>& before, std::vector<uint32_t>& after) const override;
 
   // Splits `text` into chunks of about `target_bytes` (added tokens first, then text pieces cut only
-  // where the pre-tokenizer provably never joins across the cut: after a '\n' and before a letter,
-  // for the regexes of GPT-2, Llama 3 and Qwen 2; other pre-tokenizers cut at added tokens only).
+  // where the normalizer and the pre-tokenizer provably never join across the cut: after a '\n' and
+  // before a letter, for the regexes of GPT-2, Llama 3 and Qwen 2 (before an ASCII letter with a
+  // Unicode-form normalizer); SentencePiece-style, before a ' ' after an ASCII letter that no merge
+  // joins to "▁"; others cut at added tokens only: bpe_model.h's CutRule).
   void chunk(std::string_view text, size_t target_bytes, std::vector<TextChunk>& chunks) const;
   // Appends the ids of one chunk of `text`.
   void encode_chunk(std::string_view text, const TextChunk& c, std::vector<uint32_t>& out) const;
 
  private:
   explicit BpeTokenizer(std::unique_ptr<BpeModel> m);
+  size_t space_cut(std::string_view text, size_t from, size_t end) const;
   std::unique_ptr<BpeModel> m_;
 };
 

@@ -1,5 +1,5 @@
-// Encoding with a loaded byte-level BPE model (bpe_model.h): added tokens split out, pre-tokenizer
-// steps, the per-thread cache and BPE merges, in the order bpe.h describes.
+// Encoding one pre-token with a loaded BPE model (bpe_model.h): its first symbols (bytes, or
+// characters with byte fallback and unknown tokens), the per-thread cache and the BPE merges.
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -17,81 +17,39 @@ uint64_t next_bpe_model_serial() {
   return next.fetch_add(1);
 }
 
-// Splits text[b, e) on the added tokens of pass `pass` (0: not normalized, 1: normalized; with
-// one pass, all), as tokenizers' AddedVocabulary::find_matches. Appends (token index or -1, range).
-void BpeModel::find_added(std::string_view text, size_t b, size_t e, int pass, std::vector<std::pair<int32_t, Piece>>& out) const {
-  const std::string_view s = text.substr(b, e - b);
-  size_t start_offset = 0;
-  size_t i = 0;
-  const AddedTrie& trie = added_tries[pass];
-  while (i < s.size()) {
-    if (single_first[pass] >= 0) {
-      const void* hit_at = std::memchr(s.data() + i, single_first[pass], s.size() - i);
-      if (!hit_at) break;
-      i = static_cast<size_t>(static_cast<const char*>(hit_at) - s.data());
-    } else if (!trie.starts_with(static_cast<uint8_t>(s[i]))) {
-      ++i;
+// A pre-token's first symbols in a vocabulary that is not byte-level, as tokenizers' BPE::merge_word:
+// each character's token; for a character without one, its bytes' <0xAB> tokens (byte_fallback,
+// when all are there), else the unknown token (one for a run of them with fuse_unk), else nothing.
+// A byte of an invalid UTF-8 sequence counts as a character of its own that has no token. (As in
+// the library, an unknown token still pending is written after a byte fallback that follows it.)
+void BpeModel::initial_chars(std::string_view w, std::vector<uint32_t>& sym) const {
+  bool unk_pending = false;
+  for (size_t i = 0; i < w.size();) {
+    uint32_t cp = 0;
+    size_t n = valid_utf8_at(w, i, cp);
+    auto it = n ? char_id.find(cp) : char_id.end();
+    if (n == 0) n = 1;
+    if (it != char_id.end()) {
+      if (unk_pending) sym.push_back(*unk_id);
+      unk_pending = false;
+      sym.push_back(it->second);
+      i += n;
       continue;
     }
-    // Leftmost-longest, as tokenizers' Aho-Corasick (MatchKind::LeftmostLongest): the first position
-    // where a token starts, the longest token there.
-    size_t len = 0;
-    const int32_t hit = trie.longest(s, i, len);
-    if (hit == AddedTrie::kNone) {
-      ++i;
-      continue;
+    bool fell_back = byte_fallback;
+    for (size_t k = 0; fell_back && k < n; ++k) fell_back = fallback_id[static_cast<uint8_t>(w[i + k])] >= 0;
+    if (fell_back) {
+      for (size_t k = 0; k < n; ++k) sym.push_back(static_cast<uint32_t>(fallback_id[static_cast<uint8_t>(w[i + k])]));
+    } else if (unk_id) {
+      if (unk_pending && !fuse_unk) sym.push_back(*unk_id);
+      unk_pending = true;
     }
-    const AddedToken& t = added[hit];
-    size_t start = i, stop = i + len;
-    i = stop;
-    if (t.single_word) {
-      const bool start_space = start == 0 || !ends_with_word(s, start);
-      const bool stop_space = stop == s.size() || !starts_with_word(s, stop);
-      if (!start_space || !stop_space) continue;
-    }
-    if (t.lstrip) {
-      size_t ns = start;
-      while (ns > 0) {
-        size_t cs;
-        const uint32_t c = prev_code_point(s, ns, cs);
-        if (!is_white_space(c)) break;
-        ns = cs;
-      }
-      start = std::max(ns, start_offset);
-    }
-    if (t.rstrip) {
-      size_t j = stop;
-      while (j < s.size()) {
-        size_t k = j;
-        const uint32_t c = next_code_point(s, k);
-        if (!is_white_space(c)) break;
-        j = k;
-      }
-      stop = j;
-      i = std::max(i, stop);
-    }
-    if (start_offset < start) out.push_back({-1, Piece{b + start_offset, b + start, false}});
-    out.push_back({hit, Piece{b + start, b + stop, true}});
-    start_offset = stop;
+    i += n;
   }
-  if (start_offset < s.size()) out.push_back({-1, Piece{b + start_offset, e, false}});
+  if (unk_pending) sym.push_back(*unk_id);
 }
 
-bool BpeModel::starts_with_word(std::string_view s, size_t at) const {
-  size_t ms, me;
-  RegexBudget budget(4);  // one character class on one character
-  return word_char->find(s.data(), std::min(s.size(), at + 4), at, ms, me, budget) && ms == at;
-}
-
-bool BpeModel::ends_with_word(std::string_view s, size_t end) const {
-  size_t cs;
-  prev_code_point(s, end, cs);
-  size_t ms, me;
-  RegexBudget budget(4);
-  return word_char->find(s.data(), end, cs, ms, me, budget) && ms == cs;
-}
-
-// BPE of one pre-token's bytes.
+// BPE of one pre-token.
 void BpeModel::bpe(std::string_view w, std::vector<uint32_t>& out) const {
   if (ignore_merges) {
     auto it = whole.find(std::string(w));
@@ -102,15 +60,19 @@ void BpeModel::bpe(std::string_view w, std::vector<uint32_t>& out) const {
   }
   thread_local std::vector<uint32_t> sym;
   sym.clear();
-  bool last_unk = false;
-  for (char ch : w) {
-    const int32_t id = byte_id[static_cast<uint8_t>(ch)];
-    if (id >= 0) {
-      sym.push_back(static_cast<uint32_t>(id));
-      last_unk = false;
-    } else if (unk_id) {
-      if (!(fuse_unk && last_unk)) sym.push_back(*unk_id);
-      last_unk = true;
+  if (!byte_level) {
+    initial_chars(w, sym);
+  } else {
+    bool last_unk = false;
+    for (char ch : w) {
+      const int32_t id = byte_id[static_cast<uint8_t>(ch)];
+      if (id >= 0) {
+        sym.push_back(static_cast<uint32_t>(id));
+        last_unk = false;
+      } else if (unk_id) {
+        if (!(fuse_unk && last_unk)) sym.push_back(*unk_id);
+        last_unk = true;
+      }
     }
   }
   if (sym.size() <= 64) {
@@ -207,136 +169,27 @@ void BpeModel::encode_word(std::string_view w, std::vector<uint32_t>& out) const
   cache.insert(h, w, out.data() + before, static_cast<uint32_t>(out.size() - before));
 }
 
-// Runs steps[k..] over subject[from, to) (the regexes see all of subject) and BPE-encodes the
-// pre-tokens.
-void BpeModel::pretokenize(size_t k, std::string_view subject, size_t from, size_t to, RegexBudget& budget,
-                           std::vector<uint32_t>& out) const {
-  if (k == steps.size()) {
-    encode_word(subject.substr(from, to - from), out);
+
+// A pre-token the pre-tokenizer leaves whole, cut where no merge can join across (bpe_model.h:
+// word_cut), each piece through the cache.
+void BpeModel::encode_whole(std::string_view w, std::vector<uint32_t>& out) const {
+  if (word_cut.empty()) {
+    encode_word(w, out);
     return;
   }
-  const PreStep& st = steps[k];
-  auto next = [&](size_t b, size_t e) {
-    if (k + 1 == steps.size()) encode_word(subject.substr(b, e - b), out);
-    else pretokenize(k + 1, subject.substr(b, e - b), 0, e - b, budget, out);
-  };
-  // One buffer pair per depth, sized once (a reference into them must survive the recursion).
-  thread_local std::vector<std::vector<Piece>> levels(BpeLimits::kMaxPreTokenizers + 1);
-  std::vector<Piece>& pieces = levels[k];
-  pieces.clear();
-  // Isolated (every pre-tokenizer of GPT-2, Llama 3, Qwen 2): each match and each gap is a piece,
-  // passed on as soon as found.
-  const bool stream = st.behavior == Behavior::kIsolated;
-  // Matches and the gaps between them, covering [from, to).
-  size_t gap = from, pos = from;
-  while (pos < to) {
-    size_t ms, me;
-    if (st.regex) {
-      if (!st.regex->find(subject.data(), subject.size(), pos, ms, me, budget) || ms >= to) break;
-    } else {
-      const size_t f = subject.substr(0, to).find(st.literal, pos);
-      if (f == std::string_view::npos) break;
-      ms = f, me = f + st.literal.size();
-    }
-    if (me == ms) {  // an empty match splits nothing
-      pos = ms + utf8_len(static_cast<uint8_t>(subject[ms]));
-      continue;
-    }
-    if (stream) {
-      if (gap < ms) next(gap, ms);
-      next(ms, me);
-    } else {
-      if (gap < ms) pieces.push_back({gap, ms, st.invert});
-      pieces.push_back({ms, me, !st.invert});
-    }
-    gap = pos = me;
+  size_t begin = 0;
+  for (size_t at = w.find(word_cut, 1); at != std::string_view::npos; at = w.find(word_cut, at + 1)) {
+    // (a character without a token of its own ends in a byte-fallback or unknown token, which a
+    // merge might join: no cut after one)
+    size_t prev_start;
+    uint32_t prev = 0;
+    prev_code_point(w, at, prev_start);
+    if (prev_start + valid_utf8_at(w, prev_start, prev) != at) continue;  // an invalid byte
+    if (joins_word_cut.count(prev) || !char_id.count(prev)) continue;
+    encode_word(w.substr(begin, at - begin), out);
+    begin = at;
   }
-  if (stream) {
-    if (gap < to) next(gap, to);
-    return;
-  }
-  if (gap < to) pieces.push_back({gap, to, st.invert});
-  // Group by behaviour (tokenizers' NormalizedString::split).
-  thread_local std::vector<std::vector<Piece>> grouped_levels(BpeLimits::kMaxPreTokenizers + 1);
-  std::vector<Piece>& g = grouped_levels[k];
-  g.clear();
-  switch (st.behavior) {
-    case Behavior::kIsolated: break;  // streamed above
-    case Behavior::kRemoved:
-      for (const Piece& p : pieces)
-        if (!p.match) g.push_back(p);
-      break;
-    case Behavior::kContiguous: {
-      bool prev_match = false;
-      for (const Piece& p : pieces) {
-        if (!g.empty() && p.match == prev_match) g.back().e = p.e;
-        else g.push_back(p);
-        prev_match = p.match;
-      }
-      break;
-    }
-    case Behavior::kMergedWithPrevious: {
-      bool prev_match = false;
-      for (const Piece& p : pieces) {
-        if (p.match && !prev_match && !g.empty()) g.back().e = p.e;
-        else g.push_back(p);
-        prev_match = p.match;
-      }
-      break;
-    }
-    case Behavior::kMergedWithNext: {
-      bool prev_match = false;
-      for (size_t i = pieces.size(); i-- > 0;) {
-        const Piece& p = pieces[i];
-        if (p.match && !prev_match && !g.empty()) g.back().b = p.b;
-        else g.push_back(p);
-        prev_match = p.match;
-      }
-      std::reverse(g.begin(), g.end());
-      break;
-    }
-  }
-  for (const Piece& p : g)
-    if (p.e > p.b) next(p.b, p.e);
+  encode_word(w.substr(begin), out);
 }
-
-// A piece of text between added tokens, or a chunk [from, to) of one ([sb, se)).
-void BpeModel::encode_text(std::string_view text, size_t sb, size_t se, size_t from, size_t to, std::vector<uint32_t>& out) const {
-  if (to <= from) return;
-  std::string_view subject = text.substr(sb, se - sb);
-  from -= sb, to -= sb;
-  if (prefix_space && subject[0] != ' ') {
-    thread_local std::string buf;
-    buf.assign(1, ' ');
-    buf.append(subject);
-    subject = buf;
-    to = subject.size();  // never cut (cuttable is false with a prefix space)
-  }
-  if (steps.empty()) {
-    encode_word(subject.substr(from, to - from), out);
-  } else {
-    // One budget for all the steps' regexes over this text (bpe_regex.h); a Sequence's later steps
-    // see the pieces of the earlier ones, the same bytes again.
-    RegexBudget budget(to - from, regex_steps);
-    pretokenize(0, subject, from, to, budget, out);
-  }
-}
-
-// The pieces of `text` between and around added tokens.
-void BpeModel::split_added(std::string_view text, std::vector<std::pair<int32_t, Piece>>& parts) const {
-  parts.clear();
-  if (added.empty()) {
-    if (!text.empty()) parts.push_back({-1, Piece{0, text.size(), false}});
-    return;
-  }
-  find_added(text, 0, text.size(), 0, parts);
-  if (!two_passes) return;
-  std::vector<std::pair<int32_t, Piece>> first;
-  first.swap(parts);
-  for (const auto& [idx, p] : first) {
-    if (idx >= 0) parts.push_back({idx, p});
-    else find_added(text, p.b, p.e, 1, parts);
-  }}
-
 
 }  // namespace zerodp::data

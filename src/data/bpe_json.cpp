@@ -12,61 +12,16 @@
 #include "core/json.h"
 #include "data/bpe.h"
 #include "data/bpe_model.h"
+#include "data/bpe_decoder.h"
 #include "data/byte_level.h"
+#include "data/normalizer.h"
+#include "data/tokenizer_json.h"
 
 namespace zerodp::data {
 
 using nlohmann::json;
 
 namespace {
-
-class Reader {
- public:
-  explicit Reader(const std::string& name) : name_(name) {}
-  [[noreturn]] void fail(const std::string& key, const std::string& what) const {
-    throw UsageError(fmt::format("{}: {}: {}", name_, key, what));
-  }
-  const json& get(const json& obj, const std::string& path, const char* key) const {
-    auto it = obj.find(key);
-    if (it == obj.end()) fail(path.empty() ? key : path + "." + key, "missing");
-    return *it;
-  }
-  const json* opt(const json& obj, const char* key) const {
-    auto it = obj.find(key);
-    return it == obj.end() || it->is_null() ? nullptr : &*it;
-  }
-  const json& object(const json& v, const std::string& key) const {
-    if (!v.is_object()) fail(key, fmt::format("must be an object, got {}", describe_json(v)));
-    return v;
-  }
-  const json& array(const json& v, const std::string& key) const {
-    if (!v.is_array()) fail(key, fmt::format("must be an array, got {}", describe_json(v)));
-    return v;
-  }
-  const std::string& string(const json& v, const std::string& key, size_t max = BpeLimits::kMaxTokenBytes) const {
-    if (!v.is_string()) fail(key, fmt::format("must be a string, got {}", describe_json(v)));
-    const std::string& s = v.get_ref<const std::string&>();
-    if (s.size() > max) fail(key, fmt::format("a string of {} bytes, over the {} allowed", s.size(), max));
-    return s;
-  }
-  bool boolean(const json& obj, const std::string& path, const char* key, bool dflt) const {
-    const json* v = opt(obj, key);
-    if (!v) return dflt;
-    if (!v->is_boolean()) fail(path + "." + key, fmt::format("must be true or false, got {}", describe_json(*v)));
-    return v->get<bool>();
-  }
-  uint32_t id(const json& v, const std::string& key) const {
-    if (!v.is_number_integer()) fail(key, fmt::format("must be an integer id, got {}", describe_json(v)));
-    const int64_t i = v.get<int64_t>();
-    if (i < 0 || static_cast<uint64_t>(i) >= BpeLimits::kMaxVocab)
-      fail(key, fmt::format("id {} is outside 0..{}", i, BpeLimits::kMaxVocab - 1));
-    return static_cast<uint32_t>(i);
-  }
-  const std::string& name() const { return name_; }
-
- private:
-  std::string name_;
-};
 
 // The bytes a byte-level vocabulary string stands for; false if it has a character outside the table.
 bool unmap_bytes(std::string_view s, std::string& out) {
@@ -80,19 +35,20 @@ bool unmap_bytes(std::string_view s, std::string& out) {
   return true;
 }
 
-void read_pre_tokenizer(const Reader& r, const json& v, const std::string& key, BpeModel& m, bool top) {
-  r.object(v, key);
-  const std::string& type = r.string(r.get(v, key, "type"), key + ".type");
-  if (type == "Sequence") {
-    if (!top) r.fail(key, "a Sequence inside a Sequence is not supported");
-    const json& list = r.array(r.get(v, key, "pretokenizers"), key + ".pretokenizers");
-    if (list.size() > BpeLimits::kMaxPreTokenizers)
-      r.fail(key + ".pretokenizers", fmt::format("{} steps, over the {} allowed", list.size(), BpeLimits::kMaxPreTokenizers));
-    for (size_t i = 0; i < list.size(); ++i)
-      read_pre_tokenizer(r, list[i], fmt::format("{}.pretokenizers[{}]", key, i), m, false);
+void read_pre_tokenizer_step(const Reader& r, const json& v, const std::string& key, const std::string& type,
+                             bool in_sequence, BpeModel& m) {
+  PreStep step;
+  if (type == "Metaspace") {
+    if (in_sequence) r.fail(key, "Metaspace is supported only as the whole pre-tokenizer, not in a Sequence");
+    Metaspace ms = read_metaspace(r, v, key);
+    if (ms.split) {  // before each replacement: a Split of that string, MergedWithNext
+      step.literal = ms.replacement;
+      step.behavior = Behavior::kMergedWithNext;
+      m.steps.push_back(std::move(step));
+    }
+    m.metaspace = std::move(ms);
     return;
   }
-  PreStep step;
   if (type == "ByteLevel") {
     m.byte_level = true;
     const bool prefix = r.boolean(v, key, "add_prefix_space", false);
@@ -103,16 +59,7 @@ void read_pre_tokenizer(const Reader& r, const json& v, const std::string& key, 
     if (!r.boolean(v, key, "use_regex", true)) return;  // the mapping to characters only: implicit
     step.regex = std::make_unique<Regex>(kGpt2Pattern, r.name() + ": " + key);
   } else if (type == "Split") {
-    const json& pat = r.object(r.get(v, key, "pattern"), key + ".pattern");
-    if (const json* re = r.opt(pat, "Regex")) {
-      step.regex = std::make_unique<Regex>(r.string(*re, key + ".pattern.Regex", BpeLimits::kMaxPatternBytes),
-                                           r.name() + ": " + key + ".pattern.Regex");
-    } else if (const json* lit = r.opt(pat, "String")) {
-      step.literal = r.string(*lit, key + ".pattern.String", BpeLimits::kMaxPatternBytes);
-      if (step.literal.empty()) r.fail(key + ".pattern.String", "must not be empty");
-    } else {
-      r.fail(key + ".pattern", "must hold \"Regex\" or \"String\"");
-    }
+    r.pattern(r.get(v, key, "pattern"), key + ".pattern", step.regex, step.literal);
     const std::string& b = r.string(r.get(v, key, "behavior"), key + ".behavior");
     if (b == "Removed") step.behavior = Behavior::kRemoved;
     else if (b == "Isolated") step.behavior = Behavior::kIsolated;
@@ -125,7 +72,7 @@ void read_pre_tokenizer(const Reader& r, const json& v, const std::string& key, 
     const bool individual = r.boolean(v, key, "individual_digits", false);
     step.regex = std::make_unique<Regex>(individual ? "\\p{N}" : "\\p{N}+", r.name() + ": " + key);
   } else {
-    r.fail(key + ".type", fmt::format("pre-tokenizer \"{}\" is not supported (ByteLevel, Split, Digits, Sequence are)",
+    r.fail(key + ".type", fmt::format("pre-tokenizer \"{}\" is not supported (ByteLevel, Metaspace, Split, Digits, Sequence are)",
                                       describe_text(type)));
   }
   if (step.regex) ++m.regex_steps;
@@ -136,15 +83,9 @@ void check_null_or(const Reader& r, const json& root, const char* key, const cha
   if (const json* v = r.opt(root, key)) r.fail(key, fmt::format("{} (got {})", why, describe_json(*v)));
 }
 
-// The normalizer (null, or an empty Sequence, which is the same), truncation and padding.
-void check_top_level(const Reader& r, const json& root) {
-  if (const json* n = r.opt(root, "normalizer")) {  // null, or an empty Sequence (the same)
-    const bool empty_sequence = n->is_object() && n->value("type", json()) == "Sequence" &&
-                                n->contains("normalizers") && (*n)["normalizers"].is_array() &&
-                                (*n)["normalizers"].empty();
-    if (!empty_sequence)
-      r.fail("normalizer", fmt::format("only a null normalizer is supported (got {})", describe_json(*n)));
-  }
+// The normalizer (normalizer.h), truncation and padding.
+void check_top_level(const Reader& r, const json& root, BpeModel& m) {
+  if (const json* n = r.opt(root, "normalizer")) m.normalizer = Normalizer::from_json(r, *n, "normalizer");
   check_null_or(r, root, "truncation", "must be null (truncation would change the ids)");
   check_null_or(r, root, "padding", "must be null (padding would change the ids)");
 }
@@ -164,7 +105,7 @@ void read_model_options(const Reader& r, const json& model, BpeModel& m) {
         r.fail(std::string("model.") + k, fmt::format("must be null or empty, got {}", describe_json(*v)));
     }
   }
-  if (r.boolean(model, "model", "byte_fallback", false)) r.fail("model.byte_fallback", "true is not supported");
+  m.byte_fallback = r.boolean(model, "model", "byte_fallback", false);
   m.ignore_merges = r.boolean(model, "model", "ignore_merges", false);
   m.fuse_unk = r.boolean(model, "model", "fuse_unk", false);
 }
@@ -248,12 +189,20 @@ void build_id_table(const Reader& r, const Vocab& vocab, BpeModel& m) {
   m.token_bytes.assign(V, std::string());
   m.has_token.assign(V, 0);
   std::fill(std::begin(m.byte_id), std::end(m.byte_id), -1);
+  std::fill(std::begin(m.fallback_id), std::end(m.fallback_id), -1);
   m.whole.reserve(entries.size());
   for (const auto& [id, s] : entries) {
     if (m.has_token[id])
       r.fail(fmt::format("model.vocab[{}]", describe_text(s, 32)), fmt::format("id {} is given to two tokens", id));
     m.has_token[id] = 1;
-    if (unmap_bytes(s, bytes)) {
+    if (!m.byte_level) {  // the vocabulary's strings are the text itself
+      m.token_bytes[id] = s;
+      m.whole.emplace(s, id);
+      uint32_t cp = 0;
+      if (!s.empty() && valid_utf8_at(s, 0, cp) == s.size()) m.char_id.emplace(cp, id);
+      const int b = fallback_byte(s);
+      if (b >= 0) m.fallback_id[b] = static_cast<int32_t>(id);
+    } else if (unmap_bytes(s, bytes)) {
       m.token_bytes[id] = bytes;
       if (bytes.size() == 1) m.byte_id[static_cast<uint8_t>(bytes[0])] = static_cast<int32_t>(id);
       m.whole.emplace(bytes, id);
@@ -314,29 +263,62 @@ void read_merges(const Reader& r, const json& model, const Vocab& vocab, BpeMode
   }
 }
 
-void read_pre_tokenizer_and_decoder(const Reader& r, const json& root, BpeModel& m) {
-  {
-    const json* pt = r.opt(root, "pre_tokenizer");
-    if (!pt) r.fail("pre_tokenizer", "must be ByteLevel or a Sequence with ByteLevel (byte-level BPE), got null");
-    read_pre_tokenizer(r, *pt, "pre_tokenizer", m, true);
-    if (!m.byte_level)
-      r.fail("pre_tokenizer", "has no ByteLevel step: only byte-level BPE is supported");
+// The pre-tokenizer: with a ByteLevel step the vocabulary is byte-level; without one (null,
+// Metaspace, Split, Digits) its strings are the text itself (SentencePiece-style).
+void read_pre_tokenizer(const Reader& r, const json& root, BpeModel& m) {
+  if (const json* pt = r.opt(root, "pre_tokenizer")) {
+    read_steps(r, *pt, "pre_tokenizer", "pretokenizers", BpeLimits::kMaxPreTokenizers,
+               [&](const json& s, const std::string& k, const std::string& t, bool in_sequence) {
+                 read_pre_tokenizer_step(r, s, k, t, in_sequence, m);
+               });
   }
-  {
-    const json* d = r.opt(root, "decoder");
-    if (!d) r.fail("decoder", "must be a ByteLevel decoder, got null");
-    r.object(*d, "decoder");
-    const std::string& type = r.string(r.get(*d, "decoder", "type"), "decoder.type");
-    if (type != "ByteLevel") r.fail("decoder.type", fmt::format("\"{}\" is not supported (only \"ByteLevel\")", describe_text(type)));
+  if (m.byte_level && m.metaspace) r.fail("pre_tokenizer", "Metaspace with a ByteLevel step is not supported");
+  if (m.byte_level && m.byte_fallback)
+    r.fail("model.byte_fallback", "true is supported only with a vocabulary that is not byte-level (no ByteLevel step)");
+}
+
+void read_decoder(const Reader& r, const json& root, BpeModel& m) {
+  const json* d = r.opt(root, "decoder");
+  if (!d) r.fail("decoder", "must be given (ByteLevel, Metaspace or a Sequence), got null");
+  if (!m.byte_level) {
+    m.decoder = DecoderChain::from_json(r, *d, "decoder");
+    return;
   }
+  r.object(*d, "decoder");
+  const std::string& type = r.string(r.get(*d, "decoder", "type"), "decoder.type");
+  if (type != "ByteLevel")
+    r.fail("decoder.type", fmt::format("\"{}\" is not supported with a byte-level vocabulary (only \"ByteLevel\")",
+                                       describe_text(type)));
+}
+
+// The post-processor's template: its ids must be tokens.
+void read_document_tokens(const Reader& r, const json& root, BpeModel& m) {
+  m.document = read_post_processor(r, r.opt(root, "post_processor"));
+  for (const std::vector<uint32_t>* ids : {&m.document.before, &m.document.after})
+    for (uint32_t id : *ids)
+      if (id >= m.has_token.size() || !m.has_token[id])
+        r.fail("post_processor", fmt::format("the template's id {} is not a token of the vocabulary", id));
 }
 
 // The added tokens' tries, one a pass; the regexes their flags need.
 void index_added_tokens(BpeModel& m) {
   bool any_norm = false, any_raw = false;
   for (const AddedToken& a : m.added) (a.normalized ? any_norm : any_raw) = true;
-  m.two_passes = any_norm && any_raw;
-  for (size_t k = 0; k < m.added.size(); ++k) {
+  if (m.normalizer) {
+    // Pass 0 finds the tokens that are not normalized in the text; pass 1 the others, normalized as
+    // the library normalizes them, in each normalized piece.
+    m.two_passes = any_norm;
+    std::string buf;
+    for (size_t k = 0; k < m.added.size(); ++k) {
+      const AddedToken& a = m.added[k];
+      const std::string_view content = a.normalized ? m.normalizer->apply(a.content, true, buf) : a.content;
+      if (content.empty()) continue;
+      m.added_tries[a.normalized ? 1 : 0].insert(content, static_cast<uint32_t>(k));
+      if (a.normalized) m.token_bytes[a.id] = content;  // what the library decodes it to
+    }
+  }
+  if (!m.normalizer) m.two_passes = any_norm && any_raw;
+  for (size_t k = 0; k < m.added.size() && !m.normalizer; ++k) {
     const int pass = m.two_passes && m.added[k].normalized ? 1 : 0;
     m.added_tries[pass].insert(m.added[k].content, static_cast<uint32_t>(k));  // contents are distinct
   }
@@ -344,6 +326,28 @@ void index_added_tokens(BpeModel& m) {
   // Rust's regex \w, what tokenizers' single_word tests: Unicode word characters.
   m.word_char = std::make_unique<Regex>("[\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\p{Join_Control}]", m.name);
   m.letter = std::make_unique<Regex>("\\p{L}", m.name);
+}
+
+// SentencePiece-style (not byte-level): where a whole piece's words and a long text may be cut.
+void derive_word_cut(BpeModel& m) {
+  const bool whole_words = m.steps.empty();  // no pre-tokenizer, or Metaspace without split
+  if (whole_words && !m.ignore_merges) {  // (ignore_merges looks a whole word up: no cuts)
+    if (m.metaspace) m.word_cut = m.metaspace->replacement;
+    else if (m.normalizer) m.word_cut = m.normalizer->space_replacement();
+  }
+  m.pattern_label = m.metaspace ? "Metaspace" : whole_words ? "SentencePiece-style" : "";
+  for (const auto& [s, id] : m.whole) {
+    for (size_t at = m.word_cut.empty() ? std::string::npos : s.find(m.word_cut, 1); at != std::string::npos;
+         at = s.find(m.word_cut, at + 1)) {
+      size_t start;
+      m.joins_word_cut.insert(prev_code_point(s, at, start));
+    }
+  }
+  const bool split_words = m.metaspace && m.metaspace->split && m.steps.size() == 1;
+  if (m.two_passes && m.normalizer) return;  // normalized added tokens might straddle a cut
+  if (m.metaspace ? (!m.normalizer || m.normalizer->unicode_only()) && (split_words || !m.word_cut.empty())
+                  : m.normalizer && m.normalizer->space_local() && !m.word_cut.empty())
+    m.cut = CutRule::kSpaceAfterLetter;
 }
 
 // The end-of-text token, whether texts may be cut for threads, and describe()'s pattern label.
@@ -357,11 +361,17 @@ void derive_properties(BpeModel& m) {
     if (m.eos) break;
   }
 
-  m.cuttable = !m.prefix_space && !m.steps.empty();
+  bool regex_cut = !m.prefix_space && !m.steps.empty();
   for (const PreStep& st : m.steps) {
     const bool safe = st.regex && st.behavior == Behavior::kIsolated && !st.invert &&
                       (cut_safe_pattern(st.regex->pattern()) || st.regex->pattern() == "\\p{N}" || st.regex->pattern() == "\\p{N}+");
-    if (!safe) m.cuttable = false;
+    if (!safe) regex_cut = false;
+  }
+  if (m.byte_level) {
+    if (!m.normalizer) m.cut = regex_cut ? CutRule::kNewlineLetter : CutRule::kNone;
+    else if (regex_cut && m.normalizer->unicode_only() && !m.two_passes) m.cut = CutRule::kNewlineAsciiLetter;
+  } else {
+    derive_word_cut(m);
   }
   for (const PreStep& st : m.steps) {
     if (!st.regex) continue;
@@ -382,15 +392,17 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::from_json(std::string_view json_text
   r.object(root, "(top level)");
   auto m = std::make_unique<BpeModel>();
   m->name = name;
-  check_top_level(r, root);
+  check_top_level(r, root, *m);
   const json& model = r.object(r.get(root, "", "model"), "model");
   read_model_options(r, model, *m);
+  read_pre_tokenizer(r, root, *m);
   Vocab vocab = read_vocab(r, model);
   read_added_tokens(r, root, *m, vocab.max_id);
   build_id_table(r, vocab, *m);
   read_unk_token(r, model, vocab, *m);
   read_merges(r, model, vocab, *m);
-  read_pre_tokenizer_and_decoder(r, root, *m);
+  read_decoder(r, root, *m);
+  read_document_tokens(r, root, *m);
   index_added_tokens(*m);
   derive_properties(*m);
   return std::unique_ptr<BpeTokenizer>(new BpeTokenizer(std::move(m)));

@@ -46,6 +46,29 @@ inline uint32_t next_code_point(std::string_view s, size_t& i) {
 // Byte-length of the UTF-8 sequence starting with lead byte c (1 for a stray byte).
 inline size_t utf8_len(uint8_t c) { return c < 0xC0 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : c < 0xF8 ? 4 : 1; }
 
+// The length of the well-formed UTF-8 sequence at s[i] (Unicode's table 3-7: no overlong forms, no
+// surrogates, nothing above U+10FFFF) and its code point in `cp`; 0 when s[i] starts none.
+inline size_t valid_utf8_at(std::string_view s, size_t i, uint32_t& cp) {
+  const auto c = static_cast<uint8_t>(s[i]);
+  if (c < 0x80) {
+    cp = c;
+    return 1;
+  }
+  size_t n;
+  uint8_t lo = 0x80, hi = 0xBF;
+  if (c >= 0xC2 && c <= 0xDF) n = 2, cp = c & 0x1Fu;
+  else if (c >= 0xE0 && c <= 0xEF) n = 3, cp = c & 0x0Fu, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+  else if (c >= 0xF0 && c <= 0xF4) n = 4, cp = c & 0x07u, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+  else return 0;
+  if (i + n > s.size()) return 0;
+  for (size_t k = 1; k < n; ++k) {
+    const auto b = static_cast<uint8_t>(s[i + k]);
+    if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xBF)) return 0;
+    cp = (cp << 6) | (b & 0x3Fu);
+  }
+  return n;
+}
+
 // Unicode White_Space (Rust's char::is_whitespace, the regex crate's \s).
 inline bool is_white_space(uint32_t c) {
   return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||

@@ -54,6 +54,7 @@ struct Item {
   size_t begin = 0, end = 0;  // text: chunk indices into the input's chunks; jsonl: byte range of whole lines
   size_t first_line = 0;      // jsonl: the line number (1-based) at `begin`
   bool eos_first = false;     // text: the document starts here
+  bool doc_last = false;      // text: the document ends here
 };
 
 struct Input {
@@ -90,7 +91,7 @@ void plan(const Tokenizer& tok, std::vector<Input>& inputs, size_t chunk_bytes, 
         in.chunks.push_back({TextChunk::kText, b, std::min(text.size(), b + chunk_bytes), 0, text.size()});
     }
     if (in.chunks.empty()) {  // an empty document: its end-of-text token only
-      items.push_back({k, false, 0, 0, 0, true});
+      items.push_back({k, false, 0, 0, 0, true, true});
       continue;
     }
     // Consecutive chunks grouped to about chunk_bytes (added tokens are chunks of their own).
@@ -102,7 +103,7 @@ void plan(const Tokenizer& tok, std::vector<Input>& inputs, size_t chunk_bytes, 
         bytes += in.chunks[e].end - in.chunks[e].begin;
         ++e;
       }
-      items.push_back({k, false, c, e, 0, first});
+      items.push_back({k, false, c, e, 0, first, e == in.chunks.size()});
       first = false;
       c = e;
     }
@@ -119,13 +120,13 @@ void encode_item(const Tokenizer& tok, const std::vector<Input>& inputs, const I
   const Input& in = inputs[it.input];
   const std::string_view text = in.text();
   const auto* bpe = dynamic_cast<const BpeTokenizer*>(&tok);
-  std::optional<uint32_t> eos_id;
-  if (eos) eos_id = tok.eos_id();
+  std::vector<uint32_t> before, after;  // around each document (tokenizer.h: document_tokens)
+  if (eos) tok.document_tokens(before, after);
   if (!it.jsonl) {
     r.ids.reserve((in.chunks.empty() || it.end == it.begin ? 0 : in.chunks[it.end - 1].end - in.chunks[it.begin].begin) / 2 + 16);
     if (it.eos_first) {
       r.documents = 1;
-      if (eos_id) r.ids.push_back(*eos_id);
+      r.ids.insert(r.ids.end(), before.begin(), before.end());
     }
     for (size_t c = it.begin; c < it.end; ++c) {
       const TextChunk& ch = in.chunks[c];
@@ -133,6 +134,7 @@ void encode_item(const Tokenizer& tok, const std::vector<Input>& inputs, const I
       else tok.encode(text.substr(ch.begin, ch.end - ch.begin), r.ids);
       r.bytes += ch.end - ch.begin;
     }
+    if (it.doc_last) r.ids.insert(r.ids.end(), after.begin(), after.end());
     return;
   }
   size_t line = it.first_line;
@@ -150,8 +152,9 @@ void encode_item(const Tokenizer& tok, const std::vector<Input>& inputs, const I
     auto t = doc.find("text");
     ZDP_REQUIRE(t != doc.end(), "{}: no \"text\" key", where);
     ZDP_REQUIRE(t->is_string(), "{}: \"text\" must be a string, got {}", where, describe_json(*t));
-    if (eos_id) r.ids.push_back(*eos_id);
+    r.ids.insert(r.ids.end(), before.begin(), before.end());
     tok.encode(t->get_ref<const std::string&>(), r.ids);
+    r.ids.insert(r.ids.end(), after.begin(), after.end());
     ++r.documents;
   }
 }

@@ -3,8 +3,9 @@
 //
 // Documents: a text file is one document; a JSON Lines file (name ending in .jsonl) holds one
 // document per line, an object with a "text" string (blank lines are skipped; anything else is a
-// UsageError naming the file and the line). The tokenizer's end-of-text token (eos_id()) precedes
-// each document unless no_eos; the byte tokenizer has none. Inputs are read in the order given.
+// UsageError naming the file and the line). The tokenizer's document tokens (document_tokens(): the
+// post-processor template's, else the end-of-text token before) surround each document unless
+// no_eos; the byte tokenizer has none. Inputs are read in the order given.
 //
 // Threads: documents, and pieces of big documents cut where the ids provably do not change
 // (BpeTokenizer::chunk), are encoded in parallel; the output is the same for any thread count.

@@ -36,9 +36,16 @@ class Tokenizer {
 
   // One more than the largest id (added and special tokens included).
   virtual int64_t vocab_size() const = 0;
-  // The end-of-text token put before each document by `zerodp tokenize` (GPT-2's <|endoftext|>,
-  // Llama 3's <|begin_of_text|>), if the tokenizer has one.
+  // The end-of-text token (GPT-2's <|endoftext|>, Llama 3's <|begin_of_text|>, Llama 2's </s>), if
+  // the tokenizer has one: where `zerodp sample` stops.
   virtual std::optional<uint32_t> eos_id() const = 0;
+  // The ids `zerodp tokenize` writes before and after each document: the special tokens of the
+  // tokenizer's post-processor template (Llama 2's <s> before), else the end-of-text token before.
+  virtual void document_tokens(std::vector<uint32_t>& before, std::vector<uint32_t>& after) const {
+    before.clear();
+    after.clear();
+    if (const std::optional<uint32_t> eos = eos_id()) before.push_back(*eos);
+  }
   // "bytes (V = 256)" or "BPE 'path' (V = 50257, GPT-2 pattern)" for logs.
   virtual std::string describe() const = 0;
 };

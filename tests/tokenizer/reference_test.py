@@ -11,13 +11,22 @@ Cases:
                 text, combining marks; as one text file (--no-eos), as JSON Lines documents (each
                 preceded by the end-of-text token), and as a 3 MB text cut for 2 threads; then
                 --decode gives the text back byte for byte; the shards of --out-prefix hold the stream.
+  qwen25, llama2, mistral
+                the same for tokenizers built like Qwen 2.5's (byte-level, NFC normalizer), Llama 2's
+                (SentencePiece-style: Prepend + Replace normalizer, byte fallback, <s> template) and
+                Mistral's (Metaspace pre-tokenizer and decoder) (train_shapes.py): documents are
+                surrounded by the template's tokens (add_special_tokens=True), and --decode gives
+                tokenizers' decode.
+  normalizers   every normalizer, Metaspace's schemes, merges across words, unknown tokens fused or not,
+                ignore_merges, normalized added tokens: ids and decoding against tokenizers.
   shapes        other pre-tokenizers (Split's behaviours, invert, a string pattern, Digits, ByteLevel's
                 prefix space) and added tokens' flags, each against tokenizers on the same texts.
   added         4,000 added tokens that are prefixes of each other and overlap, special or not, normalized
                 or not, with lstrip/rstrip/single_word, on random texts made of their pieces; and 60,000
                 special tokens (the trie that finds them, the pass that splits them out first).
   malformed     broken tokenizer.json files: exit 2, a message naming the file and the key.
-  bytes         invalid UTF-8 through a BPE tokenizer round-trips through --decode; the byte
+  bytes         invalid UTF-8 through a BPE tokenizer (byte-level, or with byte fallback) round-trips
+                through --decode; the byte
                 tokenizer's file is byte for byte llm.c's uint16 layout.
 """
 import json
@@ -28,6 +37,11 @@ import sys
 import tempfile
 
 from zdptest import train_tokenizers
+
+import train_shapes
+
+# Byte-level shapes (zdptest), then the ones with a normalizer or SentencePiece-style (train_shapes).
+TRAINERS = dict(train_tokenizers.TRAINERS, **train_shapes.TRAINERS)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -74,6 +88,12 @@ DOCS = [
     "a᠎b ab x  y   a 　　x v",
     "﻿hi a‍‍b 😀😀 1١٢٣ ½⅕",
     "  \n  \n\r\r\n\n a\x00b ́start x" + "́" * 40,
+    # what normalizers change: compatibility characters (NFKC), composed and decomposed forms, marks
+    # to reorder, Hangul jamo that compose, a character whose lowercase is two
+    "Compatibility: \ufb01 \ufb02 \uff46\uff55\uff4c\uff4c \u2460 x\u00b2 \u3231 \u01c4 \u210c \u2122 \u3300 \u00bd "
+    "\u017f \u212a \u212b \u00a0nbsp \u2126",
+    "Decomposed: Cafe\u0301 re\u0301sume\u0301 A\u030a n\u0303 a\u0328\u0301 e\u0301\u0327 \u1e0b\u0323 \u0f73 \u0344",
+    "Jamo: \u1100\u1161\u11a8 \uac00\u11a8 \u3131\u314f \u0b47\u0b3e \u0dd9\u0dcf \u0130stanbul \u0130I",
 ]
 
 
@@ -120,14 +140,28 @@ def compare(label, got, want, text=None):
 
 def reference_case(zerodp, kind, tmp):
     shakespeare = os.path.join(ROOT, "data", "tinyshakespeare.txt")
-    tok = train_tokenizers.TRAINERS[kind]([shakespeare], 1500)
+    tok = TRAINERS[kind]([shakespeare], 1500)
     tj = os.path.join(tmp, kind + ".json")
     tok.save(tj)
-    eos_name = "<|endoftext|>" if kind == "gpt2" else "<|begin_of_text|>"
-    eos = tok.token_to_id(eos_name)
+    byte_level = kind in ("gpt2", "llama3")  # no normalizer: decoding gives the text back byte for byte
 
     def ref(s):
         return tok.encode(s, add_special_tokens=False).ids
+
+    def ref_document(s):
+        """What zerodp writes for a document: the post-processor's template (Llama 2's <s> $A), or the
+        end-of-text token before."""
+        if kind in ("llama2", "mistral"):
+            return tok.encode(s, add_special_tokens=True).ids
+        eos = {"gpt2": "<|endoftext|>", "llama3": "<|begin_of_text|>", "qwen25": "<|endoftext|>"}[kind]
+        return [tok.token_to_id(eos)] + ref(s)
+
+    def check_decode(label, ids, back_path, text):
+        with open(back_path, "rb") as f:
+            back = f.read()
+        want = tok.decode(ids, skip_special_tokens=False)
+        if back != want.encode("utf-8") or (byte_level and back != text.encode("utf-8")):
+            fail("%s: --decode gave %r, tokenizers' decode %r" % (label, back[:60], want[:60]))
 
     # 1. every document alone, as a text file, without the end-of-text token
     for i, doc in enumerate(DOCS):
@@ -139,9 +173,7 @@ def reference_case(zerodp, kind, tmp):
         run(zerodp, ["tokenize", "--tokenizer", tj, "--text", p, "--out", p + ".bin", "--no-eos"])
         compare("%s doc %d %r" % (kind, i, doc[:40]), read_ids(p + ".bin"), ref(doc))
         run(zerodp, ["tokenize", "--decode", "--tokenizer", tj, "--tokens", p + ".bin", "--out", p + ".back"])
-        with open(p + ".back", "rb") as f:
-            if f.read() != doc.encode("utf-8"):
-                fail("%s doc %d: --decode did not give the text back" % (kind, i))
+        check_decode("%s doc %d" % (kind, i), ref(doc), p + ".back", doc)
     r = run(zerodp, ["tokenize", "--tokenizer", tj, "--text", os.path.join(tmp, "doc%d.txt" % DOCS.index("")),
                      "--out", os.path.join(tmp, "empty.bin"), "--no-eos"], ok=False)
     if r.returncode != 2:
@@ -156,7 +188,7 @@ def reference_case(zerodp, kind, tmp):
                  os.path.join(tmp, "docs.bin")])
     want = []
     for doc in DOCS + [DOCS[0]]:
-        want += [eos] + ref(doc)
+        want += ref_document(doc)
     compare(kind + " jsonl", read_ids(os.path.join(tmp, "docs.bin")), want)
 
     # 3. a big text (Shakespeare with the documents spliced in, ~3 MB), cut for threads: 1 and 2 threads
@@ -178,9 +210,7 @@ def reference_case(zerodp, kind, tmp):
         compare("%s big text, %s threads" % (kind, threads), read_ids(out), want)
     run(zerodp, ["tokenize", "--decode", "--tokenizer", tj, "--tokens", os.path.join(tmp, "big2.bin"), "--out",
                  bp + ".back"])
-    with open(bp + ".back", "rb") as f:
-        if f.read() != big.encode("utf-8"):
-            fail(kind + " big text: --decode did not give the text back")
+    check_decode(kind + " big text", want, bp + ".back", big)
 
     # 4. shards: val first, then train shards of N tokens, concatenating to the stream
     prefix = os.path.join(tmp, "shards", "s")
@@ -261,6 +291,86 @@ def shapes_case(zerodp, tmp):
         print("%s: %d documents, ids identical to tokenizers'" % (name, len(docs)))
 
 
+def normalizers_case(zerodp, tmp):
+    """Normalizers and SentencePiece-style shapes beyond those of Qwen 2.5, Llama 2 and Mistral, each
+    against tokenizers (ids, and --decode against its decode) on the same texts, with added tokens
+    normalized and not: every Unicode form, Lowercase, Strip, Replace with a regex; Metaspace's
+    prepend schemes and split; merges across the "▁" between words; unknown tokens where byte
+    tokens are missing, fused or not; ignore_merges."""
+    import random
+    from tokenizers import AddedToken, Regex, Tokenizer, normalizers as nz
+    shakespeare = os.path.join(ROOT, "data", "tinyshakespeare.txt")
+
+    def byte_level(normalizer):
+        return lambda: train_shapes.train_qwen25([shakespeare], 500, normalizer)
+
+    def edited(make, edit):
+        def build():
+            j = json.loads(make().to_str())
+            edit(j)
+            return Tokenizer.from_str(json.dumps(j))
+        return build
+
+    def drop_bytes(j):  # no byte tokens for 0xE0..0xFF: unknown tokens for most non-Latin characters
+        for b in range(0xE0, 0x100):
+            del j["model"]["vocab"]["<0x%02X>" % b]
+
+    llama2 = lambda: train_shapes.train_llama2([shakespeare], 600)  # noqa: E731
+    shapes = {
+        "nfkc": byte_level(nz.NFKC()),
+        "nfd": byte_level(nz.NFD()),
+        "nfkd": byte_level(nz.NFKD()),
+        "lowercase": byte_level(nz.Sequence([nz.NFC(), nz.Lowercase()])),
+        "nfc_prefix_space": edited(byte_level(nz.NFC()), lambda j: j.update(
+            {"pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True}})),
+        "strip_replace": byte_level(nz.Sequence([nz.Strip(left=True, right=True), nz.NFKC(),
+                                                 nz.Replace(Regex(r"\s+"), " "), nz.Replace("e", "E")])),
+        "llama2_joined": lambda: train_shapes.train_llama2([shakespeare], 600, split_words=False),
+        "llama2_unk": edited(llama2, drop_bytes),
+        "llama2_unk_unfused": edited(llama2, lambda j: (drop_bytes(j), j["model"].update({"fuse_unk": False}))),
+        "llama2_ignore_merges": edited(llama2, lambda j: j["model"].update({"ignore_merges": True})),
+        "metaspace_always_split": lambda: train_shapes.train_mistral([shakespeare], 600, "always", True),
+        "metaspace_never": lambda: train_shapes.train_mistral([shakespeare], 600, "never", False),
+        "metaspace_nfkc": edited(lambda: train_shapes.train_mistral([shakespeare], 600),
+                                 lambda j: j.update({"normalizer": {"type": "NFKC"}})),
+    }
+    rng = random.Random(48)
+    pieces = ["cat", " ", "  ", "[X]", "<sep>", "\u00c5", "A\u030a", "\ufb01", "e\u0301", "中", "x", "\n", "\u0130"]
+    docs = DOCS + ["a  [X]  b [X]x <sep>cat", "cat cats concat (cat) cat. Cat CAT \u0130cat",
+                   "".join(rng.choice(pieces) for _ in range(400))]
+    for name, make in shapes.items():
+        tok = make()
+        tok.add_tokens([AddedToken("[X]", lstrip=True, rstrip=True, normalized=False),
+                        AddedToken("Cat", single_word=True, normalized=True)])
+        tok.add_special_tokens([AddedToken("<sep>", normalized=False)])
+        tj = os.path.join(tmp, name + ".json")
+        tok.save(tj)
+        for i, doc in enumerate(docs):
+            want = tok.encode(doc, add_special_tokens=False).ids
+            if not want:
+                continue
+            p = os.path.join(tmp, "%s%d.txt" % (name, i))
+            with open(p, "w", encoding="utf-8", newline="") as f:
+                f.write(doc)
+            run(zerodp, ["tokenize", "--tokenizer", tj, "--text", p, "--out", p + ".bin", "--no-eos"])
+            compare("%s doc %d %r" % (name, i, doc[:40]), read_ids(p + ".bin"), want)
+            run(zerodp, ["tokenize", "--decode", "--tokenizer", tj, "--tokens", p + ".bin", "--out", p + ".back"])
+            with open(p + ".back", "rb") as f:
+                back = f.read()
+            if back != tok.decode(want, skip_special_tokens=False).encode("utf-8"):
+                fail("%s doc %d: --decode gave %r, tokenizers' decode %r" % (name, i, back[:60],
+                                                                             tok.decode(want, skip_special_tokens=False)[:60]))
+        if name in ("llama2_joined", "metaspace_always_split", "nfkc"):  # big texts cut for 2 threads
+            with open(shakespeare, encoding="utf-8") as f:
+                big = (f.read()[:600000] + "\n".join(DOCS)) * 2
+            bp = os.path.join(tmp, name + "-big.txt")
+            with open(bp, "w", encoding="utf-8", newline="") as f:
+                f.write(big)
+            run(zerodp, ["tokenize", "--tokenizer", tj, "--text", bp, "--out", bp + ".bin", "--no-eos", "--threads", "2"])
+            compare(name + " big text, 2 threads", read_ids(bp + ".bin"), tok.encode(big, add_special_tokens=False).ids)
+        print("%s: %d documents, ids and decoding identical to tokenizers'" % (name, len(docs)))
+
+
 def added_case(zerodp, tmp):
     """Many added tokens against tokenizers: leftmost-longest among prefixes of each other, the two
     passes (not normalized first), and every flag zerodp supports."""
@@ -336,7 +446,34 @@ def malformed_case(zerodp, tmp):
     variant("bad_regex", lambda j: j.update({"pre_tokenizer": {"type": "Split", "pattern": {"Regex": "(unclosed"},
                                                                "behavior": "Isolated", "invert": False}}),
             "pre_tokenizer.pattern.Regex")
-    variant("normalizer", lambda j: j.update({"normalizer": {"type": "NFC"}}), "normalizer")
+    variant("normalizer", lambda j: j.update({"normalizer": {"type": "Precompiled", "precompiled_charsmap": "x" * 9000}}),
+            "normalizer.type")
+    variant("normalizer_nested", lambda j: j.update({"normalizer": {"type": "Sequence", "normalizers": [
+        {"type": "NFC"}, {"type": "Sequence", "normalizers": []}]}}), "normalizer.normalizers[1]")
+    variant("normalizer_steps", lambda j: j.update({"normalizer": {"type": "Sequence", "normalizers": [{"type": "NFC"}] * 100}}),
+            "normalizer.normalizers")
+    variant("replace_pattern", lambda j: j.update({"normalizer": {"type": "Replace", "pattern": {"Glob": "*"},
+                                                                  "content": "x"}}), "normalizer.pattern")
+    variant("prepend_long", lambda j: j.update({"normalizer": {"type": "Prepend", "prepend": "\u2581" * 100000}}),
+            "normalizer.prepend")
+    variant("metaspace_scheme", lambda j: j.update({"pre_tokenizer": {"type": "Metaspace", "replacement": "\u2581",
+                                                                      "prepend_scheme": "sometimes", "split": False}}),
+            "pre_tokenizer.prepend_scheme")
+    variant("metaspace_replacement", lambda j: j.update({"pre_tokenizer": {"type": "Metaspace", "replacement": "ab"}}),
+            "pre_tokenizer.replacement")
+    variant("metaspace_sequence", lambda j: j.update({"pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+        {"type": "Metaspace", "replacement": "\u2581"}]}}), "pre_tokenizer.pretokenizers[0]")
+    variant("byte_fallback", lambda j: j["model"].update({"byte_fallback": True}), "model.byte_fallback")
+    variant("template_unknown", lambda j: j.update({"post_processor": {
+        "type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<bos>", "type_id": 0}},
+                                                 {"Sequence": {"id": "A", "type_id": 0}}],
+        "special_tokens": {}}}), "post_processor.single[0].SpecialToken.id")
+    variant("template_id", lambda j: j.update({"post_processor": {
+        "type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
+                                                 {"Sequence": {"id": "A", "type_id": 0}}],
+        "special_tokens": {"<s>": {"id": "<s>", "ids": [99999], "tokens": ["<s>"]}}}}), "post_processor")
+    variant("sp_decoder", lambda j: j.update({"pre_tokenizer": None, "decoder": {"type": "Sequence", "decoders": [
+        {"type": "Strip", "content": " ", "start": -1, "stop": 0}]}}), "decoder.decoders[0].start")
     variant("added_id", lambda j: j["added_tokens"][0].update({"id": 1 << 40}), "added_tokens[0].id")
     variant("decoder", lambda j: j.update({"decoder": {"type": "WordPiece"}}), "decoder.type")
     # not JSON at all, and a file too big
@@ -382,6 +519,14 @@ def bytes_case(zerodp, tmp):
     with open(p + ".back", "rb") as f:
         if f.read() != raw:
             fail("invalid UTF-8 did not round-trip through a BPE tokenizer")
+    # a SentencePiece-style vocabulary: each invalid byte its <0xAB> token (byte fallback), decoded to itself
+    sp = os.path.join(tmp, "llama2.json")
+    train_shapes.train_llama2([shakespeare], 600).save(sp)
+    run(zerodp, ["tokenize", "--tokenizer", sp, "--text", p, "--out", p + ".sp.bin", "--no-eos"])
+    run(zerodp, ["tokenize", "--decode", "--tokenizer", sp, "--tokens", p + ".sp.bin", "--out", p + ".sp.back"])
+    with open(p + ".sp.back", "rb") as f:
+        if f.read() != raw:
+            fail("invalid UTF-8 did not round-trip through a SentencePiece-style tokenizer with byte fallback")
     # the byte tokenizer: llm.c's layout, one uint16 token per byte, V = 256
     run(zerodp, ["tokenize", "--text", p, "--out", p + ".bytes.bin"])
     with open(p + ".bytes.bin", "rb") as f:
@@ -399,10 +544,12 @@ def bytes_case(zerodp, tmp):
 def main():
     zerodp, case = os.path.abspath(sys.argv[1]), sys.argv[2]
     with tempfile.TemporaryDirectory(prefix="zerodp-tokenizer-") as tmp:
-        if case in ("gpt2", "llama3"):
+        if case in TRAINERS:
             reference_case(zerodp, case, tmp)
         elif case == "shapes":
             shapes_case(zerodp, tmp)
+        elif case == "normalizers":
+            normalizers_case(zerodp, tmp)
         elif case == "added":
             added_case(zerodp, tmp)
         elif case == "malformed":
