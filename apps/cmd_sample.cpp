@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -42,12 +44,19 @@ int run_sample() {
   train::SampleOptions opts = g_opts;
   opts.vocab_limit = tokenizer->vocab_size();
   if (!g_no_stop) opts.stop_token = tokenizer->eos_id();
-  // Each token's bytes as it comes (a character split over two tokens is whole once both are out).
+  // The text as it grows: the prompt and the tokens so far decoded together, and what is new printed.
+  // Decoding a token alone would lose what depends on its neighbours (a SentencePiece-style decoder
+  // strips the leading space of the first token it is given); a character split over two tokens is
+  // whole once both are out.
+  std::vector<uint32_t> ids = prompt;
+  size_t printed = tokenizer->decode(ids).size();
   opts.on_token = [&](uint32_t id) {
-    const uint32_t one[1] = {id};
-    const std::string bytes = tokenizer->decode(one);
-    std::fwrite(bytes.data(), 1, bytes.size(), stdout);
+    ids.push_back(id);
+    const std::string text = tokenizer->decode(ids);
+    if (text.size() <= printed) return;
+    std::fwrite(text.data() + printed, 1, text.size() - printed, stdout);
     std::fflush(stdout);
+    printed = text.size();
   };
   std::fwrite(g_prompt.data(), 1, g_prompt.size(), stdout);
   std::fflush(stdout);
@@ -61,7 +70,7 @@ void register_sample(CLI::App& app, Action& action) {
   cmd->add_option("--model", g_model, "Model weights: a GPT-2 safetensors file or a Hugging Face model directory")
       ->required();
   cmd->add_option("--tokenizer", g_tokenizer,
-                  "Hugging Face tokenizer.json (byte-level BPE) that made the training tokens; without it, bytes "
+                  "Hugging Face tokenizer.json (byte-level or SentencePiece-style BPE) that made the training tokens; without it, bytes "
                   "(V = 256)");
   cmd->add_option("--prompt", g_prompt, "Text to continue")->capture_default_str();
   cmd->add_option("--tokens", g_opts.tokens, "Tokens to generate, at most")->capture_default_str();

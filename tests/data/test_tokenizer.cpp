@@ -201,8 +201,10 @@ TEST(BpeTokenizer, MalformedFilesNameFileAndKey) {
       {"ignore merges type", [](json& j) { j["model"]["ignore_merges"] = 1; }, "model.ignore_merges"},
       {"unk unknown", [](json& j) { j["model"]["unk_token"] = "<unk>"; }, "model.unk_token"},
       {"suffix", [](json& j) { j["model"]["end_of_word_suffix"] = "</w>"; }, "model.end_of_word_suffix"},
-      {"normalizer", [](json& j) { j["normalizer"] = {{"type", "NFC"}}; }, "normalizer"},
-      {"pre-tokenizer", [](json& j) { j["pre_tokenizer"] = {{"type", "Metaspace"}}; }, "pre_tokenizer.type"},
+      {"normalizer", [](json& j) { j["normalizer"] = {{"type", "Precompiled"}}; }, "normalizer"},
+      {"pre-tokenizer", [](json& j) { j["pre_tokenizer"] = {{"type", "BertPreTokenizer"}}; }, "pre_tokenizer.type"},
+      {"metaspace without replacement", [](json& j) { j["pre_tokenizer"] = {{"type", "Metaspace"}}; },
+       "pre_tokenizer.replacement"},
       {"split behavior",
        [](json& j) { j["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "a"}}}, {"behavior", "Odd"}}; },
        "pre_tokenizer.behavior"},
@@ -217,9 +219,11 @@ TEST(BpeTokenizer, MalformedFilesNameFileAndKey) {
       {"added content", [](json& j) { j["added_tokens"][0]["content"] = ""; }, "added_tokens[0].content"},
       {"added flag", [](json& j) { j["added_tokens"][0]["lstrip"] = "yes"; }, "added_tokens[0].lstrip"},
       {"truncation", [](json& j) { j["truncation"] = {{"max_length", 5}}; }, "truncation"},
-      {"no pre-tokenizer", [](json& j) { j["pre_tokenizer"] = nullptr; }, "pre_tokenizer"},
+      // Without a ByteLevel pre-tokenizer the vocabulary is SentencePiece-style, which a ByteLevel
+      // decoder does not fit.
+      {"no pre-tokenizer", [](json& j) { j["pre_tokenizer"] = nullptr; }, "decoder.type"},
       {"no byte level",
-       [](json& j) { j["pre_tokenizer"] = {{"type", "Digits"}, {"individual_digits", true}}; }, "no ByteLevel step"},
+       [](json& j) { j["pre_tokenizer"] = {{"type", "Digits"}, {"individual_digits", true}}; }, "decoder.type"},
   };
   for (const Case& c : cases) {
     json j = tiny({{"a", "b"}, {"b", "c"}});
