@@ -8,6 +8,8 @@
 #include "apps/commands.h"
 #include "core/error.h"
 #include "core/output_path.h"
+#include "data/instruction_data.h"
+#include "data/instruction_tokenize.h"
 #include "data/tokenize.h"
 #include "data/tokenizer.h"
 
@@ -26,6 +28,7 @@ struct TokenizeFlags {
   int threads = 0;
   bool decode = false;
   std::string tokens;
+  std::vector<std::string> sft;
 };
 
 void register_tokenize(CLI::App& app, Action& action) {
@@ -59,6 +62,9 @@ void register_tokenize(CLI::App& app, Action& action) {
   cmd->add_flag("--no-eos", f.no_eos, "Put no end-of-text token before each document");
   cmd->add_option("--threads", f.threads, "Encoding threads (default: all cores, or OMP_NUM_THREADS); the output does "
                                           "not depend on it");
+  cmd->add_option("--sft", f.sft,
+                  "Instruction data: JSON Lines of {\"prompt\", \"completion\"}, written to --out with the labels "
+                  "file beside it (targets: the completion and the end-of-text token)");
   cmd->add_flag("--decode", f.decode, "Decode --tokens into the text file --out");
   cmd->add_option("--tokens", f.tokens, "With --decode: the token file to decode");
   cmd->callback([&action] {
@@ -74,6 +80,16 @@ void register_tokenize(CLI::App& app, Action& action) {
                     "tokenize --decode: --text and --out-prefix are for encoding, not with --decode");
         const size_t n = data::detokenize_file(*tok, f.tokens, f.out);
         fmt::print("wrote {}: {} bytes decoded from {} ({})\n", f.out, n, f.tokens, tok->describe());
+        return 0;
+      }
+      if (!f.sft.empty()) {
+        ZDP_REQUIRE(f.texts.empty() && f.out_prefix.empty() && !f.out.empty(),
+                    "tokenize --sft: give one --out FILE (its labels go beside it), without --text or --out-prefix");
+        const uint32_t end = data::completion_end_token(*tok, f.tokenizer);
+        const data::InstructionTokens t = data::tokenize_instructions(*tok, f.sft, end);
+        data::write_instruction_files(f.out, t, tok->vocab_size());
+        fmt::print("wrote {} and {}: {} examples, {} tokens, {} targets ({})\n", f.out, data::labels_path_for(f.out),
+                   t.examples, t.ids.size(), t.targets, tok->describe());
         return 0;
       }
       ZDP_REQUIRE(f.tokens.empty(), "tokenize: --tokens is for --decode; the inputs to encode are --text");

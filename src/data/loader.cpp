@@ -65,15 +65,21 @@ BatchLoader::BatchLoader(const TokenStream& tokens, int world_size, int rank, in
   }
 }
 
-uint64_t BatchLoader::first_sequence(uint64_t step, int micro_step) const {
-  ZDP_CHECK(micro_step >= 0 && micro_step < G_, "micro-step {} of {}", micro_step, G_);
-  const u128 q = ((static_cast<u128>(step) * static_cast<u128>(G_) + static_cast<u128>(micro_step)) *
-                      static_cast<u128>(W_) +
-                  static_cast<u128>(r_)) *
-                 static_cast<u128>(B_);
+uint64_t first_sequence_of(uint64_t step, int micro_step, int world_size, int rank, int micro_batch, int accum) {
+  ZDP_CHECK(micro_step >= 0 && micro_step < accum, "micro-step {} of {}", micro_step, accum);
+  const u128 q = ((static_cast<u128>(step) * static_cast<u128>(accum) + static_cast<u128>(micro_step)) *
+                      static_cast<u128>(world_size) +
+                  static_cast<u128>(rank)) *
+                 static_cast<u128>(micro_batch);
   ZDP_CHECK(q >> 64 == 0, "step {} is too far into the data", step);
   return static_cast<uint64_t>(q);
 }
+
+uint64_t BatchLoader::first_sequence(uint64_t step, int micro_step) const {
+  return first_sequence_of(step, micro_step, W_, r_, B_, G_);
+}
+
+std::string BatchLoader::describe() const { return tokens_->describe(); }
 
 size_t BatchLoader::offset(uint64_t step, int micro_step) const {
   // In 128 bits: q·T overflows 64 bits only for absurd steps, but costs nothing to get right.

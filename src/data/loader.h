@@ -24,6 +24,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "data/dataset.h"
 
@@ -50,7 +51,25 @@ struct ShuffleSpec {
   uint64_t seed = 0;
 };
 
-class BatchLoader {
+// The global index of the first sequence of (step, micro_step) on `rank`: ((s·G + g)·W + r)·B, checked
+// not to pass 2^64.
+uint64_t first_sequence_of(uint64_t step, int micro_step, int world_size, int rank, int micro_batch, int accum);
+
+// What the trainer reads each micro-step from: a token stream (BatchLoader) or instruction data
+// (data/instruction_data.h).
+class TrainBatches {
+ public:
+  virtual ~TrainBatches() = default;
+  // Fills inputs[B·T] and targets[B·T] (row-major [B, T]) of this rank's micro-batch.
+  virtual void load(uint64_t step, int micro_step, int32_t* inputs, int32_t* targets) const = 0;
+  // The positions of the step's global batch (every rank's, every micro-step's) that have a target
+  // (not kIgnoreTarget): what the loss is averaged over. 0 when every position has one.
+  virtual uint64_t targets(uint64_t /*step*/) const { return 0; }
+  // "'tok.bin' (text)" for the log.
+  virtual std::string describe() const = 0;
+};
+
+class BatchLoader final : public TrainBatches {
  public:
   // UsageError naming the parameter when a size is not positive, the rank is outside [0, W), or
   // (shuffled) the stream holds no window of T+1 tokens. `tokens` must outlive the loader.
@@ -63,7 +82,8 @@ class BatchLoader {
   // The first token of the sequence with global index q (either order).
   size_t sequence_start(uint64_t q) const;
   // Fills inputs[B·T] and targets[B·T] (row-major [B, T]).
-  void load(uint64_t step, int micro_step, int32_t* inputs, int32_t* targets) const;
+  void load(uint64_t step, int micro_step, int32_t* inputs, int32_t* targets) const override;
+  std::string describe() const override;
 
   size_t tokens_per_micro_batch() const { return static_cast<size_t>(B_) * static_cast<size_t>(T_); }
   // Windows of an epoch when shuffled (0 in order).

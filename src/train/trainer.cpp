@@ -20,6 +20,7 @@
 #include "core/memory.h"
 #include "core/output_path.h"
 #include "data/dataset.h"
+#include "data/instruction_data.h"
 #include "data/loader.h"
 #include "device/select.h"
 #include "comm/watchdog.h"
@@ -381,9 +382,10 @@ TrainResult run_training(TrainConfig cfg, const TrainHooks& hooks) {
   const RunDevice run_device = open_run_device(device_spec, world);
   check_fits_in_memory(cfg, mc, W, resume ? resume->dir() : cfg.init_path, run_device.memory_bytes);
   if (!cfg.save_dir.empty() && rank == 0) ckpt::make_save_dir(cfg.save_dir);
-  const data::TokenStream tokens = data::TokenStream::open(cfg.data_path, mc.vocab_size());
-  const data::BatchLoader loader(tokens, W, rank, static_cast<int>(cfg.micro_batch), static_cast<int>(cfg.seq),
-                                 static_cast<int>(cfg.accum), {cfg.shuffle, cfg.seed});
+  const data::TrainData train_data =
+      data::open_train_data(cfg.data_path, mc.vocab_size(), W, rank, static_cast<int>(cfg.micro_batch),
+                            static_cast<int>(cfg.seq), static_cast<int>(cfg.accum), {cfg.shuffle, cfg.seed});
+  const data::TrainBatches& batches = *train_data.batches;
   // Validation (docs/reference/data-order.md#validation): its stream and windows are checked here, before anything is allocated.
   std::optional<data::TokenStream> val;
   if (!cfg.val_data_path.empty()) val.emplace(data::TokenStream::open(cfg.val_data_path, mc.vocab_size()));
@@ -411,6 +413,7 @@ TrainResult run_training(TrainConfig cfg, const TrainHooks& hooks) {
             dtype_name(cfg.precision.dtype),
             cfg.micro_batch, cfg.seq, cfg.accum, tokens_per_step, cfg.steps);
   if (rank == 0 && !run_device.warning.empty()) log::warn("{}", run_device.warning);
+  if (train_data.instructions) log::info("data: {}", batches.describe());
 
   TrainResult result;
   double total_ms = 0;
@@ -423,8 +426,8 @@ TrainResult run_training(TrainConfig cfg, const TrainHooks& hooks) {
     const auto t0 = Clock::now();
     const zero::StepResult r = engine.step(
         static_cast<int>(cfg.accum),
-        [&](int g, int32_t* inputs, int32_t* targets) { loader.load(static_cast<uint64_t>(s), g, inputs, targets); },
-        lr, cfg.clip);
+        [&](int g, int32_t* inputs, int32_t* targets) { batches.load(static_cast<uint64_t>(s), g, inputs, targets); },
+        lr, cfg.clip, batches.targets(static_cast<uint64_t>(s)));
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     total_ms += ms;
     result.losses.push_back(r.loss);

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """End-to-end checks of the zerodp CLI through mpirun: the memory budget (stage 2 stops with exit 3,
-stage 3 trains), DeepSpeed JSON configuration, atomic outputs, the memory report, sampling, --device.
+stage 3 trains), DeepSpeed JSON configuration, atomic outputs, the memory report, sampling, instruction
+data (tokenize --sft, then train on it), --device.
 
-usage: cli_tests.py ZERODP CASE     (CASE: budget | ds_config | atomic_out | report | sample | sample_bpe | device)
+usage: cli_tests.py ZERODP CASE     (CASE: budget | ds_config | atomic_out | report | sample | sample_bpe | sft | device)
 Exits non-zero with a message on the first failed check."""
 import functools
 import json
@@ -171,6 +172,34 @@ elif CASE == "sample_bpe":
           f"--no-stop goes on past it, decoding it as its text (got {out!r})", err)
     rc, out, err = run(["sample", "--model", init, "--tokenizer", tok, "--prompt", "x"])
     check(rc == 2 and "1024" in err and "256" in err, "a tokenizer larger than the model's vocabulary exits 2", err)
+elif CASE == "sft":
+    # tokenize --sft with the repository's BPE (V = 1024, <|endoftext|> = 0), then train on the pair:
+    # the losses of W = 2 at stage 3 equal W = 1's with the same global batch.
+    tok = os.path.join(zt.SRC, "data", "tokenizers", "shakespeare-bpe-1024", "tokenizer.json")
+    jsonl, data = os.path.join(tmp, "sft.jsonl"), os.path.join(tmp, "sft.bin")
+    with open(jsonl, "w") as f:
+        for i in range(12):
+            f.write(json.dumps({"prompt": f"Question {i}: who speaks?\n", "completion": "ROMEO. " * (1 + i % 4)}) + "\n")
+    rc, out, err = run(["tokenize", "--tokenizer", tok, "--sft", jsonl, "--out", data])
+    check(rc == 0 and "12 examples" in out and os.path.exists(os.path.join(tmp, "sft.labels")),
+          "tokenize --sft writes the tokens and the labels beside them", out + err)
+    model = os.path.join(tmp, "v1024.safetensors")
+    rc, _, err = run(["init", "--out", model, "--layers", "2", "--heads", "2", "--embd", "32", "--vocab", "1024",
+                      "--ctx", "32", "--seed", "7"])
+    check(rc == 0, "init of a V = 1024 model", err)
+    losses = {}
+    for world, b, stage in ((1, 4, 0), (2, 2, 3)):
+        m = os.path.join(tmp, f"sft_{world}.jsonl")
+        rc, out, err = run(["train", "--init", model, "--data", data, "--steps", "3", "--micro-batch", str(b),
+                            "--seq", "32", "--lr", "1e-3", "--zero-stage", str(stage), "--metrics", m], world)
+        check(rc == 0 and "instruction data: 12 examples" in err, f"W = {world} trains on the instruction data", err)
+        losses[world] = [r["loss"] for r in records(m, "step")]
+    check(all(abs(a - b) < 1e-5 for a, b in zip(losses[1], losses[2])) and len(losses[1]) == 3,
+          f"the same losses at W = 1 and W = 2 stage 3: {losses}")
+    with open(jsonl, "a") as f:
+        f.write(json.dumps({"messages": [{"role": "user", "content": "hi"}]}) + "\n")
+    rc, out, err = run(["tokenize", "--tokenizer", tok, "--sft", jsonl, "--out", data])
+    check(rc == 2 and "line 13" in err and "chat template" in err, "a messages line exits 2 naming its line", err)
 else:
     sys.exit(f"unknown case {CASE}")
 print(f"{CASE}: all checks passed")

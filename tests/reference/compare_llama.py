@@ -77,6 +77,13 @@ TRAIN_CASES = {
     "qwen3_w2_b2_g2_s1": dict(preset="qwen3_norm_tied", world=2, b=2, g=2, stage=1, clip=1.0, seed=51),
     "qwen3_w3_b2_s2": dict(preset="qwen3_norm_tied", world=3, b=2, g=1, stage=2, clip=0.5, seed=52),
     "qwen3_w4_b2_s3": dict(preset="qwen3_norm_tied", world=4, b=2, g=1, stage=3, clip=0.0, seed=53),
+    # Instruction data (sft): random examples of 3-30 tokens, a prompt then targets, padded to T + 1
+    # = 17 or truncated, the loss averaged over the global batch's targets; every W and every stage.
+    "sft_gqa_w1_b2_s0": dict(preset="llama_gqa_untied", world=1, b=2, g=1, stage=0, clip=0.5, seed=60, sft=True),
+    "sft_qwen2_w2_b2_g2_s1": dict(preset="qwen2_bias_tied", world=2, b=2, g=2, stage=1, clip=1.0, seed=61, sft=True),
+    "sft_mistral_w3_b2_s2": dict(preset="mistral_window_untied", world=3, b=2, g=1, stage=2, clip=0.5, seed=62,
+                                 sft=True),
+    "sft_qwen3_w4_b1_g2_s3": dict(preset="qwen3_norm_tied", world=4, b=1, g=2, stage=3, clip=0.0, seed=63, sft=True),
     # Mistral (a sliding window of 5 keys in sequences of 16) at every W and every stage.
     "mistral_w1_b2_s0": dict(preset="mistral_window_untied", world=1, b=2, g=1, stage=0, clip=0.5, seed=54),
     "mistral_w2_b2_g2_s1": dict(preset="mistral_window_untied", world=2, b=2, g=2, stage=1, clip=1.0, seed=55),
@@ -151,6 +158,18 @@ def make_tokens(work, seed, vocab=64):
     import numpy as np
     path = os.path.join(work, "tokens.bin")
     np.random.default_rng(seed).integers(0, vocab, TOKENS_IN_FILE).astype("<u2").tofile(path)
+    return path
+
+
+def make_instructions(work, seed, vocab=64, examples=40):
+    """A token file of random instruction examples (3-30 tokens: a prompt, then targets) and its labels
+    file beside it (files.md#instruction-data), written by the reference's own writer."""
+    import numpy as np
+    from zdptest import instruction_ref
+    tokens, labels = instruction_ref.make_examples(np.random.default_rng(seed), vocab, examples)
+    path = os.path.join(work, "sft.bin")
+    tokens.astype("<u2").tofile(path)
+    instruction_ref.write_labels(instruction_ref.labels_path(path), labels)
     return path
 
 
@@ -382,7 +401,7 @@ def run_train_case(args, name, work):
     else:
         model = make_model(c, work, "model", spec["preset"], spec["seed"])
         out_dtype = {"bf16": "BF16", "fp16": "F16", None: "F32"}[spec.get("out_dtype")]
-    tokens = make_tokens(work, spec["seed"])
+    tokens = make_instructions(work, spec["seed"]) if spec.get("sft") else make_tokens(work, spec["seed"])
     metrics, out = os.path.join(work, "metrics.jsonl"), os.path.join(work, "out")
     extra = ["--metrics", metrics, "--out", out]
     if spec.get("out_dtype"):

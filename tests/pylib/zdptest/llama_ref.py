@@ -26,6 +26,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from zdptest import instruction_ref
 from zdptest import qwen3_ref
 from zdptest import ref_train as rt
 
@@ -433,12 +434,23 @@ class LrSchedule:
 
 # ---- training (data-order.md, model.md, optimizer.md) ------------------------------------------------
 
-def train(model, tokens, args, schedule, on_step=None):
+def step_batches(tokens, labels, s, args):
+    """Step s's micro-batches, one (inputs [B, T], targets [B, T]) per micro-step and rank, and what
+    the loss is averaged over: W·G·B·T for a token stream, the targets for instruction data (labels)."""
+    W, B, T, G = args.world, args.micro_batch, args.seq, args.accum
+    if labels is None:
+        return [(i, t) for _, _, i, t in micro_batches(tokens, s, W, B, T, G)], W * G * B * T
+    inputs, targets, count = instruction_ref.global_batch(tokens, labels, s, W, B, T, G)
+    return [(inputs[k * B:(k + 1) * B], targets[k * B:(k + 1) * B]) for k in range(G * W)], count
+
+
+def train(model, tokens, args, schedule, on_step=None, labels=None):
     """Trains `model` in place on data-order.md's global batches; returns the per-step records.
 
     Each (micro-step, rank) micro-batch goes forward and backward on its own, with its token losses
-    summed and divided by the whole global batch's W·G·B·T, so that the accumulated gradients are those
-    of model.md's mean however the batch is split. Clipping, the norm and AdamW are ref_train's."""
+    summed and divided by the whole global batch's W·G·B·T (instruction data: its number of targets),
+    so that the accumulated gradients are those of model.md's mean however the batch is split.
+    Clipping, the norm and AdamW are ref_train's."""
     params = dict(model.named_parameters())  # deduplicated: a tied head is the embedding, updated once
     opt = rt.AdamW(params, args.lr, args.beta1, args.beta2, args.eps, args.weight_decay)
     vocab = model.config.vocab_size
@@ -450,12 +462,14 @@ def train(model, tokens, args, schedule, on_step=None):
         for p in params.values():
             p.grad = None
         loss = 0.0
-        for _, _, inputs, targets in micro_batches(tokens, s, args.world, args.micro_batch, args.seq, args.accum):
+        batches, count = step_batches(tokens, labels, s, args)
+        for inputs, targets in batches:
             logits = model(input_ids=inputs, use_cache=False).logits
             # Token losses summed in float64: the reported loss then moves with the split only as much
             # as the logits' own rounding does, not with float32 sums of different lengths.
-            token_losses = F.cross_entropy(logits.reshape(-1, vocab).float(), targets.reshape(-1), reduction="none")
-            part = token_losses.double().sum() / total_tokens
+            token_losses = F.cross_entropy(logits.reshape(-1, vocab).float(), targets.reshape(-1), reduction="none",
+                                           ignore_index=instruction_ref.IGNORE)
+            part = token_losses.double().sum() / count
             part.backward()
             loss += part.item()
         grads = {n: (p.grad if p.grad is not None else torch.zeros_like(p)) for n, p in params.items()}

@@ -17,6 +17,7 @@ is missing; 2 bad usage or input (a message names the file).
 """
 import argparse
 import json
+import os
 import sys
 
 import torch
@@ -40,6 +41,7 @@ from zdptest.llama_ref import (  # noqa: F401 (every name the subcommands use)
     train,
     write_f32,
 )
+from zdptest import instruction_ref
 from zdptest.llama_ref import _transformers as transformers_module
 
 
@@ -140,7 +142,10 @@ def run(args):
                     metrics.flush()
                 else:
                     print(line, flush=True)
-            train(model, tokens, args, schedule, on_step=emit)
+            # Instruction data: the labels file beside the tokens (files.md#instruction-data).
+            labels_file = instruction_ref.labels_path(args.data)
+            labels = instruction_ref.read_labels(labels_file, len(tokens)) if os.path.exists(labels_file) else None
+            train(model, tokens, args, schedule, on_step=emit, labels=labels)
         finally:
             if metrics:
                 metrics.close()

@@ -1,0 +1,153 @@
+#include "data/instruction_data.h"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "core/targets.h"
+
+namespace zerodp::data {
+
+namespace {
+
+int32_t header_word(const uint8_t* header, int i) {
+  int32_t v;
+  std::memcpy(&v, header + 4 * i, 4);  // little-endian hosts only (x86-64, the build's target)
+  return v;
+}
+
+}  // namespace
+
+std::string labels_path_for(const std::string& tokens_path) {
+  const std::filesystem::path p(tokens_path);
+  if (p.extension() == ".bin") return std::filesystem::path(p).replace_extension(".labels").string();
+  return tokens_path + ".labels";
+}
+
+void write_labels_file(const std::string& path, std::span<const uint8_t> labels) {
+  std::string bytes(InstructionData::kLabelsHeaderBytes, '\0');
+  const uint64_t n = labels.size();
+  const int32_t words[4] = {kLabelsMagic, kLabelsVersion, static_cast<int32_t>(n & 0xffffffffu),
+                            static_cast<int32_t>(n >> 32)};
+  std::memcpy(bytes.data(), words, sizeof(words));
+  bytes.append(reinterpret_cast<const char*>(labels.data()), labels.size());
+  write_file_atomic(path, bytes);
+}
+
+bool InstructionData::present(const std::string& spec) {
+  std::error_code ec;
+  return std::filesystem::is_regular_file(spec, ec) && std::filesystem::is_regular_file(labels_path_for(spec), ec);
+}
+
+InstructionData InstructionData::open(const std::string& tokens_path, int vocab_size) {
+  InstructionData d;
+  d.tokens_ = TokenFile::open(tokens_path, vocab_size);
+  const std::string path = labels_path_for(tokens_path);
+  d.labels_ = MappedFile(path);
+  const uint8_t* bytes = d.labels_.data();
+  const size_t size = d.labels_.size();
+  ZDP_REQUIRE(size >= kLabelsHeaderBytes && header_word(bytes, 0) == kLabelsMagic,
+              "labels file '{}': not a zerodp labels file (no {}-byte header with magic {})", path,
+              kLabelsHeaderBytes, kLabelsMagic);
+  ZDP_REQUIRE(header_word(bytes, 1) == kLabelsVersion, "labels file '{}': version {} (zerodp reads {})", path,
+              header_word(bytes, 1), kLabelsVersion);
+  const uint64_t count = static_cast<uint32_t>(header_word(bytes, 2)) |
+                         (static_cast<uint64_t>(static_cast<uint32_t>(header_word(bytes, 3))) << 32);
+  ZDP_REQUIRE(count == size - kLabelsHeaderBytes, "labels file '{}': its header says {} labels, it holds {}", path,
+              count, size - kLabelsHeaderBytes);
+  ZDP_REQUIRE(count == d.tokens_.size(), "labels file '{}' labels {} tokens, its token file '{}' holds {}", path, count,
+              tokens_path, d.tokens_.size());
+  const uint8_t* labels = bytes + kLabelsHeaderBytes;
+  ZDP_REQUIRE(labels[0] & kExampleStartLabel, "labels file '{}': the first token starts no example", path);
+  for (uint64_t i = 0; i < count; ++i) {
+    const uint8_t l = labels[i];
+    ZDP_REQUIRE((l & ~(kTargetLabel | kExampleStartLabel)) == 0, "labels file '{}': label {} of token {} has unknown bits",
+                path, l, i);
+    if (l & kExampleStartLabel) d.starts_.push_back(i);
+    // The first token of an example has nothing before it to be predicted from.
+    ZDP_REQUIRE(!(l & kExampleStartLabel) || !(l & kTargetLabel),
+                "labels file '{}': token {} starts an example and is a target", path, i);
+    d.total_targets_ += l & kTargetLabel;
+  }
+  d.starts_.push_back(count);
+  return d;
+}
+
+InstructionBatches::InstructionBatches(const InstructionData& data, int world_size, int rank, int micro_batch,
+                                       int seq_len, int accum, ShuffleSpec shuffle)
+    : data_(&data), W_(world_size), r_(rank), B_(micro_batch), T_(seq_len), G_(accum), shuffle_(shuffle) {
+  ZDP_REQUIRE(world_size > 0 && rank >= 0 && rank < world_size && micro_batch > 0 && seq_len > 0 && accum > 0,
+              "instruction batches: bad sizes W={} rank={} B={} T={} G={}", world_size, rank, micro_batch, seq_len,
+              accum);
+  ZDP_REQUIRE(data.total_targets() > 0, "instruction data '{}' has no target token",
+              data.token_file().path());
+  const size_t E = data.examples();
+  targets_of_.resize(E);
+  for (size_t e = 0; e < E; ++e) {
+    const size_t n = std::min(data.length(e), static_cast<size_t>(T_) + 1);
+    truncated_ += data.length(e) > n;
+    uint32_t t = 0;
+    for (size_t i = 1; i < n; ++i) t += data.is_target(data.start(e) + i);
+    targets_of_[e] = t;
+  }
+}
+
+size_t InstructionBatches::example_of(uint64_t q) const {
+  const uint64_t E = data_->examples();
+  if (!shuffle_.enabled) return static_cast<size_t>(q % E);
+  const WindowPermutation perm(E, shuffle_.seed, q / E);
+  return static_cast<size_t>(perm(q % E));
+}
+
+void InstructionBatches::load(uint64_t step, int micro_step, int32_t* inputs, int32_t* targets) const {
+  const uint64_t q0 = first_sequence_of(step, micro_step, W_, r_, B_, G_);
+  const size_t T = static_cast<size_t>(T_);
+  std::vector<int32_t> tokens(T + 1);
+  for (size_t b = 0; b < static_cast<size_t>(B_); ++b) {
+    const size_t e = example_of(q0 + b);
+    const size_t n = std::min(data_->length(e), T + 1);
+    data_->token_file().copy(data_->start(e), n, tokens.data());
+    int32_t* in = inputs + b * T;
+    int32_t* tg = targets + b * T;
+    for (size_t t = 0; t < T; ++t) {
+      const bool inside = t + 1 < n;
+      in[t] = t < n ? tokens[t] : 0;  // padding: any id; nothing in the example sees it (causal)
+      tg[t] = inside && data_->is_target(data_->start(e) + t + 1) ? tokens[t + 1] : kIgnoreTarget;
+    }
+  }
+}
+
+uint64_t InstructionBatches::targets(uint64_t step) const {
+  uint64_t sum = 0;
+  for (int g = 0; g < G_; ++g) {
+    const uint64_t q0 = first_sequence_of(step, g, W_, 0, B_, G_);
+    for (uint64_t q = q0; q < q0 + static_cast<uint64_t>(W_) * static_cast<uint64_t>(B_); ++q)
+      sum += targets_of_[example_of(q)];
+  }
+  return sum;
+}
+
+std::string InstructionBatches::describe() const {
+  return fmt::format("'{}' (instruction data: {} examples, {} targets, padded to T + 1 = {}{})",
+                     data_->token_file().path(), data_->examples(), data_->total_targets(), T_ + 1,
+                     truncated_ > 0 ? fmt::format("; {} examples longer are truncated", truncated_) : "");
+}
+
+TrainData open_train_data(const std::string& spec, int vocab_size, int world_size, int rank, int micro_batch,
+                          int seq_len, int accum, ShuffleSpec shuffle) {
+  TrainData d;
+  if (InstructionData::present(spec)) {
+    d.instructions = std::make_unique<InstructionData>(InstructionData::open(spec, vocab_size));
+    d.batches = std::make_unique<InstructionBatches>(*d.instructions, world_size, rank, micro_batch, seq_len, accum,
+                                                     shuffle);
+  } else {
+    d.stream = std::make_unique<TokenStream>(TokenStream::open(spec, vocab_size));
+    d.batches = std::make_unique<BatchLoader>(*d.stream, world_size, rank, micro_batch, seq_len, accum, shuffle);
+  }
+  return d;
+}
+
+}  // namespace zerodp::data
