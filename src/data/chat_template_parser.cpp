@@ -86,13 +86,13 @@ class Parser {
 
   // Statements up to a block tag whose keyword is in `ends` (returned in `end`, the keyword
   // consumed); at the template's end when `ends` is empty.
-  Body body(const std::vector<std::string_view>& ends, std::string& end) {
+  Body body(const std::vector<std::string_view>& ends, std::string& end, Pos opened = {}) {
     Body out;
     while (true) {
       const Token& tok = peek();
       if (tok.kind == Tok::kEnd) {
         if (ends.empty()) return out;
-        fail(name_, tok.pos, fmt::format("the template ends inside a block: '{{% {} %}}' is missing", ends.back()));
+        fail(name_, opened, fmt::format("this block is not closed: '{{% {} %}}' is missing", ends.back()));
       }
       if (tok.kind == Tok::kData) {
         auto s = std::make_unique<Stmt>();
@@ -136,12 +136,12 @@ class Parser {
       while (true) {
         s->exprs.push_back(expression(true));
         expect_block_end();
-        s->bodies.push_back(body({"elif", "else", "endif"}, end));
+        s->bodies.push_back(body({"elif", "else", "endif"}, end, s->pos));
         if (end != "elif") break;
       }
       if (end == "else") {
         expect_block_end();
-        s->bodies.push_back(body({"endif"}, end));
+        s->bodies.push_back(body({"endif"}, end, s->pos));
       } else {
         s->bodies.emplace_back();
       }
@@ -154,11 +154,11 @@ class Parser {
       if (is_name("recursive")) fail(name_, peek().pos, "recursive loops are not supported");
       expect_block_end();
       ++loops_;
-      s->bodies.push_back(body({"else", "endfor"}, end));
+      s->bodies.push_back(body({"else", "endfor"}, end, s->pos));
       --loops_;
       if (end == "else") {
         expect_block_end();
-        s->bodies.push_back(body({"endfor"}, end));
+        s->bodies.push_back(body({"endfor"}, end, s->pos));
       } else {
         s->bodies.emplace_back();
       }
@@ -172,7 +172,7 @@ class Parser {
         if (s->names.size() != 1) fail(name_, s->pos, "a '{% set %}' block assigns one name");
         s->kind = StmtKind::kSetBlock;
         expect_block_end();
-        s->bodies.push_back(body({"endset"}, end));
+        s->bodies.push_back(body({"endset"}, end, s->pos));
         end_tag();
         return s;
       }
@@ -189,14 +189,14 @@ class Parser {
       expect_block_end();
       const int outer_loops = loops_;
       loops_ = 0;
-      s->bodies.push_back(body({"endmacro"}, end));
+      s->bodies.push_back(body({"endmacro"}, end, s->pos));
       loops_ = outer_loops;
       if (peek().kind == Tok::kName) ++i_;  // `{% endmacro name %}`
     } else if (keyword == "generation") {
       s->kind = StmtKind::kGeneration;
       has_generation_ = true;
       expect_block_end();
-      s->bodies.push_back(body({"endgeneration"}, end));
+      s->bodies.push_back(body({"endgeneration"}, end, s->pos));
     } else if (keyword == "break" || keyword == "continue") {
       if (loops_ == 0) fail(name_, s->pos, fmt::format("'{{% {} %}}' outside a loop", keyword));
       s->kind = keyword == "break" ? StmtKind::kBreak : StmtKind::kContinue;
@@ -454,7 +454,7 @@ class Parser {
         e = subscript(std::move(e), pos);
       } else if (is_op("(")) {
         Depth depth(*this, pos);
-        auto c = make(ExprKind::kCall, pos);
+        auto c = make(ExprKind::kCall, e->pos);
         c->children.push_back(std::move(e));
         call_args(*c);
         e = std::move(c);
@@ -533,7 +533,7 @@ class Parser {
         }
         e = std::move(t);
       } else if (is_op("(")) {
-        auto c = make(ExprKind::kCall, pos);
+        auto c = make(ExprKind::kCall, e->pos);
         c->children.push_back(std::move(e));
         call_args(*c);
         e = std::move(c);
