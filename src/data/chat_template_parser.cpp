@@ -1,6 +1,7 @@
 // The chat template's parser: Jinja's grammar (statements and the precedence of its expressions:
 // if-else < or < and < not < comparisons < + - < ~ < * / // % < ** < unary - + < filters and
 // tests < . [] () on a primary), tokens to the tree of chat_template_ast.h.
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -219,7 +220,8 @@ class Parser {
     do {
       names.push_back(expect_name());
       if (allow_attr && names.size() == 1 && skip_op(".")) {
-        names.push_back("." + expect_name());
+        names.push_back(".");
+        names.back() += expect_name();
         return names;
       }
     } while (skip_op(","));
@@ -266,22 +268,22 @@ class Parser {
     return e;
   }
 
-  ExprPtr or_expr() {
-    ExprPtr e = and_expr();
-    while (is_name("or")) {
-      const Pos pos = next().pos;
-      e = binary(ExprKind::kOr, Op::kAdd, std::move(e), and_expr(), pos);
+  // A left-associative level: operands of the next level joined by any of `ops` (operators, or the
+  // keywords `or` and `and`).
+  ExprPtr chain(ExprPtr (Parser::*operand)(), std::initializer_list<std::pair<std::string_view, Op>> ops, ExprKind kind) {
+    ExprPtr e = (this->*operand)();
+    while (true) {
+      const Token& tok = peek();
+      const auto it = std::find_if(ops.begin(), ops.end(), [&](const auto& o) {
+        return (tok.kind == Tok::kOp || tok.kind == Tok::kName) && tok.text == o.first;
+      });
+      if (it == ops.end()) return e;
+      ++i_;
+      e = binary(kind, it->second, std::move(e), (this->*operand)(), tok.pos);
     }
-    return e;
   }
-  ExprPtr and_expr() {
-    ExprPtr e = not_expr();
-    while (is_name("and")) {
-      const Pos pos = next().pos;
-      e = binary(ExprKind::kAnd, Op::kAdd, std::move(e), not_expr(), pos);
-    }
-    return e;
-  }
+  ExprPtr or_expr() { return chain(&Parser::and_expr, {{"or", Op::kAdd}}, ExprKind::kOr); }
+  ExprPtr and_expr() { return chain(&Parser::not_expr, {{"and", Op::kAdd}}, ExprKind::kAnd); }
   ExprPtr not_expr() {
     if (is_name("not")) {
       const Pos pos = next().pos;
@@ -320,39 +322,13 @@ class Parser {
     }
     return e ? std::move(e) : std::move(first);
   }
-  ExprPtr math1() {
-    ExprPtr e = concat();
-    while (is_op("+") || is_op("-")) {
-      const Token& tok = next();
-      e = binary(ExprKind::kBinary, tok.text == "+" ? Op::kAdd : Op::kSub, std::move(e), concat(), tok.pos);
-    }
-    return e;
-  }
-  ExprPtr concat() {
-    ExprPtr e = math2();
-    while (is_op("~")) {
-      const Pos pos = next().pos;
-      e = binary(ExprKind::kBinary, Op::kConcat, std::move(e), math2(), pos);
-    }
-    return e;
-  }
+  ExprPtr math1() { return chain(&Parser::concat, {{"+", Op::kAdd}, {"-", Op::kSub}}, ExprKind::kBinary); }
+  ExprPtr concat() { return chain(&Parser::math2, {{"~", Op::kConcat}}, ExprKind::kBinary); }
   ExprPtr math2() {
-    ExprPtr e = power();
-    while (is_op("*") || is_op("/") || is_op("//") || is_op("%")) {
-      const Token& tok = next();
-      const Op op = tok.text == "*" ? Op::kMul : tok.text == "/" ? Op::kDiv : tok.text == "//" ? Op::kFloorDiv : Op::kMod;
-      e = binary(ExprKind::kBinary, op, std::move(e), power(), tok.pos);
-    }
-    return e;
+    return chain(&Parser::power, {{"*", Op::kMul}, {"/", Op::kDiv}, {"//", Op::kFloorDiv}, {"%", Op::kMod}}, ExprKind::kBinary);
   }
-  ExprPtr power() {
-    ExprPtr e = unary(true);
-    while (is_op("**")) {
-      const Pos pos = next().pos;
-      e = binary(ExprKind::kBinary, Op::kPow, std::move(e), unary(true), pos);
-    }
-    return e;
-  }
+  ExprPtr power() { return chain(&Parser::filtered_unary, {{"**", Op::kPow}}, ExprKind::kBinary); }
+  ExprPtr filtered_unary() { return unary(true); }
   ExprPtr unary(bool with_filter) {
     const Pos pos = peek().pos;
     Depth depth(*this, pos);
@@ -514,7 +490,10 @@ class Parser {
       if (skip_op("|")) {
         auto f = make(ExprKind::kFilter, pos);
         f->name = expect_name();
-        while (skip_op(".")) f->name += "." + expect_name();
+        while (skip_op(".")) {
+          f->name += '.';
+          f->name += expect_name();
+        }
         f->children.push_back(std::move(e));
         if (is_op("(")) call_args(*f);
         e = std::move(f);
