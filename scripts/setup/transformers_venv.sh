@@ -6,8 +6,8 @@
 #   ZERODP_TRANSFORMERS_VENV   where (default ~/.cache/zerodp/venv-transformers)
 # Needs Debian's python3-venv, python3-torch and python3-numpy, and network access to PyPI the first
 # time. The venv sees the system site-packages so that it reuses Debian's torch (no 800 MB wheel to
-# download, and the same torch as the other reference tests); only transformers and safetensors (with
-# their small dependencies) come from PyPI.
+# download, and the same torch as the other reference tests); only transformers, safetensors and jinja2
+# (with their small dependencies) come from PyPI.
 set -euo pipefail
 VENV="${ZERODP_TRANSFORMERS_VENV:-$HOME/.cache/zerodp/venv-transformers}"
 PY="$VENV/bin/python"
@@ -16,12 +16,23 @@ PY="$VENV/bin/python"
 # scaling, head_dim and Qwen2 are all older than that).
 TRANSFORMERS_PIN="transformers>=4.46,<4.50"
 SAFETENSORS_PIN="safetensors>=0.4.3,<1"
+# apply_chat_template renders with jinja2 (tests/data/chat_template_reference.py), which transformers
+# does not install itself.
+JINJA2_PIN="jinja2==3.1.6"
 # What the reference imports: importing the model classes (not just the package) is what fails with
 # a transformers too new for the installed torch.
 PROBE="import torch, numpy, safetensors.torch, transformers"
 PROBE="$PROBE; from transformers import LlamaForCausalLM, Qwen2ForCausalLM, GPT2LMHeadModel"
+BASE_PROBE="$PROBE"
+PROBE="$PROBE; import jinja2"
 
 if [ -x "$PY" ] && "$PY" -c "$PROBE" 2>/dev/null; then
+  echo "$PY"
+  exit 0
+fi
+# A venv made before jinja2 was needed: add it rather than make the venv again.
+if [ -x "$PY" ] && "$PY" -c "$BASE_PROBE" 2>/dev/null && "$PY" -m pip install --quiet "$JINJA2_PIN" >&2 &&
+   "$PY" -c "$PROBE" 2>/dev/null; then
   echo "$PY"
   exit 0
 fi
@@ -42,8 +53,8 @@ fi
 mkdir -p "$(dirname "$VENV")"
 rm -rf "$VENV"
 /usr/bin/python3 -m venv --system-site-packages "$VENV" >&2
-if ! "$PY" -m pip install --quiet "$TRANSFORMERS_PIN" "$SAFETENSORS_PIN" >&2; then
-  echo "transformers_venv.sh: pip could not install $TRANSFORMERS_PIN and $SAFETENSORS_PIN into $VENV" \
+if ! "$PY" -m pip install --quiet "$TRANSFORMERS_PIN" "$SAFETENSORS_PIN" "$JINJA2_PIN" >&2; then
+  echo "transformers_venv.sh: pip could not install $TRANSFORMERS_PIN, $SAFETENSORS_PIN and $JINJA2_PIN into $VENV" \
        "(no network to PyPI?)" >&2
   rm -rf "$VENV"
   exit 1
