@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -132,6 +133,17 @@ size_t utf8_length(std::string_view s);
 size_t utf8_offset(std::string_view s, size_t index);
 // Python's str.isspace on one code point; the code point at s[i] (advancing i).
 bool py_isspace(uint32_t cp);
+
+// A character and the text that stands for it: the escaping tables of tojson, escape and string literals.
+struct CharEscape {
+  char c;
+  std::string_view text;
+};
+// The entry of `table` for c, or null.
+const CharEscape* find_escape(std::span<const CharEscape> table, char c);
+// Appends s to out, each character of `table` replaced by its text (and, with hex_controls, every other
+// byte below 0x20 by \u00XX).
+void append_escaped(std::string_view s, std::span<const CharEscape> table, bool hex_controls, std::string& out);
 uint32_t utf8_next(std::string_view s, size_t& i);
 // str.strip/lstrip/rstrip: with chars null, Python's whitespace.
 std::string py_strip(std::string_view s, const std::string* chars, bool left, bool right);

@@ -354,17 +354,9 @@ Value apply_filter(const Site& site, std::string_view name, const Value& v, cons
   }
   if (name == "indent") return indent(site, v, a);
   if (name == "escape" || name == "e") {
+    static constexpr CharEscape kHtml[] = {{'&', "&amp;"}, {'<', "&lt;"}, {'>', "&gt;"}, {'"', "&#34;"}, {'\'', "&#39;"}};
     std::string out;
-    for (char c : py_str(v)) {
-      switch (c) {
-        case '&': out += "&amp;"; break;
-        case '<': out += "&lt;"; break;
-        case '>': out += "&gt;"; break;
-        case '"': out += "&#34;"; break;
-        case '\'': out += "&#39;"; break;
-        default: out += c;
-      }
-    }
+    append_escaped(py_str(v), kHtml, false, out);
     return Value::of(std::move(out));
   }
   if (name == "int" || name == "float" || name == "abs") {

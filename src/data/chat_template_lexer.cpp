@@ -285,19 +285,16 @@ class Lexer {
       if (i + 1 >= src_.size()) fail(name_, at, "a string is not closed");
       const char e = src_[i + 1];
       i += 2;
+      // Python's one-character escapes: the letter after the backslash and what it stands for.
+      static constexpr CharEscape kEscapes[] = {{'n', "\n"}, {'t', "\t"}, {'r', "\r"}, {'\\', "\\"},
+                                                {'\'', "'"},  {'"', "\""},  {'a', "\a"}, {'b', "\b"},
+                                                {'f', "\f"},  {'v', "\v"},  {'0', std::string_view("\0", 1)},
+                                                {'\n', ""}};
+      if (const CharEscape* one = find_escape(kEscapes, e)) {
+        value += one->text;
+        continue;
+      }
       switch (e) {
-        case 'n': value += '\n'; break;
-        case 't': value += '\t'; break;
-        case 'r': value += '\r'; break;
-        case '\\': value += '\\'; break;
-        case '\'': value += '\''; break;
-        case '"': value += '"'; break;
-        case 'a': value += '\a'; break;
-        case 'b': value += '\b'; break;
-        case 'f': value += '\f'; break;
-        case 'v': value += '\v'; break;
-        case '0': value += '\0'; break;
-        case '\n': break;
         case 'x': case 'u': case 'U': {
           const size_t n = e == 'x' ? 2 : e == 'u' ? 4 : 8;
           uint32_t cp = 0;

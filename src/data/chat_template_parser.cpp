@@ -244,6 +244,20 @@ class Parser {
     return list;
   }
 
+  // The items of a list or dict literal up to `close` (a trailing comma allowed): a dict's as key,
+  // value, key, value, ...
+  void literal_items(Expr& into, std::string_view close, bool pairs) {
+    while (!skip_op(close)) {
+      if (!into.children.empty()) expect_op(",");
+      if (skip_op(close)) break;
+      into.children.push_back(expression(true));
+      if (pairs) {
+        expect_op(":");
+        into.children.push_back(expression(true));
+      }
+    }
+  }
+
   ExprPtr expression(bool with_condition) {
     Depth depth(*this, peek().pos);
     ExprPtr e = or_expr();
@@ -386,27 +400,12 @@ class Parser {
           expect_op(")");
           return list;
         }
-        if (tok.text == "[") {
+        if (tok.text == "[" || tok.text == "{") {
           ++i_;
-          auto list = make(ExprKind::kList, pos);
-          while (!skip_op("]")) {
-            if (!list->children.empty()) expect_op(",");
-            if (skip_op("]")) break;
-            list->children.push_back(expression(true));
-          }
-          return list;
-        }
-        if (tok.text == "{") {
-          ++i_;
-          auto dict = make(ExprKind::kDict, pos);
-          while (!skip_op("}")) {
-            if (!dict->children.empty()) expect_op(",");
-            if (skip_op("}")) break;
-            dict->children.push_back(expression(true));
-            expect_op(":");
-            dict->children.push_back(expression(true));
-          }
-          return dict;
+          const bool dict = tok.text == "{";
+          auto literal = make(dict ? ExprKind::kDict : ExprKind::kList, pos);
+          literal_items(*literal, dict ? "}" : "]", dict);
+          return literal;
         }
         break;
       default: break;

@@ -123,21 +123,10 @@ void py_repr(const Json& j, std::string& out, int depth) {
 }
 
 void json_string(const std::string& s, std::string& out) {
+  static constexpr CharEscape kJson[] = {{'"', "\\\""}, {'\\', "\\\\"}, {'\n', "\\n"}, {'\r', "\\r"},
+                                         {'\t', "\\t"},  {'\b', "\\b"},   {'\f', "\\f"}};
   out += '"';
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      default:
-        if (c < 0x20) out += fmt::format("\\u{:04x}", c);
-        else out += static_cast<char>(c);
-    }
-  }
+  append_escaped(s, kJson, true, out);
   out += '"';
 }
 
@@ -433,6 +422,24 @@ std::vector<std::string> py_split(std::string_view s, const std::string* sep, in
     skip_space();
   }
   return out;
+}
+
+const CharEscape* find_escape(std::span<const CharEscape> table, char c) {
+  for (const CharEscape& e : table)
+    if (e.c == c) return &e;
+  return nullptr;
+}
+
+void append_escaped(std::string_view s, std::span<const CharEscape> table, bool hex_controls, std::string& out) {
+  for (const char c : s) {
+    if (const CharEscape* e = find_escape(table, c)) {
+      out += e->text;
+    } else if (hex_controls && static_cast<unsigned char>(c) < 0x20) {
+      out += fmt::format("\\u{:04x}", static_cast<unsigned char>(c));
+    } else {
+      out += c;
+    }
+  }
 }
 
 }  // namespace zerodp::data::chat
