@@ -125,6 +125,16 @@ class Parser {
     }
   }
 
+  // After a body that ended at `end`: the `else` body up to `closer` when there is one, else an empty one.
+  void else_body(Stmt& s, std::string& end, std::string_view closer) {
+    if (end != "else") {
+      s.bodies.emplace_back();
+      return;
+    }
+    expect_block_end();
+    s.bodies.push_back(body({closer}, end, s.pos));
+  }
+
   std::unique_ptr<Stmt> statement() {
     const Token& tok = peek();
     Depth depth(*this, tok.pos);
@@ -140,12 +150,7 @@ class Parser {
         s->bodies.push_back(body({"elif", "else", "endif"}, end, s->pos));
         if (end != "elif") break;
       }
-      if (end == "else") {
-        expect_block_end();
-        s->bodies.push_back(body({"endif"}, end, s->pos));
-      } else {
-        s->bodies.emplace_back();
-      }
+      else_body(*s, end, "endif");
     } else if (keyword == "for") {
       s->kind = StmtKind::kFor;
       s->names = targets(false);
@@ -157,12 +162,7 @@ class Parser {
       ++loops_;
       s->bodies.push_back(body({"else", "endfor"}, end, s->pos));
       --loops_;
-      if (end == "else") {
-        expect_block_end();
-        s->bodies.push_back(body({"endfor"}, end, s->pos));
-      } else {
-        s->bodies.emplace_back();
-      }
+      else_body(*s, end, "endfor");
     } else if (keyword == "set") {
       s->names = targets(true);
       if (skip_op("=")) {
