@@ -35,14 +35,21 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 #   plan_cli_keep_gathered, plan_cli_no_overlap   the planner's peaks against 25 measured runs (~37 s
 #              here): the estimator's code for them runs here in Estimator.KeepGatheredAndNoOverlap*,
 #              the engine's without resharding or overlap in the engine, numerics and eval tests.
+#   multihost_outage_launch, multihost_sever_launch, multihost_sever, launch_wait_hosts, watchdog_sigstop
+#              tests that mostly wait for a link cut, a stopped rank or a host to be noticed (125 s
+#              here): the code they run, the launcher's restarts and tries, the watchdog, runs here in
+#              launch_restart, launch_shrink, launch_give_up, test_launch_start, watchdog_skip,
+#              multihost_lost_host and the mpi_failure tests. (slurm_srun, which also waits, stays: it
+#              alone runs zerodp's reading of Slurm's environment.)
 #   tokenizer_added, BpeAddedTokens.ThreeHundredThousandTokens   the tokenizer's work at 60,000 and
 #              300,000 added tokens (120 s and 233 s here, nlohmann's DOM under ASan at -O1): a bound
 #              on time, which a sanitized build cannot measure; the same trie and parser run here on
 #              thousands of tokens (BpeAddedTokens.*, tokenizer_shapes) and under the added_trie fuzz
 #              target.
 [ $# -gt 0 ] || set -- -LE "hostile|accuracy|bits|reference" \
-  -E "^(mpi_engine_w[34]|plan_cli_keep_gathered|plan_cli_no_overlap|tokenizer_added|BpeAddedTokens\.ThreeHundredThousandTokens)$"
-ctest --test-dir "$build" --output-on-failure --timeout 900 -j "$(nproc)" "$@" && exit 0
+  -E "^(mpi_engine_w[34]|plan_cli_keep_gathered|plan_cli_no_overlap|tokenizer_added|BpeAddedTokens\.ThreeHundredThousandTokens|multihost_outage_launch|multihost_sever_launch|multihost_sever|launch_wait_hosts|watchdog_sigstop)$"
+# One slot more than the cores, as in scripts/test.sh: slurm_srun (label waits) runs beside the others.
+ctest --test-dir "$build" --output-on-failure --timeout 900 -j "$(($(nproc) + 1))" "$@" && exit 0
 # LeakSanitizer's own tracer (the thread that stops the process to scan it at exit) now and then
 # crashes in a multi-threaded MPI rank ("Tracer caught signal 11 ... LeakSanitizer has encountered a
 # fatal error") after every test in it passed: that is no finding about zerodp, so the failed tests

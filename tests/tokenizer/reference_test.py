@@ -138,6 +138,28 @@ def compare(label, got, want, text=None):
                                                                          want[max(0, i - 3):i + 5]))
 
 
+def compare_documents(zerodp, tj, tok, name, docs, tmp):
+    """zerodp's ids for each of `docs` (one text file each, one `zerodp tokenize` run over them all:
+    a document's ids do not depend on its neighbours) against tokenizers'; when the stream differs,
+    each document alone, so that the message names the first one that differs. Returns the ids."""
+    wants, paths = [], []
+    for i, doc in enumerate(docs):
+        p = os.path.join(tmp, "%s%d.txt" % (name, i))
+        with open(p, "w", encoding="utf-8", newline="") as f:
+            f.write(doc)
+        paths.append(p)
+        wants.append(tok.encode(doc, add_special_tokens=False).ids)
+    out = os.path.join(tmp, name + "-docs.bin")
+    run(zerodp, ["tokenize", "--tokenizer", tj, "--text"] + paths + ["--out", out, "--no-eos"])
+    got = read_ids(out)
+    if got != [t for w in wants for t in w]:
+        for i, (p, want) in enumerate(zip(paths, wants)):
+            run(zerodp, ["tokenize", "--tokenizer", tj, "--text", p, "--out", p + ".bin", "--no-eos"])
+            compare("%s doc %d %r" % (name, i, docs[i][:40]), read_ids(p + ".bin"), want)
+        compare("%s, %d documents in one run" % (name, len(docs)), got, [t for w in wants for t in w])
+    return wants
+
+
 def reference_case(zerodp, kind, tmp):
     shakespeare = os.path.join(ROOT, "data", "tinyshakespeare.txt")
     tok = TRAINERS[kind]([shakespeare], 1500)
@@ -264,19 +286,15 @@ def shapes_case(zerodp, tmp):
         tj = os.path.join(tmp, name + ".json")
         tok.save(tj)
         docs = DOCS + ["a  [X]  b [X]x", "cat cats concat (cat) cat. écat caté cat́ cat_ _cat 1cat cat‍", "x<sep>y <sep> z"]
-        for i, doc in enumerate(docs):
-            if not doc:
-                continue
-            p = os.path.join(tmp, "%s%d.txt" % (name, i))
+        empty = [d for d in docs if d and not tok.encode(d, add_special_tokens=False).ids]
+        for i, doc in enumerate(empty):  # (all removed: no tokens, which a token file may not be)
+            p = os.path.join(tmp, "%s-empty%d.txt" % (name, i))
             with open(p, "w", encoding="utf-8", newline="") as f:
                 f.write(doc)
-            want = tok.encode(doc, add_special_tokens=False).ids
-            r = run(zerodp, ["tokenize", "--tokenizer", tj, "--text", p, "--out", p + ".bin", "--no-eos"], ok=bool(want))
-            if not want:  # (all removed: no tokens, which a token file may not be)
-                if r.returncode != 2:
-                    fail("%s doc %d: no tokens, exit %d, expected 2" % (name, i, r.returncode))
-                continue
-            compare("%s doc %d %r" % (name, i, doc[:40]), read_ids(p + ".bin"), want)
+            r = run(zerodp, ["tokenize", "--tokenizer", tj, "--text", p, "--out", p + ".bin", "--no-eos"], ok=False)
+            if r.returncode != 2:
+                fail("%s doc %r: no tokens, exit %d, expected 2" % (name, doc[:40], r.returncode))
+        compare_documents(zerodp, tj, tok, name, [d for d in docs if d and d not in empty], tmp)
         if name == "qwen2":  # a pattern zerodp cuts big texts at: 2 threads on 2.4 MB
             with open(shakespeare, encoding="utf-8") as f:
                 big = f.read()[:800000] + "\n".join(DOCS) * 20 + "\nEnd"
@@ -345,21 +363,22 @@ def normalizers_case(zerodp, tmp):
         tok.add_special_tokens([AddedToken("<sep>", normalized=False)])
         tj = os.path.join(tmp, name + ".json")
         tok.save(tj)
-        for i, doc in enumerate(docs):
-            want = tok.encode(doc, add_special_tokens=False).ids
-            if not want:
-                continue
+        kept = [d for d in docs if tok.encode(d, add_special_tokens=False).ids]
+        wants = compare_documents(zerodp, tj, tok, name, kept, tmp)
+        # --decode: the whole stream, and the first documents alone (a text's start is where
+        # SentencePiece-style decoders drop the prepended space).
+        decodes = [("%d documents" % len(kept), os.path.join(tmp, name + "-docs.bin"), [t for w in wants for t in w])]
+        for i in range(3):
             p = os.path.join(tmp, "%s%d.txt" % (name, i))
-            with open(p, "w", encoding="utf-8", newline="") as f:
-                f.write(doc)
             run(zerodp, ["tokenize", "--tokenizer", tj, "--text", p, "--out", p + ".bin", "--no-eos"])
-            compare("%s doc %d %r" % (name, i, doc[:40]), read_ids(p + ".bin"), want)
-            run(zerodp, ["tokenize", "--decode", "--tokenizer", tj, "--tokens", p + ".bin", "--out", p + ".back"])
-            with open(p + ".back", "rb") as f:
+            decodes.append(("doc %d" % i, p + ".bin", wants[i]))
+        for label, tokens, want in decodes:
+            run(zerodp, ["tokenize", "--decode", "--tokenizer", tj, "--tokens", tokens, "--out", tokens + ".back"])
+            with open(tokens + ".back", "rb") as f:
                 back = f.read()
             if back != tok.decode(want, skip_special_tokens=False).encode("utf-8"):
-                fail("%s doc %d: --decode gave %r, tokenizers' decode %r" % (name, i, back[:60],
-                                                                             tok.decode(want, skip_special_tokens=False)[:60]))
+                fail("%s %s: --decode gave %r, tokenizers' decode %r" % (name, label, back[:60],
+                                                                        tok.decode(want, skip_special_tokens=False)[:60]))
         if name in ("llama2_joined", "metaspace_always_split", "nfkc"):  # big texts cut for 2 threads
             with open(shakespeare, encoding="utf-8") as f:
                 big = (f.read()[:600000] + "\n".join(DOCS)) * 2
