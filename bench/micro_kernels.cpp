@@ -257,8 +257,8 @@ void BM_Encoder(benchmark::State& state) {
              dout = random_vector(size_t(B) * kT * kC);
   std::vector<float> out(size_t(B) * kT * kC), dwte(size_t(kV) * kC), dwpe(size_t(1024) * kC);
   for (auto _ : state) {
-    encoder_forward(out.data(), tok.data(), wte.data(), wpe.data(), B, kT, kC);
-    encoder_backward(dwte.data(), dwpe.data(), dout.data(), tok.data(), B, kT, kC);
+    encoder_forward(out.data(), tok.data(), nullptr, wte.data(), wpe.data(), B, kT, kC);
+    encoder_backward(dwte.data(), dwpe.data(), dout.data(), tok.data(), nullptr, B, kT, kC);
     benchmark::DoNotOptimize(out.data());
   }
 }

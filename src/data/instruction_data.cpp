@@ -77,47 +77,81 @@ InstructionData InstructionData::open(const std::string& tokens_path, int vocab_
 }
 
 InstructionBatches::InstructionBatches(const InstructionData& data, int world_size, int rank, int micro_batch,
-                                       int seq_len, int accum, ShuffleSpec shuffle)
-    : data_(&data), W_(world_size), r_(rank), B_(micro_batch), T_(seq_len), G_(accum), shuffle_(shuffle) {
+                                       int seq_len, int accum, ShuffleSpec shuffle, bool packed)
+    : data_(&data),
+      W_(world_size),
+      r_(rank),
+      B_(micro_batch),
+      T_(seq_len),
+      G_(accum),
+      shuffle_(shuffle),
+      packed_(packed) {
   ZDP_REQUIRE(world_size > 0 && rank >= 0 && rank < world_size && micro_batch > 0 && seq_len > 0 && accum > 0,
               "instruction batches: bad sizes W={} rank={} B={} T={} G={}", world_size, rank, micro_batch, seq_len,
               accum);
   ZDP_REQUIRE(data.total_targets() > 0, "instruction data '{}' has no target token",
               data.token_file().path());
-  const size_t E = data.examples();
-  targets_of_.resize(E);
+  const size_t E = data.examples(), T = static_cast<size_t>(T_);
+  size_t used = 0;  // inputs of the pack being filled
   for (size_t e = 0; e < E; ++e) {
-    const size_t n = std::min(data.length(e), static_cast<size_t>(T_) + 1);
+    const size_t n = std::min(data.length(e), T + 1);
     truncated_ += data.length(e) > n;
     uint32_t t = 0;
     for (size_t i = 1; i < n; ++i) t += data.is_target(data.start(e) + i);
-    targets_of_[e] = t;
+    // Packed: an example's n − 1 inputs join the pack while they fit, else start the next one.
+    if (e == 0 || !packed_ || used + (n - 1) > T) {
+      pack_starts_.push_back(e);
+      targets_of_.push_back(0);
+      used = 0;
+    }
+    used += n - 1;
+    targets_of_.back() += t;
   }
+  pack_starts_.push_back(E);
 }
 
-size_t InstructionBatches::example_of(uint64_t q) const {
-  const uint64_t E = data_->examples();
-  if (!shuffle_.enabled) return static_cast<size_t>(q % E);
-  const WindowPermutation perm(E, shuffle_.seed, q / E);
-  return static_cast<size_t>(perm(q % E));
+size_t InstructionBatches::pack_of(uint64_t q) const {
+  const uint64_t P = packs();
+  if (!shuffle_.enabled) return static_cast<size_t>(q % P);
+  const WindowPermutation perm(P, shuffle_.seed, q / P);
+  return static_cast<size_t>(perm(q % P));
+}
+
+void InstructionBatches::fill_row(size_t pack, int32_t* inputs, int32_t* targets, int32_t* positions) const {
+  const size_t T = static_cast<size_t>(T_);
+  std::vector<int32_t> tokens(T + 1);
+  size_t t = 0;  // the row's next position
+  for (size_t e = pack_starts_[pack]; e < pack_starts_[pack + 1]; ++e) {
+    const size_t n = std::min(data_->length(e), T + 1);
+    data_->token_file().copy(data_->start(e), n, tokens.data());
+    // Padded, the example's last token is an input too when it fits (nothing sees it: it is last);
+    // packed, the next example starts there.
+    const size_t m = packed_ ? n - 1 : std::min(n, T);
+    for (size_t i = 0; i < m; ++i, ++t) {
+      if (inputs) inputs[t] = tokens[i];
+      if (targets) targets[t] = i + 1 < n && data_->is_target(data_->start(e) + i + 1) ? tokens[i + 1] : kIgnoreTarget;
+      if (positions) positions[t] = static_cast<int32_t>(i);
+    }
+  }
+  // Padding: any id (nothing before it sees it), no target, positions of a segment of its own.
+  for (size_t pad = 0; t < T; ++t, ++pad) {
+    if (inputs) inputs[t] = 0;
+    if (targets) targets[t] = kIgnoreTarget;
+    if (positions) positions[t] = static_cast<int32_t>(pad);
+  }
 }
 
 void InstructionBatches::load(uint64_t step, int micro_step, int32_t* inputs, int32_t* targets) const {
   const uint64_t q0 = first_sequence_of(step, micro_step, W_, r_, B_, G_);
   const size_t T = static_cast<size_t>(T_);
-  std::vector<int32_t> tokens(T + 1);
-  for (size_t b = 0; b < static_cast<size_t>(B_); ++b) {
-    const size_t e = example_of(q0 + b);
-    const size_t n = std::min(data_->length(e), T + 1);
-    data_->token_file().copy(data_->start(e), n, tokens.data());
-    int32_t* in = inputs + b * T;
-    int32_t* tg = targets + b * T;
-    for (size_t t = 0; t < T; ++t) {
-      const bool inside = t + 1 < n;
-      in[t] = t < n ? tokens[t] : 0;  // padding: any id; nothing in the example sees it (causal)
-      tg[t] = inside && data_->is_target(data_->start(e) + t + 1) ? tokens[t + 1] : kIgnoreTarget;
-    }
-  }
+  for (size_t b = 0; b < static_cast<size_t>(B_); ++b)
+    fill_row(pack_of(q0 + b), inputs + b * T, targets + b * T, nullptr);
+}
+
+void InstructionBatches::positions(uint64_t step, int micro_step, int32_t* positions) const {
+  const uint64_t q0 = first_sequence_of(step, micro_step, W_, r_, B_, G_);
+  const size_t T = static_cast<size_t>(T_);
+  for (size_t b = 0; b < static_cast<size_t>(B_); ++b) fill_row(pack_of(q0 + b), nullptr, nullptr, positions + b * T);
 }
 
 uint64_t InstructionBatches::targets(uint64_t step) const {
@@ -125,25 +159,31 @@ uint64_t InstructionBatches::targets(uint64_t step) const {
   for (int g = 0; g < G_; ++g) {
     const uint64_t q0 = first_sequence_of(step, g, W_, 0, B_, G_);
     for (uint64_t q = q0; q < q0 + static_cast<uint64_t>(W_) * static_cast<uint64_t>(B_); ++q)
-      sum += targets_of_[example_of(q)];
+      sum += targets_of_[pack_of(q)];
   }
   return sum;
 }
 
 std::string InstructionBatches::describe() const {
-  return fmt::format("'{}' (instruction data: {} examples, {} targets, padded to T + 1 = {}{})",
-                     data_->token_file().path(), data_->examples(), data_->total_targets(), T_ + 1,
-                     truncated_ > 0 ? fmt::format("; {} examples longer are truncated", truncated_) : "");
+  const std::string layout = packed_ ? fmt::format("packed into {} sequences of T = {}", packs(), T_)
+                                     : fmt::format("padded to T + 1 = {}", T_ + 1);
+  return fmt::format("'{}' (instruction data: {} examples, {} targets, {}{})", data_->token_file().path(),
+                     data_->examples(), data_->total_targets(), layout,
+                     truncated_ > 0 ? fmt::format("; {} examples longer than T + 1 are truncated", truncated_) : "");
 }
 
 TrainData open_train_data(const std::string& spec, int vocab_size, int world_size, int rank, int micro_batch,
-                          int seq_len, int accum, ShuffleSpec shuffle) {
+                          int seq_len, int accum, ShuffleSpec shuffle, bool packed) {
   TrainData d;
   if (InstructionData::present(spec)) {
     d.instructions = std::make_unique<InstructionData>(InstructionData::open(spec, vocab_size));
     d.batches = std::make_unique<InstructionBatches>(*d.instructions, world_size, rank, micro_batch, seq_len, accum,
-                                                     shuffle);
+                                                     shuffle, packed);
   } else {
+    ZDP_REQUIRE(!packed,
+                "--packing packs instruction data, and '{}' has no labels file beside it ('{}'): it is a token "
+                "stream, whose windows are full already",
+                spec, labels_path_for(spec));
     d.stream = std::make_unique<TokenStream>(TokenStream::open(spec, vocab_size));
     d.batches = std::make_unique<BatchLoader>(*d.stream, world_size, rank, micro_batch, seq_len, accum, shuffle);
   }

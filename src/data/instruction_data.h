@@ -9,11 +9,16 @@
 // example; bit 1 (kExampleStartLabel) on the first token of each example (the file's first token
 // starts one). Other bits are 0.
 //
-// Padded batches (the only layout yet): sequence q of the global order (data/loader.h) holds example
-// e(q), its first T + 1 tokens (longer ones are truncated), padded: inputs are its tokens [0, T),
-// targets the next token where that one is a target and kIgnoreTarget elsewhere, padding included.
-// In order e(q) = q mod E; shuffled, epoch ⌊q / E⌋ reads the examples in the permutation keyed by the
-// seed (WindowPermutation), as windows are read for plain text.
+// Batches, padded or packed (docs/reference/data-order.md#instruction-data). Each example counts with
+// its first T + 1 tokens (longer ones are truncated). Sequences are filled from packs of examples:
+//   padded: a pack per example, its tokens [0, min(n, T)) the inputs, padding after them;
+//   packed: consecutive examples, in file order, while their inputs fit in T: each example's first
+//     n − 1 tokens are inputs at positions 0, 1, ... (its last is only predicted), then padding, a
+//     segment of its own at positions 0, 1, ...;
+// targets are the next token where that one is a target, kIgnoreTarget elsewhere, padding included.
+// Sequence q of the global order (data/loader.h) holds pack q mod P (P packs) in order; shuffled,
+// epoch ⌊q / P⌋ reads the packs in the permutation keyed by the seed (WindowPermutation), as windows
+// are read for plain text. Which examples share a pack depends on the data and T alone.
 #pragma once
 
 #include <cstddef>
@@ -68,23 +73,32 @@ class InstructionData {
   uint64_t total_targets_ = 0;
 };
 
-// The training batches of instruction data, padded (see the top of this file).
+// The training batches of instruction data, padded or packed (see the top of this file).
 class InstructionBatches final : public TrainBatches {
  public:
   InstructionBatches(const InstructionData& data, int world_size, int rank, int micro_batch, int seq_len, int accum,
-                     ShuffleSpec shuffle);
+                     ShuffleSpec shuffle, bool packed = false);
   void load(uint64_t step, int micro_step, int32_t* inputs, int32_t* targets) const override;
   uint64_t targets(uint64_t step) const override;
+  bool packed() const override { return packed_; }
+  void positions(uint64_t step, int micro_step, int32_t* positions) const override;
   std::string describe() const override;
-  // The example sequence q holds.
-  size_t example_of(uint64_t q) const;
+  // The pack sequence q holds, and its examples [first_example(p), first_example(p + 1)).
+  size_t pack_of(uint64_t q) const;
+  size_t first_example(size_t pack) const { return pack_starts_[pack]; }
+  size_t packs() const { return pack_starts_.size() - 1; }
 
  private:
+  // Row b's inputs, targets and positions (any may be null) from pack p.
+  void fill_row(size_t pack, int32_t* inputs, int32_t* targets, int32_t* positions) const;
+
   const InstructionData* data_;
   int W_, r_, B_, T_, G_;
   ShuffleSpec shuffle_;
-  std::vector<uint32_t> targets_of_;  // per example, within its first T + 1 tokens
-  size_t truncated_ = 0;              // examples longer than T + 1 tokens
+  bool packed_;
+  std::vector<uint64_t> pack_starts_;  // the first example of each pack, then E
+  std::vector<uint32_t> targets_of_;   // per pack, within its examples' first T + 1 tokens
+  size_t truncated_ = 0;               // examples longer than T + 1 tokens
 };
 
 // The training data `spec` names (--data): instruction data when it is one token file with a labels
@@ -94,7 +108,8 @@ struct TrainData {
   std::unique_ptr<InstructionData> instructions;
   std::unique_ptr<TrainBatches> batches;
 };
+// `packed`: instruction data in packed sequences (--packing); a UsageError for a token stream.
 TrainData open_train_data(const std::string& spec, int vocab_size, int world_size, int rank, int micro_batch,
-                          int seq_len, int accum, ShuffleSpec shuffle);
+                          int seq_len, int accum, ShuffleSpec shuffle, bool packed = false);
 
 }  // namespace zerodp::data

@@ -65,6 +65,11 @@ class TrainBatches {
   // The positions of the step's global batch (every rank's, every micro-step's) that have a target
   // (not kIgnoreTarget): what the loss is averaged over. 0 when every position has one.
   virtual uint64_t targets(uint64_t /*step*/) const { return 0; }
+  // Whether rows hold several examples each (packed sequences), whose positions positions() gives.
+  virtual bool packed() const { return false; }
+  // Packed: fills positions[B·T] of the micro-batch load() fills, each token's position in its example
+  // (model/model.h).
+  virtual void positions(uint64_t /*step*/, int /*micro_step*/, int32_t* /*positions*/) const {}
   // "'tok.bin' (text)" for the log.
   virtual std::string describe() const = 0;
 };

@@ -39,18 +39,18 @@ class CpuKernels final : public ModelKernels<P> {
   using Layout = kernels::WeightLayout;
   static constexpr bool k16 = std::is_same_v<P, bf16> || std::is_same_v<P, fp16>;
 
-  void embedding_forward(Acc* out, const int32_t* inp, const P* wte, const P* wpe, int B, int T,
+  void embedding_forward(Acc* out, const int32_t* inp, const int32_t* pos, const P* wte, const P* wpe, int B, int T,
                          int C) const override {
     if (wpe != nullptr) {
-      kernels::encoder_forward<Acc, P>(out, inp, wte, wpe, B, T, C);
+      kernels::encoder_forward<Acc, P>(out, inp, pos, wte, wpe, B, T, C);
     } else {
       kernels::embedding_forward<Acc, P>(out, inp, wte, B * T, C);
     }
   }
-  void embedding_backward(Acc* dwte, Acc* dwpe, const Acc* dout, const int32_t* inp, int B, int T,
+  void embedding_backward(Acc* dwte, Acc* dwpe, const Acc* dout, const int32_t* inp, const int32_t* pos, int B, int T,
                           int C) const override {
     if (dwpe != nullptr) {
-      kernels::encoder_backward<Acc>(dwte, dwpe, dout, inp, B, T, C);
+      kernels::encoder_backward<Acc>(dwte, dwpe, dout, inp, pos, B, T, C);
     } else {
       kernels::embedding_backward<Acc>(dwte, dout, inp, B * T, C);
     }
@@ -94,13 +94,13 @@ class CpuKernels final : public ModelKernels<P> {
       kernels::matmul_backward(dinp, dw, db, dout, inp, w, N, C, OC, layout);
     }
   }
-  void rope_forward(P* x, const float* cos, const float* sin, int N, int T, int heads, int D,
+  void rope_forward(P* x, const float* cos, const float* sin, const int32_t* pos, int N, int T, int heads, int D,
                     int64_t stride) const override {
-    kernels::rope_forward<P>(x, x, cos, sin, N, T, heads, D, stride);
+    kernels::rope_forward<P>(x, x, cos, sin, pos, N, T, heads, D, stride);
   }
-  void rope_backward(Acc* dx, const float* cos, const float* sin, int N, int T, int heads, int D,
+  void rope_backward(Acc* dx, const float* cos, const float* sin, const int32_t* pos, int N, int T, int heads, int D,
                      int64_t stride) const override {
-    kernels::rope_backward<Acc>(dx, dx, cos, sin, N, T, heads, D, stride);
+    kernels::rope_backward<Acc>(dx, dx, cos, sin, pos, N, T, heads, D, stride);
   }
   size_t attention_scratch_bytes(const kernels::AttentionShape& shape) const override {
     if constexpr (k16) {

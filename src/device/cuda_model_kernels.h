@@ -110,12 +110,20 @@ class CudaTable {
   const KernelContext* context_;
 };
 
+// Packed sequences (several examples a row, positions restarting) are the CPU's alone for now.
+inline void require_unpacked(const int32_t* positions) {
+  ZDP_REQUIRE(positions == nullptr,
+              "packed sequences (--packing): the GPU's kernels have no per-example positions and attention yet; "
+              "run on the CPU, or train padded (without --packing)");
+}
+
 // The grouped-query shape as the CUDA attention takes it.
 inline cuda::AttentionDims attention_dims(const kernels::AttentionShape& s) {
-  ZDP_REQUIRE(s.first_key(s.T - 1) == 0,
+  ZDP_REQUIRE(s.window == 0 || s.window >= s.T,
               "a sliding window of {} keys over sequences of {} tokens: the GPU's attention has no window yet (run "
               "on the CPU, or use sequences of at most {} tokens)",
               s.window, s.T, s.window);
+  require_unpacked(s.positions);
   return cuda::AttentionDims{s.B, s.T, s.heads, s.kv_heads, s.head_size};
 }
 
@@ -144,15 +152,17 @@ class CudaKernels final : public ModelKernels<P>, private CudaTable<P> {
  public:
   explicit CudaKernels(const KernelContext* context) : Base(context) {}
 
-  void embedding_forward(float* out, const int32_t* inp, const P* wte, const P* wpe, int B, int T,
+  void embedding_forward(float* out, const int32_t* inp, const int32_t* pos, const P* wte, const P* wpe, int B, int T,
                          int C) const override {
+    require_unpacked(pos);
     const auto on = this->enter(__func__);
     // With learned positions (GPT-2's wpe) the fused encoder; without (RoPE models) the table alone.
     wpe ? cuda::encoder_forward(out, inp, wte, wpe, B, T, C, ctx().stream)
         : cuda::embedding_forward(out, inp, wte, B * T, C, ctx().stream);
   }
-  void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* inp, int B, int T,
-                          int C) const override {
+  void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* inp, const int32_t* pos, int B,
+                          int T, int C) const override {
+    require_unpacked(pos);
     const auto on = this->enter(__func__);
     dwpe ? cuda::encoder_backward(dwte, dwpe, dout, inp, B, T, C, ctx().stream)
          : cuda::embedding_backward(dwte, dout, inp, B * T, C, ctx().stream);
@@ -209,14 +219,16 @@ class CudaKernels final : public ModelKernels<P>, private CudaTable<P> {
     const auto on = this->enter(__func__);
     this->dense_backward(dinp, dw, db, dout, inp, w, N, C, OC, operand16, layout);
   }
-  void rope_forward(P* x, const float* cos, const float* sin, int N, int T, int heads, int D,
+  void rope_forward(P* x, const float* cos, const float* sin, const int32_t* pos, int N, int T, int heads, int D,
                     int64_t stride) const override {
+    require_unpacked(pos);
     check_rope(N, T, heads, D, stride);
     const auto on = this->enter(__func__);
     cuda::rope_forward(x, cos, sin, N, T, heads, D, stride, ctx().stream);
   }
-  void rope_backward(float* dx, const float* cos, const float* sin, int N, int T, int heads, int D,
+  void rope_backward(float* dx, const float* cos, const float* sin, const int32_t* pos, int N, int T, int heads, int D,
                      int64_t stride) const override {
+    require_unpacked(pos);
     check_rope(N, T, heads, D, stride);
     const auto on = this->enter(__func__);
     cuda::rope_backward(dx, cos, sin, N, T, heads, D, stride, ctx().stream);

@@ -66,12 +66,13 @@ class ModelKernels : public AttentionSizes {
   using Acc = std::conditional_t<std::is_same_v<P, double>, double, float>;
   virtual ~ModelKernels() = default;
 
-  // out[b,t,:] = wte[inp[b,t],:] (+ wpe[t,:] where the model learns positions; wpe may be null);
-  // dwte[inp[n],:] += dout[n,:] summed in row order, dwpe[t,:] += Σ_b dout[b,t,:] (dwpe null: none).
-  virtual void embedding_forward(Acc* out, const int32_t* inp, const P* wte, const P* wpe, int B, int T,
-                                 int C) const = 0;
-  virtual void embedding_backward(Acc* dwte, Acc* dwpe, const Acc* dout, const int32_t* inp, int B, int T,
-                                  int C) const = 0;
+  // out[b,t,:] = wte[inp[b,t],:] (+ wpe[p,:] where the model learns positions; wpe may be null), p
+  // the token's position: pos[b·T + t] with packed sequences (its position in its example), else t
+  // (pos null); dwte[inp[n],:] += dout[n,:] summed in row order, dwpe[p,:] likewise (dwpe null: none).
+  virtual void embedding_forward(Acc* out, const int32_t* inp, const int32_t* pos, const P* wte, const P* wpe, int B,
+                                 int T, int C) const = 0;
+  virtual void embedding_backward(Acc* dwte, Acc* dwpe, const Acc* dout, const int32_t* inp, const int32_t* pos, int B,
+                                  int T, int C) const = 0;
   virtual void layernorm_forward(P* out, Acc* mean, Acc* rstd, const Acc* inp, const P* weight, const P* bias, int N,
                                  int C) const = 0;
   virtual void layernorm_backward(Acc* dinp, Acc* dweight, Acc* dbias, const Acc* dout, const Acc* inp,
@@ -100,11 +101,12 @@ class ModelKernels : public AttentionSizes {
   virtual void linear_backward(Acc* dinp, Acc* dweight, Acc* dbias, const Acc* dout, const P* inp, const P* weight,
                                int N, int C, int OC, kernels::WeightLayout layout, P* operand16) const = 0;
   // Rotates, in place, `heads` heads of D values at the start of each of N rows `stride` apart (the
-  // query and key heads of qkv), row n at position n % T; the backward rotates their gradient back.
-  virtual void rope_forward(P* x, const float* cos, const float* sin, int N, int T, int heads, int D,
-                            int64_t stride) const = 0;
-  virtual void rope_backward(Acc* dx, const float* cos, const float* sin, int N, int T, int heads, int D,
-                             int64_t stride) const = 0;
+  // query and key heads of qkv), row n at position pos[n] (packed sequences; pos null: n % T); the
+  // backward rotates their gradient back.
+  virtual void rope_forward(P* x, const float* cos, const float* sin, const int32_t* pos, int N, int T, int heads,
+                            int D, int64_t stride) const = 0;
+  virtual void rope_backward(Acc* dx, const float* cos, const float* sin, const int32_t* pos, int N, int T, int heads,
+                             int D, int64_t stride) const = 0;
   // Causal attention over qkv's query heads and their key/value heads (grouped-query; as many of each:
   // multi-head), with the working memory and saved state its AttentionSizes say. The backward gets the
   // forward's output `out` too (a flash attention's D = rowsum(dO∘O) needs it).

@@ -19,8 +19,8 @@ void check_shape(const char* what, const AttentionShape& s) {
             s.T, s.heads, s.kv_heads, s.head_size);
 }
 
-// Row t of P from row t of S, in place: softmax over the keys [lo, t] the row attends to (lo > 0 only
-// with a sliding window), zeros elsewhere.
+// Row t of P from row t of S, in place: softmax over the keys [lo, t] the row attends to (lo > 0 with
+// a sliding window or packed sequences), zeros elsewhere.
 template <class T>
 ZDP_KERNEL_INLINE void causal_softmax_row(T* row, int lo, int t, int T_) {
   std::fill(row, row + lo, T(0));
@@ -80,7 +80,8 @@ void attention_forward(T* out, T* att, const T* qkv, const AttentionShape& shape
       // S[r0:r1, 0:r1] = scale · Q[r0:r1]·K[0:r1]ᵀ
       detail::gemm(false, true, rows, r1, hs, scale, q + static_cast<ptrdiff_t>(r0) * R, R, k, R, T(0), p_rows,
                    T_);
-      for (int t = r0; t < r1; ++t) causal_softmax_row(p + static_cast<ptrdiff_t>(t) * T_, shape.first_key(t), t, T_);
+      for (int t = r0; t < r1; ++t)
+        causal_softmax_row(p + static_cast<ptrdiff_t>(t) * T_, shape.first_key(b, t), t, T_);
       // O[r0:r1] = P[r0:r1, 0:r1]·V[0:r1]
       detail::gemm(false, false, rows, hs, r1, T(1), p_rows, T_, v, R, T(0), o + static_cast<ptrdiff_t>(r0) * W, W);
     }

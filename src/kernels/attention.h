@@ -2,7 +2,8 @@
 // V the [T,hs] column slices of qkv [B,T,(NH + 2·NKV)·hs]: the NH query heads, then the NKV key heads,
 // then the NKV value heads; query head h reads key/value head h / (NH/NKV)):
 //   forward:  S = Q·Kᵀ/sqrt(hs) ;  P = softmax(S) over j ≤ t of each row t (P[t,j>t] = 0) ;  O = P·V
-//             (with a sliding window w: over t − w < j ≤ t, P = 0 elsewhere: Mistral's)
+//             (with a sliding window w: over t − w < j ≤ t, P = 0 elsewhere: Mistral's; with packed
+//             sequences, only over the keys of row t's own example, which starts at t − position[t])
 //   backward: dP = dO·Vᵀ ;  dV += Pᵀ·dO ;  dS = P∘(dP − rowsum(P∘dP))/sqrt(hs)
 //             dQ += dS·K ;  dK += dSᵀ·Q
 // GPT-2 is the case NKV = NH (qkv [B,T,3C], hs = C/NH). Every product goes through BLAS on strided
@@ -12,7 +13,9 @@
 // flops of the full T×T products at T = 256).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
+#include <cstdint>
 
 namespace zerodp::kernels {
 
@@ -24,8 +27,15 @@ struct AttentionShape {
   int kv_heads = 0;  // NKV, key and value heads, dividing NH
   int head_size = 0;
   int window = 0;  // sliding window: row t attends to keys t − window < j ≤ t; 0 = every j ≤ t
-  // The first key row t attends to.
-  int first_key(int t) const { return window > 0 && t >= window ? t - window + 1 : 0; }
+  // Packed sequences: each token's position in its example, [B, T] (positions restart at 0 where an
+  // example starts: token t of row b attends only to keys from t − positions[b·T + t] on). Null: every
+  // row is one sequence.
+  const int32_t* positions = nullptr;
+  // The first key of row b that row t attends to.
+  int first_key(int b, int t) const {
+    const int lo = window > 0 && t >= window ? t - window + 1 : 0;
+    return positions ? std::max(lo, t - positions[static_cast<ptrdiff_t>(b) * T + t]) : lo;
+  }
   // GPT-2's: as many key/value heads as query heads, C/NH values each (a check fails unless NH divides C).
   static AttentionShape mha(int B, int T, int C, int NH);
 };

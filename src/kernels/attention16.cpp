@@ -91,8 +91,9 @@ void attention16_forward(A* out, A* att, const A* qkv, void* scratch, const Atte
       gemm16(t16, false, true, rows, r1, hs, scale, bits(q + static_cast<ptrdiff_t>(r0) * R), R, bits(k), R, 0.0f,
              s, r1);
       for (int t = r0; t < r1; ++t) {
-        // Over the keys [lo, t] the row attends to (lo > 0 only with a sliding window), zeros elsewhere.
-        const int lo = shape.first_key(t), n = t + 1 - lo;
+        // Over the keys [lo, t] the row attends to (lo > 0 with a sliding window or packed sequences),
+        // zeros elsewhere.
+        const int lo = shape.first_key(b, t), n = t + 1 - lo;
         float* row = s + static_cast<ptrdiff_t>(t - r0) * r1 + lo;
         const float m = detail::row_max(row, n);
         const float inv = static_cast<float>(1.0 / detail::exp_shifted(row, row, n, m));

@@ -16,8 +16,8 @@ constexpr int kColumnBlock = 64;
 }  // namespace
 
 template <class T, class W>
-ZDP_KERNEL_CLONES
-void encoder_forward(T* out, const int32_t* inp, const W* wte, const W* wpe, int B, int T_, int C) {
+ZDP_KERNEL_CLONES void encoder_forward(T* out, const int32_t* inp, const int32_t* pos, const W* wte, const W* wpe,
+                                       int B, int T_, int C) {
   using detail::load;
   ZDP_CHECK(B > 0 && T_ > 0 && C > 0, "encoder_forward: bad shape B={} T={} C={}", B, T_, C);
   const ptrdiff_t rows = static_cast<ptrdiff_t>(B) * T_;
@@ -25,7 +25,7 @@ void encoder_forward(T* out, const int32_t* inp, const W* wte, const W* wpe, int
   for (ptrdiff_t bt = 0; bt < rows; ++bt) {
     T* o = out + bt * C;
     const W* e = wte + static_cast<ptrdiff_t>(inp[bt]) * C;
-    const W* p = wpe + (bt % T_) * C;
+    const W* p = wpe + static_cast<ptrdiff_t>(pos ? pos[bt] : bt % T_) * C;
 #pragma omp simd
     for (int c = 0; c < C; ++c) o[c] = load(e[c]) + load(p[c]);
   }
@@ -65,10 +65,13 @@ void embedding_forward(T* out, const int32_t* inp, const W* wte, int N, int C) {
 }
 
 template <class T>
-ZDP_KERNEL_CLONES
-void encoder_backward(T* dwte, T* dwpe, const T* dout, const int32_t* inp, int B, int T_, int C) {
+ZDP_KERNEL_CLONES void encoder_backward(T* dwte, T* dwpe, const T* dout, const int32_t* inp, const int32_t* pos, int B,
+                                        int T_, int C) {
   ZDP_CHECK(B > 0 && T_ > 0 && C > 0, "encoder_backward: bad shape B={} T={} C={}", B, T_, C);
   embedding_backward(dwte, dout, inp, B * T_, C);
+  // Packed sequences: wpe's rows are looked up by position as wte's by token, and their gradient sums
+  // in row order as dwte's (unpacked, the same order: b ascending for each t).
+  if (pos) return embedding_backward(dwpe, dout, pos, B * T_, C);
 #pragma omp parallel for schedule(static)
   for (int t = 0; t < T_; ++t) {
     T* dp = dwpe + static_cast<ptrdiff_t>(t) * C;
@@ -80,12 +83,12 @@ void encoder_backward(T* dwte, T* dwpe, const T* dout, const int32_t* inp, int B
   }
 }
 
-template void encoder_forward(float*, const int32_t*, const float*, const float*, int, int, int);
-template void encoder_forward(double*, const int32_t*, const double*, const double*, int, int, int);
-template void encoder_forward(float*, const int32_t*, const bf16*, const bf16*, int, int, int);
-template void encoder_forward(float*, const int32_t*, const fp16*, const fp16*, int, int, int);
-template void encoder_backward<float>(float*, float*, const float*, const int32_t*, int, int, int);
-template void encoder_backward<double>(double*, double*, const double*, const int32_t*, int, int, int);
+template void encoder_forward(float*, const int32_t*, const int32_t*, const float*, const float*, int, int, int);
+template void encoder_forward(double*, const int32_t*, const int32_t*, const double*, const double*, int, int, int);
+template void encoder_forward(float*, const int32_t*, const int32_t*, const bf16*, const bf16*, int, int, int);
+template void encoder_forward(float*, const int32_t*, const int32_t*, const fp16*, const fp16*, int, int, int);
+template void encoder_backward<float>(float*, float*, const float*, const int32_t*, const int32_t*, int, int, int);
+template void encoder_backward<double>(double*, double*, const double*, const int32_t*, const int32_t*, int, int, int);
 template void embedding_forward(float*, const int32_t*, const float*, int, int);
 template void embedding_forward(double*, const int32_t*, const double*, int, int);
 template void embedding_forward(float*, const int32_t*, const bf16*, int, int);

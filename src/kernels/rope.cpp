@@ -16,15 +16,16 @@ namespace {
 
 // sign +1: the forward rotation; −1: its transpose.
 template <class X>
-ZDP_KERNEL_INLINE void rotate(X* out, const X* inp, const float* cos, const float* sin, int N, int T, int heads,
-                              int D, int64_t stride, float sign) {
+ZDP_KERNEL_INLINE void rotate(X* out, const X* inp, const float* cos, const float* sin, const int32_t* pos, int N,
+                              int T, int heads, int D, int64_t stride, float sign) {
   ZDP_CHECK(N > 0 && T > 0 && heads > 0 && D > 0 && D % 2 == 0 && stride >= int64_t{heads} * D,
             "rope: bad shape N={} T={} heads={} D={} stride={}", N, T, heads, D, stride);
   const int half = D / 2;
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; ++n) {
-    const float* c = cos + static_cast<ptrdiff_t>(n % T) * half;
-    const float* s = sin + static_cast<ptrdiff_t>(n % T) * half;
+    const ptrdiff_t at = pos ? pos[n] : n % T;
+    const float* c = cos + at * half;
+    const float* s = sin + at * half;
     for (int h = 0; h < heads; ++h) {
       const X* x = inp + n * stride + static_cast<ptrdiff_t>(h) * D;
       X* o = out + n * stride + static_cast<ptrdiff_t>(h) * D;
@@ -43,22 +44,20 @@ ZDP_KERNEL_INLINE void rotate(X* out, const X* inp, const float* cos, const floa
 }  // namespace
 
 template <class X>
-ZDP_KERNEL_CLONES
-void rope_forward(X* out, const X* inp, const float* cos, const float* sin, int N, int T, int heads, int D,
-                  int64_t stride) {
-  rotate(out, inp, cos, sin, N, T, heads, D, stride, 1.0f);
+ZDP_KERNEL_CLONES void rope_forward(X* out, const X* inp, const float* cos, const float* sin, const int32_t* pos, int N,
+                                    int T, int heads, int D, int64_t stride) {
+  rotate(out, inp, cos, sin, pos, N, T, heads, D, stride, 1.0f);
 }
 
 template <class X>
-ZDP_KERNEL_CLONES
-void rope_backward(X* dinp, const X* dout, const float* cos, const float* sin, int N, int T, int heads, int D,
-                   int64_t stride) {
-  rotate(dinp, dout, cos, sin, N, T, heads, D, stride, -1.0f);
+ZDP_KERNEL_CLONES void rope_backward(X* dinp, const X* dout, const float* cos, const float* sin, const int32_t* pos,
+                                     int N, int T, int heads, int D, int64_t stride) {
+  rotate(dinp, dout, cos, sin, pos, N, T, heads, D, stride, -1.0f);
 }
 
-#define ZDP_ROPE(X)                                                                                          \
-  template void rope_forward(X*, const X*, const float*, const float*, int, int, int, int, int64_t);         \
-  template void rope_backward(X*, const X*, const float*, const float*, int, int, int, int, int64_t);
+#define ZDP_ROPE(X)                                                                                                  \
+  template void rope_forward(X*, const X*, const float*, const float*, const int32_t*, int, int, int, int, int64_t); \
+  template void rope_backward(X*, const X*, const float*, const float*, const int32_t*, int, int, int, int, int64_t);
 ZDP_ROPE(float)
 ZDP_ROPE(double)
 ZDP_ROPE(bf16)

@@ -15,21 +15,26 @@ namespace zerodp::model {
 
 class TokenBatch {
  public:
-  // Room for B·T inputs and targets in `dev`'s memory, under `act`.
+  // Room for B·T inputs, targets and positions in `dev`'s memory, under `act`.
   TokenBatch(device::Device& dev, int B, int T);
-  // A micro-batch of n ids each, every one in [0, V) (a check: the data layer already bounds them).
-  void load(const int32_t* inputs, const int32_t* targets, int n, int V);
+  // A micro-batch of B rows of T ids each, every one in [0, V) (a check: the data layer already bounds
+  // them), and with packed sequences their positions (model/model.h; checked: each row's restart at 0
+  // or go on by one).
+  void load(const int32_t* inputs, const int32_t* targets, const int32_t* positions, int B, int T, int V);
   // A sampling context of t ids (0 < t <= T, each in [0, V): the caller's to get right, a UsageError).
   void load_context(const int32_t* inputs, int t, int T, int V);
   const int32_t* inputs() const { return inputs_; }
-  // The bytes a TokenBatch for B·T ids holds under `act`: its inputs and targets.
-  static size_t bytes(int B, int T) { return 2 * static_cast<size_t>(B) * T * sizeof(int32_t); }
   const int32_t* targets() const { return targets_; }
+  // The last micro-batch's positions when it was packed, else null.
+  const int32_t* positions() const { return packed_ ? positions_ : nullptr; }
+  // The bytes a TokenBatch for B·T ids holds under `act`: its inputs, targets and positions.
+  static size_t bytes(int B, int T) { return 3 * static_cast<size_t>(B) * T * sizeof(int32_t); }
 
  private:
   device::Device& dev_;
   Buffer storage_;
-  int32_t *inputs_, *targets_;
+  int32_t *inputs_, *targets_, *positions_;
+  bool packed_ = false;
 };
 
 // The mean of n per-token losses in `dev`'s memory, read back into `host` and summed in double in

@@ -122,8 +122,8 @@ GPT2<F>::GPT2(const ParamLayout& layout, int B, int T, bool checkpointing, devic
 
 template <typename F>
 void GPT2<F>::embed_forward(const F* p, const int32_t* inputs, int B, int T) {
-  this->k_.embedding_forward(this->acts_->res[0], inputs, p + offset(0, kWte), p + offset(0, kWpe), B, T,
-                             config_.n_embd);
+  this->k_.embedding_forward(this->acts_->res[0], inputs, this->positions(), p + offset(0, kWte), p + offset(0, kWpe),
+                             B, T, config_.n_embd);
 }
 
 template <typename F>
@@ -137,7 +137,7 @@ void GPT2<F>::block_forward(int l, const F* p, int B, int T, bool write_output) 
   const size_t n = static_cast<size_t>(BT) * C;
   k.layernorm_forward(x.ln1, x.ln1_mean, x.ln1_rstd, a.res[l], w(kLn1W), w(kLn1B), BT, C);
   k.linear_forward(x.qkv, x.ln1, w(kAttnW), w(kAttnB), BT, C, 3 * C, kConv1D, a.gemm_out);
-  k.attention_forward(x.atty, x.att, x.qkv, a.att_scratch, kernels::AttentionShape::mha(B, T, C, NH));
+  k.attention_forward(x.atty, x.att, x.qkv, a.att_scratch, this->packed(kernels::AttentionShape::mha(B, T, C, NH)));
   k.linear_forward_acc(x.res2, x.atty, w(kAttnProjW), w(kAttnProjB), BT, C, C, kConv1D, a.gemm_out);
   k.residual_forward(x.res2, x.res2, a.res[l], n);  // res2 = res + attn
   k.layernorm_forward(x.ln2, x.ln2_mean, x.ln2_rstd, x.res2, w(kLn2W), w(kLn2B), BT, C);
@@ -192,7 +192,7 @@ void GPT2<F>::block_backward(int l, const F* p, Acc* g, int B, int T) {
                     a.operand16);
   this->zero(a.dqkv, 3 * static_cast<size_t>(BT) * C);
   k.attention_backward(a.dqkv, a.att_scratch, a.datty, a.operand16, x.qkv, x.atty, x.att,
-                       kernels::AttentionShape::mha(B, T, C, NH));
+                       this->packed(kernels::AttentionShape::mha(B, T, C, NH)));
   k.linear_backward(a.dln, dw(kAttnW), dw(kAttnB), a.dqkv, x.ln1, w(kAttnW), BT, C, 3 * C, kConv1D, a.operand16);
   k.layernorm_backward(a.dres, dw(kLn1W), dw(kLn1B), a.dln, a.res[l], w(kLn1W), x.ln1_mean, x.ln1_rstd, BT, C);
 }
@@ -200,8 +200,8 @@ void GPT2<F>::block_backward(int l, const F* p, Acc* g, int B, int T) {
 // wte's gradient (tied: the head's part is already in it) and wpe's.
 template <typename F>
 void GPT2<F>::embed_backward(Acc* g, const int32_t* inputs, int B, int T) {
-  this->k_.embedding_backward(g + offset(0, kWte), g + offset(0, kWpe), this->acts_->dres, inputs, B, T,
-                              config_.n_embd);
+  this->k_.embedding_backward(g + offset(0, kWte), g + offset(0, kWpe), this->acts_->dres, inputs, this->positions(), B,
+                              T, config_.n_embd);
 }
 
 template <typename P>

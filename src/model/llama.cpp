@@ -180,7 +180,7 @@ Llama<F>::Llama(const ParamLayout& layout, int B, int T, bool checkpointing, dev
 
 template <typename F>
 void Llama<F>::embed_forward(const F* p, const int32_t* inputs, int B, int T) {
-  this->k_.embedding_forward(this->acts_->res[0], inputs, p + off_.embed, nullptr, B, T, config_.n_embd);
+  this->k_.embedding_forward(this->acts_->res[0], inputs, nullptr, p + off_.embed, nullptr, B, T, config_.n_embd);
 }
 
 template <typename F>
@@ -202,8 +202,8 @@ void Llama<F>::block_forward(int l, const F* p, int B, int T, bool write_output)
     k.head_rmsnorm_forward(x.qkv + q, x.qk_pre + rows * q, x.qk_rstd + rows * d.NH, p + off_.k_norm, BT, d.KV, d.D,
                            QKV, eps);
   }
-  k.rope_forward(x.qkv, a.rope_cos, a.rope_sin, BT, T, d.NH + d.KV, d.D, QKV);  // q and k heads
-  k.attention_forward(x.atty, x.att, x.qkv, a.att_scratch, d.attention(B, T));
+  k.rope_forward(x.qkv, a.rope_cos, a.rope_sin, this->positions(), BT, T, d.NH + d.KV, d.D, QKV);  // q and k heads
+  k.attention_forward(x.atty, x.att, x.qkv, a.att_scratch, this->packed(d.attention(B, T)));
   k.linear_forward_acc(x.res2, x.atty, p + off_.o, o_bias, BT, d.qd(), C, kLinear, a.gemm_out);
   k.residual_forward(x.res2, x.res2, a.res[l], n);
   k.rmsnorm_forward(x.ln2, x.rstd2, x.res2, p + off_.post_norm, BT, C, eps);
@@ -252,8 +252,9 @@ void Llama<F>::block_backward(int l, const F* p, Acc* g, int B, int T) {
   k.linear_backward(a.datty, g + off_.o, o_bias_grad, a.dres, x.atty, p + off_.o, BT, d.qd(), C, kLinear,
                     a.operand16);
   this->zero(a.dqkv, static_cast<size_t>(BT) * QKV);
-  k.attention_backward(a.dqkv, a.att_scratch, a.datty, a.operand16, x.qkv, x.atty, x.att, d.attention(B, T));
-  k.rope_backward(a.dqkv, a.rope_cos, a.rope_sin, BT, T, d.NH + d.KV, d.D, QKV);
+  k.attention_backward(a.dqkv, a.att_scratch, a.datty, a.operand16, x.qkv, x.atty, x.att,
+                       this->packed(d.attention(B, T)));
+  k.rope_backward(a.dqkv, a.rope_cos, a.rope_sin, this->positions(), BT, T, d.NH + d.KV, d.D, QKV);
   if (off_.q_norm != kNone) {
     const size_t q = static_cast<size_t>(d.qd()), rows = static_cast<size_t>(BT);
     k.head_rmsnorm_backward(a.dqkv, g + off_.q_norm, x.qk_pre, x.qk_rstd, p + off_.q_norm, BT, d.NH, d.D, QKV);
@@ -267,7 +268,7 @@ void Llama<F>::block_backward(int l, const F* p, Acc* g, int B, int T) {
 
 template <typename F>
 void Llama<F>::embed_backward(Acc* g, const int32_t* inputs, int B, int T) {
-  this->k_.embedding_backward(g + off_.embed, nullptr, this->acts_->dres, inputs, B, T, config_.n_embd);
+  this->k_.embedding_backward(g + off_.embed, nullptr, this->acts_->dres, inputs, nullptr, B, T, config_.n_embd);
 }
 
 template <typename P>

@@ -28,9 +28,13 @@ class Model {
   virtual int max_batch() const = 0;
   virtual int max_seq() const = 0;
 
-  // Runs the forward pass of a micro-batch ([B, T] token ids, targets in [0, V)) and returns the mean
-  // cross-entropy over its B·T tokens. Keeps what backward needs.
-  virtual double forward(const int32_t* inputs, const int32_t* targets, UnitAccess<P>& units) = 0;
+  // Runs the forward pass of a micro-batch ([B, T] token ids, targets in [0, V) or kIgnoreTarget) and
+  // returns the mean cross-entropy over its B·T tokens. Keeps what backward needs. `positions` [B, T]:
+  // packed sequences, each token's position in its example (0 where an example starts, else one more
+  // than the token before): a token attends only to its own example's tokens and is embedded at its
+  // position there, so that each example computes as it would alone. Null: each row one sequence.
+  virtual double forward(const int32_t* inputs, const int32_t* targets, const int32_t* positions,
+                         UnitAccess<P>& units) = 0;
   // The per-token losses of the last forward, [B·T], in the device's memory.
   virtual const Acc* losses() const = 0;
   // The same, read back into host memory by the forward (row-major [B, T]).

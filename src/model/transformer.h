@@ -68,7 +68,8 @@ class Transformer : public Model<F> {
   const ParamLayout& layout() const { return layout_; }
   int max_batch() const override { return B_; }
   int max_seq() const override { return T_; }
-  double forward(const int32_t* inputs, const int32_t* targets, UnitAccess<F>& units) override;
+  double forward(const int32_t* inputs, const int32_t* targets, const int32_t* positions,
+                 UnitAccess<F>& units) override;
   const Acc* losses() const override { return acts_->losses; }
   const std::vector<Acc>& host_losses() const override { return host_losses_; }
   void backward(Acc dloss, UnitAccess<F>& units) override;
@@ -104,6 +105,13 @@ class Transformer : public Model<F> {
   virtual void embed_backward(Acc* g, const int32_t* inputs, int B, int T) = 0;
   // (An architecture's class declares them all with ZDP_TRANSFORMER_STEPS, defined in its .cpp.)
 
+  // The last forward's positions in the device's memory (packed sequences), or null.
+  const int32_t* positions() const { return tokens_->positions(); }
+  // `shape` for the last forward's rows: with their examples' positions when packed.
+  kernels::AttentionShape packed(kernels::AttentionShape shape) const {
+    shape.positions = positions();
+    return shape;
+  }
   // The arrays block l computes into: its own, or with checkpointing the one set every block shares.
   auto& block_acts(int l) { return acts_->layers[checkpointing_ ? 0 : static_cast<size_t>(l)]; }
   int n_layer() const { return layout_.config().n_layer(); }
@@ -138,11 +146,12 @@ void Transformer<F, Acts>::forward_trunk(const int32_t* inputs, int B, int T, Un
 }
 
 template <typename F, typename Acts>
-double Transformer<F, Acts>::forward(const int32_t* inputs, const int32_t* targets, UnitAccess<F>& units) {
+double Transformer<F, Acts>::forward(const int32_t* inputs, const int32_t* targets, const int32_t* positions,
+                                     UnitAccess<F>& units) {
   const ScheduleUses uses{n_layer()};
   const int B = B_, T = T_, V = layout_.config().vocab_size(), BT = B * T;
   Acts& a = *acts_;
-  tokens_->load(inputs, targets, BT, V);
+  tokens_->load(inputs, targets, positions, B, T, V);
   forward_trunk(tokens_->inputs(), B, T, units);
   units.begin(uses.head_forward());
   head_forward(a.res[n_layer()], BT, units.params(layout_.head_unit()), a.probs);

@@ -449,7 +449,8 @@ MemoryEstimate estimate_memory(const PlanInput& in) {
                                 in.gpu)
                    .total();
     // The engine's tokens (on a GPU in host memory), or cuBLASLt's workspace (the GPU's, for its life).
-    act_live += in.gpu ? kGpuGemmWorkspaceBytes : 2 * 4 * static_cast<uint64_t>(in.micro_batch) * static_cast<uint64_t>(T);
+    act_live += in.gpu ? kGpuGemmWorkspaceBytes
+                       : zero::batch_token_bytes(static_cast<uint64_t>(in.micro_batch), static_cast<uint64_t>(T));
     // Loading (and widening 16-bit gradients) goes through a chunk of at most zero::kWorkChunk fp32 values,
     // no larger than the largest range the rank reads: whole units at stage 0, its own range of each
     // unit at stages 1-3 (the rest of the units it keeps whole is gathered).

@@ -295,6 +295,13 @@ void inherit_data_order(const ckpt::Checkpoint& ckpt, TrainConfig& cfg) {
                 "would not continue (leave --shuffle out to continue it)",
                 where, shuffle ? "on" : "off", cfg.shuffle ? "on" : "off");
   cfg.shuffle = shuffle;
+  if (t.is_object()) {
+    const auto it = t.find("packing");
+    const bool packing = it != t.end() && it->is_boolean() && it->get<bool>();
+    ZDP_REQUIRE(cfg.packing == packing,
+                "'{}': the checkpoint was trained {} --packing, this run {} it: the data order would not continue",
+                where, packing ? "with" : "without", cfg.packing ? "asks for" : "goes without");
+  }
   if (!shuffle) return;  // in order, the seed plays no part
   if (cfg.seed_set)
     ZDP_REQUIRE(cfg.seed == seed,

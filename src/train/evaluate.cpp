@@ -137,7 +137,7 @@ EvalResult evaluate_model_file(const std::string& model_path, const std::string&
   std::vector<double> sums;
   for (uint64_t p = 0; p < split.passes(); ++p) {
     split.load(val, p, inputs.data(), targets.data());
-    net->forward(inputs.data(), targets.data(), access);
+    net->forward(inputs.data(), targets.data(), nullptr, access);
     const auto& losses = net->host_losses();
     for (int b = 0; b < B; ++b) {
       double sum = 0;
@@ -247,7 +247,7 @@ ChoiceResult score_choices(const std::string& model_path, const std::string& cho
         inputs[i] = static_cast<int32_t>(ids[i]);
         targets[i] = static_cast<int32_t>(ids[i + 1]);
       }
-      net->forward(inputs.data(), targets.data(), access);
+      net->forward(inputs.data(), targets.data(), nullptr, access);
       const auto& losses = net->host_losses();
       // The ending's tokens are the targets at positions |context| − 1 .. |ids| − 2.
       double sum = 0;

@@ -118,6 +118,7 @@ json TrainConfig::to_json() const {
       {"device", device},
       {"seed", seed},
       {"shuffle", shuffle},
+      {"packing", packing},
       {"log_every", log_every},
       {"eval", {{"val_data", val_data_path}, {"eval_every", eval_every}, {"eval_tokens", eval_tokens}}},
   };

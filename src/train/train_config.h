@@ -99,6 +99,9 @@ struct TrainConfig {
   uint64_t seed = 1337;
   bool shuffle = false;
   bool seed_set = false, shuffle_set = false;
+  // Instruction data (data/instruction_data.h): several examples a sequence, each attending only to
+  // itself, instead of one padded example a sequence. On --resume it must be the checkpoint's.
+  bool packing = false;
   int64_t log_every = 1;  // print a progress line every this many steps; 0: never
   // ---- validation (docs/reference/data-order.md#validation, train/evaluate.h): the mean token cross-entropy over the first
   // ⌊eval_tokens/T⌋ windows of T tokens of val_data (a file, directory or glob, as --data), after

@@ -382,10 +382,15 @@ TrainResult run_training(TrainConfig cfg, const TrainHooks& hooks) {
   const RunDevice run_device = open_run_device(device_spec, world);
   check_fits_in_memory(cfg, mc, W, resume ? resume->dir() : cfg.init_path, run_device.memory_bytes);
   if (!cfg.save_dir.empty() && rank == 0) ckpt::make_save_dir(cfg.save_dir);
-  const data::TrainData train_data =
-      data::open_train_data(cfg.data_path, mc.vocab_size(), W, rank, static_cast<int>(cfg.micro_batch),
-                            static_cast<int>(cfg.seq), static_cast<int>(cfg.accum), {cfg.shuffle, cfg.seed});
+  const data::TrainData train_data = data::open_train_data(
+      cfg.data_path, mc.vocab_size(), W, rank, static_cast<int>(cfg.micro_batch), static_cast<int>(cfg.seq),
+      static_cast<int>(cfg.accum), {cfg.shuffle, cfg.seed}, cfg.packing);
   const data::TrainBatches& batches = *train_data.batches;
+  // Packed sequences: each micro-step's positions (none otherwise: every row one sequence).
+  auto positions_of = [&](int64_t s) -> zero::PositionSource {
+    if (!batches.packed()) return {};
+    return [&batches, s](int g, int32_t* positions) { batches.positions(static_cast<uint64_t>(s), g, positions); };
+  };
   // Validation (docs/reference/data-order.md#validation): its stream and windows are checked here, before anything is allocated.
   std::optional<data::TokenStream> val;
   if (!cfg.val_data_path.empty()) val.emplace(data::TokenStream::open(cfg.val_data_path, mc.vocab_size()));
@@ -427,7 +432,7 @@ TrainResult run_training(TrainConfig cfg, const TrainHooks& hooks) {
     const zero::StepResult r = engine.step(
         static_cast<int>(cfg.accum),
         [&](int g, int32_t* inputs, int32_t* targets) { batches.load(static_cast<uint64_t>(s), g, inputs, targets); },
-        lr, cfg.clip, batches.targets(static_cast<uint64_t>(s)));
+        lr, cfg.clip, batches.targets(static_cast<uint64_t>(s)), positions_of(s));
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     total_ms += ms;
     result.losses.push_back(r.loss);

@@ -26,7 +26,7 @@ namespace zerodp::zero {
 // the engine through this small interface; its units come from the engine (Engine::Impl::begin, end).
 struct ModelRunner {
   virtual ~ModelRunner() = default;
-  virtual double forward(const int32_t* inputs, const int32_t* targets) = 0;
+  virtual double forward(const int32_t* inputs, const int32_t* targets, const int32_t* positions) = 0;
   virtual void backward(float dloss) = 0;
   // Adds each of the last forward's B sequences' summed token losses (in double) to `out`.
   virtual void append_sequence_losses(int B, int T, std::vector<double>& out) const = 0;
@@ -121,7 +121,7 @@ struct Engine::Impl {
   GradReducer reducer;
   ParamGatherer gatherer;
   ShardOptimizer optimizer;
-  Buffer tokens;  // this micro-step's inputs and targets
+  Buffer tokens;  // this micro-step's inputs, targets and positions
 
   // Per unit, while its phase runs.
   std::vector<Buffer> work_grad;       // the unit's fp32 gradient while its backward runs
@@ -154,8 +154,7 @@ struct Engine::Impl {
         optimizer(st, cfg) {
     const int U = layout.num_units();
     // Filled by the host (the batch source); the model copies it to the device.
-    tokens = device::allocate_host_visible(cfg.dev(), 2 * sizeof(int32_t) * cfg.micro_batch * cfg.seq,
-                                           MemCategory::kAct);
+    tokens = device::allocate_host_visible(cfg.dev(), batch_token_bytes(cfg.micro_batch, cfg.seq), MemCategory::kAct);
     work_grad.resize(U);
     param_ptr.assign(U, nullptr);
     grad_ptr.assign(U, nullptr);
@@ -251,7 +250,7 @@ struct Engine::Impl {
     gatherer.set_forward_only(true);
     for (uint64_t p = 0; p < passes; ++p) {
       batches(p, inputs, targets);
-      model->forward(inputs, targets);
+      model->forward(inputs, targets, nullptr);
       model->append_sequence_losses(B, T, sums);
       // The head keeps unit 0 for a backward that does not come, and without reshard_after_forward
       // every block stays too: stage 3 frees them all (waiting for any gather still in flight).
@@ -265,22 +264,25 @@ struct Engine::Impl {
   // ---- the step -------------------------------------------------------------------------------
   // Forward and backward of `accum` micro-steps, the gradient reduced; returns this rank's summed
   // token losses.
-  double accumulate(int accum, const BatchSource& batches, float dloss) {
+  double accumulate(int accum, const BatchSource& batches, const PositionSource& positions_of, float dloss) {
     const int B = cfg.micro_batch, T = cfg.seq;
     int32_t* inputs = tokens.as<int32_t>();
     int32_t* targets = inputs + static_cast<size_t>(B) * T;
+    int32_t* positions = positions_of ? targets + static_cast<size_t>(B) * T : nullptr;
     double loss_sum = 0;
     for (int g = 0; g < accum; ++g) {
       reducer.begin_micro_step(g == 0, g == accum - 1);
       batches(g, inputs, targets);
-      loss_sum += model->forward(inputs, targets) * B * T;
+      if (positions) positions_of(g, positions);
+      loss_sum += model->forward(inputs, targets, positions) * B * T;
       model->backward(dloss);
     }
     reducer.complete_all();
     return loss_sum;
   }
 
-  StepResult step(int accum, const BatchSource& batches, double lr, double clip, uint64_t targets) {
+  StepResult step(int accum, const BatchSource& batches, double lr, double clip, uint64_t targets,
+                  const PositionSource& positions) {
     ZDP_REQUIRE(accum >= 1, "gradient accumulation steps must be at least 1, got {}", accum);
     StepResult res;
     clock.wait_ms = 0;
@@ -289,7 +291,7 @@ struct Engine::Impl {
     res.loss_scale = scale;
     const double global_tokens = targets > 0 ? static_cast<double>(targets)
                                              : static_cast<double>(world) * accum * cfg.micro_batch * cfg.seq;
-    const double loss_sum = accumulate(accum, batches, static_cast<float>(scale / global_tokens));
+    const double loss_sum = accumulate(accum, batches, positions, static_cast<float>(scale / global_tokens));
     // Every gathered copy was freed by its last read (zero/gather_plan.h): one that outlived the
     // micro-steps would be read by the next step with the weights before this update.
     ZDP_CHECK(stage != 3 || gatherer.live_elements() == 0,
@@ -403,8 +405,8 @@ struct Engine::Impl::Runner final : ModelRunner, model::UnitAccess<P> {
   std::unique_ptr<model::Model<P>> net;
   Runner(Impl& i, const model::ParamLayout& l, const EngineConfig& c)
       : impl(i), net(model::make_model<P>(l, c.micro_batch, c.seq, c.zero.activation_checkpointing, c.dev())) {}
-  double forward(const int32_t* inputs, const int32_t* targets) override {
-    return net->forward(inputs, targets, *this);
+  double forward(const int32_t* inputs, const int32_t* targets, const int32_t* positions) override {
+    return net->forward(inputs, targets, positions, *this);
   }
   void backward(float dloss) override { net->backward(dloss, *this); }
   void append_sequence_losses(int B, int T, std::vector<double>& out) const override {
@@ -447,8 +449,9 @@ void Engine::load(const UnitSource& source) {
 
 void Engine::load_state(const StateSource& source) { impl_->load(source, true); }
 
-StepResult Engine::step(int accum, const BatchSource& batches, double lr, double clip, uint64_t targets) {
-  return impl_->step(accum, batches, lr, clip, targets);
+StepResult Engine::step(int accum, const BatchSource& batches, double lr, double clip, uint64_t targets,
+                        const PositionSource& positions) {
+  return impl_->step(accum, batches, lr, clip, targets, positions);
 }
 
 std::vector<double> Engine::evaluate(uint64_t passes, const EvalSource& batches) {

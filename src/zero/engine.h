@@ -31,6 +31,9 @@ namespace zerodp::zero {
 using UnitSource = std::function<void(int unit, size_t begin, size_t count, float* dst)>;
 // Produces micro-step g's batch of this rank: inputs and targets, [B, T] each.
 using BatchSource = std::function<void(int micro_step, int32_t* inputs, int32_t* targets)>;
+// Packed sequences: fills micro-step g's positions [B, T] (model/model.h); absent (empty): every row
+// is one sequence.
+using PositionSource = std::function<void(int micro_step, int32_t* positions)>;
 // Produces evaluation pass p's batch of this rank: inputs and targets, [B, T] each.
 using EvalSource = std::function<void(uint64_t pass, int32_t* inputs, int32_t* targets)>;
 
@@ -66,7 +69,8 @@ class Engine {
   // go on) is the caller's policy. The loss is the sum of the global batch's token losses over
   // `targets`, the number of positions with a target in it (instruction data: those not
   // kIgnoreTarget; 0 means every position, W·G·B·T), whatever the split (docs/reference/data-order.md).
-  StepResult step(int accum, const BatchSource& batches, double lr, double clip, uint64_t targets = 0);
+  StepResult step(int accum, const BatchSource& batches, double lr, double clip, uint64_t targets = 0,
+                  const PositionSource& positions = {});
   // Forward passes only (validation, docs/reference/data-order.md#validation): `passes` micro-batches of B sequences of T tokens
   // from `batches`, each through the model's forward in the compute dtype, as training's forward
   // computes. Returns every sequence's summed token cross-entropy in double, B a pass, in pass order.

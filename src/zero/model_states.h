@@ -51,6 +51,9 @@ constexpr size_t kWorkChunk = size_t{1} << 18;
 // The optimizer's elements per update call on a device the host does not address (a GPU): each call
 // is a kernel launch, so fewer and larger ones (16 MiB of widened fp32 gradient at most).
 constexpr size_t kDeviceWorkChunk = size_t{1} << 22;
+// The engine's micro-batch in host-visible memory (`act`), filled by the batch source: B·T input ids,
+// targets and positions (int32 each).
+constexpr uint64_t batch_token_bytes(uint64_t B, uint64_t T) { return 3 * sizeof(int32_t) * B * T; }
 
 class ModelStates {
  public:

@@ -214,13 +214,13 @@ TEST_F(CudaGpt2Table, EmbeddingAndLoss) {
   targets.upload(gpu);
   auto wte = twin<bf16>(gpu, size_t(V) * C, 0.1f), wpe = twin<bf16>(gpu, size_t(T) * C, 0.1f);
   auto x = twin<float>(gpu, size_t(N) * C, 0);
-  g.embedding_forward(x.d(), tokens.d(), wte.d(), wpe.d(), B, T, C);
-  c.embedding_forward(x.h(), tokens.h(), wte.h(), wpe.h(), B, T, C);
+  g.embedding_forward(x.d(), tokens.d(), nullptr, wte.d(), wpe.d(), B, T, C);
+  c.embedding_forward(x.h(), tokens.h(), nullptr, wte.h(), wpe.h(), B, T, C);
   expect_close(x.download(gpu), x.host, 1e-7, "encoder_forward");
   auto dx = twin<float>(gpu, size_t(N) * C, 1.0f), dwte = twin<float>(gpu, size_t(V) * C, 0.5f),
        dwpe = twin<float>(gpu, size_t(T) * C, 0.5f);
-  g.embedding_backward(dwte.d(), dwpe.d(), dx.d(), tokens.d(), B, T, C);
-  c.embedding_backward(dwte.h(), dwpe.h(), dx.h(), tokens.h(), B, T, C);
+  g.embedding_backward(dwte.d(), dwpe.d(), dx.d(), tokens.d(), nullptr, B, T, C);
+  c.embedding_backward(dwte.h(), dwpe.h(), dx.h(), tokens.h(), nullptr, B, T, C);
   expect_close(dwte.download(gpu), dwte.host, 1e-7, "encoder_backward dwte (token order: the CPU's bits)");
   expect_close(dwpe.download(gpu), dwpe.host, 1e-7, "encoder_backward dwpe");
 

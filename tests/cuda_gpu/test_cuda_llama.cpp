@@ -170,12 +170,12 @@ TYPED_TEST(CudaLlamaTable, EmbeddingIsTheCpusBits) {
   tokens.upload(gpu);
   auto table = twin<P>(gpu, size_t(V) * C, 0.5f);
   auto out = twin<float>(gpu, size_t(N) * C, 0);
-  this->g.embedding_forward(out.d(), tokens.d(), table.d(), nullptr, 1, N, C);
-  this->c.embedding_forward(out.h(), tokens.h(), table.h(), nullptr, 1, N, C);
+  this->g.embedding_forward(out.d(), tokens.d(), nullptr, table.d(), nullptr, 1, N, C);
+  this->c.embedding_forward(out.h(), tokens.h(), nullptr, table.h(), nullptr, 1, N, C);
   expect_bits(out.download(gpu), out.host, "embedding_forward");
   auto dout = twin<float>(gpu, size_t(N) * C, 1.0f), dtable = twin<float>(gpu, size_t(V) * C, 0.5f);
-  this->g.embedding_backward(dtable.d(), nullptr, dout.d(), tokens.d(), 1, N, C);
-  this->c.embedding_backward(dtable.h(), nullptr, dout.h(), tokens.h(), 1, N, C);
+  this->g.embedding_backward(dtable.d(), nullptr, dout.d(), tokens.d(), nullptr, 1, N, C);
+  this->c.embedding_backward(dtable.h(), nullptr, dout.h(), tokens.h(), nullptr, 1, N, C);
   expect_bits(dtable.download(gpu), dtable.host, "embedding_backward (accumulated, row order)");
 }
 
@@ -295,8 +295,8 @@ TYPED_TEST(CudaLlamaTable, RopeOnTheQueryAndKeyHeads) {
     sn.upload(gpu);
     auto x = twin<P>(gpu, size_t(N) * R, 1.0f);
     const std::vector<P> before = x.host;
-    this->g.rope_forward(x.d(), cs.d(), sn.d(), N, T, heads, D, R);
-    this->c.rope_forward(x.h(), cs.h(), sn.h(), N, T, heads, D, R);
+    this->g.rope_forward(x.d(), cs.d(), sn.d(), nullptr, N, T, heads, D, R);
+    this->c.rope_forward(x.h(), cs.h(), sn.h(), nullptr, N, T, heads, D, R);
     std::vector<double> slack(x.host.size(), 0.0);
     for (size_t e = 0; e < slack.size(); ++e) {
       const size_t col = e % R;
@@ -313,8 +313,8 @@ TYPED_TEST(CudaLlamaTable, RopeOnTheQueryAndKeyHeads) {
 
     auto dx = twin<float>(gpu, size_t(N) * R, 1.0f);
     const std::vector<float> dbefore = dx.host;
-    this->g.rope_backward(dx.d(), cs.d(), sn.d(), N, T, heads, D, R);
-    this->c.rope_backward(dx.h(), cs.h(), sn.h(), N, T, heads, D, R);
+    this->g.rope_backward(dx.d(), cs.d(), sn.d(), nullptr, N, T, heads, D, R);
+    this->c.rope_backward(dx.h(), cs.h(), sn.h(), nullptr, N, T, heads, D, R);
     const std::vector<float> dgot = dx.download(gpu);
     expect_close(dgot, dx.host, 1e-6, "rope_backward");
     for (size_t e = 0; e < dgot.size(); ++e) {
@@ -414,8 +414,8 @@ TYPED_TEST(CudaLlamaTable, RefusesWhatItCannotRun) {
   using P = TypeParam;
   Buffer x = this->gpu.allocate(1 << 16, MemCategory::kAct);
   const float* t = x.as<float>();  // any tables: nothing may be launched
-  EXPECT_THROW(this->g.rope_forward(x.as<P>(), t, t, 4, 4, 2, 7, 14), std::runtime_error);  // odd D
-  EXPECT_THROW(this->g.rope_forward(x.as<P>(), t, t, 4, 4, 2, 8, 15), std::runtime_error);  // stride < heads·D
+  EXPECT_THROW(this->g.rope_forward(x.as<P>(), t, t, nullptr, 4, 4, 2, 7, 14), std::runtime_error);  // odd D
+  EXPECT_THROW(this->g.rope_forward(x.as<P>(), t, t, nullptr, 4, 4, 2, 8, 15), std::runtime_error);  // stride < heads·D
   const kernels::AttentionShape bad_group{1, 8, 4, 3, 64}, bad_size{1, 8, 2, 1, 48};
   EXPECT_THROW(this->g.attention_forward(x.as<P>(), x.as<P>(), x.as<P>(), nullptr, bad_group), std::runtime_error);
   EXPECT_THROW(this->g.attention_forward(x.as<P>(), x.as<P>(), x.as<P>(), nullptr, bad_size), std::runtime_error);
@@ -501,9 +501,9 @@ void check_model(const model::LlamaConfig& config) {
   auto cpu_model = model::make_model<bf16>(layout, Bm, Tm);
   auto gpu_model = model::make_model<bf16>(layout, Bm, Tm, false, gpu);
   const float dloss = 1.0f / (Bm * Tm);
-  const double cpu_loss = cpu_model->forward(in.data(), tg.data(), cpu_units);
+  const double cpu_loss = cpu_model->forward(in.data(), tg.data(), nullptr, cpu_units);
   cpu_model->backward(dloss, cpu_units);
-  const double gpu_loss = gpu_model->forward(in.data(), tg.data(), gpu_units);
+  const double gpu_loss = gpu_model->forward(in.data(), tg.data(), nullptr, gpu_units);
   gpu_model->backward(dloss, gpu_units);
   EXPECT_NEAR(gpu_loss, cpu_loss, 5e-3 * std::fabs(cpu_loss));
   std::vector<std::vector<float>> first;
@@ -520,7 +520,7 @@ void check_model(const model::LlamaConfig& config) {
     first.push_back(g);
   }
   for (int u = 0; u < layout.num_units(); ++u) gpu.fill_zero(gpu_grads[u].data(), gpu_grads[u].size());
-  EXPECT_EQ(gpu_model->forward(in.data(), tg.data(), gpu_units), gpu_loss);
+  EXPECT_EQ(gpu_model->forward(in.data(), tg.data(), nullptr, gpu_units), gpu_loss);
   gpu_model->backward(dloss, gpu_units);
   for (int u = 0; u < layout.num_units(); ++u) EXPECT_EQ(download(gpu, gpu_grads[u]), first[u]) << "unit " << u;
 

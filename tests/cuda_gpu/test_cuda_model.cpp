@@ -74,9 +74,9 @@ TEST(CudaModel, Bf16StepAgreesWithTheCpuAndRepeatsBitForBit) {
   auto cpu_model = make_model<bf16>(layout, kB, kT);
   auto gpu_model = make_model<bf16>(layout, kB, kT, false, gpu);
   const float dloss = 1.0f / (kB * kT);
-  const double cpu_loss = cpu_model->forward(in.data(), tg.data(), cpu_units);
+  const double cpu_loss = cpu_model->forward(in.data(), tg.data(), nullptr, cpu_units);
   cpu_model->backward(dloss, cpu_units);
-  const double gpu_loss = gpu_model->forward(in.data(), tg.data(), gpu_units);
+  const double gpu_loss = gpu_model->forward(in.data(), tg.data(), nullptr, gpu_units);
   gpu_model->backward(dloss, gpu_units);
   EXPECT_NEAR(gpu_loss, cpu_loss, 5e-3 * std::fabs(cpu_loss));
 
@@ -96,7 +96,7 @@ TEST(CudaModel, Bf16StepAgreesWithTheCpuAndRepeatsBitForBit) {
 
   // Again from zero: the same bits.
   for (int u = 0; u < layout.num_units(); ++u) gpu.fill_zero(gpu_grads[u].data(), gpu_grads[u].size());
-  EXPECT_EQ(gpu_model->forward(in.data(), tg.data(), gpu_units), gpu_loss);
+  EXPECT_EQ(gpu_model->forward(in.data(), tg.data(), nullptr, gpu_units), gpu_loss);
   gpu_model->backward(dloss, gpu_units);
   for (int u = 0; u < layout.num_units(); ++u) EXPECT_EQ(download(gpu, gpu_grads[u]), first[u]) << "unit " << u;
 }

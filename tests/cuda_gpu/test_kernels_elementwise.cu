@@ -142,7 +142,7 @@ void check_encoder(int B, int T, int C, int V) {
   if constexpr (std::is_same_v<W, float>) wte = wte_f, wpe = wpe_f;
   else wte = to16<W>(wte_f), wpe = to16<W>(wpe_f);
   std::vector<float> out_cpu(static_cast<size_t>(B) * T * C);
-  kernels::encoder_forward(out_cpu.data(), inp.data(), wte.data(), wpe.data(), B, T, C);
+  kernels::encoder_forward(out_cpu.data(), inp.data(), nullptr, wte.data(), wpe.data(), B, T, C);
   Dev<int32_t> d_inp(inp);
   Dev<W> d_wte(wte), d_wpe(wpe);
   Dev<float> d_out(out_cpu.size());
@@ -164,7 +164,7 @@ TEST(GpuKernels, EncoderBackwardIsCpuBitForBitAndDeterministic) {
     auto dwte = randn(static_cast<size_t>(V) * C, 0.1f, 6), dwpe = randn(static_cast<size_t>(T) * C, 0.1f, 7);
     Dev<int32_t> d_inp(inp);
     Dev<float> d_dout(dout), d_dwte(dwte), d_dwpe(dwpe);
-    kernels::encoder_backward(dwte.data(), dwpe.data(), dout.data(), inp.data(), B, T, C);
+    kernels::encoder_backward(dwte.data(), dwpe.data(), dout.data(), inp.data(), nullptr, B, T, C);
     encoder_backward(d_dwte.get(), d_dwpe.get(), d_dout.get(), d_inp.get(), B, T, C, kStream);
     expect_bits_equal(d_dwte.down(), dwte, "dwte");
     expect_bits_equal(d_dwpe.down(), dwpe, "dwpe");

@@ -30,7 +30,7 @@ struct Reductions {
     Reductions r;
     r.dwte.assign(kV * kC, 0.0f);
     r.dwpe.assign(kT * kC, 0.0f);
-    encoder_backward(r.dwte.data(), r.dwpe.data(), dout.data(), tok.data(), kB, kT, kC);
+    encoder_backward(r.dwte.data(), r.dwpe.data(), dout.data(), tok.data(), nullptr, kB, kT, kC);
 
     std::vector<float> out(kN * kC), mean(kN), rstd(kN);
     layernorm_forward(out.data(), mean.data(), rstd.data(), inp.data(), w.data(), b.data(), kN, kC);

@@ -28,7 +28,7 @@ TEST(Encoder, ForwardIsTokenPlusPositionRow) {
   const auto wte = as<float>(random_normal(kV * kC, 2));
   const auto wpe = as<float>(random_normal(kT * kC, 3));
   std::vector<float> out(kB * kT * kC);
-  encoder_forward(out.data(), tok.data(), wte.data(), wpe.data(), kB, kT, kC);
+  encoder_forward(out.data(), tok.data(), nullptr, wte.data(), wpe.data(), kB, kT, kC);
   for (int b = 0; b < kB; ++b)
     for (int t = 0; t < kT; ++t)
       for (int c = 0; c < kC; ++c)
@@ -43,11 +43,11 @@ TEST(Encoder, GradientMatchesFiniteDifferences) {
   const auto proj = random_normal(kB * kT * kC, 4);
   std::vector<double> out(kB * kT * kC);
   auto loss = [&] {
-    encoder_forward(out.data(), tok.data(), wte.data(), wpe.data(), kB, kT, kC);
+    encoder_forward(out.data(), tok.data(), nullptr, wte.data(), wpe.data(), kB, kT, kC);
     return testing::dot(proj, out);
   };
   std::vector<double> dwte(wte.size(), 0.0), dwpe(wpe.size(), 0.0);
-  encoder_backward(dwte.data(), dwpe.data(), proj.data(), tok.data(), kB, kT, kC);
+  encoder_backward(dwte.data(), dwpe.data(), proj.data(), tok.data(), nullptr, kB, kT, kC);
   testing::expect_gradients_match(loss, {{"wte", &wte, &dwte}, {"wpe", &wpe, &dwpe}});
 }
 
@@ -55,12 +55,12 @@ TEST(Encoder, BackwardAccumulates) {
   const auto tok = tokens();
   const auto dout = random_normal(kB * kT * kC, 4);
   std::vector<double> dwte(kV * kC, 0.0), dwpe(kT * kC, 0.0);
-  encoder_backward(dwte.data(), dwpe.data(), dout.data(), tok.data(), kB, kT, kC);
+  encoder_backward(dwte.data(), dwpe.data(), dout.data(), tok.data(), nullptr, kB, kT, kC);
   auto dwte_acc = random_normal(kV * kC, 5), dwpe_acc = random_normal(kT * kC, 6);
   std::vector<double> want_wte = dwte_acc, want_wpe = dwpe_acc;
   for (size_t i = 0; i < want_wte.size(); ++i) want_wte[i] += dwte[i];
   for (size_t i = 0; i < want_wpe.size(); ++i) want_wpe[i] += dwpe[i];
-  encoder_backward(dwte_acc.data(), dwpe_acc.data(), dout.data(), tok.data(), kB, kT, kC);
+  encoder_backward(dwte_acc.data(), dwpe_acc.data(), dout.data(), tok.data(), nullptr, kB, kT, kC);
   testing::expect_close_scaled(dwte_acc, want_wte, 1e-14, "dwte");
   testing::expect_close_scaled(dwpe_acc, want_wpe, 1e-14, "dwpe");
   // A token that never occurs keeps its gradient row untouched.
@@ -77,10 +77,10 @@ TEST(Encoder, FloatAgreesWithDouble) {
   const auto wte = random_normal(kV * kC, 2), wpe = random_normal(kT * kC, 3);
   const auto dout = random_normal(kB * kT * kC, 4);
   std::vector<double> dwte(kV * kC, 0.0), dwpe(kT * kC, 0.0);
-  encoder_backward(dwte.data(), dwpe.data(), dout.data(), tok.data(), kB, kT, kC);
+  encoder_backward(dwte.data(), dwpe.data(), dout.data(), tok.data(), nullptr, kB, kT, kC);
   std::vector<float> dwte_f(kV * kC, 0.0f), dwpe_f(kT * kC, 0.0f);
   const auto dout_f = as<float>(dout);
-  encoder_backward(dwte_f.data(), dwpe_f.data(), dout_f.data(), tok.data(), kB, kT, kC);
+  encoder_backward(dwte_f.data(), dwpe_f.data(), dout_f.data(), tok.data(), nullptr, kB, kT, kC);
   testing::expect_close_scaled(dwte_f, dwte, 1e-6, "dwte float vs double");
   testing::expect_close_scaled(dwpe_f, dwpe, 1e-6, "dwpe float vs double");
 }

@@ -120,8 +120,8 @@ TYPED_TEST(Kernels16, Encoder) {
   const auto tokens = testing::random_tokens(static_cast<size_t>(B) * T, V, 9);
   std::vector<float> out(static_cast<size_t>(B) * T * C);
   std::vector<double> ref(out.size());
-  encoder_forward(out.data(), tokens.data(), wte.v.data(), wpe.v.data(), B, T, C);
-  encoder_forward(ref.data(), tokens.data(), wte.d.data(), wpe.d.data(), B, T, C);
+  encoder_forward(out.data(), tokens.data(), nullptr, wte.v.data(), wpe.v.data(), B, T, C);
+  encoder_forward(ref.data(), tokens.data(), nullptr, wte.d.data(), wpe.d.data(), B, T, C);
   expect_close_scaled(out, ref, 1e-6, "encoder out");  // one fp32 addition of exact values
 }
 

@@ -105,7 +105,7 @@ TEST(Rope, RotatesEachPairByItsPositionsAngle) {
   const int N = RopeCase::B * RopeCase::T;
   const auto inp = random_normal(N * RopeCase::stride, 7);
   std::vector<double> out = inp;
-  rope_forward(out.data(), inp.data(), k.cos.data(), k.sin.data(), N, RopeCase::T, RopeCase::H, RopeCase::D,
+  rope_forward(out.data(), inp.data(), k.cos.data(), k.sin.data(), nullptr, N, RopeCase::T, RopeCase::H, RopeCase::D,
                RopeCase::stride);
   for (int n = 0; n < N; ++n) {
     const int t = n % RopeCase::T;
@@ -130,7 +130,7 @@ TEST(Rope, BackwardIsTheTransposeAndWorksInPlace) {
   std::vector<double> out(inp.size());
   auto loss = [&] {
     out = inp;
-    rope_forward(out.data(), inp.data(), k.cos.data(), k.sin.data(), N, RopeCase::T, RopeCase::H, RopeCase::D,
+    rope_forward(out.data(), inp.data(), k.cos.data(), k.sin.data(), nullptr, N, RopeCase::T, RopeCase::H, RopeCase::D,
                  RopeCase::stride);
     double l = 0;  // over the rotated heads only
     for (int n = 0; n < N; ++n)
@@ -138,7 +138,7 @@ TEST(Rope, BackwardIsTheTransposeAndWorksInPlace) {
     return l;
   };
   std::vector<double> dinp = dout;  // in place
-  rope_backward(dinp.data(), dinp.data(), k.cos.data(), k.sin.data(), N, RopeCase::T, RopeCase::H, RopeCase::D,
+  rope_backward(dinp.data(), dinp.data(), k.cos.data(), k.sin.data(), nullptr, N, RopeCase::T, RopeCase::H, RopeCase::D,
                 RopeCase::stride);
   for (int n = 0; n < N; ++n)  // the loss does not see the other columns
     for (int64_t c = RopeCase::H * RopeCase::D; c < RopeCase::stride; ++c) dinp[n * RopeCase::stride + c] = 0;
@@ -147,7 +147,8 @@ TEST(Rope, BackwardIsTheTransposeAndWorksInPlace) {
 
 TEST(Rope, RefusesABadShape) {
   std::vector<float> x(16), t(8);
-  EXPECT_THROW(rope_forward(x.data(), x.data(), t.data(), t.data(), 1, 1, 2, 8, 15), Error);  // stride < heads·D
+  EXPECT_THROW(rope_forward(x.data(), x.data(), t.data(), t.data(), nullptr, 1, 1, 2, 8, 15),
+               Error);  // stride < heads·D
 }
 
 // ---- SwiGLU ---------------------------------------------------------------------------------------------

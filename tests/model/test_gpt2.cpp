@@ -68,7 +68,7 @@ TEST(GPT2, BackwardMatchesFiniteDifferencesInDouble) {
   std::vector<int32_t> in, tg;
   tokens(B * T, tiny().vocab_size, 2, in, tg);
   auto access = w.access();
-  model->forward(in.data(), tg.data(), access);
+  model->forward(in.data(), tg.data(), nullptr, access);
   model->backward(1.0 / (B * T), access);  // gradient of the mean loss
 
   std::mt19937 rng(3);
@@ -81,9 +81,9 @@ TEST(GPT2, BackwardMatchesFiniteDifferencesInDouble) {
       double& x = w.params[u][i];
       const double keep = x;
       x = keep + h;
-      const double lp = model->forward(in.data(), tg.data(), access);
+      const double lp = model->forward(in.data(), tg.data(), nullptr, access);
       x = keep - h;
-      const double lm = model->forward(in.data(), tg.data(), access);
+      const double lm = model->forward(in.data(), tg.data(), nullptr, access);
       x = keep;
       const double numeric = (lp - lm) / (2 * h);
       const double analytic = w.grads[u][i];
@@ -113,8 +113,8 @@ TEST(GPT2, FloatAgreesWithDouble) {
   auto mf = make_model<float>(layout, B, T);
   auto ad = wd.access();
   auto af = wf.access();
-  const double ld = md->forward(in.data(), tg.data(), ad);
-  const double lf = mf->forward(in.data(), tg.data(), af);
+  const double ld = md->forward(in.data(), tg.data(), nullptr, ad);
+  const double lf = mf->forward(in.data(), tg.data(), nullptr, af);
   EXPECT_NEAR(lf, ld, 1e-5 * std::fabs(ld));
   md->backward(1.0 / (B * T), ad);
   mf->backward(1.0f / (B * T), af);
@@ -136,10 +136,10 @@ TEST(GPT2, AccumulatesGradientsAcrossMicroSteps) {
   std::vector<int32_t> in, tg;
   tokens(B * T, tiny().vocab_size, 12, in, tg);
   auto access = w.access();
-  model->forward(in.data(), tg.data(), access);
+  model->forward(in.data(), tg.data(), nullptr, access);
   model->backward(1.0, access);
   const auto once = w.grads;
-  model->forward(in.data(), tg.data(), access);
+  model->forward(in.data(), tg.data(), nullptr, access);
   model->backward(1.0, access);
   for (size_t u = 0; u < once.size(); ++u)
     for (size_t i = 0; i < once[u].size(); ++i) ASSERT_NEAR(w.grads[u][i], 2 * once[u][i], 1e-12 + 1e-9 * std::fabs(once[u][i]));
@@ -187,7 +187,7 @@ TEST(GPT2, UsesUnitsInTheDocumentedOrder) {
   }
   auto model = make_model<float>(layout, 1, 3);
   std::vector<int32_t> in = {1, 2, 3}, tg = {2, 3, 4};
-  model->forward(in.data(), tg.data(), rec);
+  model->forward(in.data(), tg.data(), nullptr, rec);
   model->backward(1.0f, rec);
   const Pass F = Pass::kForward, B = Pass::kBackward;
   const std::vector<std::tuple<int, std::string, Pass>> want = {
@@ -255,8 +255,8 @@ TEST(GPT2, ActivationCheckpointingGivesBitwiseTheSameGradients) {
   auto m2 = make_model<float>(layout, B, T, true);
   auto a1 = plain.access();
   auto a2 = ckpt.access();
-  const double l1 = m1->forward(in.data(), tg.data(), a1);
-  const double l2 = m2->forward(in.data(), tg.data(), a2);
+  const double l1 = m1->forward(in.data(), tg.data(), nullptr, a1);
+  const double l2 = m2->forward(in.data(), tg.data(), nullptr, a2);
   EXPECT_EQ(l1, l2);
   m1->backward(1.0f / (B * T), a1);
   m2->backward(1.0f / (B * T), a2);

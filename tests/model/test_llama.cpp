@@ -129,7 +129,7 @@ TEST_P(LlamaGradient, BackwardMatchesFiniteDifferencesInDouble) {
   std::vector<int32_t> in, tg;
   random_tokens(B * T, c.vocab_size, 2, in, tg);
   auto access = w.access();
-  model->forward(in.data(), tg.data(), access);
+  model->forward(in.data(), tg.data(), nullptr, access);
   model->backward(1.0 / (B * T), access);
 
   // Every tensor, a few elements each: a missed gradient of any tensor fails.
@@ -142,9 +142,9 @@ TEST_P(LlamaGradient, BackwardMatchesFiniteDifferencesInDouble) {
       double& x = w.params[p.unit][i];
       const double keep = x;
       x = keep + h;
-      const double lp = model->forward(in.data(), tg.data(), access);
+      const double lp = model->forward(in.data(), tg.data(), nullptr, access);
       x = keep - h;
-      const double lm = model->forward(in.data(), tg.data(), access);
+      const double lm = model->forward(in.data(), tg.data(), nullptr, access);
       x = keep;
       const double numeric = (lp - lm) / (2 * h);
       const double analytic = w.grads[p.unit][i];
@@ -177,10 +177,10 @@ TEST(Llama, FloatAgreesWithDoubleAndCheckpointingChangesNoBit) {
   auto ad = wd.access();
   auto af = wf.access();
   auto ac = wc.access();
-  const double ld = md->forward(in.data(), tg.data(), ad);
-  const double lf = mf->forward(in.data(), tg.data(), af);
+  const double ld = md->forward(in.data(), tg.data(), nullptr, ad);
+  const double lf = mf->forward(in.data(), tg.data(), nullptr, af);
   EXPECT_NEAR(lf, ld, 1e-5 * std::fabs(ld));
-  EXPECT_EQ(mc->forward(in.data(), tg.data(), ac), lf);
+  EXPECT_EQ(mc->forward(in.data(), tg.data(), nullptr, ac), lf);
   md->backward(1.0 / (B * T), ad);
   mf->backward(1.0f / (B * T), af);
   mc->backward(1.0f / (B * T), ac);
@@ -214,9 +214,9 @@ TEST(Llama, SixteenBitComputeIsNearFloat) {
   auto af = wf.access();
   auto ab = wb.access();
   auto ah = wh.access();
-  const double lf = mf->forward(in.data(), tg.data(), af);
-  EXPECT_NEAR(mb->forward(in.data(), tg.data(), ab), lf, 0.02 * lf);
-  EXPECT_NEAR(mh->forward(in.data(), tg.data(), ah), lf, 0.005 * lf);
+  const double lf = mf->forward(in.data(), tg.data(), nullptr, af);
+  EXPECT_NEAR(mb->forward(in.data(), tg.data(), nullptr, ab), lf, 0.02 * lf);
+  EXPECT_NEAR(mh->forward(in.data(), tg.data(), nullptr, ah), lf, 0.005 * lf);
   mf->backward(1.0f / (B * T), af);
   mb->backward(1.0f / (B * T), ab);
   mh->backward(1.0f / (B * T), ah);
@@ -242,7 +242,7 @@ TEST(Llama, NextTokenLogitsAgreeWithTheForward) {
   random_tokens(T, V, 32, in, tg);
   auto access = w.access();
   const std::unique_ptr<Model<double>> model = make_model<double>(layout, 1, T);
-  model->forward(in.data(), tg.data(), access);
+  model->forward(in.data(), tg.data(), nullptr, access);
   const double last_loss = model->host_losses()[T - 1];
   std::vector<double> logits(V);
   model->next_token_logits(in.data(), T, access, logits.data());

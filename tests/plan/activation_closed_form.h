@@ -48,7 +48,7 @@ inline model::ActivationBytes gpt2_closed_form_16bit(const model::GPT2Config& g,
   const uint64_t attention_scratch = gpu ? kF32 * a * b * s : a * b * head_scratch;
   r.backward = 3 * R(kF32 * bs * h) + R(kF32 * 3 * bs * h) + R(kF32 * 4 * bs * h) + R(kF32 * 4 * bs * h) +
                R(k16 * bs * std::max(operand_row(4 * h), operand_row(V))) + attention_scratch;
-  r.tokens = kI32 * 2 * bs;
+  r.tokens = kI32 * 3 * bs;  // inputs, targets, positions
   return r;
 }
 
@@ -74,7 +74,7 @@ inline model::ActivationBytes gpt2_closed_form(const model::GPT2Config& g, int64
   // place) = 10h, plus the attention backward's row-blocked scratch.
   const uint64_t rows = static_cast<uint64_t>(std::min<int64_t>(T, kernels::kAttentionRowBlock));
   r.backward = kF32 * (10 * bs * h + a * static_cast<uint64_t>(B) * rows * static_cast<uint64_t>(T));
-  r.tokens = kI32 * 2 * bs;
+  r.tokens = kI32 * 3 * bs;  // inputs, targets, positions
   return r;
 }
 
@@ -117,7 +117,7 @@ inline model::ActivationBytes llama_closed_form(const model::LlamaConfig& c, int
                R(kF32 * bs * I) +
                (k16 ? R(kF32 * bs * std::max(qkv, 2 * I)) + R(2 * bs * operand_row(std::max({qkv, 2 * I, V, h}))) : 0) +
                R(attention_scratch) + R(kF32 * s * (d / 2)) + kF32 * s * (d / 2);
-  r.tokens = kI32 * 2 * bs;
+  r.tokens = kI32 * 3 * bs;  // inputs, targets, positions
   return r;
 }
 

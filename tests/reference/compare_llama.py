@@ -84,6 +84,16 @@ TRAIN_CASES = {
     "sft_mistral_w3_b2_s2": dict(preset="mistral_window_untied", world=3, b=2, g=1, stage=2, clip=0.5, seed=62,
                                  sft=True),
     "sft_qwen3_w4_b1_g2_s3": dict(preset="qwen3_norm_tied", world=4, b=1, g=2, stage=3, clip=0.0, seed=63, sft=True),
+    # Packed (--packing): several examples a sequence, each attending only to itself from position 0;
+    # the reference runs each example of the step alone.
+    "sft_packed_gqa_w1_b2_s0": dict(preset="llama_gqa_untied", world=1, b=2, g=1, stage=0, clip=0.5, seed=64,
+                                    sft=True, packing=True),
+    "sft_packed_qwen2_w2_b2_g2_s1": dict(preset="qwen2_bias_tied", world=2, b=2, g=2, stage=1, clip=1.0, seed=65,
+                                         sft=True, packing=True),
+    "sft_packed_mistral_w3_b2_s2": dict(preset="mistral_window_untied", world=3, b=2, g=1, stage=2, clip=0.5,
+                                        seed=66, sft=True, packing=True),
+    "sft_packed_qwen3_w4_b1_g2_s3": dict(preset="qwen3_norm_tied", world=4, b=1, g=2, stage=3, clip=0.0, seed=67,
+                                         sft=True, packing=True),
     # Mistral (a sliding window of 5 keys in sequences of 16) at every W and every stage.
     "mistral_w1_b2_s0": dict(preset="mistral_window_untied", world=1, b=2, g=1, stage=0, clip=0.5, seed=54),
     "mistral_w2_b2_g2_s1": dict(preset="mistral_window_untied", world=2, b=2, g=2, stage=1, clip=1.0, seed=55),
@@ -408,11 +418,13 @@ def run_train_case(args, name, work):
         extra += ["--out-dtype", spec["out_dtype"]]
     if spec.get("out_shard"):
         extra += ["--out-shard-size", str(spec["out_shard"])]
-    code, text, secs = run(mpirun(args, world, train_args(model, tokens, STEPS, b, g, stage, clip, extra), 100), 120)
+    packing = ["--packing"] if spec.get("packing") else []
+    code, text, secs = run(mpirun(args, world, train_args(model, tokens, STEPS, b, g, stage, clip, extra + packing),
+                                  100), 120)
     c.note(f"zerodp train ran {secs:.1f} s, exit {code}")
     if not c.check(code == 0, f"zerodp train exited {code}:\n{text[-4000:]}"):
         return c
-    ref_records, ref_out = ref_train(c, model, tokens, world, b, g, clip, work)
+    ref_records, ref_out = ref_train(c, model, tokens, world, b, g, clip, work, packing)
     check_clipped(c, ref_records, clip)
     if c.check(os.path.exists(metrics), f"--metrics {metrics} was not written"):
         records = read_metrics(metrics)

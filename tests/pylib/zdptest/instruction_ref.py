@@ -61,10 +61,45 @@ def global_batch(tokens, labels, step, world, micro_batch, seq, accum):
     targets = np.full((rows, seq), IGNORE, dtype=np.int64)
     for i in range(rows):
         e = (first + i) % E
+        fill_row(inputs[i], targets[i], tokens, labels, starts[e], min(starts[e + 1], starts[e] + seq + 1))
+    return torch.from_numpy(inputs), torch.from_numpy(targets), int((targets != IGNORE).sum())
+
+
+def fill_row(inputs, targets, tokens, labels, a, b):
+    """A padded row of the example tokens[a:b] (at most T + 1 tokens): inputs its first T, targets the
+    next token where that one is a target."""
+    ex, lab = tokens[a:b], labels[a:b]
+    inputs[:len(ex)] = ex[:len(inputs)]
+    for t in range(len(ex) - 1):
+        if lab[t + 1] & TARGET:
+            targets[t] = ex[t + 1]
+
+
+def packs(labels, seq):
+    """data-order.md#instruction-data's packs: consecutive examples, each counting with its first T + 1
+    tokens and so n - 1 inputs, join a pack while the pack's inputs fit in T. Returns the packs, each a
+    list of (start, end) token ranges of its examples."""
+    starts = np.nonzero(labels & EXAMPLE_START)[0].tolist() + [len(labels)]
+    out, used = [], 0
+    for e in range(len(starts) - 1):
         a, b = starts[e], min(starts[e + 1], starts[e] + seq + 1)
-        ex, lab = tokens[a:b], labels[a:b]
-        inputs[i, :len(ex)] = ex[:seq]
-        for t in range(len(ex) - 1):
-            if lab[t + 1] & TARGET:
-                targets[i, t] = ex[t + 1]
+        if not out or used + (b - a - 1) > seq:
+            out.append([])
+            used = 0
+        out[-1].append((a, b))
+        used += b - a - 1
+    return out
+
+
+def global_batch_packed(tokens, labels, step, world, micro_batch, seq, accum):
+    """The packed step s: sequences q as in global_batch, sequence q holding pack q mod P; each of its
+    examples computed alone, padded in a row of its own (what packing must equal: data-order.md).
+    Returns (inputs, targets, number of targets), [examples of the step, T] each."""
+    pk = packs(labels, seq)
+    first = step * accum * world * micro_batch
+    rows = [r for q in range(first, first + accum * world * micro_batch) for r in pk[q % len(pk)]]
+    inputs = np.zeros((len(rows), seq), dtype=np.int64)
+    targets = np.full((len(rows), seq), IGNORE, dtype=np.int64)
+    for i, (a, b) in enumerate(rows):
+        fill_row(inputs[i], targets[i], tokens, labels, a, b)
     return torch.from_numpy(inputs), torch.from_numpy(targets), int((targets != IGNORE).sum())

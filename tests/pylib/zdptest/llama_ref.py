@@ -440,6 +440,9 @@ def step_batches(tokens, labels, s, args):
     W, B, T, G = args.world, args.micro_batch, args.seq, args.accum
     if labels is None:
         return [(i, t) for _, _, i, t in micro_batches(tokens, s, W, B, T, G)], W * G * B * T
+    if getattr(args, "packing", False):  # every example of the step's packs alone, one batch
+        inputs, targets, count = instruction_ref.global_batch_packed(tokens, labels, s, W, B, T, G)
+        return [(inputs, targets)], count
     inputs, targets, count = instruction_ref.global_batch(tokens, labels, s, W, B, T, G)
     return [(inputs[k * B:(k + 1) * B], targets[k * B:(k + 1) * B]) for k in range(G * W)], count
 

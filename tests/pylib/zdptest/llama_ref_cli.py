@@ -72,6 +72,8 @@ def parse_args(argv):
     t.add_argument("--micro-batch", type=int, required=True, help="B, sequences per rank per micro-step")
     t.add_argument("--seq", type=int, required=True, help="T, tokens per sequence")
     t.add_argument("--accum", type=int, default=1, help="G, micro-steps per optimizer step")
+    t.add_argument("--packing", action="store_true",
+                   help="instruction data packed (data-order.md#instruction-data): each example of the step alone")
     t.add_argument("--lr", type=float, default=1e-3)
     t.add_argument("--beta1", type=float, default=0.9)
     t.add_argument("--beta2", type=float, default=0.999)
