@@ -42,11 +42,14 @@ void register_tokenize(CLI::App& app, Action& action) {
       "string.\nThe tokenizer's end-of-text token (<|endoftext|>, Llama 3's <|begin_of_text|>, ...) precedes each "
       "document\nunless --no-eos; the byte tokenizer has none. Tokens are uint16 when the vocabulary has at most "
       "65,536 ids\n(header [1] = 1), uint32 otherwise ([1] = 2). Files appear only when the whole run succeeded.\n"
+      "--sft: a {\"messages\"} line is the chat template's text encoded as transformers' apply_chat_template "
+      "encodes it\n(no end-of-text token before it: the template writes its own).\n"
       "Examples:\n"
       "  zerodp tokenize --text data/tinyshakespeare.txt --out shakespeare.bin\n"
       "  zerodp tokenize --tokenizer data/tokenizers/shakespeare-bpe-1024/tokenizer.json --text a.txt b.jsonl \\\n"
       "      --out-prefix data/shakespeare --val-tokens 30000\n"
-      "  zerodp tokenize --decode --tokenizer tokenizer.json --tokens shakespeare.bin --out back.txt");
+      "  zerodp tokenize --decode --tokenizer tokenizer.json --tokens shakespeare.bin --out back.txt\n"
+      "  zerodp tokenize --tokenizer model/tokenizer.json --sft chats.jsonl --out sft.bin");
   cmd->add_option("--tokenizer", f.tokenizer,
                   "Hugging Face tokenizer.json of a byte-level BPE (GPT-2, Llama 3, ...); without it, one token per "
                   "byte (V = 256)");
@@ -63,8 +66,10 @@ void register_tokenize(CLI::App& app, Action& action) {
   cmd->add_option("--threads", f.threads, "Encoding threads (default: all cores, or OMP_NUM_THREADS); the output does "
                                           "not depend on it");
   cmd->add_option("--sft", f.sft,
-                  "Instruction data: JSON Lines of {\"prompt\", \"completion\"}, written to --out with the labels "
-                  "file beside it (targets: the completion and the end-of-text token)");
+                  "Instruction data: JSON Lines of {\"prompt\", \"completion\"} (targets: the completion and the "
+                  "end-of-text token) or {\"messages\": [{\"role\", \"content\"}, ...]} (rendered with the chat "
+                  "template of the tokenizer_config.json beside --tokenizer; targets: the assistant's tokens), written "
+                  "to --out with the labels file beside it");
   cmd->add_flag("--decode", f.decode, "Decode --tokens into the text file --out");
   cmd->add_option("--tokens", f.tokens, "With --decode: the token file to decode");
   cmd->callback([&action] {
@@ -85,11 +90,11 @@ void register_tokenize(CLI::App& app, Action& action) {
       if (!f.sft.empty()) {
         ZDP_REQUIRE(f.texts.empty() && f.out_prefix.empty() && !f.out.empty(),
                     "tokenize --sft: give one --out FILE (its labels go beside it), without --text or --out-prefix");
-        const uint32_t end = data::completion_end_token(*tok, f.tokenizer);
-        const data::InstructionTokens t = data::tokenize_instructions(*tok, f.sft, end);
+        const data::InstructionFormat format = data::instruction_format(*tok, f.tokenizer);
+        const data::InstructionTokens t = data::tokenize_instructions(*tok, f.sft, format);
         data::write_instruction_files(f.out, t, tok->vocab_size());
-        fmt::print("wrote {} and {}: {} examples, {} tokens, {} targets ({})\n", f.out, data::labels_path_for(f.out),
-                   t.examples, t.ids.size(), t.targets, tok->describe());
+        fmt::print("wrote {} and {}: {} examples ({} conversations), {} tokens, {} targets ({})\n", f.out,
+                   data::labels_path_for(f.out), t.examples, t.conversations, t.ids.size(), t.targets, tok->describe());
         return 0;
       }
       ZDP_REQUIRE(f.tokens.empty(), "tokenize: --tokens is for --decode; the inputs to encode are --text");

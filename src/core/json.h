@@ -26,12 +26,17 @@ struct JsonLimits {
 // UsageError (exit 2) for text over max_bytes, nesting deeper than max_depth, a duplicate key when
 // refused, or text that is not JSON (with the byte offset where it went wrong).
 nlohmann::json parse_json(std::string_view text, std::string_view source, const JsonLimits& limits = {});
+// The same, keeping each object's keys in the order of the text (as Python's dicts do): for values
+// handed on to code that sees the order, such as a chat template's `tojson` or `items()`.
+nlohmann::ordered_json parse_ordered_json(std::string_view text, std::string_view source,
+                                          const JsonLimits& limits = {});
 
 // A description of a JSON value for error messages, at most about 80 characters and never
 // recursive: numbers, booleans and null as written, strings quoted and cut ("\"abc...\" (4000
 // bytes)"), short containers of scalars as written ("[0.9, \"x\"]"), other containers by size
 // ("an array of 3 elements", "an object with 5 keys").
 std::string describe_json(const nlohmann::json& v);
+std::string describe_json(const nlohmann::ordered_json& v);
 
 // At most `max_chars` characters of `s` (cut on a UTF-8 boundary), control characters escaped,
 // with "..." and the full length when cut: for echoing names and values taken from files.

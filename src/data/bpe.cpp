@@ -90,6 +90,13 @@ void BpeTokenizer::encode(std::string_view text, std::vector<uint32_t>& out) con
   }
 }
 
+void BpeTokenizer::encode_with_spans(std::string_view text, std::vector<uint32_t>& ids,
+                                     std::vector<TokenSpan>& spans) const {
+  m_->encode_spans(text, ids, spans);
+}
+
+bool BpeTokenizer::is_added_token(uint32_t id) const { return id < m_->is_added.size() && m_->is_added[id]; }
+
 std::string BpeTokenizer::decode(std::span<const uint32_t> ids) const {
   if (m_->decoder) {
     std::vector<std::string> tokens;

@@ -38,7 +38,8 @@
 // <|im_end|>, </s>, <eos>, <s>; none otherwise.
 //
 // Documents (document_tokens): the special tokens of the post-processor's TemplateProcessing
-// (Llama 2's <s> before), else the end-of-text token before. Decoding: bpe_decoder.h.
+// (Llama 2's <s> before), else the end-of-text token before. Decoding: bpe_decoder.h. Each token's span
+// in the text (encode_with_spans, tokenizer.h): bpe_spans.cpp, beside the encoder, which it calls.
 //
 // Not supported, and refused when loading (a UsageError naming the key) rather than encoded
 // differently: normalizers other than normalizer.h's, pre-tokenizers other than ByteLevel, Metaspace
@@ -93,6 +94,9 @@ class BpeTokenizer final : public Tokenizer {
 
   using Tokenizer::encode;
   void encode(std::string_view text, std::vector<uint32_t>& out) const override;
+  void encode_with_spans(std::string_view text, std::vector<uint32_t>& ids,
+                         std::vector<TokenSpan>& spans) const override;
+  bool is_added_token(uint32_t id) const override;
   std::string decode(std::span<const uint32_t> ids) const override;
   int64_t vocab_size() const override;
   std::optional<uint32_t> eos_id() const override;

@@ -175,6 +175,10 @@ DocumentTokens read_post_processor(const Reader& r, const json* v) {
   std::string tkey;
   read_steps(r, *v, "post_processor", "processors", kMaxSteps,
              [&](const json& step, const std::string& k, const std::string& type, bool) {
+               if (type == "ByteLevel") {
+                 doc.trim_offsets = r.boolean(step, k, "trim_offsets", true);
+                 doc.trim_keeps_prefix_space = r.boolean(step, k, "add_prefix_space", true);
+               }
                if (type != "TemplateProcessing") return;  // (the others change no ids: ignored)
                if (tp) r.fail(k, "a second TemplateProcessing is not supported");
                tp = &step;

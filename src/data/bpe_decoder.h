@@ -11,7 +11,8 @@
 // Post-processor: only the special tokens of a TemplateProcessing's `single` template (alone or in a
 // Sequence) are read: those before $A and those after it are what `zerodp tokenize` puts around each
 // document (Llama 2's "<s> $A": <s> before). Other post-processors change no ids of a single text
-// encoded without special tokens and are ignored.
+// encoded without special tokens and are ignored, except a ByteLevel step's `trim_offsets` (with its
+// `add_prefix_space`), which trims the spaces off the tokens' spans (Tokenizer::encode_with_spans).
 #pragma once
 
 #include <cstdint>
@@ -63,9 +64,12 @@ class DecoderChain {
 // decoder reads them), or -1.
 int fallback_byte(std::string_view token);
 
-// The ids a TemplateProcessing puts before and after a single text.
+// The ids a TemplateProcessing puts before and after a single text, and whether a ByteLevel step
+// trims the spaces at the ends of the tokens' offsets (the library's default when the key is absent).
 struct DocumentTokens {
   std::vector<uint32_t> before, after;
+  bool trim_offsets = false;
+  bool trim_keeps_prefix_space = false;  // the step's add_prefix_space: the first token keeps one space
 };
 
 // The file's `post_processor` (may be null): the template's special tokens, or none.

@@ -210,9 +210,11 @@ void build_id_table(const Reader& r, const Vocab& vocab, BpeModel& m) {
       m.token_bytes[id] = s;  // a string outside the byte alphabet decodes to itself (as ByteLevel's decoder)
     }
   }
+  m.is_added.assign(V, 0);
   for (const AddedToken& a : m.added) {
     m.token_bytes[a.id] = a.content;
     m.has_token[a.id] = 1;
+    m.is_added[a.id] = 1;
   }
 }
 

@@ -65,6 +65,7 @@ class BpeModel {
   std::string name;                      // "tokenizer 'path'", for messages
   std::vector<std::string> token_bytes;  // id -> bytes (decode)
   std::vector<uint8_t> has_token;        // id -> 1 when some token has this id
+  std::vector<uint8_t> is_added;         // id -> 1 for an added token
   int32_t byte_id[256];                  // byte -> its single-byte token, or -1 (byte-level)
   std::unordered_map<uint32_t, uint32_t> char_id;  // code point -> its one-character token (otherwise)
   int32_t fallback_id[256];              // byte -> its <0xAB> token, or -1 (byte_fallback)
@@ -108,6 +109,8 @@ class BpeModel {
   // Appends the ids of text[from, to), a piece between added tokens [sb, se) or a chunk of one.
   void encode_text(std::string_view text, size_t sb, size_t se, size_t from, size_t to,
                    std::vector<uint32_t>& out) const;
+  // encode() with each token's span (Tokenizer::encode_with_spans; bpe_spans.cpp).
+  void encode_spans(std::string_view text, std::vector<uint32_t>& ids, std::vector<TokenSpan>& spans) const;
   // The bytes of ids[i] (a UsageError names an id not in the vocabulary and its position).
   const std::string& token(std::span<const uint32_t> ids, size_t i) const;
   // Appends the bytes of each token of `ids` to `tokens`.
@@ -118,6 +121,13 @@ class BpeModel {
                   std::vector<std::pair<int32_t, Piece>>& out) const;
   bool starts_with_word(std::string_view s, size_t at) const;
   bool ends_with_word(std::string_view s, size_t end) const;
+  void piece_spans(std::string_view text, size_t b, size_t e, std::vector<uint32_t>& ids,
+                   std::vector<TokenSpan>& spans) const;
+  void pre_tokenized(std::string_view subject, const TokenSpan* align, bool at_start, bool at_text_start,
+                     std::string& s, std::vector<TokenSpan>& s_align) const;
+  size_t symbol_length(uint32_t id, std::string_view s, size_t at) const;
+  bool has_own_token(std::string_view s, size_t at, size_t& len) const;
+  void trim_spans(std::string_view text, std::span<const uint32_t> ids, std::span<TokenSpan> spans) const;
   void encode_normalized(std::string_view text, size_t sb, size_t se, size_t from, size_t to,
                          std::vector<uint32_t>& out) const;
   void encode_piece(std::string_view subject, size_t b, size_t e, bool at_start, bool at_text_start,

@@ -96,4 +96,6 @@ ChatRendered ChatTemplate::render(const nlohmann::ordered_json& messages, const 
   return chat::evaluate(*program_, name_, limits_, variables, now);
 }
 
+std::string chat_strip(std::string_view s) { return chat::py_strip(s, nullptr, true, true); }
+
 }  // namespace zerodp::data

@@ -94,4 +94,8 @@ class ChatTemplate {
   std::unique_ptr<chat::Program> program_;
 };
 
+// Python's str.strip() with no argument, which Jinja's `trim` filter is: `s` without the whitespace
+// (str.isspace) at its ends. What templates that trim a message write of its content.
+std::string chat_strip(std::string_view s);
+
 }  // namespace zerodp::data

@@ -65,8 +65,9 @@ bool is_unicode_form(Normalizer::Kind k) {
 }
 
 // Every non-overlapping match of the step's pattern in `in`, left to right, replaced: false when there
-// is none.
-bool replace_all(const Normalizer::Step& s, std::string_view in, std::string& out) {
+// is none. With `matches`, each match's [begin, end) in `in` is appended to it.
+bool replace_all(const Normalizer::Step& s, std::string_view in, std::string& out,
+                 std::vector<std::pair<size_t, size_t>>* matches = nullptr) {
   RegexBudget budget(in.size());
   size_t pos = 0, copied = 0;
   bool any = false;
@@ -85,6 +86,7 @@ bool replace_all(const Normalizer::Step& s, std::string_view in, std::string& ou
     }
     if (!any) out.clear();
     any = true;
+    if (matches) matches->push_back({ms, me});
     out.append(in.substr(copied, ms - copied));
     out += s.content;
     copied = pos = me;
@@ -93,9 +95,10 @@ bool replace_all(const Normalizer::Step& s, std::string_view in, std::string& ou
   return any;
 }
 
-// `in` without the White_Space characters at its start and/or end: false when there are none.
-bool strip(std::string_view in, bool left, bool right, std::string& out) {
-  size_t b = 0, e = in.size();
+// `in` without the White_Space characters at its start and/or end: false when there are none. The
+// rest is in[b, e).
+bool strip(std::string_view in, bool left, bool right, std::string& out, size_t& b, size_t& e) {
+  b = 0, e = in.size();
   while (left && b < e) {
     size_t next = b;
     if (!is_white_space(next_code_point(in, next))) break;
@@ -110,6 +113,10 @@ bool strip(std::string_view in, bool left, bool right, std::string& out) {
   out.assign(in.substr(b, e - b));
   return true;
 }
+
+// The span that bytes [b, e) of a text aligned by `align` stand for: the first one's start to the last
+// one's end, as the library's offsets take them.
+TokenSpan cover(const std::vector<TokenSpan>& align, size_t b, size_t e) { return {align[b].begin, align[e - 1].end}; }
 
 }  // namespace
 
@@ -138,7 +145,11 @@ std::string_view Normalizer::apply(std::string_view piece, bool at_start, std::s
       case Kind::kNfkd: changed = to_unicode_form(form_of(s.kind), cur, out); break;
       case Kind::kLowercase: changed = to_lowercase(cur, out); break;
       case Kind::kReplace: changed = replace_all(s, cur, out); break;
-      case Kind::kStrip: changed = strip(cur, s.left && at_start, s.right, out); break;
+      case Kind::kStrip: {
+        size_t b, e;
+        changed = strip(cur, s.left && at_start, s.right, out, b, e);
+        break;
+      }
       case Kind::kPrepend:
         if (at_start && !cur.empty()) {
           std::string joined = s.content;
@@ -155,6 +166,77 @@ std::string_view Normalizer::apply(std::string_view piece, bool at_start, std::s
     cur = buf;
   }
   return cur;
+}
+
+std::string_view Normalizer::apply_aligned(std::string_view piece, bool at_start, std::string& buf,
+                                           std::vector<TokenSpan>& align) const {
+  std::string cur(piece), out;
+  std::vector<TokenSpan> next;
+  auto copy = [&](size_t b, size_t e) { next.insert(next.end(), align.begin() + b, align.begin() + e); };
+  for (const Step& s : steps_) {
+    out.clear();
+    next.clear();
+    switch (s.kind) {
+      case Kind::kNfc:
+      case Kind::kNfkc:
+      case Kind::kNfd:
+      case Kind::kNfkd: {
+        std::vector<FormChange> changes;
+        if (!to_unicode_form(form_of(s.kind), cur, out, &changes)) continue;
+        size_t in = 0;
+        for (const FormChange& c : changes) {
+          copy(in, c.in_begin);
+          next.insert(next.end(), c.out_end - c.out_begin, cover(align, c.in_begin, c.in_end));
+          in = c.in_end;
+        }
+        copy(in, cur.size());
+        break;
+      }
+      case Kind::kLowercase:
+        for (size_t i = 0; i < cur.size();) {
+          uint32_t cp = 0;
+          const size_t n = std::max<size_t>(1, valid_utf8_at(cur, i, cp));
+          std::string lower;
+          if (to_lowercase(std::string_view(cur).substr(i, n), lower)) {
+            out += lower;
+            next.insert(next.end(), lower.size(), cover(align, i, i + n));
+          } else {
+            out.append(cur, i, n);
+            copy(i, i + n);
+          }
+          i += n;
+        }
+        break;
+      case Kind::kReplace: {
+        std::vector<std::pair<size_t, size_t>> matches;
+        if (!replace_all(s, cur, out, &matches)) continue;
+        size_t in = 0;
+        for (const auto& [mb, me] : matches) {
+          copy(in, mb);
+          next.insert(next.end(), s.content.size(), cover(align, mb, me));
+          in = me;
+        }
+        copy(in, cur.size());
+        break;
+      }
+      case Kind::kStrip: {
+        size_t b, e;
+        if (!strip(cur, s.left && at_start, s.right, out, b, e)) continue;
+        copy(b, e);
+        break;
+      }
+      case Kind::kPrepend:
+        if (!at_start || cur.empty()) continue;
+        out = s.content + cur;
+        next.assign(s.content.size(), align[0]);  // the library's: the first character's
+        copy(0, cur.size());
+        break;
+    }
+    cur.swap(out);
+    align.swap(next);
+  }
+  buf.swap(cur);
+  return buf;
 }
 
 bool Normalizer::unicode_only() const {

@@ -26,6 +26,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "data/tokenizer.h"
+
 namespace zerodp::data {
 
 class Reader;  // data/tokenizer_json.h
@@ -51,6 +53,13 @@ class Normalizer {
   // `at_start` false the piece is a later chunk of a longer one (bpe.h: TextChunk), and Prepend and
   // left Strip, which act at a piece's start only, do nothing.
   std::string_view apply(std::string_view piece, bool at_start, std::string& buf) const;
+  // The same, with where each byte of the result comes from: `align` holds a span for each byte of
+  // `piece` on entry (the original characters it stands for) and one for each byte of the result on
+  // return. What a step writes stands for what it replaced: a stretch a Unicode form changed (as a
+  // whole), a Replace match, a lowercased character; Prepend's text stands for the first character.
+  // Slower than apply(): for Tokenizer::encode_with_spans.
+  std::string_view apply_aligned(std::string_view piece, bool at_start, std::string& buf,
+                                 std::vector<TokenSpan>& align) const;
 
   // Only Unicode forms: a text may be cut after '\n' before an ASCII letter, and the pieces
   // normalized apart, with the same result (both are boundaries of every form).

@@ -17,6 +17,11 @@ class ByteTokenizer final : public Tokenizer {
     out.resize(at + text.size());
     for (size_t i = 0; i < text.size(); ++i) out[at + i] = static_cast<uint8_t>(text[i]);
   }
+  void encode_with_spans(std::string_view text, std::vector<uint32_t>& ids,
+                         std::vector<TokenSpan>& spans) const override {
+    encode(text, ids);
+    for (size_t i = 0; i < text.size(); ++i) spans.push_back({i, i + 1});
+  }
   std::string decode(std::span<const uint32_t> ids) const override {
     std::string s(ids.size(), '\0');
     for (size_t i = 0; i < ids.size(); ++i) {
@@ -32,6 +37,12 @@ class ByteTokenizer final : public Tokenizer {
 };
 
 }  // namespace
+
+std::optional<size_t> token_at(std::span<const TokenSpan> spans, size_t at) {
+  for (size_t i = 0; i < spans.size(); ++i)
+    if (spans[i].begin <= at && at < spans[i].end) return i;
+  return std::nullopt;
+}
 
 std::unique_ptr<Tokenizer> byte_tokenizer() { return std::make_unique<ByteTokenizer>(); }
 

@@ -18,6 +18,11 @@
 
 namespace zerodp::data {
 
+// The bytes [begin, end) of a text that one of its tokens stands for (Tokenizer::encode_with_spans).
+struct TokenSpan {
+  size_t begin = 0, end = 0;
+};
+
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
@@ -31,6 +36,20 @@ class Tokenizer {
     encode(text, out);
     return out;
   }
+  // Appends the ids of `text`, exactly those of encode(), and for each the span of `text` it stands
+  // for: the `tokenizers` library's offsets (encode(text).offsets), counted in bytes instead of
+  // characters. A span covers whole characters: every token made of some bytes of a character covers
+  // all of it (byte-level pieces and <0xAB> byte-fallback tokens), so several tokens may share one;
+  // a space or "▁" that the tokenizer puts before a text (Metaspace, Prepend, add_prefix_space) is
+  // the first character's; an added token's span is what it matched, the spaces lstrip and rstrip
+  // take included; a post-processor's ByteLevel trim_offsets takes the spaces off the spans' ends.
+  // Where a normalizer changes the text, each token covers the characters that the changed stretch
+  // came from (the library maps them one by one). The byte tokenizer's spans are its bytes. Slower
+  // than encode(): for the few texts that need the spans.
+  virtual void encode_with_spans(std::string_view text, std::vector<uint32_t>& ids,
+                                 std::vector<TokenSpan>& spans) const = 0;
+  // Whether `id` is one of the tokenizer's added tokens (tokenizer.json's added_tokens, special or not).
+  virtual bool is_added_token(uint32_t) const { return false; }
   // The bytes of `ids` (decode(encode(x)) == x). An id >= vocab_size() is a UsageError naming it.
   virtual std::string decode(std::span<const uint32_t> ids) const = 0;
 
@@ -49,6 +68,10 @@ class Tokenizer {
   // "bytes (V = 256)" or "BPE 'path' (V = 50257, GPT-2 pattern)" for logs.
   virtual std::string describe() const = 0;
 };
+
+// The first token whose span holds byte `at`: the library's char_to_token (first in token order),
+// with the character that starts at byte `at`; none when no span holds it.
+std::optional<size_t> token_at(std::span<const TokenSpan> spans, size_t at);
 
 // The byte tokenizer (V = 256; no end-of-text token).
 std::unique_ptr<Tokenizer> byte_tokenizer();

@@ -110,7 +110,7 @@ void normalize_segment(UnicodeForm f, std::string_view seg, std::string& out) {
 
 }  // namespace
 
-bool to_unicode_form(UnicodeForm form, std::string_view text, std::string& out) {
+bool to_unicode_form(UnicodeForm form, std::string_view text, std::string& out, std::vector<FormChange>* changes) {
   const BoundaryTable table(form);
   size_t copied = 0;        // text[0, copied) is in `out` (once something changed)
   size_t last_start = 0;    // where the last boundary character starts (a segment may start there)
@@ -152,6 +152,7 @@ bool to_unicode_form(UnicodeForm form, std::string_view text, std::string& out) 
       changed = true;
     }
     out.append(text.substr(copied, seg - copied));
+    if (changes && normalized != segment) changes->push_back({seg, end, out.size(), out.size() + normalized.size()});
     out += normalized;
     copied = end;
     i = end;

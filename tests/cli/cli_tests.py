@@ -199,7 +199,50 @@ elif CASE == "sft":
     with open(jsonl, "a") as f:
         f.write(json.dumps({"messages": [{"role": "user", "content": "hi"}]}) + "\n")
     rc, out, err = run(["tokenize", "--tokenizer", tok, "--sft", jsonl, "--out", data])
-    check(rc == 2 and "line 13" in err and "chat template" in err, "a messages line exits 2 naming its line", err)
+    check(rc == 2 and "line 13" in err and "chat template" in err and "there is none" in err,
+          "a messages line without a tokenizer_config.json beside the tokenizer exits 2 naming its line", err)
+    # {"messages"} lines rendered by the chat template of the tokenizer_config.json beside a copy of the
+    # tokenizer: the targets are each assistant content and the <|endoftext|> after it, found in the text
+    # (no generation blocks) or marked by generation blocks alike; then W = 2 trains on the pair.
+    chat_dir = os.path.join(tmp, "chat")
+    os.makedirs(chat_dir, exist_ok=True)
+    chat_tok = os.path.join(chat_dir, "tokenizer.json")
+    with open(tok, "rb") as f, open(chat_tok, "wb") as g:
+        g.write(f.read())
+    turn = "{{ m['role'] }}: {{ m['content'] }}{{ eos_token }}\n"
+    marked = ("{{ m['role'] }}: {% if m['role'] == 'assistant' %}{% generation %}{{ m['content'] }}{{ eos_token }}"
+              "{% endgeneration %}{% else %}{{ m['content'] }}{{ eos_token }}{% endif %}{{ '\\n' }}")
+    chats = os.path.join(tmp, "chats.jsonl")
+    with open(chats, "w") as f:
+        for i in range(12):
+            f.write(json.dumps({"messages": [{"role": "system", "content": "Speak as Shakespeare."},
+                                             {"role": "user", "content": f"Who speaks in scene {i}?"},
+                                             {"role": "assistant", "content": "ROMEO. " * (1 + i % 3)},
+                                             {"role": "user", "content": "And then?"},
+                                             {"role": "assistant", "content": "JULIET."}]}) + "\n")
+        f.write(json.dumps({"prompt": "Question: who speaks?\n", "completion": "ROMEO."}) + "\n")
+    labels = {}
+    for name, body in (("fallback", turn), ("generation", marked)):
+        with open(os.path.join(chat_dir, "tokenizer_config.json"), "w") as f:
+            json.dump({"eos_token": "<|endoftext|>",
+                       "chat_template": "{% for m in messages %}" + body + "{% endfor %}"}, f)
+        chat_data = os.path.join(tmp, f"chat_{name}.bin")
+        rc, out, err = run(["tokenize", "--tokenizer", chat_tok, "--sft", chats, "--out", chat_data])
+        check(rc == 0 and "13 examples (12 conversations)" in out,
+              f"tokenize --sft renders the messages lines with the chat template ({name})", out + err)
+        with open(os.path.join(tmp, f"chat_{name}.labels"), "rb") as f:
+            labels[name] = f.read()
+    check(labels["fallback"] == labels["generation"],
+          "the assistant contents and end-of-turn tokens found in the text are what generation blocks mark")
+    ids = zt.read_token_file(os.path.join(tmp, "chat_fallback.bin"))
+    first = labels["fallback"][1024:1024 + 40]
+    check(first[0] == 2 and sum(b & 1 for b in first) > 0 and ids[0] != 0,
+          "a conversation starts with its own text (no document token) and has targets", f"{ids[:10]} {list(first)}")
+    m = os.path.join(tmp, "sft_chat.jsonl")
+    rc, out, err = run(["train", "--init", model, "--data", os.path.join(tmp, "chat_fallback.bin"), "--steps", "2",
+                        "--micro-batch", "2", "--seq", "32", "--lr", "1e-3", "--zero-stage", "3", "--metrics", m], 2)
+    check(rc == 0 and "instruction data: 13 examples" in err and len(records(m, "step")) == 2,
+          "W = 2 trains on the conversations", err)
 else:
     sys.exit(f"unknown case {CASE}")
 print(f"{CASE}: all checks passed")

@@ -116,17 +116,19 @@ TEST(InstructionData, TokenizesPromptAndCompletion) {
   write_file_atomic(dir / "a.jsonl", std::string("{\"prompt\": \"ab\", \"completion\": \"c\"}\n\n"
                                                  "{\"prompt\": \"\", \"completion\": \"de\"}\n"));
   const auto bytes = byte_tokenizer();
-  const InstructionTokens t = tokenize_instructions(*bytes, {dir / "a.jsonl"}, 255);
+  InstructionFormat format;
+  format.end_token = 255;
+  const InstructionTokens t = tokenize_instructions(*bytes, {dir / "a.jsonl"}, format);
   EXPECT_EQ(t.examples, 2u);
   EXPECT_EQ(t.ids, (std::vector<uint32_t>{'a', 'b', 'c', 255, 'd', 'e', 255}));
   EXPECT_EQ(t.labels, (std::vector<uint8_t>{S, 0, Y, Y, S, Y, Y}));
   EXPECT_EQ(t.targets, 4u);
   write_file_atomic(dir / "b.jsonl", std::string("{\"prompt\": \"ab\"}\n"));
-  EXPECT_THROW(tokenize_instructions(*bytes, {dir / "b.jsonl"}, 255), UsageError);
+  EXPECT_THROW(tokenize_instructions(*bytes, {dir / "b.jsonl"}, format), UsageError);
   write_file_atomic(dir / "c.jsonl", std::string("{\"messages\": []}\n"));
   try {
-    tokenize_instructions(*bytes, {dir / "c.jsonl"}, 255);
-    ADD_FAILURE() << "accepted messages";
+    tokenize_instructions(*bytes, {dir / "c.jsonl"}, format);
+    ADD_FAILURE() << "accepted messages without a chat template";
   } catch (const UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("line 1"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("chat template"), std::string::npos) << e.what();

@@ -1,8 +1,8 @@
 // Tokenizers (docs/reference/files.md#tokenizer-json): the byte tokenizer, a small hand-written
 // byte-level BPE tokenizer.json (merge ranks, both merge forms, ignore_merges, added tokens and
-// their flags, decode), malformed files refused naming the file and the key, the token writer's
-// headers (uint16 and uint32), and ids that do not depend on the thread count or on where big texts
-// are cut. (The comparison with the Hugging Face library itself is tests/tokenizer.)
+// their flags, decode, each token's span), malformed files refused naming the file and the key, the
+// token writer's headers (uint16 and uint32), and ids that do not depend on the thread count or on
+// where big texts are cut. (The comparison with the Hugging Face library itself is tests/tokenizer.)
 #include <unistd.h>
 
 #include <cstdlib>
@@ -179,6 +179,44 @@ TEST(BpeTokenizer, AddedTokenFlags) {
 }
 
 // Each kind of malformed file: a UsageError naming the file and the key.
+std::vector<std::pair<size_t, size_t>> span_pairs(const std::vector<TokenSpan>& spans) {
+  std::vector<std::pair<size_t, size_t>> out;
+  for (const TokenSpan& s : spans) out.push_back({s.begin, s.end});
+  return out;
+}
+
+// encode_with_spans: the ids of encode, each with the bytes it stands for (the library's offsets, in
+// bytes): whole characters, shared by the byte tokens of one; an added token's match; a ByteLevel
+// post-processor's trim_offsets. (tests/data/chat_tokenize_reference.py holds them to the library.)
+TEST(BpeTokenizer, SpansCoverWholeCharacters) {
+  json j = tiny({{"h", "i"}, {"\xC3", "\xA9"}});  // "hi" 256, "é" 257, <|endoftext|> 258
+  // GPT-2's regex: "hi", " é日" (bytes ' ', é's two merged, 日's three), <|endoftext|>, "x"
+  const std::string text = "hi \xC3\xA9\xE6\x97\xA5<|endoftext|>x";
+  std::vector<uint32_t> ids;
+  std::vector<TokenSpan> spans;
+  load(j)->encode_with_spans(text, ids, spans);
+  EXPECT_EQ(ids, load(j)->encode(text));
+  EXPECT_EQ(ids, (std::vector<uint32_t>{256, ' ', 257, 0xE6, 0x97, 0xA5, 258, 'x'}));
+  EXPECT_EQ(span_pairs(spans), (std::vector<std::pair<size_t, size_t>>{
+                                   {0, 2}, {2, 3}, {3, 5}, {5, 8}, {5, 8}, {5, 8}, {8, 21}, {21, 22}}));
+  // char_to_token: the first token that holds the byte; none past the end.
+  EXPECT_EQ(token_at(spans, 1), 0u);
+  EXPECT_EQ(token_at(spans, 6), 3u);
+  EXPECT_EQ(token_at(spans, 12), 6u);
+  EXPECT_EQ(token_at(spans, 22), std::nullopt);
+  // trim_offsets takes the spaces off: "a", " ", " b" (no " b" token: ' ' and 'b').
+  j["post_processor"] = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}};
+  ids.clear();
+  spans.clear();
+  load(j)->encode_with_spans("a  b", ids, spans);
+  EXPECT_EQ(span_pairs(spans), (std::vector<std::pair<size_t, size_t>>{{0, 1}, {2, 2}, {3, 3}, {3, 4}}));
+  // the byte tokenizer: a span a byte
+  ids.clear();
+  spans.clear();
+  byte_tokenizer()->encode_with_spans("ab", ids, spans);
+  EXPECT_EQ(span_pairs(spans), (std::vector<std::pair<size_t, size_t>>{{0, 1}, {1, 2}}));
+}
+
 TEST(BpeTokenizer, MalformedFilesNameFileAndKey) {
   struct Case {
     const char* name;

@@ -4,58 +4,42 @@
 //    "add_generation_prompt": bool, "variables": {...}, "now": [year, month, day, hour, minute, second]}
 // and writes one JSON line a case: {"text": ..., "generation": [[begin, end], ...]} (byte offsets) or
 // {"error": message}. Exit 0 unless a line is not JSON or the output cannot be written.
-#include <cstdio>
 #include <ctime>
-#include <iostream>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
-#include "core/error.h"
 #include "data/chat_template.h"
+#include "json_lines_cases.h"
 
 int main(int argc, char** argv) {
   using nlohmann::ordered_json;
-  if (argc != 1) {
-    std::cerr << "usage: chat_template_render < cases.jsonl > results.jsonl\n";
-    return 2;
-  }
-  std::string line;
-  int lineno = 0;
-  while (std::getline(std::cin, line)) {
-    ++lineno;
-    ordered_json result;
-    try {
-      // ordered_json: the messages' keys keep their order, as Python's dicts do.
-      const ordered_json in = ordered_json::parse(line);
-      const zerodp::data::ChatTemplate t = zerodp::data::ChatTemplate::from_tokenizer_config(
-          nlohmann::json::parse(in.at("config").dump()), "case " + std::to_string(lineno));
-      zerodp::data::ChatRenderOptions options;
-      options.add_generation_prompt = in.value("add_generation_prompt", false);
-      if (in.contains("variables")) options.variables = in["variables"];
-      if (in.contains("now")) {
-        const auto& n = in["now"];
-        std::tm tm{};
-        tm.tm_year = n[0].get<int>() - 1900;
-        tm.tm_mon = n[1].get<int>() - 1;
-        tm.tm_mday = n[2].get<int>();
-        tm.tm_hour = n[3].get<int>();
-        tm.tm_min = n[4].get<int>();
-        tm.tm_sec = n[5].get<int>();
-        std::mktime(&tm);  // fills in the weekday and the day of the year
-        options.now = tm;
-      }
-      const zerodp::data::ChatRendered r = t.render(in.at("messages"), options);
-      result["text"] = r.text;
-      result["generation"] = ordered_json::array();
-      for (const auto& [b, e] : r.generation) result["generation"].push_back({b, e});
-    } catch (const nlohmann::json::exception& e) {
-      std::cerr << "line " << lineno << ": " << e.what() << "\n";
-      return 2;
-    } catch (const zerodp::Error& e) {
-      result = ordered_json{{"error", e.what()}};
-    }
-    std::cout << result.dump(-1, ' ', false, nlohmann::json::error_handler_t::strict) << "\n";
-  }
-  return std::cout.good() ? 0 : 1;
+  (void)argv;
+  // ordered_json: the messages' keys keep their order, as Python's dicts do.
+  return zerodp::testing::run_json_lines<ordered_json>(
+      argc, "usage: chat_template_render < cases.jsonl > results.jsonl\n", [](const ordered_json& in, int lineno) {
+        const zerodp::data::ChatTemplate t = zerodp::data::ChatTemplate::from_tokenizer_config(
+            nlohmann::json::parse(in.at("config").dump()), "case " + std::to_string(lineno));
+        zerodp::data::ChatRenderOptions options;
+        options.add_generation_prompt = in.value("add_generation_prompt", false);
+        if (in.contains("variables")) options.variables = in["variables"];
+        if (in.contains("now")) {
+          const auto& n = in["now"];
+          std::tm tm{};
+          tm.tm_year = n[0].get<int>() - 1900;
+          tm.tm_mon = n[1].get<int>() - 1;
+          tm.tm_mday = n[2].get<int>();
+          tm.tm_hour = n[3].get<int>();
+          tm.tm_min = n[4].get<int>();
+          tm.tm_sec = n[5].get<int>();
+          std::mktime(&tm);  // fills in the weekday and the day of the year
+          options.now = tm;
+        }
+        const zerodp::data::ChatRendered r = t.render(in.at("messages"), options);
+        ordered_json result;
+        result["text"] = r.text;
+        result["generation"] = ordered_json::array();
+        for (const auto& [b, e] : r.generation) result["generation"].push_back({b, e});
+        return result;
+      });
 }
