@@ -96,8 +96,7 @@ InstructionBatches::InstructionBatches(const InstructionData& data, int world_si
   for (size_t e = 0; e < E; ++e) {
     const size_t n = std::min(data.length(e), T + 1);
     truncated_ += data.length(e) > n;
-    uint32_t t = 0;
-    for (size_t i = 1; i < n; ++i) t += data.is_target(data.start(e) + i);
+    const uint32_t t = data.targets_within(e, T_);
     // Packed: an example's n − 1 inputs join the pack while they fit, else start the next one.
     if (e == 0 || !packed_ || used + (n - 1) > T) {
       pack_starts_.push_back(e);
@@ -117,19 +116,27 @@ size_t InstructionBatches::pack_of(uint64_t q) const {
   return static_cast<size_t>(perm(q % P));
 }
 
-void InstructionBatches::fill_row(size_t pack, int32_t* inputs, int32_t* targets, int32_t* positions) const {
-  const size_t T = static_cast<size_t>(T_);
+uint32_t InstructionData::targets_within(size_t e, int T) const {
+  const size_t n = std::min(length(e), static_cast<size_t>(T) + 1);
+  uint32_t t = 0;
+  for (size_t i = 1; i < n; ++i) t += is_target(start(e) + i);
+  return t;
+}
+
+void InstructionData::fill_row(size_t first, size_t end, int seq_len, bool packed, int32_t* inputs, int32_t* targets,
+                               int32_t* positions) const {
+  const size_t T = static_cast<size_t>(seq_len);
   std::vector<int32_t> tokens(T + 1);
   size_t t = 0;  // the row's next position
-  for (size_t e = pack_starts_[pack]; e < pack_starts_[pack + 1]; ++e) {
-    const size_t n = std::min(data_->length(e), T + 1);
-    data_->token_file().copy(data_->start(e), n, tokens.data());
+  for (size_t e = first; e < end; ++e) {
+    const size_t n = std::min(length(e), T + 1);
+    tokens_.copy(start(e), n, tokens.data());
     // Padded, the example's last token is an input too when it fits (nothing sees it: it is last);
     // packed, the next example starts there.
-    const size_t m = packed_ ? n - 1 : std::min(n, T);
+    const size_t m = packed ? n - 1 : std::min(n, T);
     for (size_t i = 0; i < m; ++i, ++t) {
       if (inputs) inputs[t] = tokens[i];
-      if (targets) targets[t] = i + 1 < n && data_->is_target(data_->start(e) + i + 1) ? tokens[i + 1] : kIgnoreTarget;
+      if (targets) targets[t] = i + 1 < n && is_target(start(e) + i + 1) ? tokens[i + 1] : kIgnoreTarget;
       if (positions) positions[t] = static_cast<int32_t>(i);
     }
   }
@@ -141,17 +148,21 @@ void InstructionBatches::fill_row(size_t pack, int32_t* inputs, int32_t* targets
   }
 }
 
+void InstructionBatches::fill_pack(size_t pack, int32_t* inputs, int32_t* targets, int32_t* positions) const {
+  data_->fill_row(pack_starts_[pack], pack_starts_[pack + 1], T_, packed_, inputs, targets, positions);
+}
+
 void InstructionBatches::load(uint64_t step, int micro_step, int32_t* inputs, int32_t* targets) const {
   const uint64_t q0 = first_sequence_of(step, micro_step, W_, r_, B_, G_);
   const size_t T = static_cast<size_t>(T_);
   for (size_t b = 0; b < static_cast<size_t>(B_); ++b)
-    fill_row(pack_of(q0 + b), inputs + b * T, targets + b * T, nullptr);
+    fill_pack(pack_of(q0 + b), inputs + b * T, targets + b * T, nullptr);
 }
 
 void InstructionBatches::positions(uint64_t step, int micro_step, int32_t* positions) const {
   const uint64_t q0 = first_sequence_of(step, micro_step, W_, r_, B_, G_);
   const size_t T = static_cast<size_t>(T_);
-  for (size_t b = 0; b < static_cast<size_t>(B_); ++b) fill_row(pack_of(q0 + b), nullptr, nullptr, positions + b * T);
+  for (size_t b = 0; b < static_cast<size_t>(B_); ++b) fill_pack(pack_of(q0 + b), nullptr, nullptr, positions + b * T);
 }
 
 uint64_t InstructionBatches::targets(uint64_t step) const {

@@ -63,6 +63,13 @@ class InstructionData {
   bool is_target(uint64_t pos) const { return (labels_.data()[kLabelsHeaderBytes + pos] & kTargetLabel) != 0; }
   // Targets in all the examples.
   uint64_t total_targets() const { return total_targets_; }
+  // Targets of example e within its first T + 1 tokens (what a sequence of T holds of it).
+  uint32_t targets_within(size_t e, int T) const;
+  // One row of T from examples [first, end) back to back (see the top of this file): packed, each
+  // one's first n − 1 tokens at positions 0, 1, ...; else (one example) its first min(n, T); then
+  // padding. Any of inputs, targets and positions may be null.
+  void fill_row(size_t first, size_t end, int T, bool packed, int32_t* inputs, int32_t* targets,
+                int32_t* positions) const;
 
   static constexpr size_t kLabelsHeaderBytes = 1024;
 
@@ -89,8 +96,7 @@ class InstructionBatches final : public TrainBatches {
   size_t packs() const { return pack_starts_.size() - 1; }
 
  private:
-  // Row b's inputs, targets and positions (any may be null) from pack p.
-  void fill_row(size_t pack, int32_t* inputs, int32_t* targets, int32_t* positions) const;
+  void fill_pack(size_t pack, int32_t* inputs, int32_t* targets, int32_t* positions) const;
 
   const InstructionData* data_;
   int W_, r_, B_, T_, G_;

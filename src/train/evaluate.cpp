@@ -82,10 +82,65 @@ double validation_loss(zero::Engine& engine, comm::Communicator& world, const da
   return total / (static_cast<double>(windows) * static_cast<double>(T));
 }
 
-namespace {
+uint64_t validation_examples(const data::InstructionData& val, int64_t eval_tokens, int64_t seq,
+                             const std::string& flag) {
+  const uint64_t E = val.examples();
+  const uint64_t K = eval_tokens > 0 ? std::min<uint64_t>(E, static_cast<uint64_t>(eval_tokens / seq)) : E;
+  ZDP_REQUIRE(K > 0, "{} {} with --seq {}: not one sequence of validation examples (each example takes a sequence)",
+              flag, eval_tokens, seq);
+  ZDP_REQUIRE(validation_targets(val, K, static_cast<int>(seq)) > 0,
+              "validation data '{}': its first {} examples hold no target within --seq {} + 1 tokens",
+              val.token_file().path(), K, seq);
+  return K;
+}
 
+uint64_t validation_targets(const data::InstructionData& val, uint64_t examples, int seq) {
+  uint64_t targets = 0;
+  for (uint64_t e = 0; e < examples; ++e) targets += val.targets_within(static_cast<size_t>(e), seq);
+  return targets;
+}
 
-}  // namespace
+double validation_loss(zero::Engine& engine, comm::Communicator& world, const data::InstructionData& val,
+                       uint64_t examples) {
+  const int B = engine.config().micro_batch, T = engine.config().seq;
+  const data::EvalWindows split(examples, world.size(), world.rank(), B, T);
+  const std::vector<double> sums =
+      engine.evaluate(split.passes(), [&](uint64_t pass, int32_t* inputs, int32_t* targets) {
+        for (int b = 0; b < B; ++b) {
+          const int64_t q = split.window(pass, b);
+          const size_t e = static_cast<size_t>(q < 0 ? 0 : q);  // padding: example 0 again, not counted
+          val.fill_row(e, e + 1, T, false, inputs + static_cast<size_t>(b) * T, targets + static_cast<size_t>(b) * T,
+                       nullptr);
+        }
+      });
+  const double total = sum_in_rank_order(world, counted_loss_sum(split, sums));
+  return total / static_cast<double>(validation_targets(val, examples, T));
+}
+
+ValidationSet::ValidationSet(const std::string& spec, int vocab_size, int64_t eval_tokens, int64_t seq,
+                             const std::string& flag)
+    : seq_(seq) {
+  if (data::InstructionData::present(spec)) {
+    examples_ = std::make_unique<data::InstructionData>(data::InstructionData::open(spec, vocab_size));
+    count_ = validation_examples(*examples_, eval_tokens, seq, flag);
+    tokens_ = validation_targets(*examples_, count_, static_cast<int>(seq));
+  } else {
+    stream_ = std::make_unique<data::TokenStream>(data::TokenStream::open(spec, vocab_size));
+    count_ = validation_windows(*stream_, eval_tokens, seq, flag);
+    tokens_ = count_ * static_cast<uint64_t>(seq);
+  }
+}
+
+double ValidationSet::loss(zero::Engine& engine, comm::Communicator& world) const {
+  return examples_ ? validation_loss(engine, world, *examples_, count_)
+                   : validation_loss(engine, world, *stream_, count_);
+}
+
+std::string ValidationSet::describe() const {
+  if (examples_)
+    return fmt::format("{} examples ({} targets) of '{}'", count_, tokens_, examples_->token_file().path());
+  return fmt::format("{} windows of {} tokens ({} tokens) of {}", count_, seq_, tokens_, stream_->describe());
+}
 
 void check_inference_memory(const model::ModelConfig& mc, int64_t B, int64_t T, const std::string& path,
                             std::string_view job, std::string_view remedy) {

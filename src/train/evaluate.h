@@ -14,12 +14,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "comm/communicator.h"
 #include "data/dataset.h"
+#include "data/instruction_data.h"
 #include "data/loader.h"
 #include "zero/engine.h"
 
@@ -51,6 +53,38 @@ double counted_loss_sum(const data::EvalWindows& split, const std::vector<double
 // The same value on every rank. Changes nothing in the engine's training state.
 double validation_loss(zero::Engine& engine, comm::Communicator& world, const data::TokenStream& val,
                        uint64_t windows);
+
+// Held-out instruction data (docs/reference/data-order.md#validation): the mean token cross-entropy
+// over the targets of its first K examples, each padded in a sequence of its own as training pads it
+// (truncated to T + 1 tokens), the sequences split over the ranks as windows are. K = ⌊E/T⌋ for
+// eval_tokens E > 0 (at most every example), else every example; a UsageError naming `flag` when K is
+// 0 or those examples hold no target.
+uint64_t validation_examples(const data::InstructionData& val, int64_t eval_tokens, int64_t seq,
+                             const std::string& flag);
+// Their targets: what the loss is averaged over.
+uint64_t validation_targets(const data::InstructionData& val, uint64_t examples, int seq);
+double validation_loss(zero::Engine& engine, comm::Communicator& world, const data::InstructionData& val,
+                       uint64_t examples);
+
+// A run's validation set (--val-data): windows of a token stream, or held-out instruction data when a
+// labels file is beside the one token file. Opened (and its size checked) before training allocates.
+class ValidationSet {
+ public:
+  ValidationSet(const std::string& spec, int vocab_size, int64_t eval_tokens, int64_t seq, const std::string& flag);
+  // The mean loss of the engine's current weights (collective; the same value on every rank).
+  double loss(zero::Engine& engine, comm::Communicator& world) const;
+  // What the loss averages over: K·T tokens of windows, or the examples' targets.
+  uint64_t tokens() const { return tokens_; }
+  // "K windows of T tokens (N tokens) of SPEC" or "K examples (N targets) of SPEC".
+  std::string describe() const;
+
+ private:
+  std::unique_ptr<data::TokenStream> stream_;
+  std::unique_ptr<data::InstructionData> examples_;
+  uint64_t count_ = 0;  // K windows or examples
+  int64_t seq_ = 0;
+  uint64_t tokens_ = 0;
+};
 
 // `zerodp eval --model M --data PATH --tokens E --seq T --micro-batch B`: one process, fp32.
 struct EvalResult {

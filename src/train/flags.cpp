@@ -351,44 +351,41 @@ const std::vector<FlagEntry>& flag_table() {
          c.shuffle = parse_bool(v, f);
          c.shuffle_set = true;
        },
-       ZDP_GET { return c.shuffle ? "on" : "off"; }}
-       ,
-           field_flag<&TrainConfig::packing>(
-               {"--packing", "",
-                "Instruction data: pack consecutive examples into each sequence, each attending only to itself with "
-                "positions from 0 (the same loss and gradients as each alone), instead of one padded example a "
-                "sequence",
-                true}),
-           field_flag<&TrainConfig::log_every>({"--log-every", "N", "Print progress every N steps (0: never)", false}),
-           field_flag<&TrainConfig::val_data_path>(
-               {"--val-data", "PATH",
-                "Validation tokens (a file, directory or glob, as --data): the mean loss over the first --eval-tokens "
-                "of "
-                "them, every --eval-every steps and after the last step, the same at every world size, stage and batch "
-                "split",
-                false}),
-           field_flag<&TrainConfig::eval_every>(
-               {"--eval-every", "N",
-                "With --val-data: evaluate after every N steps, and after the last (0: after the last only)", false}),
-           field_flag<&TrainConfig::eval_tokens>(
-               {"--eval-tokens", "E",
-                "With --val-data: evaluate floor(E/T) windows of --seq T tokens from its start (0: the first 1048576 "
-                "tokens, or all its windows when it holds fewer)",
-                false}),
-           field_flag<&TrainConfig::comm_timeout>({"--comm-timeout", "SECONDS",
-                                                   "A collective not done after this long ends the job (exit 1) naming "
-                                                   "it, the step and the ranks that had not "
-                                                   "arrived, instead of hanging (0: wait forever)",
-                                                   false}),
-           {{"--collectives", "auto|flat|host-aware",
-             "How reduce-scatters and all-gathers cross hosts: host-aware in two levels (within each host over shared "
-             "memory, then one exchange per pair of hosts), flat over all ranks at once; the same bits either way. "
-             "auto: "
-             "host-aware where every host runs the same number of consecutive ranks",
-             false},
-            ZDP_SET{ZDP_REQUIRE(v == "auto" || v == "flat" || v == "host-aware",
-                                "{} must be auto, flat or host-aware, got '{}'", f, v);
-       c.collectives = std::string(v);
+       ZDP_GET { return c.shuffle ? "on" : "off"; }},
+      field_flag<&TrainConfig::packing>(
+          {"--packing", "",
+           "Instruction data: pack consecutive examples into each sequence, each attending only to itself with "
+           "positions from 0 (the same loss and gradients as each alone), instead of one padded example a sequence",
+           true}),
+      field_flag<&TrainConfig::log_every>({"--log-every", "N", "Print progress every N steps (0: never)", false}),
+      field_flag<&TrainConfig::val_data_path>(
+          {"--val-data", "PATH",
+           "Validation tokens (a file, directory or glob, as --data): the mean loss over the first --eval-tokens of "
+           "them, every --eval-every steps and after the last step, the same at every world size, stage and batch "
+           "split; instruction data (its labels file beside it): the mean loss over its examples' targets",
+           false}),
+      field_flag<&TrainConfig::eval_every>(
+          {"--eval-every", "N",
+           "With --val-data: evaluate after every N steps, and after the last (0: after the last only)", false}),
+      field_flag<&TrainConfig::eval_tokens>(
+          {"--eval-tokens", "E",
+           "With --val-data: evaluate floor(E/T) windows of --seq T tokens from its start (0: the first 1048576 "
+           "tokens, or all its windows when it holds fewer)",
+           false}),
+      field_flag<&TrainConfig::comm_timeout>(
+          {"--comm-timeout", "SECONDS",
+           "A collective not done after this long ends the job (exit 1) naming it, the step and the ranks that had not "
+           "arrived, instead of hanging (0: wait forever)",
+           false}),
+      {{"--collectives", "auto|flat|host-aware",
+        "How reduce-scatters and all-gathers cross hosts: host-aware in two levels (within each host over shared "
+        "memory, then one exchange per pair of hosts), flat over all ranks at once; the same bits either way. auto: "
+        "host-aware where every host runs the same number of consecutive ranks",
+        false},
+       ZDP_SET {
+         ZDP_REQUIRE(v == "auto" || v == "flat" || v == "host-aware", "{} must be auto, flat or host-aware, got '{}'", f,
+                     v);
+         c.collectives = std::string(v);
        },
        ZDP_GET { return c.collectives; }},
   });

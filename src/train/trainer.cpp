@@ -130,9 +130,8 @@ void require_finite_weights(zero::Engine& engine, int64_t step, const std::strin
     throw RuntimeFailure(fmt::format("after step {}: the weights hold NaN or Inf; not writing {}", step, what));
 }
 
-void log_validation_plan(const TrainConfig& cfg, const data::TokenStream& val, uint64_t windows) {
-  log::info("validation: {} windows of {} tokens ({} tokens) of {}, {}", windows, cfg.seq,
-            windows * static_cast<uint64_t>(cfg.seq), val.describe(),
+void log_validation_plan(const TrainConfig& cfg, const ValidationSet& val) {
+  log::info("validation: {}, {}", val.describe(),
             cfg.eval_every > 0 ? fmt::format("every {} steps and after the last", cfg.eval_every)
                                : std::string("after the last step"));
 }
@@ -392,10 +391,10 @@ TrainResult run_training(TrainConfig cfg, const TrainHooks& hooks) {
     return [&batches, s](int g, int32_t* positions) { batches.positions(static_cast<uint64_t>(s), g, positions); };
   };
   // Validation (docs/reference/data-order.md#validation): its stream and windows are checked here, before anything is allocated.
-  std::optional<data::TokenStream> val;
-  if (!cfg.val_data_path.empty()) val.emplace(data::TokenStream::open(cfg.val_data_path, mc.vocab_size()));
-  const uint64_t val_windows = val ? validation_windows(*val, cfg.eval_tokens, cfg.seq, "--eval-tokens") : 0;
-  const uint64_t val_tokens = val_windows * static_cast<uint64_t>(cfg.seq);
+  std::optional<ValidationSet> val;
+  if (!cfg.val_data_path.empty())
+    val.emplace(cfg.val_data_path, mc.vocab_size(), cfg.eval_tokens, cfg.seq, "--eval-tokens");
+  const uint64_t val_tokens = val ? val->tokens() : 0;
   const optim::LrSchedule schedule = cfg.make_lr_schedule();
   const model::ParamLayout layout(mc);
 
@@ -423,7 +422,7 @@ TrainResult run_training(TrainConfig cfg, const TrainHooks& hooks) {
   TrainResult result;
   double total_ms = 0;
   int64_t skipped_steps = 0;
-  if (val) log_validation_plan(cfg, *val, val_windows);
+  if (val) log_validation_plan(cfg, *val);
   for (int64_t s = start_step; s < cfg.steps; ++s) {
     // The schedule counts applied optimizer steps: a skipped step does not advance it (DeepSpeed's).
     const double lr = schedule.lr_at(engine.optimizer_steps());
@@ -447,7 +446,7 @@ TrainResult run_training(TrainConfig cfg, const TrainHooks& hooks) {
     std::optional<double> val_loss;
     if (val && ((cfg.eval_every > 0 && (s + 1) % cfg.eval_every == 0) || s + 1 == cfg.steps)) {
       comm::set_activity_context(fmt::format("evaluating after step {}", s));
-      val_loss = validation_loss(engine, *world, *val, val_windows);
+      val_loss = val->loss(engine, *world);
       metrics.write(eval_json(s + 1, *val_loss, val_tokens));
       csv_log.record_eval(s, *val_loss, static_cast<int64_t>(val_tokens));
     }

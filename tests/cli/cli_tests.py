@@ -7,6 +7,7 @@ usage: cli_tests.py ZERODP CASE     (CASE: budget | ds_config | atomic_out | rep
 Exits non-zero with a message on the first failed check."""
 import functools
 import json
+import math
 import os
 import struct
 import sys
@@ -243,6 +244,29 @@ elif CASE == "sft":
                         "--micro-batch", "2", "--seq", "32", "--lr", "1e-3", "--zero-stage", "3", "--metrics", m], 2)
     check(rc == 0 and "instruction data: 13 examples" in err and len(records(m, "step")) == 2,
           "W = 2 trains on the conversations", err)
+    # Packed (--packing) and held-out validation on instruction data: with --lr 0 the weights stay, so
+    # the validation loss over all 12 prompt-completion examples after the step equals the step's
+    # training loss when that step's global batch is those 12 examples padded (W·B = 12), and it is
+    # the same at W = 1 and W = 3 (each example a sequence of its own however they are split). The
+    # packed run trains on fewer sequences, and its loss must be finite and its val loss the same.
+    vals = {}
+    for world, b, packing in ((1, 12, []), (3, 4, []), (2, 2, ["--packing"])):
+        m = os.path.join(tmp, f"sft_val_{world}.jsonl")
+        rc, out, err = run(["train", "--init", model, "--data", data, "--val-data", data, "--steps", "1",
+                            "--micro-batch", str(b), "--seq", "32", "--lr", "0", "--zero-stage", "3",
+                            "--metrics", m] + packing, world)
+        check(rc == 0 and "validation: 12 examples (" in err, f"W = {world} {packing} validates on held-out examples",
+              err)
+        steps, evals = records(m, "step"), records(m, "eval")
+        check(len(steps) == 1 and len(evals) == 1 and math.isfinite(steps[0]["loss"]),
+              f"one step and one eval record at W = {world} {packing}", str(steps) + str(evals))
+        vals[(world, bool(packing))] = (steps[0]["loss"], evals[0]["val_loss"], evals[0]["tokens"])
+        if packing:
+            check("packed into" in err, "--packing packs the examples", err)
+    (train1, val1, tokens1), (_, val3, tokens3) = vals[(1, False)], vals[(3, False)]
+    check(abs(train1 - val1) < 1e-6 and abs(val3 - val1) < 1e-6 and tokens1 == tokens3,
+          f"the validation loss is the mean over the examples' targets, whatever W: {vals}")
+    check(abs(vals[(2, True)][1] - val1) < 1e-6, f"and the same in the packed run: {vals}")
 else:
     sys.exit(f"unknown case {CASE}")
 print(f"{CASE}: all checks passed")
