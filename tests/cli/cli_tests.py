@@ -244,6 +244,14 @@ elif CASE == "sft":
                         "--micro-batch", "2", "--seq", "32", "--lr", "1e-3", "--zero-stage", "3", "--metrics", m], 2)
     check(rc == 0 and "instruction data: 13 examples" in err and len(records(m, "step")) == 2,
           "W = 2 trains on the conversations", err)
+    # sample --chat: the message rendered by the template with the generation prompt (which the
+    # template above does not write: the reply follows the user's turn), the template's text not echoed.
+    rc, out, err = run(["sample", "--model", model, "--tokenizer", chat_tok, "--chat", "Who speaks?", "--tokens", "4",
+                        "--temperature", "0"])
+    check(rc == 0 and "Who speaks?" not in out and "user:" not in out, "sample --chat answers the message", out + err)
+    rc, out, err = run(["sample", "--model", model, "--tokenizer", tok, "--chat", "Who speaks?"])
+    check(rc == 2 and "no chat template" in err and "tokenizer_config.json" in err,
+          "sample --chat without a tokenizer_config.json beside the tokenizer exits 2 saying so", err)
     # Packed (--packing) and held-out validation on instruction data: with --lr 0 the weights stay, so
     # the validation loss over all 12 prompt-completion examples after the step equals the step's
     # training loss when that step's global batch is those 12 examples padded (W·B = 12), and it is
