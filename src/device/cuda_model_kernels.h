@@ -221,15 +221,13 @@ class CudaKernels final : public ModelKernels<P>, private CudaTable<P> {
   }
   void rope_forward(P* x, const float* cos, const float* sin, const int32_t* pos, int N, int T, int heads, int D,
                     int64_t stride) const override {
-    require_unpacked(pos);
-    check_rope(N, T, heads, D, stride);
+    check_rope(pos, N, T, heads, D, stride);
     const auto on = this->enter(__func__);
     cuda::rope_forward(x, cos, sin, N, T, heads, D, stride, ctx().stream);
   }
   void rope_backward(float* dx, const float* cos, const float* sin, const int32_t* pos, int N, int T, int heads, int D,
                      int64_t stride) const override {
-    require_unpacked(pos);
-    check_rope(N, T, heads, D, stride);
+    check_rope(pos, N, T, heads, D, stride);
     const auto on = this->enter(__func__);
     cuda::rope_backward(dx, cos, sin, N, T, heads, D, stride, ctx().stream);
   }
@@ -302,7 +300,8 @@ class CudaKernels final : public ModelKernels<P>, private CudaTable<P> {
               "head_rmsnorm: bad shape N={} heads={} D={} stride={}", N, heads, D, stride);
   }
   // kernels/rope.cpp's check: the GPU cannot refuse a shape once launched.
-  static void check_rope(int N, int T, int heads, int D, int64_t stride) {
+  static void check_rope(const int32_t* pos, int N, int T, int heads, int D, int64_t stride) {
+    require_unpacked(pos);
     ZDP_CHECK(N > 0 && T > 0 && heads > 0 && D > 0 && D % 2 == 0 && stride >= int64_t{heads} * D,
               "rope: bad shape N={} T={} heads={} D={} stride={}", N, T, heads, D, stride);
   }

@@ -68,17 +68,22 @@ double sum_in_rank_order(comm::Communicator& world, double mine) {
   return total;
 }
 
+// The summed token losses of the sequences `split` shares out (windows or examples), `load` filling
+// each pass: every rank's counted slots, added in rank order.
+double loss_sum(zero::Engine& engine, comm::Communicator& world, const data::EvalWindows& split,
+                const zero::EvalSource& load) {
+  return sum_in_rank_order(world, counted_loss_sum(split, engine.evaluate(split.passes(), load)));
+}
+
 }  // namespace
 
 double validation_loss(zero::Engine& engine, comm::Communicator& world, const data::TokenStream& val,
                        uint64_t windows) {
   const int B = engine.config().micro_batch, T = engine.config().seq;
   const data::EvalWindows split(windows, world.size(), world.rank(), B, T);
-  const std::vector<double> sums =
-      engine.evaluate(split.passes(), [&](uint64_t pass, int32_t* inputs, int32_t* targets) {
-        split.load(val, pass, inputs, targets);
-      });
-  const double total = sum_in_rank_order(world, counted_loss_sum(split, sums));
+  const double total = loss_sum(engine, world, split, [&](uint64_t pass, int32_t* inputs, int32_t* targets) {
+    split.load(val, pass, inputs, targets);
+  });
   return total / (static_cast<double>(windows) * static_cast<double>(T));
 }
 
@@ -104,16 +109,14 @@ double validation_loss(zero::Engine& engine, comm::Communicator& world, const da
                        uint64_t examples) {
   const int B = engine.config().micro_batch, T = engine.config().seq;
   const data::EvalWindows split(examples, world.size(), world.rank(), B, T);
-  const std::vector<double> sums =
-      engine.evaluate(split.passes(), [&](uint64_t pass, int32_t* inputs, int32_t* targets) {
-        for (int b = 0; b < B; ++b) {
-          const int64_t q = split.window(pass, b);
-          const size_t e = static_cast<size_t>(q < 0 ? 0 : q);  // padding: example 0 again, not counted
-          val.fill_row(e, e + 1, T, false, inputs + static_cast<size_t>(b) * T, targets + static_cast<size_t>(b) * T,
-                       nullptr);
-        }
-      });
-  const double total = sum_in_rank_order(world, counted_loss_sum(split, sums));
+  const double total = loss_sum(engine, world, split, [&](uint64_t pass, int32_t* inputs, int32_t* targets) {
+    for (int b = 0; b < B; ++b) {
+      const int64_t q = split.window(pass, b);
+      const size_t e = static_cast<size_t>(q < 0 ? 0 : q);  // padding: example 0 again, not counted
+      val.fill_row(e, e + 1, T, false, inputs + static_cast<size_t>(b) * T, targets + static_cast<size_t>(b) * T,
+                   nullptr);
+    }
+  });
   return total / static_cast<double>(validation_targets(val, examples, T));
 }
 
