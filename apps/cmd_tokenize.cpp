@@ -1,5 +1,5 @@
-// `zerodp tokenize`: text files and JSON Lines to token files, bytes or byte-level BPE from a Hugging
-// Face tokenizer.json, and back with --decode (docs/reference/files.md: token files, text inputs, tokenizers).
+// `zerodp tokenize`: text files and JSON Lines to token files, bytes or the BPE (byte-level or
+// SentencePiece-style) of a Hugging Face tokenizer.json, and back with --decode (docs/reference/files.md: token files, text inputs, tokenizers).
 #include <string>
 #include <vector>
 
@@ -35,8 +35,8 @@ void register_tokenize(CLI::App& app, Action& action) {
   static TokenizeFlags f;
   auto* cmd = app.add_subcommand(
       "tokenize",
-      "Turn text into a token file (llm.c layout): bytes (V = 256) by default, or the byte-level BPE of a Hugging "
-      "Face tokenizer.json; --decode turns a token file back into text");
+      "Turn text into a token file (llm.c layout): bytes (V = 256) by default, or the BPE of a Hugging Face "
+      "tokenizer.json; --decode turns a token file back into text");
   cmd->footer(
       "\nInputs: a text file is one document; a .jsonl file holds one document per line, an object with a \"text\" "
       "string.\nThe tokenizer's end-of-text token (<|endoftext|>, Llama 3's <|begin_of_text|>, ...) precedes each "
@@ -51,8 +51,8 @@ void register_tokenize(CLI::App& app, Action& action) {
       "  zerodp tokenize --decode --tokenizer tokenizer.json --tokens shakespeare.bin --out back.txt\n"
       "  zerodp tokenize --tokenizer model/tokenizer.json --sft chats.jsonl --out sft.bin");
   cmd->add_option("--tokenizer", f.tokenizer,
-                  "Hugging Face tokenizer.json of a byte-level BPE (GPT-2, Llama 3, ...); without it, one token per "
-                  "byte (V = 256)");
+                  "Hugging Face tokenizer.json of a byte-level BPE (GPT-2, Llama 3, Qwen 2.5, ...) or a SentencePiece-style "
+                  "one (Llama 2, Mistral); without it, one token per byte (V = 256)");
   cmd->add_option("--text", f.texts, "Input text files and .jsonl files, read in the order given");
   cmd->add_option("--out", f.out, "Output: one token file (with --decode: the text file)");
   cmd->add_option("--out-prefix", f.out_prefix,
