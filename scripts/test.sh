@@ -6,8 +6,5 @@ cd "$(dirname "$0")/.."
 bash scripts/setup/setup.sh --tests
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # One slot more than the cores: a test labelled waits (tests/cli/CMakeLists.txt) takes one slot and
-# runs beside the others. A build's first run gets the durations of tests/ctest_costs.txt
-# (scripts/test/save_test_costs.sh), so that ctest starts the longest tests first.
-mkdir -p build/Testing/Temporary
-[ -f build/Testing/Temporary/CTestCostData.txt ] || cp tests/ctest_costs.txt build/Testing/Temporary/CTestCostData.txt
+# runs beside the others.
 ctest --test-dir build --output-on-failure --timeout 600 -j "$(($(nproc) + 1))"

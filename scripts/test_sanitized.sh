@@ -48,10 +48,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 #              target.
 [ $# -gt 0 ] || set -- -LE "hostile|accuracy|bits|reference" \
   -E "^(mpi_engine_w[34]|plan_cli_keep_gathered|plan_cli_no_overlap|tokenizer_added|BpeAddedTokens\.ThreeHundredThousandTokens|multihost_outage_launch|multihost_sever_launch|multihost_sever|launch_wait_hosts|watchdog_sigstop)$"
-# One slot more than the cores, as in scripts/test.sh: slurm_srun (label waits) runs beside the others;
-# the first run gets the normal build's durations (tests/ctest_costs.txt), whose order is the same.
-mkdir -p "$build/Testing/Temporary"
-[ -f "$build/Testing/Temporary/CTestCostData.txt" ] || cp tests/ctest_costs.txt "$build/Testing/Temporary/CTestCostData.txt"
+# One slot more than the cores, as in scripts/test.sh: slurm_srun (label waits) runs beside the others.
 ctest --test-dir "$build" --output-on-failure --timeout 900 -j "$(($(nproc) + 1))" "$@" && exit 0
 # LeakSanitizer's own tracer (the thread that stops the process to scan it at exit) now and then
 # crashes in a multi-threaded MPI rank ("Tracer caught signal 11 ... LeakSanitizer has encountered a
