@@ -130,7 +130,7 @@ void InstructionData::fill_row(size_t first, size_t end, int seq_len, bool packe
   size_t t = 0;  // the row's next position
   for (size_t e = first; e < end; ++e) {
     const size_t n = std::min(length(e), T + 1);
-    tokens_.copy(start(e), n, tokens.data());
+    if (inputs || targets) tokens_.copy(start(e), n, tokens.data());  // (positions alone read no token)
     // Padded, the example's last token is an input too when it fits (nothing sees it: it is last);
     // packed, the next example starts there.
     const size_t m = packed ? n - 1 : std::min(n, T);
