@@ -7,13 +7,7 @@
 // allocations on other threads keep their whole stacks and their leak reports.
 #pragma once
 
-#if defined(__SANITIZE_ADDRESS__)
-#define ZERODP_LSAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(leak_sanitizer)
-#define ZERODP_LSAN 1
-#endif
-#endif
+#include "core/sanitizers.h"
 
 #ifdef ZERODP_LSAN
 #include <sanitizer/lsan_interface.h>

@@ -10,6 +10,7 @@
 
 #include "core/cpu.h"
 #include "core/error.h"
+#include "core/sanitizers.h"
 #include "kernels/blas.h"
 
 #ifndef ZERODP_MKL_DEFAULT_LIB
@@ -46,14 +47,8 @@ struct Mkl {
 
 // RTLD_DEEPBIND and AddressSanitizer's interceptors do not mix (ASan refuses such a dlopen): the
 // sanitizer builds compute 16-bit GEMMs with the fallback.
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(ZERODP_ASAN)
 constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
 #else
 constexpr bool kSanitized = false;
 #endif

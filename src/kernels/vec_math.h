@@ -27,7 +27,8 @@ inline float fast_exp(float x) {
   constexpr float kRound = 12582912.0f;  // 1.5·2^23: adding and subtracting it rounds to an integer
   x = x < kLo ? kLo : x;
   x = x > kHi ? kHi : x;
-  const float n = (x * kLog2e + kRound) - kRound;
+  const float shifted = x * kLog2e + kRound;  // kRound + n: n in the low bits of the mantissa
+  const float n = shifted - kRound;
   float r = x - n * kLn2Hi;
   r = r - n * kLn2Lo;
   float p = 1.0f / 5040.0f;
@@ -38,7 +39,10 @@ inline float fast_exp(float x) {
   p = p * r + 0.5f;
   p = p * r + 1.0f;
   p = p * r + 1.0f;
-  const uint32_t bits = static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23;
+  // 2^n from n's bits, not static_cast<int32_t>(n): that is undefined for a NaN (UBSan says so), and
+  // the difference of the two floats' bits is n exactly for every n the clamps allow (−126..128).
+  const uint32_t n_int = std::bit_cast<uint32_t>(shifted) - std::bit_cast<uint32_t>(kRound);
+  const uint32_t bits = (n_int + 127u) << 23;
   return p * std::bit_cast<float>(bits);
 }
 inline double fast_exp(double x) { return std::exp(x); }

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/memory.h"
+#include "core/sanitizers.h"
 #include "core/tensor.h"
 
 using namespace zerodp;
@@ -262,7 +263,7 @@ TEST(MemoryLedger, ThreadSafeCounting) {
 // The C library takes the thresholds (a mapping threshold above glibc's 32 MiB cap is capped, not
 // refused), and freed memory still comes back for the next allocation of that size.
 TEST(HostMemory, RetainsFreedMemoryWhereTheCLibraryCan) {
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(ZERODP_ASAN)
   // AddressSanitizer's allocator replaces glibc's, and its mallopt takes nothing.
   EXPECT_FALSE(retain_freed_host_memory());
 #elif defined(__GLIBC__)

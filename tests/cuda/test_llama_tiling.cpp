@@ -305,7 +305,8 @@ void rms_double(const std::vector<double>& x, const std::vector<double>& w, int 
 }
 
 TEST(LlamaTiling, RmsnormMatchesTheFormulasAndCentralDifferences) {
-  for (const auto& [N, C] : {std::pair{1, 1}, std::pair{5, 33}, std::pair{40, 64}, std::pair{300, 96}}) {
+  for (const auto& shape : {std::pair{1, 1}, std::pair{5, 33}, std::pair{40, 64}, std::pair{300, 96}}) {
+    const int N = shape.first, C = shape.second;  // (no structured binding: Clang 14's lambdas cannot capture one)
     SCOPED_TRACE(::testing::Message() << "N=" << N << " C=" << C);
     const float eps = 1e-5f;
     const std::vector<float> inp = randn(static_cast<size_t>(N) * C, 1.5f, 13);

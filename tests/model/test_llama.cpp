@@ -220,7 +220,7 @@ TEST(Llama, SixteenBitComputeIsNearFloat) {
   mf->backward(1.0f / (B * T), af);
   mb->backward(1.0f / (B * T), ab);
   mh->backward(1.0f / (B * T), ah);
-  auto relative = [&](const LlamaWeights<auto>& w) {
+  auto relative = [&]<typename P>(const LlamaWeights<P>& w) {
     double num = 0, den = 0;
     for (size_t u = 0; u < wf.grads.size(); ++u)
       for (size_t i = 0; i < wf.grads[u].size(); ++i) {
