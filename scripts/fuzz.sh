@@ -5,7 +5,8 @@
 # prints its corpus size, executions per second and total executions. Exit status: 0 when no target
 # found anything; otherwise 1, with the report and the saved input (build-fuzz/fuzz/<target>/artifacts/).
 # Usage: scripts/fuzz.sh [SECONDS] [TARGET...]     (SECONDS 0: only build)
-# Environment: FUZZ_JOBS=N runs N targets at a time (default 1); FUZZ_BUILD_DIR (default build-fuzz).
+# Environment: FUZZ_JOBS=N runs N targets at a time (default 1); FUZZ_BUILD_DIR (default build-fuzz;
+# .ci/run gives build-asan, whose Clang build of scripts/test_sanitized.sh has the targets already).
 # The working corpora under build-fuzz/fuzz/<target>/corpus grow from run to run; the seed corpus of
 # the repository (tests/fuzz/corpus/) is never written. docs/fuzzing.md: how to minimise a finding
 # and add its reproducer to the seeds.
