@@ -46,17 +46,14 @@ def fail(msg):
 
 
 def need_transformers():
-    """Makes this process one that imports transformers (llama_ref's re-run in the venv); exit 77 when the
-    venv cannot be made (it needs /usr/bin/python3 with Debian's torch, which llama_ref imports too)."""
+    """Makes this process one that imports transformers (a re-run in the venv of
+    scripts/setup/transformers_venv.sh); exit 77 when the venv cannot be made (it needs /usr/bin/python3
+    with Debian's torch, the script says so)."""
+    from zdptest import transformers_env
     try:
-        from zdptest import llama_ref
-    except ImportError as e:
-        print(f"SKIPPED: {sys.executable} cannot import torch ({e}), which the transformers venv is made with")
-        sys.exit(77)
-    try:
-        llama_ref.ensure_transformers()  # returns here, or replaces this process, or exits with a message
+        transformers_env.ensure_transformers()  # returns here, or replaces this process, or exits with a message
     except SystemExit as e:
-        if os.environ.get(llama_ref.REEXEC_ENV):
+        if os.environ.get(transformers_env.REEXEC_ENV) == "1":
             fail(f"the transformers venv cannot import transformers: {e.code}")
         print(f"SKIPPED: the transformers venv could not be made: {e.code}")
         sys.exit(77)

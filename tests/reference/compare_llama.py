@@ -130,9 +130,9 @@ def ranks_of(name):
 def need_transformers():
     """Makes this process one that imports transformers: re-runs it in the venv of
     scripts/setup/transformers_venv.sh (made on first use) when needed; exits 1 saying FAIL if that cannot be."""
-    from zdptest import llama_ref
+    from zdptest import transformers_env  # (not llama_ref: no import of torch before the re-run)
     try:
-        llama_ref.ensure_transformers()  # returns here, replaces this process, or exits with a message
+        transformers_env.ensure_transformers()  # returns here, replaces this process, or exits with a message
     except SystemExit as e:
         print(f"compare_llama.py: FAIL: the transformers reference is unavailable: {e.code}\n"
               f"(scripts/setup/transformers_venv.sh makes its venv; scripts/setup/setup.sh --tests runs it)", flush=True)

@@ -8,9 +8,10 @@ Any python3 with Debian's torch will do: a subcommand that needs transformers re
 the python of scripts/setup/transformers_venv.sh (made on first use); `config` needs no transformers."""
 import sys
 
-from zdptest import llama_ref  # tests/pylib: on PYTHONPATH (ctest sets it), or pip install -e tests/pylib
+from zdptest import transformers_env  # tests/pylib: on PYTHONPATH (ctest sets it), or pip install -e tests/pylib
 
 if __name__ == "__main__":
     if sys.argv[1:2] != ["config"]:
-        llama_ref.ensure_transformers()
+        transformers_env.ensure_transformers()  # before importing torch: this process may be replaced
+    from zdptest import llama_ref
     sys.exit(llama_ref.main())

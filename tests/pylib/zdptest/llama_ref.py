@@ -18,7 +18,6 @@ not buy exactness here as it does in ref_train.
 import json
 import math
 import os
-import subprocess
 import sys
 import time
 
@@ -29,6 +28,7 @@ import torch.nn.functional as F
 from zdptest import instruction_ref
 from zdptest import qwen3_ref
 from zdptest import ref_train as rt
+from zdptest.transformers_env import REEXEC_ENV, VENV_SCRIPT, ensure_transformers  # noqa: F401 (scripts' main)
 
 InputError = rt.InputError
 
@@ -90,36 +90,9 @@ ARCHITECTURES = {"llama": ("LlamaConfig", "LlamaForCausalLM"), "qwen2": ("Qwen2C
                  "gpt2": ("GPT2Config", "GPT2LMHeadModel")}
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
-# Set when a process re-ran itself in the venv, so that a venv without transformers fails instead of looping.
-REEXEC_ENV = "ZERODP_LLAMA_REF_REEXEC"
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-VENV_SCRIPT = os.path.join(REPO, "scripts", "setup", "transformers_venv.sh")
-
 
 class MissingTransformers(Exception):
     """transformers (or safetensors) cannot be imported by this python."""
-
-
-def ensure_transformers():
-    """Makes sure this process can import transformers: when it cannot, re-runs the current script
-    (sys.argv) with the python of scripts/setup/transformers_venv.sh (made on first use). Only for scripts'
-    main: it replaces the process."""
-    try:
-        import safetensors.torch  # noqa: F401
-        import transformers  # noqa: F401
-        return
-    except ImportError as e:
-        missing = e
-    if os.environ.get(REEXEC_ENV):
-        sys.exit(f"{os.path.basename(sys.argv[0])}: {sys.executable} (the venv of {VENV_SCRIPT}) cannot import "
-                 f"transformers: {missing}")
-    made = subprocess.run(["bash", VENV_SCRIPT], stdout=subprocess.PIPE, text=True)
-    lines = made.stdout.strip().splitlines()
-    if made.returncode != 0 or not lines:
-        sys.exit(f"{os.path.basename(sys.argv[0])}: {sys.executable} cannot import transformers ({missing}) and "
-                 f"{VENV_SCRIPT} could not make a venv that can (see its message above)")
-    os.environ[REEXEC_ENV] = "1"
-    os.execv(lines[-1], [lines[-1]] + sys.argv)
 
 
 def _transformers():
