@@ -14,10 +14,10 @@ namespace zerodp::model {
 
 template <typename P>
 struct Architecture {
-  std::unique_ptr<Model<P>> (*make)(const ParamLayout& layout, int B, int T, bool checkpointing,
+  std::unique_ptr<Model<P>> (*make)(const ParamLayout& layout, int B, int T, ActivationSettings acts,
                                     device::Device& dev);
   // The `act` bytes its model allocates, by part, with kernels of these attention sizes.
-  ActivationBytes (*activation_parts)(const ModelConfig& config, int B, int T, bool checkpointing,
+  ActivationBytes (*activation_parts)(const ModelConfig& config, int B, int T, ActivationSettings acts,
                                       const device::AttentionSizes& sizes);
 };
 
@@ -26,16 +26,16 @@ Architecture<P> gpt2_architecture();
 template <typename P>
 Architecture<P> llama_architecture();
 
-// The architecture whose model is M<P>, built as M<P>(layout, B, T, checkpointing, dev), with
+// The architecture whose model is M<P>, built as M<P>(layout, B, T, acts, dev), with
 // activations Acts<P> laid out for the config (model.*config_of)().
 template <typename P, template <typename> class M, template <typename> class Acts, auto config_of>
 Architecture<P> architecture_of() {
-  return {[](const ParamLayout& layout, int B, int T, bool checkpointing,
+  return {[](const ParamLayout& layout, int B, int T, ActivationSettings acts,
              device::Device& dev) -> std::unique_ptr<Model<P>> {
-            return std::make_unique<M<P>>(layout, B, T, checkpointing, dev);
+            return std::make_unique<M<P>>(layout, B, T, acts, dev);
           },
-          [](const ModelConfig& config, int B, int T, bool checkpointing, const device::AttentionSizes& sizes) {
-            return activation_bytes_of<Acts<P>>(B, T, (config.*config_of)(), checkpointing, sizes);
+          [](const ModelConfig& config, int B, int T, ActivationSettings acts, const device::AttentionSizes& sizes) {
+            return activation_bytes_of<Acts<P>>(B, T, (config.*config_of)(), acts, sizes);
           }};
 }
 

@@ -56,11 +56,13 @@ struct Gpt2Acts : TransformerActs<F, LayerActs<F, GradOf<F>>> {
   Acc* dfch_gelu;            // the MLP's hidden gradient [BT,4C], then in place the one before the GELU
 
   // Lays the arrays out over `c` (counting only when c.base is null).
-  void carve(Carver& c, int B, int T, const GPT2Config& g, bool checkpointing, const device::AttentionSizes& k) {
+  void carve(Carver& c, int B, int T, const GPT2Config& g, const ActivationSettings& s,
+             const device::AttentionSizes& k) {
     const size_t BT = static_cast<size_t>(B) * T, C = g.n_embd, V = g.vocab_size;
+    const size_t LR = static_cast<size_t>(s.logit_rows(static_cast<int64_t>(BT)));  // rows of logits at once
     const kernels::AttentionShape shape = kernels::AttentionShape::mha(B, T, g.n_embd, g.n_head);
     if (kIs16<F>) c.align = 64;
-    c.take_blocks(this->res, this->layers, g.n_layer, checkpointing, BT * C);
+    c.take_blocks(this->res, this->layers, g.n_layer, s.checkpointing, BT * C);
     for (auto& a : this->layers) {
       a.ln1 = c.take<P>(BT * C);
       a.ln1_mean = c.take<Acc>(BT);
@@ -80,7 +82,7 @@ struct Gpt2Acts : TransformerActs<F, LayerActs<F, GradOf<F>>> {
     this->lnf = c.take<P>(BT * C);
     lnf_mean = c.take<Acc>(BT);
     lnf_rstd = c.take<Acc>(BT);
-    this->probs = c.take<Acc>(BT * V);
+    this->probs = c.take<Acc>(LR * V);
     this->losses = c.take<Acc>(BT);
     c.part = Carver::kBackward;
     this->dres = c.take<Acc>(BT * C);
@@ -90,7 +92,7 @@ struct Gpt2Acts : TransformerActs<F, LayerActs<F, GradOf<F>>> {
     dfch_gelu = c.take<Acc>(BT * 4 * C);  // then, in place, the gradient before the GELU
     if constexpr (kIs16<F>) {
       this->gemm_out = c.take<float>(BT * 4 * C);
-      this->operand16 = c.take<P>(BT * std::max(device::operand16_row(4 * C), device::operand16_row(V)));
+      this->operand16 = c.take<P>(std::max(BT * device::operand16_row(4 * C), LR * device::operand16_row(V)));
     }
     this->att_scratch = c.take<char>(k.attention_scratch_bytes(shape));
   }
@@ -102,12 +104,9 @@ class GPT2 final : public Transformer<F, Gpt2Acts<F>> {
   using Acc = GradOf<F>;
 
  public:
-  // Allocates the activations for micro-batches of up to B sequences of T tokens, under `act`.
-  // `checkpointing`: keep only the residual stream entering each block and recompute the block's
-  // activations during its backward (one more block forward per block, far less memory).
-  // Its memory and kernels are `dev`'s (the compute seam, device/device.h).
-  GPT2(const ParamLayout& layout, int B, int T, bool checkpointing,
-       device::Device& dev);
+  // Allocates the activations for micro-batches of up to B sequences of T tokens, under `act`, kept as
+  // `acts` says. Its memory and kernels are `dev`'s (the compute seam, device/device.h).
+  GPT2(const ParamLayout& layout, int B, int T, ActivationSettings acts, device::Device& dev);
 
  private:
   ZDP_TRANSFORMER_STEPS
@@ -117,8 +116,8 @@ class GPT2 final : public Transformer<F, Gpt2Acts<F>> {
 };
 
 template <typename F>
-GPT2<F>::GPT2(const ParamLayout& layout, int B, int T, bool checkpointing, device::Device& dev)
-    : Base(layout, layout.config().gpt2(), B, T, checkpointing, dev), config_(layout.config().gpt2()) {}
+GPT2<F>::GPT2(const ParamLayout& layout, int B, int T, ActivationSettings acts, device::Device& dev)
+    : Base(layout, layout.config().gpt2(), B, T, acts, dev), config_(layout.config().gpt2()) {}
 
 template <typename F>
 void GPT2<F>::embed_forward(const F* p, const int32_t* inputs, int B, int T) {
@@ -150,26 +149,27 @@ void GPT2<F>::block_forward(int l, const F* p, int B, int T, bool write_output) 
 
 // ln_f, then the tied LM head.
 template <typename F>
-void GPT2<F>::head_forward(const Acc* from, int rows, const F* p, Acc* logits) {
+void GPT2<F>::head_norm_forward(const Acc* from, int rows, const F* p) {
   Gpt2Acts<F>& a = *this->acts_;
-  const int C = config_.n_embd;
   this->k_.layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, from, p + offset(0, kLnfW), p + offset(0, kLnfB), rows,
-                             C);
-  this->k_.linear_forward_acc(logits, a.lnf, p + offset(0, kWte), nullptr, rows, C, config_.vocab_size, kTiedHead,
-                              nullptr);
+                             config_.n_embd);
+}
+
+// The LM head is the token embedding (tied).
+template <typename F>
+ClassifierWeight GPT2<F>::classifier() const {
+  return {offset(0, kWte), kTiedHead};
 }
 
 // Activation gradients are written by the one kernel that produces each (linear, head, GELU); the
 // residual stream's gradient and the attention's accumulate, so those are zeroed first.
 template <typename F>
-void GPT2<F>::head_backward(const F* p, Acc* g, int B, int T) {
+void GPT2<F>::head_norm_backward(const F* p, Acc* g, int rows) {
   Gpt2Acts<F>& a = *this->acts_;
-  const int C = config_.n_embd, BT = B * T;
-  this->k_.linear_backward(a.dln, g + offset(0, kWte), nullptr, a.probs, a.lnf, p + offset(0, kWte), BT, C,
-                           config_.vocab_size, kTiedHead, a.operand16);
-  this->zero(a.dres, static_cast<size_t>(BT) * C);
+  const int C = config_.n_embd;
+  this->zero(a.dres, static_cast<size_t>(rows) * C);
   this->k_.layernorm_backward(a.dres, g + offset(0, kLnfW), g + offset(0, kLnfB), a.dln, a.res[config_.n_layer],
-                              p + offset(0, kLnfW), a.lnf_mean, a.lnf_rstd, BT, C);
+                              p + offset(0, kLnfW), a.lnf_mean, a.lnf_rstd, rows, C);
 }
 
 template <typename F>

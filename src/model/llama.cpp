@@ -82,13 +82,14 @@ struct LlamaActs : TransformerActs<F, LlamaLayerActs<F, GradOf<F>>> {
   Acc *dgate_up, *dact;        // the MLP's gradients [BT,2I], [BT,I]
   float *rope_cos, *rope_sin;  // [T, D/2]
 
-  void carve(Carver& c, int B, int T, const LlamaConfig& cfg, bool checkpointing,
+  void carve(Carver& c, int B, int T, const LlamaConfig& cfg, const ActivationSettings& s,
              const device::AttentionSizes& k) {
     const Dims d(cfg);
     const size_t BT = static_cast<size_t>(B) * T, C = d.C, V = d.V, I = d.I;
+    const size_t LR = static_cast<size_t>(s.logit_rows(static_cast<int64_t>(BT)));  // rows of logits at once
     const size_t QD = d.qd(), QKV = d.qkv();
     if (kIs16<F>) c.align = 64;
-    c.take_blocks(this->res, this->layers, d.L, checkpointing, BT * C);
+    c.take_blocks(this->res, this->layers, d.L, s.checkpointing, BT * C);
     for (auto& a : this->layers) {
       a.ln1 = c.take<P>(BT * C);
       a.rstd1 = c.take<Acc>(BT);
@@ -108,7 +109,7 @@ struct LlamaActs : TransformerActs<F, LlamaLayerActs<F, GradOf<F>>> {
     c.part = Carver::kHead;
     this->lnf = c.take<P>(BT * C);
     rstdf = c.take<Acc>(BT);
-    this->probs = c.take<Acc>(BT * V);
+    this->probs = c.take<Acc>(LR * V);
     this->losses = c.take<Acc>(BT);
     c.part = Carver::kBackward;
     this->dres = c.take<Acc>(BT * C);
@@ -119,7 +120,8 @@ struct LlamaActs : TransformerActs<F, LlamaLayerActs<F, GradOf<F>>> {
     dact = c.take<Acc>(BT * I);
     if constexpr (kIs16<F>) {
       this->gemm_out = c.take<float>(BT * std::max(QKV, 2 * I));
-      this->operand16 = c.take<P>(BT * device::operand16_row(std::max({QKV, 2 * I, V, C})));
+      this->operand16 =
+          c.take<P>(std::max(BT * device::operand16_row(std::max({QKV, 2 * I, C})), LR * device::operand16_row(V)));
     }
     this->att_scratch = c.take<char>(k.attention_scratch_bytes(d.attention(B, T)));
     rope_cos = c.take<float>(static_cast<size_t>(T) * (d.D / 2));
@@ -133,8 +135,7 @@ class Llama final : public Transformer<F, LlamaActs<F>> {
   using Acc = GradOf<F>;
 
  public:
-  Llama(const ParamLayout& layout, int B, int T, bool checkpointing,
-        device::Device& dev);
+  Llama(const ParamLayout& layout, int B, int T, ActivationSettings acts, device::Device& dev);
 
   // Where a block's tensors start inside its unit (the same for every block), and the outer ones.
   struct Offsets {
@@ -150,8 +151,8 @@ class Llama final : public Transformer<F, LlamaActs<F>> {
 };
 
 template <typename F>
-Llama<F>::Llama(const ParamLayout& layout, int B, int T, bool checkpointing, device::Device& dev)
-    : Base(layout, layout.config().llama(), B, T, checkpointing, dev), config_(layout.config().llama()) {
+Llama<F>::Llama(const ParamLayout& layout, int B, int T, ActivationSettings acts, device::Device& dev)
+    : Base(layout, layout.config().llama(), B, T, acts, dev), config_(layout.config().llama()) {
   const std::string block = "model.layers.0.";
   off_.in_norm = offset_of(layout, block + "input_layernorm.weight");
   off_.qkv = offset_of(layout, block + "self_attn.q_proj.weight");
@@ -216,21 +217,23 @@ void Llama<F>::block_forward(int l, const F* p, int B, int T, bool write_output)
 
 // The final norm, then lm_head (embed_tokens when tied).
 template <typename F>
-void Llama<F>::head_forward(const Acc* from, int rows, const F* p, Acc* logits) {
+void Llama<F>::head_norm_forward(const Acc* from, int rows, const F* p) {
   LlamaActs<F>& a = *this->acts_;
   this->k_.rmsnorm_forward(a.lnf, a.rstdf, from, p + off_.norm, rows, config_.n_embd, config_.rms_norm_eps);
-  this->k_.linear_forward_acc(logits, a.lnf, p + off_.head, nullptr, rows, config_.n_embd, config_.vocab_size,
-                              kLinear, nullptr);
+}
+
+// lm_head, or embed_tokens when tied (off_.head says which).
+template <typename F>
+ClassifierWeight Llama<F>::classifier() const {
+  return {off_.head, kLinear};
 }
 
 template <typename F>
-void Llama<F>::head_backward(const F* p, Acc* g, int B, int T) {
+void Llama<F>::head_norm_backward(const F* p, Acc* g, int rows) {
   LlamaActs<F>& a = *this->acts_;
-  const int C = config_.n_embd, BT = B * T;
-  this->k_.linear_backward(a.dln, g + off_.head, nullptr, a.probs, a.lnf, p + off_.head, BT, C, config_.vocab_size,
-                           kLinear, a.operand16);
-  this->zero(a.dres, static_cast<size_t>(BT) * C);
-  this->k_.rmsnorm_backward(a.dres, g + off_.norm, a.dln, a.res[config_.n_layer], p + off_.norm, a.rstdf, BT, C);
+  const int C = config_.n_embd;
+  this->zero(a.dres, static_cast<size_t>(rows) * C);
+  this->k_.rmsnorm_backward(a.dres, g + off_.norm, a.dln, a.res[config_.n_layer], p + off_.norm, a.rstdf, rows, C);
 }
 
 template <typename F>

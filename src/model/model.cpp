@@ -11,34 +11,34 @@ Architecture<P> architecture(const ModelConfig& config) {
 }
 
 template <typename P>
-ActivationBytes parts_in(const ModelConfig& config, int B, int T, bool checkpointing,
+ActivationBytes parts_in(const ModelConfig& config, int B, int T, ActivationSettings acts,
                          const device::AttentionSizes& sizes) {
-  return architecture<P>(config).activation_parts(config, B, T, checkpointing, sizes);
+  return architecture<P>(config).activation_parts(config, B, T, acts, sizes);
 }
 }  // namespace
 
 template <typename P>
-std::unique_ptr<Model<P>> make_model(const ParamLayout& layout, int B, int T, bool checkpointing,
+std::unique_ptr<Model<P>> make_model(const ParamLayout& layout, int B, int T, ActivationSettings acts,
                                      device::Device& dev) {
-  return architecture<P>(layout.config()).make(layout, B, T, checkpointing, dev);
+  return architecture<P>(layout.config()).make(layout, B, T, acts, dev);
 }
 
-ActivationBytes model_activation_parts(const ModelConfig& config, int B, int T, bool checkpointing, DType compute,
+ActivationBytes model_activation_parts(const ModelConfig& config, int B, int T, ActivationSettings acts, DType compute,
                                        const device::AttentionSizes& sizes) {
   switch (compute) {
-    case DType::kBF16: return parts_in<bf16>(config, B, T, checkpointing, sizes);
-    case DType::kF16: return parts_in<fp16>(config, B, T, checkpointing, sizes);
-    default: return parts_in<float>(config, B, T, checkpointing, sizes);
+    case DType::kBF16: return parts_in<bf16>(config, B, T, acts, sizes);
+    case DType::kF16: return parts_in<fp16>(config, B, T, acts, sizes);
+    default: return parts_in<float>(config, B, T, acts, sizes);
   }
 }
 
-size_t model_activation_bytes(const ModelConfig& config, int B, int T, bool checkpointing, DType compute) {
-  return model_activation_parts(config, B, T, checkpointing, compute, device::attention_sizes(false, compute)).total();
+size_t model_activation_bytes(const ModelConfig& config, int B, int T, ActivationSettings acts, DType compute) {
+  return model_activation_parts(config, B, T, acts, compute, device::attention_sizes(false, compute)).total();
 }
 
-template std::unique_ptr<Model<float>> make_model(const ParamLayout&, int, int, bool, device::Device&);
-template std::unique_ptr<Model<double>> make_model(const ParamLayout&, int, int, bool, device::Device&);
-template std::unique_ptr<Model<bf16>> make_model(const ParamLayout&, int, int, bool, device::Device&);
-template std::unique_ptr<Model<fp16>> make_model(const ParamLayout&, int, int, bool, device::Device&);
+template std::unique_ptr<Model<float>> make_model(const ParamLayout&, int, int, ActivationSettings, device::Device&);
+template std::unique_ptr<Model<double>> make_model(const ParamLayout&, int, int, ActivationSettings, device::Device&);
+template std::unique_ptr<Model<bf16>> make_model(const ParamLayout&, int, int, ActivationSettings, device::Device&);
+template std::unique_ptr<Model<fp16>> make_model(const ParamLayout&, int, int, ActivationSettings, device::Device&);
 
 }  // namespace zerodp::model

@@ -19,6 +19,23 @@
 
 namespace zerodp::model {
 
+// How a model keeps its activations.
+struct ActivationSettings {
+  // (A bare bool is `checkpointing` alone.)
+  ActivationSettings(bool checkpoint_blocks = false, int64_t loss_chunk_tokens = 0)  // NOLINT(google-explicit-constructor)
+      : checkpointing(checkpoint_blocks), loss_chunk(loss_chunk_tokens) {}
+  // Keep only each block's input and recompute its activations during its backward (the gradients are
+  // bitwise the same).
+  bool checkpointing = false;
+  // Tokens the classifier (logits, softmax, loss) computes at a time: only loss_chunk × V logits exist
+  // at once, and the backward computes each chunk's again (one more classifier GEMM a micro-step).
+  // The losses and gradients agree with whole-batch ones within rounding (the classifier's weight
+  // gradient sums the chunks one after another). 0, or B·T or more: the micro-batch's B·T rows at once.
+  int64_t loss_chunk = 0;
+  // The rows of logits a model for micro-batches of `rows` tokens holds at once.
+  int64_t logit_rows(int64_t rows) const { return loss_chunk > 0 && loss_chunk < rows ? loss_chunk : rows; }
+};
+
 template <typename P>
 class Model {
  public:
@@ -47,24 +64,27 @@ class Model {
 };
 
 // The model `layout` describes, with activations for micro-batches of up to B sequences of T tokens
-// on `dev`. `checkpointing`: keep only each unit's input and recompute its activations during its
-// backward (the gradients are bitwise the same).
+// on `dev`, kept as `acts` says.
 template <typename P>
-std::unique_ptr<Model<P>> make_model(const ParamLayout& layout, int B, int T, bool checkpointing = false,
+std::unique_ptr<Model<P>> make_model(const ParamLayout& layout, int B, int T, ActivationSettings acts = {},
                                      device::Device& dev = device::default_device());
 
 // The activation memory make_model's model allocates computing in `compute` with kernels of these
 // attention sizes (the `act` category while it exists), by part: what the planner sums, for any
 // device without opening it (device::attention_sizes).
-ActivationBytes model_activation_parts(const ModelConfig& config, int B, int T, bool checkpointing, DType compute,
-                                       const device::AttentionSizes& sizes);
+ActivationBytes model_activation_parts(const ModelConfig& config, int B, int T, ActivationSettings acts,
+                                       DType compute, const device::AttentionSizes& sizes);
 // Its total on the CPU device.
-size_t model_activation_bytes(const ModelConfig& config, int B, int T, bool checkpointing = false,
+size_t model_activation_bytes(const ModelConfig& config, int B, int T, ActivationSettings acts = {},
                               DType compute = DType::kF32);
 
-extern template std::unique_ptr<Model<float>> make_model(const ParamLayout&, int, int, bool, device::Device&);
-extern template std::unique_ptr<Model<double>> make_model(const ParamLayout&, int, int, bool, device::Device&);
-extern template std::unique_ptr<Model<bf16>> make_model(const ParamLayout&, int, int, bool, device::Device&);
-extern template std::unique_ptr<Model<fp16>> make_model(const ParamLayout&, int, int, bool, device::Device&);
+extern template std::unique_ptr<Model<float>> make_model(const ParamLayout&, int, int, ActivationSettings,
+                                                                     device::Device&);
+extern template std::unique_ptr<Model<double>> make_model(const ParamLayout&, int, int, ActivationSettings,
+                                                                     device::Device&);
+extern template std::unique_ptr<Model<bf16>> make_model(const ParamLayout&, int, int, ActivationSettings,
+                                                                     device::Device&);
+extern template std::unique_ptr<Model<fp16>> make_model(const ParamLayout&, int, int, ActivationSettings,
+                                                                     device::Device&);
 
 }  // namespace zerodp::model

@@ -3,14 +3,20 @@
 // (the final norm and the LM head: unit 0 when tied, the last unit when not). It owns the micro-batch's
 // shape and token ids, the device and its kernel table, the activation arrays (Acts, laid out by
 // Acts::carve), the losses, and the order of the work:
-//   forward:  embed → blocks 0..L-1 → head (logits) → cross-entropy
-//   backward: cross-entropy → head → blocks L-1..0 (each recomputed first with checkpointing) → embed
+//   forward:  embed → blocks 0..L-1 → head: final norm → classifier (logits) → cross-entropy
+//   backward: cross-entropy → classifier → final norm → blocks L-1..0 (each recomputed first with
+//             checkpointing) → embed
 //   sampling: embed → blocks → head, for the last position only
+// The classifier and its loss run over the B·T rows in chunks of ActivationSettings::logit_rows: with
+// fewer rows than B·T, the forward keeps only the losses, and the backward computes each chunk's logits
+// again before turning them into their gradient.
 // An architecture (gpt2.cpp, llama.cpp) supplies the steps inside each unit, over its own Acts, which hold
-// at least `res` (the residual stream entering each block, and leaving the last), `probs` (the logits,
-// then their probabilities, then their gradient), `losses` and `dres` (the residual stream's gradient).
+// at least `res` (the residual stream entering each block, and leaving the last), `lnf` (the final norm's
+// output), `probs` (one chunk's logits, then their probabilities, then their gradient), `losses`, `dln`
+// and `dres` (the residual stream's gradient); and where its classifier's weight lies.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -48,12 +54,19 @@ struct TransformerActs {
   char* att_scratch = nullptr;
 };
 
+// Where the classifier's weight [V, C] lies in the head unit (its parameters and gradients alike).
+struct ClassifierWeight {
+  size_t offset = 0;
+  kernels::WeightLayout layout{};
+};
+
 // The steps of Transformer as an architecture's class declares them (with its F and Acc).
 #define ZDP_TRANSFORMER_STEPS                                                      \
   void embed_forward(const F* p, const int32_t* inputs, int B, int T) override;    \
   void block_forward(int l, const F* p, int B, int T, bool write_output) override; \
-  void head_forward(const Acc* from, int rows, const F* p, Acc* logits) override;  \
-  void head_backward(const F* p, Acc* g, int B, int T) override;                   \
+  void head_norm_forward(const Acc* from, int rows, const F* p) override;          \
+  void head_norm_backward(const F* p, Acc* g, int rows) override;                  \
+  ClassifierWeight classifier() const override;                                    \
   void block_backward(int l, const F* p, Acc* g, int B, int T) override;           \
   void embed_backward(Acc* g, const int32_t* inputs, int B, int T) override;
 
@@ -77,16 +90,18 @@ class Transformer : public Model<F> {
 
  protected:
   // Activations for micro-batches of up to B sequences of T tokens (at most the model's context), laid
-  // out by acts.carve(carver, B, T, config, checkpointing, kernels) over one allocation of `dev`'s.
+  // out by acts.carve(carver, B, T, config, settings, kernels) over one allocation of `dev`'s.
   template <class Config>
-  Transformer(const ParamLayout& layout, const Config& config, int B, int T, bool checkpointing,
+  Transformer(const ParamLayout& layout, const Config& config, int B, int T, ActivationSettings settings,
               device::Device& dev)
-      : layout_(layout), B_(B), T_(T), checkpointing_(checkpointing), dev_(dev), k_(dev.kernels<F>()) {
+      : layout_(layout), B_(B), T_(T), checkpointing_(settings.checkpointing),
+        logit_rows_(static_cast<int>(settings.logit_rows(static_cast<int64_t>(B) * T))), dev_(dev),
+        k_(dev.kernels<F>()) {
     ZDP_REQUIRE(B > 0 && T > 0, "micro-batch ({}) and sequence length ({}) must be positive", B, T);
     ZDP_REQUIRE(T <= config.n_ctx, "sequence length {} exceeds the model's context of {} positions", T,
                 config.n_ctx);
     acts_ = std::make_unique<Acts>();
-    acts_->storage = carve_activations(dev_, *acts_, B, T, config, checkpointing, k_);
+    acts_->storage = carve_activations(dev_, *acts_, B, T, config, settings, k_);
     tokens_ = std::make_unique<TokenBatch>(dev_, B, T);
   }
 
@@ -95,10 +110,12 @@ class Transformer : public Model<F> {
   virtual void embed_forward(const F* p, const int32_t* inputs, int B, int T) = 0;
   // Block l from res[l]; writes res[l+1] unless recomputing its activations for its backward.
   virtual void block_forward(int l, const F* p, int B, int T, bool write_output) = 0;
-  // logits [rows, V] of `rows` rows of the residual stream from `from` (head unit's parameters p).
-  virtual void head_forward(const Acc* from, int rows, const F* p, Acc* logits) = 0;
-  // From the logits' gradient in probs to dres = ∂loss/∂res[L], into the head unit's gradients g.
-  virtual void head_backward(const F* p, Acc* g, int B, int T) = 0;
+  // The final norm of `rows` rows of the residual stream from `from` into lnf (head unit's parameters p).
+  virtual void head_norm_forward(const Acc* from, int rows, const F* p) = 0;
+  // From dln = ∂loss/∂lnf of `rows` rows to dres = ∂loss/∂res[L], into the head unit's gradients g.
+  virtual void head_norm_backward(const F* p, Acc* g, int rows) = 0;
+  // The classifier's weight: logits = lnf · Wᵀ (the transformer computes it, in chunks of rows).
+  virtual ClassifierWeight classifier() const = 0;
   // From dres = ∂loss/∂res[l+1] to ∂loss/∂res[l] in dres, into block l's gradients g.
   virtual void block_backward(int l, const F* p, Acc* g, int B, int T) = 0;
   // The embeddings' gradients (embedding unit's g) from dres = ∂loss/∂res[0].
@@ -120,12 +137,15 @@ class Transformer : public Model<F> {
   const ParamLayout& layout_;
   const int B_, T_;
   const bool checkpointing_;
+  const int logit_rows_;  // rows of logits computed at once (ActivationSettings::logit_rows)
   device::Device& dev_;
   const device::ModelKernels<F>& k_;
   std::unique_ptr<Acts> acts_;
 
  private:
   void forward_trunk(const int32_t* inputs, int B, int T, UnitAccess<F>& units);
+  // probs = the logits of rows r0 .. r0 + rows − 1 (lnf's), then their probabilities; losses[r0 ..].
+  void classifier_forward(int r0, int rows, const F* p);
 
   std::unique_ptr<TokenBatch> tokens_;  // the last micro-batch's (or context's) token ids
   std::vector<Acc> host_losses_;        // the last forward's per-token losses, read back to sum them
@@ -146,6 +166,16 @@ void Transformer<F, Acts>::forward_trunk(const int32_t* inputs, int B, int T, Un
 }
 
 template <typename F, typename Acts>
+void Transformer<F, Acts>::classifier_forward(int r0, int rows, const F* p) {
+  const int C = layout_.config().n_embd(), V = layout_.config().vocab_size();
+  const ClassifierWeight w = classifier();
+  Acts& a = *acts_;
+  k_.linear_forward_acc(a.probs, a.lnf + static_cast<size_t>(r0) * C, p + w.offset, nullptr, rows, C, V, w.layout,
+                        nullptr);
+  k_.softmax_crossentropy_forward(a.losses + r0, a.probs, a.probs, tokens_->targets() + r0, rows, V);
+}
+
+template <typename F, typename Acts>
 double Transformer<F, Acts>::forward(const int32_t* inputs, const int32_t* targets, const int32_t* positions,
                                      UnitAccess<F>& units) {
   const ScheduleUses uses{n_layer()};
@@ -154,8 +184,9 @@ double Transformer<F, Acts>::forward(const int32_t* inputs, const int32_t* targe
   tokens_->load(inputs, targets, positions, B, T, V);
   forward_trunk(tokens_->inputs(), B, T, units);
   units.begin(uses.head_forward());
-  head_forward(a.res[n_layer()], BT, units.params(layout_.head_unit()), a.probs);
-  k_.softmax_crossentropy_forward(a.losses, a.probs, a.probs, tokens_->targets(), BT, V);
+  const F* head = units.params(layout_.head_unit());
+  head_norm_forward(a.res[n_layer()], BT, head);
+  for (int r0 = 0; r0 < BT; r0 += logit_rows_) classifier_forward(r0, std::min(logit_rows_, BT - r0), head);
   units.end(uses.head_forward());
   last_B_ = B;
   last_T_ = T;
@@ -166,12 +197,24 @@ template <typename F, typename Acts>
 void Transformer<F, Acts>::backward(Acc dloss, UnitAccess<F>& units) {
   ZDP_CHECK(last_B_ > 0, "backward without a forward");
   const ScheduleUses uses{n_layer()};
-  const int B = last_B_, T = last_T_, V = layout_.config().vocab_size();
+  const int B = last_B_, T = last_T_, BT = B * T, C = layout_.config().n_embd(), V = layout_.config().vocab_size();
   Acts& a = *acts_;
   const int head = layout_.head_unit();
   units.begin(uses.head_backward());
-  k_.softmax_crossentropy_backward(a.probs, a.probs, tokens_->targets(), dloss, B * T, V);
-  head_backward(units.params(head), units.grads(head), B, T);
+  const F* p = units.params(head);
+  Acc* g = units.grads(head);
+  const ClassifierWeight w = classifier();
+  // In chunks, the forward kept only the last chunk's probabilities: each chunk's are computed again.
+  const bool chunked = logit_rows_ < BT;
+  for (int r0 = 0; r0 < BT; r0 += logit_rows_) {
+    const int rows = std::min(logit_rows_, BT - r0);
+    const size_t row0 = static_cast<size_t>(r0) * C;
+    if (chunked) classifier_forward(r0, rows, p);
+    k_.softmax_crossentropy_backward(a.probs, a.probs, tokens_->targets() + r0, dloss, rows, V);
+    k_.linear_backward(a.dln + row0, g + w.offset, nullptr, a.probs, a.lnf + row0, p + w.offset, rows, C, V, w.layout,
+                       a.operand16);
+  }
+  head_norm_backward(p, g, BT);
   units.end(uses.head_backward());
   last_B_ = 0;  // the probabilities now hold their gradient: no second backward
   for (int l = n_layer() - 1; l >= 0; --l) {
@@ -194,7 +237,11 @@ void Transformer<F, Acts>::next_token_logits(const int32_t* inputs, int t, UnitA
   tokens_->load_context(inputs, t, T_, layout_.config().vocab_size());
   forward_trunk(tokens_->inputs(), 1, t, units);
   units.begin(uses.head_forward());
-  head_forward(acts_->res[n_layer()] + static_cast<size_t>(t - 1) * C, 1, units.params(layout_.head_unit()), logits);
+  const F* p = units.params(layout_.head_unit());
+  const ClassifierWeight w = classifier();
+  head_norm_forward(acts_->res[n_layer()] + static_cast<size_t>(t - 1) * C, 1, p);
+  k_.linear_forward_acc(logits, acts_->lnf, p + w.offset, nullptr, 1, C, layout_.config().vocab_size(), w.layout,
+                        nullptr);
   units.end(uses.head_forward());
   last_B_ = 0;
 }

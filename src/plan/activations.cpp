@@ -7,13 +7,13 @@
 
 namespace zerodp::plan {
 
-model::ActivationBytes activation_bytes(const model::ModelConfig& config, int64_t B, int64_t T, bool checkpointing,
-                                        DType compute, bool gpu) {
+model::ActivationBytes activation_bytes(const model::ModelConfig& config, int64_t B, int64_t T,
+                                        model::ActivationSettings acts, DType compute, bool gpu) {
   constexpr int64_t kMaxTokens = std::numeric_limits<int>::max();
   ZDP_REQUIRE(B >= 1 && T >= 1 && B <= kMaxTokens / T,
               "a micro-batch of {} sequences of {} tokens is beyond the {} tokens a model takes at once", B, T,
               kMaxTokens);
-  return model::model_activation_parts(config, static_cast<int>(B), static_cast<int>(T), checkpointing, compute,
+  return model::model_activation_parts(config, static_cast<int>(B), static_cast<int>(T), acts, compute,
                                        device::attention_sizes(gpu, compute));
 }
 

@@ -13,9 +13,9 @@
 namespace zerodp::plan {
 
 // The activations a model allocates for micro-batches of B sequences of T tokens, computing in
-// `compute` on the CPU or (gpu) on a CUDA GPU. UsageError when B·T is beyond what a model takes.
-model::ActivationBytes activation_bytes(const model::ModelConfig& config, int64_t B, int64_t T, bool checkpointing,
-                                        DType compute = DType::kF32, bool gpu = false);
+// `compute` on the CPU or (gpu) on a CUDA GPU, kept as `acts` says. UsageError when B·T is beyond what a model takes.
+model::ActivationBytes activation_bytes(const model::ModelConfig& config, int64_t B, int64_t T,
+                                        model::ActivationSettings acts, DType compute = DType::kF32, bool gpu = false);
 
 // Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models", eq. (1):
 // bytes one transformer layer keeps with 16-bit activations and dropout, s·b·h·(34 + 5·a·s/h).

@@ -445,9 +445,9 @@ MemoryEstimate estimate_memory(const PlanInput& in) {
   if (in.model) {
     const Units u = units_of(*in.model, static_cast<uint64_t>(in.world));
     const int64_t T = in.seq_len();
-    act_live = activation_bytes(*in.model, in.micro_batch, T, in.zero.activation_checkpointing, in.precision.dtype,
-                                in.gpu)
-                   .total();
+    act_live =
+        activation_bytes(*in.model, in.micro_batch, T, zero::activation_settings(in.zero), in.precision.dtype, in.gpu)
+            .total();
     // The engine's tokens (on a GPU in host memory), or cuBLASLt's workspace (the GPU's, for its life).
     act_live += in.gpu ? kGpuGemmWorkspaceBytes
                        : zero::batch_token_bytes(static_cast<uint64_t>(in.micro_batch), static_cast<uint64_t>(T));

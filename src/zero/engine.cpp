@@ -404,7 +404,7 @@ struct Engine::Impl::Runner final : ModelRunner, model::UnitAccess<P> {
   Impl& impl;
   std::unique_ptr<model::Model<P>> net;
   Runner(Impl& i, const model::ParamLayout& l, const EngineConfig& c)
-      : impl(i), net(model::make_model<P>(l, c.micro_batch, c.seq, c.zero.activation_checkpointing, c.dev())) {}
+      : impl(i), net(model::make_model<P>(l, c.micro_batch, c.seq, activation_settings(c.zero), c.dev())) {}
   double forward(const int32_t* inputs, const int32_t* targets, const int32_t* positions) override {
     return net->forward(inputs, targets, positions, *this);
   }

@@ -36,6 +36,7 @@
 
 #include "core/memory.h"
 #include "model/layout.h"
+#include "model/model.h"
 #include "zero/engine_config.h"
 #include "zero/offload_rules.h"
 #include "zero/optimizer_swap.h"
@@ -54,6 +55,10 @@ constexpr size_t kDeviceWorkChunk = size_t{1} << 22;
 // The engine's micro-batch in host-visible memory (`act`), filled by the batch source: B·T input ids,
 // targets and positions (int32 each).
 constexpr uint64_t batch_token_bytes(uint64_t B, uint64_t T) { return 3 * sizeof(int32_t) * B * T; }
+// How the engine's model keeps its activations: what the planner's activation count is asked for too.
+inline model::ActivationSettings activation_settings(const ZeroSettings& zero) {
+  return {zero.activation_checkpointing, zero.loss_chunk};
+}
 
 class ModelStates {
  public:

@@ -51,6 +51,11 @@ const ZeroSettingRow kRows[] = {
     {"--activation-checkpointing", "", "", "",
      "Keep only each block's input and recompute its activations during backward (less act memory)",
      &Z::activation_checkpointing, 0, INT64_MAX, true},
+    {"--loss-chunk", "N", "", "loss_chunk",
+     "Compute the classifier, softmax and loss N tokens at a time: only N x vocabulary logits exist at once, "
+     "and the backward computes each chunk's again (one more head GEMM); the same losses within rounding. "
+     "0: the whole micro-batch at once",
+     &Z::loss_chunk, 0, 1 << 30, true},
     {"--offload-optimizer", "none|cpu|nvme", "offload_optimizer.device", "offload_optimizer",
      "ZeRO-Offload (stages 1-3): fp32 master weights and optimizer states in host memory, the update run "
      "there (nvme: in files under --nvme-path, read and written around each sub-group's update); same "

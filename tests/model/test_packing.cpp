@@ -14,6 +14,7 @@
 #include "core/targets.h"
 #include "model/layout.h"
 #include "model/model.h"
+#include "random_weights.h"
 
 using namespace zerodp;
 using namespace zerodp::model;
@@ -40,35 +41,7 @@ ModelConfig llama(int window) {
 }
 
 template <typename F>
-struct Weights {
-  std::vector<std::vector<F>> params, grads;
-  explicit Weights(const ParamLayout& l) {
-    std::mt19937 rng(5);
-    std::normal_distribution<double> nd(0.0, 0.3);
-    for (int u = 0; u < l.num_units(); ++u) {
-      params.emplace_back(l.unit_numel(u));
-      grads.emplace_back(l.unit_numel(u), F(0));
-    }
-    for (const auto& p : l.params()) {
-      // Norm weights near 1, so that the function is a transformer's.
-      const bool norm = p.name.find("norm") != std::string::npos ||
-                        (p.name.find("ln_") != std::string::npos && p.name.find("weight") != std::string::npos);
-      for (size_t i = 0; i < p.numel; ++i) params[p.unit][p.offset + i] = static_cast<F>((norm ? 1.0 : 0.0) + nd(rng));
-    }
-  }
-  void clear_grads() {
-    for (auto& g : grads) std::fill(g.begin(), g.end(), F(0));
-  }
-  ResidentUnits<F> access() {
-    std::vector<const F*> p;
-    std::vector<F*> g;
-    for (size_t u = 0; u < params.size(); ++u) {
-      p.push_back(params[u].data());
-      g.push_back(grads[u].data());
-    }
-    return ResidentUnits<F>(p, g);
-  }
-};
+using Weights = zerodp::model::test_support::RandomWeights<F>;
 
 // An example: its tokens; every token after the first is a target except where `masked` says.
 struct Example {
@@ -123,7 +96,7 @@ void expect_packed_equals_alone(const ModelConfig& config, double tolerance) {
   packed->forward(in.data(), tg.data(), pos.data(), access);
   const std::vector<GradOf<F>> packed_losses = packed->host_losses();
   packed->backward(1, access);
-  const std::vector<std::vector<F>> packed_grads = w.grads;
+  const std::vector<std::vector<GradOf<F>>> packed_grads = w.grads;
 
   // A row per example, padded, positions 0..T−1.
   w.clear_grads();

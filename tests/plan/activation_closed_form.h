@@ -16,12 +16,17 @@ inline constexpr uint64_t kF32 = 4, kI32 = 4;
 // 16-bit compute's GEMM operands keep rows of a multiple of 8 elements (device::operand16_row: 16-byte
 // rows for a GPU's GEMMs, whatever the vocabulary).
 inline constexpr uint64_t operand_row(uint64_t n) { return (n + 7) / 8 * 8; }
+// The rows of logits held at once: --loss-chunk's tokens when fewer than the micro-batch's.
+inline constexpr uint64_t logit_rows(uint64_t bs, int64_t loss_chunk) {
+  return loss_chunk > 0 && static_cast<uint64_t>(loss_chunk) < bs ? static_cast<uint64_t>(loss_chunk) : bs;
+}
 
 
 // 16-bit compute: each array rounded up to 64 bytes (R), 16-bit arrays 2 bytes an element.
-inline model::ActivationBytes gpt2_closed_form_16bit(const model::GPT2Config& g, int64_t B, int64_t T, bool checkpointing, bool gpu) {
+inline model::ActivationBytes gpt2_closed_form_16bit(const model::GPT2Config& g, int64_t B, int64_t T, bool checkpointing, bool gpu,
+                                                     int64_t loss_chunk) {
   auto R = [](uint64_t bytes) { return (bytes + 63) / 64 * 64; };
-  const uint64_t bs = static_cast<uint64_t>(B) * static_cast<uint64_t>(T);
+  const uint64_t bs = static_cast<uint64_t>(B) * static_cast<uint64_t>(T), lr = logit_rows(bs, loss_chunk);
   const uint64_t h = static_cast<uint64_t>(g.n_embd), a = static_cast<uint64_t>(g.n_head);
   const uint64_t V = static_cast<uint64_t>(g.vocab_size), L = static_cast<uint64_t>(g.n_layer);
   const uint64_t s = static_cast<uint64_t>(T), b = static_cast<uint64_t>(B), hs = h / a;
@@ -38,24 +43,24 @@ inline model::ActivationBytes gpt2_closed_form_16bit(const model::GPT2Config& g,
   r.per_block = block_set + block_output;
   r.blocks = checkpointing ? L * block_output + block_set : L * r.per_block;
   // Residual stream entering block 0 (fp32), ln_f output (16-bit) and statistics, logits, losses.
-  r.head = R(kF32 * bs * h) + R(k16 * bs * h) + 2 * R(kF32 * bs) + R(kF32 * bs * V) + R(kF32 * bs);
+  r.head = R(kF32 * bs * h) + R(k16 * bs * h) + 2 * R(kF32 * bs) + R(kF32 * lr * V) + R(kF32 * bs);
   // dres, dln, datty, dqkv, dfch_gelu (fp32), then the fp32 products [bs,4h], the 16-bit GEMM
-  // operands [bs, max(4h, V)] (rows of 8k elements) and per (b, head) one row block of fp32 scores,
+  // operands, the larger of [bs, 4h] and [lr, V] (rows of 8k elements), and per (b, head) one row block of fp32 scores,
   // 16-bit dS and fp32 output.
   const uint64_t rows = std::min<uint64_t>(s, kernels::kAttentionRowBlock);
   const uint64_t head_scratch = R(kF32 * rows * s) + R(k16 * rows * s) + R(kF32 * rows * hs);
   // (The GPU's: the flash backward's D, fp32 [a·b,s]; the last array, so not rounded up.)
   const uint64_t attention_scratch = gpu ? kF32 * a * b * s : a * b * head_scratch;
   r.backward = 3 * R(kF32 * bs * h) + R(kF32 * 3 * bs * h) + R(kF32 * 4 * bs * h) + R(kF32 * 4 * bs * h) +
-               R(k16 * bs * std::max(operand_row(4 * h), operand_row(V))) + attention_scratch;
+               R(k16 * std::max(bs * operand_row(4 * h), lr * operand_row(V))) + attention_scratch;
   r.tokens = kI32 * 3 * bs;  // inputs, targets, positions
   return r;
 }
 
 inline model::ActivationBytes gpt2_closed_form(const model::GPT2Config& g, int64_t B, int64_t T, bool checkpointing,
-                                      DType compute = DType::kF32, bool gpu = false) {
-  if (compute != DType::kF32) return gpt2_closed_form_16bit(g, B, T, checkpointing, gpu);
-  const uint64_t bs = static_cast<uint64_t>(B) * static_cast<uint64_t>(T);
+                                      DType compute = DType::kF32, bool gpu = false, int64_t loss_chunk = 0) {
+  if (compute != DType::kF32) return gpt2_closed_form_16bit(g, B, T, checkpointing, gpu, loss_chunk);
+  const uint64_t bs = static_cast<uint64_t>(B) * static_cast<uint64_t>(T), lr = logit_rows(bs, loss_chunk);
   const uint64_t h = static_cast<uint64_t>(g.n_embd), a = static_cast<uint64_t>(g.n_head);
   const uint64_t V = static_cast<uint64_t>(g.vocab_size), L = static_cast<uint64_t>(g.n_layer);
   const uint64_t probs = a * static_cast<uint64_t>(B) * static_cast<uint64_t>(T) * static_cast<uint64_t>(T);
@@ -69,7 +74,7 @@ inline model::ActivationBytes gpt2_closed_form(const model::GPT2Config& g, int64
   r.per_block = kF32 * (block_set + block_output);
   r.blocks = checkpointing ? kF32 * (L * block_output + block_set) : L * r.per_block;
   // Residual stream entering block 0, ln_f output and statistics, logits, per-token losses.
-  r.head = kF32 * (bs * (2 * h + V + 3));
+  r.head = kF32 * (bs * (2 * h + 3) + lr * V);
   // dres, dln, datty (h each), dqkv (3h), dfch_gelu (4h; the gradient before the GELU replaces it in
   // place) = 10h, plus the attention backward's row-blocked scratch.
   const uint64_t rows = static_cast<uint64_t>(std::min<int64_t>(T, kernels::kAttentionRowBlock));
@@ -79,12 +84,12 @@ inline model::ActivationBytes gpt2_closed_form(const model::GPT2Config& g, int64
 }
 
 inline model::ActivationBytes llama_closed_form(const model::LlamaConfig& c, int64_t B, int64_t T, bool checkpointing,
-                                       DType compute = DType::kF32, bool gpu = false) {
+                                       DType compute = DType::kF32, bool gpu = false, int64_t loss_chunk = 0) {
   const bool k16 = compute != DType::kF32;
   const uint64_t p = k16 ? 2 : kF32;  // the arrays that feed a GEMM or the attention
   // 16-bit compute: each array rounded up to 64 bytes.
   auto R = [k16](uint64_t bytes) { return k16 ? (bytes + 63) / 64 * 64 : bytes; };
-  const uint64_t b = static_cast<uint64_t>(B), s = static_cast<uint64_t>(T), bs = b * s;
+  const uint64_t b = static_cast<uint64_t>(B), s = static_cast<uint64_t>(T), bs = b * s, lr = logit_rows(bs, loss_chunk);
   const uint64_t h = static_cast<uint64_t>(c.n_embd), a = static_cast<uint64_t>(c.n_head);
   const uint64_t kv = static_cast<uint64_t>(c.n_kv_head), d = static_cast<uint64_t>(c.head_dim);
   const uint64_t I = static_cast<uint64_t>(c.intermediate_size), V = static_cast<uint64_t>(c.vocab_size);
@@ -102,9 +107,10 @@ inline model::ActivationBytes llama_closed_form(const model::LlamaConfig& c, int
   r.per_block = block_set + block_output;
   r.blocks = checkpointing ? L * block_output + block_set : L * r.per_block;
   // The embeddings on the residual stream, the final norm's output and statistic, logits, losses.
-  r.head = R(kF32 * bs * h) + R(p * bs * h) + R(kF32 * bs) + R(kF32 * bs * V) + R(kF32 * bs);
+  r.head = R(kF32 * bs * h) + R(p * bs * h) + R(kF32 * bs) + R(kF32 * lr * V) + R(kF32 * bs);
   // dres, dln (h), datty (a·d), dqkv, dgate_up (2I), dact (I), all fp32; 16-bit compute's fp32 GEMM
-  // results [bs, max(qkv, 2I)] and operands [bs, max(qkv, 2I, V, h)] (rows of 8k elements); the
+  // results [bs, max(qkv, 2I)] and operands, the larger of [bs, max(qkv, 2I, h)] and [lr, V] (rows of 8k
+  // elements); the
   // attention backward's scratch (fp32: one row block of dP per (b, key/value head); 16-bit: per (b,
   // query head) a row block of fp32 scores, 16-bit dS and fp32 output); the RoPE tables, fp32 [s, d/2]
   // twice.
@@ -115,7 +121,9 @@ inline model::ActivationBytes llama_closed_form(const model::LlamaConfig& c, int
                                            : kF32 * b * kv * rows * s;
   r.backward = 2 * R(kF32 * bs * h) + R(kF32 * bs * q) + R(kF32 * bs * qkv) + R(kF32 * bs * 2 * I) +
                R(kF32 * bs * I) +
-               (k16 ? R(kF32 * bs * std::max(qkv, 2 * I)) + R(2 * bs * operand_row(std::max({qkv, 2 * I, V, h}))) : 0) +
+               (k16 ? R(kF32 * bs * std::max(qkv, 2 * I)) +
+                          R(2 * std::max(bs * operand_row(std::max({qkv, 2 * I, h})), lr * operand_row(V)))
+                    : 0) +
                R(attention_scratch) + R(kF32 * s * (d / 2)) + kF32 * s * (d / 2);
   r.tokens = kI32 * 3 * bs;  // inputs, targets, positions
   return r;

@@ -34,9 +34,12 @@
           backward of a resharded run stages its gathers).
   no_overlap: --no-overlap-comm at every stage, fp32 and bf16 (with and without fp32 accumulation, reduced in
           bf16 and fp32), G = 1 and 2: the predicted total EQUALS the measured peak of every rank.
+  loss_chunk: a Llama with a 128,256-token vocabulary, with and without --loss-chunk, stage 0 fp32 and stage
+          3 bf16: the predicted act and total EQUAL the measured peaks, and the chunks lower the measured
+          act peak by exactly the planned bytes.
 
 usage: plan_cli_tests.py ZERODP CASE     (CASE: states | act | accum | stages01 | sweep | llama | sweep_llama |
-                                          persistence | config | keep_gathered | no_overlap)
+                                          persistence | config | keep_gathered | no_overlap | loss_chunk)
 Exits non-zero with a message on the first failed check."""
 import csv
 import functools
@@ -345,5 +348,32 @@ elif CASE == "sweep_llama":
         check(r["measured_total"] == r["predicted_total"],
               f"W={r['world']} stage {r['stage']} B={r['micro_batch']}: measured {r['measured_total']}, "
               f"predicted {r['predicted_total']}")
+elif CASE == "loss_chunk":
+    # A scaled-down Llama with Llama 3's vocabulary of 128,256 (C = 32, one block, untied): the logits
+    # [B·T, V] are most of its activations. With --loss-chunk 16 the predicted act and total EQUAL the
+    # measured peaks of every rank, and the measured peak falls by exactly what the planner says.
+    dims = ["--layers", "1", "--heads", "2", "--kv-heads", "1", "--embd", "32", "--vocab", "128256", "--ctx", "32"]
+    init = os.path.join(tmp, "llama_v128k")
+    rc, _, err = run(["init", "--arch", "llama", "--out", init, "--seed", "3"] + dims)
+    check(rc == 0, "init --arch llama --vocab 128256", err)
+    for stage, dtype in ((0, "fp32"), (3, "bf16")):
+        peaks = {}
+        for chunk in (0, 16):
+            what = f"V=128256 stage {stage} {dtype} --loss-chunk {chunk}"
+            flags = ["--loss-chunk", str(chunk)]
+            rc, out, err = run(["estimate", "--json", "--arch", "llama", "--gpus", str(W), "--stage", str(stage),
+                                "--dtype", dtype, "--fp32-grad-accum", "--micro-batch", "2", "--seq", "32"] + dims + flags)
+            check(rc == 0, f"estimate {what}", err)
+            want = json.loads(out)["stages"][0]["bytes_per_rank"]
+            for rec in train(stage, dtype, True, 2, 32, False, os.path.join(tmp, f"lc{stage}_{chunk}.jsonl"),
+                             inputs=(model_tokens, init), extra=flags):
+                got = {k: rec["peak_bytes"][k] for k in ("act", "total")}
+                check(got == {k: want[k] for k in got}, f"{what} rank {rec['rank']}: measured {got}, predicted {want}")
+            peaks[chunk] = (got["act"], want["act"])
+        (whole, whole_plan), (part, part_plan) = peaks[0], peaks[16]
+        check(whole - part == whole_plan - part_plan and whole - part >= 48 * 128256 * 4,
+              f"stage {stage} {dtype}: --loss-chunk 16 lowers the measured act peak by {whole - part} bytes, the "
+              f"plan by {whole_plan - part_plan} (at least the 48 rows of fp32 logits no longer held)")
+        print(f"stage {stage} {dtype}: act {whole} -> {part} bytes with --loss-chunk 16 (planned the same)")
 else:
     sys.exit(f"unknown case {CASE}")

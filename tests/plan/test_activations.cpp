@@ -31,12 +31,15 @@ TEST(Activations, Gpt2IsTheClosedForm) {
       for (int T : {1, g.n_ctx / 2 + 1, g.n_ctx})
         for (bool ckpt : {false, true})
           for (DType t : {DType::kF32, DType::kBF16, DType::kF16})
-            for (bool gpu : {false, true}) {
-              if (gpu && t == DType::kF32) continue;  // a GPU computes in 16 bits
-              expect_parts(activation_bytes(g, B, T, ckpt, t, gpu), closed_form::gpt2_closed_form(g, B, T, ckpt, t, gpu),
-                           g.summary() + " B=" + std::to_string(B) + " T=" + std::to_string(T) +
-                               " ckpt=" + std::to_string(ckpt) + " " + dtype_name(t) + (gpu ? " gpu" : " cpu"));
-            }
+            for (bool gpu : {false, true})
+              for (int chunk : {0, 5}) {
+                if (gpu && t == DType::kF32) continue;  // a GPU computes in 16 bits
+                expect_parts(activation_bytes(g, B, T, model::ActivationSettings(ckpt, chunk), t, gpu),
+                             closed_form::gpt2_closed_form(g, B, T, ckpt, t, gpu, chunk),
+                             g.summary() + " B=" + std::to_string(B) + " T=" + std::to_string(T) +
+                                 " ckpt=" + std::to_string(ckpt) + " " + dtype_name(t) + (gpu ? " gpu" : " cpu") +
+                                 " loss chunk " + std::to_string(chunk));
+              }
 }
 
 model::LlamaConfig llama_config(int L, int NH, int NKV, int C, int I, int V, int ctx, bool qwen2) {
@@ -63,11 +66,14 @@ TEST(Activations, LlamaIsTheClosedForm) {
       for (int T : {1, 17, c.n_ctx})
         for (bool ckpt : {false, true})
           for (DType t : {DType::kF32, DType::kBF16, DType::kF16})
-            for (bool gpu : {false, true}) {
-              if (gpu && t == DType::kF32) continue;
-              expect_parts(activation_bytes(c, B, T, ckpt, t, gpu), closed_form::llama_closed_form(c, B, T, ckpt, t, gpu),
-                           c.summary() + " B=" + std::to_string(B) + " T=" + std::to_string(T) +
-                               " ckpt=" + std::to_string(ckpt) + " " + dtype_name(t) + (gpu ? " gpu" : " cpu"));
+            for (bool gpu : {false, true})
+              for (int chunk : {0, 5}) {
+                if (gpu && t == DType::kF32) continue;
+                expect_parts(activation_bytes(c, B, T, model::ActivationSettings(ckpt, chunk), t, gpu),
+                             closed_form::llama_closed_form(c, B, T, ckpt, t, gpu, chunk),
+                             c.summary() + " B=" + std::to_string(B) + " T=" + std::to_string(T) +
+                                 " ckpt=" + std::to_string(ckpt) + " " + dtype_name(t) + (gpu ? " gpu" : " cpu") +
+                                 " loss chunk " + std::to_string(chunk));
             }
 }
 

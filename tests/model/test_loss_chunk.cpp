@@ -1,0 +1,158 @@
+// The classifier in chunks of tokens (ActivationSettings::loss_chunk): the per-token losses and every
+// gradient equal the whole micro-batch's within rounding, for GPT-2 (tied head), a Llama with an untied
+// head and one with a tied head, in double, float and bf16, at chunks of 1 token, a size that does not
+// divide B·T, B·T − 1 and B·T or more (the whole-batch path, bit for bit); sampling's logits are
+// unchanged; the activations shrink by the logits no longer held, as the planner counts them.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "core/targets.h"
+#include "device/device.h"
+#include "model/layout.h"
+#include "model/model.h"
+#include "random_weights.h"
+
+using namespace zerodp;
+using namespace zerodp::model;
+
+namespace loss_chunk_test {
+
+constexpr int kB = 2, kT = 12, kBT = kB * kT;
+
+ModelConfig gpt2() { return ModelConfig(GPT2Config{2, 2, 8, 37, kT}); }  // L H C V N
+
+ModelConfig llama(bool tied) {
+  LlamaConfig c;
+  c.n_layer = 2;
+  c.n_head = 4;
+  c.n_kv_head = 2;
+  c.n_embd = 16;
+  c.head_dim = 4;
+  c.intermediate_size = 20;
+  c.vocab_size = 41;
+  c.n_ctx = kT;
+  c.tie_word_embeddings = tied;
+  return ModelConfig(c);
+}
+
+struct Batch {
+  std::vector<int32_t> inputs, targets;
+};
+
+Batch batch(int V) {
+  std::mt19937 rng(17);
+  Batch b{std::vector<int32_t>(kBT), std::vector<int32_t>(kBT)};
+  for (int i = 0; i < kBT; ++i) {
+    b.inputs[i] = static_cast<int32_t>(rng() % V);
+    b.targets[i] = i % 7 == 3 ? kIgnoreTarget : static_cast<int32_t>(rng() % V);  // a few tokens without a target
+  }
+  return b;
+}
+
+template <typename F>
+struct Result {
+  double loss = 0;
+  std::vector<GradOf<F>> losses;
+  std::vector<std::vector<GradOf<F>>> grads;
+};
+
+template <typename F>
+Result<F> run(const ModelConfig& config, int64_t loss_chunk) {
+  const ParamLayout layout(config);
+  test_support::RandomWeights<F> w(layout);
+  auto access = w.access();
+  const Batch b = batch(config.vocab_size());
+  auto net = make_model<F>(layout, kB, kT, ActivationSettings(false, loss_chunk));
+  Result<F> r;
+  r.loss = net->forward(b.inputs.data(), b.targets.data(), nullptr, access);
+  r.losses = net->host_losses();
+  net->backward(GradOf<F>(1.0 / kBT), access);
+  r.grads = w.grads;
+  return r;
+}
+
+// Whether a and b agree within `tolerance`, relative to 1 + |b|; the worst difference in `worst`.
+template <typename A, typename B>
+bool close(const A& a, const B& b, double tolerance, double* worst) {
+  const double d = std::fabs(static_cast<double>(a) - static_cast<double>(b)) / (1 + std::fabs(static_cast<double>(b)));
+  *worst = std::max(*worst, d);
+  return d <= tolerance;
+}
+
+template <typename F>
+void expect_chunks_agree(const ModelConfig& config, double tolerance) {
+  const Result<F> whole = run<F>(config, 0);
+  for (const int64_t chunk : {int64_t{1}, int64_t{5}, int64_t{kBT - 1}, int64_t{kBT}, int64_t{3 * kBT}}) {
+    SCOPED_TRACE(::testing::Message() << config.summary() << ", chunks of " << chunk << " tokens");
+    const Result<F> part = run<F>(config, chunk);
+    double worst = 0;
+    EXPECT_TRUE(close(part.loss, whole.loss, tolerance, &worst));
+    for (int i = 0; i < kBT; ++i) EXPECT_TRUE(close(part.losses[i], whole.losses[i], tolerance, &worst)) << "token " << i;
+    for (size_t u = 0; u < whole.grads.size(); ++u)
+      for (size_t i = 0; i < whole.grads[u].size(); ++i) close(part.grads[u][i], whole.grads[u][i], tolerance, &worst);
+    EXPECT_LE(worst, tolerance) << "the worst relative difference, losses and gradients";
+    if (chunk >= kBT) {  // one chunk: the whole-batch path itself
+      EXPECT_EQ(part.losses, whole.losses);
+      EXPECT_EQ(part.grads, whole.grads);
+    }
+  }
+}
+
+TEST(LossChunk, Gpt2ChunksGiveTheWholeBatchsLossesAndGradients) {
+  expect_chunks_agree<double>(gpt2(), 1e-13);
+  expect_chunks_agree<float>(gpt2(), 2e-6);
+  expect_chunks_agree<bf16>(gpt2(), 2e-2);
+}
+
+TEST(LossChunk, LlamaChunksGiveTheWholeBatchsLossesAndGradients) {
+  for (const bool tied : {false, true}) {
+    expect_chunks_agree<double>(llama(tied), 1e-13);
+    expect_chunks_agree<float>(llama(tied), 2e-6);
+    expect_chunks_agree<bf16>(llama(tied), 2e-2);
+  }
+}
+
+TEST(LossChunk, SamplingLogitsAreUnchanged) {
+  const ModelConfig config = llama(false);
+  const ParamLayout layout(config);
+  test_support::RandomWeights<float> w(layout);
+  auto access = w.access();
+  const Batch b = batch(config.vocab_size());
+  std::vector<float> whole(config.vocab_size()), part(config.vocab_size());
+  make_model<float>(layout, 1, kT)->next_token_logits(b.inputs.data(), 7, access, whole.data());
+  make_model<float>(layout, 1, kT, ActivationSettings(false, 2))->next_token_logits(b.inputs.data(), 7, access,
+                                                                                     part.data());
+  EXPECT_EQ(part, whole);
+}
+
+// The head's activations lose the logits (and, computing in 16 bits, their 16-bit copy) of the rows no
+// longer held at once; nothing else changes.
+TEST(LossChunk, ActivationsHoldOnlyOneChunksLogits) {
+  for (const ModelConfig& config : {gpt2(), llama(false)}) {
+    const size_t V = static_cast<size_t>(config.vocab_size());
+    const size_t rows_gone = kBT - 4;
+    for (const DType dtype : {DType::kF32, DType::kBF16}) {
+      const auto& sizes = device::attention_sizes(false, dtype);
+      const ActivationBytes whole = model_activation_parts(config, kB, kT, ActivationSettings(false, 0), dtype, sizes);
+      const ActivationBytes part = model_activation_parts(config, kB, kT, ActivationSettings(false, 4), dtype, sizes);
+      EXPECT_EQ(part.blocks, whole.blocks);
+      EXPECT_EQ(part.tokens, whole.tokens);
+      // fp32 logits; 16-bit runs start every array on 64 bytes, which moves the padding around them
+      const double slack = dtype == DType::kF32 ? 0 : 2 * 64;
+      EXPECT_NEAR(static_cast<double>(whole.head - part.head), static_cast<double>(rows_gone * V * sizeof(float)),
+                  slack)
+          << config.summary();
+      if (dtype == DType::kF32) {
+        EXPECT_EQ(part.backward, whole.backward) << config.summary();
+      } else {  // the 16-bit operand: B·T rows of V columns before, now the widest of the other operands
+        EXPECT_LT(part.backward, whole.backward) << config.summary();
+      }
+    }
+  }
+}
+
+}  // namespace loss_chunk_test
