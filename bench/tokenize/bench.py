@@ -2,7 +2,7 @@
 tiktoken and Hugging Face tokenizers (encode calls only, text already in memory), on the same text and
 the same Llama-3-style byte-level BPE of 1,500 tokens trained on Shakespeare, on one core (taskset -c 0,
 one thread each) and on all cores. Run by run.sh inside the venv of scripts/setup/tokenizer_venv.sh, with
-tests/pylib (zdptest.train_tokenizers) and tests/tokenizer (reference_test's texts) on PYTHONPATH.
+tests/pylib (zdptest.train_tokenizers, zdptest.unseen_texts) on PYTHONPATH.
 
   bench.py ZERODP OUT_DIR [MB]
 
@@ -63,14 +63,14 @@ print(json.dumps({"seconds": dt, "tokens": n, "bytes": nbytes, "documents": len(
 
 
 def make_texts(mb, mix_share):
-    """Shakespeare repeated to about `mb` MB, and the multilingual mix (reference_test's documents
+    """Shakespeare repeated to about `mb` MB, and the multilingual mix (zdptest.unseen_texts' documents
     spliced into Shakespeare) of about mb * mix_share MB."""
-    import reference_test
+    from zdptest import unseen_texts
     sh = open(os.path.join(ROOT, "data", "tinyshakespeare.txt"), encoding="utf-8").read()
     texts = {"shakespeare": sh * max(1, int(mb * 1e6 / len(sh.encode("utf-8"))))}
     mix, k = [], 0
     while sum(len(p) for p in mix) < mb * 1e6 * mix_share / 1.3:
-        for d in reference_test.DOCS:
+        for d in unseen_texts.DOCS:
             mix.append(sh[(k * 7919) % 1000000:(k * 7919) % 1000000 + 2000])
             mix.append(d)
             k += 1

@@ -8,8 +8,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 py="$(bash scripts/setup/tokenizer_venv.sh | tail -1)"
 out=bench/tokenize/results
-PYTHONPATH="$PWD/tests/pylib:$PWD/tests/tokenizer${PYTHONPATH:+:$PYTHONPATH}" "$py" bench/tokenize/bench.py build/zerodp "$out" "${1:-50}"
+PYTHONPATH="$PWD/tests/pylib${PYTHONPATH:+:$PYTHONPATH}" "$py" bench/tokenize/bench.py build/zerodp "$out" "${1:-50}"
 /usr/bin/python3 bench/tokenize/plot.py "$out/results.json" "$out/tokenize.png"
 # The shapes that normalize (Qwen 2.5, Llama 2, Mistral) against the byte-level path, as ratios.
-PYTHONPATH="$PWD/tests/pylib:$PWD/tests/tokenizer${PYTHONPATH:+:$PYTHONPATH}" "$py" bench/tokenize/shapes.py build/zerodp "$out" "${1:-50}"
+PYTHONPATH="$PWD/tests/pylib${PYTHONPATH:+:$PYTHONPATH}" "$py" bench/tokenize/shapes.py build/zerodp "$out" "${1:-50}"
 echo "wrote $out/results.json, $out/tokenize.png and $out/shapes.json"

@@ -6,7 +6,7 @@ normalizer, and the SentencePiece-style BPEs of Llama 2
 1,500 tokens trained by `tokenizers` on Shakespeare. One thread pinned to core 0 (taskset -c 0),
 the whole command (load, map, encode, write), the best of three runs, the shapes interleaved so that
 a change in the machine's load falls on all of them. Run by run.sh's environment (the venv of
-scripts/setup/tokenizer_venv.sh, tests/pylib and tests/tokenizer on PYTHONPATH).
+scripts/setup/tokenizer_venv.sh, tests/pylib on PYTHONPATH).
 
   shapes.py ZERODP OUT_DIR [MB]
 
@@ -19,8 +19,7 @@ import tempfile
 import time
 
 import bench
-import train_shapes
-from zdptest import train_tokenizers
+from zdptest import train_shapes, train_tokenizers
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))

@@ -65,12 +65,9 @@ if __name__ == "__main__":
 from tokenizers import AddedToken, normalizers, pre_tokenizers, processors  # noqa: E402
 from transformers import PreTrainedTokenizerFast  # noqa: E402
 
-from zdptest import instruction_ref, train_tokenizers  # noqa: E402
+from zdptest import instruction_ref, train_shapes, train_tokenizers, unseen_texts  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "tokenizer"))
-import reference_test  # noqa: E402  (its multilingual DOCS)
-import train_shapes  # noqa: E402
 
 TEMPLATES = os.path.join(HERE, "chat_templates")
 VOCAB = 1200
@@ -224,7 +221,7 @@ def spans_part(token_spans, tmp, corpus, chat_texts):
         path = os.path.join(tmp, f"spans_{name}.json")
         t.save(path)
         form = "NFC" if name.startswith("qwen25") else None
-        for text in reference_test.DOCS + extra + chat_texts:
+        for text in unseen_texts.DOCS + extra + chat_texts:
             e = t.encode(text, add_special_tokens=False)
             by_ids = form is not None and unicodedata.normalize(form, text) != text
             cases.append({"tokenizer": path, "text": text})

@@ -2,7 +2,8 @@
 Qwen 2.5's (a byte-level BPE with an NFC normalizer and Qwen 2's regex) and the SentencePiece-style
 BPEs of Llama 2 (a Prepend + Replace normalizer, no pre-tokenizer) and Mistral (a Metaspace
 pre-tokenizer), both with byte fallback: the 256 <0xAB> tokens in the vocabulary, the unknown token
-<unk>, and the post-processor's template "<s> $A". Used by reference_test.py and bench/tokenize."""
+<unk>, and the post-processor's template "<s> $A". Used by tests/tokenizer/reference_test.py,
+tests/data/chat_tokenize_reference.py and bench/tokenize."""
 import json
 
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
