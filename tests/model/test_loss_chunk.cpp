@@ -14,7 +14,7 @@
 #include "device/device.h"
 #include "model/layout.h"
 #include "model/model.h"
-#include "random_weights.h"
+#include "model_fixtures.h"
 
 using namespace zerodp;
 using namespace zerodp::model;
@@ -25,19 +25,7 @@ constexpr int kB = 2, kT = 12, kBT = kB * kT;
 
 ModelConfig gpt2() { return ModelConfig(GPT2Config{2, 2, 8, 37, kT}); }  // L H C V N
 
-ModelConfig llama(bool tied) {
-  LlamaConfig c;
-  c.n_layer = 2;
-  c.n_head = 4;
-  c.n_kv_head = 2;
-  c.n_embd = 16;
-  c.head_dim = 4;
-  c.intermediate_size = 20;
-  c.vocab_size = 41;
-  c.n_ctx = kT;
-  c.tie_word_embeddings = tied;
-  return ModelConfig(c);
-}
+ModelConfig llama(bool tied) { return test_support::tiny_llama(41, kT, 0, tied); }
 
 struct Batch {
   std::vector<int32_t> inputs, targets;

@@ -14,7 +14,7 @@
 #include "core/targets.h"
 #include "model/layout.h"
 #include "model/model.h"
-#include "random_weights.h"
+#include "model_fixtures.h"
 
 using namespace zerodp;
 using namespace zerodp::model;
@@ -25,20 +25,7 @@ constexpr int kT = 12;
 
 ModelConfig gpt2() { return ModelConfig(GPT2Config{2, 2, 8, 11, kT}); }  // L H C V N
 
-ModelConfig llama(int window) {
-  LlamaConfig c;
-  c.family = window > 0 ? LlamaFamily::kMistral : LlamaFamily::kLlama;
-  c.n_layer = 2;
-  c.n_head = 4;
-  c.n_kv_head = 2;
-  c.n_embd = 16;
-  c.head_dim = 4;
-  c.intermediate_size = 20;
-  c.vocab_size = 13;
-  c.n_ctx = kT;
-  c.sliding_window = window;
-  return ModelConfig(c);
-}
+ModelConfig llama(int window) { return test_support::tiny_llama(13, kT, window); }
 
 template <typename F>
 using Weights = zerodp::model::test_support::RandomWeights<F>;

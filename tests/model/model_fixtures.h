@@ -1,6 +1,5 @@
-// A model's parameters and gradients for the model seam's tests: one host array a unit, parameters drawn
-// from N(0, 0.3²) (norm weights around 1, so that the function is a transformer's) and rounded to F,
-// gradients (GradOf<F>: fp32 for 16-bit F) zero.
+// What the model seam's tests build models from: a tiny Llama-family config, and a model's parameters
+// and gradients (RandomWeights).
 #pragma once
 
 #include <algorithm>
@@ -12,10 +11,31 @@
 #include "kernels/half.h"
 #include "model/carver.h"
 #include "model/layout.h"
+#include "model/model_config.h"
 #include "model/units.h"
 
 namespace zerodp::model::test_support {
 
+// A Llama of 2 blocks, 4 query heads of 4 and 2 key/value heads, C 16, I 20: Mistral with a sliding
+// window when `window` > 0, its head tied to the embeddings when `tied`.
+inline ModelConfig tiny_llama(int vocab, int ctx, int window = 0, bool tied = false) {
+  LlamaConfig c;
+  c.family = window > 0 ? LlamaFamily::kMistral : LlamaFamily::kLlama;
+  c.n_layer = 2;
+  c.n_head = 4;
+  c.n_kv_head = 2;
+  c.n_embd = 16;
+  c.head_dim = 4;
+  c.intermediate_size = 20;
+  c.vocab_size = vocab;
+  c.n_ctx = ctx;
+  c.sliding_window = window;
+  c.tie_word_embeddings = tied;
+  return ModelConfig(c);
+}
+
+// One host array a unit: parameters drawn from N(0, 0.3²) (norm weights around 1, so that the function
+// is a transformer's) and rounded to F, gradients (GradOf<F>: fp32 for 16-bit F) zero.
 template <typename F>
 struct RandomWeights {
   using G = GradOf<F>;
