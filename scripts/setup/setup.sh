@@ -35,8 +35,8 @@ TEST_PACKAGES=(
   # The portable build's tests (tests/portable): a CPU without AVX-512 (and one below x86-64-v3) under
   # QEMU's user-mode emulation.
   qemu-user
-  # The fuzz build (scripts/fuzz.sh): Clang 14 with libFuzzer and the sanitizer runtimes, its OpenMP,
-  # and llvm-symbolizer for the reports' stacks.
+  # The sanitized build and its fuzz targets (scripts/test_sanitized.sh, scripts/fuzz.sh): Clang 14 with
+  # libFuzzer and the sanitizer runtimes, its OpenMP, and llvm-symbolizer for the reports' stacks.
   clang-14 libclang-rt-14-dev libomp-14-dev llvm-14
 )
 
