@@ -167,7 +167,6 @@ template <typename F>
 void GPT2<F>::head_norm_backward(const F* p, Acc* g, int rows) {
   Gpt2Acts<F>& a = *this->acts_;
   const int C = config_.n_embd;
-  this->zero(a.dres, static_cast<size_t>(rows) * C);
   this->k_.layernorm_backward(a.dres, g + offset(0, kLnfW), g + offset(0, kLnfB), a.dln, a.res[config_.n_layer],
                               p + offset(0, kLnfW), a.lnf_mean, a.lnf_rstd, rows, C);
 }

@@ -232,7 +232,6 @@ template <typename F>
 void Llama<F>::head_norm_backward(const F* p, Acc* g, int rows) {
   LlamaActs<F>& a = *this->acts_;
   const int C = config_.n_embd;
-  this->zero(a.dres, static_cast<size_t>(rows) * C);
   this->k_.rmsnorm_backward(a.dres, g + off_.norm, a.dln, a.res[config_.n_layer], p + off_.norm, a.rstdf, rows, C);
 }
 

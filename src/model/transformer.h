@@ -112,7 +112,8 @@ class Transformer : public Model<F> {
   virtual void block_forward(int l, const F* p, int B, int T, bool write_output) = 0;
   // The final norm of `rows` rows of the residual stream from `from` into lnf (head unit's parameters p).
   virtual void head_norm_forward(const Acc* from, int rows, const F* p) = 0;
-  // From dln = ∂loss/∂lnf of `rows` rows to dres = ∂loss/∂res[L], into the head unit's gradients g.
+  // From dln = ∂loss/∂lnf of `rows` rows, added into dres (zeroed by the caller) = ∂loss/∂res[L], into the
+  // head unit's gradients g.
   virtual void head_norm_backward(const F* p, Acc* g, int rows) = 0;
   // The classifier's weight: logits = lnf · Wᵀ (the transformer computes it, in chunks of rows).
   virtual ClassifierWeight classifier() const = 0;
@@ -214,6 +215,7 @@ void Transformer<F, Acts>::backward(Acc dloss, UnitAccess<F>& units) {
     k_.linear_backward(a.dln + row0, g + w.offset, nullptr, a.probs, a.lnf + row0, p + w.offset, rows, C, V, w.layout,
                        a.operand16);
   }
+  zero(a.dres, static_cast<size_t>(BT) * C);  // the norm's backward accumulates into it
   head_norm_backward(p, g, BT);
   units.end(uses.head_backward());
   last_B_ = 0;  // the probabilities now hold their gradient: no second backward
