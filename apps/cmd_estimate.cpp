@@ -124,6 +124,7 @@ train::TrainConfig config_file(const EstimateOptions& o, plan::PlanInput& in) {
   in.precision = cfg.precision;
   in.zero = cfg.zero;
   in.optimizer_states = static_cast<int>(optim::state_floats_per_param(cfg.optimizer));
+  in.muon = cfg.optimizer.kind == optim::OptimizerKind::kMuon;
   return cfg;
 }
 

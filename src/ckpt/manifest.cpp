@@ -133,9 +133,10 @@ ordered_json tensor_json(const model::ParamInfo& p) {
 }  // namespace
 
 std::vector<std::string> optimizer_state_names(const std::string& optimizer, bool sgd_momentum) {
-  if (optimizer == "AdamW") return {"exp_avg", "exp_avg_sq"};
+  // Muon keeps AdamW's layout (optim/optimizer.h): its matrices' momentum in exp_avg, their exp_avg_sq zero.
+  if (optimizer == "AdamW" || optimizer == "Muon") return {"exp_avg", "exp_avg_sq"};
   if (optimizer == "SGD") return sgd_momentum ? std::vector<std::string>{"momentum_buffer"} : std::vector<std::string>{};
-  throw UsageError(fmt::format("unknown optimizer '{}' (expected AdamW or SGD)", optimizer));
+  throw UsageError(fmt::format("unknown optimizer '{}' (expected AdamW, SGD or Muon)", optimizer));
 }
 
 std::string rank_file_name(int rank) { return fmt::format("rank-{:05d}.safetensors", rank); }
@@ -272,8 +273,9 @@ void read_run(const Schema& s, const json& j, Manifest& m) {
 
   const json& oj = s.object(j, "", "optimizer");
   m.optimizer = s.string(oj, "optimizer", "type");
-  if (m.optimizer != "AdamW" && m.optimizer != "SGD")
-    s.fail("optimizer.type", fmt::format("must be \"AdamW\" or \"SGD\", got \"{}\"", describe_text(m.optimizer)));
+  if (m.optimizer != "AdamW" && m.optimizer != "SGD" && m.optimizer != "Muon")
+    s.fail("optimizer.type",
+           fmt::format("must be \"AdamW\", \"SGD\" or \"Muon\", got \"{}\"", describe_text(m.optimizer)));
   const json& states = s.array(oj, "optimizer", "states");
   const auto keeps = [&](bool momentum) { return json(optimizer_state_names(m.optimizer, momentum)) == states; };
   if (!keeps(false) && !keeps(true))

@@ -22,6 +22,7 @@
 
 #include "core/dtype.h"
 #include "optim/adamw.h"
+#include "optim/muon.h"
 #include "optim/sgd.h"
 #include "optim/segment.h"
 
@@ -127,5 +128,10 @@ void adamw_update(float* p, const float* g, float* m, float* v, size_t n, const 
 // optim::sgd_update on one range, bitwise the CPU's (IEEE-rounded fp32 operations in its order).
 void sgd_update(float* p, const float* g, float* buf, size_t n, const optim::SGDParams& hp, int64_t t, bool decay,
                 float grad_scale, cudaStream_t stream);
+
+// ---- Muon's elementwise parts (optim/muon.h) ----------------------------------------------------------
+// optim::muon_momentum and optim::muon_apply, bitwise the CPU's.
+void muon_momentum(const float* g, float* m, float* u, size_t n, const optim::MuonScalars& s, cudaStream_t stream);
+void muon_apply(float* w, const float* o, size_t n, const optim::MuonScalars& s, cudaStream_t stream);
 
 }  // namespace zerodp::cuda

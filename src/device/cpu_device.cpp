@@ -219,6 +219,14 @@ void CpuDevice::sgd_update(float* p, const float* g, float* momentum, size_t n, 
   optim::sgd_update(p, g, momentum, n, hp, t, decay, grad_scale);
 }
 
+void CpuDevice::muon_momentum(const float* g, float* m, float* u, size_t n, const optim::MuonScalars& s) {
+  optim::muon_momentum(g, m, u, n, s);
+}
+
+void CpuDevice::muon_apply(float* w, const float* o, size_t n, const optim::MuonScalars& s) {
+  optim::muon_apply(w, o, n, s);
+}
+
 void CpuDevice::gemm(DType dtype, bool trans_a, bool trans_b, int M, int N, int K, float alpha, const void* A, int lda,
                      const void* B, int ldb, float beta, float* C, int ldc) {
   if (dtype == DType::kF32) {

@@ -233,6 +233,16 @@ void CudaDevice::sgd_update(float* p, const float* g, float* momentum, size_t n,
   cuda::sgd_update(p, g, momentum, n, hp, t, decay, grad_scale, impl_->compute);
 }
 
+void CudaDevice::muon_momentum(const float* g, float* m, float* u, size_t n, const optim::MuonScalars& s) {
+  const Entry on(impl_->kernel_context, "muon_momentum");
+  cuda::muon_momentum(g, m, u, n, s, impl_->compute);
+}
+
+void CudaDevice::muon_apply(float* w, const float* o, size_t n, const optim::MuonScalars& s) {
+  const Entry on(impl_->kernel_context, "muon_apply");
+  cuda::muon_apply(w, o, n, s, impl_->compute);
+}
+
 void CudaDevice::gemm(DType dtype, bool trans_a, bool trans_b, int M, int N, int K, float alpha, const void* A,
                       int lda, const void* B, int ldb, float beta, float* C, int ldc) {
   const Entry on(impl_->kernel_context, "gemm");

@@ -6,7 +6,7 @@
 //   - the models' kernels, forward beside backward, as one table for every architecture and one
 //     object per compute type (ModelKernels<P>: float, double for the gradient checks, bf16 and fp16
 //     for 16-bit compute), bound to the device's context; supports() says which compute types it has;
-//   - the optimizer's update of a shard (AdamW, SGD: optim/'s math) and dtype conversions;
+//   - the optimizer's update of a shard (AdamW, SGD, Muon's elementwise parts: optim/'s math) and dtype conversions;
 //   - ordering: work is issued in order on the device's queue; an Event marks a point in it, and
 //     synchronize() waits for all of it: what overlap with communication builds on.
 // Everything a device's calls need (a GPU's streams, GEMM handle, allocators) belongs to the device
@@ -27,6 +27,7 @@
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
 #include "optim/adamw.h"
+#include "optim/muon.h"
 #include "optim/sgd.h"
 
 namespace zerodp::device {
@@ -193,6 +194,9 @@ class Device {
                             int64_t t, bool decay, float grad_scale) = 0;
   virtual void sgd_update(float* p, const float* g, float* momentum, size_t n, const optim::SGDParams& hp, int64_t t,
                           bool decay, float grad_scale) = 0;
+  // Muon's elementwise parts (optim/muon.h): the momentum and direction, and the weights' step by O.
+  virtual void muon_momentum(const float* g, float* m, float* u, size_t n, const optim::MuonScalars& s) = 0;
+  virtual void muon_apply(float* w, const float* o, size_t n, const optim::MuonScalars& s) = 0;
 
   // ---- transfers between the device and host tiers ------------------------------------------------------
   // A second queue beside the compute (on a GPU: a copy stream and its DMA engine), in order within
@@ -265,6 +269,8 @@ const AttentionSizes& flash_attention_sizes();
                     int64_t t, bool decay, float grad_scale) override;                                         \
   void sgd_update(float* p, const float* g, float* momentum, size_t n, const optim::SGDParams& hp, int64_t t,   \
                   bool decay, float grad_scale) override;                                                      \
+  void muon_momentum(const float* g, float* m, float* u, size_t n, const optim::MuonScalars& s) override;      \
+  void muon_apply(float* w, const float* o, size_t n, const optim::MuonScalars& s) override;                  \
   void gemm(DType dtype, bool trans_a, bool trans_b, int M, int N, int K, float alpha, const void* A, int lda,   \
             const void* B, int ldb, float beta, float* C, int ldc) override;                                   \
   void transfer(const void* src, DType src_type, void* dst, DType dst_type, size_t n) override;                \

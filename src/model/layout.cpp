@@ -130,6 +130,7 @@ ParamInfo ParamLayout::tensor_info(const ModelConfig& c, int unit, int index) {
   p.unit = unit;
   p.numel = static_cast<size_t>(shape_numel(p.shape));
   p.decay = p.shape.size() >= 2;
+  p.matrix = p.shape.size() == 2 && unit >= 1 && unit <= c.n_layer();
   return p;
 }
 

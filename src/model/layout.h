@@ -35,6 +35,9 @@ struct ParamInfo {
   size_t offset = 0;  // first element inside the unit's flat buffer
   size_t numel = 0;
   bool decay = false;  // AdamW weight decay applies (2 or more dimensions, docs/reference/optimizer.md#decay)
+  // A hidden weight matrix: 2-D and in a block (not the embeddings, the head or a norm), the tensors
+  // Muon orthogonalises (docs/reference/optimizer.md#muon).
+  bool matrix = false;
 };
 
 // GPT-2: index of each tensor of a block inside its unit, in the order of docs/reference/model.md#tensors.

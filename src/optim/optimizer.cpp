@@ -12,19 +12,21 @@ namespace zerodp::optim {
 
 
 namespace {
-constexpr Spelling<OptimizerKind> kOptimizerNames[] = {{OptimizerKind::kAdamW, "AdamW"}, {OptimizerKind::kSGD, "SGD"}};
+constexpr Spelling<OptimizerKind> kOptimizerNames[] = {
+    {OptimizerKind::kAdamW, "AdamW"}, {OptimizerKind::kSGD, "SGD"}, {OptimizerKind::kMuon, "Muon"}};
 }  // namespace
 
 const char* optimizer_name(OptimizerKind k) { return name_of(kOptimizerNames, k); }
 
 OptimizerKind parse_optimizer(std::string_view name) {
   if (const auto k = find_spelling(kOptimizerNames, name, /*ignore_case=*/true)) return *k;
-  throw UsageError(fmt::format("unknown optimizer '{}' (expected AdamW or SGD)", name));
+  throw UsageError(fmt::format("unknown optimizer '{}' (expected AdamW, SGD or Muon)", name));
 }
 
 size_t state_floats_per_param(const OptimizerSpec& spec) {
   switch (spec.kind) {
-    case OptimizerKind::kAdamW: return 2;
+    case OptimizerKind::kAdamW:
+    case OptimizerKind::kMuon: return 2;
     case OptimizerKind::kSGD: return spec.momentum != 0.0 ? 1 : 0;
   }
   return 0;
@@ -36,6 +38,10 @@ AdamWParams adamw_params(const OptimizerSpec& spec, double lr) {
 
 SGDParams sgd_params(const OptimizerSpec& spec, double lr) {
   return SGDParams{lr, spec.momentum, spec.dampening, spec.weight_decay, spec.nesterov};
+}
+
+MuonParams muon_params(const OptimizerSpec& spec, double lr) {
+  return MuonParams{lr, spec.momentum, spec.nesterov, spec.weight_decay};
 }
 
 void optimizer_step(const OptimizerSpec& spec, double lr, int64_t t, float* p, const float* g,
@@ -53,7 +59,10 @@ void optimizer_step(const OptimizerSpec& spec, double lr, int64_t t, float* p, c
       sgd_update_segments(p, g, state_floats_per_param(spec) > 0 ? state : nullptr, segments,
                           sgd_params(spec, lr), t, grad_scale);
       return;
+    case OptimizerKind::kMuon:
+      break;
   }
+  throw RuntimeFailure("optimizer_step updates AdamW and SGD shards; Muon's matrices are updated whole by the engine");
 }
 
 }  // namespace zerodp::optim

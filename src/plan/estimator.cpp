@@ -12,6 +12,7 @@
 #include "plan/plan_rules.h"
 #include "zero/gather_plan.h"
 #include "zero/model_states.h"
+#include "zero/muon_step.h"
 #include "zero/offload_rules.h"
 #include "zero/optimizer_swap.h"
 #include "zero/param_swap.h"
@@ -331,6 +332,8 @@ void PlanInput::validate() const {
                 model->n_ctx());
   }
   zero::check_zero_modes(zero, world);
+  ZDP_REQUIRE(!muon || model, "Muon's exchanges and working memory need a model (--preset or --init), not a "
+              "bare parameter count");
   ZDP_REQUIRE(ranks_per_host >= 0 && (ranks_per_host == 0 || world % ranks_per_host == 0),
               "--ranks-per-host {} must divide --gpus {}", ranks_per_host, world);
 }
@@ -441,7 +444,7 @@ MemoryEstimate estimate_memory(const PlanInput& in) {
   if (in.zero.offload_param != Offload::kNone) m.param = whole * p;
   complete_offloaded_tiers(in, c.shard, m);  // --async-save's host copy, the tiers' totals
 
-  uint64_t act_live = 0, chunk = 0;
+  uint64_t act_live = 0, chunk = 0, update_act = 0, update_comm = 0;
   if (in.model) {
     const Units u = units_of(*in.model, static_cast<uint64_t>(in.world));
     const int64_t T = in.seq_len();
@@ -462,9 +465,19 @@ MemoryEstimate estimate_memory(const PlanInput& in) {
     const bool widens = in.precision.dtype != DType::kF32 && !in.precision.accumulates_in_fp32();
     if (in.gpu && widens) chunk = std::max(chunk, 4 * std::min<uint64_t>(zero::kDeviceWorkChunk, kept));
     m.transient = in.zero.stage <= 1 ? transient_bytes_stages01(in, u) : transient_bytes_stages23(in, u);
+    // Muon's update (zero/muon_step.h): the widening chunk, the unit buffer and the Newton-Schulz scratch
+    // (act) through the whole update, and the largest unit's reduction staging (comm) beside them.
+    if (in.muon) {
+      const zero::MuonWork work = zero::muon_work(model::ParamLayout(*in.model), in.world);
+      const bool whole = in.zero.stage == 0;
+      const size_t count = whole ? work.unit : work.unit / static_cast<size_t>(in.world);
+      update_act = (widens ? chunk : 0) + work.bytes();
+      update_comm = comm::ordered_reduction_staging_bytes_for(whole, count, DType::kF32, in.world);
+    }
   }
-  m.act = act_live + chunk;
-  m.total = m.param + m.grad + m.master + m.optim + act_live + std::max(chunk, m.transient);
+  m.act = act_live + std::max(chunk, update_act);
+  m.total = m.param + m.grad + m.master + m.optim + act_live +
+            std::max({chunk, m.transient, update_act + update_comm});
   return m;
 }
 

@@ -55,6 +55,9 @@ struct PlanInput {
   // The compute dtype, fp32 gradient accumulation (Megatron's 18 bytes) and the reduction dtype.
   zero::PrecisionSettings precision;
   int optimizer_states = 2;  // fp32 states a parameter: AdamW's m and v
+  // Muon (zero/muon_step.h): its exchanges of each unit with a matrix and its working memory during the
+  // update. Needs a model.
+  bool muon = false;
 
   int64_t micro_batch = 1;  // B
   int64_t seq = 0;          // T; 0 means the model's n_ctx

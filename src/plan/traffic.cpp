@@ -9,6 +9,7 @@
 #include "model/layout.h"
 #include "plan/plan_rules.h"
 #include "zero/gather_plan.h"
+#include "zero/muon_step.h"
 
 namespace zerodp::plan {
 
@@ -103,6 +104,8 @@ uint64_t traffic_bytes_per_step(const PlanInput& in) {
       }
       break;
   }
+  // Muon: each unit with a matrix exchanged in fp32 (zero/muon_step.h), an all-reduce's worth at every stage.
+  if (in.muon) bytes += ring(4 * zero::muon_exchanged_elements(model::ParamLayout(*in.model), in.world), 2, W);
   return bytes + ring(8, 2, W);  // the loss sum and squared norm, two fp32
 }
 
@@ -110,6 +113,7 @@ std::optional<uint64_t> traffic_inter_host_bytes_per_step(const PlanInput& in) {
   in.validate();
   const int L = in.ranks_per_host;
   if (L == 0 || L == in.world) return 0;
+  if (in.muon) return std::nullopt;  // Muon's fp32 exchanges across hosts: not modelled
   const uint64_t W = static_cast<uint64_t>(in.world), H = W / static_cast<uint64_t>(L), G = static_cast<uint64_t>(in.accum);
   // Flat collectives by the ring model: the H ranks whose successor is on the next host (the last of
   // each) send their whole ring share across.

@@ -322,7 +322,7 @@ int64_t restore_checkpoint(zero::Engine& engine, const ckpt::Checkpoint& ckpt) {
     ckpt.read(state, unit, begin, count, dst);
     // Checksums prove the bytes are the ones written, not that a tool (or a person) wrote sane ones.
     // AdamW's v (state 1) is a mean of squares: negative would make its square root NaN.
-    const bool second_moment = state == 1 && m.optimizer == "AdamW";
+    const bool second_moment = state == 1 && (m.optimizer == "AdamW" || m.optimizer == "Muon");
     for (size_t i = 0; i < count; ++i) {
       if (std::isfinite(dst[i]) && !(second_moment && dst[i] < 0)) continue;
       throw UsageError(fmt::format("'{}': {} of {} is {}: a checkpoint must hold finite weights and states",

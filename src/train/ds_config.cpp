@@ -137,7 +137,7 @@ void for_each_param(const DsReader& r, const json& sec, const std::string& secti
 void read_optimizer(const DsReader& r, const json& sec, TrainConfig& cfg) {
   r.object(sec, "optimizer");
   const auto type_it = sec.find("type");
-  if (type_it == sec.end()) r.fail("optimizer.type is required (AdamW, Adam or SGD)");
+  if (type_it == sec.end()) r.fail("optimizer.type is required (AdamW, Adam, SGD or Muon)");
   const TrainConfig before = cfg;
   if (!is_auto(*type_it)) {
     const std::string type = to_lower(r.string(*type_it, "optimizer.type"));
@@ -147,8 +147,10 @@ void read_optimizer(const DsReader& r, const json& sec, TrainConfig& cfg) {
       cfg.optimizer.kind = OptimizerKind::kAdamW;
     } else if (type == "sgd") {
       cfg.optimizer.kind = OptimizerKind::kSGD;
+    } else if (type == "muon") {
+      cfg.optimizer.kind = OptimizerKind::kMuon;
     } else {
-      r.fail("optimizer.type", "AdamW, Adam or SGD", *type_it);
+      r.fail("optimizer.type", "AdamW, Adam, SGD or Muon", *type_it);
     }
     // Parameters the section leaves out take the defaults of DeepSpeed's optimizers (FusedAdam's
     // for Adam/AdamW, torch.optim.SGD's for SGD): weight decay 0 in both.
@@ -160,12 +162,23 @@ void read_optimizer(const DsReader& r, const json& sec, TrainConfig& cfg) {
     cfg.optimizer.momentum = 0.0;
     cfg.optimizer.dampening = 0.0;
     cfg.optimizer.nesterov = false;
+    cfg.adam_lr = 0.0;
+    if (cfg.optimizer.kind == OptimizerKind::kMuon) {  // docs/reference/optimizer.md#muon
+      cfg.optimizer.momentum = 0.95;
+      cfg.optimizer.nesterov = true;
+    }
   }
   const bool sgd = cfg.optimizer.kind == OptimizerKind::kSGD;
+  const bool muon = cfg.optimizer.kind == OptimizerKind::kMuon;
   for_each_param(r, sec, "optimizer", [&](const std::string& name, const json& pv, const std::string& path) {
     const bool a = is_auto(pv);
-    if (name == "lr") {
+    if (name == "lr" || (muon && name == "muon_lr")) {  // DeepSpeed's Muon: muon_lr, adam_lr
       cfg.lr = a ? before.lr : r.non_negative(pv, path);
+    } else if (muon && name == "adam_lr") {
+      cfg.adam_lr = a ? before.adam_lr : r.non_negative(pv, path);
+    } else if (muon && name == "ns_steps") {
+      if (!a && r.number(pv, path) != optim::kNewtonSchulzSteps)
+        r.fail(path + " must be 5 (zerodp runs the published five Newton-Schulz steps)");
     } else if (name == "weight_decay") {
       cfg.optimizer.weight_decay = a ? before.optimizer.weight_decay : r.non_negative(pv, path);
     } else if (!sgd && name == "betas") {
@@ -190,11 +203,11 @@ void read_optimizer(const DsReader& r, const json& sec, TrainConfig& cfg) {
       if (!a && r.boolean(pv, path)) r.fail(path + " true is not supported");
     } else if (!sgd && name == "torch_adam") {
       if (!a) r.boolean(pv, path);  // an implementation choice of DeepSpeed's; same math
-    } else if (sgd && name == "momentum") {
+    } else if ((sgd || muon) && name == "momentum") {
       cfg.optimizer.momentum = a ? before.optimizer.momentum : r.non_negative(pv, path);
     } else if (sgd && name == "dampening") {
       cfg.optimizer.dampening = a ? before.optimizer.dampening : r.number(pv, path);
-    } else if (sgd && name == "nesterov") {
+    } else if ((sgd || muon) && name == "nesterov") {
       cfg.optimizer.nesterov = a ? before.optimizer.nesterov : r.boolean(pv, path);
     } else {
       r.unknown(path, pv);

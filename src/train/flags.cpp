@@ -158,8 +158,20 @@ const std::vector<FlagEntry>& flag_table() {
         "Global batch in sequences; must equal B x G x ranks (derives G or B when only one is given)", false},
        ZDP_SET { c.train_batch_size = parse_int(v, f); },
        ZDP_GET { return c.train_batch_size ? std::to_string(*c.train_batch_size) : ""; }},
-      {{"--optimizer", "NAME", "AdamW or SGD", false},
-       ZDP_SET { c.optimizer.kind = with_context(f, [&] { return optim::parse_optimizer(v); }); },
+      {{"--optimizer", "NAME",
+        "AdamW, SGD or Muon (the blocks' weight matrices; AdamW for the rest; momentum 0.95, Nesterov, "
+        "weight decay 0 unless given)",
+        false},
+       ZDP_SET {
+         const optim::OptimizerKind kind = with_context(f, [&] { return optim::parse_optimizer(v); });
+         if (kind == optim::OptimizerKind::kMuon && c.optimizer.kind != kind) {
+           // Muon's defaults (docs/reference/optimizer.md#muon); the flags after this one may change them.
+           c.optimizer.momentum = 0.95;
+           c.optimizer.nesterov = true;
+           c.optimizer.weight_decay = 0.0;
+         }
+         c.optimizer.kind = kind;
+       },
        ZDP_GET { return optim::optimizer_name(c.optimizer.kind); }},
       {{"--lr", "X", "Learning rate (the peak when a schedule is used)", false},
        ZDP_SET {
@@ -167,15 +179,17 @@ const std::vector<FlagEntry>& flag_table() {
          c.lr_schedule.warmup_max_lr.reset();  // the schedule's peak follows the flag
        },
        ZDP_GET { return show(c.lr); }},
+      field_flag<&TrainConfig::adam_lr>(
+          {"--adam-lr", "X", "Muon: the learning rate of the tensors AdamW updates (0: --lr)", false}),
       field_flag<&TrainConfig::optimizer, &OptimizerSpec::beta1>({"--beta1", "X", "AdamW beta1", false}),
       field_flag<&TrainConfig::optimizer, &OptimizerSpec::beta2>({"--beta2", "X", "AdamW beta2", false}),
       field_flag<&TrainConfig::optimizer, &OptimizerSpec::eps>({"--eps", "X", "AdamW epsilon", false}),
       field_flag<&TrainConfig::optimizer, &OptimizerSpec::weight_decay>(
           {"--weight-decay", "X",
            "Weight decay, on tensors of 2 or more dimensions only (decoupled for AdamW, L2 for SGD)", false}),
-      field_flag<&TrainConfig::optimizer, &OptimizerSpec::momentum>({"--momentum", "X", "SGD momentum", false}),
+      field_flag<&TrainConfig::optimizer, &OptimizerSpec::momentum>({"--momentum", "X", "SGD momentum; Muon's", false}),
       field_flag<&TrainConfig::optimizer, &OptimizerSpec::dampening>({"--dampening", "X", "SGD dampening", false}),
-      field_flag<&TrainConfig::optimizer, &OptimizerSpec::nesterov>({"--nesterov", "", "SGD: Nesterov momentum", true}),
+      field_flag<&TrainConfig::optimizer, &OptimizerSpec::nesterov>({"--nesterov", "", "SGD: Nesterov momentum (Muon's is on by default)", true}),
       field_flag<&TrainConfig::clip>({"--clip", "X", "Clip the global gradient norm to X (0: no clipping)", false}),
       {{"--lr-schedule", "NAME",
         "constant, warmup (WarmupLR), warmup-decay (WarmupDecayLR), cosine (WarmupCosineLR) or wsd "

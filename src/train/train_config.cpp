@@ -45,6 +45,15 @@ json TrainConfig::to_json() const {
                       {"betas", {optimizer.beta1, optimizer.beta2}},
                       {"eps", optimizer.eps},
                       {"weight_decay", optimizer.weight_decay}};
+  } else if (optimizer.kind == OptimizerKind::kMuon) {
+    optimizer_json = {{"type", optim::optimizer_name(optimizer.kind)},
+                      {"lr", lr},
+                      {"adam_lr", adam_lr > 0 ? adam_lr : lr},
+                      {"momentum", optimizer.momentum},
+                      {"nesterov", optimizer.nesterov},
+                      {"betas", {optimizer.beta1, optimizer.beta2}},
+                      {"eps", optimizer.eps},
+                      {"weight_decay", optimizer.weight_decay}};
   } else {
     optimizer_json = {{"type", optim::optimizer_name(optimizer.kind)},
                       {"lr", lr},

@@ -61,6 +61,9 @@ struct TrainConfig {
   // --momentum, --dampening, --nesterov: the optimizer section, as the engine takes it.
   optim::OptimizerSpec optimizer;
   double lr = 1e-3;
+  // --adam-lr (optimizer.params.adam_lr): Muon's AdamW tensors' lr (the peak under a schedule, which
+  // moves it in proportion to --lr); 0: --lr.
+  double adam_lr = 0.0;
   double clip = 0.0;           // global gradient-norm clip; 0: off
   // The collective watchdog (comm/watchdog.h): a collective not done after this many seconds ends
   // the job (exit 1) naming it and the ranks that had not arrived; 0: wait forever.

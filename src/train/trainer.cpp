@@ -40,6 +40,7 @@ zero::EngineConfig engine_config(const TrainConfig& cfg) {
   e.zero = cfg.zero;
   e.precision = cfg.precision;
   e.optimizer = cfg.optimizer;
+  if (cfg.adam_lr > 0 && cfg.lr > 0) e.optimizer.adam_lr_ratio = cfg.adam_lr / cfg.lr;
   e.micro_batch = static_cast<int>(cfg.micro_batch);
   e.seq = static_cast<int>(cfg.seq);
   return e;
@@ -95,6 +96,7 @@ void check_fits_in_memory(const TrainConfig& cfg, const model::ModelConfig& mc, 
               "--micro-batch {} of {} ({}) would need more than 2^62 bytes of activations", cfg.micro_batch,
               model::model_name(mc), source);
   const plan::PlanInput in{.model = mc, .world = W, .zero = cfg.zero, .precision = cfg.precision,
+                           .muon = cfg.optimizer.kind == optim::OptimizerKind::kMuon,
                            .micro_batch = cfg.micro_batch, .seq = cfg.seq, .accum = cfg.accum, .gpu = gpu_memory > 0,
                            .async_save = cfg.async_save && !cfg.save_dir.empty()};
   const plan::MemoryEstimate e = plan::estimate_memory(in);

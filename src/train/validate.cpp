@@ -107,6 +107,23 @@ void TrainConfig::validate_optimizer() const {
     ZDP_REQUIRE(o.momentum > 0 && o.dampening == 0,
                 "--nesterov needs --momentum > 0 and --dampening 0, got momentum {} and dampening {}",
                 o.momentum, o.dampening);
+  ZDP_REQUIRE(finite_at_least_0(adam_lr), "--adam-lr (optimizer.params.adam_lr) must be a finite number >= 0, got {}",
+              adam_lr);
+  if (o.kind == OptimizerKind::kMuon) {
+    ZDP_REQUIRE(o.momentum < 1, "--momentum (optimizer.params.momentum) must be in [0, 1) for Muon, got {}",
+                o.momentum);
+    ZDP_REQUIRE(o.dampening == 0, "--dampening (optimizer.params.dampening) is SGD's; Muon has none, got {}",
+                o.dampening);
+    ZDP_REQUIRE(adam_lr == 0 || lr > 0, "--adam-lr {} needs --lr > 0 (a schedule moves it in proportion to --lr)",
+                adam_lr);
+    ZDP_REQUIRE(zero.offload_optimizer == zero::Offload::kNone,
+                "--optimizer Muon with --offload-optimizer (zero_optimization.offload_optimizer.device) {} is not "
+                "supported: Muon orthogonalises each weight matrix whole on the device",
+                zero::offload_name(zero.offload_optimizer));
+  } else {
+    ZDP_REQUIRE(adam_lr == 0, "--adam-lr (optimizer.params.adam_lr) is Muon's; --optimizer is {}",
+                optim::optimizer_name(o.kind));
+  }
   ZDP_REQUIRE(finite_at_least_0(clip), "--clip (gradient_clipping) must be a finite number >= 0, got {}", clip);
 }
 

@@ -151,7 +151,7 @@ struct Engine::Impl {
         grad_direct(cfg.zero.stage <= 1 && (cfg.precision.dtype == DType::kF32 || cfg.precision.fp32_grad_accum)),
         reducer(st, group, groups.replicas.get(), cfg, clock),
         gatherer(st, group, cfg, clock),
-        optimizer(st, cfg) {
+        optimizer(st, group, cfg) {
     const int U = layout.num_units();
     // Filled by the host (the batch source); the model copies it to the device.
     tokens = device::allocate_host_visible(cfg.dev(), batch_token_bytes(cfg.micro_batch, cfg.seq), MemCategory::kAct);

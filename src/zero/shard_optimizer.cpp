@@ -15,9 +15,12 @@ void ShardOptimizer::update(double lr, float grad_scale) {
     ++steps_;
     return;
   }
-  const bool adamw = cfg_.optimizer.kind == optim::OptimizerKind::kAdamW;
-  const optim::AdamWParams adam = optim::adamw_params(cfg_.optimizer, lr);
+  const optim::OptimizerKind kind = cfg_.optimizer.kind;
+  const bool muon = kind == optim::OptimizerKind::kMuon;
+  // Muon's other tensors take AdamW at their own share of the step's lr.
+  const optim::AdamWParams adam = optim::adamw_params(cfg_.optimizer, muon ? lr * cfg_.optimizer.adam_lr_ratio : lr);
   const optim::SGDParams sgd = optim::sgd_params(cfg_.optimizer, lr);
+  const optim::MuonParams muon_hp = optim::muon_params(cfg_.optimizer, lr);
   const DType gdt = states_.grad_dtype();
   // Gradients stored in 16 bits are widened chunk by chunk (working memory: act).
   size_t largest = 0;
@@ -27,9 +30,12 @@ void ShardOptimizer::update(double lr, float grad_scale) {
   // On the CPU a chunk's widened gradient stays in cache; on a GPU each call is a launch.
   const size_t chunk = dev.host_addressable() ? kWorkChunk : kDeviceWorkChunk;
   Buffer g32 = dev.allocate(gdt == DType::kF32 ? 0 : std::min(chunk, largest) * sizeof(float), MemCategory::kAct);
+  if (muon) muon_.begin();
   for (int u = 0; u < states_.num_units(); ++u) {
     const auto [b, e] = states_.update_range(u);
-    for (const Segment& seg : unit_segments(states_.layout(), u, b, e)) {
+    const std::vector<Segment> segments = unit_segments(states_.layout(), u, b, e);
+    for (const Segment& seg : segments) {
+      const bool matrix = muon && seg.tensor->matrix;
       for (size_t c = seg.begin; c < seg.begin + seg.count; c += chunk) {
         const size_t n = std::min(chunk, seg.begin + seg.count - c);
         const float* g;
@@ -41,15 +47,32 @@ void ShardOptimizer::update(double lr, float grad_scale) {
         }
         float* w = states_.weights_at(u, c);
         float* m = states_.num_states() == 0 ? nullptr : states_.state_at(0, u, c);
-        if (adamw)
-          dev.adamw_update(w, g, m, states_.state_at(1, u, c), n, adam, t, seg.decay, grad_scale);
-        else
+        if (matrix) {
+          // The direction only; the weights change once the whole matrix is orthogonalised.
+          dev.muon_momentum(g, m, muon_.direction(c), n, optim::muon_scalars(muon_hp, 1, 1, grad_scale));
+          continue;
+        }
+        if (kind == optim::OptimizerKind::kSGD)
           dev.sgd_update(w, g, m, n, sgd, t, seg.decay, grad_scale);
+        else
+          dev.adamw_update(w, g, m, states_.state_at(1, u, c), n, adam, t, seg.decay, grad_scale);
         // The compute-dtype copy of the chunk just updated, while it is still in cache.
         if (states_.mixed()) dev.convert(w, DType::kF32, states_.param_at(u, c), states_.param_dtype(), n);
       }
     }
+    // Every rank of the group takes part in a unit's exchange, even one whose range holds no matrix.
+    if (!muon || !unit_has_matrix(states_.layout(), u)) continue;
+    muon_.orthogonalise(u);
+    for (const Segment& seg : segments) {
+      if (!seg.tensor->matrix) continue;
+      const optim::MuonScalars s =
+          optim::muon_scalars(muon_hp, seg.tensor->shape.at(0), seg.tensor->shape.at(1), grad_scale);
+      float* w = states_.weights_at(u, seg.begin);
+      dev.muon_apply(w, muon_.direction(seg.begin), seg.count, s);
+      if (states_.mixed()) dev.convert(w, DType::kF32, states_.param_at(u, seg.begin), states_.param_dtype(), seg.count);
+    }
   }
+  if (muon) muon_.end();
   ++steps_;
 }
 

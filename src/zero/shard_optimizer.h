@@ -1,4 +1,5 @@
-// The optimizer step over the rank's shard: AdamW (docs/reference/optimizer.md#adamw) or SGD on the fp32 weights it
+// The optimizer step over the rank's shard: AdamW (docs/reference/optimizer.md#adamw), SGD or Muon
+// (its matrices through zero/muon_step.h, its other tensors by AdamW) on the fp32 weights it
 // updates (the masters of 16-bit runs, else the parameters) with the gradient it keeps (widened
 // chunk by chunk when stored in 16 bits), unit by unit and tensor by tensor (weight decay applies
 // to tensors of two or more dimensions); 16-bit parameters are then rounded from the updated
@@ -11,13 +12,17 @@
 #include <cstdint>
 
 #include "zero/engine_config.h"
+#include "comm/communicator.h"
 #include "zero/model_states.h"
+#include "zero/muon_step.h"
 
 namespace zerodp::zero {
 
 class ShardOptimizer {
  public:
-  ShardOptimizer(ModelStates& states, const EngineConfig& config) : states_(states), cfg_(config) {}
+  // group: the shard group, which Muon's exchanges run over.
+  ShardOptimizer(ModelStates& states, comm::Communicator& group, const EngineConfig& config)
+      : states_(states), cfg_(config), muon_(states, group) {}
 
   // One update at learning rate lr, the gradient multiplied by grad_scale first (unscaling and
   // clipping in one factor).
@@ -35,6 +40,7 @@ class ShardOptimizer {
 
   ModelStates& states_;
   const EngineConfig cfg_;  // a copy: the part may outlive the caller's config
+  MuonStep muon_;
   int64_t steps_ = 0;
   double offload_seconds_ = 0;
   uint64_t offload_io_bytes_ = 0;

@@ -24,7 +24,7 @@ std::vector<Segment> unit_segments(const model::ParamLayout& layout, int unit, s
   std::vector<Segment> out;
   for (const model::ParamInfo* p : layout.unit_params(unit)) {
     const size_t b = std::max(begin, p->offset), e = std::min(end, p->offset + p->numel);
-    if (b < e) out.push_back({b, e - b, p->decay});
+    if (b < e) out.push_back({b, e - b, p->decay, p});
   }
   return out;
 }

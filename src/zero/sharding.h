@@ -48,10 +48,11 @@ class ShardLayout {
 };
 
 // Segments of [begin, end) of unit u's elements, one per tensor it crosses, with that tensor's
-// weight-decay flag (for AdamW on a shard).
+// weight-decay flag (for AdamW on a shard) and the tensor itself.
 struct Segment {
   size_t begin, count;
   bool decay;
+  const model::ParamInfo* tensor = nullptr;
 };
 std::vector<Segment> unit_segments(const model::ParamLayout& layout, int unit, size_t begin, size_t end);
 

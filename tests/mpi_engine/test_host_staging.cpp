@@ -136,6 +136,14 @@ class StagedCpuDevice final : public device::Device {
     not_on_host("sgd_update", p);
     cpu_.sgd_update(p, g, mom, n, hp, t, decay, grad_scale);
   }
+  void muon_momentum(const float* g, float* m, float* u, size_t n, const optim::MuonScalars& s) override {
+    not_on_host("muon_momentum", m);
+    cpu_.muon_momentum(g, m, u, n, s);
+  }
+  void muon_apply(float* w, const float* o, size_t n, const optim::MuonScalars& s) override {
+    not_on_host("muon_apply", w);
+    cpu_.muon_apply(w, o, n, s);
+  }
   int host_computations() const { return host_computations_; }
   int rewritten_sources() const { return rewritten_sources_; }
   void transfer(const void* src, DType st, void* dst, DType dt, size_t n) override {

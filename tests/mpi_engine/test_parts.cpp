@@ -246,7 +246,7 @@ TEST(ShardOptimizer, ShardStepEqualsTheWholeStepOnTheShard) {
             convert(&g, DType::kF32, m->grad_at(u, i), m->grad_dtype(), 1);
           }
         }
-      ShardOptimizer opt(st, c), opt_ref(ref, config(0, t));
+      ShardOptimizer opt(st, *f.comm, c), opt_ref(ref, *f.comm, config(0, t));
       for (int k = 0; k < 2; ++k) {
         opt.update(1e-2, 0.5f);
         opt_ref.update(1e-2, 0.5f);

@@ -37,9 +37,12 @@
   loss_chunk: a Llama with a 128,256-token vocabulary, with and without --loss-chunk, stage 0 fp32 and stage
           3 bf16: the predicted act and total EQUAL the measured peaks, and the chunks lower the measured
           act peak by exactly the planned bytes.
+  muon:   Muon through one DeepSpeed JSON (type Muon) given to estimate and train, GPT-2 and an untied Llama, every
+          stage, fp32 and bf16: the model states, the act and total peaks and the bytes sent per step EQUAL the
+          prediction on every rank, and Muon's exchanges and working memory are in them (above AdamW's).
 
 usage: plan_cli_tests.py ZERODP CASE     (CASE: states | act | accum | stages01 | sweep | llama | sweep_llama |
-                                          persistence | config | keep_gathered | no_overlap | loss_chunk)
+                                          persistence | config | keep_gathered | no_overlap | loss_chunk | muon)
 Exits non-zero with a message on the first failed check."""
 import csv
 import functools
@@ -375,5 +378,48 @@ elif CASE == "loss_chunk":
               f"stage {stage} {dtype}: --loss-chunk 16 lowers the measured act peak by {whole - part} bytes, the "
               f"plan by {whole_plan - part_plan} (at least the 48 rows of fp32 logits no longer held)")
         print(f"stage {stage} {dtype}: act {whole} -> {part} bytes with --loss-chunk 16 (planned the same)")
+elif CASE == "muon":
+    llama_dims = ["--arch", "llama", "--layers", "2", "--heads", "4", "--kv-heads", "2", "--embd", "48", "--vocab",
+                  "256", "--ctx", "32"]  # untied: the head a unit of its own, without a matrix
+    llama_init = os.path.join(tmp, "llama")
+    rc, _, err = run(["init", "--out", llama_init, "--seed", "3"] + llama_dims)
+    check(rc == 0, "init --arch llama", err)
+    gpt2_dims = [a for k, v in MODEL.items() for a in (f"--{k}", str(v))]
+    above = 0
+    for n, (arch, stage, dtype) in enumerate([(a, s, d) for a in ("gpt2", "llama") for s in range(4)
+                                              for d in ("fp32", "bf16")]):
+        dims, init = (gpt2_dims, model_init) if arch == "gpt2" else (llama_dims, llama_init)
+        est = {}
+        for kind in ("AdamW", "Muon"):
+            ds = {"train_batch_size": 2 * W, "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 1,
+                  "zero_optimization": {"stage": stage},
+                  "optimizer": {"type": kind, "params": {"lr": 0.02}}, "bf16": {"enabled": dtype == "bf16"}}
+            path = os.path.join(tmp, f"muon{n}_{kind}.json")
+            with open(path, "w") as f:
+                json.dump(ds, f)
+            rc, out, err = run(["estimate", "--json", "--config", path, "--seq", "16"] + dims)
+            check(rc == 0, f"estimate {arch} stage {stage} {dtype} {kind}", err)
+            est[kind] = json.loads(out)["stages"][0]
+        what = f"Muon {arch} stage {stage} {dtype}"
+        want = est["Muon"]["bytes_per_rank"]
+        above += want["total"] > est["AdamW"]["bytes_per_rank"]["total"]
+        check(est["Muon"]["traffic_bytes_per_step"] > est["AdamW"]["traffic_bytes_per_step"],
+              f"{what}: the exchanges are in the planned traffic")
+        metrics = os.path.join(tmp, f"muon{n}.jsonl")
+        rc, out, err = run(["train", "--config", os.path.join(tmp, f"muon{n}_Muon.json"), "--init", init, "--data",
+                            model_tokens, "--steps", "2", "--seq", "16", "--metrics", metrics, "--log-every", "0"], W)
+        check(rc == 0, f"train {what}", err)
+        recs = zt.records(metrics, "memory")
+        check(len(recs) == W, f"{what}: one memory record per rank ({len(recs)})")
+        for rec in recs:
+            got = {k: rec["live_bytes"][k] for k in ("param", "grad", "master", "optim")}
+            got.update({k: rec["peak_bytes"][k] for k in ("act", "total")})
+            check(got == {k: want[k] for k in got}, f"{what} rank {rec['rank']}: measured {got}, predicted {want}")
+        for t in zt.records(metrics, "traffic"):
+            sent = sum(t["bytes_sent"].values())
+            check(sent == 2 * est["Muon"]["traffic_bytes_per_step"],
+                  f"{what} rank {t['rank']}: sent {sent} bytes in 2 steps, 2 x {est['Muon']['traffic_bytes_per_step']} "
+                  "predicted")
+    print(f"Muon's predicted total is above AdamW's in {above} of 16 runs")
 else:
     sys.exit(f"unknown case {CASE}")

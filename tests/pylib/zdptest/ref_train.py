@@ -373,11 +373,61 @@ class AdamW:
             p -= self.lr * m_hat / (torch.sqrt(v_hat) + self.eps)
 
 
+def is_muon_matrix(name, shape):
+    """optimizer.md#muon: the hidden 2-D weight matrices, those of the blocks (not wte, wpe, norms, biases)."""
+    return len(shape) == 2 and name.startswith("h.")
+
+
+def newton_schulz5(u):
+    """The published quintic iteration, as docs/reference/optimizer.md#muon writes it."""
+    a, b, c = 3.4445, -4.7750, 2.0315
+    x = u / (torch.linalg.norm(u) + 1e-7)
+    tall = x.shape[0] > x.shape[1]
+    if tall:
+        x = x.T
+    for _ in range(5):
+        A = x @ x.T
+        B = b * A + c * (A @ A)
+        x = a * x + B @ x
+    return x.T if tall else x
+
+
+class Muon:
+    """optimizer.md#muon for the block matrices, written from the algorithm; AdamW (above) for the rest at
+    adam_lr. momentum and nesterov as given; the matrices' weight decay decoupled like AdamW's."""
+
+    def __init__(self, params, lr, adam_lr, momentum, nesterov, beta1, beta2, eps, weight_decay):
+        self.lr, self.momentum, self.nesterov, self.weight_decay = lr, momentum, nesterov, weight_decay
+        self.matrices = {n: p for n, p in params.items() if is_muon_matrix(n, tuple(p.shape))}
+        others = {n: p for n, p in params.items() if n not in self.matrices}
+        self.adamw = AdamW(others, adam_lr, beta1, beta2, eps, weight_decay)
+        self.m = {n: torch.zeros_like(p) for n, p in self.matrices.items()}
+
+    @torch.no_grad()
+    def step(self, step, grads):
+        mu = self.momentum
+        for name, p in self.matrices.items():
+            g, m = grads[name], self.m[name]
+            m.mul_(mu).add_((1 - mu) * g)
+            u = (1 - mu) * g + mu * m if self.nesterov else m
+            rows, cols = p.shape
+            p.mul_(1 - self.lr * self.weight_decay)
+            p -= self.lr * max(1.0, rows / cols) ** 0.5 * newton_schulz5(u)
+        self.adamw.step(step, {n: grads[n] for n in self.adamw.params})
+
+
+def make_optimizer(params, args):
+    if getattr(args, "optimizer", "adamw") == "muon":
+        return Muon(params, args.lr, args.adam_lr if args.adam_lr else args.lr, args.momentum, not args.no_nesterov,
+                    args.beta1, args.beta2, args.eps, args.weight_decay)
+    return AdamW(params, args.lr, args.beta1, args.beta2, args.eps, args.weight_decay)
+
+
 def train(cfg, weights, tokens, args, on_step=None):
     """Trains per data-order.md, model.md and optimizer.md; returns (records, final weights as float32 numpy)."""
     dtype = torch.float64 if args.double else torch.float32
     params = {n: torch.tensor(w, dtype=dtype).requires_grad_(True) for n, w in weights.items()}
-    opt = AdamW(params, args.lr, args.beta1, args.beta2, args.eps, args.weight_decay)
+    opt = make_optimizer(params, args)
     records = []
     for s in range(args.steps):
         inputs, targets = global_batch(tokens, s, args.world, args.micro_batch, args.seq, args.accum)
@@ -410,6 +460,10 @@ def parse_args(argv):
     ap.add_argument("--eps", type=float, default=1e-8)
     ap.add_argument("--weight-decay", type=float, default=0.0)
     ap.add_argument("--clip", type=float, default=0.0, help="global-norm clip; 0: off")
+    ap.add_argument("--optimizer", choices=["adamw", "muon"], default="adamw")
+    ap.add_argument("--momentum", type=float, default=0.95, help="Muon's")
+    ap.add_argument("--no-nesterov", action="store_true", help="Muon: plain momentum")
+    ap.add_argument("--adam-lr", type=float, default=0.0, help="Muon: the AdamW tensors' lr (0: --lr)")
     ap.add_argument("--heads", type=int, default=None, help="H when neither __metadata__ nor config.json has it")
     ap.add_argument("--double", action="store_true", help="compute in float64 instead of float32")
     ap.add_argument("--chunks", type=int, default=1, help="split each global batch into this many parts")
