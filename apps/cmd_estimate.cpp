@@ -292,7 +292,8 @@ int run_estimate(const EstimateOptions& o) {
     for (const plan::StageEstimate& e : est)
       fmt::print("  stage {}: {}\n", e.stage,
                  e.traffic_inter_host_bytes ? fmt::format("{} {}", size_text(*e.traffic_inter_host_bytes, gib), unit)
-                                            : std::string("not modelled (shard groups other than the hosts)"));
+                                            : std::string(in.muon ? "not modelled (Muon's exchanges)"
+                                                                  : "not modelled (shard groups other than the hosts)"));
   }
   if (offloaded) {
     fmt::print("\nOffloaded per rank (optimizer: as zerodp train --offload-optimizer holds it, master + optim in host "

@@ -332,8 +332,8 @@ void PlanInput::validate() const {
                 model->n_ctx());
   }
   zero::check_zero_modes(zero, world);
-  ZDP_REQUIRE(!muon || model, "Muon's exchanges and working memory need a model (--preset or --init), not a "
-              "bare parameter count");
+  ZDP_REQUIRE(!muon || model, "Muon's exchanges and working memory need a model (--preset or its dimensions), "
+              "not a bare parameter count (--params)");
   ZDP_REQUIRE(ranks_per_host >= 0 && (ranks_per_host == 0 || world % ranks_per_host == 0),
               "--ranks-per-host {} must divide --gpus {}", ranks_per_host, world);
 }

@@ -143,6 +143,33 @@ TEST(DsConfig, SGD) {
   EXPECT_EQ(state_floats_per_param(c.optimizer_spec()), 1u);
 }
 
+TEST(DsConfig, Muon) {
+  TrainConfig c;
+  apply_ds_config(c, R"({"optimizer": {"type": "Muon", "params": {"lr": 0.5}}})", "ds.json");
+  EXPECT_EQ(c.optimizer.kind, OptimizerKind::kMuon);
+  EXPECT_EQ(c.lr, 0.5);
+  EXPECT_EQ(c.optimizer.momentum, 0.95);  // docs/reference/optimizer.md#muon's defaults
+  EXPECT_TRUE(c.optimizer.nesterov);
+  EXPECT_EQ(c.optimizer.weight_decay, 0.0);
+  EXPECT_EQ(c.adam_lr, 0.0);  // the lr
+  EXPECT_EQ(state_floats_per_param(c.optimizer_spec()), 2u);
+  TrainConfig d;
+  const auto warnings = apply_ds_config(
+      d, R"({"optimizer": {"type": "muon", "params": {"muon_lr": 0.02, "adam_lr": 3e-4, "momentum": 0.9,
+             "nesterov": false, "betas": [0.8, 0.95], "weight_decay": 0.1, "ns_steps": 5}}})",
+      "ds.json");
+  EXPECT_TRUE(warnings.empty()) << warnings.front();
+  EXPECT_EQ(d.lr, 0.02);
+  EXPECT_EQ(d.adam_lr, 3e-4);
+  EXPECT_EQ(d.optimizer.momentum, 0.9);
+  EXPECT_FALSE(d.optimizer.nesterov);
+  EXPECT_EQ(d.optimizer.beta1, 0.8);
+  EXPECT_EQ(d.optimizer.weight_decay, 0.1);
+  TrainConfig e;
+  EXPECT_THROW(apply_ds_config(e, R"({"optimizer": {"type": "Muon", "params": {"ns_steps": 6}}})", "ds.json"),
+               UsageError);
+}
+
 TEST(DsConfig, SchedulerSectionsAndTheirDefaults) {
   TrainConfig c;
   apply_ds_config(c, R"({"scheduler": {"type": "WarmupLR", "params": {"warmup_max_lr": 3e-4}}})", "a.json");
@@ -180,7 +207,7 @@ TEST(DsConfig, WrongTypesNameTheKeyPath) {
       {R"({"optimizer": {"type": "AdamW", "params": {"betas": [0.9, "x"]}}})",
        "ds_config.json: optimizer.params.betas must be an array of 2 numbers, got [0.9, \"x\"]"},
       {R"({"optimizer": {"type": "Lamb"}})",
-       "ds_config.json: optimizer.type must be AdamW, Adam or SGD, got \"Lamb\""},
+       "ds_config.json: optimizer.type must be AdamW, Adam, SGD or Muon, got \"Lamb\""},
       {R"({"optimizer": {"params": {"lr": 1}}})", "ds_config.json: optimizer.type is required"},
       {R"({"optimizer": {"type": "Adam", "params": {"adam_w_mode": false}}})",
        "ds_config.json: optimizer.params.adam_w_mode false"},
