@@ -36,6 +36,7 @@ struct EstimateOptions {
   std::string stage = "all";
   std::string dtype = "bf16";
   bool fp32_grad_accum = false;
+  bool bf16_optimizer_states = false;
   std::string reduce_dtype;
   int64_t micro_batch = 1, accum = 1;
   std::string device = "cpu";
@@ -57,7 +58,8 @@ struct EstimateOptions {
   bool was_given(std::string_view flag) const { return given.count(flag) > 0; }
 };
 // The flags a --config file also sets (the ZeRO settings' own flags are given when their text is set).
-const char* const kConfigFlags[] = {"--gpus", "--stage", "--dtype", "--fp32-grad-accum", "--reduce-dtype",
+const char* const kConfigFlags[] = {"--gpus", "--stage", "--dtype", "--fp32-grad-accum", "--bf16-optimizer-states",
+                                    "--reduce-dtype",
                                     "--micro-batch", "--accum", "--shard-group-size"};
 EstimateOptions g_opt;
 
@@ -167,6 +169,7 @@ plan::PlanInput plan_input(const EstimateOptions& o, std::optional<train::TrainC
   if (!o.config.empty()) cfg = config_file(o, in);
   if (!cfg || o.was_given("--dtype")) in.precision.dtype = parse_dtype(o.dtype);
   if (!cfg || o.was_given("--fp32-grad-accum")) in.precision.fp32_grad_accum = o.fp32_grad_accum;
+  if (!cfg || o.was_given("--bf16-optimizer-states")) in.precision.bf16_optimizer_states = o.bf16_optimizer_states;
   if (!o.reduce_dtype.empty()) {
     const DType r = parse_dtype(o.reduce_dtype);
     ZDP_REQUIRE(r == DType::kF32 || r == in.precision.dtype, "--reduce-dtype: fp32 or the compute dtype, got {}",
@@ -267,9 +270,9 @@ int run_estimate(const EstimateOptions& o) {
     zeropp.push_back(fmt::format("hpZ over {} ranks (stage 3)", in.zero.zero_hpz_partition_size));
   if (in.zero.zero_quantized_gradients) zeropp.push_back("qgZ (int8 gradients across hosts, stages 2-3)");
   if (!zeropp.empty()) fmt::print("ZeRO++: {}\n", fmt::join(zeropp, ", "));
-  fmt::print("\nBytes per rank ({} = {}), {} ({} fp32 state{} a parameter):\n", unit, gib ? "2^30" : "10^9",
+  fmt::print("\nBytes per rank ({} = {}), {} ({} {} state{} a parameter):\n", unit, gib ? "2^30" : "10^9",
              file ? optim::optimizer_name(file->optimizer.kind) : "AdamW", in.optimizer_states,
-             in.optimizer_states == 1 ? "" : "s");
+             dtype_name(in.precision.state_dtype()), in.optimizer_states == 1 ? "" : "s");
   fmt::print("{:>5} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} | {:>14}{} | {:>8}\n", "stage", "param", "grad",
              "master", "optim", "act", "working", "total", "traffic/step", bandwidth > 0 ? "      time" : "",
              fmt::format("max B ({} {})", size_text(gpu, gib), unit));
@@ -342,6 +345,8 @@ void register_estimate(CLI::App& app, Action& action) {
   cmd->add_flag("--fp32-grad-accum,!--no-fp32-grad-accum", o.fp32_grad_accum,
                 "Persistent gradients in fp32 under bf16/fp16 (default: off here; on with --config, as zerodp "
                 "train has it)");
+  cmd->add_flag("--bf16-optimizer-states,!--no-bf16-optimizer-states", o.bf16_optimizer_states,
+                "The optimizer's states in bf16 (2 bytes a state; bf16.bf16_optimizer_states)");
   cmd->add_option("--reduce-dtype", o.reduce_dtype, "Dtype gradients are reduced in (default: as zerodp train)");
   cmd->add_option("--micro-batch", o.micro_batch, "Sequences per rank per micro-step B")->capture_default_str();
   cmd->add_option("--accum", o.accum, "Micro-steps per optimizer step G")->capture_default_str();

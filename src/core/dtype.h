@@ -10,6 +10,8 @@
 #include <cstring>
 #include <string_view>
 
+#include "core/hd.h"
+
 namespace zerodp {
 
 enum class DType : uint8_t { kF32 = 0, kBF16 = 1, kF16 = 2 };
@@ -23,23 +25,18 @@ const char* dtype_safetensors_name(DType t);
 DType parse_dtype(std::string_view name);
 
 // The conversions are compiled into the GPU's kernels too (cuda/elementwise_tiling.h calls them): one
-// implementation, __host__ __device__ under nvcc, plain inline C++ elsewhere.
-#ifdef __CUDACC__
-#define ZDP_DTYPE_HD __host__ __device__
-#else
-#define ZDP_DTYPE_HD
-#endif
+// implementation, ZDP_HD (core/hd.h).
 
 // A float's bits and back: one register move on the host and the GPU alike.
-ZDP_DTYPE_HD inline uint32_t float_bits(float f) { return __builtin_bit_cast(uint32_t, f); }
-ZDP_DTYPE_HD inline float bits_float(uint32_t u) { return __builtin_bit_cast(float, u); }
+ZDP_HD inline uint32_t float_bits(float f) { return __builtin_bit_cast(uint32_t, f); }
+ZDP_HD inline float bits_float(uint32_t u) { return __builtin_bit_cast(float, u); }
 
 // bf16 is the top half of an fp32: widening is a shift.
-ZDP_DTYPE_HD inline float bf16_to_fp32(uint16_t h) { return bits_float(static_cast<uint32_t>(h) << 16); }
+ZDP_HD inline float bf16_to_fp32(uint16_t h) { return bits_float(static_cast<uint32_t>(h) << 16); }
 
 // fp32 -> bf16: add 0x7FFF plus the lowest kept bit, then truncate; this rounds to nearest even and
 // carries into the exponent (up to infinity) by itself. NaNs are made quiet so they never round to Inf.
-ZDP_DTYPE_HD inline uint16_t fp32_to_bf16(float f) {
+ZDP_HD inline uint16_t fp32_to_bf16(float f) {
   uint32_t u = float_bits(f);
   if ((u & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((u >> 16) | 0x0040u);
   u += 0x7FFFu + ((u >> 16) & 1u);
@@ -49,7 +46,7 @@ ZDP_DTYPE_HD inline uint16_t fp32_to_bf16(float f) {
 // IEEE binary16: 1 sign, 5 exponent (bias 15), 10 mantissa bits; value (-1)^s · 2^(e-15) · 1.m for
 // 0 < e < 31, 2^-14 · 0.m for e = 0, Inf/NaN for e = 31. Exact for every pattern: a subnormal is
 // mant·2^-24, which a float holds exactly.
-ZDP_DTYPE_HD inline float fp16_to_fp32(uint16_t h) {
+ZDP_HD inline float fp16_to_fp32(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   const uint32_t exp = (h >> 10) & 0x1Fu;
   const uint32_t mant = h & 0x3FFu;
@@ -59,7 +56,7 @@ ZDP_DTYPE_HD inline float fp16_to_fp32(uint16_t h) {
   return bits_float(float_bits(mag) | sign);
 }
 
-ZDP_DTYPE_HD inline uint16_t fp32_to_fp16(float f) {
+ZDP_HD inline uint16_t fp32_to_fp16(float f) {
   const uint32_t u = float_bits(f);
   const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
   const uint32_t x = u & 0x7FFFFFFFu;

@@ -1,10 +1,5 @@
-// ZDP_HD marks the functions that kernels and host code share (index arithmetic, tiling parameters):
-// __host__ __device__ under nvcc, plain inline C++ elsewhere, so that the CPU test suite covers them
+// ZDP_HD (core/hd.h): the functions kernels and host code share, covered by the CPU test suite
 // (tests/cuda/) on machines without a GPU.
 #pragma once
 
-#ifdef __CUDACC__
-#define ZDP_HD __host__ __device__
-#else
-#define ZDP_HD
-#endif
+#include "core/hd.h"

@@ -107,6 +107,9 @@ void convert_rows(const float* src, int64_t src_ld, void* dst, DType dst_type, i
 // quantized_int8_bytes(n) bytes of device memory, and back: the CPU's bytes and values bit for bit.
 void quantize_int8(const void* x, DType type, size_t n, void* out, cudaStream_t stream);
 void dequantize_int8(const void* q, size_t n, void* x, DType type, cudaStream_t stream);
+// core/stochastic_round.h's round_bf16_stochastic, in device memory: the CPU's bits.
+void round_bf16_stochastic(const float* x, uint16_t* out, size_t n, uint64_t stream, uint64_t first,
+                           cudaStream_t cuda_stream);
 // *out (device memory) = Σ x[i]² in double, blocks of 4096 each summed in order, then the blocks in
 // order: fp32 gives kernels::sum_squares's bits exactly; bf16/fp16 are deterministic but summed in
 // that blocked order (the CPU sums them in one sequence).

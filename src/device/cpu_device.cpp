@@ -10,6 +10,7 @@
 #include "kernels/cross_entropy.h"
 #include "kernels/encoder.h"
 #include "kernels/gelu.h"
+#include "core/stochastic_round.h"
 #include "kernels/gemm16.h"
 #include "kernels/layernorm.h"
 #include "kernels/matmul.h"
@@ -208,6 +209,10 @@ double CpuDevice::sum_squares(const void* x, DType type, size_t n) { return kern
 void CpuDevice::quantize_int8(const void* x, DType type, size_t n, void* out) { zerodp::quantize_int8(x, type, n, out); }
 
 void CpuDevice::dequantize_int8(const void* q, size_t n, void* x, DType type) { zerodp::dequantize_int8(q, n, x, type); }
+
+void CpuDevice::round_bf16_stochastic(const float* x, void* out, size_t n, uint64_t stream, uint64_t first) {
+  zerodp::round_bf16_stochastic(x, static_cast<uint16_t*>(out), n, stream, first);
+}
 
 void CpuDevice::adamw_update(float* p, const float* g, float* m, float* v, size_t n, const optim::AdamWParams& hp,
                              int64_t t, bool decay, float grad_scale) {

@@ -220,6 +220,11 @@ void CudaDevice::dequantize_int8(const void* qbytes, size_t n, void* x, DType ty
   cuda::dequantize_int8(qbytes, n, x, type, impl_->compute);
 }
 
+void CudaDevice::round_bf16_stochastic(const float* x, void* out, size_t n, uint64_t stream, uint64_t first) {
+  const Entry on(impl_->kernel_context, "round_bf16_stochastic");
+  cuda::round_bf16_stochastic(x, static_cast<uint16_t*>(out), n, stream, first, impl_->compute);
+}
+
 void CudaDevice::adamw_update(float* p, const float* g, float* m, float* v, size_t n, const optim::AdamWParams& hp,
                               int64_t t, bool decay, float grad_scale) {
   const Entry on(impl_->kernel_context, "adamw_update");

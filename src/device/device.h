@@ -183,6 +183,9 @@ class Device {
   // queue's order; the same bytes and values on every device.
   virtual void quantize_int8(const void* x, DType type, size_t n, void* out) = 0;
   virtual void dequantize_int8(const void* q, size_t n, void* x, DType type) = 0;
+  // n fp32 values rounded to bf16 stochastically (core/stochastic_round.h): element e draws from
+  // (stream, first + e). The same bits on every device.
+  virtual void round_bf16_stochastic(const float* x, void* out, size_t n, uint64_t stream, uint64_t first) = 0;
 
   // ---- GEMM: C[M,N] (fp32) = alpha·op(A)·op(B) + beta·C, row-major with leading dimensions -------------
   // A and B in `dtype`: fp32 (C's own precision), or bf16/fp16 (fp32 accumulation).
@@ -265,6 +268,7 @@ const AttentionSizes& flash_attention_sizes();
   double sum_squares(const void* x, DType type, size_t n) override;                                            \
   void quantize_int8(const void* x, DType type, size_t n, void* out) override;                                 \
   void dequantize_int8(const void* q, size_t n, void* x, DType type) override;                                 \
+  void round_bf16_stochastic(const float* x, void* out, size_t n, uint64_t stream, uint64_t first) override;   \
   void adamw_update(float* p, const float* g, float* m, float* v, size_t n, const optim::AdamWParams& hp,       \
                     int64_t t, bool decay, float grad_scale) override;                                         \
   void sgd_update(float* p, const float* g, float* momentum, size_t n, const optim::SGDParams& hp, int64_t t,   \

@@ -31,9 +31,18 @@ class HostRead {
     return static_cast<const T*>(ptr_);
   }
 
+  // n values of `type` at `src` (the device's memory) as fp32, readable by the host while this lives:
+  // `src` itself where it is fp32 on a host-addressable device, else a widened copy (`category`).
+  static HostRead widened(Device& dev, const void* src, DType type, size_t n, MemCategory category);
+
  private:
+  HostRead() = default;
   Buffer staging_;
-  const void* ptr_;
+  const void* ptr_ = nullptr;
 };
+
+// Writes n values of `type` at `src` (the device's memory) as fp32 into host memory `dst`; returns when
+// they are there.
+void copy_widened_to_host(Device& dev, float* dst, const void* src, DType type, size_t n);
 
 }  // namespace zerodp::device

@@ -332,6 +332,9 @@ void PlanInput::validate() const {
                 model->n_ctx());
   }
   zero::check_zero_modes(zero, world);
+  ZDP_REQUIRE(!precision.bf16_optimizer_states || zero.offload_optimizer == Offload::kNone,
+              "bf16 optimizer states with the optimizer offloaded are not supported: the offloaded update keeps fp32 "
+              "states");
   ZDP_REQUIRE(!muon || model, "Muon's exchanges and working memory need a model (--preset or its dimensions), "
               "not a bare parameter count (--params)");
   ZDP_REQUIRE(ranks_per_host >= 0 && (ranks_per_host == 0 || world % ranks_per_host == 0),
@@ -382,7 +385,8 @@ MemoryEstimate estimate_memory(const PlanInput& in) {
   m.param = (in.zero.stage == 3 ? sharded + whole : c.padded) * p;
   m.grad = (in.zero.stage <= 1 ? c.padded : c.shard) * g;
   m.master = mixed ? (in.zero.stage == 0 ? c.padded : c.shard) * 4 : 0;
-  m.optim = (in.zero.stage == 0 ? c.padded : c.shard) * 4 * static_cast<uint64_t>(in.optimizer_states);
+  m.optim = (in.zero.stage == 0 ? c.padded : c.shard) * dtype_size(in.precision.state_dtype()) *
+            static_cast<uint64_t>(in.optimizer_states);
 
   // Optimizer offload, as zerodp's engine does it (zero/model_states.h): the fp32 master copy of the
   // shard (in fp32 runs too: the host's copy that the optimizer updates) and the optimizer states
@@ -461,17 +465,19 @@ MemoryEstimate estimate_memory(const PlanInput& in) {
                               ? std::max({std::min(u.s0, u.n0), std::min(u.sb, u.nb), std::min(u.sh, u.nh)})
                               : std::max({u.n0, u.nb, u.nh});
     chunk = 4 * std::min<uint64_t>(zero::kWorkChunk, kept);
-    // On a GPU the optimizer widens 16-bit gradients zero::kDeviceWorkChunk elements at a time.
-    const bool widens = in.precision.dtype != DType::kF32 && !in.precision.accumulates_in_fp32();
-    if (in.gpu && widens) chunk = std::max(chunk, 4 * std::min<uint64_t>(zero::kDeviceWorkChunk, kept));
     m.transient = in.zero.stage <= 1 ? transient_bytes_stages01(in, u) : transient_bytes_stages23(in, u);
-    // Muon's update (zero/muon_step.h): the widening chunk, the unit buffer and the Newton-Schulz scratch
-    // (act) through the whole update, and the largest unit's reduction staging (comm) beside them.
+    // The update (zero/shard_optimizer.cpp) widens, a chunk at a time (zero::kDeviceWorkChunk elements on a
+    // GPU), 16-bit gradients and each bf16 optimizer state into fp32 chunks that live through it.
+    const bool widens = in.precision.dtype != DType::kF32 && !in.precision.accumulates_in_fp32();
+    const uint64_t planes = (widens ? 1 : 0) + (in.precision.bf16_optimizer_states ? u64(in.optimizer_states) : 0);
+    update_act = planes * 4 * std::min<uint64_t>(in.gpu ? zero::kDeviceWorkChunk : zero::kWorkChunk, kept);
+    // Muon's (zero/muon_step.h): the unit buffer and the Newton-Schulz scratch (act) through the whole
+    // update too, and the largest unit's reduction staging (comm) beside them.
     if (in.muon) {
       const zero::MuonWork work = zero::muon_work(model::ParamLayout(*in.model), in.world);
       const bool whole = in.zero.stage == 0;
       const size_t count = whole ? work.unit : work.unit / static_cast<size_t>(in.world);
-      update_act = (widens ? chunk : 0) + work.bytes();
+      update_act += work.bytes();
       update_comm = comm::ordered_reduction_staging_bytes_for(whole, count, DType::kF32, in.world);
     }
   }

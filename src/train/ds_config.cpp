@@ -429,6 +429,12 @@ std::optional<bool> read_precision(const DsReader& r, const json& sec, const std
     const bool a = is_auto(v);
     if (key == "enabled") {
       if (!a) enabled = r.boolean(v, path);
+    } else if (!fp16 && key == "bf16_optimizer_states") {
+      if (!a) cfg.precision.bf16_optimizer_states = r.boolean(v, path);
+    } else if (!fp16 && key == "bf16_master_weights_and_grads") {
+      if (!a && r.boolean(v, path))
+        r.fail(path + " true is not supported: zerodp keeps fp32 master weights (bf16_optimizer_states halves the "
+                      "optimizer's states)");
     } else if (fp16 && key == "loss_scale") {
       if (!a) cfg.precision.loss_scale.static_scale = r.non_negative(v, path);
     } else if (fp16 && key == "initial_scale_power") {

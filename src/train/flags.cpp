@@ -258,6 +258,10 @@ const std::vector<FlagEntry>& flag_table() {
        ZDP_GET { return c.precision.reduce_dtype ? dtype_name(*c.precision.reduce_dtype) : ""; }},
       field_flag<&TrainConfig::precision, &PrecisionSettings::fp32_grad_accum>(
           {"--fp32-grad-accum", "", "Accumulate micro-step gradients in fp32 under bf16/fp16", true}),
+      field_flag<&TrainConfig::precision, &PrecisionSettings::bf16_optimizer_states>(
+          {"--bf16-optimizer-states", "",
+           "Keep the optimizer's states (AdamW's m and v, the momentum) in bf16, rounded stochastically from --seed",
+           true}),
       field_flag<&TrainConfig::precision, &PrecisionSettings::loss_scale, &LossScaleConfig::static_scale>(
           {"--loss-scale", "X", "fp16: static loss scale (0: dynamic)", false}),
       field_flag<&TrainConfig::precision, &PrecisionSettings::loss_scale, &LossScaleConfig::initial_scale_power>(

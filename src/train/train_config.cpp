@@ -112,6 +112,7 @@ json TrainConfig::to_json() const {
       {"dtype", dtype_name(precision.dtype)},
       {"reduce_dtype", dtype_name(precision.grad_reduce_dtype())},
       {"fp32_grad_accum", precision.fp32_grad_accum},
+      {"bf16_optimizer_states", precision.bf16_optimizer_states},
       {"activation_checkpointing", zero.activation_checkpointing},
       {"fp16",
        {{"loss_scale", scaling.static_scale},

@@ -42,6 +42,7 @@ zero::EngineConfig engine_config(const TrainConfig& cfg) {
   e.optimizer = cfg.optimizer;
   if (cfg.adam_lr > 0 && cfg.lr > 0) e.optimizer.adam_lr_ratio = cfg.adam_lr / cfg.lr;
   e.micro_batch = static_cast<int>(cfg.micro_batch);
+  e.seed = cfg.seed;
   e.seq = static_cast<int>(cfg.seq);
   return e;
 }

@@ -125,6 +125,10 @@ void TrainConfig::validate_optimizer() const {
                 optim::optimizer_name(o.kind));
   }
   ZDP_REQUIRE(finite_at_least_0(clip), "--clip (gradient_clipping) must be a finite number >= 0, got {}", clip);
+  ZDP_REQUIRE(!precision.bf16_optimizer_states || zero.offload_optimizer == zero::Offload::kNone,
+              "--bf16-optimizer-states (bf16.bf16_optimizer_states) with --offload-optimizer "
+              "(zero_optimization.offload_optimizer.device) {} is not supported: the offloaded update keeps fp32 states",
+              zero::offload_name(zero.offload_optimizer));
 }
 
 void TrainConfig::validate_precision() const {

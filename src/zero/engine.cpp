@@ -342,32 +342,41 @@ struct Engine::Impl {
     }
   }
 
-  // Calls each(r) for every unit, r's pointers where the owned range lives (device memory, or an
-  // NVMe-offloaded unit's states brought into host memory for the call); null for an empty range.
-  void each_owned(const std::function<void(const OwnedRange&)>& each) {
+  // Where one unit's owned range lives (device memory, or an NVMe-offloaded unit's states brought into
+  // host memory for the call): its fp32 weights, and its states in st.state_dtype(); null when empty.
+  struct OwnedBytes {
+    int unit;
+    size_t begin, end;
+    const float* weights;
+    std::vector<const char*> states;
+  };
+  void each_owned(const std::function<void(const OwnedBytes&)>& each) {
     for (int u = 0; u < layout.num_units(); ++u) {
       const UnitShard& s = shards.unit(u);
       StatesInHost in_host(st, u);  // NVMe offload: the unit's states, read from the file
-      OwnedRange r{u, s.own_begin, s.own_end, nullptr, {}};
+      OwnedBytes r{u, s.own_begin, s.own_end, nullptr, {}};
       if (s.own_begin < s.own_end) {
         r.weights = st.weights_at(u, s.own_begin);
-        for (int k = 0; k < st.num_states(); ++k) r.states.push_back(st.state_at(k, u, s.own_begin));
+        for (int k = 0; k < st.num_states(); ++k) r.states.push_back(st.state_bytes(k, u, s.own_begin));
       }
       each(r);
     }
   }
 
   void visit_owned(const std::function<void(const OwnedRange&)>& visit) {
-    each_owned([&](const OwnedRange& at) {
-      // On a GPU the range is copied into host memory for the visit (on the CPU: read in place).
+    each_owned([&](const OwnedBytes& at) {
+      // On a GPU the range is copied into host memory for the visit (on the CPU: read in place), and
+      // bf16 states are widened to fp32 (the files' dtype).
       OwnedRange r{at.unit, at.begin, at.end, nullptr, {}};
       std::vector<device::HostRead> reads;
       if (at.begin < at.end) {
-        const size_t bytes = (at.end - at.begin) * sizeof(float);
+        const size_t n = at.end - at.begin;
         reads.reserve(1 + at.states.size());
-        r.weights = reads.emplace_back(st.dev(), at.weights, bytes, MemCategory::kGathered).as<float>();
-        for (const float* s : at.states)
-          r.states.push_back(reads.emplace_back(st.dev(), s, bytes, MemCategory::kGathered).as<float>());
+        r.weights = reads.emplace_back(st.dev(), at.weights, n * sizeof(float), MemCategory::kGathered).as<float>();
+        for (const char* s : at.states)
+          r.states.push_back(
+              reads.emplace_back(device::HostRead::widened(st.dev(), s, st.state_dtype(), n, MemCategory::kGathered))
+                  .as<float>());
       }
       visit(r);
     });
@@ -377,11 +386,12 @@ struct Engine::Impl {
     ZDP_CHECK(static_cast<int>(states.size()) == st.num_states(), "{} state copies for {} optimizer states",
               states.size(), st.num_states());
     size_t at = 0;  // the unit's first element in the copy: the shards before it, end to end
-    each_owned([&](const OwnedRange& r) {
-      const size_t bytes = (r.end - r.begin) * sizeof(float);
+    each_owned([&](const OwnedBytes& r) {
+      const size_t n = r.end - r.begin;
       // Into host memory: copy() returns once the bytes are there.
-      if (bytes > 0) st.dev().copy(weights + at, r.weights, bytes);
-      for (size_t k = 0; k < states.size() && bytes > 0; ++k) st.dev().copy(states[k] + at, r.states[k], bytes);
+      if (n > 0) st.dev().copy(weights + at, r.weights, n * sizeof(float));
+      for (size_t k = 0; k < states.size() && n > 0; ++k)
+        device::copy_widened_to_host(st.dev(), states[k] + at, r.states[k], st.state_dtype(), n);
       at += shards.unit(r.unit).shard;
     });
   }

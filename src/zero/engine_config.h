@@ -2,6 +2,7 @@
 // them (zero/settings.h), the optimizer, the batch shape and the device.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "device/device.h"
@@ -17,6 +18,9 @@ struct EngineConfig {
   PrecisionSettings precision;     // dtypes, fp32 accumulation, fp16 loss scaling
   optim::OptimizerSpec optimizer;  // AdamW (docs/reference/optimizer.md#adamw) or SGD
   int micro_batch = 1, seq = 1;    // B, T
+  // Where stochastic rounding draws from (bf16 optimizer states): the run's seed, so that a resumed run
+  // rounds as the uninterrupted one would.
+  uint64_t seed = 0;
   // With an nvme offload: this run's directory under zero.nvme_path, filled in by the Engine (the
   // same name on every rank).
   std::string nvme_run_dir;

@@ -18,6 +18,7 @@ ModelStates::ModelStates(const model::ParamLayout& l, const ShardLayout& s, cons
       offload_(cfg.zero.offload_optimizer != Offload::kNone),
       has_master_(mixed_ || offload_),
       num_states_(static_cast<int>(optim::state_floats_per_param(cfg.optimizer))),
+      state_dtype_(cfg.precision.state_dtype()),
       optim_nvme_(cfg.zero.offload_optimizer == Offload::kNvme),
       param_nvme_(cfg.zero.offload_param == Offload::kNvme),
       sub_group_(offload_sub_group(static_cast<uint64_t>(cfg.zero.sub_group_size), optim_nvme_)) {
@@ -66,13 +67,14 @@ ModelStates::ModelStates(const model::ParamLayout& l, const ShardLayout& s, cons
   grad_store_ = cfg.dev().allocate((stage_ <= 1 ? full : shard) * dtype_size(grad_dtype_), MemCategory::kGrad);
   cfg.dev().fill_zero(grad_store_.data(), grad_store_.size());
   const size_t state_elems = stage_ == 0 ? full : shard;
-  // Optimizer state: AdamW's m and v, or SGD's momentum buffer (none without momentum).
+  // Optimizer state: AdamW's m and v, or SGD's momentum buffer (none without momentum); fp32 or bf16.
+  ZDP_CHECK(state_dtype_ == DType::kF32 || !offload_, "bf16 optimizer states with the optimizer offloaded");
   if (num_states_ >= 1 && !optim_nvme_) {
-    opt_m_ = allocate(state_elems * sizeof(float), MemCategory::kOptim);
+    opt_m_ = allocate(state_elems * dtype_size(state_dtype_), MemCategory::kOptim);
     where.fill_zero(opt_m_.data(), opt_m_.size());
   }
   if (num_states_ >= 2 && !optim_nvme_) {
-    opt_v_ = allocate(state_elems * sizeof(float), MemCategory::kOptim);
+    opt_v_ = allocate(state_elems * dtype_size(state_dtype_), MemCategory::kOptim);
     where.fill_zero(opt_v_.data(), opt_v_.size());
   }
   // fp32 whatever the gradient's dtype: 16-bit gradients are widened on their way down.

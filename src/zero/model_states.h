@@ -4,7 +4,8 @@
 //   param  compute dtype; whole units at stages 0-2 (and stage-3 units kept whole), else the shard
 //   grad   stages 0-1: whole units (full index); stages 2-3: the shard (shard index)
 //   master fp32, 16-bit runs only: whole at stage 0, else the shard
-//   optim  fp32 states (AdamW m, v; SGD momentum): whole at stage 0, else the shard
+//   optim  states (AdamW m, v; SGD momentum) in fp32, or bf16 with bf16_optimizer_states: whole at
+//          stage 0, else the shard
 //
 // With optimizer offload (stages 1-3) master and optim are in the host tier, and master exists in
 // fp32 runs too (the host's copy of the shard that the optimizer updates); a host staging buffer
@@ -34,6 +35,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/error.h"
 #include "core/memory.h"
 #include "model/layout.h"
 #include "model/model.h"
@@ -80,7 +82,8 @@ class ModelStates {
   bool mixed() const { return mixed_; }  // 16-bit compute: fp32 masters beside the parameters
   bool offload() const { return offload_; }  // optimizer offload: master, optim (and grad staging) in host memory
   bool has_master() const { return has_master_; }  // an fp32 master copy exists: 16-bit compute, or offload
-  int num_states() const { return num_states_; }  // fp32 optimizer states per element
+  int num_states() const { return num_states_; }  // optimizer states per element
+  DType state_dtype() const { return state_dtype_; }  // fp32, or bf16 (PrecisionSettings::bf16_optimizer_states)
   size_t sub_group() const { return sub_group_; }  // offload: shard elements updated per round trip
   // Offload: sub-group buffers in the gradient staging: two (one coming down while the other is
   // updated) when the shard has two sub-groups or more.
@@ -132,9 +135,14 @@ class ModelStates {
     if (has_master_) return master_.as<float>() + (stage_ == 0 ? full_index(u, i) : shard_index(u, i) - window_first_);
     return reinterpret_cast<float*>(param_at(u, i));
   }
-  // Optimizer state k (0: m or momentum, 1: v) of unit u's element i.
+  // Optimizer state k (0: m or momentum, 1: v) of unit u's element i, in state_dtype().
+  char* state_bytes(int k, int u, size_t i) {
+    return (k == 0 ? opt_m_ : opt_v_).as<char>() + (state_index(u, i) - window_first_) * dtype_size(state_dtype_);
+  }
+  // The same where the states are fp32 (everywhere but bf16_optimizer_states).
   float* state_at(int k, int u, size_t i) {
-    return (k == 0 ? opt_m_ : opt_v_).as<float>() + state_index(u, i) - window_first_;
+    ZDP_CHECK(state_dtype_ == DType::kF32, "fp32 access to {} optimizer states", dtype_name(state_dtype_));
+    return reinterpret_cast<float*>(state_bytes(k, u, i));
   }
   // Offload: gradient staging buffer k (< grad_staging_buffers()) of sub_group() fp32 values.
   float* grad_staging(size_t k) { return grad_staging_.as<float>() + k * sub_group_; }
@@ -163,6 +171,7 @@ class ModelStates {
   const DType param_dtype_, grad_dtype_;
   const bool mixed_, offload_, has_master_;
   const int num_states_;
+  const DType state_dtype_;
   const bool optim_nvme_;  // optimizer offload to NVMe: master and optim in swap_'s file
   const bool param_nvme_;  // parameter offload to NVMe: the sharded units' shards in param_swap_'s file
   const size_t sub_group_;

@@ -111,6 +111,10 @@ struct PrecisionSettings {
   // instead of 16). Off here; `zerodp train` turns it on by default.
   bool fp32_grad_accum = false;
   LossScaleConfig loss_scale;  // fp16's (DeepSpeed's fp16 section); other dtypes never scale
+  // The optimizer's states (AdamW's m and v, SGD's and Muon's momentum) kept in bf16, 2 bytes a state
+  // instead of 4 (DeepSpeed's bf16.bf16_optimizer_states): the update widens them to fp32 and rounds
+  // them back stochastically (core/stochastic_round.h), from the run's seed.
+  bool bf16_optimizer_states = false;
 
   DType grad_reduce_dtype() const { return reduce_dtype.value_or(dtype); }
   // The dtype of the gradient kept across micro-steps: fp32 when computing in it or accumulating in it.
@@ -118,6 +122,7 @@ struct PrecisionSettings {
   bool accumulates_in_fp32() const { return dtype != DType::kF32 && fp32_grad_accum; }
   bool reduces_in_fp32() const { return dtype != DType::kF32 && grad_reduce_dtype() == DType::kF32; }
   bool scales_loss() const { return dtype == DType::kF16; }
+  DType state_dtype() const { return bf16_optimizer_states ? DType::kBF16 : DType::kF32; }
 };
 
 // ---- the table of plain settings ---------------------------------------------------------------

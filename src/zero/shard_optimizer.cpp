@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/memory.h"
+#include "core/stochastic_round.h"
 #include "optim/optimizer.h"
 #include "zero/sharding.h"
 
@@ -22,14 +23,29 @@ void ShardOptimizer::update(double lr, float grad_scale) {
   const optim::SGDParams sgd = optim::sgd_params(cfg_.optimizer, lr);
   const optim::MuonParams muon_hp = optim::muon_params(cfg_.optimizer, lr);
   const DType gdt = states_.grad_dtype();
-  // Gradients stored in 16 bits are widened chunk by chunk (working memory: act).
+  // Gradients stored in 16 bits are widened chunk by chunk (working memory: act), a chunk no larger than
+  // the largest range a rank updates: a whole unit at stage 0, a shard otherwise (sized alike on every
+  // rank, as the planner sizes it, though the last rank's ranges end short).
   size_t largest = 0;
-  for (int u = 0; u < states_.num_units(); ++u)
-    largest = std::max(largest, states_.update_range(u).second - states_.update_range(u).first);
+  for (int u = 0; u < states_.num_units(); ++u) {
+    const UnitShard& s = states_.unit(u);
+    largest = std::max(largest, states_.stage() == 0 ? s.numel : std::min(s.shard, s.numel));
+  }
   device::Device& dev = cfg_.dev();
   // On the CPU a chunk's widened gradient stays in cache; on a GPU each call is a launch.
   const size_t chunk = dev.host_addressable() ? kWorkChunk : kDeviceWorkChunk;
-  Buffer g32 = dev.allocate(gdt == DType::kF32 ? 0 : std::min(chunk, largest) * sizeof(float), MemCategory::kAct);
+  const size_t cap = std::min(chunk, largest);
+  Buffer g32 = dev.allocate(gdt == DType::kF32 ? 0 : cap * sizeof(float), MemCategory::kAct);
+  // bf16 optimizer states are widened chunk by chunk too, each plane into its fp32 chunk (act), and
+  // rounded back stochastically: element i of unit u's state k at step t draws from (seed, t, k, u; i),
+  // wherever it is sharded.
+  const int K = states_.num_states();
+  const bool bf16_states = states_.state_dtype() != DType::kF32;
+  Buffer s32 = dev.allocate(bf16_states ? K * cap * sizeof(float) : 0, MemCategory::kAct);
+  const auto state = [&](int k, int u, size_t c) -> float* {
+    if (k >= K) return nullptr;
+    return bf16_states ? s32.as<float>() + k * cap : states_.state_at(k, u, c);
+  };
   if (muon) muon_.begin();
   for (int u = 0; u < states_.num_units(); ++u) {
     const auto [b, e] = states_.update_range(u);
@@ -46,16 +62,23 @@ void ShardOptimizer::update(double lr, float grad_scale) {
           g = g32.as<float>();
         }
         float* w = states_.weights_at(u, c);
-        float* m = states_.num_states() == 0 ? nullptr : states_.state_at(0, u, c);
+        const int planes = matrix ? 1 : K;  // a Muon matrix has its momentum only
+        for (int k = 0; k < planes && bf16_states; ++k)
+          dev.convert(states_.state_bytes(k, u, c), DType::kBF16, state(k, u, c), DType::kF32, n);
         if (matrix) {
           // The direction only; the weights change once the whole matrix is orthogonalised.
-          dev.muon_momentum(g, m, muon_.direction(c), n, optim::muon_scalars(muon_hp, 1, 1, grad_scale));
-          continue;
+          dev.muon_momentum(g, state(0, u, c), muon_.direction(c), n, optim::muon_scalars(muon_hp, 1, 1, grad_scale));
+        } else if (kind == optim::OptimizerKind::kSGD) {
+          dev.sgd_update(w, g, state(0, u, c), n, sgd, t, seg.decay, grad_scale);
+        } else {
+          dev.adamw_update(w, g, state(0, u, c), state(1, u, c), n, adam, t, seg.decay, grad_scale);
         }
-        if (kind == optim::OptimizerKind::kSGD)
-          dev.sgd_update(w, g, m, n, sgd, t, seg.decay, grad_scale);
-        else
-          dev.adamw_update(w, g, m, states_.state_at(1, u, c), n, adam, t, seg.decay, grad_scale);
+        for (int k = 0; k < planes && bf16_states; ++k)
+          dev.round_bf16_stochastic(state(k, u, c), states_.state_bytes(k, u, c), n,
+                                    rounding_stream(cfg_.seed, static_cast<uint64_t>(t), static_cast<uint64_t>(k),
+                                                    static_cast<uint64_t>(u)),
+                                    c);
+        if (matrix) continue;
         // The compute-dtype copy of the chunk just updated, while it is still in cache.
         if (states_.mixed()) dev.convert(w, DType::kF32, states_.param_at(u, c), states_.param_dtype(), n);
       }

@@ -16,8 +16,11 @@ void load_states(ModelStates& st, const StateSource& source, bool with_states) {
     const UnitShard& s = st.unit(u);
     return st.stage() == 0 ? std::pair<size_t, size_t>{0, s.numel} : std::pair<size_t, size_t>{s.own_begin, s.own_end};
   };
+  // The chunk is no larger than the largest range a rank reads, sized alike on every rank (a shard, though
+  // the last rank's ranges end short), as the planner sizes it.
   size_t largest = 0;
-  for (int u = 0; u < st.num_units(); ++u) largest = std::max(largest, reads(u).second - reads(u).first);
+  for (int u = 0; u < st.num_units(); ++u)
+    largest = std::max(largest, st.stage() == 0 ? st.unit(u).numel : std::min(st.unit(u).shard, st.unit(u).numel));
   const size_t chunk_bytes = std::min(kWorkChunk, largest) * sizeof(float);
   // The source writes into host memory (vals); on a GPU each chunk is copied up into dvals, which
   // the conversion into the parameters reads. On the CPU, vals is both.
@@ -46,15 +49,22 @@ void load_states(ModelStates& st, const StateSource& source, bool with_states) {
       if (st.has_master() && mb < me) dev.copy(st.weights_at(u, mb), from + (mb - c), (me - mb) * sizeof(float));
     }
     if (with_states && b < e) {
+      const bool fp32 = st.state_dtype() == DType::kF32;
       for (int k = 0; k < st.num_states(); ++k) {
-        if (dev.host_addressable()) {
+        if (dev.host_addressable() && fp32) {
           source(k, u, b, e - b, st.state_at(k, u, b));
           continue;
         }
         for (size_t c = b; c < e; c += kWorkChunk) {
           const size_t n = std::min(kWorkChunk, e - c);
           source(k, u, c, n, vals);
-          device::copy_from_host(dev, st.state_at(k, u, c), vals, n * sizeof(float));
+          if (fp32) {
+            device::copy_from_host(dev, st.state_at(k, u, c), vals, n * sizeof(float));
+            continue;
+          }
+          // bf16 states: rounded to nearest, so that the fp32 values a save widened come back exactly.
+          device::copy_from_host(dev, dvals, vals, n * sizeof(float));  // (nothing on the CPU)
+          dev.convert(dvals, DType::kF32, st.state_bytes(k, u, c), st.state_dtype(), n);
         }
       }
     }

@@ -19,6 +19,8 @@ usage: train_gpu_tests.py ZERODP CASE
             no parameter shard on the GPU.
   sgd       SGD with momentum (and nesterov) at stages 0 and 2, W=2: the stages agree bit for bit, the
             losses within 2e-2 of the CPU's bf16 run; with the optimizer offloaded, the same bits.
+  muon      Muon, bf16 optimizer states, and both, W=2 at stages 0-3: the stages agree bit for bit, the losses
+            within 2e-2 of the CPU's bf16 run (written before any GPU ran them).
   refusals  what the GPU does not do in this version (fp32 compute) exits 2 saying so.
   llama     a Llama (grouped-query heads 4/2 of 64, SwiGLU, untied head) in bf16 at stages 0-3, W=1 and
             W=2: every stage gives the same losses bit for bit at each W, within 2e-2 of the CPU's bf16
@@ -160,6 +162,18 @@ elif CASE == "sgd":
         check(s0 == s2 == off, f"SGD ({what}): stages 0, 2 and 2 offloaded agree bit for bit ({s0}, {s2}, {off})")
         check(all(abs(g - c) <= 2e-2 * abs(c) for g, c in zip(s0, cpu)),
               f"SGD ({what}): every loss within 2e-2 of the CPU's (GPU {s0}, CPU {cpu})")
+
+elif CASE == "muon":
+    # Muon (the Newton-Schulz GEMMs through cuBLASLt, the momentum and step kernels) and bf16 optimizer states
+    # (the stochastic rounding kernel): the stages agree bit for bit on the GPU, and the losses follow the CPU's.
+    for name, opt in (("muon", ["--optimizer", "Muon", "--lr", "0.02", "--adam-lr", "1e-3"]),
+                      ("bf16-states", ["--bf16-optimizer-states"]),
+                      ("muon-bf16-states", ["--optimizer", "Muon", "--lr", "0.02", "--bf16-optimizer-states"])):
+        cpu, _, _ = train(f"{name}-cpu", opt + ["--device", "cpu", "--zero-stage", "0"], 2)
+        gpu = [train(f"{name}-s{s}", opt + ["--device", "cuda", "--zero-stage", str(s)], 2)[0] for s in range(4)]
+        check(all(g == gpu[0] for g in gpu), f"{name}: stages 0-3 agree bit for bit on the GPU ({gpu})")
+        check(all(abs(g - c) <= 2e-2 * abs(c) for g, c in zip(gpu[0], cpu)),
+              f"{name}: every loss within 2e-2 of the CPU's (GPU {gpu[0]}, CPU {cpu})")
 
 elif CASE == "refusals":
     for extra, says in ((["--dtype", "fp32"], "fp32 compute runs on the CPU only"),):

@@ -136,6 +136,10 @@ class StagedCpuDevice final : public device::Device {
     not_on_host("sgd_update", p);
     cpu_.sgd_update(p, g, mom, n, hp, t, decay, grad_scale);
   }
+  void round_bf16_stochastic(const float* x, void* out, size_t n, uint64_t stream, uint64_t first) override {
+    not_on_host("round_bf16_stochastic", out);
+    cpu_.round_bf16_stochastic(x, out, n, stream, first);
+  }
   void muon_momentum(const float* g, float* m, float* u, size_t n, const optim::MuonScalars& s) override {
     not_on_host("muon_momentum", m);
     cpu_.muon_momentum(g, m, u, n, s);

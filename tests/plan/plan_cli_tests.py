@@ -39,10 +39,13 @@
           act peak by exactly the planned bytes.
   muon:   Muon through one DeepSpeed JSON (type Muon) given to estimate and train, GPT-2 and an untied Llama, every
           stage, fp32 and bf16: the model states, the act and total peaks and the bytes sent per step EQUAL the
-          prediction on every rank, and Muon's exchanges and working memory are in them (above AdamW's).
+          prediction on every rank, and Muon's exchanges are in them (above AdamW's).
+  bf16_states: the same with bf16.bf16_optimizer_states for AdamW, Muon and SGD with momentum: EQUAL, with half
+          the optim bytes of fp32 states planned and the same traffic.
 
 usage: plan_cli_tests.py ZERODP CASE     (CASE: states | act | accum | stages01 | sweep | llama | sweep_llama |
-                                          persistence | config | keep_gathered | no_overlap | loss_chunk | muon)
+                                          persistence | config | keep_gathered | no_overlap | loss_chunk | muon |
+                                          bf16_states)
 Exits non-zero with a message on the first failed check."""
 import csv
 import functools
@@ -378,48 +381,68 @@ elif CASE == "loss_chunk":
               f"stage {stage} {dtype}: --loss-chunk 16 lowers the measured act peak by {whole - part} bytes, the "
               f"plan by {whole_plan - part_plan} (at least the 48 rows of fp32 logits no longer held)")
         print(f"stage {stage} {dtype}: act {whole} -> {part} bytes with --loss-chunk 16 (planned the same)")
-elif CASE == "muon":
+elif CASE in ("muon", "bf16_states"):
+    # One DeepSpeed JSON given to estimate --config and train --config, for GPT-2 and an untied Llama at
+    # every stage in fp32 and bf16: muon compares Muon with AdamW (its exchanges and working memory on top);
+    # bf16_states runs AdamW, Muon and SGD with momentum with bf16.bf16_optimizer_states (half the optim
+    # bytes, the widened chunks of the update) against the same optimizer with fp32 states.
     llama_dims = ["--arch", "llama", "--layers", "2", "--heads", "4", "--kv-heads", "2", "--embd", "48", "--vocab",
                   "256", "--ctx", "32"]  # untied: the head a unit of its own, without a matrix
     llama_init = os.path.join(tmp, "llama")
     rc, _, err = run(["init", "--out", llama_init, "--seed", "3"] + llama_dims)
     check(rc == 0, "init --arch llama", err)
     gpt2_dims = [a for k, v in MODEL.items() for a in (f"--{k}", str(v))]
-    above = 0
+    if CASE == "muon":
+        variants = [("AdamW", False), ("Muon", False)]  # (optimizer, bf16 states): the first is the baseline
+    else:
+        variants = [(kind, states) for kind in ("AdamW", "Muon", "SGD") for states in (False, True)]
+    differs, runs = 0, 0
     for n, (arch, stage, dtype) in enumerate([(a, s, d) for a in ("gpt2", "llama") for s in range(4)
                                               for d in ("fp32", "bf16")]):
         dims, init = (gpt2_dims, model_init) if arch == "gpt2" else (llama_dims, llama_init)
         est = {}
-        for kind in ("AdamW", "Muon"):
+        for kind, states in variants:
+            params = {"lr": 0.02, "momentum": 0.9} if kind == "SGD" else {"lr": 0.02}
             ds = {"train_batch_size": 2 * W, "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 1,
-                  "zero_optimization": {"stage": stage},
-                  "optimizer": {"type": kind, "params": {"lr": 0.02}}, "bf16": {"enabled": dtype == "bf16"}}
-            path = os.path.join(tmp, f"muon{n}_{kind}.json")
+                  "zero_optimization": {"stage": stage}, "optimizer": {"type": kind, "params": params},
+                  "bf16": {"enabled": dtype == "bf16", "bf16_optimizer_states": states}}
+            path = os.path.join(tmp, f"{CASE}{n}_{kind}_{states}.json")
             with open(path, "w") as f:
                 json.dump(ds, f)
             rc, out, err = run(["estimate", "--json", "--config", path, "--seq", "16"] + dims)
-            check(rc == 0, f"estimate {arch} stage {stage} {dtype} {kind}", err)
-            est[kind] = json.loads(out)["stages"][0]
-        what = f"Muon {arch} stage {stage} {dtype}"
-        want = est["Muon"]["bytes_per_rank"]
-        above += want["total"] > est["AdamW"]["bytes_per_rank"]["total"]
-        check(est["Muon"]["traffic_bytes_per_step"] > est["AdamW"]["traffic_bytes_per_step"],
-              f"{what}: the exchanges are in the planned traffic")
-        metrics = os.path.join(tmp, f"muon{n}.jsonl")
-        rc, out, err = run(["train", "--config", os.path.join(tmp, f"muon{n}_Muon.json"), "--init", init, "--data",
-                            model_tokens, "--steps", "2", "--seq", "16", "--metrics", metrics, "--log-every", "0"], W)
-        check(rc == 0, f"train {what}", err)
-        recs = zt.records(metrics, "memory")
-        check(len(recs) == W, f"{what}: one memory record per rank ({len(recs)})")
-        for rec in recs:
-            got = {k: rec["live_bytes"][k] for k in ("param", "grad", "master", "optim")}
-            got.update({k: rec["peak_bytes"][k] for k in ("act", "total")})
-            check(got == {k: want[k] for k in got}, f"{what} rank {rec['rank']}: measured {got}, predicted {want}")
-        for t in zt.records(metrics, "traffic"):
-            sent = sum(t["bytes_sent"].values())
-            check(sent == 2 * est["Muon"]["traffic_bytes_per_step"],
-                  f"{what} rank {t['rank']}: sent {sent} bytes in 2 steps, 2 x {est['Muon']['traffic_bytes_per_step']} "
-                  "predicted")
-    print(f"Muon's predicted total is above AdamW's in {above} of 16 runs")
+            check(rc == 0, f"estimate {arch} stage {stage} {dtype} {kind} bf16 states {states}", err)
+            est[(kind, states)] = (path, json.loads(out)["stages"][0])
+        for (kind, states), (path, e) in est.items():
+            if CASE == "muon" and kind == "AdamW":
+                continue  # the baseline: planned only
+            if CASE == "bf16_states" and not states:
+                continue
+            what = f"{kind} {arch} stage {stage} {dtype} bf16 states {states}"
+            want = e["bytes_per_rank"]
+            base = est[("AdamW", False)][1] if CASE == "muon" else est[(kind, False)][1]
+            if CASE == "muon":
+                check(e["traffic_bytes_per_step"] > base["traffic_bytes_per_step"],
+                      f"{what}: the exchanges are in the planned traffic")
+            else:
+                check(2 * want["optim"] == base["bytes_per_rank"]["optim"] and e["traffic_bytes_per_step"] ==
+                      base["traffic_bytes_per_step"], f"{what}: half the optim bytes planned, the same traffic")
+            differs += want["total"] != base["bytes_per_rank"]["total"]
+            runs += 1
+            metrics = os.path.join(tmp, f"{CASE}{n}_{kind}.jsonl")
+            rc, out, err = run(["train", "--config", path, "--init", init, "--data", model_tokens, "--steps", "2",
+                                "--seq", "16", "--metrics", metrics, "--log-every", "0"], W)
+            check(rc == 0, f"train {what}", err)
+            recs = zt.records(metrics, "memory")
+            check(len(recs) == W, f"{what}: one memory record per rank ({len(recs)})")
+            for rec in recs:
+                got = {k: rec["live_bytes"][k] for k in ("param", "grad", "master", "optim")}
+                got.update({k: rec["peak_bytes"][k] for k in ("act", "total")})
+                check(got == {k: want[k] for k in got}, f"{what} rank {rec['rank']}: measured {got}, predicted {want}")
+            for t in zt.records(metrics, "traffic"):
+                sent = sum(t["bytes_sent"].values())
+                check(sent == 2 * e["traffic_bytes_per_step"],
+                      f"{what} rank {t['rank']}: sent {sent} bytes in 2 steps, 2 x {e['traffic_bytes_per_step']} "
+                      "predicted")
+    print(f"{CASE}: the predicted total differs from the baseline's in {differs} of {runs} runs")
 else:
     sys.exit(f"unknown case {CASE}")
