@@ -37,6 +37,7 @@ struct EstimateOptions {
   std::string dtype = "bf16";
   bool fp32_grad_accum = false;
   bool bf16_optimizer_states = false;
+  bool bf16_master_weights = false;
   std::string reduce_dtype;
   int64_t micro_batch = 1, accum = 1;
   std::string device = "cpu";
@@ -59,7 +60,7 @@ struct EstimateOptions {
 };
 // The flags a --config file also sets (the ZeRO settings' own flags are given when their text is set).
 const char* const kConfigFlags[] = {"--gpus", "--stage", "--dtype", "--fp32-grad-accum", "--bf16-optimizer-states",
-                                    "--reduce-dtype",
+                                    "--bf16-master-weights", "--reduce-dtype",
                                     "--micro-batch", "--accum", "--shard-group-size"};
 EstimateOptions g_opt;
 
@@ -170,6 +171,7 @@ plan::PlanInput plan_input(const EstimateOptions& o, std::optional<train::TrainC
   if (!cfg || o.was_given("--dtype")) in.precision.dtype = parse_dtype(o.dtype);
   if (!cfg || o.was_given("--fp32-grad-accum")) in.precision.fp32_grad_accum = o.fp32_grad_accum;
   if (!cfg || o.was_given("--bf16-optimizer-states")) in.precision.bf16_optimizer_states = o.bf16_optimizer_states;
+  if (!cfg || o.was_given("--bf16-master-weights")) in.precision.bf16_master_weights = o.bf16_master_weights;
   if (!o.reduce_dtype.empty()) {
     const DType r = parse_dtype(o.reduce_dtype);
     ZDP_REQUIRE(r == DType::kF32 || r == in.precision.dtype, "--reduce-dtype: fp32 or the compute dtype, got {}",
@@ -347,6 +349,8 @@ void register_estimate(CLI::App& app, Action& action) {
                 "train has it)");
   cmd->add_flag("--bf16-optimizer-states,!--no-bf16-optimizer-states", o.bf16_optimizer_states,
                 "The optimizer's states in bf16 (2 bytes a state; bf16.bf16_optimizer_states)");
+  cmd->add_flag("--bf16-master-weights,!--no-bf16-master-weights", o.bf16_master_weights,
+                "--dtype bf16 without fp32 master weights (bf16.bf16_master_weights_and_grads)");
   cmd->add_option("--reduce-dtype", o.reduce_dtype, "Dtype gradients are reduced in (default: as zerodp train)");
   cmd->add_option("--micro-batch", o.micro_batch, "Sequences per rank per micro-step B")->capture_default_str();
   cmd->add_option("--accum", o.accum, "Micro-steps per optimizer step G")->capture_default_str();

@@ -7,8 +7,8 @@
      AdamW        lr 3e-3, β2 0.95, weight decay 0.1 (the demo's);
      AdamW-bf16   the same with --bf16-optimizer-states;
      Muon         --optimizer Muon --lr 0.02 (the matrices) --adam-lr 3e-3 (the rest), weight decay 0.
-   The variants run interleaved, one step-time sample per run; prints a Markdown table (median step ms
-   over the steps after the 5th, its ratio to AdamW's, the mean training loss of the last 20 steps, the
+   The variants run one after another (keep the machine otherwise idle); prints a Markdown table (median
+   step ms over the steps after the 5th, its ratio to AdamW's, the mean training loss of the last 20 steps, the
    last validation loss) and plots the curves (the training loss smoothed, the validation losses).
 2. Bytes a parameter at each stage, as the planner gives them (`zerodp estimate --json --config`; the
    ledger equals them byte for byte: tests/plan plan_cli_bf16_states and plan_cli_muon): the model states
@@ -45,9 +45,11 @@ if not glob.glob(os.path.join(DEMO, "shakespeare_train_*.bin")):
          "--val-tokens", "32768", "--shard-tokens", "131072"])
 
 MODELS = {"GPT-2": [], "Llama": ["--arch", "llama", "--kv-heads", "2"]}
-VARIANTS = {"AdamW": ["--weight-decay", "0.1"],
-            "AdamW-bf16": ["--weight-decay", "0.1", "--bf16-optimizer-states"],
-            "Muon": ["--optimizer", "Muon", "--lr", "0.02", "--adam-lr", "3e-3", "--weight-decay", "0"]}
+# The demo's schedule: WSD from the peak to a tenth of it (Muon's AdamW tensors follow in proportion).
+VARIANTS = {"AdamW": ["--lr", "3e-3", "--min-lr", "3e-4", "--weight-decay", "0.1"],
+            "AdamW-bf16": ["--lr", "3e-3", "--min-lr", "3e-4", "--weight-decay", "0.1", "--bf16-optimizer-states"],
+            "Muon": ["--optimizer", "Muon", "--lr", "0.02", "--min-lr", "2e-3", "--adam-lr", "3e-3",
+                     "--weight-decay", "0"]}
 for model, arch in MODELS.items():
     init = os.path.join(OUT, f"init-{model}")
     if not os.path.exists(init):
@@ -66,8 +68,8 @@ for model in MODELS:
              "--data", os.path.join(DEMO, "shakespeare_train_*.bin"),
              "--val-data", os.path.join(DEMO, "shakespeare_val_000000.bin"), "--eval-every", str(STEPS // 6),
              "--eval-tokens", "32640", "--steps", str(STEPS), "--micro-batch", "4", "--seq", "128", "--zero-stage", "2",
-             "--lr", "3e-3", "--lr-schedule", "wsd", "--warmup-steps", str(STEPS // 20), "--decay-steps",
-             str(STEPS // 5), "--min-lr", "3e-4", "--beta2", "0.95", "--clip", "1.0", "--log-every", "0",
+             "--lr-schedule", "wsd", "--warmup-steps", str(STEPS // 20), "--decay-steps",
+             str(STEPS // 5), "--beta2", "0.95", "--clip", "1.0", "--log-every", "0",
              "--metrics", metrics_path(model, variant)] + extra)
 
 

@@ -332,6 +332,8 @@ void PlanInput::validate() const {
                 model->n_ctx());
   }
   zero::check_zero_modes(zero, world);
+  ZDP_REQUIRE(!precision.bf16_master_weights || (precision.dtype == DType::kBF16 && zero.offload_optimizer == Offload::kNone),
+              "bf16 master weights need --dtype bf16 and no optimizer offload");
   ZDP_REQUIRE(!precision.bf16_optimizer_states || zero.offload_optimizer == Offload::kNone,
               "bf16 optimizer states with the optimizer offloaded are not supported: the offloaded update keeps fp32 "
               "states");
@@ -365,7 +367,7 @@ MemoryEstimate estimate_memory(const PlanInput& in) {
   if (is_hybrid(in)) return estimate_memory(as_group(in));
   const ParamCounts c = param_counts(in);
   const uint64_t p = dtype_size(in.precision.dtype), g = grad_bytes(in);
-  const bool mixed = in.precision.dtype != DType::kF32;
+  const bool mixed = in.precision.fp32_masters();
   MemoryEstimate m;
   // docs/design.md's table.
   // Stage 3: the shards of the sharded units (sharded: elements), and the units kept whole in full.
@@ -469,7 +471,8 @@ MemoryEstimate estimate_memory(const PlanInput& in) {
     // The update (zero/shard_optimizer.cpp) widens, a chunk at a time (zero::kDeviceWorkChunk elements on a
     // GPU), 16-bit gradients and each bf16 optimizer state into fp32 chunks that live through it.
     const bool widens = in.precision.dtype != DType::kF32 && !in.precision.accumulates_in_fp32();
-    const uint64_t planes = (widens ? 1 : 0) + (in.precision.bf16_optimizer_states ? u64(in.optimizer_states) : 0);
+    const uint64_t planes = (widens ? 1 : 0) + (in.precision.bf16_optimizer_states ? u64(in.optimizer_states) : 0) +
+                            (in.precision.bf16_master_weights ? 1 : 0);
     update_act = planes * 4 * std::min<uint64_t>(in.gpu ? zero::kDeviceWorkChunk : zero::kWorkChunk, kept);
     // Muon's (zero/muon_step.h): the unit buffer and the Newton-Schulz scratch (act) through the whole
     // update too, and the largest unit's reduction staging (comm) beside them.

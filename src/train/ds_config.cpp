@@ -432,9 +432,11 @@ std::optional<bool> read_precision(const DsReader& r, const json& sec, const std
     } else if (!fp16 && key == "bf16_optimizer_states") {
       if (!a) cfg.precision.bf16_optimizer_states = r.boolean(v, path);
     } else if (!fp16 && key == "bf16_master_weights_and_grads") {
-      if (!a && r.boolean(v, path))
-        r.fail(path + " true is not supported: zerodp keeps fp32 master weights (bf16_optimizer_states halves the "
-                      "optimizer's states)");
+      // Master weights and gradients in bf16: no fp32 masters, no fp32 accumulation of the gradients.
+      if (!a && r.boolean(v, path)) {
+        cfg.precision.bf16_master_weights = true;
+        cfg.precision.fp32_grad_accum = false;
+      }
     } else if (fp16 && key == "loss_scale") {
       if (!a) cfg.precision.loss_scale.static_scale = r.non_negative(v, path);
     } else if (fp16 && key == "initial_scale_power") {

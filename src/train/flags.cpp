@@ -262,6 +262,10 @@ const std::vector<FlagEntry>& flag_table() {
           {"--bf16-optimizer-states", "",
            "Keep the optimizer's states (AdamW's m and v, the momentum) in bf16, rounded stochastically from --seed",
            true}),
+      field_flag<&TrainConfig::precision, &PrecisionSettings::bf16_master_weights>(
+          {"--bf16-master-weights", "",
+           "--dtype bf16 without fp32 master weights: the bf16 parameters updated, rounded stochastically from --seed",
+           true}),
       field_flag<&TrainConfig::precision, &PrecisionSettings::loss_scale, &LossScaleConfig::static_scale>(
           {"--loss-scale", "X", "fp16: static loss scale (0: dynamic)", false}),
       field_flag<&TrainConfig::precision, &PrecisionSettings::loss_scale, &LossScaleConfig::initial_scale_power>(

@@ -14,12 +14,13 @@ std::array<uint64_t, kNumMemCategories> stage0_model_states(const zero::Engine& 
   const zero::EngineConfig& c = engine.config();
   const uint64_t psi = engine.shards().total_padded();
   const uint64_t p = dtype_size(c.precision.dtype);
-  const uint64_t g = (c.precision.fp32_grad_accum || c.precision.dtype == DType::kF32) ? 4 : p;
+  const uint64_t g = dtype_size(c.precision.grad_store_dtype());
   std::array<uint64_t, kNumMemCategories> out{};
   out[static_cast<size_t>(MemCategory::kParam)] = psi * p;
   out[static_cast<size_t>(MemCategory::kGrad)] = psi * g;
-  out[static_cast<size_t>(MemCategory::kMaster)] = c.precision.dtype == DType::kF32 ? 0 : psi * 4;
-  out[static_cast<size_t>(MemCategory::kOptim)] = psi * 4 * optim::state_floats_per_param(c.optimizer);
+  out[static_cast<size_t>(MemCategory::kMaster)] = c.precision.fp32_masters() ? psi * 4 : 0;
+  out[static_cast<size_t>(MemCategory::kOptim)] =
+      psi * dtype_size(c.precision.state_dtype()) * optim::state_floats_per_param(c.optimizer);
   return out;
 }
 

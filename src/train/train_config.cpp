@@ -113,6 +113,7 @@ json TrainConfig::to_json() const {
       {"reduce_dtype", dtype_name(precision.grad_reduce_dtype())},
       {"fp32_grad_accum", precision.fp32_grad_accum},
       {"bf16_optimizer_states", precision.bf16_optimizer_states},
+      {"bf16_master_weights", precision.bf16_master_weights},
       {"activation_checkpointing", zero.activation_checkpointing},
       {"fp16",
        {{"loss_scale", scaling.static_scale},

@@ -125,6 +125,13 @@ void TrainConfig::validate_optimizer() const {
                 optim::optimizer_name(o.kind));
   }
   ZDP_REQUIRE(finite_at_least_0(clip), "--clip (gradient_clipping) must be a finite number >= 0, got {}", clip);
+  ZDP_REQUIRE(!precision.bf16_master_weights || precision.dtype == DType::kBF16,
+              "--bf16-master-weights (bf16.bf16_master_weights_and_grads) needs --dtype bf16, got --dtype {}",
+              dtype_name(precision.dtype));
+  ZDP_REQUIRE(!precision.bf16_master_weights || zero.offload_optimizer == zero::Offload::kNone,
+              "--bf16-master-weights (bf16.bf16_master_weights_and_grads) with --offload-optimizer "
+              "(zero_optimization.offload_optimizer.device) {} is not supported: the offloaded update keeps fp32 "
+              "masters", zero::offload_name(zero.offload_optimizer));
   ZDP_REQUIRE(!precision.bf16_optimizer_states || zero.offload_optimizer == zero::Offload::kNone,
               "--bf16-optimizer-states (bf16.bf16_optimizer_states) with --offload-optimizer "
               "(zero_optimization.offload_optimizer.device) {} is not supported: the offloaded update keeps fp32 states",

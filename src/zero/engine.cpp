@@ -343,11 +343,12 @@ struct Engine::Impl {
   }
 
   // Where one unit's owned range lives (device memory, or an NVMe-offloaded unit's states brought into
-  // host memory for the call): its fp32 weights, and its states in st.state_dtype(); null when empty.
+  // host memory for the call): its weights in st.weights_dtype() and its states in st.state_dtype(); null
+  // when empty.
   struct OwnedBytes {
     int unit;
     size_t begin, end;
-    const float* weights;
+    const char* weights;
     std::vector<const char*> states;
   };
   void each_owned(const std::function<void(const OwnedBytes&)>& each) {
@@ -356,7 +357,7 @@ struct Engine::Impl {
       StatesInHost in_host(st, u);  // NVMe offload: the unit's states, read from the file
       OwnedBytes r{u, s.own_begin, s.own_end, nullptr, {}};
       if (s.own_begin < s.own_end) {
-        r.weights = st.weights_at(u, s.own_begin);
+        r.weights = st.weights_bytes(u, s.own_begin);
         for (int k = 0; k < st.num_states(); ++k) r.states.push_back(st.state_bytes(k, u, s.own_begin));
       }
       each(r);
@@ -366,13 +367,15 @@ struct Engine::Impl {
   void visit_owned(const std::function<void(const OwnedRange&)>& visit) {
     each_owned([&](const OwnedBytes& at) {
       // On a GPU the range is copied into host memory for the visit (on the CPU: read in place), and
-      // bf16 states are widened to fp32 (the files' dtype).
+      // bf16 weights and states are widened to fp32 (the files' dtype).
       OwnedRange r{at.unit, at.begin, at.end, nullptr, {}};
       std::vector<device::HostRead> reads;
       if (at.begin < at.end) {
         const size_t n = at.end - at.begin;
         reads.reserve(1 + at.states.size());
-        r.weights = reads.emplace_back(st.dev(), at.weights, n * sizeof(float), MemCategory::kGathered).as<float>();
+        r.weights = reads.emplace_back(device::HostRead::widened(st.dev(), at.weights, st.weights_dtype(), n,
+                                                                 MemCategory::kGathered))
+                        .as<float>();
         for (const char* s : at.states)
           r.states.push_back(
               reads.emplace_back(device::HostRead::widened(st.dev(), s, st.state_dtype(), n, MemCategory::kGathered))
@@ -389,7 +392,7 @@ struct Engine::Impl {
     each_owned([&](const OwnedBytes& r) {
       const size_t n = r.end - r.begin;
       // Into host memory: copy() returns once the bytes are there.
-      if (n > 0) st.dev().copy(weights + at, r.weights, n * sizeof(float));
+      if (n > 0) device::copy_widened_to_host(st.dev(), weights + at, r.weights, st.weights_dtype(), n);
       for (size_t k = 0; k < states.size() && n > 0; ++k)
         device::copy_widened_to_host(st.dev(), states[k] + at, r.states[k], st.state_dtype(), n);
       at += shards.unit(r.unit).shard;

@@ -16,7 +16,7 @@ ModelStates::ModelStates(const model::ParamLayout& l, const ShardLayout& s, cons
       grad_dtype_(cfg.precision.grad_store_dtype()),
       mixed_(param_dtype_ != DType::kF32),
       offload_(cfg.zero.offload_optimizer != Offload::kNone),
-      has_master_(mixed_ || offload_),
+      has_master_(cfg.precision.fp32_masters() || offload_),
       num_states_(static_cast<int>(optim::state_floats_per_param(cfg.optimizer))),
       state_dtype_(cfg.precision.state_dtype()),
       optim_nvme_(cfg.zero.offload_optimizer == Offload::kNvme),

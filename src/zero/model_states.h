@@ -79,9 +79,13 @@ class ModelStates {
   int stage() const { return stage_; }
   DType param_dtype() const { return param_dtype_; }  // parameters (compute dtype)
   DType grad_dtype() const { return grad_dtype_; }  // persistent gradients
-  bool mixed() const { return mixed_; }  // 16-bit compute: fp32 masters beside the parameters
+  bool mixed() const { return mixed_; }  // 16-bit compute: the parameters in bf16 or fp16
   bool offload() const { return offload_; }  // optimizer offload: master, optim (and grad staging) in host memory
-  bool has_master() const { return has_master_; }  // an fp32 master copy exists: 16-bit compute, or offload
+  // An fp32 master copy exists: 16-bit compute (unless bf16_master_weights), or offload.
+  bool has_master() const { return has_master_; }
+  // The weights the optimizer updates: the fp32 masters, or the parameters themselves (fp32, or bf16 with
+  // bf16_master_weights).
+  DType weights_dtype() const { return has_master_ ? DType::kF32 : param_dtype_; }
   int num_states() const { return num_states_; }  // optimizer states per element
   DType state_dtype() const { return state_dtype_; }  // fp32, or bf16 (PrecisionSettings::bf16_optimizer_states)
   size_t sub_group() const { return sub_group_; }  // offload: shard elements updated per round trip
@@ -130,10 +134,17 @@ class ModelStates {
   // the rank's sum and the gathers send from.
   char* param_shard(int u) { return param_at(u, static_cast<size_t>(rank()) * shards_.unit(u).shard); }
   char* grad_shard(int u) { return grad_at(u, static_cast<size_t>(rank()) * shards_.unit(u).shard); }
-  // fp32 weights the optimizer updates: the masters (16-bit runs, offload) or the parameters themselves.
+  // The weights the optimizer updates, in weights_dtype(): the masters (16-bit runs, offload) or the
+  // parameters themselves.
+  char* weights_bytes(int u, size_t i) {
+    if (has_master_)
+      return master_.as<char>() + (stage_ == 0 ? full_index(u, i) : shard_index(u, i) - window_first_) * sizeof(float);
+    return param_at(u, i);
+  }
+  // The same where they are fp32 (everywhere but bf16_master_weights).
   float* weights_at(int u, size_t i) {
-    if (has_master_) return master_.as<float>() + (stage_ == 0 ? full_index(u, i) : shard_index(u, i) - window_first_);
-    return reinterpret_cast<float*>(param_at(u, i));
+    ZDP_CHECK(weights_dtype() == DType::kF32, "fp32 access to {} weights", dtype_name(weights_dtype()));
+    return reinterpret_cast<float*>(weights_bytes(u, i));
   }
   // Optimizer state k (0: m or momentum, 1: v) of unit u's element i, in state_dtype().
   char* state_bytes(int k, int u, size_t i) {

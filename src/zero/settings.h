@@ -115,6 +115,10 @@ struct PrecisionSettings {
   // instead of 4 (DeepSpeed's bf16.bf16_optimizer_states): the update widens them to fp32 and rounds
   // them back stochastically (core/stochastic_round.h), from the run's seed.
   bool bf16_optimizer_states = false;
+  // bf16 compute without fp32 master weights (DeepSpeed's bf16.bf16_master_weights_and_grads, which also
+  // keeps the gradients in bf16): the update widens the parameters to fp32 and rounds them back
+  // stochastically, as it does the bf16 states.
+  bool bf16_master_weights = false;
 
   DType grad_reduce_dtype() const { return reduce_dtype.value_or(dtype); }
   // The dtype of the gradient kept across micro-steps: fp32 when computing in it or accumulating in it.
@@ -123,6 +127,8 @@ struct PrecisionSettings {
   bool reduces_in_fp32() const { return dtype != DType::kF32 && grad_reduce_dtype() == DType::kF32; }
   bool scales_loss() const { return dtype == DType::kF16; }
   DType state_dtype() const { return bf16_optimizer_states ? DType::kBF16 : DType::kF32; }
+  // Whether fp32 master weights are kept beside 16-bit parameters (the optimizer offloaded keeps them anyway).
+  bool fp32_masters() const { return dtype != DType::kF32 && !bf16_master_weights; }
 };
 
 // ---- the table of plain settings ---------------------------------------------------------------

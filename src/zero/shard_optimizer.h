@@ -37,6 +37,7 @@ class ShardOptimizer {
  private:
   // The offloaded update (shard_optimizer_offload.cpp); t is AdamW's step count.
   void update_offloaded(double lr, float grad_scale, int64_t t);
+  class Chunk;  // the update's widened chunks (shard_optimizer.cpp)
 
   ModelStates& states_;
   const EngineConfig cfg_;  // a copy: the part may outlive the caller's config

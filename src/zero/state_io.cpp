@@ -79,17 +79,19 @@ void load_states(ModelStates& st, const StateSource& source, bool with_states) {
 void consolidate_weights(ModelStates& st, comm::Communicator& comm, bool root,
                          const std::function<void(int unit, const float* data)>& sink) {
   device::Device& dev = st.dev();
-  // Full fp32 weights are already on every rank for fp32 stages 0-2 (the parameters, equal to the
-  // host masters of an offloaded run) and for 16-bit stage 0 (the masters).
+  // Full weights are already on every rank for fp32 stages 0-2 (the parameters, equal to the host
+  // masters of an offloaded run), for 16-bit stage 0 (the masters) and for the bf16 parameters that are
+  // the weights themselves (bf16_master_weights) of stages 0-2: widened to fp32 for the sink.
   comm::UntrackedTraffic untracked(comm);
   for (int u = 0; u < st.num_units(); ++u) {
     const UnitShard& s = st.unit(u);
-    if (!st.mixed() && st.param_whole(u)) {
-      if (root) sink(u, device::HostRead(dev, st.param_at(u, 0), s.numel * sizeof(float), MemCategory::kGathered)
-                            .as<float>());
+    if ((!st.mixed() || !st.has_master()) && st.param_whole(u)) {
+      if (root)
+        sink(u, device::HostRead::widened(dev, st.param_at(u, 0), st.param_dtype(), s.numel, MemCategory::kGathered)
+                    .as<float>());
       continue;
     }
-    if (st.mixed() && st.stage() == 0) {
+    if (st.mixed() && st.has_master() && st.stage() == 0) {
       if (root) sink(u, device::HostRead(dev, st.weights_at(u, 0), s.numel * sizeof(float), MemCategory::kGathered)
                             .as<float>());
       continue;
@@ -100,7 +102,8 @@ void consolidate_weights(ModelStates& st, comm::Communicator& comm, bool root,
     std::memset(mine.data(), 0, mine.size());
     if (s.own_begin < s.own_end) {
       StatesInHost in_host(st, u);  // NVMe offload: the unit's masters, read from the file
-      dev.copy(mine.data(), st.weights_at(u, s.own_begin), (s.own_end - s.own_begin) * sizeof(float));
+      device::copy_widened_to_host(dev, mine.as<float>(), st.weights_bytes(u, s.own_begin), st.weights_dtype(),
+                                   s.own_end - s.own_begin);
     }
     comm.all_gather(mine.data(), full.data(), s.shard, DType::kF32);
     if (root) sink(u, full.as<float>());
@@ -116,7 +119,7 @@ bool all_weights_finite(ModelStates& st, comm::Communicator& comm) {
     if (b >= e) continue;
     StatesInHost in_host(st, u);  // NVMe offload: the unit's masters, read from the file
     device::Device& where = st.offload() ? st.dev().host() : st.dev();  // the masters' memory: host with offload
-    if (!std::isfinite(where.sum_squares(st.weights_at(u, b), DType::kF32, e - b))) bad = 1.0f;
+    if (!std::isfinite(where.sum_squares(st.weights_bytes(u, b), st.weights_dtype(), e - b))) bad = 1.0f;
   }
   comm::UntrackedTraffic untracked(comm);
   comm.all_reduce(&bad, 1, DType::kF32, comm::ReduceOp::kMax);

@@ -42,7 +42,8 @@
               against W=2, an ulp-level perturbation, stays within 0.002%). Stated tolerance, with
               room over those: every step within 16u (3.1%), every window's mean within 4u (0.78%).
   bf16_states --bf16-optimizer-states against fp32 states: the demo model, W=2, stage 2, 300 steps of AdamW, fp32
-              and bf16 compute: every 50-step window's mean loss and the last loss within 1%, the optim bytes halved.
+              and bf16 compute, and bf16 with --bf16-master-weights too: every 50-step window's mean loss and the
+              last loss within 1%, the optim bytes halved.
   limits      sizes that would wrap (--micro-batch 2^40), a micro-batch whose activations exceed the
               machine's memory, and a DeepSpeed config asking for parameter offload exit 2 at once,
               naming the flag or key.
@@ -398,13 +399,14 @@ elif CASE == "bf16_states":
     r = run(["init", "--out", demo, "--layers", "4", "--heads", "4", "--embd", "128", "--vocab", "256", "--ctx", "128",
              "--seed", "1337"])
     check(r.code == 0, "init the demo model", r.err)
-    for dtype in ("fp32", "bf16"):
+    for dtype, low in (("fp32", ["--bf16-optimizer-states"]), ("bf16", ["--bf16-optimizer-states"]),
+                       ("bf16", ["--bf16-optimizer-states", "--bf16-master-weights"])):
         curves = {}
         for states in ("fp32", "bf16"):
-            m = path(f"states-{dtype}-{states}.jsonl")
+            m = path(f"states-{dtype}-{len(low)}-{states}.jsonl")
             r = run(["train", "--init", demo, "--data", tokens, "--steps", "300", "--micro-batch", "4", "--seq", "128",
                      "--dtype", dtype, "--zero-stage", "2", "--lr", "1e-3", "--clip", "1.0", "--log-every", "0",
-                     "--metrics", m] + (["--bf16-optimizer-states"] if states == "bf16" else []), 2, timeout=500)
+                     "--metrics", m] + (low if states == "bf16" else []), 2, timeout=500)
             check(r.code == 0, f"{dtype} compute, {states} states: 300 steps of the demo model", r.err)
             steps = steps_of(m)
             curves[states] = [steps[i]["loss"] for i in sorted(steps)]
@@ -412,11 +414,12 @@ elif CASE == "bf16_states":
             curves[states + "_optim"] = optim
         f, b = curves["fp32"], curves["bf16"]
         check(len(f) == len(b) == 300, f"{dtype}: 300 losses each ({len(f)}, {len(b)})")
+        dtype = f"{dtype} ({' '.join(low)})"
         check(all(2 * ob == of for ob, of in zip(curves["bf16_optim"], curves["fp32_optim"])),
               f"{dtype}: bf16 states hold half the optim bytes: {curves['bf16_optim']} vs {curves['fp32_optim']}")
         for lo in range(0, 300, 50):
             mf, mb = sum(f[lo:lo + 50]) / 50, sum(b[lo:lo + 50]) / 50
-            print(f"  {dtype} compute, steps {lo}-{lo + 49}: mean loss fp32 states {mf:.4f}, bf16 states {mb:.4f} "
+            print(f"  {dtype}, steps {lo}-{lo + 49}: mean loss fp32 {mf:.4f}, low {mb:.4f} "
                   f"({(mb - mf) / mf:+.3%})")
             check(abs(mb - mf) <= 0.01 * mf, f"{dtype}: steps {lo}-{lo + 49}: bf16 states' mean loss {mb} within 1% of {mf}")
         check(abs(b[-1] - f[-1]) <= 0.01 * f[-1], f"{dtype}: the last loss {b[-1]} within 1% of {f[-1]}")

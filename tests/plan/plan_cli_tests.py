@@ -40,8 +40,9 @@
   muon:   Muon through one DeepSpeed JSON (type Muon) given to estimate and train, GPT-2 and an untied Llama, every
           stage, fp32 and bf16: the model states, the act and total peaks and the bytes sent per step EQUAL the
           prediction on every rank, and Muon's exchanges are in them (above AdamW's).
-  bf16_states: the same with bf16.bf16_optimizer_states for AdamW, Muon and SGD with momentum: EQUAL, with half
-          the optim bytes of fp32 states planned and the same traffic.
+  bf16_states: the same with bf16.bf16_optimizer_states for AdamW, Muon and SGD with momentum (and in bf16 with
+          bf16_master_weights_and_grads too): EQUAL, with half the optim bytes of fp32 states planned, no
+          masters without them, and the same traffic.
 
 usage: plan_cli_tests.py ZERODP CASE     (CASE: states | act | accum | stages01 | sweep | llama | sweep_llama |
                                           persistence | config | keep_gathered | no_overlap | loss_chunk | muon |
@@ -99,6 +100,20 @@ def train(stage, dtype, fp32_accum, B, T, ckpt, metrics, accum=1, reduce_dtype=N
     recs = zt.records(metrics, "memory")
     check(len(recs) == W, f"one memory record per rank ({len(recs)})")
     return recs
+
+
+def train_config(path, init, what, peaks=("total",)):
+    """`zerodp train --config path` on W ranks for 2 steps; returns each rank's model states (live) and `peaks`
+    (peak bytes) from its memory record, and the metrics file."""
+    metrics = path + ".jsonl"
+    rc, out, err = run(["train", "--config", path, "--init", init, "--data", model_tokens, "--steps", "2",
+                        "--seq", "16", "--metrics", metrics, "--log-every", "0"], W)
+    check(rc == 0, f"train {what}", err)
+    recs = zt.records(metrics, "memory")
+    check(len(recs) == W, f"{what}: one memory record per rank ({len(recs)})")
+    got = [{**{k: rec["live_bytes"][k] for k in ("param", "grad", "master", "optim")},
+            **{k: rec["peak_bytes"][k] for k in peaks}} for rec in recs]
+    return got, metrics
 
 
 tmp = zt.workdir("plan")
@@ -264,16 +279,8 @@ elif CASE == "config":
         rc, out, err = run(["estimate", "--json", "--config", path, "--seq", "16", "--gpus", str(W)] + dims)
         check(rc == 0 and json.loads(out)["stages"][0]["bytes_per_rank"] == want,
               f"{what}: --gpus {W} is the world size train_batch_size gives", out + err)
-        metrics = os.path.join(tmp, f"c{n}.jsonl")
-        rc, out, err = run(["train", "--config", path, "--init", model_init, "--data", model_tokens, "--steps", "2",
-                            "--seq", "16", "--metrics", metrics, "--log-every", "0"], W)
-        check(rc == 0, f"train {what}", err)
-        recs = zt.records(metrics, "memory")
-        check(len(recs) == W, f"{what}: one memory record per rank ({len(recs)})")
-        for rec in recs:
-            got = {k: rec["live_bytes"][k] for k in ("param", "grad", "master", "optim")}
-            got["total"] = rec["peak_bytes"]["total"]
-            check(got == {k: want[k] for k in got}, f"{what} rank {rec['rank']}: measured {got}, predicted {want}")
+        for rank, got in enumerate(train_config(path, model_init, what)[0]):
+            check(got == {k: want[k] for k in got}, f"{what} rank {rank}: measured {got}, predicted {want}")
     # Flags given override the file; a world size train_batch_size contradicts is refused, naming both.
     rc, out, err = run(["estimate", "--json", "--config", path, "--seq", "16", "--stage", "1", "--dtype", "bf16",
                         "--micro-batch", "4", "--accum", "1"] + dims)
@@ -395,17 +402,21 @@ elif CASE in ("muon", "bf16_states"):
     if CASE == "muon":
         variants = [("AdamW", False), ("Muon", False)]  # (optimizer, bf16 states): the first is the baseline
     else:
-        variants = [(kind, states) for kind in ("AdamW", "Muon", "SGD") for states in (False, True)]
+        # "master": bf16 states and bf16 master weights and gradients (bf16 compute only).
+        variants = [(kind, states) for kind in ("AdamW", "Muon", "SGD") for states in (False, True, "master")]
     differs, runs = 0, 0
     for n, (arch, stage, dtype) in enumerate([(a, s, d) for a in ("gpt2", "llama") for s in range(4)
                                               for d in ("fp32", "bf16")]):
         dims, init = (gpt2_dims, model_init) if arch == "gpt2" else (llama_dims, llama_init)
         est = {}
         for kind, states in variants:
+            if states == "master" and dtype != "bf16":
+                continue
             params = {"lr": 0.02, "momentum": 0.9} if kind == "SGD" else {"lr": 0.02}
             ds = {"train_batch_size": 2 * W, "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 1,
                   "zero_optimization": {"stage": stage}, "optimizer": {"type": kind, "params": params},
-                  "bf16": {"enabled": dtype == "bf16", "bf16_optimizer_states": states}}
+                  "bf16": {"enabled": dtype == "bf16", "bf16_optimizer_states": bool(states),
+                           "bf16_master_weights_and_grads": states == "master"}}
             path = os.path.join(tmp, f"{CASE}{n}_{kind}_{states}.json")
             with open(path, "w") as f:
                 json.dump(ds, f)
@@ -426,18 +437,13 @@ elif CASE in ("muon", "bf16_states"):
             else:
                 check(2 * want["optim"] == base["bytes_per_rank"]["optim"] and e["traffic_bytes_per_step"] ==
                       base["traffic_bytes_per_step"], f"{what}: half the optim bytes planned, the same traffic")
+                check((want["master"] == 0) == (states == "master" or dtype == "fp32"),
+                      f"{what}: fp32 masters planned exactly when kept ({want['master']} bytes)")
             differs += want["total"] != base["bytes_per_rank"]["total"]
             runs += 1
-            metrics = os.path.join(tmp, f"{CASE}{n}_{kind}.jsonl")
-            rc, out, err = run(["train", "--config", path, "--init", init, "--data", model_tokens, "--steps", "2",
-                                "--seq", "16", "--metrics", metrics, "--log-every", "0"], W)
-            check(rc == 0, f"train {what}", err)
-            recs = zt.records(metrics, "memory")
-            check(len(recs) == W, f"{what}: one memory record per rank ({len(recs)})")
-            for rec in recs:
-                got = {k: rec["live_bytes"][k] for k in ("param", "grad", "master", "optim")}
-                got.update({k: rec["peak_bytes"][k] for k in ("act", "total")})
-                check(got == {k: want[k] for k in got}, f"{what} rank {rec['rank']}: measured {got}, predicted {want}")
+            measured, metrics = train_config(path, init, what, ("act", "total"))
+            for rank, got in enumerate(measured):
+                check(got == {k: want[k] for k in got}, f"{what} rank {rank}: measured {got}, predicted {want}")
             for t in zt.records(metrics, "traffic"):
                 sent = sum(t["bytes_sent"].values())
                 check(sent == 2 * e["traffic_bytes_per_step"],

@@ -14,7 +14,6 @@ at W > 1. `config_w2` sets Muon through a DeepSpeed JSON (type Muon, muon_lr, ad
 
 Exits 0 when every check passes, 1 listing every failed check.
 """
-import argparse
 import json
 import os
 import sys
@@ -23,7 +22,7 @@ import time
 import compare  # this folder's: the model, inputs and launching shared with the AdamW cases
 from zdptest import harness as zt
 from zdptest import ref_train as rt
-from zdptest.case_driver import run_cases
+from zdptest.case_driver import argument_parser, run_cases, selected_cases
 from zdptest.harness import Checks, read_metrics
 
 import numpy as np
@@ -115,25 +114,14 @@ def run_case(args, name, work):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--zerodp", help="the zerodp executable")
-    ap.add_argument("--mpirun", default="mpirun")
-    ap.add_argument("--case", action="append", default=[], help="case name (repeatable); 'all' for every one")
-    ap.add_argument("--list", action="store_true", help="print the case names and exit")
-    ap.add_argument("--keep", action="store_true", help="keep the working directory")
-    args = ap.parse_args()
-    if args.list:
-        print("\n".join(CASES))
+    args = argument_parser(__doc__).parse_args()
+    cases = selected_cases(args, list(CASES), lambda n: CASES[n]["world"], "compare_muon.py")
+    if cases is None:
         return 0
     if not args.zerodp or not os.access(args.zerodp, os.X_OK):
         print(f"compare_muon.py: FAIL: no zerodp executable at {args.zerodp!r} (build the `zerodp` target)")
         return 1
     args.zerodp = os.path.abspath(args.zerodp)
-    cases = list(CASES) if args.case == ["all"] else args.case
-    unknown = [n for n in cases if n not in CASES]
-    if unknown or not cases:
-        print(f"compare_muon.py: unknown or no cases {unknown}; --list shows them")
-        return 1
     return run_cases(cases, lambda name, work: run_case(args, name, work), "zerodp_muon", args.keep)
 
 
