@@ -12,7 +12,8 @@
    last validation loss) and plots the curves (the training loss smoothed, the validation losses).
 2. Bytes a parameter at each stage, as the planner gives them (`zerodp estimate --json --config`; the
    ledger equals them byte for byte: tests/plan plan_cli_bf16_states and plan_cli_muon): the model states
-   (param + grad + master + optim) over the parameter count, Llama 3.2 1B on 8 ranks in bf16.
+   (param + grad + master + optim) over the parameter count, Llama 3.2 1B on 8 ranks in bf16 (with zerodp
+   train's fp32 gradient accumulation, which bf16_master_weights_and_grads turns off).
 
 usage: optimizers.py ZERODP OUT_DIR [STEPS]     (default 600; tokenizes the demo's shards into
        runs/demo when they are missing; writes OUT_DIR/optimizers.md, .csv and .png)"""
@@ -63,6 +64,8 @@ def metrics_path(model, variant):
 
 for model in MODELS:
     for variant, extra in VARIANTS.items():
+        if os.path.exists(metrics_path(model, variant)) and not os.environ.get("RERUN"):
+            continue  # an earlier run's (RERUN=1 trains again)
         print(f"train {model} {variant}", file=sys.stderr, flush=True)
         run(["mpirun", "-n", "2", "--oversubscribe", ZERODP, "train", "--init", os.path.join(OUT, f"init-{model}"),
              "--data", os.path.join(DEMO, "shakespeare_train_*.bin"),
@@ -94,13 +97,15 @@ for model in MODELS:
 # Bytes a parameter, planned.
 lines += ["", "Bytes a parameter (param + grad + master + optim), Llama 3.2 1B, 8 ranks, bf16, planned:", "",
           "| optimizer | stage 0 | stage 1 | stage 2 | stage 3 |", "|---|---|---|---|---|"]
-for label, kind, states in (("AdamW", "AdamW", False), ("AdamW, bf16 states", "AdamW", True),
-                            ("Muon", "Muon", False), ("Muon, bf16 states", "Muon", True)):
-    cfg = os.path.join(OUT, f"plan-{kind}-{states}.json")
+for label, kind, states, masters in (("AdamW", "AdamW", False, False), ("AdamW, bf16 states", "AdamW", True, False),
+                                     ("AdamW, bf16 states and masters", "AdamW", True, True),
+                                     ("Muon", "Muon", False, False), ("Muon, bf16 states", "Muon", True, False)):
+    cfg = os.path.join(OUT, f"plan-{kind}-{states}-{masters}.json")
     with open(cfg, "w") as f:
         json.dump({"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1,
                    "optimizer": {"type": kind, "params": {"lr": 1e-3}},
-                   "bf16": {"enabled": True, "bf16_optimizer_states": states}}, f)
+                   "bf16": {"enabled": True, "bf16_optimizer_states": states,
+                            "bf16_master_weights_and_grads": masters}}, f)
     cells = []
     for stage in range(4):
         doc = json.loads(run([ZERODP, "estimate", "--json", "--config", cfg, "--preset", "llama-3.2-1b", "--gpus", "8",
@@ -122,4 +127,4 @@ for model in MODELS:
     subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "scripts/plot_metrics.py")] + files +
                    ["--out", os.path.join(OUT, f"optimizers-{model}.png"), "--title",
                     f"{model} L4 C128, W=2, ZeRO-2: AdamW, AdamW with bf16 states, Muon (same tokens)",
-                    "--label"] + list(VARIANTS) + ["--smooth", "10"], check=True, env=env)
+                    "--smooth", "10"] + [a for v in VARIANTS for a in ("--label", v)], check=True, env=env)

@@ -128,8 +128,7 @@ def ranks_of(name):
 # ---- the reference, in this process ---------------------------------------------------------------
 
 def need_transformers():
-    """Makes this process one that imports transformers: re-runs it in the venv of
-    scripts/setup/transformers_venv.sh (made on first use) when needed; exits 1 saying FAIL if that cannot be."""
+    """Re-runs this process in transformers_venv.sh's venv when needed; exits 1 saying FAIL if that cannot be."""
     from zdptest import transformers_env  # (not llama_ref: no import of torch before the re-run)
     try:
         transformers_env.ensure_transformers()  # returns here, replaces this process, or exits with a message
@@ -140,8 +139,7 @@ def need_transformers():
 
 
 def ref(*argv):
-    """`llama_ref.py ARGV` in this process (the same main as the command line, without a second import of
-    torch and transformers a call): its exit code. The command line is printed to reproduce it."""
+    """`llama_ref.py ARGV` in this process (its main; torch imported once): its exit code. Prints the command."""
     from zdptest import llama_ref
     argv = [str(a) for a in argv]
     print("$ llama_ref.py " + " ".join(argv), flush=True)
