@@ -395,17 +395,26 @@ class CommandLineTest(TmpDirCase):
 
 
 class RegistrationTest(unittest.TestCase):
-    def test_every_compare_case_is_a_ctest_entry(self):
-        import compare  # (imported here: it is not needed by the checks above)
+    @staticmethod
+    def registered(script):
+        """The CASE:RANKS entries CMakeLists.txt's zerodp_ref_cases call for `script` lists."""
         import re
         with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "CMakeLists.txt")) as f:
             text = f.read()
-        block = text[text.index("set(ZERODP_REF_CASES"):]
-        block = block[:block.index(")")]
-        registered = re.findall(r"(\w+):\d", block)
+        call = re.search(r"zerodp_ref_cases\(\w+ " + re.escape(script) + r" \d+([^)]*)\)", text)
+        return dict(re.findall(r"(\w+):(\d+)", call.group(1)))
+
+    def test_every_compare_case_is_a_ctest_entry(self):
+        import compare  # (imported here: it is not needed by the checks above)
+        registered = self.registered("compare.py")
         self.assertEqual(sorted(registered), sorted(list(compare.TRAIN_CASES) + compare.BAD_CASES))
         for name, spec in compare.TRAIN_CASES.items():  # the rank count registered is the case's W
-            self.assertIn(f"{name}:{spec['world']}", block)
+            self.assertEqual(registered[name], str(spec["world"]), name)
+
+    def test_every_muon_case_is_a_ctest_entry(self):
+        import compare_muon
+        registered = self.registered("compare_muon.py")
+        self.assertEqual(registered, {name: str(spec["world"]) for name, spec in compare_muon.CASES.items()})
 
 
 if __name__ == "__main__":
