@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 
 #include "core/error.h"
 #include "zero/sharding.h"
@@ -69,7 +68,8 @@ void MuonStep::begin() {
   x_ = dev.allocate(w.matrix * sizeof(float), MemCategory::kAct);
   a_ = dev.allocate(w.product * sizeof(float), MemCategory::kAct);
   b_ = dev.allocate(w.product * sizeof(float), MemCategory::kAct);
-  // Elements no rank writes (the padding, the tensors that are not matrices) are summed as zeros.
+  // orthogonalise() zeroes what it does not own before each sum; this only keeps the bytes the first
+  // all-gather sends (the padding, the tensors that are not matrices) defined.
   dev.fill_zero(dir_.data(), dir_.size());
 }
 

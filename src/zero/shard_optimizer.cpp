@@ -24,7 +24,7 @@ constexpr uint64_t kWeightsStream = 2;
 class ShardOptimizer::Chunk {
  public:
   Chunk(ModelStates& st, const EngineConfig& cfg, int64_t t, size_t cap)
-      : st_(st), dev_(cfg.dev()), seed_(cfg.seed), t_(static_cast<uint64_t>(t)), cap_(cap),
+      : st_(st), dev_(cfg.dev()), seed_(cfg.seed), t_(static_cast<uint64_t>(t)),
         K_(st.num_states()), wide_states_(st.state_dtype() != DType::kF32),
         wide_weights_(st.weights_dtype() != DType::kF32) {
     const size_t planes = (st.grad_dtype() != DType::kF32) + (wide_states_ ? K_ : 0) + wide_weights_;
@@ -78,7 +78,6 @@ class ShardOptimizer::Chunk {
   ModelStates& st_;
   device::Device& dev_;
   const uint64_t seed_, t_;
-  const size_t cap_;
   const int K_;
   const bool wide_states_, wide_weights_;
   Buffer buffer_;

@@ -240,11 +240,11 @@ def check_memory_and_traffic(c, records, world, stage, numel, fully_sharded):
                     f"and parameters gathered over {STEPS} steps ({2 * STEPS * P4})")
 
 
-def check_weights(c, out_path, ref_final):
+def check_weights(c, out_path, ref_final, atol=PARAM_ATOL, what="final parameters"):
     """command-line.md and files.md: --out holds every model.md tensor, F32, under its exact name;
-    values near the reference's."""
+    values within `atol` of the reference's. Returns the tensors read and the worst difference."""
     if not c.check(os.path.exists(out_path), f"--out {out_path} was not written"):
-        return None
+        return {}, None
     header, _, _ = zt.parse_safetensors(zt.read_bytes(out_path))
     dtypes = {e["dtype"] for e in header.values()}
     c.check(dtypes == {"F32"}, f"--out tensors are {sorted(dtypes)}, not all F32")
@@ -259,10 +259,9 @@ def check_weights(c, out_path, ref_final):
         d = float(np.abs(got[name].astype(np.float64) - ref).max())
         if d > worst:
             worst, worst_name = d, name
-    c.note(f"final parameters: max abs difference {worst:.2e} (in {worst_name})")
-    c.check(worst <= PARAM_ATOL, f"final parameters differ from the reference by {worst:.2e} > {PARAM_ATOL} "
-                                 f"(worst tensor {worst_name})")
-    return worst
+    c.note(f"{what}: max abs difference {worst:.2e} (in {worst_name})")
+    c.check(worst <= atol, f"{what} differ from the reference by {worst:.2e} > {atol} (worst tensor {worst_name})")
+    return got, worst
 
 
 def run_train_case(args, name, work):
