@@ -261,11 +261,12 @@ int run_estimate(const EstimateOptions& o) {
   } else {
     fmt::print("{} parameters (a bare count: no padding, no activations)\n", counts.numel);
   }
-  fmt::print("{} rank{}, {}{}{}, micro-batch {} x {} tokens, {} micro-step{} a step{}{}\n", in.world,
+  fmt::print("{} rank{}, {}{}{}, micro-batch {} x {} tokens, {} micro-step{} a step{}{}{}\n", in.world,
              in.world == 1 ? "" : "s", dtype_name(dtype), dtype != DType::kF32 ? " with fp32 masters" : "",
              in.precision.accumulates_in_fp32() ? ", fp32 gradient accumulation" : "", in.micro_batch, in.seq_len(),
              in.accum, in.accum == 1 ? "" : "s", in.zero.activation_checkpointing ? ", activation checkpointing" : "",
-             in.zero.loss_chunk > 0 ? fmt::format(", the loss in chunks of {} tokens", in.zero.loss_chunk) : "");
+             in.zero.loss_chunk > 0 ? fmt::format(", the loss in chunks of {} tokens", in.zero.loss_chunk) : "",
+             in.zero.mlp_chunk > 0 ? fmt::format(", the MLPs in chunks of {} tokens", in.zero.mlp_chunk) : "");
   std::vector<std::string> zeropp;
   if (in.zero.zero_quantized_weights) zeropp.push_back("qwZ (int8 weight gathers, stage 3)");
   if (in.zero.zero_hpz_partition_size > 1)

@@ -43,7 +43,7 @@ struct LayerActs {
   Acc* res2;                 // residual stream after attention [BT,C]
   P* ln2;                    // LayerNorm 2
   Acc *ln2_mean, *ln2_rstd;
-  P *fch, *fch_gelu;  // MLP hidden before and after GELU [BT,4C]
+  P *fch, *fch_gelu;  // MLP hidden before and after GELU [BT,4C] (MLP in chunks: the chunk's, shared)
 };
 
 }  // namespace
@@ -53,13 +53,15 @@ struct Gpt2Acts : TransformerActs<F, LayerActs<F, GradOf<F>>> {
   using P = F;
   using Acc = GradOf<F>;
   Acc *lnf_mean, *lnf_rstd;  // ln_f's statistics [BT]
-  Acc* dfch_gelu;            // the MLP's hidden gradient [BT,4C], then in place the one before the GELU
+  Acc* dfch_gelu;  // the MLP's hidden gradient [BT,4C] (MLP in chunks: the chunk's rows), then in place the one
+                   // before the GELU
 
   // Lays the arrays out over `c` (counting only when c.base is null).
   void carve(Carver& c, int B, int T, const GPT2Config& g, const ActivationSettings& s,
              const device::AttentionSizes& k) {
     const size_t BT = static_cast<size_t>(B) * T, C = g.n_embd, V = g.vocab_size;
     const size_t LR = static_cast<size_t>(s.logit_rows(static_cast<int64_t>(BT)));  // rows of logits at once
+    const size_t MR = static_cast<size_t>(s.mlp_rows(static_cast<int64_t>(BT)));    // rows of MLP hidden layer
     const kernels::AttentionShape shape = kernels::AttentionShape::mha(B, T, g.n_embd, g.n_head);
     if (kIs16<F>) c.align = 64;
     c.take_blocks(this->res, this->layers, g.n_layer, s.checkpointing, BT * C);
@@ -75,6 +77,7 @@ struct Gpt2Acts : TransformerActs<F, LayerActs<F, GradOf<F>>> {
       a.ln2 = c.take<P>(BT * C);
       a.ln2_mean = c.take<Acc>(BT);
       a.ln2_rstd = c.take<Acc>(BT);
+      if (MR < BT) continue;  // the MLP's hidden layer: one chunk's, below
       a.fch = c.take<P>(BT * 4 * C);
       a.fch_gelu = c.take<P>(BT * 4 * C);
     }
@@ -89,10 +92,19 @@ struct Gpt2Acts : TransformerActs<F, LayerActs<F, GradOf<F>>> {
     this->dln = c.take<Acc>(BT * C);
     this->datty = c.take<Acc>(BT * C);
     this->dqkv = c.take<Acc>(BT * 3 * C);
-    dfch_gelu = c.take<Acc>(BT * 4 * C);  // then, in place, the gradient before the GELU
-    if constexpr (kIs16<F>) {
-      this->gemm_out = c.take<float>(BT * 4 * C);
-      this->operand16 = c.take<P>(std::max(BT * device::operand16_row(4 * C), LR * device::operand16_row(V)));
+    if (MR < BT) {
+      P* fch = c.take<P>(MR * 4 * C);
+      P* fch_gelu = c.take<P>(MR * 4 * C);
+      for (auto& a : this->layers) {
+        a.fch = fch;
+        a.fch_gelu = fch_gelu;
+      }
+    }
+    dfch_gelu = c.take<Acc>(MR * 4 * C);  // then, in place, the gradient before the GELU
+    if constexpr (kIs16<F>) {             // the 16-bit GEMM outputs (qkv, fch) and the gradients rounded for GEMMs
+      this->gemm_out = c.take<float>(std::max(BT * 3 * C, MR * 4 * C));
+      this->operand16 = c.take<P>(std::max(
+          {BT * device::operand16_row(3 * C), MR * device::operand16_row(4 * C), LR * device::operand16_row(V)}));
     }
     this->att_scratch = c.take<char>(k.attention_scratch_bytes(shape));
   }
@@ -110,6 +122,7 @@ class GPT2 final : public Transformer<F, Gpt2Acts<F>> {
 
  private:
   ZDP_TRANSFORMER_STEPS
+  void mlp_hidden(LayerActs<F, Acc>& x, const F* p, int u, int r0, int rows);
   size_t offset(int unit, int tensor) const { return this->layout_.param(unit, tensor).offset; }
 
   const GPT2Config& config_;
@@ -140,11 +153,25 @@ void GPT2<F>::block_forward(int l, const F* p, int B, int T, bool write_output) 
   k.linear_forward_acc(x.res2, x.atty, w(kAttnProjW), w(kAttnProjB), BT, C, C, kConv1D, a.gemm_out);
   k.residual_forward(x.res2, x.res2, a.res[l], n);  // res2 = res + attn
   k.layernorm_forward(x.ln2, x.ln2_mean, x.ln2_rstd, x.res2, w(kLn2W), w(kLn2B), BT, C);
-  k.linear_forward(x.fch, x.ln2, w(kFcW), w(kFcB), BT, C, 4 * C, kConv1D, a.gemm_out);
-  k.gelu_forward(x.fch_gelu, x.fch, static_cast<size_t>(BT) * 4 * C);
+  if (!write_output && this->mlp_chunked()) return;  // the backward computes each chunk's hidden layer
+  this->for_each_mlp_chunk(BT, [&](int r0, int rows) {
+    mlp_hidden(x, p, u, r0, rows);
+    if (write_output)
+      k.linear_forward_acc(a.res[l + 1] + static_cast<size_t>(r0) * C, x.fch_gelu, w(kFcProjW), w(kFcProjB), rows,
+                           4 * C, C, kConv1D, a.gemm_out);
+  });
   if (!write_output) return;  // recomputing for backward: the block's output is not needed
-  k.linear_forward_acc(a.res[l + 1], x.fch_gelu, w(kFcProjW), w(kFcProjB), BT, 4 * C, C, kConv1D, a.gemm_out);
   k.residual_forward(a.res[l + 1], a.res[l + 1], x.res2, n);  // res' = res2 + mlp
+}
+
+// The MLP's hidden layer of rows [r0, r0 + rows) of block unit u: c_fc of ln_2's output, then the GELU,
+// at the start of fch and fch_gelu (one chunk's, or all rows at once).
+template <typename F>
+void GPT2<F>::mlp_hidden(LayerActs<F, Acc>& x, const F* p, int u, int r0, int rows) {
+  const int C = config_.n_embd;
+  this->k_.linear_forward(x.fch, x.ln2 + static_cast<size_t>(r0) * C, p + offset(u, kFcW), p + offset(u, kFcB), rows, C,
+                          4 * C, kConv1D, this->acts_->gemm_out);
+  this->k_.gelu_forward(x.fch_gelu, x.fch, static_cast<size_t>(rows) * 4 * C);
 }
 
 // ln_f, then the tied LM head.
@@ -180,11 +207,16 @@ void GPT2<F>::block_backward(int l, const F* p, Acc* g, int B, int T) {
   auto w = [&](int t) { return p + offset(u, t); };
   auto dw = [&](int t) { return g + offset(u, t); };
   auto& x = this->block_acts(l);
-  // MLP: res' = res2 + c_proj(gelu(c_fc(ln_2(res2)))); dres flows through the residual unchanged.
-  k.linear_backward(a.dfch_gelu, dw(kFcProjW), dw(kFcProjB), a.dres, x.fch_gelu, w(kFcProjW), BT, 4 * C, C, kConv1D,
-                    a.operand16);
-  k.gelu_linear_backward(a.dln, dw(kFcW), dw(kFcB), a.dfch_gelu, a.dfch_gelu, x.fch, x.ln2, w(kFcW), BT, C, 4 * C,
-                         kConv1D, a.operand16);
+  // MLP: res' = res2 + c_proj(gelu(c_fc(ln_2(res2)))); dres flows through the residual unchanged. In
+  // chunks of rows, each chunk's hidden layer computed again first; the weight gradients sum the chunks.
+  this->for_each_mlp_chunk(BT, [&](int r0, int rows) {
+    const size_t row0 = static_cast<size_t>(r0) * C;
+    if (this->mlp_chunked()) mlp_hidden(x, p, u, r0, rows);
+    k.linear_backward(a.dfch_gelu, dw(kFcProjW), dw(kFcProjB), a.dres + row0, x.fch_gelu, w(kFcProjW), rows, 4 * C, C,
+                      kConv1D, a.operand16);
+    k.gelu_linear_backward(a.dln + row0, dw(kFcW), dw(kFcB), a.dfch_gelu, a.dfch_gelu, x.fch, x.ln2 + row0, w(kFcW),
+                           rows, C, 4 * C, kConv1D, a.operand16);
+  });
   k.layernorm_backward(a.dres, dw(kLn2W), dw(kLn2B), a.dln, x.res2, w(kLn2W), x.ln2_mean, x.ln2_rstd, BT, C);
   // Attention: res2 = res + c_proj(attn(c_attn(ln_1(res)))).
   k.linear_backward(a.datty, dw(kAttnProjW), dw(kAttnProjB), a.dres, x.atty, w(kAttnProjW), BT, C, C, kConv1D,

@@ -50,8 +50,8 @@ struct LlamaLayerActs {
   Acc* res2;     // residual stream after attention [BT,C]
   P* ln2;        // post_attention_layernorm's output
   Acc* rstd2;
-  P* gate_up;    // gate | up [BT, 2I]
-  P* act;        // silu(gate)·up [BT, I]
+  P* gate_up;    // gate | up [BT, 2I]; in chunks, [rows, 2I] of one chunk (every block's)
+  P* act;        // silu(gate)·up [BT, I]; in chunks, [rows, I]
 };
 
 // The sizes of a config the model's arrays and calls use.
@@ -79,7 +79,7 @@ struct LlamaActs : TransformerActs<F, LlamaLayerActs<F, GradOf<F>>> {
   using P = F;
   using Acc = GradOf<F>;
   Acc* rstdf;                  // the final norm's statistic [BT]
-  Acc *dgate_up, *dact;        // the MLP's gradients [BT,2I], [BT,I]
+  Acc *dgate_up, *dact;        // the MLP's gradients [BT,2I], [BT,I] (MLP in chunks: the chunk's rows)
   float *rope_cos, *rope_sin;  // [T, D/2]
 
   void carve(Carver& c, int B, int T, const LlamaConfig& cfg, const ActivationSettings& s,
@@ -87,6 +87,7 @@ struct LlamaActs : TransformerActs<F, LlamaLayerActs<F, GradOf<F>>> {
     const Dims d(cfg);
     const size_t BT = static_cast<size_t>(B) * T, C = d.C, V = d.V, I = d.I;
     const size_t LR = static_cast<size_t>(s.logit_rows(static_cast<int64_t>(BT)));  // rows of logits at once
+    const size_t MR = static_cast<size_t>(s.mlp_rows(static_cast<int64_t>(BT)));    // rows of MLP hidden layer
     const size_t QD = d.qd(), QKV = d.qkv();
     if (kIs16<F>) c.align = 64;
     c.take_blocks(this->res, this->layers, d.L, s.checkpointing, BT * C);
@@ -103,6 +104,7 @@ struct LlamaActs : TransformerActs<F, LlamaLayerActs<F, GradOf<F>>> {
       a.res2 = c.take<Acc>(BT * C);
       a.ln2 = c.take<P>(BT * C);
       a.rstd2 = c.take<Acc>(BT);
+      if (MR < BT) continue;  // the MLP's hidden layer: one chunk's, below
       a.gate_up = c.take<P>(BT * 2 * I);
       a.act = c.take<P>(BT * I);
     }
@@ -116,12 +118,20 @@ struct LlamaActs : TransformerActs<F, LlamaLayerActs<F, GradOf<F>>> {
     this->dln = c.take<Acc>(BT * C);
     this->datty = c.take<Acc>(BT * QD);
     this->dqkv = c.take<Acc>(BT * QKV);
-    dgate_up = c.take<Acc>(BT * 2 * I);
-    dact = c.take<Acc>(BT * I);
-    if constexpr (kIs16<F>) {
-      this->gemm_out = c.take<float>(BT * std::max(QKV, 2 * I));
-      this->operand16 =
-          c.take<P>(std::max(BT * device::operand16_row(std::max({QKV, 2 * I, C})), LR * device::operand16_row(V)));
+    if (MR < BT) {
+      P* gate_up = c.take<P>(MR * 2 * I);
+      P* act = c.take<P>(MR * I);
+      for (auto& a : this->layers) {
+        a.gate_up = gate_up;
+        a.act = act;
+      }
+    }
+    dgate_up = c.take<Acc>(MR * 2 * I);
+    dact = c.take<Acc>(MR * I);
+    if constexpr (kIs16<F>) {  // the 16-bit GEMM outputs (qkv, gate_up) and the gradients rounded for GEMMs
+      this->gemm_out = c.take<float>(std::max(BT * QKV, MR * 2 * I));
+      this->operand16 = c.take<P>(std::max({BT * device::operand16_row(std::max(QKV, C)),
+                                            MR * device::operand16_row(2 * I), LR * device::operand16_row(V)}));
     }
     this->att_scratch = c.take<char>(k.attention_scratch_bytes(d.attention(B, T)));
     rope_cos = c.take<float>(static_cast<size_t>(T) * (d.D / 2));
@@ -145,6 +155,7 @@ class Llama final : public Transformer<F, LlamaActs<F>> {
 
  private:
   ZDP_TRANSFORMER_STEPS
+  void mlp_hidden(LlamaLayerActs<F, Acc>& x, const F* p, int r0, int rows);
 
   const LlamaConfig config_;
   Offsets off_;
@@ -208,11 +219,25 @@ void Llama<F>::block_forward(int l, const F* p, int B, int T, bool write_output)
   k.linear_forward_acc(x.res2, x.atty, p + off_.o, o_bias, BT, d.qd(), C, kLinear, a.gemm_out);
   k.residual_forward(x.res2, x.res2, a.res[l], n);
   k.rmsnorm_forward(x.ln2, x.rstd2, x.res2, p + off_.post_norm, BT, C, eps);
-  k.linear_forward(x.gate_up, x.ln2, p + off_.gate_up, nullptr, BT, C, 2 * I, kLinear, a.gemm_out);
-  k.swiglu_forward(x.act, x.gate_up, BT, I);
+  if (!write_output && this->mlp_chunked()) return;  // the backward computes each chunk's hidden layer
+  this->for_each_mlp_chunk(BT, [&](int r0, int rows) {
+    mlp_hidden(x, p, r0, rows);
+    if (write_output)
+      k.linear_forward_acc(a.res[l + 1] + static_cast<size_t>(r0) * C, x.act, p + off_.down, nullptr, rows, I, C,
+                           kLinear, a.gemm_out);
+  });
   if (!write_output) return;  // recomputing for backward
-  k.linear_forward_acc(a.res[l + 1], x.act, p + off_.down, nullptr, BT, I, C, kLinear, a.gemm_out);
   k.residual_forward(a.res[l + 1], a.res[l + 1], x.res2, n);
+}
+
+// The MLP's hidden layer of rows [r0, r0 + rows): gate | up from post_attention_layernorm's output, then
+// silu(gate)·up, at the start of gate_up and act (one chunk's, or all rows at once).
+template <typename F>
+void Llama<F>::mlp_hidden(LlamaLayerActs<F, Acc>& x, const F* p, int r0, int rows) {
+  const int C = config_.n_embd, I = config_.intermediate_size;
+  this->k_.linear_forward(x.gate_up, x.ln2 + static_cast<size_t>(r0) * C, p + off_.gate_up, nullptr, rows, C, 2 * I,
+                          kLinear, this->acts_->gemm_out);
+  this->k_.swiglu_forward(x.act, x.gate_up, rows, I);
 }
 
 // The final norm, then lm_head (embed_tokens when tied).
@@ -244,11 +269,17 @@ void Llama<F>::block_backward(int l, const F* p, Acc* g, int B, int T) {
   auto& x = this->block_acts(l);
   Acc* qkv_bias_grad = off_.qkv_bias == kNone ? nullptr : g + off_.qkv_bias;
   Acc* o_bias_grad = off_.o_bias == kNone ? nullptr : g + off_.o_bias;
-  // MLP: x' = res2 + down(silu(gate)·up); dres flows through the residual unchanged.
-  k.linear_backward(a.dact, g + off_.down, nullptr, a.dres, x.act, p + off_.down, BT, I, C, kLinear, a.operand16);
-  k.swiglu_backward(a.dgate_up, a.dact, x.gate_up, BT, I);
-  k.linear_backward(a.dln, g + off_.gate_up, nullptr, a.dgate_up, x.ln2, p + off_.gate_up, BT, C, 2 * I, kLinear,
-                    a.operand16);
+  // MLP: x' = res2 + down(silu(gate)·up); dres flows through the residual unchanged. In chunks of rows,
+  // each chunk's hidden layer computed again first; the weight gradients sum the chunks in order.
+  this->for_each_mlp_chunk(BT, [&](int r0, int rows) {
+    const size_t row0 = static_cast<size_t>(r0) * C;
+    if (this->mlp_chunked()) mlp_hidden(x, p, r0, rows);
+    k.linear_backward(a.dact, g + off_.down, nullptr, a.dres + row0, x.act, p + off_.down, rows, I, C, kLinear,
+                      a.operand16);
+    k.swiglu_backward(a.dgate_up, a.dact, x.gate_up, rows, I);
+    k.linear_backward(a.dln + row0, g + off_.gate_up, nullptr, a.dgate_up, x.ln2 + row0, p + off_.gate_up, rows, C,
+                      2 * I, kLinear, a.operand16);
+  });
   k.rmsnorm_backward(a.dres, g + off_.post_norm, a.dln, x.res2, p + off_.post_norm, x.rstd2, BT, C);
   // Attention: res2 = res + o_proj(attention(rope(q), rope(k), v)).
   k.linear_backward(a.datty, g + off_.o, o_bias_grad, a.dres, x.atty, p + off_.o, BT, d.qd(), C, kLinear,

@@ -22,8 +22,9 @@ namespace zerodp::model {
 // How a model keeps its activations.
 struct ActivationSettings {
   // (A bare bool is `checkpointing` alone.)
-  ActivationSettings(bool checkpoint_blocks = false, int64_t loss_chunk_tokens = 0)  // NOLINT(google-explicit-constructor)
-      : checkpointing(checkpoint_blocks), loss_chunk(loss_chunk_tokens) {}
+  ActivationSettings(bool checkpoint_blocks = false, int64_t loss_chunk_tokens = 0,  // NOLINT(google-explicit-constructor)
+                     int64_t mlp_chunk_tokens = 0)
+      : checkpointing(checkpoint_blocks), loss_chunk(loss_chunk_tokens), mlp_chunk(mlp_chunk_tokens) {}
   // Keep only each block's input and recompute its activations during its backward (the gradients are
   // bitwise the same).
   bool checkpointing = false;
@@ -32,8 +33,17 @@ struct ActivationSettings {
   // The losses and gradients agree with whole-batch ones within rounding (the classifier's weight
   // gradient sums the chunks one after another). 0, or B·T or more: the micro-batch's B·T rows at once.
   int64_t loss_chunk = 0;
+  // Tokens each block's MLP computes at a time (the tiled MLP of Arctic's long-sequence training): its
+  // hidden layer and that layer's gradient exist for mlp_chunk rows only, and the backward computes each
+  // chunk's hidden layer again from the saved norm output (one more up-projection GEMM a block when the
+  // blocks are not checkpointed; none when they are: the recompute skips the MLP). The losses and
+  // gradients agree with whole-batch ones within rounding (the MLP's weight gradients sum the chunks one
+  // after another). 0, or B·T or more: the micro-batch's B·T rows at once.
+  int64_t mlp_chunk = 0;
   // The rows of logits a model for micro-batches of `rows` tokens holds at once.
   int64_t logit_rows(int64_t rows) const { return loss_chunk > 0 && loss_chunk < rows ? loss_chunk : rows; }
+  // The rows of MLP hidden layer it holds at once.
+  int64_t mlp_rows(int64_t rows) const { return mlp_chunk > 0 && mlp_chunk < rows ? mlp_chunk : rows; }
 };
 
 template <typename P>

@@ -9,7 +9,9 @@
 //   sampling: embed → blocks → head, for the last position only
 // The classifier and its loss run over the B·T rows in chunks of ActivationSettings::logit_rows: with
 // fewer rows than B·T, the forward keeps only the losses, and the backward computes each chunk's logits
-// again before turning them into their gradient.
+// again before turning them into their gradient. An architecture runs each block's MLP in chunks of
+// ActivationSettings::mlp_rows the same way (for_each_mlp_chunk): with fewer rows than B·T its hidden
+// layer exists for one chunk at a time, and the backward computes each chunk's again.
 // An architecture (gpt2.cpp, llama.cpp) supplies the steps inside each unit, over its own Acts, which hold
 // at least `res` (the residual stream entering each block, and leaving the last), `lnf` (the final norm's
 // output), `probs` (one chunk's logits, then their probabilities, then their gradient), `losses`, `dln`
@@ -95,7 +97,8 @@ class Transformer : public Model<F> {
   Transformer(const ParamLayout& layout, const Config& config, int B, int T, ActivationSettings settings,
               device::Device& dev)
       : layout_(layout), B_(B), T_(T), checkpointing_(settings.checkpointing),
-        logit_rows_(static_cast<int>(settings.logit_rows(static_cast<int64_t>(B) * T))), dev_(dev),
+        logit_rows_(static_cast<int>(settings.logit_rows(static_cast<int64_t>(B) * T))),
+        mlp_rows_(static_cast<int>(settings.mlp_rows(static_cast<int64_t>(B) * T))), dev_(dev),
         k_(dev.kernels<F>()) {
     ZDP_REQUIRE(B > 0 && T > 0, "micro-batch ({}) and sequence length ({}) must be positive", B, T);
     ZDP_REQUIRE(T <= config.n_ctx, "sequence length {} exceeds the model's context of {} positions", T,
@@ -132,6 +135,14 @@ class Transformer : public Model<F> {
   }
   // The arrays block l computes into: its own, or with checkpointing the one set every block shares.
   auto& block_acts(int l) { return acts_->layers[checkpointing_ ? 0 : static_cast<size_t>(l)]; }
+  // Whether the MLPs run in chunks of rows, their hidden layers held for one chunk (shared by every block)
+  // and computed again by the backward; a block's recompute for its backward then skips its MLP.
+  bool mlp_chunked() const { return mlp_rows_ < B_ * T_; }
+  // f(r0, n) for the chunks [r0, r0 + n) of a block's `rows` rows, in order: one chunk when not chunked.
+  template <class Fn>
+  void for_each_mlp_chunk(int rows, Fn&& f) const {
+    for (int r0 = 0; r0 < rows; r0 += mlp_rows_) f(r0, std::min(mlp_rows_, rows - r0));
+  }
   int n_layer() const { return layout_.config().n_layer(); }
   void zero(Acc* p, size_t count) { dev_.fill_zero(p, count * sizeof(Acc)); }
 
@@ -139,6 +150,7 @@ class Transformer : public Model<F> {
   const int B_, T_;
   const bool checkpointing_;
   const int logit_rows_;  // rows of logits computed at once (ActivationSettings::logit_rows)
+  const int mlp_rows_;    // rows through a block's MLP at once (ActivationSettings::mlp_rows)
   device::Device& dev_;
   const device::ModelKernels<F>& k_;
   std::unique_ptr<Acts> acts_;

@@ -59,7 +59,7 @@ constexpr size_t kDeviceWorkChunk = size_t{1} << 22;
 constexpr uint64_t batch_token_bytes(uint64_t B, uint64_t T) { return 3 * sizeof(int32_t) * B * T; }
 // How the engine's model keeps its activations: what the planner's activation count is asked for too.
 inline model::ActivationSettings activation_settings(const ZeroSettings& zero) {
-  return {zero.activation_checkpointing, zero.loss_chunk};
+  return {zero.activation_checkpointing, zero.loss_chunk, zero.mlp_chunk};
 }
 
 class ModelStates {

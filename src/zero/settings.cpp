@@ -56,6 +56,12 @@ const ZeroSettingRow kRows[] = {
      "and the backward computes each chunk's again (one more head GEMM); the same losses within rounding. "
      "0: the whole micro-batch at once",
      &Z::loss_chunk, 0, 1 << 30, true},
+    {"--mlp-chunk", "N", "", "mlp_chunk",
+     "Run each block's MLP N tokens at a time (a tiled MLP): its hidden layer and that layer's gradient "
+     "exist for N tokens at once, and the backward computes each chunk's hidden layer again (one more "
+     "up-projection GEMM without --activation-checkpointing, none with it); the same losses within "
+     "rounding. 0: the whole micro-batch at once",
+     &Z::mlp_chunk, 0, 1 << 30, true},
     {"--offload-optimizer", "none|cpu|nvme", "offload_optimizer.device", "offload_optimizer",
      "ZeRO-Offload (stages 1-3): fp32 master weights and optimizer states in host memory, the update run "
      "there (nvme: in files under --nvme-path, read and written around each sub-group's update); same "

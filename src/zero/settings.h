@@ -60,6 +60,10 @@ struct ZeroSettings {
   // loss_chunk × vocabulary logits exist at once; the backward computes each chunk's again
   // (model::ActivationSettings). 0: the whole micro-batch at once. zerodp's own key.
   int64_t loss_chunk = 0;
+  // Tokens each block's MLP computes at a time, so that its hidden layer and that layer's gradient exist
+  // for mlp_chunk rows only; the backward computes each chunk's hidden layer again
+  // (model::ActivationSettings). 0: the whole micro-batch at once. zerodp's own key.
+  int64_t mlp_chunk = 0;
   // ZeRO-Offload (stages 1-3): the fp32 masters of the rank's shard and the optimizer states in host
   // memory (cpu) or in files of the run's directory under nvme_path (nvme), the update run on the host
   // sub_group_size elements of the shard at a time; with nvme through optimizer_buffer_count host slots

@@ -524,6 +524,15 @@ void check_model(const model::LlamaConfig& config) {
   gpu_model->backward(dloss, gpu_units);
   for (int u = 0; u < layout.num_units(); ++u) EXPECT_EQ(download(gpu, gpu_grads[u]), first[u]) << "unit " << u;
 
+  // The classifier in chunks of 37 rows and the MLPs in chunks of 53 (checkpointed): the same loss and
+  // gradients within rounding (the weight gradients sum the chunks in turn).
+  for (int u = 0; u < layout.num_units(); ++u) gpu.fill_zero(gpu_grads[u].data(), gpu_grads[u].size());
+  auto chunked = model::make_model<bf16>(layout, Bm, Tm, model::ActivationSettings(true, 37, 53), gpu);
+  EXPECT_NEAR(chunked->forward(in.data(), tg.data(), nullptr, gpu_units), gpu_loss, 1e-3 * std::fabs(gpu_loss));
+  chunked->backward(dloss, gpu_units);
+  for (int u = 0; u < layout.num_units(); ++u)
+    expect_close(download(gpu, gpu_grads[u]), first[u], 1.0 / 128, "chunked");
+
   // Sampling's next-token logits run the same kernels on one sequence of t < T tokens.
   std::vector<float> cl(V), gl(V);
   Buffer glog = gpu.allocate(V * sizeof(float), MemCategory::kAct);

@@ -1,8 +1,9 @@
-// The classifier in chunks of tokens (ActivationSettings::loss_chunk): the per-token losses and every
-// gradient equal the whole micro-batch's within rounding, for GPT-2 (tied head), a Llama with an untied
-// head and one with a tied head, in double, float and bf16, at chunks of 1 token, a size that does not
-// divide B·T, B·T − 1 and B·T or more (the whole-batch path, bit for bit); sampling's logits are
-// unchanged; the activations shrink by the logits no longer held, as the planner counts them.
+// The classifier in chunks of tokens (ActivationSettings::loss_chunk) and the MLPs in chunks of tokens
+// (mlp_chunk, with and without checkpointing): the per-token losses and every gradient equal the whole
+// micro-batch's within rounding, for GPT-2 (tied head), a Llama with an untied head and one with a tied
+// head, in double, float and bf16, at chunks of 1 token, a size that does not divide B·T, B·T − 1 and
+// B·T or more (the whole-batch path, bit for bit); sampling's logits are unchanged; the activations
+// shrink by the logits, or the hidden layers, no longer held, as the planner counts them.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -49,12 +50,12 @@ struct Result {
 };
 
 template <typename F>
-Result<F> run(const ModelConfig& config, int64_t loss_chunk) {
+Result<F> run(const ModelConfig& config, ActivationSettings settings) {
   const ParamLayout layout(config);
   test_support::RandomWeights<F> w(layout);
   auto access = w.access();
   const Batch b = batch(config.vocab_size());
-  auto net = make_model<F>(layout, kB, kT, ActivationSettings(false, loss_chunk));
+  auto net = make_model<F>(layout, kB, kT, settings);
   Result<F> r;
   r.loss = net->forward(b.inputs.data(), b.targets.data(), nullptr, access);
   r.losses = net->host_losses();
@@ -71,12 +72,25 @@ bool close(const A& a, const B& b, double tolerance, double* worst) {
   return d <= tolerance;
 }
 
+// What is chunked: the loss, the MLPs, or the MLPs of checkpointed blocks.
+enum class Chunked { kLoss, kMlp, kMlpCheckpointed };
+
+ActivationSettings settings_of(Chunked what, int64_t chunk) {
+  switch (what) {
+    case Chunked::kLoss: return {false, chunk};
+    case Chunked::kMlp: return {false, 0, chunk};
+    case Chunked::kMlpCheckpointed: return {true, 0, chunk};
+  }
+  return {};
+}
+
 template <typename F>
-void expect_chunks_agree(const ModelConfig& config, double tolerance) {
-  const Result<F> whole = run<F>(config, 0);
+void expect_chunks_agree(const ModelConfig& config, double tolerance, Chunked what = Chunked::kLoss) {
+  const Result<F> whole = run<F>(config, settings_of(what, 0));
   for (const int64_t chunk : {int64_t{1}, int64_t{5}, int64_t{kBT - 1}, int64_t{kBT}, int64_t{3 * kBT}}) {
-    SCOPED_TRACE(::testing::Message() << config.summary() << ", chunks of " << chunk << " tokens");
-    const Result<F> part = run<F>(config, chunk);
+    SCOPED_TRACE(::testing::Message() << config.summary() << ", chunks of " << chunk << " tokens ("
+                                      << static_cast<int>(what) << ")");
+    const Result<F> part = run<F>(config, settings_of(what, chunk));
     double worst = 0;
     EXPECT_TRUE(close(part.loss, whole.loss, tolerance, &worst));
     for (int i = 0; i < kBT; ++i) EXPECT_TRUE(close(part.losses[i], whole.losses[i], tolerance, &worst)) << "token " << i;
@@ -104,6 +118,22 @@ TEST(LossChunk, LlamaChunksGiveTheWholeBatchsLossesAndGradients) {
   }
 }
 
+TEST(MlpChunk, Gpt2ChunksGiveTheWholeBatchsLossesAndGradients) {
+  for (const Chunked what : {Chunked::kMlp, Chunked::kMlpCheckpointed}) {
+    expect_chunks_agree<double>(gpt2(), 1e-13, what);
+    expect_chunks_agree<float>(gpt2(), 2e-6, what);
+    expect_chunks_agree<bf16>(gpt2(), 2e-2, what);
+  }
+}
+
+TEST(MlpChunk, LlamaChunksGiveTheWholeBatchsLossesAndGradients) {
+  for (const Chunked what : {Chunked::kMlp, Chunked::kMlpCheckpointed}) {
+    expect_chunks_agree<double>(llama(false), 1e-13, what);
+    expect_chunks_agree<float>(llama(true), 2e-6, what);
+    expect_chunks_agree<bf16>(llama(false), 2e-2, what);
+  }
+}
+
 TEST(LossChunk, SamplingLogitsAreUnchanged) {
   const ModelConfig config = llama(false);
   const ParamLayout layout(config);
@@ -115,6 +145,10 @@ TEST(LossChunk, SamplingLogitsAreUnchanged) {
   make_model<float>(layout, 1, kT, ActivationSettings(false, 2))->next_token_logits(b.inputs.data(), 7, access,
                                                                                      part.data());
   EXPECT_EQ(part, whole);
+  // the MLPs in chunks of 3 tokens: the sampled context's 7 rows run in 3 chunks
+  make_model<float>(layout, 1, kT, ActivationSettings(false, 0, 3))
+      ->next_token_logits(b.inputs.data(), 7, access, part.data());
+  for (size_t i = 0; i < part.size(); ++i) EXPECT_NEAR(part[i], whole[i], 1e-5 * (1 + std::fabs(whole[i])));
 }
 
 // The head's activations lose the logits (and, computing in 16 bits, their 16-bit copy) of the rows no
@@ -139,6 +173,36 @@ TEST(LossChunk, ActivationsHoldOnlyOneChunksLogits) {
       } else {  // the 16-bit operand: B·T rows of V columns before, now the widest of the other operands
         EXPECT_LT(part.backward, whole.backward) << config.summary();
       }
+    }
+  }
+}
+
+// The blocks' MLP hidden layers are held for one chunk of rows, once for every block: without
+// checkpointing each block's saved set loses them, with it the one shared set does; the backward's
+// hidden-layer gradient shrinks to the chunk's rows. Counted in bytes of the arrays themselves.
+TEST(MlpChunk, ActivationsHoldOneChunksHiddenLayer) {
+  for (const ModelConfig& config : {gpt2(), llama(false)}) {
+    const bool is_gpt2 = config.is_gpt2();
+    const size_t L = static_cast<size_t>(config.n_layer());
+    // Hidden-layer P values a row keeps (GPT-2: fch, fch_gelu; Llama: gate|up, act) and Acc values of its
+    // gradient (GPT-2: dfch_gelu; Llama: dgate_up, dact).
+    const size_t I = is_gpt2 ? 4 * static_cast<size_t>(config.n_embd()) : config.llama().intermediate_size;
+    const size_t kept = is_gpt2 ? 2 * I : 3 * I, grads = is_gpt2 ? I : 3 * I;
+    const size_t rows = 4;
+    const auto& sizes = device::attention_sizes(false, DType::kF32);
+    for (const bool checkpointing : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << config.summary() << (checkpointing ? ", checkpointing" : ""));
+      const ActivationBytes whole =
+          model_activation_parts(config, kB, kT, ActivationSettings(checkpointing, 0, 0), DType::kF32, sizes);
+      const ActivationBytes part =
+          model_activation_parts(config, kB, kT, ActivationSettings(checkpointing, 0, rows), DType::kF32, sizes);
+      const size_t sets = checkpointing ? 1 : L;
+      EXPECT_EQ(whole.blocks - part.blocks, sets * kBT * kept * sizeof(float));
+      const auto bytes = [](size_t n) { return static_cast<int64_t>(n * sizeof(float)); };
+      EXPECT_EQ(static_cast<int64_t>(part.backward) - static_cast<int64_t>(whole.backward),
+                bytes(rows * kept) - bytes((kBT - rows) * grads));
+      EXPECT_EQ(part.head, whole.head);
+      EXPECT_EQ(part.tokens, whole.tokens);
     }
   }
 }

@@ -26,8 +26,9 @@
               10u (1.95%) of fp32's, and the mean of every 50-step window within 2.5u (0.49%).
               Measured on the author's machine: 0.59% worst step, 0.06% worst window.
   stages_llama  the same for a Llama (GQA, untied head) in bf16 at W=2 and W=4: the same --out
-              directory bytes and the same losses and norms at stages 0-3; with --loss-chunk 5 at W=2,
-              stages 0 and 3 alike, and losses within 1% of the unchunked run's.
+              directory bytes and the same losses and norms at stages 0-3; with --loss-chunk 5 at W=2
+              (and --mlp-chunk 7 with checkpointing), stages 0 and 3 alike, and losses within 1% of the
+              unchunked run's.
   llama_modes what holds for GPT-2's runs holds for a Llama (GQA, untied head) at W=2: offloading
               the optimizer (cpu, nvme) and the parameters (cpu), activation checkpointing, keeping the
               units gathered from forward to backward (reshard_after_forward off), keeping the embeddings
@@ -270,19 +271,23 @@ elif CASE == "stages_llama":
             check(outs[stage] == outs[0], f"llama W={ranks} bf16: stage {stage}'s --out directory equals stage 0's byte for byte")
         if ranks == 2:
             whole = metrics[0]
-    # The classifier in chunks of 5 tokens (micro-batches of 4 x 16): the same bits at stages 0 and 3, and
-    # losses within rounding of the whole micro-batch's (the weight gradient sums the chunks in turn).
-    chunked = {}
-    for stage in (0, 3):
-        out, m = path(f"lc{stage}"), path(f"lc{stage}.jsonl")
-        r = run(train_args(4, stage=stage, dtype="bf16", model=model,
-                           extra=["--clip", "1.0", "--out", out, "--metrics", m, "--loss-chunk", "5"]), 2)
-        check(r.code == 0, f"llama W=2 bf16 stage {stage} --loss-chunk 5 trains", r.err)
-        chunked[stage] = (dir_bytes(out), [(s["loss"], s["grad_norm"]) for s in records(m, "step")])
-    check(chunked[3] == chunked[0], "llama W=2 bf16 --loss-chunk 5: stage 3 gives stage 0's losses, norms and --out bytes")
-    check(len(chunked[0][1]) == len(whole) and
-          all(abs(c[0] - w[0]) <= 1e-2 * w[0] for c, w in zip(chunked[0][1], whole)),
-          f"llama W=2 bf16: --loss-chunk 5's losses within 1% of the whole micro-batch's: {chunked[0][1]} vs {whole}")
+    # The classifier in chunks of 5 tokens (micro-batches of 4 x 16), and the MLPs in chunks of 7 tokens
+    # too (with checkpointing): the same bits at stages 0 and 3, and losses within rounding of the whole
+    # micro-batch's (the weight gradients sum the chunks in turn).
+    for name, chunks in (("--loss-chunk 5", ["--loss-chunk", "5"]),
+                         ("--loss-chunk 5 --mlp-chunk 7", ["--loss-chunk", "5", "--mlp-chunk", "7",
+                                                           "--activation-checkpointing"])):
+        chunked = {}
+        for stage in (0, 3):
+            out, m = path(f"lc{stage}{len(chunks)}"), path(f"lc{stage}{len(chunks)}.jsonl")
+            r = run(train_args(4, stage=stage, dtype="bf16", model=model,
+                               extra=["--clip", "1.0", "--out", out, "--metrics", m] + chunks), 2)
+            check(r.code == 0, f"llama W=2 bf16 stage {stage} {name} trains", r.err)
+            chunked[stage] = (dir_bytes(out), [(s["loss"], s["grad_norm"]) for s in records(m, "step")])
+        check(chunked[3] == chunked[0], f"llama W=2 bf16 {name}: stage 3 gives stage 0's losses, norms and --out bytes")
+        check(len(chunked[0][1]) == len(whole) and
+              all(abs(c[0] - w[0]) <= 1e-2 * w[0] for c, w in zip(chunked[0][1], whole)),
+              f"llama W=2 bf16: {name}'s losses within 1% of the whole micro-batch's: {chunked[0][1]} vs {whole}")
 
 elif CASE == "llama_modes":
     model = llama_init("llama")

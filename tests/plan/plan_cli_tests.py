@@ -34,8 +34,8 @@
           backward of a resharded run stages its gathers).
   no_overlap: --no-overlap-comm at every stage, fp32 and bf16 (with and without fp32 accumulation, reduced in
           bf16 and fp32), G = 1 and 2: the predicted total EQUALS the measured peak of every rank.
-  loss_chunk: a Llama with a 128,256-token vocabulary, with and without --loss-chunk, stage 0 fp32 and stage
-          3 bf16: the predicted act and total EQUAL the measured peaks, and the chunks lower the measured
+  loss_chunk: a Llama with a 128,256-token vocabulary, with and without --loss-chunk and --mlp-chunk (and
+          checkpointing), stage 0 fp32 and stage 3 bf16: the predicted act and total EQUAL the measured peaks, and the chunks lower the measured
           act peak by exactly the planned bytes.
   muon:   Muon through one DeepSpeed JSON (type Muon) given to estimate and train, GPT-2 and an untied Llama, every
           stage, fp32 and bf16: the model states, the act and total peaks and the bytes sent per step EQUAL the
@@ -363,31 +363,39 @@ elif CASE == "sweep_llama":
               f"predicted {r['predicted_total']}")
 elif CASE == "loss_chunk":
     # A scaled-down Llama with Llama 3's vocabulary of 128,256 (C = 32, one block, untied): the logits
-    # [B·T, V] are most of its activations. With --loss-chunk 16 the predicted act and total EQUAL the
-    # measured peaks of every rank, and the measured peak falls by exactly what the planner says.
+    # [B·T, V] are most of its activations. With --loss-chunk 16, and with the MLPs in chunks of 8 tokens
+    # on top (with and without checkpointing), the predicted act and total EQUAL the measured peaks of
+    # every rank, and the measured peak falls by exactly what the planner says.
     dims = ["--layers", "1", "--heads", "2", "--kv-heads", "1", "--embd", "32", "--vocab", "128256", "--ctx", "32"]
     init = os.path.join(tmp, "llama_v128k")
     rc, _, err = run(["init", "--arch", "llama", "--out", init, "--seed", "3"] + dims)
     check(rc == 0, "init --arch llama --vocab 128256", err)
+    variants = {"whole": [], "loss16": ["--loss-chunk", "16"], "loss16+mlp8": ["--loss-chunk", "16", "--mlp-chunk", "8"],
+                "ckpt": ["--activation-checkpointing"],
+                "ckpt+mlp8": ["--activation-checkpointing", "--mlp-chunk", "8"]}
     for stage, dtype in ((0, "fp32"), (3, "bf16")):
         peaks = {}
-        for chunk in (0, 16):
-            what = f"V=128256 stage {stage} {dtype} --loss-chunk {chunk}"
-            flags = ["--loss-chunk", str(chunk)]
+        for name, flags in variants.items():
+            what = f"V=128256 stage {stage} {dtype} {' '.join(flags) or 'whole'}"
             rc, out, err = run(["estimate", "--json", "--arch", "llama", "--gpus", str(W), "--stage", str(stage),
                                 "--dtype", dtype, "--fp32-grad-accum", "--micro-batch", "2", "--seq", "32"] + dims + flags)
             check(rc == 0, f"estimate {what}", err)
             want = json.loads(out)["stages"][0]["bytes_per_rank"]
-            for rec in train(stage, dtype, True, 2, 32, False, os.path.join(tmp, f"lc{stage}_{chunk}.jsonl"),
+            for rec in train(stage, dtype, True, 2, 32, False, os.path.join(tmp, f"lc{stage}_{name}.jsonl"),
                              inputs=(model_tokens, init), extra=flags):
                 got = {k: rec["peak_bytes"][k] for k in ("act", "total")}
                 check(got == {k: want[k] for k in got}, f"{what} rank {rec['rank']}: measured {got}, predicted {want}")
-            peaks[chunk] = (got["act"], want["act"])
-        (whole, whole_plan), (part, part_plan) = peaks[0], peaks[16]
-        check(whole - part == whole_plan - part_plan and whole - part >= 48 * 128256 * 4,
-              f"stage {stage} {dtype}: --loss-chunk 16 lowers the measured act peak by {whole - part} bytes, the "
-              f"plan by {whole_plan - part_plan} (at least the 48 rows of fp32 logits no longer held)")
-        print(f"stage {stage} {dtype}: act {whole} -> {part} bytes with --loss-chunk 16 (planned the same)")
+            peaks[name] = (got["act"], want["act"])
+        # (before, after, the least fall: the rows no longer held, of fp32 logits; of the MLP's hidden layer,
+        # gate|up and act in the compute dtype and their fp32 gradients, I = the layout's intermediate size)
+        hidden_row = 3 * 96 * (4 if dtype == "fp32" else 2) + 3 * 96 * 4  # I = 96: 8C/3 rounded up to 32
+        for before, after, least in (("whole", "loss16", 48 * 128256 * 4), ("loss16", "loss16+mlp8", 56 * hidden_row),
+                                     ("ckpt", "ckpt+mlp8", 56 * hidden_row)):
+            (b, b_plan), (a, a_plan) = peaks[before], peaks[after]
+            check(b - a == b_plan - a_plan and b - a >= least,
+                  f"stage {stage} {dtype}: {after} lowers the measured act peak from {before}'s by {b - a} bytes, the "
+                  f"plan by {b_plan - a_plan} (at least the {least} bytes no longer held)")
+            print(f"stage {stage} {dtype}: act {b} -> {a} bytes from {before} to {after} (planned the same)")
 elif CASE in ("muon", "bf16_states"):
     # One DeepSpeed JSON given to estimate --config and train --config, for GPT-2 and an untied Llama at
     # every stage in fp32 and bf16: muon compares Muon with AdamW (its exchanges and working memory on top);
