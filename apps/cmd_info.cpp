@@ -11,6 +11,7 @@
 #include "core/cpu.h"
 #include "core/memory.h"
 #include "kernels/blas_info.h"
+#include "kernels/dispatch.h"
 #include "kernels/gemm16.h"
 #include "zerodp_build_info.h"
 #if ZERODP_HAVE_CUDA
@@ -50,7 +51,8 @@ void register_info(CLI::App& app, Action& action) {
       fmt::print("  BLAS:    {} ({} threads); {}\n", openblas_get_config(), openblas_get_num_threads(),
                  kernels::blas_core_summary());
       if (const std::string w = kernels::blas_core_warning(); !w.empty()) fmt::print("  warning: {}\n", w);
-      fmt::print("  CPU:     {} ({})\n", cpu_model_name(), cpu_features_string());
+      fmt::print("  CPU:     {} ({}); kernels: {}{}\n", cpu_model_name(), cpu_features_string(), kernels::kernels_isa(),
+                 cpu_isa_limit().empty() ? "" : fmt::format(" (held to {} by ZERODP_MAX_CPU_ISA)", cpu_isa_limit()));
       const kernels::Gemm32Info& g32 = kernels::gemm32_info();
       fmt::print("  fp32 GEMM: {} ({})\n", g32.mkl ? g32.library : "OpenBLAS sgemm", g32.reason);
       for (DType t : {DType::kBF16, DType::kF16}) {

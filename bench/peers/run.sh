@@ -45,6 +45,15 @@
 #                           `zerodp` is enough) with its own OUT.
 #   Where /usr/bin/time exists, each run's wall, user and system seconds (the whole run: start-up, all
 #                           ranks and mpirun) go to OUT/results/cputime.txt, one `tag wall user sys` line a run.
+#   ISA [native]            avx2: every runner held to what an AVX2 CPU (x86-64-v3) has, so that a ratio
+#                           measured on an AVX-512 machine predicts an AVX2 machine's: zerodp by
+#                           ZERODP_MAX_CPU_ISA=x86-64-v3 (its kernels' baseline copies, 16-bit GEMMs as
+#                           without AVX-512 BF16 or AMX), OpenBLAS by OPENBLAS_CORETYPE=Haswell, oneMKL by
+#                           MKL_ENABLE_INSTRUCTIONS=AVX2, oneDNN by DNNL_MAX_CPU_ISA=AVX2, PyTorch's
+#                           kernels by ATEN_CPU_CAPABILITY=avx2. Its own defaults: OUT <OUT>-avx2, DOCS
+#                           <DOCS without .md>_avx2.md, NOTES bench/peers/notes_avx2.md. On an Intel
+#                           machine zerodp's fp32 GEMMs stay on oneMKL (AVX2 kernels), where an AMD
+#                           CPU would run OpenBLAS's (ZERODP_GEMM32=openblas gives those).
 #   KEEP_OPENBLAS_CORETYPE [0]  1: keep OPENBLAS_CORETYPE from the environment. By default the script
 #                           unsets it, so that OpenBLAS (zerodp's fp32 GEMMs; the peers do not use it)
 #                           picks its kernels by CPUID as on a machine where nobody set it: some of
@@ -79,6 +88,15 @@ if [[ "${QUICK:-0}" == 1 ]]; then
 fi
 OPENBLAS_CORETYPE_FOUND=${OPENBLAS_CORETYPE-(unset)}
 [[ "${KEEP_OPENBLAS_CORETYPE:-0}" == 1 ]] || unset OPENBLAS_CORETYPE
+ISA=${ISA:-native}
+case $ISA in
+  native) ;;
+  avx2)
+    OUT=$OUT-avx2 NOTES=${NOTES:-bench/peers/notes_avx2.md}
+    export ZERODP_MAX_CPU_ISA=x86-64-v3 OPENBLAS_CORETYPE=Haswell MKL_ENABLE_INSTRUCTIONS=AVX2 DNNL_MAX_CPU_ISA=AVX2 \
+      ATEN_CPU_CAPABILITY=avx2 ;;
+  *) echo "run.sh: ISA must be native or avx2, got '$ISA'" >&2; exit 2 ;;
+esac
 LR_FLAGS=(--lr 1e-3 --beta1 0.9 --beta2 0.999 --eps 1e-8 --weight-decay 0.1 --clip 1.0)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_base_warn_component_unused=0
 log() { printf '%s\n' "$*" >&2; }
@@ -142,6 +160,8 @@ fi
   echo "zerodp=$("$Z" --version 2>/dev/null | head -1) ($(git rev-parse --short HEAD 2>/dev/null || echo ?)$(git diff --quiet HEAD -- src apps 2>/dev/null || echo ', uncommitted changes in src/apps'))"
   echo "blas=$("$Z" info | sed -n 's/^  BLAS:[[:space:]]*//p' | sed 's/ ([0-9]* threads)//')"
   echo "openblas_coretype_env=$OPENBLAS_CORETYPE_FOUND (run with: ${OPENBLAS_CORETYPE-unset})"
+  echo "isa_mode=$ISA$([[ $ISA == native ]] || echo " (ZERODP_MAX_CPU_ISA=$ZERODP_MAX_CPU_ISA OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE MKL_ENABLE_INSTRUCTIONS=$MKL_ENABLE_INSTRUCTIONS DNNL_MAX_CPU_ISA=$DNNL_MAX_CPU_ISA ATEN_CPU_CAPABILITY=$ATEN_CPU_CAPABILITY)")"
+  echo "zerodp_cpu=$("$Z" info | sed -n 's/^  CPU:[[:space:]]*//p')"
   echo "mpi=$("$Z" info | sed -n 's/^  MPI:[[:space:]]*//p')"
   echo "gemm16=$("$Z" info | sed -n 's/^  bf16 GEMM:[[:space:]]*//p')"
   echo "torch=$("$PY" -c 'import torch; print(torch.__version__, "(cuda", torch.version.cuda, "build; CPU ISA", torch.backends.cpu.get_cpu_capability() + ")")' 2>/dev/null)"
@@ -231,5 +251,6 @@ if [[ $ARCH == llama ]]; then
   docs=(--arch llama)
 fi
 DOCS=${DOCS:-docs/benchmarks/peers.md}
+[[ $ISA == native || $DOCS == *_avx2.md ]] || DOCS=${DOCS%.md}_avx2.md
 [[ "$WRITE_DOCS" == 1 ]] && docs+=(--write-docs "$DOCS" --notes "${NOTES:-bench/peers/notes.md}" --plot "${DOCS%.md}.png")
 PYTHONPATH="$root/tests/pylib${PYTHONPATH:+:$PYTHONPATH}" /usr/bin/python3 bench/peers/report.py "$res" --warmup "$WARMUP" "${docs[@]}"

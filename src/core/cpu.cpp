@@ -3,7 +3,10 @@
 #include <cpuid.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+
+#include "core/error.h"
 
 namespace zerodp {
 
@@ -50,10 +53,31 @@ CpuFeatures detect() {
   return f;
 }
 
+// ZERODP_MAX_CPU_ISA's level: "x86-64-v3", or "" for the CPU as it is.
+std::string read_isa_limit() {
+  const char* env = std::getenv("ZERODP_MAX_CPU_ISA");
+  const std::string v = env ? env : "";
+  if (v.empty() || v == "native") return "";
+  if (v == "x86-64-v3" || v == "avx2") return "x86-64-v3";
+  throw UsageError(fmt::format("ZERODP_MAX_CPU_ISA='{:.40}' is not one of x86-64-v3, avx2, native", v));
+}
+
 }  // namespace
 
+std::string cpu_isa_limit() {
+  static const std::string limit = read_isa_limit();
+  return limit;
+}
+
 const CpuFeatures& cpu_features() {
-  static const CpuFeatures features = detect();
+  static const CpuFeatures features = [] {
+    CpuFeatures f = detect();
+    if (cpu_isa_limit() == "x86-64-v3") {  // an AVX2 CPU: x86-64-v3 has F16C, nothing of AVX-512 or AMX
+      const CpuFeatures v3{.intel = f.intel, .f16c = f.f16c};
+      f = v3;
+    }
+    return f;
+  }();
   return features;
 }
 

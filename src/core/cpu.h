@@ -1,23 +1,14 @@
 // What the CPU can do, read once from CPUID: the 16-bit vector and matrix extensions that decide how
-// zerodp computes in bf16 and fp16 (src/kernels/gemm16.h), and what `zerodp info` reports.
+// zerodp computes in bf16 and fp16 (src/kernels/gemm16.h), whether the kernels run their AVX-512 copies
+// (src/kernels/dispatch.h), and what `zerodp info` reports.
+//
+// ZERODP_MAX_CPU_ISA=x86-64-v3 (or avx2) holds zerodp to what an AVX2 CPU has: every AVX-512 and AMX
+// feature reads as absent, so the kernels run their baseline copies and the 16-bit GEMMs choose as on
+// an AVX2 node; with OPENBLAS_CORETYPE=Haswell, MKL_ENABLE_INSTRUCTIONS=AVX2 and DNNL_MAX_CPU_ISA=AVX2
+// the libraries follow (bench/peers' --isa avx2). Unset, empty or "native": the CPU as it is.
 #pragma once
 
 #include <string>
-
-// A function marked ZDP_AVX512_CLONES is compiled twice, for the build's baseline (x86-64-v3 in the
-// portable build) and for x86-64-v4 (AVX-512), and the copy that matches the CPU is chosen once, when the
-// program is loaded (GCC's target_clones: an ifunc resolver reading CPUID; x86_64_v4 below is the
-// same test). Its OpenMP regions are cloned with it. For loops that AVX-512 speeds up, and for
-// `omp simd reduction` loops, whose lanes (and so whose sums) follow the vector width: the x86-64-v4
-// copy gives a native build's bits on an AVX-512 machine (src/kernels/dispatch.h). Nothing where
-// the build already targets AVX-512, off x86-64, or with other compilers than GCC (ZDP_AVX512_CLONED 0).
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__AVX512F__)
-#define ZDP_AVX512_CLONED 1
-#define ZDP_AVX512_CLONES __attribute__((target_clones("default", "arch=x86-64-v4")))
-#else
-#define ZDP_AVX512_CLONED 0
-#define ZDP_AVX512_CLONES
-#endif
 
 namespace zerodp {
 
@@ -34,7 +25,10 @@ struct CpuFeatures {
   bool amx_bf16 = false;     // TDPBF16PS
   bool amx_fp16 = false;     // TDPFP16PS
 };
+// The CPU's features, as ZERODP_MAX_CPU_ISA allows (a UsageError for a value it does not take).
 const CpuFeatures& cpu_features();
+// "x86-64-v3" when ZERODP_MAX_CPU_ISA holds the features down, else empty.
+std::string cpu_isa_limit();
 // "amx_bf16 amx_tile avx512_bf16 avx512f ...": the 16-bit-relevant features present, or "none".
 std::string cpu_features_string();
 // The model name from CPUID's brand string ("Intel(R) Xeon(R) Processor"), or "unknown".

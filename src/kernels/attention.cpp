@@ -9,7 +9,17 @@
 #include "kernels/dispatch.h"
 #include "kernels/vec_math.h"
 
+#ifndef ZDP_KERNEL_PASS  // the first pass: the headers, then the copies (kernels/dispatch.h)
 namespace zerodp::kernels {
+AttentionShape AttentionShape::mha(int B, int T, int C, int NH) {
+  ZDP_CHECK(NH > 0 && C > 0 && C % NH == 0, "attention: bad shape C={} NH={} (C must be a multiple of NH)", C, NH);
+  return {B, T, NH, NH, C / NH};
+}
+}  // namespace zerodp::kernels
+
+#define ZDP_KERNEL_SOURCE "kernels/attention.cpp"
+#include "kernels/dispatch_passes.h"
+#else  // a copy of the kernels, in namespace zerodp::kernels or zerodp::kernels::v4
 
 namespace {
 
@@ -46,18 +56,13 @@ struct Columns {
 
 }  // namespace
 
-AttentionShape AttentionShape::mha(int B, int T, int C, int NH) {
-  ZDP_CHECK(NH > 0 && C > 0 && C % NH == 0, "attention: bad shape C={} NH={} (C must be a multiple of NH)", C, NH);
-  return {B, T, NH, NH, C / NH};
-}
-
 size_t attention_scratch_elems(const AttentionShape& s) {
   return static_cast<size_t>(s.B) * s.kv_heads * std::min(s.T, kAttentionRowBlock) * s.T;
 }
 
 template <class T>
-ZDP_KERNEL_CLONES
 void attention_forward(T* out, T* att, const T* qkv, const AttentionShape& shape) {
+  ZDP_KERNEL_TO_V4(attention_forward, out, att, qkv, shape);
   check_shape("attention_forward", shape);
   const int T_ = shape.T, NH = shape.heads, group = shape.heads / shape.kv_heads;
   const Columns col(shape);
@@ -89,8 +94,8 @@ void attention_forward(T* out, T* att, const T* qkv, const AttentionShape& shape
 }
 
 template <class T>
-ZDP_KERNEL_CLONES
 void attention_backward(T* dqkv, T* scratch, const T* dout, const T* qkv, const T* att, const AttentionShape& shape) {
+  ZDP_KERNEL_TO_V4(attention_backward, dqkv, scratch, dout, qkv, att, shape);
   check_shape("attention_backward", shape);
   const int T_ = shape.T, NH = shape.heads, NKV = shape.kv_heads, group = NH / NKV;
   const Columns col(shape);
@@ -147,4 +152,4 @@ template void attention_backward<float>(float*, float*, const float*, const floa
 template void attention_backward<double>(double*, double*, const double*, const double*, const double*,
                                          const AttentionShape&);
 
-}  // namespace zerodp::kernels
+#endif  // ZDP_KERNEL_PASS

@@ -11,7 +11,10 @@
 #include "kernels/half.h"
 #include "kernels/vec_math.h"
 
-namespace zerodp::kernels {
+#ifndef ZDP_KERNEL_PASS  // the first pass: the headers, then the copies (kernels/dispatch.h)
+#define ZDP_KERNEL_SOURCE "kernels/attention16.cpp"
+#include "kernels/dispatch_passes.h"
+#else  // a copy of the kernels, in namespace zerodp::kernels or zerodp::kernels::v4
 
 namespace {
 
@@ -68,8 +71,8 @@ size_t attention16_scratch_bytes(const AttentionShape& s) {
 }
 
 template <class A>
-ZDP_KERNEL_CLONES
 void attention16_forward(A* out, A* att, const A* qkv, void* scratch, const AttentionShape& shape) {
+  ZDP_KERNEL_TO_V4(attention16_forward, out, att, qkv, scratch, shape);
   const Heads H("attention16_forward", shape);
   const int T_ = H.T, hs = H.hs, R = H.R, W = H.W, NH = H.NH;
   const DType t16 = dtype_of<A>;
@@ -117,9 +120,9 @@ void attention16_forward(A* out, A* att, const A* qkv, void* scratch, const Atte
 }
 
 template <class A>
-ZDP_KERNEL_CLONES
 void attention16_backward(float* dqkv, void* scratch, const A* dout16, const A* qkv, const A* att,
                           const AttentionShape& shape) {
+  ZDP_KERNEL_TO_V4(attention16_backward, dqkv, scratch, dout16, qkv, att, shape);
   const Heads H("attention16_backward", shape);
   const int T_ = H.T, hs = H.hs, R = H.R, W = H.W, NKV = H.NKV;
   const DType t16 = dtype_of<A>;
@@ -174,4 +177,4 @@ template void attention16_forward(fp16*, fp16*, const fp16*, void*, const Attent
 template void attention16_backward(float*, void*, const bf16*, const bf16*, const bf16*, const AttentionShape&);
 template void attention16_backward(float*, void*, const fp16*, const fp16*, const fp16*, const AttentionShape&);
 
-}  // namespace zerodp::kernels
+#endif  // ZDP_KERNEL_PASS

@@ -8,7 +8,10 @@
 #include "kernels/dispatch.h"
 #include "kernels/vec_math.h"
 
-namespace zerodp::kernels {
+#ifndef ZDP_KERNEL_PASS  // the first pass: the headers, then the copies (kernels/dispatch.h)
+#define ZDP_KERNEL_SOURCE "kernels/cross_entropy.cpp"
+#include "kernels/dispatch_passes.h"
+#else  // a copy of the kernels, in namespace zerodp::kernels or zerodp::kernels::v4
 
 namespace {
 // Checked before any parallel region (an exception must not leave one) and before anything is
@@ -22,9 +25,8 @@ void check_targets(const char* what, const int32_t* targets, int N, int V) {
 }  // namespace
 
 template <class T>
-ZDP_KERNEL_CLONES
-void softmax_crossentropy_forward(T* losses, T* probs, const T* logits, const int32_t* targets, int N,
-                                  int V) {
+void softmax_crossentropy_forward(T* losses, T* probs, const T* logits, const int32_t* targets, int N, int V) {
+  ZDP_KERNEL_TO_V4(softmax_crossentropy_forward, losses, probs, logits, targets, N, V);
   check_targets("softmax_crossentropy_forward", targets, N, V);
 #pragma omp parallel for schedule(static)
   for (int i = 0; i < N; ++i) {
@@ -42,9 +44,8 @@ void softmax_crossentropy_forward(T* losses, T* probs, const T* logits, const in
 }
 
 template <class T>
-ZDP_KERNEL_CLONES
-void softmax_crossentropy_backward(T* dlogits, const T* probs, const int32_t* targets, T dloss, int N,
-                                   int V) {
+void softmax_crossentropy_backward(T* dlogits, const T* probs, const int32_t* targets, T dloss, int N, int V) {
+  ZDP_KERNEL_TO_V4(softmax_crossentropy_backward, dlogits, probs, targets, dloss, N, V);
   check_targets("softmax_crossentropy_backward", targets, N, V);
 #pragma omp parallel for schedule(static)
   for (int i = 0; i < N; ++i) {
@@ -70,4 +71,4 @@ template void softmax_crossentropy_backward<float>(float*, const float*, const i
 template void softmax_crossentropy_backward<double>(double*, const double*, const int32_t*, double,
                                                     int, int);
 
-}  // namespace zerodp::kernels
+#endif  // ZDP_KERNEL_PASS

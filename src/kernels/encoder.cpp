@@ -7,7 +7,10 @@
 #include "kernels/dispatch.h"
 #include "kernels/half.h"
 
-namespace zerodp::kernels {
+#ifndef ZDP_KERNEL_PASS  // the first pass: the headers, then the copies (kernels/dispatch.h)
+#define ZDP_KERNEL_SOURCE "kernels/encoder.cpp"
+#include "kernels/dispatch_passes.h"
+#else  // a copy of the kernels, in namespace zerodp::kernels or zerodp::kernels::v4
 
 namespace {
 // dwte columns are split in blocks of this many, one block per task: each thread then owns its
@@ -16,8 +19,8 @@ constexpr int kColumnBlock = 64;
 }  // namespace
 
 template <class T, class W>
-ZDP_KERNEL_CLONES void encoder_forward(T* out, const int32_t* inp, const int32_t* pos, const W* wte, const W* wpe,
-                                       int B, int T_, int C) {
+void encoder_forward(T* out, const int32_t* inp, const int32_t* pos, const W* wte, const W* wpe, int B, int T_, int C) {
+  ZDP_KERNEL_TO_V4(encoder_forward, out, inp, pos, wte, wpe, B, T_, C);
   using detail::load;
   ZDP_CHECK(B > 0 && T_ > 0 && C > 0, "encoder_forward: bad shape B={} T={} C={}", B, T_, C);
   const ptrdiff_t rows = static_cast<ptrdiff_t>(B) * T_;
@@ -34,8 +37,8 @@ ZDP_KERNEL_CLONES void encoder_forward(T* out, const int32_t* inp, const int32_t
 // dwte over column blocks, one block per task, rows in order within each (the row order is the
 // only order of each element's sum, so the result does not depend on the number of threads).
 template <class T>
-ZDP_KERNEL_CLONES
 void embedding_backward(T* dwte, const T* dout, const int32_t* inp, int N, int C) {
+  ZDP_KERNEL_TO_V4(embedding_backward, dwte, dout, inp, N, C);
   ZDP_CHECK(N > 0 && C > 0, "embedding_backward: bad shape N={} C={}", N, C);
   const int col_blocks = (C + kColumnBlock - 1) / kColumnBlock;
 #pragma omp parallel for schedule(static)
@@ -51,8 +54,8 @@ void embedding_backward(T* dwte, const T* dout, const int32_t* inp, int N, int C
 }
 
 template <class T, class W>
-ZDP_KERNEL_CLONES
 void embedding_forward(T* out, const int32_t* inp, const W* wte, int N, int C) {
+  ZDP_KERNEL_TO_V4(embedding_forward, out, inp, wte, N, C);
   using detail::load;
   ZDP_CHECK(N > 0 && C > 0, "embedding_forward: bad shape N={} C={}", N, C);
 #pragma omp parallel for schedule(static)
@@ -65,8 +68,8 @@ void embedding_forward(T* out, const int32_t* inp, const W* wte, int N, int C) {
 }
 
 template <class T>
-ZDP_KERNEL_CLONES void encoder_backward(T* dwte, T* dwpe, const T* dout, const int32_t* inp, const int32_t* pos, int B,
-                                        int T_, int C) {
+void encoder_backward(T* dwte, T* dwpe, const T* dout, const int32_t* inp, const int32_t* pos, int B, int T_, int C) {
+  ZDP_KERNEL_TO_V4(encoder_backward, dwte, dwpe, dout, inp, pos, B, T_, C);
   ZDP_CHECK(B > 0 && T_ > 0 && C > 0, "encoder_backward: bad shape B={} T={} C={}", B, T_, C);
   embedding_backward(dwte, dout, inp, B * T_, C);
   // Packed sequences: wpe's rows are looked up by position as wte's by token, and their gradient sums
@@ -96,4 +99,4 @@ template void embedding_forward(float*, const int32_t*, const fp16*, int, int);
 template void embedding_backward<float>(float*, const float*, const int32_t*, int, int);
 template void embedding_backward<double>(double*, const double*, const int32_t*, int, int);
 
-}  // namespace zerodp::kernels
+#endif  // ZDP_KERNEL_PASS

@@ -12,7 +12,10 @@
 #include "kernels/half.h"
 #include "kernels/vec_math.h"
 
-namespace zerodp::kernels {
+#ifndef ZDP_KERNEL_PASS  // the first pass: the headers, then the copies (kernels/dispatch.h)
+#define ZDP_KERNEL_SOURCE "kernels/gelu.cpp"
+#include "kernels/dispatch_passes.h"
+#else  // a copy of the kernels, in namespace zerodp::kernels or zerodp::kernels::v4
 
 namespace {
 constexpr double kSqrt2OverPi = 0.79788456080286535588;  // sqrt(2/π)
@@ -65,8 +68,8 @@ const Gelu16Tables<A>& gelu16_tables() {
 }
 
 template <class I, class O>
-ZDP_KERNEL_CLONES
 void gelu_forward(O* out, const I* inp, size_t n) {
+  ZDP_KERNEL_TO_V4(gelu_forward, out, inp, n);
   using T = detail::acc_t<O>;
   const T s = static_cast<T>(kSqrt2OverPi), a = static_cast<T>(kCubic);
   const ptrdiff_t count = static_cast<ptrdiff_t>(n);
@@ -85,8 +88,8 @@ void gelu_forward(O* out, const I* inp, size_t n) {
 }
 
 template <class T, class I>
-ZDP_KERNEL_CLONES
 void gelu_backward(T* dinp, const I* inp, const T* dout, size_t n) {
+  ZDP_KERNEL_TO_V4(gelu_backward, dinp, inp, dout, n);
   const ptrdiff_t count = static_cast<ptrdiff_t>(n);
   if constexpr (k16<I>) {
     const float* grad = gelu16_tables<I>().grad.data();
@@ -109,8 +112,8 @@ inline int gelu_column_range(int OC) {
 }
 
 template <class T>
-ZDP_KERNEL_CLONES
 void gelu_bias_backward(T* dpre, T* dbias, const T* pre, const T* dout, int N, int OC) {
+  ZDP_KERNEL_TO_V4(gelu_bias_backward, dpre, dbias, pre, dout, N, OC);
   const int range = gelu_column_range(OC), ranges = (OC + range - 1) / range;
 #pragma omp parallel for schedule(static)
   for (int k = 0; k < ranges; ++k) {
@@ -131,8 +134,8 @@ void gelu_bias_backward(T* dpre, T* dbias, const T* pre, const T* dout, int N, i
 }
 
 template <class A>
-ZDP_KERNEL_CLONES
 void gelu_round_bias_backward(A* dpre16, float* dbias, const A* pre, const float* dout, int N, int OC) {
+  ZDP_KERNEL_TO_V4(gelu_round_bias_backward, dpre16, dbias, pre, dout, N, OC);
   const float* grad = gelu16_tables<A>().grad.data();
   const int range = gelu_column_range(OC), ranges = (OC + range - 1) / range;
 #pragma omp parallel for schedule(static)
@@ -168,4 +171,4 @@ template void gelu_bias_backward(double*, double*, const double*, const double*,
 template void gelu_round_bias_backward(bf16*, float*, const bf16*, const float*, int, int);
 template void gelu_round_bias_backward(fp16*, float*, const fp16*, const float*, int, int);
 
-}  // namespace zerodp::kernels
+#endif  // ZDP_KERNEL_PASS

@@ -9,15 +9,17 @@
 #include "kernels/dispatch.h"
 #include "kernels/half.h"
 
-namespace zerodp::kernels {
+#ifndef ZDP_KERNEL_PASS  // the first pass: the headers, then the copies (kernels/dispatch.h)
+#define ZDP_KERNEL_SOURCE "kernels/layernorm.cpp"
+#include "kernels/dispatch_passes.h"
+#else  // a copy of the kernels, in namespace zerodp::kernels or zerodp::kernels::v4
 
 using detail::load;
 using detail::put;
 
 template <class T, class W, class O>
-ZDP_KERNEL_CLONES
-void layernorm_forward(O* out, T* mean, T* rstd, const T* inp, const W* weight, const W* bias, int N,
-                       int C) {
+void layernorm_forward(O* out, T* mean, T* rstd, const T* inp, const W* weight, const W* bias, int N, int C) {
+  ZDP_KERNEL_TO_V4(layernorm_forward, out, mean, rstd, inp, weight, bias, N, C);
   ZDP_CHECK(N > 0 && C > 0, "layernorm_forward: bad shape N={} C={}", N, C);
   const T inv_c = T(1) / T(C);
   const T eps = static_cast<T>(kLayerNormEps);
@@ -46,9 +48,9 @@ void layernorm_forward(O* out, T* mean, T* rstd, const T* inp, const W* weight, 
 }
 
 template <class T, class W>
-ZDP_KERNEL_CLONES
-void layernorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const W* weight,
-                        const T* mean, const T* rstd, int N, int C) {
+void layernorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const W* weight, const T* mean,
+                        const T* rstd, int N, int C) {
+  ZDP_KERNEL_TO_V4(layernorm_backward, dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
   ZDP_CHECK(N > 0 && C > 0, "layernorm_backward: bad shape N={} C={}", N, C);
   const T inv_c = T(1) / T(C);
 #pragma omp parallel
@@ -105,4 +107,4 @@ template void layernorm_backward(float*, float*, float*, const float*, const flo
 template void layernorm_backward(float*, float*, float*, const float*, const float*, const fp16*, const float*,
                                  const float*, int, int);
 
-}  // namespace zerodp::kernels
+#endif  // ZDP_KERNEL_PASS

@@ -8,11 +8,14 @@
 #include "kernels/column_sums.h"
 #include "kernels/dispatch.h"
 
-namespace zerodp::kernels {
+#ifndef ZDP_KERNEL_PASS  // the first pass: the headers, then the copies (kernels/dispatch.h)
+#define ZDP_KERNEL_SOURCE "kernels/matmul.cpp"
+#include "kernels/dispatch_passes.h"
+#else  // a copy of the kernels, in namespace zerodp::kernels or zerodp::kernels::v4
 
 template <class T>
-ZDP_KERNEL_CLONES
 void matmul_forward(T* out, const T* inp, const T* weight, const T* bias, int N, int C, int OC, WeightLayout layout) {
+  ZDP_KERNEL_TO_V4(matmul_forward, out, inp, weight, bias, N, C, OC, layout);
   ZDP_CHECK(N > 0 && C > 0 && OC > 0, "matmul_forward: bad shape N={} C={} OC={}", N, C, OC);
   T beta = 0;
   if (bias != nullptr) {
@@ -41,8 +44,8 @@ void matmul_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp,
 }
 
 template <class T>
-ZDP_KERNEL_CLONES
 void bias_backward(T* dbias, const T* dout, int N, int OC) {
+  ZDP_KERNEL_TO_V4(bias_backward, dbias, dout, N, OC);
   using Acc = T (*)[detail::kColumnBlock];
 #pragma omp parallel
   detail::sum_columns_in_row_order<1, T>(N, OC, {dbias}, [&](int n, int c0, int width, Acc acc) {
@@ -55,13 +58,15 @@ void bias_backward(T* dbias, const T* dout, int N, int OC) {
 
 template <class T>
 void matmul_nt_forward(T* out, const T* inp, const T* wte, int N, int C, int V) {
-  matmul_forward(out, inp, wte, static_cast<const T*>(nullptr), N, C, V, WeightLayout::kOutIn);
+  // (the name in parentheses: this copy's matmul_forward, not the public one argument-dependent lookup
+  // would find too)
+  (matmul_forward)(out, inp, wte, static_cast<const T*>(nullptr), N, C, V, WeightLayout::kOutIn);
 }
 
 template <class T>
 void matmul_nt_backward(T* dinp, T* dwte, const T* dout, const T* inp, const T* wte, int N, int C,
                         int V) {
-  matmul_backward(dinp, dwte, static_cast<T*>(nullptr), dout, inp, wte, N, C, V, WeightLayout::kOutIn);
+  (matmul_backward)(dinp, dwte, static_cast<T*>(nullptr), dout, inp, wte, N, C, V, WeightLayout::kOutIn);
 }
 
 template void matmul_forward<float>(float*, const float*, const float*, const float*, int, int, int, WeightLayout);
@@ -80,4 +85,4 @@ template void matmul_nt_backward<float>(float*, float*, const float*, const floa
 template void matmul_nt_backward<double>(double*, double*, const double*, const double*, const double*,
                                          int, int, int);
 
-}  // namespace zerodp::kernels
+#endif  // ZDP_KERNEL_PASS

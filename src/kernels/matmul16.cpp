@@ -10,7 +10,10 @@
 #include "kernels/half.h"
 #include "kernels/matmul.h"
 
-namespace zerodp::kernels {
+#ifndef ZDP_KERNEL_PASS  // the first pass: the headers, then the copies (kernels/dispatch.h)
+#define ZDP_KERNEL_SOURCE "kernels/matmul16.cpp"
+#include "kernels/dispatch_passes.h"
+#else  // a copy of the kernels, in namespace zerodp::kernels or zerodp::kernels::v4
 
 namespace {
 
@@ -22,8 +25,8 @@ const uint16_t* bits(const A* p) {
 }  // namespace
 
 template <class A>
-ZDP_KERNEL_CLONES
 void round_to(A* dst, const float* src, size_t n) {
+  ZDP_KERNEL_TO_V4(round_to, dst, src, n);
   const ptrdiff_t count = static_cast<ptrdiff_t>(n);
 #pragma omp parallel for simd schedule(static)
   for (ptrdiff_t i = 0; i < count; ++i) detail::put(dst[i], src[i]);
@@ -32,8 +35,8 @@ void round_to(A* dst, const float* src, size_t n) {
 // out[n,c] = O(acc[n,c] + bias[c]): the bias and the rounding to the output dtype in one pass over the
 // GEMM's fp32 result (instead of filling rows with the bias for a GEMM with beta = 1, then rounding).
 template <class A, class O>
-ZDP_KERNEL_CLONES
 void add_bias_round(O* out, const float* acc, const A* bias, int N, int OC) {
+  ZDP_KERNEL_TO_V4(add_bias_round, out, acc, bias, N, OC);
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; ++n) {
     const float* a = acc + static_cast<ptrdiff_t>(n) * OC;
@@ -68,8 +71,8 @@ void matmul16_forward(O* out, const A* inp, const A* weight, const A* bias, int 
 // dout16 = A(dout) and dbias += the column sums of dout, in one pass over dout (by column blocks, each
 // summed over the rows in order, as bias_backward does).
 template <class A>
-ZDP_KERNEL_CLONES
 void round_and_bias_backward(A* dout16, float* dbias, const float* dout, int N, int OC) {
+  ZDP_KERNEL_TO_V4(round_and_bias_backward, dout16, dbias, dout, N, OC);
   using Acc = float (*)[detail::kColumnBlock];
 #pragma omp parallel
   detail::sum_columns_in_row_order<1, float>(N, OC, {dbias}, [&](int n, int c0, int width, Acc acc) {
@@ -112,13 +115,14 @@ void matmul16_backward_rounded(float* dinp, float* dweight, const A* dout16, con
 
 template <class A>
 void matmul16_nt_forward(float* out, const A* inp, const A* wte, int N, int C, int V) {
-  matmul16_forward(out, inp, wte, static_cast<const A*>(nullptr), N, C, V, nullptr, WeightLayout::kOutIn);
+  // (the name in parentheses: this copy's, not also the public one argument-dependent lookup finds)
+  (matmul16_forward)(out, inp, wte, static_cast<const A*>(nullptr), N, C, V, nullptr, WeightLayout::kOutIn);
 }
 
 template <class A>
 void matmul16_nt_backward(float* dinp, float* dwte, const float* dout, A* dout16, const A* inp, const A* wte,
                           int N, int C, int V) {
-  matmul16_backward(dinp, dwte, nullptr, dout, dout16, inp, wte, N, C, V, WeightLayout::kOutIn);
+  (matmul16_backward)(dinp, dwte, nullptr, dout, dout16, inp, wte, N, C, V, WeightLayout::kOutIn);
 }
 
 #define ZDP_MATMUL16(A)                                                                                      \
@@ -135,4 +139,4 @@ ZDP_MATMUL16(bf16)
 ZDP_MATMUL16(fp16)
 #undef ZDP_MATMUL16
 
-}  // namespace zerodp::kernels
+#endif  // ZDP_KERNEL_PASS

@@ -6,7 +6,10 @@
 
 #include "kernels/dispatch.h"
 
-namespace zerodp::kernels {
+#ifndef ZDP_KERNEL_PASS  // the first pass: the headers, then the copies (kernels/dispatch.h)
+#define ZDP_KERNEL_SOURCE "kernels/precision.cpp"
+#include "kernels/dispatch_passes.h"
+#else  // a copy of the kernels, in namespace zerodp::kernels or zerodp::kernels::v4
 
 namespace {
 inline float load(const void* p, DType t, size_t i) {
@@ -27,8 +30,8 @@ inline void store(void* p, DType t, size_t i, float v) {
 constexpr size_t kParallelMin = size_t{1} << 15;
 }  // namespace
 
-ZDP_KERNEL_CLONES
 void add_into(void* dst, DType dt, const void* src, DType st, size_t n) {
+  ZDP_KERNEL_TO_V4(add_into, dst, dt, src, st, n);
   if (dt == DType::kF32 && st == DType::kF32) {
     float* d = static_cast<float*>(dst);
     const float* s = static_cast<const float*>(src);
@@ -40,8 +43,8 @@ void add_into(void* dst, DType dt, const void* src, DType st, size_t n) {
   for (size_t i = 0; i < n; ++i) store(dst, dt, i, load(dst, dt, i) + load(src, st, i));
 }
 
-ZDP_KERNEL_CLONES
 double sum_squares(const void* x, DType t, size_t n) {
+  ZDP_KERNEL_TO_V4(sum_squares, x, t, n);
   double total = 0;
   if (t == DType::kF32) {
     const float* f = static_cast<const float*>(x);
@@ -83,5 +86,4 @@ double sum_squares(const void* x, DType t, size_t n) {
   return total;
 }
 
-
-}  // namespace zerodp::kernels
+#endif  // ZDP_KERNEL_PASS

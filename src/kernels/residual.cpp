@@ -4,19 +4,22 @@
 
 #include "kernels/dispatch.h"
 
-namespace zerodp::kernels {
+#ifndef ZDP_KERNEL_PASS  // the first pass: the headers, then the copies (kernels/dispatch.h)
+#define ZDP_KERNEL_SOURCE "kernels/residual.cpp"
+#include "kernels/dispatch_passes.h"
+#else  // a copy of the kernels, in namespace zerodp::kernels or zerodp::kernels::v4
 
 template <class T>
-ZDP_KERNEL_CLONES
 void residual_forward(T* out, const T* a, const T* b, size_t n) {
+  ZDP_KERNEL_TO_V4(residual_forward, out, a, b, n);
   const ptrdiff_t count = static_cast<ptrdiff_t>(n);
 #pragma omp parallel for simd schedule(static)
   for (ptrdiff_t i = 0; i < count; ++i) out[i] = a[i] + b[i];
 }
 
 template <class T>
-ZDP_KERNEL_CLONES
 void residual_backward(T* da, T* db, const T* dout, size_t n) {
+  ZDP_KERNEL_TO_V4(residual_backward, da, db, dout, n);
   const ptrdiff_t count = static_cast<ptrdiff_t>(n);
 #pragma omp parallel for simd schedule(static)
   for (ptrdiff_t i = 0; i < count; ++i) {
@@ -30,4 +33,4 @@ template void residual_forward<double>(double*, const double*, const double*, si
 template void residual_backward<float>(float*, float*, const float*, size_t);
 template void residual_backward<double>(double*, double*, const double*, size_t);
 
-}  // namespace zerodp::kernels
+#endif  // ZDP_KERNEL_PASS

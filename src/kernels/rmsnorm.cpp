@@ -9,14 +9,17 @@
 #include "kernels/dispatch.h"
 #include "kernels/half.h"
 
-namespace zerodp::kernels {
+#ifndef ZDP_KERNEL_PASS  // the first pass: the headers, then the copies (kernels/dispatch.h)
+#define ZDP_KERNEL_SOURCE "kernels/rmsnorm.cpp"
+#include "kernels/dispatch_passes.h"
+#else  // a copy of the kernels, in namespace zerodp::kernels or zerodp::kernels::v4
 
 using detail::load;
 using detail::put;
 
 template <class T, class W, class O>
-ZDP_KERNEL_CLONES
 void rmsnorm_forward(O* out, T* rstd, const T* inp, const W* weight, int N, int C, double eps) {
+  ZDP_KERNEL_TO_V4(rmsnorm_forward, out, rstd, inp, weight, N, C, eps);
   ZDP_CHECK(N > 0 && C > 0, "rmsnorm_forward: bad shape N={} C={}", N, C);
   ZDP_CHECK(eps >= 0, "rmsnorm_forward: eps {}", eps);
   const T inv_c = T(1) / T(C);
@@ -35,9 +38,8 @@ void rmsnorm_forward(O* out, T* rstd, const T* inp, const W* weight, int N, int 
 }
 
 template <class T, class W>
-ZDP_KERNEL_CLONES
-void rmsnorm_backward(T* dinp, T* dweight, const T* dout, const T* inp, const W* weight, const T* rstd, int N,
-                      int C) {
+void rmsnorm_backward(T* dinp, T* dweight, const T* dout, const T* inp, const W* weight, const T* rstd, int N, int C) {
+  ZDP_KERNEL_TO_V4(rmsnorm_backward, dinp, dweight, dout, inp, weight, rstd, N, C);
   ZDP_CHECK(N > 0 && C > 0, "rmsnorm_backward: bad shape N={} C={}", N, C);
   const T inv_c = T(1) / T(C);
 #pragma omp parallel
@@ -69,9 +71,9 @@ void rmsnorm_backward(T* dinp, T* dweight, const T* dout, const T* inp, const W*
 }
 
 template <class P, class T>
-ZDP_KERNEL_CLONES
 void head_rmsnorm_forward(P* x, P* saved, T* rstd, const P* weight, int N, int heads, int D, int64_t stride,
                           double eps) {
+  ZDP_KERNEL_TO_V4(head_rmsnorm_forward, x, saved, rstd, weight, N, heads, D, stride, eps);
   ZDP_CHECK(N > 0 && heads > 0 && D > 0 && stride >= int64_t{heads} * D && eps >= 0,
             "head_rmsnorm_forward: bad shape N={} heads={} D={} stride={} or eps {}", N, heads, D, stride, eps);
   const T inv_d = T(1) / T(D);
@@ -95,9 +97,9 @@ void head_rmsnorm_forward(P* x, P* saved, T* rstd, const P* weight, int N, int h
 }
 
 template <class P, class T>
-ZDP_KERNEL_CLONES
 void head_rmsnorm_backward(T* dx, T* dweight, const P* saved, const T* rstd, const P* weight, int N, int heads, int D,
                            int64_t stride) {
+  ZDP_KERNEL_TO_V4(head_rmsnorm_backward, dx, dweight, saved, rstd, weight, N, heads, D, stride);
   ZDP_CHECK(N > 0 && heads > 0 && D > 0 && stride >= int64_t{heads} * D,
             "head_rmsnorm_backward: bad shape N={} heads={} D={} stride={}", N, heads, D, stride);
   const T inv_d = T(1) / T(D);
@@ -151,4 +153,4 @@ template void rmsnorm_backward(double*, double*, const double*, const double*, c
 template void rmsnorm_backward(float*, float*, const float*, const float*, const bf16*, const float*, int, int);
 template void rmsnorm_backward(float*, float*, const float*, const float*, const fp16*, const float*, int, int);
 
-}  // namespace zerodp::kernels
+#endif  // ZDP_KERNEL_PASS

@@ -7,7 +7,10 @@
 #include "kernels/dispatch.h"
 #include "kernels/half.h"
 
-namespace zerodp::kernels {
+#ifndef ZDP_KERNEL_PASS  // the first pass: the headers, then the copies (kernels/dispatch.h)
+#define ZDP_KERNEL_SOURCE "kernels/rope.cpp"
+#include "kernels/dispatch_passes.h"
+#else  // a copy of the kernels, in namespace zerodp::kernels or zerodp::kernels::v4
 
 using detail::load;
 using detail::put;
@@ -44,14 +47,16 @@ ZDP_KERNEL_INLINE void rotate(X* out, const X* inp, const float* cos, const floa
 }  // namespace
 
 template <class X>
-ZDP_KERNEL_CLONES void rope_forward(X* out, const X* inp, const float* cos, const float* sin, const int32_t* pos, int N,
-                                    int T, int heads, int D, int64_t stride) {
+void rope_forward(X* out, const X* inp, const float* cos, const float* sin, const int32_t* pos, int N, int T, int heads,
+                  int D, int64_t stride) {
+  ZDP_KERNEL_TO_V4(rope_forward, out, inp, cos, sin, pos, N, T, heads, D, stride);
   rotate(out, inp, cos, sin, pos, N, T, heads, D, stride, 1.0f);
 }
 
 template <class X>
-ZDP_KERNEL_CLONES void rope_backward(X* dinp, const X* dout, const float* cos, const float* sin, const int32_t* pos,
-                                     int N, int T, int heads, int D, int64_t stride) {
+void rope_backward(X* dinp, const X* dout, const float* cos, const float* sin, const int32_t* pos, int N, int T,
+                   int heads, int D, int64_t stride) {
+  ZDP_KERNEL_TO_V4(rope_backward, dinp, dout, cos, sin, pos, N, T, heads, D, stride);
   rotate(dinp, dout, cos, sin, pos, N, T, heads, D, stride, -1.0f);
 }
 
@@ -64,4 +69,4 @@ ZDP_ROPE(bf16)
 ZDP_ROPE(fp16)
 #undef ZDP_ROPE
 
-}  // namespace zerodp::kernels
+#endif  // ZDP_KERNEL_PASS

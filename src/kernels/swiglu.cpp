@@ -8,15 +8,18 @@
 #include "kernels/half.h"
 #include "kernels/vec_math.h"
 
-namespace zerodp::kernels {
+#ifndef ZDP_KERNEL_PASS  // the first pass: the headers, then the copies (kernels/dispatch.h)
+#define ZDP_KERNEL_SOURCE "kernels/swiglu.cpp"
+#include "kernels/dispatch_passes.h"
+#else  // a copy of the kernels, in namespace zerodp::kernels or zerodp::kernels::v4
 
 using detail::fast_exp;
 using detail::load;
 using detail::put;
 
 template <class X, class O>
-ZDP_KERNEL_CLONES
 void swiglu_forward(O* out, const X* inp, int N, int I) {
+  ZDP_KERNEL_TO_V4(swiglu_forward, out, inp, N, I);
   ZDP_CHECK(N > 0 && I > 0, "swiglu_forward: bad shape N={} I={}", N, I);
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; ++n) {
@@ -34,8 +37,8 @@ void swiglu_forward(O* out, const X* inp, int N, int I) {
 }
 
 template <class X, class T>
-ZDP_KERNEL_CLONES
 void swiglu_backward(T* dinp, const T* dout, const X* inp, int N, int I) {
+  ZDP_KERNEL_TO_V4(swiglu_backward, dinp, dout, inp, N, I);
   ZDP_CHECK(N > 0 && I > 0, "swiglu_backward: bad shape N={} I={}", N, I);
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; ++n) {
@@ -63,4 +66,4 @@ template void swiglu_backward(double*, const double*, const double*, int, int);
 template void swiglu_backward(float*, const float*, const bf16*, int, int);
 template void swiglu_backward(float*, const float*, const fp16*, int, int);
 
-}  // namespace zerodp::kernels
+#endif  // ZDP_KERNEL_PASS

@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 """The portable build's code outside the kernels' AVX-512 copies has no AVX-512 instruction.
 
-Usage: check_baseline_isa.py BINARY [CLONE_SUFFIX]
+Usage: check_baseline_isa.py BINARY [COPY_MARKER]
 
 Disassembles BINARY (objdump -d -w) and looks at every instruction's bytes: in 64-bit mode an
 instruction whose opcode starts with 0x62 (after legacy prefixes) is EVEX-encoded, i.e. AVX-512 (zmm,
-mask registers, or the AVX-512VL forms on xmm/ymm). Those may appear only in the functions GCC's
-target_clones compiled for x86-64-v4 (their symbols end in CLONE_SUFFIX, ".arch_x86_64_v4"), which run
-only where the CPU has AVX-512 (src/kernels/dispatch.h). Anywhere else they would stop the binary with
-SIGILL on an AVX2 node.
+mask registers, or the AVX-512VL forms on xmm/ymm). Those may appear only in the kernels' x86-64-v4
+copy, namespace zerodp::kernels::v4 (its symbols, and those of its lambdas and OpenMP regions, hold
+COPY_MARKER, "6zerodp7kernels2v4", in their mangled names), which runs only where the CPU has AVX-512
+and ZERODP_MAX_CPU_ISA allows it (src/kernels/dispatch.h). Anywhere else they would stop the binary
+with SIGILL on an AVX2 node.
 
 Also fails when there is no such copy with AVX-512 code at all: the dispatch is then gone (or the build
 is native, where this check does not apply).
@@ -37,7 +38,7 @@ def main() -> int:
         print(__doc__.strip().splitlines()[2], file=sys.stderr)
         return 2
     binary = sys.argv[1]
-    suffix = sys.argv[2] if len(sys.argv) == 3 else ".arch_x86_64_v4"
+    marker = sys.argv[2] if len(sys.argv) == 3 else "6zerodp7kernels2v4"
     if shutil.which("objdump") is None:
         print("check_baseline_isa: SKIPPED: objdump (binutils) is not installed")
         return 77
@@ -58,7 +59,7 @@ def main() -> int:
         m = INSTRUCTION.match(line)
         if not m or not is_evex(m.group(1)):
             continue
-        if function.endswith(suffix):
+        if marker in function:
             in_clones += 1
             clones.add(function)
         else:
@@ -71,7 +72,7 @@ def main() -> int:
             print(f"  {count:6d}  {name}   (first: {first})")
         return 1
     if in_clones == 0:
-        print(f"check_baseline_isa: {binary}: no AVX-512 code in functions ending in {suffix}: the kernels' "
+        print(f"check_baseline_isa: {binary}: no AVX-512 code in functions holding {marker}: the kernels' "
               "run-time dispatch is missing (or this is a native build)")
         return 1
     print(f"check_baseline_isa: {binary}: AVX-512 only in the {len(clones)} x86-64-v4 copies "

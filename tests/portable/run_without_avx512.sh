@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The portable zerodp runs on a CPU without AVX-512: a short training run under QEMU's user-mode
 # emulation of a Haswell (x86-64-v3: AVX2, FMA, F16C; no AVX-512), where the kernels' run-time dispatch
-# must pick their baseline copies (src/kernels/dispatch.h) and nothing else may use AVX-512 either.
+# must pick their baseline copies (src/kernels/dispatch.h) and nothing else may use AVX-512 either; then
+# the same runs on this CPU held to x86-64-v3 by ZERODP_MAX_CPU_ISA write the same bytes.
 # Also: on a CPU below x86-64-v3 (Nehalem) the loader refuses the binary with a message, instead of a
 # SIGILL somewhere later.
 #
@@ -45,6 +46,34 @@ for dtype in fp32 bf16 fp16; do
   [[ $loss =~ ^\"loss\":[0-9] ]] || { echo "no finite loss from --dtype $dtype: '$loss'"; exit 1; }
   echo "ran under a Haswell: --dtype $dtype, $loss"
 done
+
+# Runs on this CPU held to x86-64-v3 (ZERODP_MAX_CPU_ISA, OpenBLAS held to its Haswell kernels): the
+# kernels' baseline copies, so a Haswell's bytes exactly. This is the switch that measures the AVX2 path
+# on an AVX-512 machine (src/kernels/dispatch.h). The GEMMs go to OpenBLAS on both sides, so that an
+# AMD host (OpenBLAS by default) and the emulated Intel Haswell (oneMKL by default) compare.
+"$zerodp" info >"$work/no-limit-info.txt"
+ZERODP_MAX_CPU_ISA=x86-64-v3 "$zerodp" info >"$work/held-info.txt"
+if ! grep -q '^ *CPU:.*kernels: x86-64-v3 (held to x86-64-v3 by ZERODP_MAX_CPU_ISA)' "$work/held-info.txt" ||
+   grep '^ *CPU:' "$work/held-info.txt" | grep -q avx512; then
+  echo "ZERODP_MAX_CPU_ISA=x86-64-v3 did not hold zerodp info's CPU and kernels to x86-64-v3:"
+  grep '^ *CPU:' "$work/held-info.txt"
+  exit 1
+fi
+export ZERODP_GEMM32=openblas ZERODP_GEMM16=blas OPENBLAS_CORETYPE=Haswell
+for dtype in fp32 bf16; do
+  args=(train --init "$work/init.safetensors" --data "$work/d.bin" --steps 2 --micro-batch 2 --seq 32 --lr 1e-3
+        --log-every 0 --dtype "$dtype")
+  haswell "$zerodp" "${args[@]}" --out "$work/$dtype-haswell.safetensors" >"$work/$dtype-haswell.log" 2>&1 ||
+    { echo "zerodp train --dtype $dtype on OpenBLAS failed under a Haswell:"; tail -5 "$work/$dtype-haswell.log"; exit 1; }
+  ZERODP_MAX_CPU_ISA=x86-64-v3 "$zerodp" "${args[@]}" --out "$work/$dtype-held.safetensors" \
+    >"$work/$dtype-held.log" 2>&1 ||
+    { echo "zerodp train --dtype $dtype failed held to x86-64-v3:"; tail -5 "$work/$dtype-held.log"; exit 1; }
+  cmp -s "$work/$dtype-haswell.safetensors" "$work/$dtype-held.safetensors" ||
+    { echo "--dtype $dtype held to x86-64-v3 on this CPU does not write the Haswell's bytes"; exit 1; }
+  echo "held to x86-64-v3 on this CPU ($(grep -o 'kernels: [^ ]*' "$work/no-limit-info.txt") without the" \
+       "switch): --dtype $dtype writes the Haswell's bytes"
+done
+unset ZERODP_GEMM32 ZERODP_GEMM16 OPENBLAS_CORETYPE
 
 # Below the baseline: the loader's message, not an illegal instruction.
 if out=$(qemu-x86_64 -cpu Nehalem "$zerodp" --version 2>&1); then
