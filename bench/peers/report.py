@@ -237,6 +237,10 @@ def main():
         notes = open(npath).read().strip() + "\n\n"
     cont = ""
     zv = env.get("zerodp", "?")
+    isa = env.get("isa_mode", "native")
+    isa_line = ("" if isa == "native" else
+                f"Instruction sets held to AVX2 (bench/peers ISA={isa}); zerodp's CPU, as it saw it: "
+                f"{env.get('zerodp_cpu', '?')}.\n")
     m = re.match(r"^(.*) \(([^()]*)\)$", zv)
     if m:  # "<binary's --version> (<git HEAD of the tree at run time>)"
         zv = f"{m.group(1)} (binary's --version; working tree at {m.group(2)})"
@@ -264,7 +268,7 @@ jobs. Date: {env.get('date')}{cont}. Load average (1, 5, 15 min) at the start {e
 Versions: {zv}; {env.get('blas')} (OPENBLAS_CORETYPE in the environment: {env.get('openblas_coretype_env', 'not recorded')}); {env.get('mpi')}; PyTorch {env.get('torch')}
 and DeepSpeed {env.get('deepspeed')} from PyPI on Python {env.get('python')} (venv {env.get('venv_size')}).
 Settings: steps={env.get('steps')}.
-
+{isa_line}
 Two ranks of one thread each (OMP_NUM_THREADS=1; torch.set_num_threads(1)), every runner launched by
 {model_line} AdamW (lr 1e-3, betas 0.9/0.999, eps 1e-8, weight decay 0.1 on
 tensors of two or more dimensions), gradient clipping 1.0, the same initial weights and batches
