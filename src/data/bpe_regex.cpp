@@ -122,6 +122,19 @@ void Regex::over_budget(const RegexBudget& budget) const {
       where_, describe_text(pattern_), budget.bytes(), budget.limit()));
 }
 
+namespace {
+
+// Where a search restarted at p makes its first attempt: p, or past the continuation bytes there. One
+// PCRE2 search steps from a character to the next lead byte, past every continuation byte, stray ones
+// too, so it never tries a match at one; a search started at one sees the character before it and may
+// match an empty item (\b) there. (Invalid lead bytes, 0xF8-0xFF, it does try.)
+size_t restart_at(const char* subject, size_t n, size_t p) {
+  while (p < n && (static_cast<uint8_t>(subject[p]) & 0xC0) == 0x80) ++p;
+  return p;
+}
+
+}  // namespace
+
 bool Regex::find(const char* subject, size_t n, size_t from, size_t& ms, size_t& me, RegexBudget& budget) const {
   // An unanchored search over [start, start + kWindow) with kAttemptUnits an attempt costs at most a
   // constant for each position it passes, so it is free. An attempt that reaches the window's end
@@ -150,7 +163,7 @@ bool Regex::find(const char* subject, size_t n, size_t from, size_t& ms, size_t&
         if (anchored) {
           // No match at `start` whatever follows: search on from the next byte (PCRE2 moves from inside
           // a character to the next one, as its own search would).
-          ++start;
+          start = restart_at(subject, n, start + 1);
           anchored = false;
           span = kWindow;
           units = kAttemptUnits;
@@ -158,7 +171,7 @@ bool Regex::find(const char* subject, size_t n, size_t from, size_t& ms, size_t&
         } else if (end == n) {
           return false;
         } else {
-          start = end;  // no attempt in [start, end) can match; one at `end` has not been made
+          start = restart_at(subject, n, end);  // no attempt in [start, end) can match; one at `end` has not been made
         }
         continue;
       case PCRE2_ERROR_PARTIAL:

@@ -225,5 +225,23 @@ TEST(RegexBudget, WindowEdgesChangeNothing) {
   }
 }
 
+// A stray continuation byte just past a window's end: one search of the whole text (PCRE2 10.42, JIT)
+// matches \b after it, at the start of the next valid run, not before it; a search restarted at it saw
+// the 'y' before and matched \b there (the fuzz target's finding of 2026-11-30). (A stray 0xFF is not
+// the same to PCRE2: it matches \b before that one. The fuzz target compares every such case.)
+TEST(RegexBudget, NoMatchInsideAnInvalidSequence) {
+  Regex re(R"(\b|a)", "test");
+  for (const char stray : {'\x8e', '\xbf'}) {
+    // the search from 3: its first window ends at the stray byte
+    const std::string text = "a " + std::string(Regex::kWindow + 1, 'y') + stray + "yy";
+    const size_t at = 3 + Regex::kWindow;  // the stray byte
+    RegexBudget budget(text.size());
+    size_t ms = 0, me = 0;
+    ASSERT_TRUE(re.find(text.data(), text.size(), 3, ms, me, budget));  // inside the run of y
+    EXPECT_EQ(ms, at + 1) << "after the stray byte " << static_cast<int>(static_cast<uint8_t>(stray));
+    EXPECT_EQ(me, at + 1);
+  }
+}
+
 }  // namespace
 }  // namespace zerodp::data
