@@ -147,10 +147,11 @@ bool Regex::find(const char* subject, size_t n, size_t from, size_t& ms, size_t&
   bool anchored = false;
   for (;;) {
     size_t end = span >= n - std::min(n, start) ? n : start + span;
-    // A window ends at a character's first byte: PCRE2 (with MATCH_INVALID_UTF) takes a character cut
-    // by the end for an invalid one, which no item matches, rather than for the end of the subject.
-    // (A continuation byte more than 3 bytes after a lead byte belongs to no character: cut there.)
-    for (size_t back = 0; end < n && back < 3 && end - 1 > start && (subject[end] & 0xC0) == 0x80; ++back) --end;
+    // A window ends at a lead byte (or the text's end), past every continuation byte there: PCRE2 (with
+    // MATCH_INVALID_UTF) takes a character cut by the end for an invalid one, which no item matches,
+    // rather than for the end of the subject; and one search of the whole text never tries a match at
+    // a continuation byte, stray ones too, where a window's end (a partial match) would.
+    end = restart_at(subject, n, end);
     const int rc = match(subject, end, start, end < n, anchored, units, ms, me);
     if (anchored || units > kAttemptUnits || span > kWindow) {
       // positions an unanchored run may try: [start, end]
@@ -171,7 +172,7 @@ bool Regex::find(const char* subject, size_t n, size_t from, size_t& ms, size_t&
         } else if (end == n) {
           return false;
         } else {
-          start = restart_at(subject, n, end);  // no attempt in [start, end) can match; one at `end` has not been made
+          start = end;  // no attempt in [start, end) can match; one at `end` has not been made
         }
         continue;
       case PCRE2_ERROR_PARTIAL:
