@@ -40,4 +40,6 @@ if [[ -e "$DNNL3_VENV/lib/libdnnl.so.3" ]]; then
 else
   echo "oneDNN 3 not found under $DNNL3_VENV: gemm_onednn3 not built" >&2
 fi
+# The core's FMA peak (8 and 16 lanes), to read the GEMM rates against.
+g++ -O2 -std=c++17 -Wall -Wextra "$here/fma_peak.cpp" -o "$out/fma_peak"
 ls -l "$out"

@@ -26,6 +26,7 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #if defined(LIB_OPENBLAS)
@@ -105,6 +106,17 @@ std::vector<Case> all_cases(const std::string& set) {
     add_linear(cs, "L4.proj", 1024, 256, 256);
     add_linear(cs, "L4.fc", 1024, 1024, 256);
     add_linear(cs, "L4.fcproj", 1024, 256, 1024);
+  }
+  if (set == "l4step") {  // one fp32 step's GEMMs of the L4 model as zerodp runs them: the forward
+    // starts from the bias (beta = 1), and the tied LM head (V = 256) is once in the step, each block
+    // four times (avx2_step.sh multiplies)
+    using Linear = std::tuple<const char*, int, int>;  // name, OC, C
+    for (const auto& [name, OC, C] : {Linear{"qkv", 768, 256}, Linear{"proj", 256, 256}, Linear{"fc", 1024, 256},
+                                      Linear{"fcproj", 256, 1024}}) {
+      add_linear(cs, std::string("step.") + name, 1024, OC, C);
+      cs[cs.size() - 3].beta = 1.f;
+    }
+    add_head(cs, "step.head", 1024, 256, 256);
   }
   if (set == "all" || set == "124m") {  // GPT-2 124M, B·T = 256
     add_linear(cs, "124M.qkv", 256, 2304, 768);
@@ -329,6 +341,7 @@ int main(int argc, char** argv) {
   int threads = 1;
   double min_time = 1.0;
   bool header = true;
+  std::string cbwr = "off";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -338,9 +351,10 @@ int main(int argc, char** argv) {
     else if (a == "--only") only = next();  // substring of the case name
     else if (a == "--min-time") min_time = std::atof(next().c_str());
     else if (a == "--no-header") header = false;
+    else if (a == "--cbwr") cbwr = next();  // oneMKL's reproducibility mode: off, auto or strict
     else {
       std::fprintf(stderr, "usage: %s [--threads N] [--set all|square|l4|124m|pad] [--dtypes f32,bf16,f16]"
-                   " [--only SUBSTR] [--min-time S] [--no-header]\n", argv[0]);
+                   " [--only SUBSTR] [--min-time S] [--no-header] [--cbwr off|auto|strict]\n", argv[0]);
       return 2;
     }
   }
@@ -349,6 +363,16 @@ int main(int argc, char** argv) {
   openblas_set_num_threads(threads);
 #elif defined(LIB_MKL)
   mkl_set_num_threads(threads);
+  // zerodp asks for AUTO | STRICT (src/kernels/gemm16.cpp): the CPU's own code path, the same bits
+  // whatever the operands' alignment. "off" is MKL's default: no reproducibility asked for.
+  if (cbwr != "off") {
+    if (cbwr != "strict" && cbwr != "auto") { std::fprintf(stderr, "--cbwr must be off, auto or strict\n"); return 2; }
+    const int mode = cbwr == "strict" ? (MKL_CBWR_AUTO | MKL_CBWR_STRICT) : MKL_CBWR_AUTO;
+    if (mkl_cbwr_set(mode) != MKL_CBWR_SUCCESS) { std::fprintf(stderr, "mkl_cbwr_set(%s) failed\n", cbwr.c_str()); return 1; }
+  }
+#endif
+#if !defined(LIB_MKL)
+  if (cbwr != "off") { std::fprintf(stderr, "--cbwr is oneMKL's (this is %s)\n", kLib); return 2; }
 #endif
   std::vector<DType> dts;
   for (size_t pos = 0; pos <= dtypes.size();) {
