@@ -28,6 +28,7 @@
 #include "cuda/gemm.h"
 #include "cuda/kernels.h"
 #include "cuda/runtime.h"
+#include "device/cuda_device.h"
 
 namespace {
 
@@ -291,6 +292,38 @@ BENCHMARK(BM_SumSquaresF32)
     ->Args({7087872, 0})->Args({7087872, 1})->Args({39383808, 0})->Args({39383808, 1})
     ->Args({124475904, 0})->Args({124475904, 1})
     ->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+// The gradient norm's per-unit sums of a GPT-2 124M step (the embeddings, 12 blocks, the final
+// LayerNorm) through the CUDA device: one host wait a unit, as before, against sum_squares_each's one
+// wait for all (range(0) = 1: one a unit). Wall time: the waits are the host's.
+void BM_GradNormWaits(benchmark::State& state) {
+  const bool one_a_unit = state.range(0) == 1;
+  zerodp::device::CudaDevice dev(0);
+  std::vector<size_t> sizes = {50304 * 768 + 1024 * 768};
+  for (int l = 0; l < 12; ++l) sizes.push_back(7087872);
+  sizes.push_back(2 * 768);
+  size_t total = 0;
+  for (size_t n : sizes) total += n;
+  DeviceArray x(total * 4);
+  ZDP_CUDA_CHECK(cudaMemset(x.get(), 0, total * 4));
+  std::vector<zerodp::device::Device::SquaresSpan> spans;
+  size_t at = 0;
+  for (size_t n : sizes) {
+    spans.push_back({x.get<float>() + at, DType::kF32, n});
+    at += n;
+  }
+  std::vector<double> out(spans.size());
+  for (auto _ : state) {
+    if (one_a_unit)
+      for (size_t i = 0; i < spans.size(); ++i) out[i] = dev.sum_squares(spans[i].x, DType::kF32, spans[i].n);
+    else
+      dev.sum_squares_each(spans, out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  report_bytes(state, 4.0 * double(total));
+  state.SetLabel(one_a_unit ? "a wait a unit (before)" : "one wait (in use)");
+}
+BENCHMARK(BM_GradNormWaits)->Arg(0)->Arg(1)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 

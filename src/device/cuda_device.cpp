@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -101,7 +102,20 @@ struct CudaDevice::Impl {
   AllocatorSource host_memory{host_raw, "out of page-locked host memory"};
   Buffer gemm_workspace;  // cuBLASLt's, counted in the ledger (act: the GEMMs' working memory)
   std::unique_ptr<cuda::GemmContext> gemm;
-  double* sum_result = nullptr;  // page-locked: sum_squares' answer lands here
+  // Page-locked: where sum_squares' answers land, one slot a span; grown between calls, when no
+  // kernel writes the old slots any more (each call waits for its sums before it returns).
+  double* sum_results = nullptr;
+  size_t sum_slots = 0;
+  double* sum_slots_for(size_t count) {
+    if (count > sum_slots) {
+      if (sum_results != nullptr) ZDP_CUDA_CHECK(cudaFreeHost(sum_results));
+      sum_results = nullptr;
+      sum_slots = 0;
+      ZDP_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&sum_results), count * sizeof(double)));
+      sum_slots = count;
+    }
+    return sum_results;
+  }
   CpuDevice host;  // computes on the page-locked host buffers (offload)
   KernelProfiler profiler;  // before the context that points at it
   KernelContext kernel_context;
@@ -113,7 +127,7 @@ struct CudaDevice::Impl {
     try {  // a constructor that throws runs no destructor: what is made so far is released here
       ZDP_CUDA_CHECK(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
       ZDP_CUDA_CHECK(cudaStreamCreateWithFlags(&copies, cudaStreamNonBlocking));
-      ZDP_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&sum_result), sizeof(double)));
+      sum_slots_for(1);
       gemm_workspace = Buffer(cuda::GemmContext::kWorkspaceBytes, MemCategory::kAct, MemTier::kDevice, device_memory);
       gemm = std::make_unique<cuda::GemmContext>(compute, gemm_workspace.data());
     } catch (...) {
@@ -142,10 +156,11 @@ struct CudaDevice::Impl {
     gemm_workspace.release();
     if (compute != nullptr) cudaStreamSynchronize(compute);
     if (copies != nullptr) cudaStreamSynchronize(copies);
-    if (sum_result != nullptr) cudaFreeHost(sum_result);
+    if (sum_results != nullptr) cudaFreeHost(sum_results);
     if (copies != nullptr) cudaStreamDestroy(copies);
     if (compute != nullptr) cudaStreamDestroy(compute);
-    sum_result = nullptr;
+    sum_results = nullptr;
+    sum_slots = 0;
     copies = compute = nullptr;
     if (switched) cudaSetDevice(previous);
     cudaGetLastError();  // nothing here can be reported: clear what failed for the next caller
@@ -202,12 +217,29 @@ void CudaDevice::add_into(void* dst, DType dst_type, const void* src, DType src_
 }
 
 double CudaDevice::sum_squares(const void* x, DType type, size_t n) {
-  if (n == 0) return 0.0;
+  double sum = 0.0;
+  const SquaresSpan span{x, type, n};
+  sum_squares_each({&span, 1}, &sum);
+  return sum;
+}
+
+void CudaDevice::sum_squares_each(std::span<const SquaresSpan> spans, double* out) {
+  size_t most = 0;
+  for (const SquaresSpan& s : spans) most = std::max(most, s.n);
+  if (most == 0) {
+    std::fill(out, out + spans.size(), 0.0);
+    return;
+  }
   const Entry on(impl_->kernel_context, "sum_squares");
-  Buffer scratch = allocate(cuda::sum_squares_scratch_doubles(n) * sizeof(double), MemCategory::kComm);
-  cuda::sum_squares(impl_->sum_result, x, type, n, scratch.as<double>(), impl_->compute);
-  ZDP_CUDA_CHECK(cudaStreamSynchronize(impl_->compute));  // the answer is the host's now
-  return *impl_->sum_result;
+  double* slots = impl_->sum_slots_for(spans.size());
+  // One scratch for them all, the largest span's (as many bytes as that span alone would take): the
+  // sums run one after another on the compute stream.
+  Buffer scratch = allocate(cuda::sum_squares_scratch_doubles(most) * sizeof(double), MemCategory::kComm);
+  for (size_t i = 0; i < spans.size(); ++i)
+    if (spans[i].n > 0)
+      cuda::sum_squares(slots + i, spans[i].x, spans[i].type, spans[i].n, scratch.as<double>(), impl_->compute);
+  ZDP_CUDA_CHECK(cudaStreamSynchronize(impl_->compute));  // the answers are the host's now
+  for (size_t i = 0; i < spans.size(); ++i) out[i] = spans[i].n > 0 ? slots[i] : 0.0;
 }
 
 void CudaDevice::quantize_int8(const void* x, DType type, size_t n, void* out) {

@@ -11,7 +11,7 @@
 //     cuda/attention.h with grouped-query heads, GEMMs through cuBLASLt), with the CPU's semantics, issued
 //     with the device's own stream, GEMM handle and allocator; fp32 and fp64 compute are the CPU's only
 //     (the attention is 16-bit).
-// A call that hands a result to the host (sum_squares) or copies into host memory (copy with a host
+// A call that hands a result to the host (sum_squares, sum_squares_each) or copies into host memory (copy with a host
 // destination) waits for the compute stream first, as the CPU device's callers expect of them.
 // Devices share no state: each call (its kernels' too) makes the device's GPU the calling
 // thread's current device for its duration, so cuda:0 and cuda:1 can be driven from one thread.
@@ -49,6 +49,8 @@ class CudaDevice final : public Device {
   // The CPU device: ZeRO-Offload's update runs on the host's cores, on the page-locked buffers.
   Device& host() override;
   ZDP_DEVICE_OPERATIONS
+  // Every span's sum issued on the compute stream, each into its own page-locked slot, then one wait.
+  void sum_squares_each(std::span<const SquaresSpan> spans, double* out) override;
 
   int ordinal() const;
   // The compute stream (a cudaStream_t), for the communicator to order its collectives after.

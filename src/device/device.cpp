@@ -15,6 +15,10 @@ bool Device::supports(DType compute) const {
   }
 }
 
+void Device::sum_squares_each(std::span<const SquaresSpan> spans, double* out) {
+  for (size_t i = 0; i < spans.size(); ++i) out[i] = sum_squares(spans[i].x, spans[i].type, spans[i].n);
+}
+
 void Device::no_kernels(DType compute) const {
   std::string have;
   for (DType t : {DType::kF32, DType::kBF16, DType::kF16})

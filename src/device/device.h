@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <type_traits>
 
@@ -178,6 +179,14 @@ class Device {
   virtual void add_into(void* dst, DType dst_type, const void* src, DType src_type, size_t n) = 0;
   // Σ x[i]² in double, in a fixed order (kernels/precision.h): the gradient norm's partial sum.
   virtual double sum_squares(const void* x, DType type, size_t n) = 0;
+  // out[i] = sum_squares of spans[i], each the bits sum_squares gives it; on a GPU with one wait for
+  // all of them instead of one a span (the gradient norm's per-unit sums, every step).
+  struct SquaresSpan {
+    const void* x;
+    DType type;
+    size_t n;
+  };
+  virtual void sum_squares_each(std::span<const SquaresSpan> spans, double* out);
   // ZeRO++'s int8 block quantization (core/quantize.h): n values of `type` into
   // quantized_int8_bytes(n) bytes, and back, both in this device's memory and issued in the compute
   // queue's order; the same bytes and values on every device.

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
+
+#include "device/device.h"
 
 namespace zerodp::zero {
 
@@ -9,13 +12,22 @@ GlobalNumbers global_numbers(const ModelStates& st, comm::Communicator& world, b
                              double global_tokens, double loss_scale, bool name_units) {
   const int U = st.num_units();
   std::vector<float> unit_nonfinite(static_cast<size_t>(U), 0.0f);
-  double sumsq = 0;
+  // Each unit's own gradient elements, summed on the device with one wait for all, then added here in
+  // unit order.
+  std::vector<device::Device::SquaresSpan> spans;
+  std::vector<int> span_unit;
   for (int u = 0; u < U; ++u) {
     const UnitShard& s = st.unit(u);
     if (s.own_begin >= s.own_end) continue;
-    const double q = st.dev().sum_squares(st.grad_at(u, s.own_begin), st.grad_dtype(), s.own_end - s.own_begin);
-    if (!std::isfinite(q)) unit_nonfinite[u] = 1.0f;
-    sumsq += q;
+    spans.push_back({st.grad_at(u, s.own_begin), st.grad_dtype(), s.own_end - s.own_begin});
+    span_unit.push_back(u);
+  }
+  std::vector<double> unit_sumsq(spans.size());
+  st.dev().sum_squares_each(spans, unit_sumsq.data());
+  double sumsq = 0;
+  for (size_t i = 0; i < spans.size(); ++i) {
+    if (!std::isfinite(unit_sumsq[i])) unit_nonfinite[span_unit[i]] = 1.0f;
+    sumsq += unit_sumsq[i];
   }
   const double counted = counts_norm || !std::isfinite(sumsq) ? sumsq : 0.0;
   // Summed in fp32, as every reduction of the run is (comm/communicator.h).

@@ -158,6 +158,31 @@ TEST(CudaDevice, SumOfSquaresIsTheCpuDevicesInFp32) {
   }
 }
 
+TEST(CudaDevice, SumsOfSquaresWithOneWaitAreEachSpansOwn) {
+  CudaDevice dev(0);
+  CpuDevice cpu;
+  // More spans than the device has slots at first, empty ones among them, and a second call with fewer.
+  const std::vector<size_t> sizes = {4096, 0, 1, 1000001, 4095, 0, 77, 123457, 3, 65536, 9, 2, 8191, 5, 4097, 1};
+  size_t total = 0;
+  for (size_t n : sizes) total += n;
+  const std::vector<float> x = random_floats(total, 21);
+  Buffer dx = upload(dev, x.data(), total * 4);
+  std::vector<Device::SquaresSpan> spans, host_spans;
+  size_t at = 0;
+  for (size_t n : sizes) {
+    spans.push_back({dx.as<float>() + at, DType::kF32, n});
+    host_spans.push_back({x.data() + at, DType::kF32, n});
+    at += n;
+  }
+  for (size_t count : {sizes.size(), size_t{3}}) {
+    std::vector<double> each(count, -1.0), want(count);
+    dev.sum_squares_each({spans.data(), count}, each.data());
+    cpu.sum_squares_each({host_spans.data(), count}, want.data());
+    EXPECT_EQ(each, want) << count;
+    for (size_t i = 0; i < count; ++i) EXPECT_EQ(each[i], dev.sum_squares(spans[i].x, DType::kF32, spans[i].n)) << i;
+  }
+}
+
 TEST(CudaDevice, AdamWIsTheCpuDevicesBitForBit) {
   CudaDevice dev(0);
   CpuDevice cpu;

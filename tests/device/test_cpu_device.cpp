@@ -75,6 +75,26 @@ TEST(CpuDevice, CopiesAndZeroes) {
   }
 }
 
+TEST(CpuDevice, SumSquaresEachIsSumSquaresOfEverySpan) {
+  Device& dev = default_device();
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(70001);
+  for (float& v : x) v = normal(rng);
+  std::vector<bf16> x16(x.size());
+  for (size_t i = 0; i < x.size(); ++i) x16[i].bits = fp32_to_bf16(x[i]);
+  const std::vector<Device::SquaresSpan> spans = {{x.data(), DType::kF32, 5},
+                                                  {x.data() + 5, DType::kF32, 0},
+                                                  {x.data() + 5, DType::kF32, x.size() - 5},
+                                                  {x16.data(), DType::kBF16, x16.size()}};
+  std::vector<double> each(spans.size(), -1.0);
+  dev.sum_squares_each(spans, each.data());
+  for (size_t i = 0; i < spans.size(); ++i)
+    EXPECT_EQ(each[i], dev.sum_squares(spans[i].x, spans[i].type, spans[i].n)) << i;
+  EXPECT_EQ(each[1], 0.0);
+  EXPECT_GT(each[2], 60000.0);
+}
+
 TEST(CpuDevice, GemmIsTheKernelsGemm) {
   const int M = 33, N = 21, K = 47;
   std::mt19937_64 rng(1);
