@@ -368,7 +368,10 @@ int main(int argc, char** argv) {
   if (cbwr != "off") {
     if (cbwr != "strict" && cbwr != "auto") { std::fprintf(stderr, "--cbwr must be off, auto or strict\n"); return 2; }
     const int mode = cbwr == "strict" ? (MKL_CBWR_AUTO | MKL_CBWR_STRICT) : MKL_CBWR_AUTO;
-    if (mkl_cbwr_set(mode) != MKL_CBWR_SUCCESS) { std::fprintf(stderr, "mkl_cbwr_set(%s) failed\n", cbwr.c_str()); return 1; }
+    if (mkl_cbwr_set(mode) != MKL_CBWR_SUCCESS) {
+      std::fprintf(stderr, "mkl_cbwr_set(%s) failed\n", cbwr.c_str());
+      return 1;
+    }
   }
 #endif
 #if !defined(LIB_MKL)

@@ -11,8 +11,9 @@
 //     cuda/attention.h with grouped-query heads, GEMMs through cuBLASLt), with the CPU's semantics, issued
 //     with the device's own stream, GEMM handle and allocator; fp32 and fp64 compute are the CPU's only
 //     (the attention is 16-bit).
-// A call that hands a result to the host (sum_squares, sum_squares_each) or copies into host memory (copy with a host
-// destination) waits for the compute stream first, as the CPU device's callers expect of them.
+// A call that hands a result to the host (sum_squares, sum_squares_each) or copies into host memory
+// (copy with a host destination) waits for the compute stream first, as the CPU device's callers
+// expect of them.
 // Devices share no state: each call (its kernels' too) makes the device's GPU the calling
 // thread's current device for its duration, so cuda:0 and cuda:1 can be driven from one thread.
 #pragma once
