@@ -404,10 +404,13 @@ elif CASE == "bf16_states":
     r = run(["init", "--out", demo, "--layers", "4", "--heads", "4", "--embd", "128", "--vocab", "256", "--ctx", "128",
              "--seed", "1337"])
     check(r.code == 0, "init the demo model", r.err)
+    baselines = {}  # dtype -> the fp32 states' run, which both bf16 variants compare against (run once)
     for dtype, low in (("fp32", ["--bf16-optimizer-states"]), ("bf16", ["--bf16-optimizer-states"]),
                        ("bf16", ["--bf16-optimizer-states", "--bf16-master-weights"])):
-        curves = {}
+        curves = dict(baselines.get(dtype, {}))
         for states in ("fp32", "bf16"):
+            if states in curves:
+                continue
             m = path(f"states-{dtype}-{len(low)}-{states}.jsonl")
             r = run(["train", "--init", demo, "--data", tokens, "--steps", "300", "--micro-batch", "4", "--seq", "128",
                      "--dtype", dtype, "--zero-stage", "2", "--lr", "1e-3", "--clip", "1.0", "--log-every", "0",
@@ -417,6 +420,8 @@ elif CASE == "bf16_states":
             curves[states] = [steps[i]["loss"] for i in sorted(steps)]
             optim = [rec["live_bytes"]["optim"] for rec in zt.records(m, "memory")]
             curves[states + "_optim"] = optim
+            if states == "fp32":
+                baselines[dtype] = {k: curves[k] for k in ("fp32", "fp32_optim")}
         f, b = curves["fp32"], curves["bf16"]
         check(len(f) == len(b) == 300, f"{dtype}: 300 losses each ({len(f)}, {len(b)})")
         dtype = f"{dtype} ({' '.join(low)})"
