@@ -31,6 +31,7 @@
 #include "core/error.h"
 #include "device/cpu_device.h"
 #include "device/cuda_device.h"
+#include "device_twin.h"
 #include "kernels/attention.h"
 #include "model/layout.h"
 #include "model/llama_config.h"
@@ -42,21 +43,7 @@ namespace {
 
 constexpr int B = 2, T = 64, N = B * T;
 
-// A host array and its device copy.
-template <class E>
-struct Twin {
-  std::vector<E> host;
-  Buffer dev;
-  Twin(CudaDevice& d, size_t n) : host(n), dev(d.allocate(n * sizeof(E), MemCategory::kAct)) {}
-  E* h() { return host.data(); }
-  E* d() { return dev.as<E>(); }
-  void upload(CudaDevice& d) { d.copy(dev.data(), host.data(), host.size() * sizeof(E)); }
-  std::vector<E> download(CudaDevice& d) {
-    std::vector<E> out(host.size());
-    d.copy(out.data(), dev.data(), out.size() * sizeof(E));
-    return out;
-  }
-};
+using test_support::Twin;  // a host array and its device copy
 
 std::mt19937& rng() {
   static std::mt19937 r(4321);

@@ -1,8 +1,9 @@
-// What the model seam's tests build models from: a tiny Llama-family config, and a model's parameters
-// and gradients (RandomWeights).
+// What the model seam's tests build models from: a tiny Llama-family config, a model's parameters
+// and gradients (RandomWeights, resident_units) and random token batches (random_tokens).
 #pragma once
 
 #include <algorithm>
+#include <cstdint>
 #include <random>
 #include <string>
 #include <vector>
@@ -32,6 +33,29 @@ inline ModelConfig tiny_llama(int vocab, int ctx, int window = 0, bool tied = fa
   c.sliding_window = window;
   c.tie_word_embeddings = tied;
   return ModelConfig(c);
+}
+
+// The model's view of host arrays, one a unit: params[u] and grads[u] (G: GradOf<F>).
+template <typename F, typename G>
+ResidentUnits<F> resident_units(std::vector<std::vector<F>>& params, std::vector<std::vector<G>>& grads) {
+  std::vector<const F*> p;
+  std::vector<G*> g;
+  for (size_t u = 0; u < params.size(); ++u) {
+    p.push_back(params[u].data());
+    g.push_back(grads[u].data());
+  }
+  return ResidentUnits<F>(p, g);
+}
+
+// n inputs and n targets drawn uniformly from [0, V) by mt19937(seed), an input and a target in turn.
+inline void random_tokens(int n, int V, uint32_t seed, std::vector<int32_t>& in, std::vector<int32_t>& tg) {
+  std::mt19937 rng(seed);
+  in.resize(n);
+  tg.resize(n);
+  for (int i = 0; i < n; ++i) {
+    in[i] = static_cast<int32_t>(rng() % V);
+    tg[i] = static_cast<int32_t>(rng() % V);
+  }
 }
 
 // One host array a unit: parameters drawn from N(0, 0.3²) (norm weights around 1, so that the function
@@ -64,15 +88,7 @@ struct RandomWeights {
   void clear_grads() {
     for (auto& g : grads) std::fill(g.begin(), g.end(), G(0));
   }
-  ResidentUnits<F> access() {
-    std::vector<const F*> p;
-    std::vector<G*> g;
-    for (size_t u = 0; u < params.size(); ++u) {
-      p.push_back(params[u].data());
-      g.push_back(grads[u].data());
-    }
-    return ResidentUnits<F>(p, g);
-  }
+  ResidentUnits<F> access() { return resident_units(params, grads); }
 };
 
 }  // namespace zerodp::model::test_support

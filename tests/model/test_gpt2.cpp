@@ -11,11 +11,14 @@
 #include <vector>
 
 #include "core/error.h"
-#include "model/model.h"
 #include "model/layout.h"
+#include "model/model.h"
+#include "model_fixtures.h"
 
 using namespace zerodp;
 using namespace zerodp::model;
+using zerodp::model::test_support::random_tokens;
+using zerodp::model::test_support::resident_units;
 
 namespace {
 
@@ -37,26 +40,8 @@ struct Weights {
       if (p.name.find("ln_") != std::string::npos && p.name.find("weight") != std::string::npos)
         for (size_t i = 0; i < p.numel; ++i) params[p.unit][p.offset + i] += F(1);
   }
-  ResidentUnits<F> access() {
-    std::vector<const F*> p;
-    std::vector<F*> g;
-    for (size_t u = 0; u < params.size(); ++u) {
-      p.push_back(params[u].data());
-      g.push_back(grads[u].data());
-    }
-    return ResidentUnits<F>(p, g);
-  }
+  ResidentUnits<F> access() { return resident_units(params, grads); }
 };
-
-void tokens(int n, int V, uint32_t seed, std::vector<int32_t>& in, std::vector<int32_t>& tg) {
-  std::mt19937 rng(seed);
-  in.resize(n);
-  tg.resize(n);
-  for (int i = 0; i < n; ++i) {
-    in[i] = static_cast<int32_t>(rng() % V);
-    tg[i] = static_cast<int32_t>(rng() % V);
-  }
-}
 
 }  // namespace
 
@@ -66,7 +51,7 @@ TEST(GPT2, BackwardMatchesFiniteDifferencesInDouble) {
   auto model = make_model<double>(layout, B, T);
   Weights<double> w(layout, 1);
   std::vector<int32_t> in, tg;
-  tokens(B * T, tiny().vocab_size, 2, in, tg);
+  random_tokens(B * T, tiny().vocab_size, 2, in, tg);
   auto access = w.access();
   model->forward(in.data(), tg.data(), nullptr, access);
   model->backward(1.0 / (B * T), access);  // gradient of the mean loss
@@ -108,7 +93,7 @@ TEST(GPT2, FloatAgreesWithDouble) {
   for (size_t u = 0; u < wd.params.size(); ++u)
     for (size_t i = 0; i < wd.params[u].size(); ++i) wd.params[u][i] = wf.params[u][i];
   std::vector<int32_t> in, tg;
-  tokens(B * T, tiny().vocab_size, 8, in, tg);
+  random_tokens(B * T, tiny().vocab_size, 8, in, tg);
   auto md = make_model<double>(layout, B, T);
   auto mf = make_model<float>(layout, B, T);
   auto ad = wd.access();
@@ -134,7 +119,7 @@ TEST(GPT2, AccumulatesGradientsAcrossMicroSteps) {
   auto model = make_model<double>(layout, B, T);
   Weights<double> w(layout, 11);
   std::vector<int32_t> in, tg;
-  tokens(B * T, tiny().vocab_size, 12, in, tg);
+  random_tokens(B * T, tiny().vocab_size, 12, in, tg);
   auto access = w.access();
   model->forward(in.data(), tg.data(), nullptr, access);
   model->backward(1.0, access);
@@ -249,7 +234,7 @@ TEST(GPT2, ActivationCheckpointingGivesBitwiseTheSameGradients) {
   const ParamLayout layout(tiny());
   const int B = 2, T = 8;
   std::vector<int32_t> in, tg;
-  tokens(B * T, tiny().vocab_size, 21, in, tg);
+  random_tokens(B * T, tiny().vocab_size, 21, in, tg);
   Weights<float> plain(layout, 5), ckpt(layout, 5);
   auto m1 = make_model<float>(layout, B, T, false);
   auto m2 = make_model<float>(layout, B, T, true);

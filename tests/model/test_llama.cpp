@@ -13,9 +13,12 @@
 
 #include "model/layout.h"
 #include "model/model.h"
+#include "model_fixtures.h"
 
 using namespace zerodp;
 using namespace zerodp::model;
+using zerodp::model::test_support::random_tokens;
+using zerodp::model::test_support::resident_units;
 
 namespace llama_test {
 
@@ -89,26 +92,8 @@ struct LlamaWeights {
     for (size_t u = 0; u < params.size(); ++u)
       for (size_t i = 0; i < params[u].size(); ++i) params[u][i] = from(LlamaWeights<G>::value(o.params[u][i]));
   }
-  ResidentUnits<F> access() {
-    std::vector<const F*> p;
-    std::vector<GradOf<F>*> g;
-    for (size_t u = 0; u < params.size(); ++u) {
-      p.push_back(params[u].data());
-      g.push_back(grads[u].data());
-    }
-    return ResidentUnits<F>(p, g);
-  }
+  ResidentUnits<F> access() { return resident_units(params, grads); }
 };
-
-void random_tokens(int n, int V, uint32_t seed, std::vector<int32_t>& in, std::vector<int32_t>& tg) {
-  std::mt19937 rng(seed);
-  in.resize(n);
-  tg.resize(n);
-  for (int i = 0; i < n; ++i) {
-    in[i] = static_cast<int32_t>(rng() % V);
-    tg[i] = static_cast<int32_t>(rng() % V);
-  }
-}
 
 class LlamaGradient : public ::testing::TestWithParam<int> {};
 
