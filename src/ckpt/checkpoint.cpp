@@ -133,46 +133,65 @@ RankFile write_rank_file(const std::string& dir, int rank, int world_size, int64
   }, options);
 }
 
-RankFile write_rank_file(const std::string& dir, int rank, int world_size, int64_t step,
-                         const std::vector<std::string>& states, const std::vector<UnitRange>& ranges,
-                         const RankPieceVisitor& visit, const RankFileOptions& options) {
-  RankFile out;
-  out.rank = rank;
-  out.file = rank_file_name(rank);
+std::string rank_file_header(int rank, int world_size, int64_t step, const std::vector<std::string>& states,
+                             const std::vector<UnitRange>& ranges) {
   std::vector<TensorSpec> specs;
-  uint64_t data_bytes = 0;
   for (const UnitRange& r : ranges) {
     ZDP_CHECK(r.end > r.begin, "empty range of unit {} for rank {}", r.unit, rank);
-    ZDP_CHECK(out.ranges.empty() || out.ranges.back().unit < r.unit, "pieces out of unit order");
     const size_t n = r.end - r.begin;
     specs.push_back({rank_tensor_name(r.unit, "weights"), DType::kF32, {static_cast<int64_t>(n)}});
     for (const std::string& name : states)
       specs.push_back({rank_tensor_name(r.unit, name), DType::kF32, {static_cast<int64_t>(n)}});
-    data_bytes += n * sizeof(float) * (1 + states.size());
-    out.ranges.push_back(r);
   }
   const Metadata meta{{"format", kRankFileFormat},
                       {"format_version", std::to_string(kCheckpointFormatVersion)},
                       {"rank", std::to_string(rank)},
                       {"world_size", std::to_string(world_size)},
                       {"step", std::to_string(step)}};
-  const std::string header = safetensors_header(specs, meta);
+  return safetensors_header(specs, meta);
+}
+
+RankFile write_rank_file(const std::string& dir, int rank, int world_size, int64_t step,
+                         const std::vector<std::string>& states, const std::vector<UnitRange>& ranges,
+                         const RankPieceVisitor& visit, const RankFileOptions& options) {
+  RankFile out;
+  out.rank = rank;
+  out.file = rank_file_name(rank);
+  uint64_t data_bytes = 0;
+  for (const UnitRange& r : ranges) {
+    ZDP_CHECK(out.ranges.empty() || out.ranges.back().unit < r.unit, "pieces out of unit order");
+    data_bytes += (r.end - r.begin) * sizeof(float) * (1 + states.size());
+    out.ranges.push_back(r);
+  }
+  const std::string header = rank_file_header(rank, world_size, step, states, ranges);
   const uint64_t total = header.size() + data_bytes;
 
   // Around the page cache: a rank file is large, written once and read back only on a resume.
   AtomicFile file(join(dir, out.file), AtomicFile::Caching::kDirect);
   uint32_t crc = crc32c(header.data(), header.size());
   file.write(header);
-  constexpr size_t kChunk = size_t{1} << 18;  // floats per write: 1 MiB
+  // Checksummed and written a MiB at a time (the checksum's reads leave it in cache for a staging copy),
+  // the pieces ending where the file's MiB do: a source laid out as the file's blocks (zero/state_copy.h)
+  // then goes to the disk straight from its memory in whole blocks.
+  constexpr uint64_t kChunkBytes = uint64_t{1} << 20;
   auto write_array = [&](const float* ptr, size_t n) {
-    for (size_t at = 0; at < n; at += kChunk) {
+    for (size_t at = 0; at < n;) {
       if (options.kill_midway && file.bytes_written() >= total / 2) {
         file.flush();  // half the file on disk, as far as whole blocks go
         ::raise(SIGKILL);
       }
-      const size_t bytes = std::min(kChunk, n - at) * sizeof(float);
-      crc = crc32c_extend(crc, ptr + at, bytes);
-      file.write(ptr + at, bytes);
+      const size_t to_mib = static_cast<size_t>((kChunkBytes - file.bytes_written() % kChunkBytes) / sizeof(float));
+      const size_t count = std::min(to_mib, n - at);
+      const float* from = options.chunks.acquire ? options.chunks.acquire(ptr + at, count) : ptr + at;
+      const struct Release {
+        const ChunkSource& chunks;
+        ~Release() {
+          if (chunks.release) chunks.release();  // also when the write fails
+        }
+      } release{options.chunks};
+      crc = crc32c_extend(crc, from, count * sizeof(float));
+      file.write(from, count * sizeof(float));
+      at += count;
     }
   };
   size_t next = 0;
@@ -193,7 +212,8 @@ RankFile write_rank_file(const std::string& dir, int rank, int world_size, int64
   return out;
 }
 
-std::string commit_checkpoint(const std::string& save_dir, const Manifest& m, int keep) {
+std::string commit_checkpoint(const std::string& save_dir, const Manifest& m, int keep,
+                              std::vector<std::string>* remove_later) {
   const std::string partial = partial_dir(save_dir, m.step);
   const std::string text = manifest_to_json(m).dump(2) + "\n";
   write_file_atomic(join(partial, kManifestFile), text);
@@ -228,8 +248,18 @@ std::string commit_checkpoint(const std::string& save_dir, const Manifest& m, in
     leftovers.push_back(fs::path(aside).filename().string());
   }
   if (!leftovers.empty()) fsync_dir(save_dir);
-  for (const std::string& n : leftovers) remove_tree(join(save_dir, n));
+  for (const std::string& n : leftovers) {
+    if (remove_later) {
+      remove_later->push_back(join(save_dir, n));
+    } else {
+      remove_tree(join(save_dir, n));
+    }
+  }
   return final_dir;
+}
+
+void remove_dirs(const std::vector<std::string>& dirs) {
+  for (const std::string& d : dirs) remove_tree(d);
 }
 
 // ---- reading ----------------------------------------------------------------------------------

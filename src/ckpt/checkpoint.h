@@ -59,10 +59,20 @@ struct RankPiece {
   std::vector<const float*> states;  // one per state name
 };
 
+// Where write_rank_file reads each chunk of the pieces' data (up to 1 MiB of one array of one piece):
+// acquire(p, n) returns where to read the n floats the piece gives at p, valid until release(). For
+// a writer whose source another thread may replace while it writes (train/async_save.cpp). Unset:
+// read at p.
+struct ChunkSource {
+  std::function<const float*(const float* p, size_t n)> acquire;
+  std::function<void()> release;
+};
+
 struct RankFileOptions {
   // Testing aid: SIGKILL this process after writing about half of the file (a rank killed in the
   // middle of a save).
   bool kill_midway = false;
+  ChunkSource chunks;
 };
 
 // Writes dir/rank_file_name(rank) (atomically: fsynced, renamed, directory fsynced) and returns
@@ -79,12 +89,26 @@ RankFile write_rank_file(const std::string& dir, int rank, int world_size, int64
                          const std::vector<std::string>& states, const std::vector<UnitRange>& ranges,
                          const RankPieceVisitor& visit, const RankFileOptions& options = {});
 
+// The safetensors header (its length and JSON) that write_rank_file writes first: the file's data, the
+// ranges in order with each range's weights and then its states, starts at byte size().
+std::string rank_file_header(int rank, int world_size, int64_t step, const std::vector<std::string>& states,
+                             const std::vector<UnitRange>& ranges);
+
 // Rank 0, once every rank's file is in the partial directory and `m` lists them: writes the
 // manifest and its checksum, renames the partial directory to SAVE_DIR/step-<m.step> (replacing a
 // checkpoint of that step if there is one), points `latest` at it, and keeps only the newest `keep`
 // checkpoints up to this step (keep <= 0: all). Checkpoints numbered above this one, left by an
 // earlier run, are neither counted nor removed. Returns the checkpoint's directory.
-std::string commit_checkpoint(const std::string& save_dir, const Manifest& m, int keep);
+//
+// With `remove_later`, the checkpoints that go (and the leftovers of crashed saves and removals) are
+// only renamed out of sight (".deleting-step-<n>", the directory fsynced) and their paths appended to
+// it, for the caller to remove with remove_dirs off its critical path: removing a checkpoint of 1.5 GB
+// takes a quarter of a second where the file system discards freed blocks at once (ext4 mounted with
+// `discard`). Left there by a crash, they go at the next commit.
+std::string commit_checkpoint(const std::string& save_dir, const Manifest& m, int keep,
+                              std::vector<std::string>* remove_later = nullptr);
+// Removes each directory and all it holds. RuntimeFailure naming the first that cannot be removed.
+void remove_dirs(const std::vector<std::string>& dirs);
 
 // ---- reading ----------------------------------------------------------------------------------
 

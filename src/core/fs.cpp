@@ -132,6 +132,21 @@ void AtomicFile::write(const void* data, size_t n) {
   }
   const uint8_t* p = static_cast<const uint8_t*>(data);
   bytes_written_ += n;
+  // Source bytes that line up with the file's blocks (once the staged partial block is completed from
+  // them) go to the disk straight from the caller's memory: no staging copy for a caller that lays its
+  // data out so (a checkpoint's host copy, zero/state_copy.h).
+  const size_t fill = (kDirectBlock - staged_ % kDirectBlock) % kDirectBlock;
+  if (n >= fill + kDirectBlock && (reinterpret_cast<uintptr_t>(p) + fill) % kDirectBlock == 0) {
+    std::memcpy(staging_.get() + staged_, p, fill);
+    staged_ += fill;
+    p += fill;
+    n -= fill;
+    if (staged_ > 0) flush_staging(staged_);
+    const size_t whole = n / kDirectBlock * kDirectBlock;
+    write_fd(p, whole);
+    p += whole;
+    n -= whole;
+  }
   while (n > 0) {
     const size_t take = std::min(n, kStagingBytes - staged_);
     std::memcpy(staging_.get() + staged_, p, take);

@@ -20,7 +20,9 @@ namespace zerodp {
 // existing target untouched.
 //
 // Caching::kDirect writes around the page cache (O_DIRECT, through an aligned staging buffer: the last
-// partial block is written padded, then the file is cut to its length). For large files written once
+// partial block is written padded, then the file is cut to its length). Bytes whose address lines up
+// with their offset in the file (equal modulo the 4 KiB block) go to the disk straight from the
+// caller's memory, in whole blocks, without the staging copy. For large files written once
 // and not read back soon (checkpoints): copying them into the page cache and writing them back costs
 // the kernel about as much CPU again as the disk's DMA does not (2.2 s against 0.13 s for 800 MB on a
 // 2-vCPU VM), time taken from training. Where the file system refuses O_DIRECT the file is written

@@ -4,9 +4,9 @@
 
 namespace zerodp::plan {
 
-void complete_offloaded_tiers(const PlanInput& in, uint64_t shard_elements, MemoryEstimate& m) {
+void complete_offloaded_tiers(const PlanInput& in, const ParamCounts& counts, MemoryEstimate& m) {
   if (in.async_save) {
-    const zero::StateCopyBytes copy = zero::state_copy_bytes(shard_elements, in.optimizer_states);
+    const zero::StateCopyBytes copy = zero::state_copy_bytes(counts.shard, counts.units, in.optimizer_states);
     m.host_by.master += copy.master;
     m.host_by.optim += copy.optim;
   }

@@ -9,11 +9,11 @@
 
 namespace zerodp::plan {
 
-// `shard_elements`: Σ S over the units, one rank's shards (ParamCounts::shard) of the sharding the
-// checkpoint's files follow. With in.async_save the copy's fp32 weights are added to host_by.master and
+// `counts`: Σ S over the units, one rank's shards, and the number of units (ParamCounts) of the
+// sharding the checkpoint's files follow. With in.async_save the copy's fp32 weights are added to host_by.master and
 // its optimizer states to host_by.optim (the ledger's categories for them); then host and nvme are set
 // to their tiers' totals. The copy is the first shard group's (hybrid sharding: the ranks that write
 // the files); the other groups' ranks hold none.
-void complete_offloaded_tiers(const PlanInput& in, uint64_t shard_elements, MemoryEstimate& m);
+void complete_offloaded_tiers(const PlanInput& in, const ParamCounts& counts, MemoryEstimate& m);
 
 }  // namespace zerodp::plan

@@ -351,12 +351,14 @@ ParamCounts param_counts(const PlanInput& in) {
   if (!in.model) {
     c.numel = c.padded = in.params;
     c.shard = (in.params + W - 1) / W;
+    c.units = 1;
     return c;
   }
   const Units u = units_of(*in.model, W);
   c.numel = u.n0 + u.L * u.nb + u.nh;
   c.padded = u.p0 + u.L * u.pb + u.ph;
   c.shard = u.s0 + u.L * u.sb + u.sh;
+  c.units = 1 + u.L + (u.head_unit() ? 1 : 0);
   return c;
 }
 
@@ -448,7 +450,7 @@ MemoryEstimate estimate_memory(const PlanInput& in) {
       m.host_by.param += zero::param_swap_host_bytes(static_cast<int>(in.zero.param_buffer_count), largest * p);
   }
   if (in.zero.offload_param != Offload::kNone) m.param = whole * p;
-  complete_offloaded_tiers(in, c.shard, m);  // --async-save's host copy, the tiers' totals
+  complete_offloaded_tiers(in, c, m);  // --async-save's host copy, the tiers' totals
 
   uint64_t act_live = 0, chunk = 0, update_act = 0, update_comm = 0;
   if (in.model) {

@@ -86,6 +86,7 @@ struct ParamCounts {
   uint64_t numel = 0;   // real parameters
   uint64_t padded = 0;  // Ψ: padded over all units (= numel for a bare count)
   uint64_t shard = 0;   // Σ S: one rank's shards (Ψ/W)
+  uint64_t units = 0;   // the units those are split into (1 for a bare count)
 };
 ParamCounts param_counts(const PlanInput& in);
 

@@ -1,6 +1,9 @@
 // A run's checkpoints as --save-dir, --save-every and --async-save ask for them (docs/checkpoints.md,
-// "Asynchronous saves"): written at once (a synchronous save, the default), or copied to host memory
-// at the step boundary and written by a background thread while training goes on.
+// "Asynchronous saves"): written at once (a synchronous save, the default), or written by a background
+// thread while training goes on, from a copy in host memory taken at the step boundary or, where the
+// engine's state is host memory as the file holds it (the CPU device), from the state itself: the
+// next step's forward and backward do not change it, and the engine calls freeze() before its update
+// does, which copies whatever the writer has not read yet.
 //
 // An asynchronous save keeps the atomicity of a synchronous one: the same partial directory, rank files,
 // manifest and renames, committed by rank 0 once every rank's file is written. The background thread
@@ -11,10 +14,17 @@
 // as long as it (zero/state_copy.h), so that the host tier's peak depends on the run's settings alone,
 // never on how fast a disk is. At most one save is in flight: the next save, and the end of the run,
 // wait for it.
+//
+// Either way, the checkpoints --keep retires are set aside at the commit (renamed out of sight) and
+// removed by another background thread, so that no step waits for the file system to free them; the
+// next save, and the end of the run, wait for that too.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include "train/checkpointing.h"
 #include "zero/engine.h"
@@ -40,11 +50,17 @@ class CheckpointSaver {
   // Synchronous: returns once it is committed. Asynchronous: returns once the state is copied and the
   // writer started. A rank's writer that failed is a RuntimeFailure on every rank, at the commit.
   void save(int64_t step);
-  // Collective: waits for the save in flight, if any, and commits it.
+  // Collective: waits for the save in flight, if any, and commits it; then for the removal of the
+  // checkpoints it retired.
   void finish();
 
  private:
   void commit();
+  // The engine's hook before its state changes: a writer still reading it in place gets the rest
+  // copied first.
+  void freeze();
+  void start_removal(std::vector<std::string> dirs);
+  void join_removal();
 
   struct InFlight;
   zero::Engine& engine_;
@@ -52,6 +68,7 @@ class CheckpointSaver {
   const bool async_;
   zero::StateCopy copy_;  // async saves: the state at the last save's step boundary
   std::unique_ptr<InFlight> in_flight_;
+  std::thread removal_;  // rank 0: removes what the last commit retired
 };
 
 }  // namespace zerodp::train

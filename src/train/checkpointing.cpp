@@ -142,10 +142,11 @@ SaveInProgress begin_save(zero::Engine& engine, int64_t step, const SaveContext&
 }
 
 ckpt::RankFile write_own_file(const SaveInProgress& save, const SaveContext& ctx, int rank, int world_size,
-                              const OwnedVisitor& visit) {
+                              const OwnedVisitor& visit, ckpt::ChunkSource chunks) {
   if (!save.writes) return {};
   ckpt::RankFileOptions options;
   options.kill_midway = save.kill_midway;
+  options.chunks = std::move(chunks);
   return ckpt::write_rank_file(
       ckpt::partial_dir(ctx.save_dir, save.step), rank, world_size, save.step, save.states, save.ranges,
       [&visit](const auto& write) {
@@ -157,7 +158,7 @@ ckpt::RankFile write_own_file(const SaveInProgress& save, const SaveContext& ctx
 }
 
 std::string commit_save(comm::Communicator& comm, SaveInProgress& save, const ckpt::RankFile& mine,
-                        const SaveContext& ctx) {
+                        const SaveContext& ctx, std::vector<std::string>* remove_later) {
   const comm::UntrackedTraffic untracked(comm);
   const int W = comm.size();
   // Every file's size and checksum to rank 0.
@@ -173,7 +174,7 @@ std::string commit_save(comm::Communicator& comm, SaveInProgress& save, const ck
       save.manifest.ranks[r].crc32c = static_cast<uint32_t>(all[2 * r + 1]);
       total_bytes += all[2 * r];
     }
-    ckpt::commit_checkpoint(ctx.save_dir, save.manifest, ctx.keep);
+    ckpt::commit_checkpoint(ctx.save_dir, save.manifest, ctx.keep, remove_later);
   }
   comm.barrier();
   const std::string dir =
@@ -184,13 +185,14 @@ std::string commit_save(comm::Communicator& comm, SaveInProgress& save, const ck
   return dir;
 }
 
-std::string save_checkpoint(zero::Engine& engine, int64_t step, const SaveContext& ctx) {
+std::string save_checkpoint(zero::Engine& engine, int64_t step, const SaveContext& ctx,
+                            std::vector<std::string>* remove_later) {
   SaveInProgress save = begin_save(engine, step, ctx);
   // This rank's file: its owned range of every unit, streamed from the engine's buffers unit by unit
   // (with the optimizer on NVMe, each unit's states are in host memory only while it is written).
   const ckpt::RankFile mine = write_own_file(save, ctx, engine.comm().rank(), engine.shard_group_size(),
                                              [&engine](const auto& each) { engine.visit_owned(each); });
-  return commit_save(engine.comm(), save, mine, ctx);
+  return commit_save(engine.comm(), save, mine, ctx, remove_later);
 }
 
 std::optional<std::string> first_error(comm::Communicator& comm, const std::string& error) {

@@ -39,8 +39,10 @@ SaveContext save_context(const TrainConfig& cfg, int world_size);
 // Collective: writes SAVE_DIR/step-<step> of the engine's state, where `step` optimizer steps have
 // been run. Returns the checkpoint's directory (on every rank). The save's own collectives are not
 // counted as training traffic. Testing aid: ZERODP_TEST_CRASH_IN_SAVE=<rank>[:<step>] kills that
-// rank half-way through writing its file (at the first save, or at step <step>'s).
-std::string save_checkpoint(zero::Engine& engine, int64_t step, const SaveContext& ctx);
+// rank half-way through writing its file (at the first save, or at step <step>'s). `remove_later`:
+// as ckpt::commit_checkpoint's, on rank 0 (the checkpoints --keep retires, set aside for the caller).
+std::string save_checkpoint(zero::Engine& engine, int64_t step, const SaveContext& ctx,
+                            std::vector<std::string>* remove_later = nullptr);
 
 // save_checkpoint in its three parts, so that the file can be written from a copy of the state while
 // training goes on (async_save.h): begin_save and commit_save are collective and run on the main
@@ -61,15 +63,16 @@ bool writes_checkpoint_file(zero::Engine& engine);
 // optimizer steps, the loss scaler) is taken now.
 SaveInProgress begin_save(zero::Engine& engine, int64_t step, const SaveContext& ctx);
 // Writes this rank's file (when it writes one) from the owned ranges `visit` gives, as
-// Engine::visit_owned gives them; returns what the manifest lists for it.
+// Engine::visit_owned gives them, read chunk by chunk through `chunks` where it is set; returns what
+// the manifest lists for it.
 using OwnedVisitor = std::function<void(const std::function<void(const zero::Engine::OwnedRange&)>&)>;
 ckpt::RankFile write_own_file(const SaveInProgress& save, const SaveContext& ctx, int rank, int world_size,
-                              const OwnedVisitor& visit);
+                              const OwnedVisitor& visit, ckpt::ChunkSource chunks = {});
 // Collective, once every rank's write_own_file has returned: the files' sizes and checksums to rank 0,
 // which writes the manifest and commits (docs/checkpoints.md); a barrier ends it. Returns the
-// checkpoint's directory.
+// checkpoint's directory. `remove_later` as save_checkpoint's.
 std::string commit_save(comm::Communicator& comm, SaveInProgress& save, const ckpt::RankFile& mine,
-                        const SaveContext& ctx);
+                        const SaveContext& ctx, std::vector<std::string>* remove_later = nullptr);
 
 // Collective: the message of the lowest rank whose `error` is not empty, on every rank; nullopt when
 // every rank's is empty. Not counted as training traffic.

@@ -130,6 +130,10 @@ struct Engine::Impl {
 
   int64_t calls = 0;
   GradientFault fault;  // tests only (zero/fault.h)
+  std::function<void()> before_state_change;  // Engine::set_before_state_change
+  void state_will_change() {
+    if (before_state_change) before_state_change();
+  }
 
   Impl(const model::ParamLayout& l, std::shared_ptr<comm::Communicator> c, EngineConfig config)
       : layout(l),
@@ -322,6 +326,7 @@ struct Engine::Impl {
       return res;
     }
     scaler.update(false);
+    state_will_change();
     optimizer.update(lr, gradient_factor(res.grad_norm, clip, scale));
     if (stage >= 1 && N > 1) gatherer.gather_after_update();
     // A step ends when its work has (on a GPU the update and the gathers are still queued here), so
@@ -335,6 +340,7 @@ struct Engine::Impl {
   // Each rank reads its own range (stages 1-3), and the units kept whole are assembled by the
   // all-gather that follows every update (not training traffic).
   void load(const StateSource& source, bool with_states) {
+    state_will_change();
     load_states(st, source, with_states);
     if (stage >= 1 && N > 1) {
       comm::UntrackedTraffic untracked(group);
@@ -385,18 +391,35 @@ struct Engine::Impl {
     });
   }
 
-  void copy_owned(float* weights, const std::vector<float*>& states) {
-    ZDP_CHECK(static_cast<int>(states.size()) == st.num_states(), "{} state copies for {} optimizer states",
-              states.size(), st.num_states());
-    size_t at = 0;  // the unit's first element in the copy: the shards before it, end to end
+  std::vector<OwnedRange> owned_in_place() {
+    std::vector<OwnedRange> out;
+    // Where visit_owned reads the engine's own memory as it is: host memory in fp32, nothing swapped.
+    const bool in_place = st.dev().host_addressable() && !st.optimizer_swap() && !st.param_swap() &&
+                          st.weights_dtype() == DType::kF32 && st.state_dtype() == DType::kF32;
+    if (!in_place) return out;
+    each_owned([&](const OwnedBytes& r) {
+      if (r.begin == r.end) return;
+      OwnedRange o{r.unit, r.begin, r.end, reinterpret_cast<const float*>(r.weights), {}};
+      for (const char* k : r.states) o.states.push_back(reinterpret_cast<const float*>(k));
+      out.push_back(std::move(o));
+    });
+    return out;
+  }
+
+  void copy_owned(const std::vector<OwnedCopy>& into) {
+    size_t i = 0;
     each_owned([&](const OwnedBytes& r) {
       const size_t n = r.end - r.begin;
+      if (n == 0) return;
+      ZDP_CHECK(i < into.size() && into[i].states.size() == r.states.size(),
+                "copy of unit {}: {} destinations, {} of them given", r.unit, i + 1, into.size());
       // Into host memory: copy() returns once the bytes are there.
-      if (n > 0) device::copy_widened_to_host(st.dev(), weights + at, r.weights, st.weights_dtype(), n);
-      for (size_t k = 0; k < states.size() && n > 0; ++k)
-        device::copy_widened_to_host(st.dev(), states[k] + at, r.states[k], st.state_dtype(), n);
-      at += shards.unit(r.unit).shard;
+      device::copy_widened_to_host(st.dev(), into[i].weights, r.weights, st.weights_dtype(), n);
+      for (size_t k = 0; k < r.states.size(); ++k)
+        device::copy_widened_to_host(st.dev(), into[i].states[k], r.states[k], st.state_dtype(), n);
+      ++i;
     });
+    ZDP_CHECK(i == into.size(), "{} owned ranges copied into {} destinations", i, into.size());
   }
 
   NvmeTraffic nvme_traffic() const {
@@ -488,9 +511,9 @@ void Engine::consolidate(const std::function<void(int unit, const float* data)>&
 int Engine::num_optimizer_states() const { return impl_->st.num_states(); }
 
 void Engine::visit_owned(const std::function<void(const OwnedRange&)>& visit) const { impl_->visit_owned(visit); }
-void Engine::copy_owned(float* weights, const std::vector<float*>& states) const {
-  impl_->copy_owned(weights, states);
-}
+void Engine::copy_owned(const std::vector<OwnedCopy>& into) const { impl_->copy_owned(into); }
+std::vector<Engine::OwnedRange> Engine::owned_in_place() const { return impl_->owned_in_place(); }
+void Engine::set_before_state_change(std::function<void()> hook) { impl_->before_state_change = std::move(hook); }
 
 const EngineConfig& Engine::config() const { return impl_->cfg; }
 const ShardLayout& Engine::shards() const { return impl_->shards; }

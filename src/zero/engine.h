@@ -114,9 +114,21 @@ class Engine {
   };
   void visit_owned(const std::function<void(const OwnedRange&)>& visit) const;
   // The same ranges copied into host memory the caller owns, straight from where they live (no staging):
-  // unit u's weights to weights + o_u, state k's to states[k] + o_u, o_u the sum of shards().unit(v).shard
-  // over the units v before u (zero/state_copy.h lays the copy out so). Done when it returns.
-  void copy_owned(float* weights, const std::vector<float*>& states) const;
+  // the i-th non-empty range's weights to into[i].weights, its state k to into[i].states[k], each
+  // end - begin floats (zero/state_copy.h lays them out for the checkpoint's writer). Done when it returns.
+  struct OwnedCopy {
+    float* weights;
+    std::vector<float*> states;  // num_optimizer_states() pointers
+  };
+  void copy_owned(const std::vector<OwnedCopy>& into) const;
+  // visit_owned's non-empty ranges pointing at the engine's own memory, where that is fp32 host memory
+  // (the CPU device; nothing on NVMe; fp32 weights and states): valid, and unchanged, until the
+  // before_state_change hook is called. Empty elsewhere (a GPU, NVMe, 16-bit weights or states).
+  std::vector<OwnedRange> owned_in_place() const;
+  // Called on this thread before anything changes what visit_owned gives (the optimizer's update, a
+  // load), so that a reader of owned_in_place()'s memory on another thread can finish with it first
+  // (train/async_save.h). One hook at a time; an empty function removes it.
+  void set_before_state_change(std::function<void()> hook);
   // Fills everything this rank keeps from a source of fp32 values: state -1 the weights, 0.. the
   // optimizer states. Reads only what the rank holds (its shard, or whole units where it keeps them).
   using StateSource = zero::StateSource;

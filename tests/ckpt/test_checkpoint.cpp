@@ -57,7 +57,8 @@ class CheckpointTest : public ::testing::Test {
   void TearDown() override { fs::remove_all(root_); }
 
   // Writes a checkpoint of step `step` as W ranks would, with AdamW's two states.
-  Manifest save(const std::string& save_dir, int W, int64_t step, int keep = 0, int salt = 0, int stage = 2) {
+  Manifest save(const std::string& save_dir, int W, int64_t step, int keep = 0, int salt = 0, int stage = 2,
+                std::vector<std::string>* remove_later = nullptr) {
     const model::ParamLayout layout(tiny());
     Manifest m;
     m.created_by = "test";
@@ -99,7 +100,7 @@ class CheckpointTest : public ::testing::Test {
       }
       m.ranks.push_back(write_rank_file(partial_dir(save_dir, step), r, W, step, m.states, pieces));
     }
-    commit_checkpoint(save_dir, m, keep);
+    commit_checkpoint(save_dir, m, keep, remove_later);
     return m;
   }
 
@@ -259,6 +260,29 @@ TEST_F(CheckpointTest, LatestKeepAndReplace) {
   float x = 0;
   ck.read(0, 1, 100, 1, &x);
   EXPECT_EQ(x, value(0, 1, 100, 1));
+}
+
+// The checkpoints --keep retires, handed to the caller to remove off its critical path: out of sight at
+// once (renamed aside), `latest` and the kept ones intact; gone once removed. Left behind (a crash
+// before the removal), the next commit removes them.
+TEST_F(CheckpointTest, RetiredCheckpointsAreSetAsideForTheCaller) {
+  using Names = std::vector<std::string>;
+  save(root_, 2, 1);
+  save(root_, 2, 2);
+  Names retired;
+  save(root_, 2, 3, /*keep=*/1, 0, 2, &retired);
+  EXPECT_EQ(entries(root_), (Names{".deleting-step-1", ".deleting-step-2", "latest", "step-3"}));
+  EXPECT_EQ(retired, (Names{root_ + "/.deleting-step-2", root_ + "/.deleting-step-1"}));
+  EXPECT_EQ(Checkpoint::open(root_).dir(), root_ + "/step-3");
+  remove_dirs(retired);
+  EXPECT_EQ(entries(root_), (Names{"latest", "step-3"}));
+
+  retired.clear();
+  save(root_, 2, 4, /*keep=*/1, 0, 2, &retired);
+  EXPECT_EQ(retired, (Names{root_ + "/.deleting-step-3"}));
+  save(root_, 2, 5, /*keep=*/1);  // the crash's leftover swept
+  EXPECT_EQ(entries(root_), (Names{"latest", "step-5"}));
+  EXPECT_THROW(remove_dirs({root_ + "/step-5/manifest.json/x"}), RuntimeFailure);
 }
 
 TEST_F(CheckpointTest, WriterKilledHalfWayLeavesThePreviousCheckpoint) {

@@ -6,7 +6,10 @@
           but for training.async_save, the losses, gradient norms and --out weights are those of the
           run without saves; the host tier holds the copy exactly as `zerodp estimate --async-save`
           predicts it (master and optim, with and without the optimizer offloaded to cpu), and the
-          run without --async-save holds none of it;
+          run without --async-save holds none of it. The files are written from the state in place
+          (fp32 states), also with the writer held until the update has copied the rest
+          (ZERODP_TEST_WRITER_WAITS_FOR_UPDATE), and from the copy taken at the step boundary (bf16
+          optimizer states, widened for the file);
   crash:  ZERODP_TEST_CRASH_IN_SAVE kills rank 1 inside the async save of step 4: step-2 stays latest
           and verifies (`zerodp ckpt inspect`), no step-4 is visible, and a resume from it (async
           again) reaches the bits of the straight run (losses, --out weights);
@@ -46,6 +49,14 @@ def trained(tag, extra, env=None, steps=STEPS):
                       env=env)
 
 
+def trained_verbose(tag, extra, env):
+    """trained() with debug messages (zerodp -v): also returns the run's stderr."""
+    out, m = path(f"{tag}.safetensors"), path(f"{tag}.jsonl")
+    rc, _, err = run(["-v"] + base + ["--steps", str(STEPS), "--out", out, "--metrics", m] + extra, 2, env=env)
+    check(rc == 0, f"{tag} trains", err)
+    return read_bytes(out), [(s["loss"], s["grad_norm"]) for s in records(m, "step")], records(m, "memory"), err
+
+
 def checkpoint_files(save):
     """{step-<n>/file: bytes} of every checkpoint in a save directory, and its `latest`."""
     out = {}
@@ -76,10 +87,10 @@ def same_checkpoints(what, sync_save, async_save):
             check(a[name] == b[name], f"{what}: {name} is byte for byte the sync save's")
 
 
-def predicted_host(stage, dtype, offload):
+def predicted_host(stage, dtype, offload, extra):
     """The planner's host tier with --async-save."""
     args = ["estimate", "--json", "--gpus", "2", "--stage", str(stage), "--dtype", dtype, "--micro-batch", "2",
-            "--seq", "16", "--async-save"] + (["--offload-optimizer", "cpu", "--sub-group-size", "1000"] if offload else [])
+            "--seq", "16", "--async-save"] + (["--offload-optimizer", "cpu", "--sub-group-size", "1000"] if offload else []) + extra
     if dtype != "fp32":
         args.append("--fp32-grad-accum")  # zerodp train's default, not estimate's
     rc, so, se = run(args + [a for k, v in MODEL.items() for a in (f"--{k}", str(v))])
@@ -88,21 +99,30 @@ def predicted_host(stage, dtype, offload):
 
 
 if CASE == "bits":
-    for stage, dtype, offload in [(1, "fp32", False), (3, "bf16", False), (2, "fp32", True)]:
-        what = f"stage {stage} {dtype}" + (" offload cpu" if offload else "")
+    for stage, dtype, offload, extra in [(1, "fp32", False, []), (3, "bf16", False, []), (2, "fp32", True, []),
+                                         (1, "bf16", False, ["--bf16-optimizer-states"])]:
+        what = f"stage {stage} {dtype}" + (" offload cpu" if offload else "") + "".join(f" {e}" for e in extra)
         flags = ["--zero-stage", str(stage), "--dtype", dtype] + (
-            ["--offload-optimizer", "cpu", "--sub-group-size", "1000"] if offload else [])
-        tag = f"{stage}-{dtype}-{offload}"
+            ["--offload-optimizer", "cpu", "--sub-group-size", "1000"] if offload else []) + extra
+        tag = f"{stage}-{dtype}-{offload}-{len(extra)}"
         w0, s0, _ = trained(f"plain-{tag}", flags)
         saves = {}
-        for mode in ("sync", "async"):
+        modes = ("sync", "async", "waits") if stage == 1 and not extra else ("sync", "async")
+        for mode in modes:
             save = path(f"save-{mode}-{tag}")
-            w, s, mem = trained(f"{mode}-{tag}", flags + ["--save-dir", save, "--save-every", "2"] +
-                                (["--async-save"] if mode == "async" else []))
+            args = flags + ["--save-dir", save, "--save-every", "2"] + (["--async-save"] if mode != "sync" else [])
+            if mode == "waits":
+                w, s, mem, err = trained_verbose(f"{mode}-{tag}", args, {"ZERODP_TEST_WRITER_WAITS_FOR_UPDATE": "1"})
+                check("pieces not yet written, copied to host memory" in err,
+                      f"{what}: the update copied what the held writer had not read", err[-3000:])
+            else:
+                w, s, mem = trained(f"{mode}-{tag}", args)
             check(w == w0 and s == s0, f"{what} {mode} saves: the losses, grad norms and weights of the run without saves")
             saves[mode] = (save, mem)
         same_checkpoints(what, saves["sync"][0], saves["async"][0])
-        host = predicted_host(stage, dtype, offload)
+        if "waits" in saves:
+            same_checkpoints(what + ", the writer held until the update", saves["sync"][0], saves["waits"][0])
+        host = predicted_host(stage, dtype, offload, extra)
         for rec in saves["async"][1]:
             got = zt.model_states(rec, "host_bytes")
             check(got == host, f"{what} rank {rec['rank']}: host_bytes {got} == the planner's {host}")

@@ -4,7 +4,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -110,6 +112,44 @@ TEST_F(FsTest, DirectWritesGiveTheSameBytes) {
   }
   EXPECT_EQ(read_file(p), want);
   EXPECT_EQ(entries(), std::vector<std::string>{"direct.bin"});
+}
+
+// Under Caching::kDirect, bytes whose address lines up with their offset in the file go out at once,
+// straight from the caller's memory (only the partial blocks at their ends are staged): the file holds
+// them before 8 MiB have gathered. Bytes that do not line up are staged as before; the file is the same.
+TEST_F(FsTest, DirectWritesFromAlignedMemoryGoStraightToTheFile) {
+  constexpr size_t kBlock = 4096, kMemory = size_t{4} << 20;
+  std::unique_ptr<uint8_t, decltype(&std::free)> memory(static_cast<uint8_t*>(std::aligned_alloc(kBlock, kMemory)),
+                                                        &std::free);
+  ASSERT_NE(memory, nullptr);
+  for (size_t i = 0; i < kMemory; ++i) memory.get()[i] = static_cast<uint8_t>((i * 7 + 3) % 253);
+  const std::string p = path("aligned.bin");
+  std::string want;
+  AtomicFile f(p, AtomicFile::Caching::kDirect);
+  auto write = [&](size_t at, size_t n) {
+    f.write(memory.get() + at, n);
+    want.append(reinterpret_cast<const char*>(memory.get()) + at, n);
+  };
+  auto on_disk = [&] {
+    struct stat st;
+    EXPECT_EQ(::stat(f.temp_path().c_str(), &st), 0);
+    return static_cast<size_t>(st.st_size);
+  };
+  write(kMemory - 100, 100);    // a header: staged
+  write(100, size_t{1} << 20);  // at file offset 100, from an address 100 past a block: lines up
+  if (f.direct()) {
+    EXPECT_EQ(on_disk(), want.size() / kBlock * kBlock);  // all but the last partial block
+  }
+  write(5, 1000);             // does not line up: staged
+  write(8, size_t{2} << 20);  // nor does this
+  if (f.direct()) {
+    EXPECT_EQ(on_disk(), ((size_t{1} << 20) + 100) / kBlock * kBlock);  // staged, under 8 MiB
+  }
+  const size_t at = want.size() % kBlock;  // lines up again
+  write(at, kBlock - 1);                   // but shorter than a whole block past the partial one
+  write(at + kBlock - 1, kMemory / 2 + 3);
+  f.commit();
+  EXPECT_EQ(read_file(p), want);
 }
 
 TEST_F(FsTest, DestroyedWithoutCommitLeavesNoFileAndTheOldTargetIntact) {

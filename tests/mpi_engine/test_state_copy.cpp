@@ -1,10 +1,13 @@
 // The host copy an asynchronous checkpoint takes (zero/state_copy.h) on the W ranks of this binary: it
 // holds exactly the owned ranges Engine::visit_owned gives (the same floats, the same ranges), at every
-// stage, in fp32 and bf16 (the masters), with the optimizer in place or offloaded; and the ledger's host
-// tier holds it as state_copy_bytes says, the weights under master and the states under optim, until
-// it is released. A second refresh after another step holds that step's state.
+// stage, in fp32 and bf16 (the masters), with the optimizer in place or offloaded, each piece at an
+// address that lines up with its offset in the rank file (whatever the header's length), a range's
+// states one after the other; and the ledger's host tier holds it as state_copy_bytes says, the
+// weights under master and the states under optim, until it is released. A second refresh after
+// another step, for a file whose data starts elsewhere, holds that step's state.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -49,14 +52,16 @@ TEST(StateCopy, HoldsTheOwnedRangesAndTheLedgerCountsThem) {
         const uint64_t master0 = ledger.live(MemTier::kHost, MemCategory::kMaster);
         const uint64_t optim0 = ledger.live(MemTier::kHost, MemCategory::kOptim);
         StateCopy copy = StateCopy::allocate(engine);
-        copy.refresh(engine);
-        const StateCopyBytes want = state_copy_bytes(engine.shards().total_shard(), engine.num_optimizer_states());
-        EXPECT_EQ(want.master, engine.shards().total_shard() * 4) << what;
-        EXPECT_EQ(want.optim, engine.shards().total_shard() * 8) << what;  // AdamW's m and v
+        copy.refresh(engine, 4096 + 8);
+        const uint64_t units = static_cast<uint64_t>(engine.shards().num_units());
+        const StateCopyBytes want =
+            state_copy_bytes(engine.shards().total_shard(), units, engine.num_optimizer_states());
+        EXPECT_EQ(want.master, engine.shards().total_shard() * 4 + units * 4096) << what;
+        EXPECT_EQ(want.optim, engine.shards().total_shard() * 8 + units * 4096) << what;  // AdamW's m and v
         EXPECT_EQ(ledger.live(MemTier::kHost, MemCategory::kMaster) - master0, want.master) << what;
         EXPECT_EQ(ledger.live(MemTier::kHost, MemCategory::kOptim) - optim0, want.optim) << what;
 
-        auto expect_copy_is_engine_state = [&](const std::string& when) {
+        auto expect_copy_is_engine_state = [&](const std::string& when, uint64_t file) {
           size_t i = 0;
           engine.visit_owned([&](const Engine::OwnedRange& r) {
             if (r.begin == r.end) return;
@@ -66,6 +71,13 @@ TEST(StateCopy, HoldsTheOwnedRangesAndTheLedgerCountsThem) {
             ASSERT_EQ(c.begin, r.begin) << what << when;
             ASSERT_EQ(c.end, r.end) << what << when;
             const size_t bytes = (r.end - r.begin) * sizeof(float);
+            EXPECT_EQ(reinterpret_cast<uintptr_t>(c.weights) % 4096, file % 4096) << what << when << " unit " << r.unit;
+            file += bytes;
+            for (size_t k = 0; k < c.states.size(); ++k) {
+              EXPECT_EQ(reinterpret_cast<uintptr_t>(c.states[k]) % 4096, file % 4096)
+                  << what << when << " unit " << r.unit;
+              file += bytes;
+            }
             EXPECT_EQ(0, std::memcmp(c.weights, r.weights, bytes)) << what << when << " unit " << r.unit << " weights";
             ASSERT_EQ(c.states.size(), r.states.size()) << what << when;
             for (size_t k = 0; k < r.states.size(); ++k)
@@ -73,10 +85,10 @@ TEST(StateCopy, HoldsTheOwnedRangesAndTheLedgerCountsThem) {
           });
           EXPECT_EQ(i, copy.ranges().size()) << what << when;
         };
-        expect_copy_is_engine_state(" after one step");
+        expect_copy_is_engine_state(" after one step", 4096 + 8);
         step_once();
-        copy.refresh(engine);
-        expect_copy_is_engine_state(" after two steps");
+        copy.refresh(engine, 1000);
+        expect_copy_is_engine_state(" after two steps", 1000);
         copy.release();
         EXPECT_EQ(ledger.live(MemTier::kHost, MemCategory::kMaster), master0) << what;
         EXPECT_EQ(ledger.live(MemTier::kHost, MemCategory::kOptim), optim0) << what;
