@@ -34,6 +34,7 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FL
 cmake --build "$build" -j "$(nproc)"
 source tests/sanitizers/env.sh "$build"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+source scripts/test/keep_ompi_session.sh
 # By default every test but the hostile-file ones (label hostile): they run zerodp under an
 # address-space cap (RLIMIT_AS) that ASan's shadow memory can never fit in; the normal build runs them,
 # and the same readers run here under the fuzz targets' corpora (fuzz_corpus_*) and their unit tests.
