@@ -46,9 +46,6 @@ std::string without_trailing_slashes(std::string_view path) {
 // ---- AtomicFile -------------------------------------------------------------------------------
 
 namespace {
-// O_DIRECT's unit: offsets, lengths and buffer addresses in multiples of it (the logical block size of
-// every common disk is 512 or 4096).
-constexpr size_t kDirectBlock = 4096;
 constexpr size_t kStagingBytes = size_t{8} << 20;  // a direct write's size: long enough to keep DMA busy
 }  // namespace
 

@@ -14,6 +14,10 @@
 
 namespace zerodp {
 
+// O_DIRECT's unit: offsets, lengths and buffer addresses in multiples of it (the logical block size of
+// every common disk is 512 or 4096). Memory laid out for AtomicFile's direct writes keeps to it too.
+constexpr size_t kDirectBlock = 4096;
+
 // Streams bytes into a temporary file beside `path` (same directory, so the final rename is atomic)
 // and makes them visible under `path` only on commit(): fsync the file, rename it over the target,
 // fsync the directory. Destroyed (or failing) before commit, it removes the temporary and leaves an

@@ -18,13 +18,14 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/fs.h"
 #include "core/memory.h"
 #include "zero/engine.h"
 
 namespace zerodp::zero {
 
-// The alignment the copy's pieces keep to their file offsets: O_DIRECT's block (core/fs.cpp).
-constexpr uint64_t kFileBlock = 4096;
+// The alignment the copy's pieces keep to their file offsets: O_DIRECT's block.
+constexpr uint64_t kFileBlock = kDirectBlock;
 
 // The bytes of one rank's copy: `shard_elements` = Σ S over the `units` units, `optimizer_states`
 // fp32 states an element; each array also has one kFileBlock a unit for the alignment.
