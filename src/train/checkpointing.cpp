@@ -147,6 +147,8 @@ ckpt::RankFile write_own_file(const SaveInProgress& save, const SaveContext& ctx
   ckpt::RankFileOptions options;
   options.kill_midway = save.kill_midway;
   options.chunks = std::move(chunks);
+  options.finite = true;  // nothing non-finite reaches a checkpoint (its resume would refuse it)
+  options.after_step = save.step - 1;
   return ckpt::write_rank_file(
       ckpt::partial_dir(ctx.save_dir, save.step), rank, world_size, save.step, save.states, save.ranges,
       [&visit](const auto& write) {
@@ -190,8 +192,18 @@ std::string save_checkpoint(zero::Engine& engine, int64_t step, const SaveContex
   SaveInProgress save = begin_save(engine, step, ctx);
   // This rank's file: its owned range of every unit, streamed from the engine's buffers unit by unit
   // (with the optimizer on NVMe, each unit's states are in host memory only while it is written).
-  const ckpt::RankFile mine = write_own_file(save, ctx, engine.comm().rank(), engine.shard_group_size(),
-                                             [&engine](const auto& each) { engine.visit_owned(each); });
+  // A rank that fails (a disk error, a NaN in its state) tells the others, so that every rank stops
+  // with its message rather than waiting for its file at the commit.
+  ckpt::RankFile mine;
+  std::string error;
+  try {
+    mine = write_own_file(save, ctx, engine.comm().rank(), engine.shard_group_size(),
+                          [&engine](const auto& each) { engine.visit_owned(each); });
+  } catch (const std::exception& e) {
+    error =
+        fmt::format("rank {}, writing its file of the checkpoint of step {}: {}", engine.comm().rank(), step, e.what());
+  }
+  if (const std::optional<std::string> e = first_error(engine.comm(), error)) throw RuntimeFailure(*e);
   return commit_save(engine.comm(), save, mine, ctx, remove_later);
 }
 

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -323,6 +324,46 @@ TEST_F(CheckpointTest, WriterKilledHalfWayLeavesThePreviousCheckpoint) {
   // The next good save removes the leftovers.
   save(root_, 2, 9);
   EXPECT_EQ(entries(root_), (std::vector<std::string>{"latest", "step-3", "step-9"}));
+}
+
+// With `finite`, a NaN or Inf in the weights or a state stops the write naming where it is, and no
+// file (nor temporary) is left; without it the same bytes are written.
+TEST_F(CheckpointTest, NonFiniteValuesAreRefusedLeavingNoFile) {
+  const std::string dir = root_ + "/nonfinite";
+  fs::create_directories(dir);
+  const size_t n = 300000;  // more than a MiB a state: the bad element lies in a later chunk
+  std::vector<float> w(n, 0.25f), m(n, 0.5f), v(n, 1.0f);
+  const RankPiece piece{{1, 1000, 1000 + n}, w.data(), {m.data(), v.data()}};
+  RankFileOptions check;
+  check.finite = true;
+  check.after_step = 41;
+  EXPECT_NO_THROW(write_rank_file(dir, 0, 1, 42, {"exp_avg", "exp_avg_sq"}, {piece}, check));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+
+  v[270000] = std::numeric_limits<float>::infinity();
+  try {
+    write_rank_file(dir, 0, 1, 42, {"exp_avg", "exp_avg_sq"}, {piece}, check);
+    ADD_FAILURE() << "wrote an Inf";
+  } catch (const RuntimeFailure& e) {
+    const std::string what = e.what();
+    for (const char* needle : {"after step 41", "inf at element 271000 of unit 1", "optimizer state 'exp_avg_sq'",
+                               "range 1000..301000", "finite weights and states"})
+      EXPECT_NE(what.find(needle), std::string::npos) << needle << " in: " << what;
+  }
+  EXPECT_TRUE(entries(dir).empty());
+
+  w[5] = std::numeric_limits<float>::quiet_NaN();
+  try {
+    write_rank_file(dir, 0, 1, 42, {"exp_avg", "exp_avg_sq"}, {piece}, check);
+    ADD_FAILURE() << "wrote a NaN";
+  } catch (const RuntimeFailure& e) {
+    EXPECT_NE(std::string(e.what()).find("nan at element 1005 of unit 1 in the weights"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_TRUE(entries(dir).empty());
+  EXPECT_NO_THROW(write_rank_file(dir, 0, 1, 42, {"exp_avg", "exp_avg_sq"}, {piece}));  // not asked to check
+  EXPECT_EQ(entries(dir), std::vector<std::string>{"rank-00000.safetensors"});
 }
 
 TEST_F(CheckpointTest, DamagedFilesAreRefusedNamingThem) {

@@ -6,9 +6,11 @@
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <vector>
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/finite.h"
 
 using namespace zerodp;
 
@@ -213,5 +215,28 @@ TEST(DType, NamesAndParsing) {
   } catch (const UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("int8"), std::string::npos);
     EXPECT_EQ(e.code(), ExitCode::kUsage);
+  }
+}
+
+// first_nonfinite against std::isfinite one element at a time: NaN, ±Inf and the largest finite
+// float at every position of arrays around the 64-element block it tests at once, and the first of two.
+TEST(Finite, FindsTheFirstNanOrInfWherever) {
+  const float specials[] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::max(),
+                            -std::numeric_limits<float>::denorm_min()};
+  for (size_t n : {0, 1, 63, 64, 65, 130, 200}) {
+    for (float special : specials) {
+      for (size_t at = 0; at < n; ++at) {
+        std::vector<float> v(n, 1.5f);
+        v[at] = special;
+        if (at + 3 < n) v[at + 3] = std::numeric_limits<float>::quiet_NaN();  // a later one is not the first
+        size_t want = n;
+        for (size_t i = 0; i < n && want == n; ++i)
+          if (!std::isfinite(v[i])) want = i;
+        ASSERT_EQ(first_nonfinite(v.data(), n), want) << "n " << n << " at " << at << " value " << special;
+      }
+    }
+    const std::vector<float> clean(n, -2.0f);
+    EXPECT_EQ(first_nonfinite(clean.data(), n), n);
   }
 }
