@@ -8,8 +8,9 @@ The step time is the wall time between the progress lines of steps FIRST and STE
 millisecond timestamps) over their distance: it includes the saves at steps 10, 20, ... (a synchronous
 save stops training for the whole write; an asynchronous one for what the step boundary does and for
 the CPU time its writer takes from the steps), which the metrics' per-step `ms` leaves out. The modes
-run interleaved REPEAT times so that the machine's drift falls on all of them alike; the report gives
-each mode's median and the ratios to no saves, and, beside them, each run's step time over the median
+run interleaved REPEAT times, their order turned by one each round, so that the machine's drift falls
+on all of them alike; the report gives each mode's median step time, the median over the rounds of
+each round's ratio to its run without saves, and, beside them, each run's step time over the median
 of its own intervals that follow no save (the same cost, measured within one run). Prints a markdown
 table (and writes it to OUT/report.md).
 
@@ -108,7 +109,8 @@ def main():
     for model in MODELS:
         init, tokens = inputs(model)
         for r in range(REPEAT):
-            for mode in MODES:
+            names = list(MODES)
+            for mode in names[r % len(names):] + names[:r % len(names)]:
                 t, w = run(model, mode, init, tokens)
                 times[(model, mode)].append(t)
                 within[(model, mode)].append(w)
@@ -123,14 +125,16 @@ def main():
     lines = [f"Machine: {os.cpu_count()} cores ({cpu}), {platform.system()} {platform.release()}; "
              f"{datetime.date.today().isoformat()}. W = 2 ranks x 1 thread, stage 1, fp32, B = {B}, T = {SEQ}, "
              f"steps {FIRST}..{STEPS} timed, a checkpoint every 10 steps (--keep 1), {REPEAT} round(s).", "",
-             "| model | no saves (ms/step) | sync saves | async saves | sync / none | async / none | "
+             "| model | no saves (ms/step) | sync saves | async saves | sync / none (rounds' median) | async / none | "
              "sync, within its run | async, within its run |",
              "|---|---|---|---|---|---|---|---|"]
     for model in MODELS:
         med = {mode: statistics.median(times[(model, mode)]) for mode in MODES}
         own = {mode: statistics.median(within[(model, mode)]) for mode in MODES}
+        paired = {mode: statistics.median(t / n for t, n in zip(times[(model, mode)], times[(model, "none")]))
+                  for mode in MODES}
         lines.append(f"| {model} | {med['none']:.0f} | {med['sync']:.0f} | {med['async']:.0f} | "
-                     f"{med['sync'] / med['none']:.3f} | {med['async'] / med['none']:.3f} | "
+                     f"{paired['sync']:.3f} | {paired['async']:.3f} | "
                      f"{own['sync']:.3f} | {own['async']:.3f} |")
     report = "\n".join(lines) + "\n"
     with open(os.path.join(OUT, "report.md"), "w") as f:
