@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <optional>
 #include <utility>
 
@@ -193,17 +194,23 @@ std::string save_checkpoint(zero::Engine& engine, int64_t step, const SaveContex
   // This rank's file: its owned range of every unit, streamed from the engine's buffers unit by unit
   // (with the optimizer on NVMe, each unit's states are in host memory only while it is written).
   // A rank that fails (a disk error, a NaN in its state) tells the others, so that every rank stops
-  // with its message rather than waiting for its file at the commit.
+  // with its message rather than waiting for its file at the commit. The failing rank ends with its own
+  // error, whose exit code (3 for the memory budget) stays.
   ckpt::RankFile mine;
   std::string error;
+  std::exception_ptr failure;
   try {
     mine = write_own_file(save, ctx, engine.comm().rank(), engine.shard_group_size(),
                           [&engine](const auto& each) { engine.visit_owned(each); });
   } catch (const std::exception& e) {
     error =
         fmt::format("rank {}, writing its file of the checkpoint of step {}: {}", engine.comm().rank(), step, e.what());
+    failure = std::current_exception();
   }
-  if (const std::optional<std::string> e = first_error(engine.comm(), error)) throw RuntimeFailure(*e);
+  if (const std::optional<std::string> e = first_error(engine.comm(), error)) {
+    if (failure) std::rethrow_exception(failure);
+    throw RuntimeFailure(*e);
+  }
   return commit_save(engine.comm(), save, mine, ctx, remove_later);
 }
 
