@@ -88,11 +88,11 @@ class CpuKernels final : public ModelKernels<P> {
     dense_forward(out, inp, w, b, N, C, OC, layout, scratch);
   }
   void linear_backward(Acc* dinp, Acc* dw, Acc* db, const Acc* dout, const P* inp, const P* w, int N, int C, int OC,
-                       Layout layout, P* operand16) const override {
+                       Layout layout, P* operand16, kernels::WeightGrad dw_mode) const override {
     if constexpr (k16) {
-      kernels::matmul16_backward(dinp, dw, db, dout, operand16, inp, w, N, C, OC, layout);
+      kernels::matmul16_backward(dinp, dw, db, dout, operand16, inp, w, N, C, OC, layout, dw_mode);
     } else {
-      kernels::matmul_backward(dinp, dw, db, dout, inp, w, N, C, OC, layout);
+      kernels::matmul_backward(dinp, dw, db, dout, inp, w, N, C, OC, layout, dw_mode);
     }
   }
   void rope_forward(P* x, const float* cos, const float* sin, const int32_t* pos, int N, int T, int heads, int D,
@@ -136,13 +136,14 @@ class CpuKernels final : public ModelKernels<P> {
     kernels::gelu_backward<Acc, P>(dinp, inp, dout, n);
   }
   void gelu_linear_backward(Acc* dinp, Acc* dw, Acc* db, Acc* dpre, const Acc* dgelu, const P* pre, const P* inp,
-                            const P* w, int N, int C, int OC, Layout layout, P* operand16) const override {
+                            const P* w, int N, int C, int OC, Layout layout, P* operand16,
+                            kernels::WeightGrad dw_mode) const override {
     if constexpr (k16) {
       kernels::gelu_round_bias_backward(operand16, db, pre, dgelu, N, OC);
-      kernels::matmul16_backward_rounded(dinp, dw, operand16, inp, w, N, C, OC, layout);
+      kernels::matmul16_backward_rounded(dinp, dw, operand16, inp, w, N, C, OC, layout, dw_mode);
     } else {
       kernels::gelu_bias_backward(dpre, db, pre, dgelu, N, OC);
-      kernels::matmul_backward(dinp, dw, static_cast<Acc*>(nullptr), dpre, inp, w, N, C, OC, layout);
+      kernels::matmul_backward(dinp, dw, static_cast<Acc*>(nullptr), dpre, inp, w, N, C, OC, layout, dw_mode);
     }
   }
   void swiglu_forward(P* out, const P* inp, int N, int I) const override {

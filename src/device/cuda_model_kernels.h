@@ -78,15 +78,19 @@ class CudaTable {
   // dout16 = round(dout) (rows operand16_row(OC) apart), dbias += Σ_rows dout (fp32, column partials),
   // then the weight's GEMMs (dense_weight_grads).
   void dense_backward(float* dinp, float* dw, float* db, const float* dout, const P* inp, const P* w, int N, int C,
-                      int OC, P* operand16, kernels::WeightLayout layout) const {
+                      int OC, P* operand16, kernels::WeightLayout layout, kernels::WeightGrad dw_mode) const {
     const int ld = round_operand(operand16, dout, N, OC);
     if (db != nullptr) bias_grad(db, dout, N, OC);
-    dense_weight_grads(dinp, dw, operand16, ld, inp, w, N, C, OC, layout);
+    dense_weight_grads(dinp, dw, operand16, ld, inp, w, N, C, OC, layout, dw_mode);
   }
   // dinp = dout16·Wᵀ in the layer's terms (written; skipped when null) and dW += the weight's gradient,
-  // over dout16 = round(dout) already in `dout16` (rows ld apart).
+  // over dout16 = round(dout) already in `dout16` (rows ld apart). dw_mode kWrite zeroes dW first and
+  // runs the same GEMM: on a GPU the memset costs next to nothing, and the GEMM (its beta, and so
+  // cuBLASLt's choice of algorithm) stays the one the GPU tests have checked.
   void dense_weight_grads(float* dinp, float* dw, const P* dout16, int ld, const P* inp, const P* w, int N, int C,
-                          int OC, kernels::WeightLayout layout) const {
+                          int OC, kernels::WeightLayout layout, kernels::WeightGrad dw_mode) const {
+    if (dw_mode == kernels::WeightGrad::kWrite)
+      ZDP_CUDA_CHECK(cudaMemsetAsync(dw, 0, static_cast<size_t>(C) * OC * sizeof(float), ctx().stream));
     if (layout == kernels::WeightLayout::kInOut) {  // dW [C,OC] += inpᵀ·dout16
       if (dinp != nullptr) gemm(false, true, N, C, OC, dout16, ld, w, OC, dinp, DType::kF32, C, 0.0f);
       gemm(true, false, C, OC, N, inp, C, dout16, ld, dw, DType::kF32, OC, 1.0f);
@@ -215,9 +219,9 @@ class CudaKernels final : public ModelKernels<P>, private CudaTable<P> {
     this->dense_forward(out, DType::kF32, inp, w, b, N, C, OC, layout);
   }
   void linear_backward(float* dinp, float* dw, float* db, const float* dout, const P* inp, const P* w, int N, int C,
-                       int OC, Layout layout, P* operand16) const override {
+                       int OC, Layout layout, P* operand16, kernels::WeightGrad dw_mode) const override {
     const auto on = this->enter(__func__);
-    this->dense_backward(dinp, dw, db, dout, inp, w, N, C, OC, operand16, layout);
+    this->dense_backward(dinp, dw, db, dout, inp, w, N, C, OC, operand16, layout, dw_mode);
   }
   void rope_forward(P* x, const float* cos, const float* sin, const int32_t* pos, int N, int T, int heads, int D,
                     int64_t stride) const override {
@@ -262,13 +266,13 @@ class CudaKernels final : public ModelKernels<P>, private CudaTable<P> {
   }
   // dpre16 = round(gelu'(pre)·dgelu) into operand16 with the bias gradient of the unrounded values, then
   // the linear layer's GEMMs on it (dpre is not written: the 16-bit path leaves it alone, as the CPU's).
-  void gelu_linear_backward(float* dinp, float* dw, float* db, float*, const float* dgelu, const P* pre,
-                            const P* inp, const P* w, int N, int C, int OC, Layout layout,
-                            P* operand16) const override {
+  void gelu_linear_backward(float* dinp, float* dw, float* db, float*, const float* dgelu, const P* pre, const P* inp,
+                            const P* w, int N, int C, int OC, Layout layout, P* operand16,
+                            kernels::WeightGrad dw_mode) const override {
     const auto on = this->enter(__func__);
     Buffer partials = scratch(cuda::gelu_bias_backward_scratch_floats(N, OC) * sizeof(float));
     cuda::gelu_bias_backward(operand16, db, pre, dgelu, N, OC, partials.as<float>(), ctx().stream);
-    this->dense_weight_grads(dinp, dw, operand16, OC, inp, w, N, C, OC, layout);
+    this->dense_weight_grads(dinp, dw, operand16, OC, inp, w, N, C, OC, layout, dw_mode);
   }
   void swiglu_forward(P* out, const P* inp, int N, int I) const override {
     const auto on = this->enter(__func__);

@@ -95,13 +95,15 @@ class ModelKernels : public AttentionSizes {
   // A dense layer, its weight stored as `layout` says ([in, out]: GPT-2's Conv1D; [out, in]: PyTorch's
   // Linear, and every tied LM head): out[N,OC] = inp·W + bias (bias may be null), into the next GEMM's
   // input (P) or into the residual stream and the logits (Acc); the backward writes dinp (may be
-  // null: skipped), accumulates dW and dbias (may be null).
+  // null: skipped), accumulates dbias (may be null) and dW, or writes dW over what it holds (dw_mode
+  // kWrite: the same bits as accumulating into zeros; kernels/matmul.h).
   virtual void linear_forward(P* out, const P* inp, const P* weight, const P* bias, int N, int C, int OC,
                               kernels::WeightLayout layout, float* scratch) const = 0;
   virtual void linear_forward_acc(Acc* out, const P* inp, const P* weight, const P* bias, int N, int C, int OC,
                                   kernels::WeightLayout layout, float* scratch) const = 0;
   virtual void linear_backward(Acc* dinp, Acc* dweight, Acc* dbias, const Acc* dout, const P* inp, const P* weight,
-                               int N, int C, int OC, kernels::WeightLayout layout, P* operand16) const = 0;
+                               int N, int C, int OC, kernels::WeightLayout layout, P* operand16,
+                               kernels::WeightGrad dw_mode) const = 0;
   // Rotates, in place, `heads` heads of D values at the start of each of N rows `stride` apart (the
   // query and key heads of qkv), row n at position pos[n] (packed sequences; pos null: n % T); the
   // backward rotates their gradient back.
@@ -124,7 +126,7 @@ class ModelKernels : public AttentionSizes {
   // null): the same results as gelu_backward followed by linear_backward.
   virtual void gelu_linear_backward(Acc* dinp, Acc* dweight, Acc* dbias, Acc* dpre, const Acc* dgelu, const P* pre,
                                     const P* inp, const P* weight, int N, int C, int OC, kernels::WeightLayout layout,
-                                    P* operand16) const = 0;
+                                    P* operand16, kernels::WeightGrad dw_mode) const = 0;
   // out[N,I] = silu(gate)·up of inp [N, 2I] (gate | up); dinp [N, 2I] written.
   virtual void swiglu_forward(P* out, const P* inp, int N, int I) const = 0;
   virtual void swiglu_backward(Acc* dinp, const Acc* dout, const P* inp, int N, int I) const = 0;

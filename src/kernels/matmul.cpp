@@ -30,15 +30,16 @@ void matmul_forward(T* out, const T* inp, const T* weight, const T* bias, int N,
 }
 
 template <class T>
-void matmul_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight,
-                     int N, int C, int OC, WeightLayout layout) {
+void matmul_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight, int N, int C, int OC,
+                     WeightLayout layout, WeightGrad dw_mode) {
   ZDP_CHECK(N > 0 && C > 0 && OC > 0, "matmul_backward: bad shape N={} C={} OC={}", N, C, OC);
+  const T dw_beta = dw_mode == WeightGrad::kWrite ? T(0) : T(1);
   if (layout == WeightLayout::kOutIn) {
     if (dinp != nullptr) detail::gemm(false, false, N, C, OC, T(1), dout, OC, weight, C, T(0), dinp, C);
-    detail::gemm(true, false, OC, C, N, T(1), dout, OC, inp, C, T(1), dweight, C);
+    detail::gemm(true, false, OC, C, N, T(1), dout, OC, inp, C, dw_beta, dweight, C);
   } else {
     if (dinp != nullptr) detail::gemm(false, true, N, C, OC, T(1), dout, OC, weight, OC, T(0), dinp, C);
-    detail::gemm(true, false, C, OC, N, T(1), inp, C, dout, OC, T(1), dweight, OC);
+    detail::gemm(true, false, C, OC, N, T(1), inp, C, dout, OC, dw_beta, dweight, OC);
   }
   if (dbias != nullptr) bias_backward(dbias, dout, N, OC);
 }
@@ -66,16 +67,17 @@ void matmul_nt_forward(T* out, const T* inp, const T* wte, int N, int C, int V) 
 template <class T>
 void matmul_nt_backward(T* dinp, T* dwte, const T* dout, const T* inp, const T* wte, int N, int C,
                         int V) {
-  (matmul_backward)(dinp, dwte, static_cast<T*>(nullptr), dout, inp, wte, N, C, V, WeightLayout::kOutIn);
+  (matmul_backward)(dinp, dwte, static_cast<T*>(nullptr), dout, inp, wte, N, C, V, WeightLayout::kOutIn,
+                    WeightGrad::kAdd);
 }
 
 template void matmul_forward<float>(float*, const float*, const float*, const float*, int, int, int, WeightLayout);
 template void matmul_forward<double>(double*, const double*, const double*, const double*, int, int, int,
                                       WeightLayout);
-template void matmul_backward<float>(float*, float*, float*, const float*, const float*, const float*,
-                                     int, int, int, WeightLayout);
-template void matmul_backward<double>(double*, double*, double*, const double*, const double*,
-                                      const double*, int, int, int, WeightLayout);
+template void matmul_backward<float>(float*, float*, float*, const float*, const float*, const float*, int, int, int,
+                                     WeightLayout, WeightGrad);
+template void matmul_backward<double>(double*, double*, double*, const double*, const double*, const double*, int, int,
+                                      int, WeightLayout, WeightGrad);
 template void bias_backward<float>(float*, const float*, int, int);
 template void bias_backward<double>(double*, const double*, int, int);
 template void matmul_nt_forward<float>(float*, const float*, const float*, int, int, int);

@@ -6,7 +6,8 @@
 //   LM head:  out[N,V] = inp[N,C]·wteᵀ with wte [V,C] (tied to the embedding), no bias
 //             dinp = dout·wte ;  dwte += doutᵀ·inp
 // The input's gradient is written (each activation gradient has one producer, so nobody zeroes it
-// first); the parameters' gradients accumulate (micro-steps, the tied embedding).
+// first); the parameters' gradients accumulate (micro-steps, the tied embedding), or the weight's is
+// written over a buffer nobody zeroed (WeightGrad::kWrite).
 // BLAS runs on the OpenMP pool here; its results are reproducible run to run for a fixed number of
 // threads (tests/kernels/test_determinism.cpp checks it), not necessarily across thread counts.
 #pragma once
@@ -22,16 +23,22 @@ enum class WeightLayout : uint8_t {
   kOutIn,  // [out, in]: PyTorch's Linear
 };
 
+// What a backward does with the weight's gradient: adds it into dweight, or writes it over whatever
+// dweight holds (its first writer in a gradient buffer nobody zeroed: UnitAccess::grads_fresh). The
+// GEMM's beta, 1 or 0: writing gives the bits of adding into zeros (the products' sums start from +0,
+// so 0 + sum is sum exactly).
+enum class WeightGrad : uint8_t { kAdd, kWrite };
+
 // bias may be null (no bias).
 template <class T>
 void matmul_forward(T* out, const T* inp, const T* weight, const T* bias, int N, int C, int OC,
                     WeightLayout layout = WeightLayout::kInOut);
 
-// Writes dinp, accumulates dweight and dbias. dinp or dbias may be null: that gradient is skipped. dbias is summed over rows in
-// row order by the thread that owns each column.
+// Writes dinp, accumulates dweight (or writes it: dw_mode) and dbias. dinp or dbias may be null: that
+// gradient is skipped. dbias is summed over rows in row order by the thread that owns each column.
 template <class T>
-void matmul_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight,
-                     int N, int C, int OC, WeightLayout layout = WeightLayout::kInOut);
+void matmul_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight, int N, int C, int OC,
+                     WeightLayout layout = WeightLayout::kInOut, WeightGrad dw_mode = WeightGrad::kAdd);
 
 // dbias[OC] += Σ_rows dout[N,OC], each column summed in row order by the thread that owns it.
 template <class T>
@@ -60,12 +67,14 @@ void matmul16_forward(O* out, const A* inp, const A* weight, const A* bias, int 
                       WeightLayout layout = WeightLayout::kInOut);
 template <class A>
 void matmul16_backward(float* dinp, float* dweight, float* dbias, const float* dout, A* dout16, const A* inp,
-                       const A* weight, int N, int C, int OC, WeightLayout layout = WeightLayout::kInOut);
+                       const A* weight, int N, int C, int OC, WeightLayout layout = WeightLayout::kInOut,
+                       WeightGrad dw_mode = WeightGrad::kAdd);
 // matmul16_backward's two GEMMs, for a dout already rounded (and its bias gradient already summed)
 // by the kernel that produced it (gelu_round_bias_backward).
 template <class A>
 void matmul16_backward_rounded(float* dinp, float* dweight, const A* dout16, const A* inp, const A* weight, int N,
-                               int C, int OC, WeightLayout layout = WeightLayout::kInOut);
+                               int C, int OC, WeightLayout layout = WeightLayout::kInOut,
+                               WeightGrad dw_mode = WeightGrad::kAdd);
 template <class A>
 void matmul16_nt_forward(float* out, const A* inp, const A* wte, int N, int C, int V);
 template <class A>

@@ -89,27 +89,28 @@ void round_and_bias_backward(A* dout16, float* dbias, const float* dout, int N, 
 
 template <class A>
 void matmul16_backward(float* dinp, float* dweight, float* dbias, const float* dout, A* dout16, const A* inp,
-                       const A* weight, int N, int C, int OC, WeightLayout layout) {
+                       const A* weight, int N, int C, int OC, WeightLayout layout, WeightGrad dw_mode) {
   ZDP_CHECK(N > 0 && C > 0 && OC > 0, "matmul16_backward: bad shape N={} C={} OC={}", N, C, OC);
   if (dbias != nullptr) {
     round_and_bias_backward(dout16, dbias, dout, N, OC);
   } else {
     round_to(dout16, dout, static_cast<size_t>(N) * OC);
   }
-  matmul16_backward_rounded(dinp, dweight, dout16, inp, weight, N, C, OC, layout);
+  matmul16_backward_rounded(dinp, dweight, dout16, inp, weight, N, C, OC, layout, dw_mode);
 }
 
 template <class A>
 void matmul16_backward_rounded(float* dinp, float* dweight, const A* dout16, const A* inp, const A* weight, int N,
-                               int C, int OC, WeightLayout layout) {
+                               int C, int OC, WeightLayout layout, WeightGrad dw_mode) {
   ZDP_CHECK(N > 0 && C > 0 && OC > 0, "matmul16_backward: bad shape N={} C={} OC={}", N, C, OC);
   const DType t = dtype_of<A>;
+  const float dw_beta = dw_mode == WeightGrad::kWrite ? 0.0f : 1.0f;
   if (layout == WeightLayout::kOutIn) {
     if (dinp != nullptr) gemm16(t, false, false, N, C, OC, 1.0f, bits(dout16), OC, bits(weight), C, 0.0f, dinp, C);
-    gemm16(t, true, false, OC, C, N, 1.0f, bits(dout16), OC, bits(inp), C, 1.0f, dweight, C);
+    gemm16(t, true, false, OC, C, N, 1.0f, bits(dout16), OC, bits(inp), C, dw_beta, dweight, C);
   } else {
     if (dinp != nullptr) gemm16(t, false, true, N, C, OC, 1.0f, bits(dout16), OC, bits(weight), OC, 0.0f, dinp, C);
-    gemm16(t, true, false, C, OC, N, 1.0f, bits(inp), C, bits(dout16), OC, 1.0f, dweight, OC);
+    gemm16(t, true, false, C, OC, N, 1.0f, bits(inp), C, bits(dout16), OC, dw_beta, dweight, OC);
   }
 }
 
@@ -122,18 +123,18 @@ void matmul16_nt_forward(float* out, const A* inp, const A* wte, int N, int C, i
 template <class A>
 void matmul16_nt_backward(float* dinp, float* dwte, const float* dout, A* dout16, const A* inp, const A* wte,
                           int N, int C, int V) {
-  (matmul16_backward)(dinp, dwte, nullptr, dout, dout16, inp, wte, N, C, V, WeightLayout::kOutIn);
+  (matmul16_backward)(dinp, dwte, nullptr, dout, dout16, inp, wte, N, C, V, WeightLayout::kOutIn, WeightGrad::kAdd);
 }
 
-#define ZDP_MATMUL16(A)                                                                                      \
-  template void round_to(A*, const float*, size_t);                                                          \
-  template void matmul16_forward(float*, const A*, const A*, const A*, int, int, int, float*, WeightLayout); \
-  template void matmul16_forward(A*, const A*, const A*, const A*, int, int, int, float*, WeightLayout);     \
-  template void matmul16_backward(float*, float*, float*, const float*, A*, const A*, const A*, int, int, int, \
-                                  WeightLayout);                                                             \
-  template void matmul16_backward_rounded(float*, float*, const A*, const A*, const A*, int, int, int,       \
-                                          WeightLayout);                                                     \
-  template void matmul16_nt_forward(float*, const A*, const A*, int, int, int);                              \
+#define ZDP_MATMUL16(A)                                                                                              \
+  template void round_to(A*, const float*, size_t);                                                                  \
+  template void matmul16_forward(float*, const A*, const A*, const A*, int, int, int, float*, WeightLayout);         \
+  template void matmul16_forward(A*, const A*, const A*, const A*, int, int, int, float*, WeightLayout);             \
+  template void matmul16_backward(float*, float*, float*, const float*, A*, const A*, const A*, int, int, int,       \
+                                  WeightLayout, WeightGrad);                                                         \
+  template void matmul16_backward_rounded(float*, float*, const A*, const A*, const A*, int, int, int, WeightLayout, \
+                                          WeightGrad);                                                               \
+  template void matmul16_nt_forward(float*, const A*, const A*, int, int, int);                                      \
   template void matmul16_nt_backward(float*, float*, const float*, A*, const A*, const A*, int, int, int);
 ZDP_MATMUL16(bf16)
 ZDP_MATMUL16(fp16)

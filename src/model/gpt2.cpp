@@ -199,7 +199,7 @@ void GPT2<F>::head_norm_backward(const F* p, Acc* g, int rows) {
 }
 
 template <typename F>
-void GPT2<F>::block_backward(int l, const F* p, Acc* g, int B, int T) {
+void GPT2<F>::block_backward(int l, const F* p, Acc* g, int B, int T, kernels::WeightGrad dw_mode) {
   const int C = config_.n_embd, NH = config_.n_head, BT = B * T;
   const int u = ParamLayout::block_unit(l);
   const device::ModelKernels<F>& k = this->k_;
@@ -211,20 +211,22 @@ void GPT2<F>::block_backward(int l, const F* p, Acc* g, int B, int T) {
   // chunks of rows, each chunk's hidden layer computed again first; the weight gradients sum the chunks.
   this->for_each_mlp_chunk(BT, [&](int r0, int rows) {
     const size_t row0 = static_cast<size_t>(r0) * C;
+    const kernels::WeightGrad mlp_mode = r0 == 0 ? dw_mode : kernels::WeightGrad::kAdd;
     if (this->mlp_chunked()) mlp_hidden(x, p, u, r0, rows);
     k.linear_backward(a.dfch_gelu, dw(kFcProjW), dw(kFcProjB), a.dres + row0, x.fch_gelu, w(kFcProjW), rows, 4 * C, C,
-                      kConv1D, a.operand16);
+                      kConv1D, a.operand16, mlp_mode);
     k.gelu_linear_backward(a.dln + row0, dw(kFcW), dw(kFcB), a.dfch_gelu, a.dfch_gelu, x.fch, x.ln2 + row0, w(kFcW),
-                           rows, C, 4 * C, kConv1D, a.operand16);
+                           rows, C, 4 * C, kConv1D, a.operand16, mlp_mode);
   });
   k.layernorm_backward(a.dres, dw(kLn2W), dw(kLn2B), a.dln, x.res2, w(kLn2W), x.ln2_mean, x.ln2_rstd, BT, C);
   // Attention: res2 = res + c_proj(attn(c_attn(ln_1(res)))).
   k.linear_backward(a.datty, dw(kAttnProjW), dw(kAttnProjB), a.dres, x.atty, w(kAttnProjW), BT, C, C, kConv1D,
-                    a.operand16);
+                    a.operand16, dw_mode);
   this->zero(a.dqkv, 3 * static_cast<size_t>(BT) * C);
   k.attention_backward(a.dqkv, a.att_scratch, a.datty, a.operand16, x.qkv, x.atty, x.att,
                        this->packed(kernels::AttentionShape::mha(B, T, C, NH)));
-  k.linear_backward(a.dln, dw(kAttnW), dw(kAttnB), a.dqkv, x.ln1, w(kAttnW), BT, C, 3 * C, kConv1D, a.operand16);
+  k.linear_backward(a.dln, dw(kAttnW), dw(kAttnB), a.dqkv, x.ln1, w(kAttnW), BT, C, 3 * C, kConv1D, a.operand16,
+                    dw_mode);
   k.layernorm_backward(a.dres, dw(kLn1W), dw(kLn1B), a.dln, a.res[l], w(kLn1W), x.ln1_mean, x.ln1_rstd, BT, C);
 }
 

@@ -261,7 +261,7 @@ void Llama<F>::head_norm_backward(const F* p, Acc* g, int rows) {
 }
 
 template <typename F>
-void Llama<F>::block_backward(int l, const F* p, Acc* g, int B, int T) {
+void Llama<F>::block_backward(int l, const F* p, Acc* g, int B, int T, kernels::WeightGrad dw_mode) {
   const Dims d(config_);
   const int BT = B * T, C = d.C, I = d.I, QKV = d.qkv();
   const device::ModelKernels<F>& k = this->k_;
@@ -273,17 +273,18 @@ void Llama<F>::block_backward(int l, const F* p, Acc* g, int B, int T) {
   // each chunk's hidden layer computed again first; the weight gradients sum the chunks in order.
   this->for_each_mlp_chunk(BT, [&](int r0, int rows) {
     const size_t row0 = static_cast<size_t>(r0) * C;
+    const kernels::WeightGrad mlp_mode = r0 == 0 ? dw_mode : kernels::WeightGrad::kAdd;
     if (this->mlp_chunked()) mlp_hidden(x, p, r0, rows);
     k.linear_backward(a.dact, g + off_.down, nullptr, a.dres + row0, x.act, p + off_.down, rows, I, C, kLinear,
-                      a.operand16);
+                      a.operand16, mlp_mode);
     k.swiglu_backward(a.dgate_up, a.dact, x.gate_up, rows, I);
     k.linear_backward(a.dln + row0, g + off_.gate_up, nullptr, a.dgate_up, x.ln2 + row0, p + off_.gate_up, rows, C,
-                      2 * I, kLinear, a.operand16);
+                      2 * I, kLinear, a.operand16, mlp_mode);
   });
   k.rmsnorm_backward(a.dres, g + off_.post_norm, a.dln, x.res2, p + off_.post_norm, x.rstd2, BT, C);
   // Attention: res2 = res + o_proj(attention(rope(q), rope(k), v)).
-  k.linear_backward(a.datty, g + off_.o, o_bias_grad, a.dres, x.atty, p + off_.o, BT, d.qd(), C, kLinear,
-                    a.operand16);
+  k.linear_backward(a.datty, g + off_.o, o_bias_grad, a.dres, x.atty, p + off_.o, BT, d.qd(), C, kLinear, a.operand16,
+                    dw_mode);
   this->zero(a.dqkv, static_cast<size_t>(BT) * QKV);
   k.attention_backward(a.dqkv, a.att_scratch, a.datty, a.operand16, x.qkv, x.atty, x.att,
                        this->packed(d.attention(B, T)));
@@ -294,8 +295,8 @@ void Llama<F>::block_backward(int l, const F* p, Acc* g, int B, int T) {
     k.head_rmsnorm_backward(a.dqkv + q, g + off_.k_norm, x.qk_pre + rows * q, x.qk_rstd + rows * d.NH,
                             p + off_.k_norm, BT, d.KV, d.D, QKV);
   }
-  k.linear_backward(a.dln, g + off_.qkv, qkv_bias_grad, a.dqkv, x.ln1, p + off_.qkv, BT, C, QKV, kLinear,
-                    a.operand16);
+  k.linear_backward(a.dln, g + off_.qkv, qkv_bias_grad, a.dqkv, x.ln1, p + off_.qkv, BT, C, QKV, kLinear, a.operand16,
+                    dw_mode);
   k.rmsnorm_backward(a.dres, g + off_.in_norm, a.dln, a.res[l], p + off_.in_norm, x.rstd1, BT, C);
 }
 

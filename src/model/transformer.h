@@ -63,13 +63,13 @@ struct ClassifierWeight {
 };
 
 // The steps of Transformer as an architecture's class declares them (with its F and Acc).
-#define ZDP_TRANSFORMER_STEPS                                                      \
-  void embed_forward(const F* p, const int32_t* inputs, int B, int T) override;    \
-  void block_forward(int l, const F* p, int B, int T, bool write_output) override; \
-  void head_norm_forward(const Acc* from, int rows, const F* p) override;          \
-  void head_norm_backward(const F* p, Acc* g, int rows) override;                  \
-  ClassifierWeight classifier() const override;                                    \
-  void block_backward(int l, const F* p, Acc* g, int B, int T) override;           \
+#define ZDP_TRANSFORMER_STEPS                                                                         \
+  void embed_forward(const F* p, const int32_t* inputs, int B, int T) override;                       \
+  void block_forward(int l, const F* p, int B, int T, bool write_output) override;                    \
+  void head_norm_forward(const Acc* from, int rows, const F* p) override;                             \
+  void head_norm_backward(const F* p, Acc* g, int rows) override;                                     \
+  ClassifierWeight classifier() const override;                                                       \
+  void block_backward(int l, const F* p, Acc* g, int B, int T, kernels::WeightGrad dw_mode) override; \
   void embed_backward(Acc* g, const int32_t* inputs, int B, int T) override;
 
 template <typename F, typename Acts>
@@ -120,8 +120,10 @@ class Transformer : public Model<F> {
   virtual void head_norm_backward(const F* p, Acc* g, int rows) = 0;
   // The classifier's weight: logits = lnf · Wᵀ (the transformer computes it, in chunks of rows).
   virtual ClassifierWeight classifier() const = 0;
-  // From dres = ∂loss/∂res[l+1] to ∂loss/∂res[l] in dres, into block l's gradients g.
-  virtual void block_backward(int l, const F* p, Acc* g, int B, int T) = 0;
+  // From dres = ∂loss/∂res[l+1] to ∂loss/∂res[l] in dres, into block l's gradients g: its GEMMs add
+  // their weights' gradients or, dw_mode kWrite, write them (the first chunk of a chunked MLP; the rest
+  // add), and every weight they write is a `matrix` tensor (ParamInfo), every other tensor is added into.
+  virtual void block_backward(int l, const F* p, Acc* g, int B, int T, kernels::WeightGrad dw_mode) = 0;
   // The embeddings' gradients (embedding unit's g) from dres = ∂loss/∂res[0].
   virtual void embed_backward(Acc* g, const int32_t* inputs, int B, int T) = 0;
   // (An architecture's class declares them all with ZDP_TRANSFORMER_STEPS, defined in its .cpp.)
@@ -145,6 +147,11 @@ class Transformer : public Model<F> {
   }
   int n_layer() const { return layout_.config().n_layer(); }
   void zero(Acc* p, size_t count) { dev_.fill_zero(p, count * sizeof(Acc)); }
+  // A backward use begins on `unit`'s gradient g: if its buffer is fresh (UnitAccess::grads_fresh), zeroes
+  // every tensor of the unit that `written(ParamInfo)` says the use's GEMMs do not write, and returns the
+  // mode those GEMMs run in.
+  template <class Written>
+  kernels::WeightGrad prepare_grads(UnitAccess<F>& units, int unit, Acc* g, Written&& written);
 
   const ParamLayout& layout_;
   const int B_, T_;
@@ -207,6 +214,20 @@ double Transformer<F, Acts>::forward(const int32_t* inputs, const int32_t* targe
 }
 
 template <typename F, typename Acts>
+template <class Written>
+kernels::WeightGrad Transformer<F, Acts>::prepare_grads(UnitAccess<F>& units, int unit, Acc* g, Written&& written) {
+  if (!units.grads_fresh(unit)) return kernels::WeightGrad::kAdd;
+  size_t from = 0;  // the start of the run of tensors to zero (a unit's tensors lie back to back)
+  for (const ParamInfo* t : layout_.unit_params(unit)) {
+    if (!written(*t)) continue;
+    zero(g + from, t->offset - from);
+    from = t->offset + t->numel;
+  }
+  zero(g + from, layout_.unit_numel(unit) - from);
+  return kernels::WeightGrad::kWrite;
+}
+
+template <typename F, typename Acts>
 void Transformer<F, Acts>::backward(Acc dloss, UnitAccess<F>& units) {
   ZDP_CHECK(last_B_ > 0, "backward without a forward");
   const ScheduleUses uses{n_layer()};
@@ -217,6 +238,8 @@ void Transformer<F, Acts>::backward(Acc dloss, UnitAccess<F>& units) {
   const F* p = units.params(head);
   Acc* g = units.grads(head);
   const ClassifierWeight w = classifier();
+  // The head's first backward use of the unit: a fresh buffer is written by the classifier's GEMM.
+  kernels::WeightGrad dw_mode = prepare_grads(units, head, g, [&](const ParamInfo& t) { return t.offset == w.offset; });
   // In chunks, the forward kept only the last chunk's probabilities: each chunk's are computed again.
   const bool chunked = logit_rows_ < BT;
   for (int r0 = 0; r0 < BT; r0 += logit_rows_) {
@@ -225,7 +248,8 @@ void Transformer<F, Acts>::backward(Acc dloss, UnitAccess<F>& units) {
     if (chunked) classifier_forward(r0, rows, p);
     k_.softmax_crossentropy_backward(a.probs, a.probs, tokens_->targets() + r0, dloss, rows, V);
     k_.linear_backward(a.dln + row0, g + w.offset, nullptr, a.probs, a.lnf + row0, p + w.offset, rows, C, V, w.layout,
-                       a.operand16);
+                       a.operand16, dw_mode);
+    dw_mode = kernels::WeightGrad::kAdd;  // the later chunks add theirs
   }
   zero(a.dres, static_cast<size_t>(BT) * C);  // the norm's backward accumulates into it
   head_norm_backward(p, g, BT);
@@ -235,12 +259,17 @@ void Transformer<F, Acts>::backward(Acc dloss, UnitAccess<F>& units) {
     const int u = ParamLayout::block_unit(l);
     units.begin(uses.block_backward(l));
     if (checkpointing_) block_forward(l, units.params(u), B, T, false);  // what the backward reads
-    block_backward(l, units.params(u), units.grads(u), B, T);
+    Acc* gb = units.grads(u);
+    const kernels::WeightGrad block_mode = prepare_grads(units, u, gb, [](const ParamInfo& t) { return t.matrix; });
+    block_backward(l, units.params(u), gb, B, T, block_mode);
     units.end(uses.block_backward(l));
   }
-  // The embeddings read no parameters: only the token ids and the gradient buffer.
+  // The embeddings read no parameters: only the token ids and the gradient buffer, which they add into
+  // (fresh only when the head is untied: then this is the unit's first backward use).
   units.begin(uses.embed_backward());
-  embed_backward(units.grads(ParamLayout::kEmbeddingUnit), tokens_->inputs(), B, T);
+  Acc* ge = units.grads(ParamLayout::kEmbeddingUnit);
+  prepare_grads(units, ParamLayout::kEmbeddingUnit, ge, [](const ParamInfo&) { return false; });
+  embed_backward(ge, tokens_->inputs(), B, T);
   units.end(uses.embed_backward());
 }
 

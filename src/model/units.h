@@ -7,7 +7,8 @@
 // schedule[k].unit, units.end(k) after. params(unit) is valid between them when the use reads
 // parameters, grads(unit) when it is a backward use. Every backward ACCUMULATES into the unit's
 // gradient buffer (the caller zeroes it), so micro-steps of gradient accumulation simply run forward
-// and backward again.
+// and backward again; except that a runner may leave a buffer unzeroed and say so (grads_fresh): then
+// the unit's first backward use writes all of it (PyTorch's set_to_none, without the extra pass).
 #pragma once
 
 #include <cstdint>
@@ -78,6 +79,12 @@ class UnitAccess {
   virtual void end(int use) {}
   virtual const P* params(int unit) = 0;
   virtual Grad* grads(int unit) = 0;
+  // Whether the unit's gradient buffer holds no values yet at the backward use that has just begun (a
+  // runner that skips zeroing it; only ever at a unit's first backward use of a micro-step). Then that
+  // use writes every element of the unit's gradient: its GEMMs write their weights' gradients
+  // (kernels::WeightGrad::kWrite) and the model zeroes the unit's other tensors before adding into them.
+  // The bits are those of adding into zeros.
+  virtual bool grads_fresh(int unit) { return false; }
 };
 
 // The simplest runner: all parameters and gradients of all units resident (one rank, stage 0).

@@ -71,6 +71,7 @@ void expect_close(const std::vector<E>& got, const std::vector<E>& want, double 
 }
 
 constexpr kernels::WeightLayout kConv1D = kernels::WeightLayout::kInOut, kTiedHead = kernels::WeightLayout::kOutIn;
+constexpr kernels::WeightGrad kAdd = kernels::WeightGrad::kAdd, kWrite = kernels::WeightGrad::kWrite;
 
 class CudaGpt2Table : public ::testing::Test {
  protected:
@@ -99,8 +100,8 @@ TEST_F(CudaGpt2Table, LinearForwardAndBackward) {
   auto dinp = twin<float>(gpu, size_t(N) * C, 0), dw = twin<float>(gpu, size_t(C) * OC, 0.5f),
        db = twin<float>(gpu, OC, 0.5f);  // parameter gradients accumulate onto what is there
   auto op16 = twin<bf16>(gpu, size_t(N) * OC, 0);
-  g.linear_backward(dinp.d(), dw.d(), db.d(), dout.d(), inp.d(), w.d(), N, C, OC, kConv1D, op16.d());
-  c.linear_backward(dinp.h(), dw.h(), db.h(), dout.h(), inp.h(), w.h(), N, C, OC, kConv1D, op16.h());
+  g.linear_backward(dinp.d(), dw.d(), db.d(), dout.d(), inp.d(), w.d(), N, C, OC, kConv1D, op16.d(), kAdd);
+  c.linear_backward(dinp.h(), dw.h(), db.h(), dout.h(), inp.h(), w.h(), N, C, OC, kConv1D, op16.h(), kAdd);
   expect_close(dinp.download(gpu), dinp.host, 1e-4, "linear_backward dinp");
   expect_close(dw.download(gpu), dw.host, 1e-4, "linear_backward dweight");
   expect_close(db.download(gpu), db.host, 1e-5, "linear_backward dbias (column partials)");
@@ -115,8 +116,8 @@ TEST_F(CudaGpt2Table, HeadForwardAndBackward) {
   auto dl = twin<float>(gpu, size_t(N) * V, 1.0f), dinp = twin<float>(gpu, size_t(N) * C, 0),
        dwte = twin<float>(gpu, size_t(V) * C, 0.5f);
   auto op16 = twin<bf16>(gpu, size_t(N) * V, 0);
-  g.linear_backward(dinp.d(), dwte.d(), nullptr, dl.d(), inp.d(), wte.d(), N, C, V, kTiedHead, op16.d());
-  c.linear_backward(dinp.h(), dwte.h(), nullptr, dl.h(), inp.h(), wte.h(), N, C, V, kTiedHead, op16.h());
+  g.linear_backward(dinp.d(), dwte.d(), nullptr, dl.d(), inp.d(), wte.d(), N, C, V, kTiedHead, op16.d(), kAdd);
+  c.linear_backward(dinp.h(), dwte.h(), nullptr, dl.h(), inp.h(), wte.h(), N, C, V, kTiedHead, op16.h(), kAdd);
   expect_close(dinp.download(gpu), dinp.host, 1e-4, "head_backward dinp");
   expect_close(dwte.download(gpu), dwte.host, 1e-4, "head_backward dwte");
 }
@@ -128,10 +129,10 @@ TEST_F(CudaGpt2Table, HeadBackwardWithAnOddVocabulary) {
   ASSERT_EQ(device::operand16_row(Vodd), 328u);
   auto inp = twin<bf16>(gpu, size_t(N) * C, 1.0f), wte = twin<bf16>(gpu, size_t(Vodd) * C, 0.05f);
   auto dl = twin<float>(gpu, size_t(N) * Vodd, 1.0f), dinp = twin<float>(gpu, size_t(N) * C, 0),
-       dwte = twin<float>(gpu, size_t(Vodd) * C, 0.5f);
+       dwte = twin<float>(gpu, size_t(Vodd) * C, 0.5f);  // written over (kWrite): what is there goes
   auto op16 = twin<bf16>(gpu, size_t(N) * device::operand16_row(Vodd), 0);
-  g.linear_backward(dinp.d(), dwte.d(), nullptr, dl.d(), inp.d(), wte.d(), N, C, Vodd, kTiedHead, op16.d());
-  c.linear_backward(dinp.h(), dwte.h(), nullptr, dl.h(), inp.h(), wte.h(), N, C, Vodd, kTiedHead, op16.h());
+  g.linear_backward(dinp.d(), dwte.d(), nullptr, dl.d(), inp.d(), wte.d(), N, C, Vodd, kTiedHead, op16.d(), kWrite);
+  c.linear_backward(dinp.h(), dwte.h(), nullptr, dl.h(), inp.h(), wte.h(), N, C, Vodd, kTiedHead, op16.h(), kWrite);
   expect_close(dinp.download(gpu), dinp.host, 1e-4, "head_backward dinp, V odd");
   expect_close(dwte.download(gpu), dwte.host, 1e-4, "head_backward dwte, V odd");
 }
@@ -180,9 +181,9 @@ TEST_F(CudaGpt2Table, LayerNormGeluResidual) {
   auto dpre = twin<float>(gpu, n, 0);
   auto op16 = twin<bf16>(gpu, n, 0);
   g.gelu_linear_backward(dln.d(), dfcw.d(), dfcb.d(), dpre.d(), dgelu.d(), pre.d(), ln.d(), fcw.d(), N, C, 4 * C,
-                         kConv1D, op16.d());
+                         kConv1D, op16.d(), kWrite);  // dfcw written over, dfcb added into
   c.gelu_linear_backward(dln.h(), dfcw.h(), dfcb.h(), dpre.h(), dgelu.h(), pre.h(), ln.h(), fcw.h(), N, C, 4 * C,
-                         kConv1D, op16.h());
+                         kConv1D, op16.h(), kWrite);
   expect_close(dln.download(gpu), dln.host, 1.0 / 64, "gelu_linear_backward dinp");
   expect_close(dfcw.download(gpu), dfcw.host, 1.0 / 64, "gelu_linear_backward dweight");
   expect_close(dfcb.download(gpu), dfcb.host, 1.0 / 64, "gelu_linear_backward dbias");

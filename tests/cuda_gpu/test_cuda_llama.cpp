@@ -246,19 +246,24 @@ TYPED_TEST(CudaLlamaTable, LinearWithOutInWeights) {
     auto dinp = twin<float>(gpu, size_t(N) * C, 3.0f);  // written, not accumulated: what is there goes
     auto dw = twin<float>(gpu, size_t(OC) * C, 0.5f), db = twin<float>(gpu, OC, 0.5f);
     auto op16 = twin<P>(gpu, size_t(N) * OC, 0);
-    this->g.linear_backward(dinp.d(), dw.d(), bias ? db.d() : nullptr, dout.d(), inp.d(), w.d(), N, C, OC, kOutIn, op16.d());
-    this->c.linear_backward(dinp.h(), dw.h(), bias ? db.h() : nullptr, dout.h(), inp.h(), w.h(), N, C, OC, kOutIn, op16.h());
+    this->g.linear_backward(dinp.d(), dw.d(), bias ? db.d() : nullptr, dout.d(), inp.d(), w.d(), N, C, OC, kOutIn,
+                            op16.d(), kernels::WeightGrad::kAdd);
+    this->c.linear_backward(dinp.h(), dw.h(), bias ? db.h() : nullptr, dout.h(), inp.h(), w.h(), N, C, OC, kOutIn,
+                            op16.h(), kernels::WeightGrad::kAdd);
     expect_close(dinp.download(gpu), dinp.host, 1e-4, "linear_backward dinp");
     expect_close(dw.download(gpu), dw.host, 1e-4, "linear_backward dweight");
     expect_close(db.download(gpu), db.host, 1e-5, "linear_backward dbias (column partials)");
     expect_bits(op16.download(gpu), op16.host, "linear_backward's rounded dout");
   }
-  // dinp may be null (the embedding's side of a head that needs no input gradient).
-  auto dout = twin<float>(gpu, size_t(N) * OC, 1.0f), dw = twin<float>(gpu, size_t(OC) * C, 0);
+  // dinp may be null (the embedding's side of a head that needs no input gradient); dW written over
+  // what it holds (a fresh gradient buffer's first writer).
+  auto dout = twin<float>(gpu, size_t(N) * OC, 1.0f), dw = twin<float>(gpu, size_t(OC) * C, 0.5f);
   auto op16 = twin<P>(gpu, size_t(N) * OC, 0);
-  this->g.linear_backward(nullptr, dw.d(), nullptr, dout.d(), inp.d(), w.d(), N, C, OC, kOutIn, op16.d());
-  this->c.linear_backward(nullptr, dw.h(), nullptr, dout.h(), inp.h(), w.h(), N, C, OC, kOutIn, op16.h());
-  expect_close(dw.download(gpu), dw.host, 1e-4, "linear_backward dweight without dinp");
+  this->g.linear_backward(nullptr, dw.d(), nullptr, dout.d(), inp.d(), w.d(), N, C, OC, kOutIn, op16.d(),
+                          kernels::WeightGrad::kWrite);
+  this->c.linear_backward(nullptr, dw.h(), nullptr, dout.h(), inp.h(), w.h(), N, C, OC, kOutIn, op16.h(),
+                          kernels::WeightGrad::kWrite);
+  expect_close(dw.download(gpu), dw.host, 1e-4, "linear_backward dweight without dinp, written over");
 }
 
 // RoPE in place on the query and key heads of a qkv row; the value heads are not touched.
