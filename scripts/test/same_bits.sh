@@ -40,6 +40,8 @@ other_cases=(
   "2 --dtype bf16 --zero-stage 0"
   "2 --dtype bf16 --zero-stage 3 --reduce-dtype fp32"
   "3 --dtype bf16 --zero-stage 2 --no-fp32-grad-accum"
+  "2 --dtype bf16 --zero-stage 1 --no-fp32-grad-accum"
+  "1 --dtype fp16 --zero-stage 0 --no-fp32-grad-accum"
   "2 --dtype fp16 --zero-stage 1"
   "3 --dtype fp16 --zero-stage 3 --activation-checkpointing"
   "2 --dtype bf16 --zero-stage 2 --offload-optimizer cpu --sub-group-size 100000"

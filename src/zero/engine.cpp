@@ -131,6 +131,7 @@ struct Engine::Impl {
   // writes all of it (UnitAccess::grads_fresh) instead of adding into a buffer zeroed first: a pass over
   // the whole gradient saved (7-9% of a GPT-2 124M step on a 2-core CPU).
   std::vector<char> grad_unset;
+  bool first_micro_step = true;  // of the step's micro-steps (accumulate)
 
   int64_t calls = 0;
   GradientFault fault;  // tests only (zero/fault.h)
@@ -229,6 +230,20 @@ struct Engine::Impl {
   }
   bool grads_fresh(int u) const { return grad_unset.at(static_cast<size_t>(u)) != 0; }
 
+  // Where the store's gradient is written from the units' buffers, builds with assertions fill what the
+  // first micro-step will write (each unit's elements at stages 0-1, its shard at 2-3: the reduction
+  // writes the shard's padding too) with NaN, so that a unit left out shows in every test.
+  void poison_grad_store() {
+#ifndef NDEBUG
+    if (!cfg.dev().host_addressable()) return;
+    for (int u = 0; u < st.num_units(); ++u) {
+      const UnitShard& s = st.unit(u);
+      char* first = stage <= 1 ? st.grad_at(u, 0) : st.grad_shard(u);
+      std::memset(first, 0xff, (stage <= 1 ? s.numel : s.shard) * dtype_size(st.grad_dtype()));  // NaN
+    }
+#endif
+  }
+
   void release_gathered(int u) {
     if (stage == 3 && gatherer.release(u)) param_ptr[u] = nullptr;
   }
@@ -249,7 +264,13 @@ struct Engine::Impl {
   void finish_grad(int u) {
     if (stage <= 1) {
       if (!grad_direct) {
-        cfg.dev().add_into(st.grad_at(u, 0), st.grad_dtype(), work_grad[u].data(), DType::kF32, st.unit(u).numel);
+        // The first micro-step's sum is written (converted to the store's dtype): 0 + x is x, so the
+        // same values as adding it into zeros, without zeroing the store first.
+        if (first_micro_step) {
+          cfg.dev().convert(work_grad[u].data(), DType::kF32, st.grad_at(u, 0), st.grad_dtype(), st.unit(u).numel);
+        } else {
+          cfg.dev().add_into(st.grad_at(u, 0), st.grad_dtype(), work_grad[u].data(), DType::kF32, st.unit(u).numel);
+        }
         work_grad[u].release();
         grad_ptr[u] = nullptr;
       }
@@ -295,6 +316,7 @@ struct Engine::Impl {
     int32_t* positions = positions_of ? targets + static_cast<size_t>(B) * T : nullptr;
     double loss_sum = 0;
     for (int g = 0; g < accum; ++g) {
+      first_micro_step = g == 0;
       reducer.begin_micro_step(g == 0, g == accum - 1);
       batches(g, inputs, targets);
       if (positions) positions_of(g, positions);
@@ -310,11 +332,13 @@ struct Engine::Impl {
     ZDP_REQUIRE(accum >= 1, "gradient accumulation steps must be at least 1, got {}", accum);
     StepResult res;
     clock.wait_ms = 0;
+    // The first micro-step writes the gradient store whole and the later ones add into it: the backward
+    // itself where it goes straight into the store, else the unit buffers' sums (finish_grad) or their
+    // reduced shards (GradReducer). Nothing zeroes it first.
     if (grad_direct) {
-      // The first micro-step's backward writes the gradient whole; the later ones add into it.
       for (int u = 0; u < st.num_units(); ++u) leave_unset(u, reinterpret_cast<float*>(st.grad_at(u, 0)));
     } else {
-      st.clear_grads();  // the unit buffers' gradients (or their reduced shards) are added into it
+      poison_grad_store();
     }
     const double scale = scaler.scale();
     res.loss_scale = scale;

@@ -120,7 +120,7 @@ class ModelStates {
   // ---- the bytes ---------------------------------------------------------------------------------
   // Who writes them:
   //   param          load_states (state_io.h), ShardOptimizer's update, ParamGatherer's re-assembly
-  //   grad           the model's backward (the engine's units), GradReducer, clear_grads (the engine)
+  //   grad           the model's backward (the engine's units), GradReducer, the engine's finish_grad
   //   master, optim  load_states, ShardOptimizer's update (with NVMe, through optimizer_swap())
   //   grad staging   ShardOptimizer's offloaded update
   char* param_at(int u, size_t i) {
@@ -157,8 +157,6 @@ class ModelStates {
   }
   // Offload: gradient staging buffer k (< grad_staging_buffers()) of sub_group() fp32 values.
   float* grad_staging(size_t k) { return grad_staging_.as<float>() + k * sub_group_; }
-  // Zeroes the whole persistent gradient (each step begins with it).
-  void clear_grads() { dev_.fill_zero(grad_store_.data(), grad_store_.size()); }
   // Optimizer offload to NVMe: the file of masters and optimizer states; null otherwise.
   OptimizerSwap* optimizer_swap() const { return swap_.get(); }
   // Parameter offload to NVMe: the file of the shards param_on_nvme() names; null otherwise.
