@@ -129,7 +129,7 @@ struct Engine::Impl {
   std::vector<float*> grad_ptr;
   // Per unit: its fp32 gradient buffer holds no values yet this micro-step, and its first backward use
   // writes all of it (UnitAccess::grads_fresh) instead of adding into a buffer zeroed first: a pass over
-  // the whole gradient saved (7-9% of a GPT-2 124M step on a 2-core CPU).
+  // the whole gradient saved (5-10% of a GPT-2 124M step at W = 2 on 2 cores; docs/benchmarks/training.md).
   std::vector<char> grad_unset;
   bool first_micro_step = true;  // of the step's micro-steps (accumulate)
 
