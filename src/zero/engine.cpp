@@ -131,7 +131,6 @@ struct Engine::Impl {
   // writes all of it (UnitAccess::grads_fresh) instead of adding into a buffer zeroed first: a pass over
   // the whole gradient saved (5-10% of a GPT-2 124M step at W = 2 on 2 cores; docs/benchmarks/training.md).
   std::vector<char> grad_unset;
-  bool first_micro_step = true;  // of the step's micro-steps (accumulate)
 
   int64_t calls = 0;
   GradientFault fault;  // tests only (zero/fault.h)
@@ -266,7 +265,7 @@ struct Engine::Impl {
       if (!grad_direct) {
         // The first micro-step's sum is written (converted to the store's dtype): 0 + x is x, so the
         // same values as adding it into zeros, without zeroing the store first.
-        if (first_micro_step) {
+        if (reducer.first_micro_step()) {
           cfg.dev().convert(work_grad[u].data(), DType::kF32, st.grad_at(u, 0), st.grad_dtype(), st.unit(u).numel);
         } else {
           cfg.dev().add_into(st.grad_at(u, 0), st.grad_dtype(), work_grad[u].data(), DType::kF32, st.unit(u).numel);
@@ -316,7 +315,6 @@ struct Engine::Impl {
     int32_t* positions = positions_of ? targets + static_cast<size_t>(B) * T : nullptr;
     double loss_sum = 0;
     for (int g = 0; g < accum; ++g) {
-      first_micro_step = g == 0;
       reducer.begin_micro_step(g == 0, g == accum - 1);
       batches(g, inputs, targets);
       if (positions) positions_of(g, positions);

@@ -92,8 +92,8 @@ void GradReducer::reduce_to_shard(int u, Buffer grad) {
   const DType gdt = states_.grad_dtype(), rdt = rdt_;
   char* dst = states_.grad_shard(u);
   device::Device* dev = &cfg_.dev();
-  // The shard holds zeros before the first micro-step, and 0 + x is x: that micro-step's sum is
-  // written (converted when the dtypes differ) rather than added, which changes no value.
+  // Nothing zeroes the shard before the first micro-step: that micro-step's sum is written (converted
+  // when the dtypes differ) rather than added, the values of adding it into zeros (0 + x is x).
   const bool write = first_micro_;
   if (states_.ranks() == 1) {
     // Nothing to reduce: the micro-step's gradient goes into the store as at stages 0-1, without a

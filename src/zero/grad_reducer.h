@@ -37,8 +37,10 @@ class GradReducer {
               CommClock& clock);
 
   // Before each micro-step of an optimizer step: stages 0-1 reduce after the last one only; stages
-  // 2-3 write the first one's sum into the gradient shard (zero until then) and add the others'.
+  // 2-3 write the first one's sum into the gradient shard (nothing zeroes it) and add the others'.
   void begin_micro_step(bool first, bool last);
+  // Whether the micro-step running is the step's first (whose sums are written, not added).
+  bool first_micro_step() const { return first_micro_; }
   // Stages 0-1: unit u's gradient of this micro-step is in the persistent store.
   void unit_stored(int u);
   // Stages 2-3: reduces unit u's fp32 gradient of this micro-step (`grad`, padded to P elements,

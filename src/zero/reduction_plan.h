@@ -50,7 +50,7 @@ inline ReductionBuffers stored_unit_reduce_scatter_buffers(uint64_t P, uint64_t 
 
 // Stages 2-3: a micro-step's fp32 unit gradient (P elements) reduce-scattered into the rank's
 // gradient shard (S). Sent as it is in fp32, else converted (the fp32 gradient released after). The
-// first micro-step's sum is received straight into the shard (zero until then: written, not added)
+// first micro-step's sum is received straight into the shard (written, not added: nothing zeroes it)
 // when the shard is kept in the reduction dtype; every other sum goes through a receive buffer.
 inline ReductionBuffers micro_step_reduce_scatter_buffers(uint64_t P, uint64_t S, bool first_micro_step, DType gdt,
                                                           DType rdt) {
