@@ -3,6 +3,7 @@
 //   - bf16 GEMMs through cuBLASLt (cuda/gemm.h), forward and both backward layouts, and 8192³;
 //   - the flash attention forward and backward (cuda/attention.h), causal flops counted;
 //   - LayerNorm forward and backward, the multi-tensor AdamW over 124M parameters (GB/s moved);
+//   - the classifier's loss, fused and unfused (the GEMMs left out);
 //   - the gradient norm's sum of squares (per unit and over the whole model), beside the kernels it
 //     replaced (bench/gpu_baselines.cu), and the FMA attention's dK/dV in one pass and in two at head
 //     size 128, and the LM head's backward GEMMs at an odd vocabulary with rows packed and padded: each
@@ -265,6 +266,38 @@ void BM_AdamW124M(benchmark::State& state) {
   cudaStreamDestroy(stream);
 }
 BENCHMARK(BM_AdamW124M)->UseManualTime()->Unit(benchmark::kMillisecond);
+
+// The classifier's loss at GPT-2 124M's B = 8 step (8192 rows of 50 304 fp32 logits), forward and
+// backward up to the 16-bit GEMM operand, without the GEMMs: range(0) = 0 the unfused path (the
+// probabilities written over the logits, then their gradient, then rounded: three fp32 reads and one
+// write more a logit), 1 the fused one (device/cuda_model_kernels.h's classifier_loss_*).
+void BM_ClassifierLoss(benchmark::State& state) {
+  const int N = kTokens, V = kV;
+  const bool fused = state.range(0) == 1;
+  const int64_t ld = static_cast<int64_t>(zerodp::device::operand16_row(V));
+  cudaStream_t stream;
+  ZDP_CUDA_CHECK(cudaStreamCreate(&stream));
+  {
+    DeviceArray logits(size_t(N) * V * 4), op16(size_t(N) * ld * 2), losses(N * 4), stats(2 * N * 4), targets(N * 4);
+    ZDP_CUDA_CHECK(cudaMemset(targets.get(), 0, N * 4));  // token 0 everywhere: every row's target valid
+    const auto* t = targets.get<int32_t>();
+    using zerodp::bf16;
+    time_on_gpu(state, stream, [&] {
+      float* x = logits.get<float>();
+      if (fused) {
+        cuda::softmax_crossentropy_forward(losses.get<float>(), nullptr, x, t, N, V, stream, stats.get<float>());
+        cuda::crossentropy_backward_rounded(op16.get<bf16>(), ld, x, stats.get<float>(), t, 1.0f / N, N, V, stream);
+      } else {
+        cuda::softmax_crossentropy_forward(losses.get<float>(), x, x, t, N, V, stream);
+        cuda::softmax_crossentropy_backward(x, x, t, 1.0f / N, N, V, stream);
+        cuda::convert_rows(x, V, op16.get(), DType::kBF16, ld, N, V, stream);
+      }
+    });
+    state.SetLabel(fused ? "fused (in use)" : "unfused (before)");
+  }
+  cudaStreamDestroy(stream);
+}
+BENCHMARK(BM_ClassifierLoss)->Arg(0)->Arg(1)->UseManualTime()->Unit(benchmark::kMicrosecond);
 
 // The gradient norm's Σ x² over n fp32 values, as the engine calls it once per unit (GPT-2 124M's
 // block: 7 087 872 parameters; its embeddings: 39 383 808) and over the whole model (124 475 904).

@@ -9,7 +9,8 @@
 #           PyTorch eager and torch.compile (bench/gpu/run.sh)
 #   train   the NCCL / host-staged communicator test (2 ranks) and the whole-run tests through the CLI
 #           (tests/cuda_gpu/train_gpu_tests.py: stages, resume, offload, sgd, refusals)
-#   profile the GPU time of each kernel-table entry in 10 GPT-2 124M steps (ZERODP_GPU_PROFILE)
+#   profile the GPU time of each kernel-table entry in 10 GPT-2 124M steps (ZERODP_GPU_PROFILE), with
+#           the fused classifier and then the unfused one (ZERODP_GPU_CLASSIFIER)
 #   w2      GPT-2 124M at W = 2 on the one GPU (host-staged collectives), stages 0 and 3
 #   micro   bench/micro_gpu
 # The same as ctest -L gpu runs, without ctest: the CTest files name this machine's paths.
@@ -130,11 +131,16 @@ if wants profile; then
   "$Z" init --out "$d/init.safetensors" --layers 12 --heads 12 --embd 768 --vocab 50304 --ctx 1024 \
     --seed 1337 >/dev/null 2>&1
   "$Z" tokenize --text data/tinyshakespeare.txt --out "$d/tokens.bin" >/dev/null 2>&1
-  ZERODP_GPU_PROFILE=1 timeout -k 5 "$(cap 90)" "$Z" train --init "$d/init.safetensors" --data "$d/tokens.bin" \
-    --steps ${PROFILE_STEPS:-10} --micro-batch 8 --seq 1024 --zero-stage ${PROFILE_STAGE:-0} --device cuda \
-    --dtype bf16 --lr 1e-3 --weight-decay 0.1 --clip 1.0 --metrics "$logs/profile.jsonl" >"$logs/profile.log" 2>&1
-  echo "profile rc=$?"
-  sed -n '/GPU time by entry/,$p' "$logs/profile.log" | head -60
+  # The classifier both ways in one run (ZERODP_GPU_CLASSIFIER: the same bits, the time apart).
+  for cls in ${PROFILE_CLASSIFIERS:-fused unfused}; do
+    ZERODP_GPU_CLASSIFIER=$cls ZERODP_GPU_PROFILE=1 timeout -k 5 "$(cap 90)" "$Z" train --init "$d/init.safetensors" \
+      --data "$d/tokens.bin" --steps ${PROFILE_STEPS:-10} --micro-batch 8 --seq 1024 --zero-stage ${PROFILE_STAGE:-0} \
+      --device cuda --dtype bf16 --lr 1e-3 --weight-decay 0.1 --clip 1.0 --metrics "$logs/profile-$cls.jsonl" \
+      >"$logs/profile-$cls.log" 2>&1
+    echo "profile $cls rc=$?"
+    tail -1 "$logs/profile-$cls.jsonl" 2>/dev/null | cut -c1-300
+    sed -n '/GPU time by entry/,$p' "$logs/profile-$cls.log" | head -${PROFILE_LINES:-40}
+  done
 fi
 
 if wants w2; then

@@ -76,13 +76,22 @@ void residual_backward(float* da, float* db, const float* dout, size_t n, cudaSt
 
 // ---- softmax + cross-entropy (kernels/cross_entropy.h) ----------------------------------------------
 // losses [N]; probs [N,V] (may alias logits; nullptr: only the losses). A target of kIgnoreTarget
-// (core/targets.h) gives a loss of 0 and a zero gradient row; another outside [0, V) gives a NaN loss (and, with probs, leaves the row's probabilities computed): the GPU cannot throw, the
-// data layer checks targets against V before they get here.
+// (core/targets.h) gives a loss of 0 and a zero gradient row; another outside [0, V) gives a NaN loss
+// (and, with probs, leaves the row's probabilities computed): the GPU cannot throw, the data layer
+// checks targets against V before they get here. row_stats [2N] (may be null): each row's max m and
+// the fp32 1/Σ its probabilities are made with, for crossentropy_backward_rounded.
 void softmax_crossentropy_forward(float* losses, float* probs, const float* logits, const int32_t* targets, int N,
-                                  int V, cudaStream_t stream);
+                                  int V, cudaStream_t stream, float* row_stats = nullptr);
 // dlogits = dloss·(probs − onehot(target)) (writes; may alias probs). An out-of-range target: no onehot.
 void softmax_crossentropy_backward(float* dlogits, const float* probs, const int32_t* targets, float dloss, int N,
                                    int V, cudaStream_t stream);
+// The two above and the rounding of dlogits for the GEMMs in one pass, from the logits and the forward's
+// row_stats: dlogits16[r·ld + j] = round(dloss·(probs[r,j] − onehot)) for j < V (ld ≥ V; the padding
+// is not written), the probabilities recomputed bit for bit. The same bits as softmax_crossentropy_
+// forward with probs, _backward and convert_rows.
+template <class P>
+void crossentropy_backward_rounded(P* dlogits16, int64_t ld, const float* logits, const float* row_stats,
+                                   const int32_t* targets, float dloss, int N, int V, cudaStream_t stream);
 
 // ---- bias (kernels/matmul.h's linear layer, where cuBLASLt's epilogues do not fit) ----------------
 // out[r,c] += bias[c] (fp32 out, 16-bit or fp32 bias): one fp32 addition, the CPU's.

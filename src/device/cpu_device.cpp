@@ -155,13 +155,15 @@ class CpuKernels final : public ModelKernels<P> {
   void residual_forward(Acc* out, const Acc* a, const Acc* b, size_t n) const override {
     kernels::residual_forward<Acc>(out, a, b, n);
   }
-  void softmax_crossentropy_forward(Acc* losses, Acc* probs, const Acc* logits, const int32_t* targets, int N,
-                                    int V) const override {
-    kernels::softmax_crossentropy_forward<Acc>(losses, probs, logits, targets, N, V);
+  // The probabilities, then their gradient, in place of the logits (row_stats unused).
+  void classifier_loss_forward(Acc* losses, Acc* logits, Acc*, const int32_t* targets, int N, int V) const override {
+    kernels::softmax_crossentropy_forward<Acc>(losses, logits, logits, targets, N, V);
   }
-  void softmax_crossentropy_backward(Acc* dlogits, const Acc* probs, const int32_t* targets, Acc dloss, int N,
-                                     int V) const override {
-    kernels::softmax_crossentropy_backward<Acc>(dlogits, probs, targets, dloss, N, V);
+  void classifier_loss_backward(Acc* dinp, Acc* dw, Acc* logits, const Acc*, const int32_t* targets, Acc dloss,
+                                const P* inp, const P* w, int N, int C, int V, Layout layout, P* operand16,
+                                kernels::WeightGrad dw_mode) const override {
+    kernels::softmax_crossentropy_backward<Acc>(logits, logits, targets, dloss, N, V);
+    linear_backward(dinp, dw, nullptr, logits, inp, w, N, C, V, layout, operand16, dw_mode);
   }
 
   static const CpuKernels& instance() {

@@ -123,6 +123,7 @@ struct CudaDevice::Impl {
   CudaKernels<fp16> kernels_fp16{&kernel_context};
 
   explicit Impl(int n) : ordinal(n), device_raw(n) {
+    const bool fused_classifier = fused_classifier_from_env();  // a bad value refused before anything is made
     ZDP_CUDA_CHECK(cudaSetDevice(n));
     try {  // a constructor that throws runs no destructor: what is made so far is released here
       ZDP_CUDA_CHECK(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
@@ -134,7 +135,7 @@ struct CudaDevice::Impl {
       release();
       throw;
     }
-    kernel_context = {ordinal, compute, gemm.get(), &device_memory, &profiler};
+    kernel_context = {ordinal, compute, gemm.get(), &device_memory, &profiler, fused_classifier};
   }
   ~Impl() { release(); }
   // Whatever exists of the streams, the GEMM context and its workspace, and the sum's landing place.

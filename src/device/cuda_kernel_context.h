@@ -9,10 +9,12 @@
 #include <fmt/format.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "core/log.h"
 #include "core/memory.h"
 #include "cuda/check.h"
@@ -151,7 +153,20 @@ struct KernelContext {
   cuda::GemmContext* gemm = nullptr;
   BufferSource* memory = nullptr;
   KernelProfiler* profiler = nullptr;
+  bool fused_classifier = true;  // classifier_loss_*: fused_classifier_from_env()
 };
+
+// $ZERODP_GPU_CLASSIFIER: "fused" (unset or empty too) keeps no probabilities and rounds dlogits once
+// into the GEMM operand (cuda::crossentropy_backward_rounded); "unfused" runs the softmax's forward and
+// backward over fp32 probabilities and rounds them after, as before 2026-12-01. The same bits either
+// way: the switch is there so that one GPU run can time the two.
+inline bool fused_classifier_from_env() {
+  const char* v = std::getenv("ZERODP_GPU_CLASSIFIER");
+  if (v == nullptr || *v == '\0' || std::strcmp(v, "fused") == 0) return true;
+  ZDP_REQUIRE(std::strcmp(v, "unfused") == 0, "ZERODP_GPU_CLASSIFIER is '{}': say fused or unfused",
+              std::string(v).substr(0, 32));
+  return false;
+}
 
 // An entry of the device (a kernel-table entry, a device operation): its GPU current for the call,
 // and the call timed when profiling. Made as `const auto on = enter(__func__)`: the name is the entry's.

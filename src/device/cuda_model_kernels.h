@@ -286,15 +286,28 @@ class CudaKernels final : public ModelKernels<P>, private CudaTable<P> {
     const auto on = this->enter(__func__);
     cuda::residual_forward(out, a, b, n, ctx().stream);
   }
-  void softmax_crossentropy_forward(float* losses, float* probs, const float* logits, const int32_t* targets, int N,
-                                    int V) const override {
+  // Fused (KernelContext::fused_classifier): the logits stay, with each row's max and 1/Σ, and the
+  // backward rounds dlogits straight into operand16 (cuda::crossentropy_backward_rounded). Unfused: the
+  // CPU's way, the probabilities and then their gradient in place of the logits, rounded after.
+  void classifier_loss_forward(float* losses, float* logits, float* row_stats, const int32_t* targets, int N,
+                               int V) const override {
     const auto on = this->enter(__func__);
-    cuda::softmax_crossentropy_forward(losses, probs, logits, targets, N, V, ctx().stream);
+    const bool fused = ctx().fused_classifier;
+    cuda::softmax_crossentropy_forward(losses, fused ? nullptr : logits, logits, targets, N, V, ctx().stream,
+                                       fused ? row_stats : nullptr);
   }
-  void softmax_crossentropy_backward(float* dlogits, const float* probs, const int32_t* targets, float dloss, int N,
-                                     int V) const override {
+  void classifier_loss_backward(float* dinp, float* dw, float* logits, const float* row_stats, const int32_t* targets,
+                                float dloss, const P* inp, const P* w, int N, int C, int V, Layout layout, P* operand16,
+                                kernels::WeightGrad dw_mode) const override {
     const auto on = this->enter(__func__);
-    cuda::softmax_crossentropy_backward(dlogits, probs, targets, dloss, N, V, ctx().stream);
+    if (!ctx().fused_classifier) {
+      cuda::softmax_crossentropy_backward(logits, logits, targets, dloss, N, V, ctx().stream);
+      this->dense_backward(dinp, dw, nullptr, logits, inp, w, N, C, V, operand16, layout, dw_mode);
+      return;
+    }
+    const int ld = static_cast<int>(operand16_row(static_cast<size_t>(V)));
+    cuda::crossentropy_backward_rounded(operand16, ld, logits, row_stats, targets, dloss, N, V, ctx().stream);
+    this->dense_weight_grads(dinp, dw, operand16, ld, inp, w, N, C, V, layout, dw_mode);
   }
 
  private:

@@ -131,10 +131,21 @@ class ModelKernels : public AttentionSizes {
   virtual void swiglu_forward(P* out, const P* inp, int N, int I) const = 0;
   virtual void swiglu_backward(Acc* dinp, const Acc* dout, const P* inp, int N, int I) const = 0;
   virtual void residual_forward(Acc* out, const Acc* a, const Acc* b, size_t n) const = 0;
-  virtual void softmax_crossentropy_forward(Acc* losses, Acc* probs, const Acc* logits, const int32_t* targets,
-                                            int N, int V) const = 0;
-  virtual void softmax_crossentropy_backward(Acc* dlogits, const Acc* probs, const int32_t* targets, Acc dloss,
-                                             int N, int V) const = 0;
+  // The classifier's loss over N rows of V logits (kernels/cross_entropy.h), in the two halves the
+  // model runs apart. The forward writes losses [N] and keeps in `logits` [N,V] and `row_stats` [2N]
+  // what the backward needs: the CPU turns the logits into their probabilities in place; the GPU (its
+  // fused classifier) keeps them and writes each row's max and 1/Σ, and its backward makes the
+  // probabilities again instead of writing them and reading them back. The backward turns them into
+  // dlogits = dloss·(probs − onehot(targets)) and runs linear_backward on those with the classifier's
+  // input and weight (no bias; dinp written, dweight as dw_mode says); `logits` then holds nothing the
+  // caller may read. The same results as kernels::softmax_crossentropy_forward and _backward, then
+  // linear_backward.
+  virtual void classifier_loss_forward(Acc* losses, Acc* logits, Acc* row_stats, const int32_t* targets, int N,
+                                       int V) const = 0;
+  virtual void classifier_loss_backward(Acc* dinp, Acc* dweight, Acc* logits, const Acc* row_stats,
+                                        const int32_t* targets, Acc dloss, const P* inp, const P* weight, int N, int C,
+                                        int V, kernels::WeightLayout layout, P* operand16,
+                                        kernels::WeightGrad dw_mode) const = 0;
 };
 
 // A point in a device's queue of work.

@@ -85,7 +85,8 @@ struct Gpt2Acts : TransformerActs<F, LayerActs<F, GradOf<F>>> {
     this->lnf = c.take<P>(BT * C);
     lnf_mean = c.take<Acc>(BT);
     lnf_rstd = c.take<Acc>(BT);
-    this->probs = c.take<Acc>(LR * V);
+    this->logits = c.take<Acc>(LR * V);
+    this->logit_stats = c.take<Acc>(2 * LR);
     this->losses = c.take<Acc>(BT);
     c.part = Carver::kBackward;
     this->dres = c.take<Acc>(BT * C);

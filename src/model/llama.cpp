@@ -111,7 +111,8 @@ struct LlamaActs : TransformerActs<F, LlamaLayerActs<F, GradOf<F>>> {
     c.part = Carver::kHead;
     this->lnf = c.take<P>(BT * C);
     rstdf = c.take<Acc>(BT);
-    this->probs = c.take<Acc>(LR * V);
+    this->logits = c.take<Acc>(LR * V);
+    this->logit_stats = c.take<Acc>(2 * LR);
     this->losses = c.take<Acc>(BT);
     c.part = Carver::kBackward;
     this->dres = c.take<Acc>(BT * C);

@@ -14,8 +14,8 @@
 // layer exists for one chunk at a time, and the backward computes each chunk's again.
 // An architecture (gpt2.cpp, llama.cpp) supplies the steps inside each unit, over its own Acts, which hold
 // at least `res` (the residual stream entering each block, and leaving the last), `lnf` (the final norm's
-// output), `probs` (one chunk's logits, then their probabilities, then their gradient), `losses`, `dln`
-// and `dres` (the residual stream's gradient); and where its classifier's weight lies.
+// output), `logits` (one chunk's) and `logit_stats`, `losses`, `dln` and `dres` (the residual stream's
+// gradient); and where its classifier's weight lies.
 #pragma once
 
 #include <algorithm>
@@ -44,7 +44,10 @@ struct TransformerActs {
   std::vector<Acc*> res;  // the residual stream: res[0] = embeddings, res[l+1] = output of block l
   std::vector<Set> layers;
   P* lnf = nullptr;       // the final norm's output [BT,C]
-  Acc* probs = nullptr;   // logits, then softmax probabilities in place, then their gradient in place [BT,V]
+  // One chunk's logits [logit_rows, V], then what the loss's forward keeps of them for its backward,
+  // with logit_stats [2·logit_rows] (device::ModelKernels::classifier_loss_forward).
+  Acc* logits = nullptr;
+  Acc* logit_stats = nullptr;
   Acc* losses = nullptr;  // [BT]
   // Backward working memory, reused by every block: the residual stream's gradient, a norm's input
   // gradient, the attention output's and qkv's.
@@ -164,7 +167,8 @@ class Transformer : public Model<F> {
 
  private:
   void forward_trunk(const int32_t* inputs, int B, int T, UnitAccess<F>& units);
-  // probs = the logits of rows r0 .. r0 + rows − 1 (lnf's), then their probabilities; losses[r0 ..].
+  // logits = those of rows r0 .. r0 + rows − 1 (lnf's), turned into what the loss's backward needs;
+  // losses[r0 ..].
   void classifier_forward(int r0, int rows, const F* p);
 
   std::unique_ptr<TokenBatch> tokens_;  // the last micro-batch's (or context's) token ids
@@ -190,9 +194,9 @@ void Transformer<F, Acts>::classifier_forward(int r0, int rows, const F* p) {
   const int C = layout_.config().n_embd(), V = layout_.config().vocab_size();
   const ClassifierWeight w = classifier();
   Acts& a = *acts_;
-  k_.linear_forward_acc(a.probs, a.lnf + static_cast<size_t>(r0) * C, p + w.offset, nullptr, rows, C, V, w.layout,
+  k_.linear_forward_acc(a.logits, a.lnf + static_cast<size_t>(r0) * C, p + w.offset, nullptr, rows, C, V, w.layout,
                         nullptr);
-  k_.softmax_crossentropy_forward(a.losses + r0, a.probs, a.probs, tokens_->targets() + r0, rows, V);
+  k_.classifier_loss_forward(a.losses + r0, a.logits, a.logit_stats, tokens_->targets() + r0, rows, V);
 }
 
 template <typename F, typename Acts>
@@ -240,21 +244,20 @@ void Transformer<F, Acts>::backward(Acc dloss, UnitAccess<F>& units) {
   const ClassifierWeight w = classifier();
   // The head's first backward use of the unit: a fresh buffer is written by the classifier's GEMM.
   kernels::WeightGrad dw_mode = prepare_grads(units, head, g, [&](const ParamInfo& t) { return t.offset == w.offset; });
-  // In chunks, the forward kept only the last chunk's probabilities: each chunk's are computed again.
+  // In chunks, the forward kept only the last chunk's logits: each chunk's are computed again.
   const bool chunked = logit_rows_ < BT;
   for (int r0 = 0; r0 < BT; r0 += logit_rows_) {
     const int rows = std::min(logit_rows_, BT - r0);
     const size_t row0 = static_cast<size_t>(r0) * C;
     if (chunked) classifier_forward(r0, rows, p);
-    k_.softmax_crossentropy_backward(a.probs, a.probs, tokens_->targets() + r0, dloss, rows, V);
-    k_.linear_backward(a.dln + row0, g + w.offset, nullptr, a.probs, a.lnf + row0, p + w.offset, rows, C, V, w.layout,
-                       a.operand16, dw_mode);
+    k_.classifier_loss_backward(a.dln + row0, g + w.offset, a.logits, a.logit_stats, tokens_->targets() + r0, dloss,
+                                a.lnf + row0, p + w.offset, rows, C, V, w.layout, a.operand16, dw_mode);
     dw_mode = kernels::WeightGrad::kAdd;  // the later chunks add theirs
   }
   zero(a.dres, static_cast<size_t>(BT) * C);  // the norm's backward accumulates into it
   head_norm_backward(p, g, BT);
   units.end(uses.head_backward());
-  last_B_ = 0;  // the probabilities now hold their gradient: no second backward
+  last_B_ = 0;  // the logits' buffer now holds nothing of the forward: no second backward
   for (int l = n_layer() - 1; l >= 0; --l) {
     const int u = ParamLayout::block_unit(l);
     units.begin(uses.block_backward(l));

@@ -380,6 +380,7 @@ TYPED_TEST(CudaLlamaTable, GroupedQueryAttention) {
 }
 
 TYPED_TEST(CudaLlamaTable, ResidualAndLoss) {
+  using P = TypeParam;
   auto& gpu = this->gpu;
   const int V = 300;
   auto a = twin<float>(gpu, size_t(N) * 64, 1.0f), b = twin<float>(gpu, size_t(N) * 64, 1.0f),
@@ -390,15 +391,22 @@ TYPED_TEST(CudaLlamaTable, ResidualAndLoss) {
   Twin<int32_t> targets(gpu, N);
   for (int i = 0; i < N; ++i) targets.host[i] = static_cast<int32_t>(rng()() % V);
   targets.upload(gpu);
-  auto logits = twin<float>(gpu, size_t(N) * V, 2.0f), probs = twin<float>(gpu, size_t(N) * V, 0),
+  auto logits = twin<float>(gpu, size_t(N) * V, 2.0f), stats = twin<float>(gpu, 2 * size_t(N), 0),
        losses = twin<float>(gpu, N, 0);
-  this->g.softmax_crossentropy_forward(losses.d(), probs.d(), logits.d(), targets.d(), N, V);
-  this->c.softmax_crossentropy_forward(losses.h(), probs.h(), logits.h(), targets.h(), N, V);
+  this->g.classifier_loss_forward(losses.d(), logits.d(), stats.d(), targets.d(), N, V);
+  this->c.classifier_loss_forward(losses.h(), logits.h(), stats.h(), targets.h(), N, V);
   expect_close(losses.download(gpu), losses.host, 1e-5, "cross-entropy losses");
-  auto dlogits = twin<float>(gpu, size_t(N) * V, 0);
-  this->g.softmax_crossentropy_backward(dlogits.d(), probs.d(), targets.d(), 1.0f / N, N, V);
-  this->c.softmax_crossentropy_backward(dlogits.h(), probs.h(), targets.h(), 1.0f / N, N, V);
-  expect_close(dlogits.download(gpu), dlogits.host, 1e-5, "cross-entropy backward");
+  // An untied head [V, C] (PyTorch's Linear), its gradient written over garbage (kWrite).
+  const int C = 64;
+  auto x = twin<P>(gpu, size_t(N) * C, 1.0f), head = twin<P>(gpu, size_t(V) * C, 0.05f);
+  auto dx = twin<float>(gpu, size_t(N) * C, 0), dhead = twin<float>(gpu, size_t(V) * C, 3.0f);
+  auto op16 = twin<P>(gpu, size_t(N) * operand16_row(V), 0);
+  this->g.classifier_loss_backward(dx.d(), dhead.d(), logits.d(), stats.d(), targets.d(), 1.0f / N, x.d(), head.d(), N,
+                                   C, V, kOutIn, op16.d(), kernels::WeightGrad::kWrite);
+  this->c.classifier_loss_backward(dx.h(), dhead.h(), logits.h(), stats.h(), targets.h(), 1.0f / N, x.h(), head.h(), N,
+                                   C, V, kOutIn, op16.h(), kernels::WeightGrad::kWrite);
+  expect_close(dx.download(gpu), dx.host, 1.0 / 64, "classifier_loss_backward dinp");
+  expect_close(dhead.download(gpu), dhead.host, 1.0 / 64, "classifier_loss_backward dweight");
 }
 
 // Shapes the GPU cannot run are refused before anything is launched.

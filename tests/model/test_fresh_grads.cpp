@@ -79,7 +79,9 @@ std::pair<Grads<F>, Grads<F>> two_micro_steps(const ModelConfig& config, Activat
     net->backward(GradOf<F>(1.0 / kBT), units);
     (step == 0 ? out.first : out.second) = w.grads;
   }
-  if (fresh) EXPECT_GT(unset->asked(), 0) << "the model never asked whether a buffer was fresh";
+  if (fresh) {
+    EXPECT_GT(unset->asked(), 0) << "the model never asked whether a buffer was fresh";
+  }
   return out;
 }
 

@@ -42,8 +42,9 @@ inline model::ActivationBytes gpt2_closed_form_16bit(const model::GPT2Config& g,
   model::ActivationBytes r;
   r.per_block = block_set + block_output;
   r.blocks = checkpointing ? L * block_output + block_set : L * r.per_block;
-  // Residual stream entering block 0 (fp32), ln_f output (16-bit) and statistics, logits, losses.
-  r.head = R(kF32 * bs * h) + R(k16 * bs * h) + 2 * R(kF32 * bs) + R(kF32 * lr * V) + R(kF32 * bs);
+  // Residual stream entering block 0 (fp32), ln_f output (16-bit) and statistics, logits and their
+  // rows' statistics (max and 1/Σ), losses.
+  r.head = R(kF32 * bs * h) + R(k16 * bs * h) + 2 * R(kF32 * bs) + R(kF32 * lr * V) + R(kF32 * 2 * lr) + R(kF32 * bs);
   // dres, dln, datty, dqkv, dfch_gelu (fp32), then the fp32 products [bs,4h], the 16-bit GEMM
   // operands, the larger of [bs, 4h] and [lr, V] (rows of 8k elements), and per (b, head) one row block of fp32 scores,
   // 16-bit dS and fp32 output.
@@ -73,8 +74,9 @@ inline model::ActivationBytes gpt2_closed_form(const model::GPT2Config& g, int64
   model::ActivationBytes r;
   r.per_block = kF32 * (block_set + block_output);
   r.blocks = checkpointing ? kF32 * (L * block_output + block_set) : L * r.per_block;
-  // Residual stream entering block 0, ln_f output and statistics, logits, per-token losses.
-  r.head = kF32 * (bs * (2 * h + 3) + lr * V);
+  // Residual stream entering block 0, ln_f output and statistics, logits and their rows' statistics,
+  // per-token losses.
+  r.head = kF32 * (bs * (2 * h + 3) + lr * V + 2 * lr);
   // dres, dln, datty (h each), dqkv (3h), dfch_gelu (4h; the gradient before the GELU replaces it in
   // place) = 10h, plus the attention backward's row-blocked scratch.
   const uint64_t rows = static_cast<uint64_t>(std::min<int64_t>(T, kernels::kAttentionRowBlock));
@@ -106,8 +108,9 @@ inline model::ActivationBytes llama_closed_form(const model::LlamaConfig& c, int
   model::ActivationBytes r;
   r.per_block = block_set + block_output;
   r.blocks = checkpointing ? L * block_output + block_set : L * r.per_block;
-  // The embeddings on the residual stream, the final norm's output and statistic, logits, losses.
-  r.head = R(kF32 * bs * h) + R(p * bs * h) + R(kF32 * bs) + R(kF32 * lr * V) + R(kF32 * bs);
+  // The embeddings on the residual stream, the final norm's output and statistic, logits and their
+  // rows' statistics, losses.
+  r.head = R(kF32 * bs * h) + R(p * bs * h) + R(kF32 * bs) + R(kF32 * lr * V) + R(kF32 * 2 * lr) + R(kF32 * bs);
   // dres, dln (h), datty (a·d), dqkv, dgate_up (2I), dact (I), all fp32; 16-bit compute's fp32 GEMM
   // results [bs, max(qkv, 2I)] and operands, the larger of [bs, max(qkv, 2I, h)] and [lr, V] (rows of 8k
   // elements); the
