@@ -12,7 +12,8 @@ and the nvidia-smi samples (OUT/*.smi). Only the standard library and tests/pyli
 Columns:
   ms/step       the median of the steps after the first --warmup (default: env.txt's warmup)
   tokens/s      tokens of a step over all ranks (W·B·T) / that median
-  MFU           the causal matmul FLOPs of zdptest/flops.py for all ranks' tokens / the median /
+  MFU           the causal matmul FLOPs of zdptest/flops.py (step_flops, or llama_step_flops when env.txt
+                says arch=llama) for all ranks' tokens / the median /
                 (GPUs × the GPU's dense bf16 peak, zdptest/gpu_peak.py); the W = 2 ranks share
                 one GPU, so their FLOPs add up against one peak
   peak memory   per rank, the most of any rank: zerodp's exact ledger (peak_bytes.total: the bytes
@@ -85,6 +86,15 @@ def parse_tag(tag):
     return None
 
 
+def model_step_flops(env, B):
+    """The causal matmul FLOPs of one micro-batch of B sequences of the model env.txt describes."""
+    L, C, V, T = (int(env[k]) for k in ("layers", "embd", "vocab", "seq"))
+    if env.get("arch", "gpt2") == "llama":
+        heads, kv, hd, inter = (int(env[k]) for k in ("heads", "kv_heads", "head_dim", "intermediate"))
+        return flops.llama_step_flops(L, C, heads * hd, kv * hd, inter, V, B, T, causal=True)
+    return flops.step_flops(L, C, V, B, T, causal=True)
+
+
 def zerodp_result(out, tag, warmup, env):
     path = os.path.join(out, tag + ".jsonl")
     if not os.path.exists(path):
@@ -97,7 +107,7 @@ def zerodp_result(out, tag, warmup, env):
         raise RunError("the metrics file has no step record")
     ms = [float(s["ms"]) for s in steps]
     tokens = int(steps[-1]["tokens"])
-    L, C, V, T = (int(env[k]) for k in ("layers", "embd", "vocab", "seq"))
+    T = int(env["seq"])
     if tokens % T:
         raise RunError(f"tokens per step {tokens} is not a multiple of T = {T}")
     peak_rank = [int(m["peak_bytes"]["total"]) for m in mem]
@@ -108,7 +118,7 @@ def zerodp_result(out, tag, warmup, env):
                 reserved.append(int(v["total"] if isinstance(v, dict) else v))
                 break
     return dict(ms=ms, timed=timed(ms, warmup), tokens=tokens,
-                flops=flops.step_flops(L, C, V, tokens // T, T, causal=True),
+                flops=model_step_flops(env, tokens // T),
                 mem=max(peak_rank) if peak_rank else None, mem_ranks=peak_rank,
                 reserved=max(reserved) if reserved else None, loss=float(steps[-1]["loss"]),
                 ranks=len(mem) or None)
@@ -120,8 +130,12 @@ def peer_result(out, tag, warmup):
         raise RunError("exit 0 but no JSON result on stdout")
     cfg, B, T = j["model"], int(j["micro_batch"]), int(j["seq"])
     ms = [float(x) for x in j["ms"]]
-    return dict(ms=ms, timed=timed(ms, warmup), tokens=B * T,
-                flops=flops.step_flops(int(cfg["L"]), int(cfg["C"]), int(cfg["V"]), B, T, causal=True),
+    if j.get("arch", "gpt2") == "llama":
+        L, C, V, heads, kv, hd, inter = (int(cfg[k]) for k in ("L", "C", "V", "heads", "kv_heads", "head_dim", "I"))
+        step_fl = flops.llama_step_flops(L, C, heads * hd, kv * hd, inter, V, B, T, causal=True)
+    else:
+        step_fl = flops.step_flops(int(cfg["L"]), int(cfg["C"]), int(cfg["V"]), B, T, causal=True)
+    return dict(ms=ms, timed=timed(ms, warmup), tokens=B * T, flops=step_fl,
                 mem=j.get("max_memory_allocated"), mem_ranks=None, reserved=j.get("max_memory_reserved"),
                 loss=float(j["loss"][-1]) if j.get("loss") else None, ranks=1, torch=j.get("torch"),
                 attention=j.get("attention"), adamw=j.get("adamw"))
@@ -232,9 +246,15 @@ def render(out, warmup=None, peak_tflops=None):
     env, rows, failed, peak, note, warmup = collect(out, warmup, peak_tflops)
     L, H, C, V, T = (env.get(k, "?") for k in ("layers", "heads", "embd", "vocab", "seq"))
     B, steps = env.get("micro_batch", "?"), env.get("steps", "?")
+    if env.get("arch", "gpt2") == "llama":
+        model = (f"Llama L{L} H{H}/{env.get('kv_heads', '?')} C{C} I{env.get('intermediate', '?')} V{V}"
+                 + (" (tied)" if env.get("tie") == "1" else ""))
+    else:
+        model = f"GPT-2 L{L} H{H} C{C} V{V}"
     gpu = env.get("gpu") or "no GPU seen by nvidia-smi"
-    lines = ["## Training on one GPU, against PyTorch (issue 15)", "",
-             f"GPT-2 L{L} H{H} C{C} V{V}, T {T}, bf16, B {B} sequences a rank, on {gpu} "
+    issue = "issue 45" if env.get("arch") == "llama" else "issue 15"
+    lines = [f"## Training on one GPU, against PyTorch ({issue})", "",
+             f"{model}, T {T}, bf16, B {B} sequences a rank, on {gpu} "
              f"(driver {env.get('driver') or '?'}, {env.get('gpu_memory') or '?'}); device {env.get('device', '?')}. "
              f"{env.get('date', '?')}, {env.get('zerodp') or 'zerodp'}, commit {commit(env)}"
              + (f", torch {env['torch']}" if env.get("torch") else "") + ".",

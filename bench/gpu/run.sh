@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# GPT-2 124M trained on one NVIDIA GPU: zerodp against PyTorch (issue 15 point 5).
+# GPT-2 124M trained on one NVIDIA GPU: zerodp against PyTorch (issue 15 point 5); with ARCH=llama, a
+# Llama of the Llama 3.2 1B shape (issue 45 point 3).
 #
 # GPT-2 small (L12 H12 C768, vocabulary padded to 50304, context and T = 1024), bf16, B sequences a
 # rank, the same initial weights (`zerodp init --seed 1337`) and batches (docs/reference/data-order.md#ranks) for every run:
@@ -7,7 +8,8 @@
 #   zerodp-w2-sS   the same under `mpirun -n 2 --oversubscribe`: two ranks on the one GPU (zerodp
 #                  stages their collectives through the host, as NCCL refuses two ranks on one
 #                  device), 2·B sequences a step
-#   torch-eager    bench/gpu/torch_gpt2_cuda.py: PyTorch bf16 autocast, flash attention, fused AdamW
+#   torch-eager    bench/gpu/torch_gpt2_cuda.py (ARCH=llama: torch_llama_cuda.py): PyTorch bf16 autocast,
+#                  flash attention, fused AdamW
 #   torch-compile  the same under torch.compile
 # Every run has RUN_TIMEOUT seconds; one that fails or times out is recorded and the next one runs.
 # Then `PYTHONPATH=tests/pylib python3 bench/gpu/report.py "$OUT"` prints the table (not run from here,
@@ -37,12 +39,28 @@
 #   LAYERS [12] HEADS [12] EMBD [768] VOCAB [50304] SEQ [1024] DEVICE [cuda]  the model and device; the
 #                              defaults are the benchmark, other values are for checking this script
 #                              on a CPU (bench/gpu/test_bench_gpu.py runs it with DEVICE=cpu)
+#   ARCH [gpt2]                gpt2, or llama: a Llama made by `zerodp init --arch llama` (a model
+#                              directory), whose defaults are the Llama 3.2 1B shape: LAYERS 16 HEADS 32
+#                              KV_HEADS 8 EMBD 2048 INTERMEDIATE 8192 VOCAB 128256 SEQ 2048
+#                              ROPE_THETA 500000 TIE 1 (lm_head tied to the embeddings), and B 4
 #   COMMIT                     the commit recorded in env.txt (default: ZERODP_COMMIT, else git rev-parse --short HEAD)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 
 Z=${Z:-build-gpu/zerodp}
+ARCH=${ARCH:-gpt2}
+case "$ARCH" in
+  gpt2) ;;
+  llama)
+    : "${LAYERS:=16}" "${HEADS:=32}" "${KV_HEADS:=8}" "${EMBD:=2048}" "${INTERMEDIATE:=8192}" "${VOCAB:=128256}"
+    : "${SEQ:=2048}" "${ROPE_THETA:=500000}" "${TIE:=1}" "${B:=4}"
+    ;;
+  *)
+    printf 'bench/gpu/run.sh: ARCH is %s: say gpt2 or llama\n' "${ARCH:0:32}" >&2
+    exit 2
+    ;;
+esac
 OUT=${OUT:-runs/gpu-check/train}
 B=${B:-8}
 STEPS=${STEPS:-30}
@@ -97,10 +115,23 @@ rm -f "$OUT"/*.json "$OUT"/*.jsonl "$OUT"/*.jsonl.partial "$OUT"/*.log "$OUT"/*.
 
 # ---- inputs: the same init and token file for every run -----------------------------------------------
 model_tag="l${LAYERS}h${HEADS}c${EMBD}v${VOCAB}n${SEQ}"
-init="$data/gpt2-$model_tag.safetensors"
 tokens="$data/tokens.bin"
-[[ -f "$init" ]] || "$Z" init --out "$init" --layers "$LAYERS" --heads "$HEADS" --embd "$EMBD" \
-  --vocab "$VOCAB" --ctx "$SEQ" --seed 1337 >&2
+if [[ "$ARCH" == llama ]]; then
+  model_tag+="kv${KV_HEADS}i${INTERMEDIATE}r${ROPE_THETA}t${TIE}"
+  init="$data/llama-$model_tag"
+  peer_script=bench/gpu/torch_llama_cuda.py
+  tie=()
+  [[ "$TIE" == 1 ]] && tie=(--tie)
+  # bf16 tensors in the file: both sides start from the same values, at half the bytes to write.
+  [[ -f "$init/config.json" ]] || "$Z" init --arch llama --out "$init" --layers "$LAYERS" --heads "$HEADS" \
+    --kv-heads "$KV_HEADS" --embd "$EMBD" --intermediate "$INTERMEDIATE" --vocab "$VOCAB" --ctx "$SEQ" \
+    --rope-theta "$ROPE_THETA" "${tie[@]}" --dtype bf16 --seed 1337 >&2
+else
+  init="$data/gpt2-$model_tag.safetensors"
+  peer_script=bench/gpu/torch_gpt2_cuda.py
+  [[ -f "$init" ]] || "$Z" init --out "$init" --layers "$LAYERS" --heads "$HEADS" --embd "$EMBD" \
+    --vocab "$VOCAB" --ctx "$SEQ" --seed 1337 >&2
+fi
 [[ -f "$tokens" ]] || "$Z" tokenize --text "$CORPUS" --out "$tokens" >&2
 
 # ---- the peer's Python ----------------------------------------------------------------------------------
@@ -165,11 +196,19 @@ smi_field() {  # $1 = nvidia-smi --query-gpu field, of the GPU the runs use
   fi
   echo "device=$DEVICE"
   echo "dtype=bf16"
+  echo "arch=$ARCH"
   echo "layers=$LAYERS"
   echo "heads=$HEADS"
   echo "embd=$EMBD"
   echo "vocab=$VOCAB"
   echo "seq=$SEQ"
+  if [[ "$ARCH" == llama ]]; then
+    echo "kv_heads=$KV_HEADS"
+    echo "head_dim=$((EMBD / HEADS))"
+    echo "intermediate=$INTERMEDIATE"
+    echo "rope_theta=$ROPE_THETA"
+    echo "tie=$TIE"
+  fi
   echo "micro_batch=$B"
   echo "steps=$STEPS"
   echo "warmup=$WARMUP"
@@ -243,7 +282,7 @@ for mode in $PEER_MODES; do
   fi
   compile=()
   [[ "$mode" == compile ]] && compile=(--compile)
-  measure "$tag" "$OUT/$tag.json" "$peer_py" bench/gpu/torch_gpt2_cuda.py --device "$DEVICE" --dtype bf16 \
+  measure "$tag" "$OUT/$tag.json" "$peer_py" "$peer_script" --device "$DEVICE" --dtype bf16 \
     --init "$init" --data "$tokens" --micro-batch "$B" --seq "$SEQ" --steps "$STEPS" --warmup "$WARMUP" \
     ${PEAK_TFLOPS:+--peak-tflops "$PEAK_TFLOPS"} "${compile[@]}" "${LR_FLAGS[@]}"
 done

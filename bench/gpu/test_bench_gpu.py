@@ -314,6 +314,31 @@ class Report(unittest.TestCase):
         self.assertIn("| n/a |", text)
 
 
+    def test_llama_flops_by_hand(self):
+        """arch=llama in env.txt (and "arch": "llama" in the peer's JSON): zdptest/flops.py's Llama count."""
+        d = os.path.join(self.tmp, "llama")
+        shutil.copytree(self.out, d)
+        llama = {"arch": "llama", "layers": "2", "heads": "2", "kv_heads": "1", "head_dim": "32", "embd": "64",
+                 "intermediate": "96", "vocab": "256", "seq": "64", "tie": "1"}
+        env = [l for l in read(os.path.join(d, "env.txt")).splitlines() if l.split("=")[0] not in llama]
+        write(os.path.join(d, "env.txt"), "\n".join(env + [f"{k}={v}" for k, v in llama.items()]) + "\n")
+        peer = json.loads(read(os.path.join(d, "torch-eager.json")).splitlines()[-1])
+        peer["arch"] = "llama"
+        peer["model"] = {"L": 2, "C": 64, "V": 256, "heads": 2, "kv_heads": 1, "head_dim": 32, "I": 96}
+        write(os.path.join(d, "torch-eager.json"), json.dumps(peer) + "\n")
+        # n = B·T = 128, q = 64, kv = 32: per block 128·(2·64·(64 + 64) + 2·64·64 + 6·64·96) = 7,864,320 and
+        # attention 2·2·64·64·65 = 1,064,960; two blocks 17,858,560; head 2·128·64·256 = 4,194,304;
+        # forward 22,052,864; step 66,158,592.
+        step = 66_158_592
+        _, rows, _, _, _, _ = report.collect(d)
+        rows = {r["tag"]: r for r in rows}
+        self.assertEqual(rows["zerodp-w1-s1"]["flops"], step)
+        self.assertEqual(rows["zerodp-w2-s3"]["flops"], 2 * step)
+        self.assertEqual(rows["torch-eager"]["flops"], step)
+        text, _, _ = report.render(d)
+        self.assertIn("Llama L2 H2/1 C64 I96 V256 (tied), T 64", text)
+
+
 class GpuPeak(unittest.TestCase):
     def test_names(self):
         cases = {"NVIDIA H100 80GB HBM3": 989.4e12, "NVIDIA H200": 989.4e12, "NVIDIA H200 NVL": 835.5e12,
@@ -441,6 +466,26 @@ class RunScript(unittest.TestCase):
                 self.assertIn("zerodp's fastest at W = 1", text)
             else:
                 self.assertIn("torch-eager", dict(failed))
+
+    def test_llama_cpu_end_to_end(self):
+        """ARCH=llama: zerodp's Llama directory made by run.sh, both stages the same losses, the peer near them."""
+        with tempfile.TemporaryDirectory(prefix="bench-gpu-run-") as d:
+            out = os.path.join(d, "out")
+            self.run_sh(out, DEVICE="cpu", ARCH="llama", KV_HEADS="1", INTERMEDIATE="96", ROPE_THETA="10000",
+                        WORLDS="1")
+            env = report.read_env(out)
+            self.assertEqual((env["arch"], env["kv_heads"], env["head_dim"], env["intermediate"]),
+                             ("llama", "1", "32", "96"))
+            text, rows, failed = report.render(out)
+            got = {r["tag"]: r for r in rows}
+            for tag in ("zerodp-w1-s0", "zerodp-w1-s3"):
+                self.assertIn(tag, got, f"{tag} failed: {dict(failed).get(tag)}")
+            self.assertEqual(got["zerodp-w1-s0"]["loss"], got["zerodp-w1-s3"]["loss"])
+            self.assertIn("Llama L2 H2/1 C64 I96 V256 (tied)", text)
+            if TORCH_PYTHONS:
+                self.assertIn("torch-eager", got, dict(failed).get("torch-eager"))
+                self.assertAlmostEqual(got["torch-eager"]["loss"], got["zerodp-w1-s0"]["loss"], delta=0.05)
+                self.assertEqual(got["torch-eager"]["flops"], got["zerodp-w1-s0"]["flops"])
 
     def test_cuda_without_gpu_lists_every_failure(self):
         has_gpu = subprocess.run("nvidia-smi -L", shell=True, capture_output=True).returncode == 0

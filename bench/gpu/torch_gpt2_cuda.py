@@ -41,6 +41,7 @@ from zdptest import gpu_peak
 from zdptest import torch_gpt2  # build_model, read_tokens, batch, param_groups, add_optimizer_args
 
 HAVE_SDPA = hasattr(F, "scaled_dot_product_attention")
+PROG = "torch_gpt2_cuda.py"  # the prefix of its messages
 
 
 class DeviceGPT2(nn.Module):
@@ -87,7 +88,7 @@ class DeviceGPT2(nn.Module):
         return F.cross_entropy(logits.float().view(-1, logits.shape[-1]), targets.reshape(-1))
 
 
-def make_optimizer(model, args, device):
+def make_optimizer(model, args, device, prog=PROG):
     """torch.optim.AdamW on torch_gpt2's groups; fused=True on CUDA (one kernel for every tensor)."""
     kwargs = dict(lr=args.lr, betas=(args.beta1, args.beta2), eps=args.eps)
     groups = torch_gpt2.param_groups(model, args.weight_decay)
@@ -95,7 +96,7 @@ def make_optimizer(model, args, device):
         try:
             return torch.optim.AdamW(groups, fused=True, **kwargs), "fused"
         except (TypeError, RuntimeError) as e:  # a torch without fused AdamW (before 2.0)
-            print(f"torch_gpt2_cuda.py: fused AdamW unavailable ({e}); using the default", file=sys.stderr)
+            print(f"{prog}: fused AdamW unavailable ({e}); using the default", file=sys.stderr)
             groups = torch_gpt2.param_groups(model, args.weight_decay)
     return torch.optim.AdamW(groups, **kwargs), "default"
 
@@ -106,9 +107,9 @@ def autocast_context(device, dtype):
     return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
 
 
-def parse_args(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--init", required=True, help="initial weights (F32 safetensors from `zerodp init`)")
+def add_run_args(ap, init_help):
+    """The flags both peers take (this one and torch_llama_cuda.py), in the order --help lists them."""
+    ap.add_argument("--init", required=True, help=init_help)
     ap.add_argument("--data", required=True, help="token file (llm.c layout or raw uint16)")
     ap.add_argument("--micro-batch", type=int, required=True)
     ap.add_argument("--seq", type=int, required=True)
@@ -127,37 +128,48 @@ def parse_args(argv=None):
     # no clipping. torch_gpt2's flags default to the benchmarks' 0.1 and 1.0, which run.sh passes
     # explicitly to both sides anyway.
     ap.set_defaults(weight_decay=0.01, clip=0.0)
-    args = ap.parse_args(argv)
+
+
+def check_run_args(ap, args):
     if args.steps <= args.warmup:
         ap.error(f"--steps ({args.steps}) must exceed --warmup ({args.warmup}): no step would be timed")
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_run_args(ap, "initial weights (F32 safetensors from `zerodp init`)")
+    args = ap.parse_args(argv)
+    check_run_args(ap, args)
     return args
 
 
-def main(argv=None):
-    args = parse_args(argv)
+def choose_device(args, prog=PROG):
+    """(device, attention) for the flags, or an exit naming what this machine or torch lacks. On CUDA the
+    device is made current, so that whatever allocates without naming one lands on it."""
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
-        sys.exit(f"torch_gpt2_cuda.py: error: --device {args.device}: torch {torch.__version__} "
+        sys.exit(f"{prog}: error: --device {args.device}: torch {torch.__version__} "
                  f"(CUDA build {torch.version.cuda}) sees no usable GPU")
     if args.attention == "sdpa" and not HAVE_SDPA:
-        sys.exit(f"torch_gpt2_cuda.py: error: --attention sdpa: torch {torch.__version__} has no "
+        sys.exit(f"{prog}: error: --attention sdpa: torch {torch.__version__} has no "
                  "scaled_dot_product_attention")
     attention = args.attention if args.attention != "auto" else ("sdpa" if HAVE_SDPA else "math")
     if args.compile and not hasattr(torch, "compile"):
-        sys.exit(f"torch_gpt2_cuda.py: error: --compile: torch {torch.__version__} has no torch.compile")
+        sys.exit(f"{prog}: error: --compile: torch {torch.__version__} has no torch.compile")
     if device.type == "cuda":
         if device.index is None:  # "cuda": the current device, named by its index from here on
             device = torch.device("cuda", torch.cuda.current_device())
         torch.cuda.set_device(device)
-    torch.manual_seed(0)
+    return device, attention
 
-    gpt, cfg = torch_gpt2.build_model(args.init)
-    if args.seq > cfg["N"]:
-        sys.exit(f"torch_gpt2_cuda.py: error: --seq {args.seq} exceeds the model's context {cfg['N']}")
-    model = DeviceGPT2(gpt, attention).to(device)
-    opt, adamw = make_optimizer(model, args, device)
+
+def train_and_report(model, cfg, step_fl, tokens, args, device, attention, prog=PROG, extra=None):
+    """Trains model (on device; its forward takes (inputs, targets) and returns the loss) for args.steps
+    steps of torch_gpt2.batch, timing each, and prints the result JSON. extra: keys that go into the
+    JSON right after "impl" (the Llama peer's "arch"); none for this script, whose output stays as
+    report.py and test_bench_gpu.py read it. step_fl: the causal FLOPs of one step (zdptest/flops.py)."""
+    opt, adamw = make_optimizer(model, args, device, prog)
     step_fn = torch.compile(model) if args.compile else model
-    tokens = torch_gpt2.read_tokens(args.data)
 
     def sync():
         if device.type == "cuda":
@@ -184,7 +196,6 @@ def main(argv=None):
 
     timed = ms[args.warmup:]
     median_ms = statistics.median(timed)
-    step_fl = flops.step_flops(cfg["L"], cfg["C"], cfg["V"], B, T, causal=True)
     gpu_name = torch.cuda.get_device_name(device) if device.type == "cuda" else None
     if device.type == "cuda" or args.peak_tflops:
         peak, peak_note = gpu_peak.choose_peak(gpu_name, args.peak_tflops)
@@ -192,7 +203,7 @@ def main(argv=None):
         peak, peak_note = None, "cpu run: MFU not computed (no GPU peak)"
     achieved = step_fl / (median_ms / 1e3)
     result = {
-        "impl": "pytorch", "mode": "compile" if args.compile else "eager", "device": str(device),
+        "impl": "pytorch", **(extra or {}), "mode": "compile" if args.compile else "eager", "device": str(device),
         "dtype": args.dtype, "world": 1, "micro_batch": B, "seq": T, "model": cfg,
         "attention": attention, "adamw": adamw, "warmup": args.warmup,
         "hyper": {"lr": args.lr, "beta1": args.beta1, "beta2": args.beta2, "eps": args.eps,
@@ -205,6 +216,20 @@ def main(argv=None):
         "torch": torch.__version__, "cuda": torch.version.cuda, "gpu": gpu_name,
     }
     print(json.dumps(result), flush=True)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    device, attention = choose_device(args)
+    torch.manual_seed(0)
+
+    gpt, cfg = torch_gpt2.build_model(args.init)
+    if args.seq > cfg["N"]:
+        sys.exit(f"{PROG}: error: --seq {args.seq} exceeds the model's context {cfg['N']}")
+    model = DeviceGPT2(gpt, attention).to(device)
+    tokens = torch_gpt2.read_tokens(args.data)
+    step_fl = flops.step_flops(cfg["L"], cfg["C"], cfg["V"], args.micro_batch, args.seq, causal=True)
+    train_and_report(model, cfg, step_fl, tokens, args, device, attention)
 
 
 if __name__ == "__main__":

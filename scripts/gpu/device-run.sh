@@ -11,13 +11,15 @@
 #           (tests/cuda_gpu/train_gpu_tests.py: stages, resume, offload, sgd, refusals)
 #   profile the GPU time of each kernel-table entry in 10 GPT-2 124M steps (ZERODP_GPU_PROFILE), with
 #           the fused classifier and then the unfused one (ZERODP_GPU_CLASSIFIER)
+#   llama   the Llama 3.2 1B shape, bf16 T=2048 B=$LLAMA_B [4]: zerodp at the stages of $LLAMA_STAGES
+#           ["0 3"] beside PyTorch eager and torch.compile (bench/gpu/run.sh ARCH=llama; about 4 minutes)
 #   w2      GPT-2 124M at W = 2 on the one GPU (host-staged collectives), stages 0 and 3
 #   micro   bench/micro_gpu
 # The same as ctest -L gpu runs, without ctest: the CTest files name this machine's paths.
 #
 # Device call (carry [".gpudeps", ".gpubin"]):
-#   bash scripts/gpu/device-run.sh [PHASE...]       PHASE: info unit bench train profile w2 micro
-#                                                 (default: all but profile and w2, in that order)
+#   bash scripts/gpu/device-run.sh [PHASE...]       PHASE: info unit bench train profile llama w2 micro
+#                                                 (default: all but profile, llama and w2, in that order)
 # Environment: DEADLINE_S [500] seconds from the start for everything; RESULTS [$OUT] where
 # device.tgz (logs and figures) goes; BENCH_STAGES ["0 3"]; BENCH_STEPS [20]; UNIT_REGEX (a grep -E
 # pattern narrowing the unit binaries); TRAIN_CASES ["stages resume offload sgd refusals llama"].
@@ -141,6 +143,16 @@ if wants profile; then
     tail -1 "$logs/profile-$cls.jsonl" 2>/dev/null | cut -c1-300
     sed -n '/GPU time by entry/,$p' "$logs/profile-$cls.log" | head -${PROFILE_LINES:-40}
   done
+fi
+
+if wants llama; then
+  note "phase llama ($(left) s left)"
+  Z=$Z ARCH=llama OUT=runs/gpu-check/train-llama RUN_TIMEOUT=$(cap 150) B=${LLAMA_B:-4} STEPS=${LLAMA_STEPS:-12} \
+    WARMUP=4 WORLDS=1 STAGES="${LLAMA_STAGES:-0 3}" PEER_MODES="eager compile" timeout -k 5 "$(cap 420)" \
+    bash bench/gpu/run.sh >"$logs/bench-llama.log" 2>&1
+  echo "bench llama rc=$?"
+  tail -3 "$logs/bench-llama.log"; cat runs/gpu-check/train-llama/status.txt 2>/dev/null
+  "$PY" bench/gpu/report.py runs/gpu-check/train-llama 2>&1 | tail -16
 fi
 
 if wants w2; then

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""FLOPs of one GPT-2 training step (forward + backward), counted matmul by matmul.
+"""FLOPs of one GPT-2 (or Llama: llama_step_flops) training step (forward + backward), counted matmul by matmul.
 
 A matmul of an [M, K] by a [K, N] matrix is 2·M·N·K FLOPs forward; its backward computes the gradient
 of both operands, two matmuls of the same size, so 2× the forward. Per step, for n = B·T tokens:
@@ -29,6 +29,25 @@ def forward_flops(L, C, V, B, T, causal=True):
 def step_flops(L, C, V, B, T, causal=True):
     """FLOPs of a training step of one rank's micro-batch (forward + backward)."""
     return 3 * forward_flops(L, C, V, B, T, causal)
+
+
+def llama_forward_flops(L, C, q, kv, I, V, B, T, causal=True):
+    """A Llama's forward (the Llama family of docs/reference/model.md): q = heads·head_dim, kv = kv_heads·head_dim.
+
+    per block:   q_proj 2·n·C·q + k_proj, v_proj 2·n·C·kv each + o_proj 2·n·q·C + gate_proj, up_proj 2·n·C·I
+                 each + down_proj 2·n·I·C; attention as GPT-2's with q in place of C (every query head meets
+                 its keys, whichever head they are shared from): causal 2·B·q·T(T+1), dense 4·B·q·T²
+    LM head:     2·n·C·V (tied or not)
+    """
+    n = B * T
+    dense_per_block = n * (2 * C * (q + 2 * kv) + 2 * q * C + 6 * C * I)
+    attention_per_block = 2 * B * q * T * (T + 1) if causal else 4 * B * q * T * T
+    return L * (dense_per_block + attention_per_block) + 2 * n * C * V
+
+
+def llama_step_flops(L, C, q, kv, I, V, B, T, causal=True):
+    """FLOPs of a Llama training step of one rank's micro-batch (forward + backward)."""
+    return 3 * llama_forward_flops(L, C, q, kv, I, V, B, T, causal)
 
 
 def params(L, C, V, N):
