@@ -264,6 +264,27 @@ class Refusals(Inputs, unittest.TestCase):
         small = self.init("vocab64", sizes={"vocab": 64})  # byte tokens of English text reach past 64
         self.refused(small, expect="is not below the model's vocab_size 64")
 
+    def test_uint32_token_file(self):
+        """A token file of uint32 ids (version 2, what zerodp writes past 65536 ids) trains on the same ids."""
+        with open(self.tokens, "rb") as f:
+            blob = f.read()
+        magic, version, count = struct.unpack("<3i", blob[:12])
+        self.assertEqual((magic, version), (20240520, 1))
+        ids = struct.unpack(f"<{count}H", blob[1024:1024 + 2 * count])
+        wide = os.path.join(self.tmp, "tokens32.bin")
+        with open(wide, "wb") as f:
+            f.write(struct.pack("<3i", magic, 2, count).ljust(1024, b"\0") + struct.pack(f"<{count}I", *ids))
+        losses = []
+        for tokens in (self.tokens, wide):
+            r, cmd = run_peer(self.py, self.model, tokens, "--dtype", "fp32")
+            self.assertEqual(r.returncode, 0, " ".join(cmd) + "\n" + r.stderr)
+            losses.append(json.loads(r.stdout.strip().splitlines()[-1])["loss"])
+        self.assertEqual(losses[0], losses[1])
+        bad = os.path.join(self.tmp, "tokens-v3.bin")
+        with open(bad, "wb") as f:
+            f.write(struct.pack("<3i", magic, 3, count).ljust(1024, b"\0") + blob[1024:])
+        self.refused(self.model, tokens=bad, expect="token file version 3")
+
     def test_damaged_header(self):
         def first(header):
             return next(k for k in header if k != "__metadata__")

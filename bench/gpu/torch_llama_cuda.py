@@ -459,16 +459,13 @@ def load_weights(model, headers, model_dir):
 
 
 def read_token_file(path, V):
-    """torch_gpt2.read_tokens' int64 tokens, checked against the vocabulary. A llm.c header saying
-    uint32 tokens ([1] = 2, what `zerodp tokenize` writes for vocabularies past 65536) is read here,
-    as read_tokens knows the uint16 layout only."""
+    """torch_gpt2.read_tokens' int64 tokens (uint16 or uint32 ids), checked against the vocabulary."""
     if not os.path.isfile(path):
         raise LoadError(f"{path}: no such token file")
-    head = np.fromfile(path, dtype="<i4", count=3)
-    if head.size == 3 and head[0] == 20240520 and head[1] == 2:
-        tokens = torch.from_numpy(np.fromfile(path, dtype="<u4", count=int(head[2]), offset=1024).astype(np.int64))
-    else:
+    try:
         tokens = torch_gpt2.read_tokens(path)
+    except ValueError as e:
+        raise LoadError(str(e)) from e
     if tokens.numel() == 0:
         raise LoadError(f"{path}: no tokens")
     top = int(tokens.max())

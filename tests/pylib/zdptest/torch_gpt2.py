@@ -41,12 +41,16 @@ def read_safetensors_f32(path):
 
 
 def read_tokens(path):
-    """The uint16 tokens of a token file (llm.c layout with its 1024-byte header, or raw), as int64."""
-    raw = np.fromfile(path, dtype="<u2")
-    header = np.frombuffer(raw[:512].tobytes(), dtype="<i4") if raw.size >= 512 else None
-    if header is not None and header[0] == 20240520:
-        raw = raw[512:512 + int(header[2])]
-    return torch.from_numpy(raw.astype(np.int64))
+    """The tokens of a token file, as int64: the llm.c layout (a 1024-byte header of int32 magic 20240520,
+    version 1 for uint16 ids or 2 for uint32, count) or a raw uint16 stream."""
+    head = np.fromfile(path, dtype="<i4", count=3)
+    if head.size == 3 and head[0] == 20240520:
+        if head[1] not in (1, 2):
+            raise ValueError(f"{path}: token file version {int(head[1])}: 1 (uint16) or 2 (uint32) expected")
+        ids = np.fromfile(path, dtype="<u2" if head[1] == 1 else "<u4", count=int(head[2]), offset=1024)
+    else:
+        ids = np.fromfile(path, dtype="<u2")
+    return torch.from_numpy(ids.astype(np.int64))
 
 
 def batch(tokens, step, world, rank, B, T):
