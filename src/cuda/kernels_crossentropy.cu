@@ -108,8 +108,6 @@ __global__ void softmax_crossentropy_backward_kernel(float* dlogits, const float
     d[j] = j == target ? weight * (p[j] - 1.0f) : weight * p[j];
 }
 
-}  // namespace
-
 // Rows on grid.y (≤ 65535 a launch: larger N in slices), a row's V columns over grid.x: launch(grid, r0)
 // issues the slice of rows from r0.
 template <class Launch>
@@ -122,6 +120,8 @@ void over_row_slices(int N, int V, Launch&& launch) {
     ZDP_CUDA_CHECK(cudaGetLastError());
   }
 }
+
+}  // namespace
 
 void softmax_crossentropy_forward(float* losses, float* probs, const float* logits, const int32_t* targets, int N,
                                   int V, cudaStream_t stream, float* row_stats) {
