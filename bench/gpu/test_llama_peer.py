@@ -332,6 +332,9 @@ class Refusals(Inputs, unittest.TestCase):
                 d = self.copy_model("config-" + name)
                 edit_config(d, **fields)
                 self.refused(d, expect=expect)
+        # A tied model's weights (no lm_head.weight) under a config that says untied: zerodp refuses it too.
+        untied = self.init("untied-without-head", "--tie", tie_word_embeddings=False)
+        self.refused(untied, expect="tie_word_embeddings is false but the weights have no lm_head.weight")
 
     def test_cuda_without_gpu(self):
         if subprocess.run("nvidia-smi -L", shell=True, capture_output=True).returncode == 0:

@@ -528,11 +528,9 @@ def main(argv=None):
                      f"{cfg['N']}")
         headers = read_model_headers(args.init)
         if not cfg["tie"] and "lm_head.weight" not in headers:
-            # transformers would draw a random head; zerodp would refuse. The embeddings are the one
-            # matrix of that shape the file has, so use them, saying so.
-            print(f"{PROG}: {args.init}: tie_word_embeddings is false but there is no lm_head.weight: "
-                  "tying lm_head to embed_tokens", file=sys.stderr)
-            cfg["tie"] = True
+            # transformers would draw a random head and zerodp refuses: a comparison needs both sides to
+            # train the same model, so refuse too.
+            raise LoadError(f"{args.init}: tie_word_embeddings is false but the weights have no lm_head.weight")
         gqa = choose_gqa(args, attention, cfg["heads"] // cfg["kv_heads"])
         model = LlamaForCausalLM(cfg, args.seq, attention, gqa)
         cfg["weights_dtype"] = "+".join(load_weights(model, headers, args.init))
